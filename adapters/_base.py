@@ -1,0 +1,199 @@
+"""Base class for cosim adapters: the thin layer between a physics model and mosaik.
+
+An adapter module ``adapters/<name>.py`` (or package ``adapters/<name>/``) defines one
+subclass of :class:`CosimSim`; the registry finds it by scanning the folder, so adding a
+simulator needs no list to be edited. The adapter name in a scenario is the module name.
+
+What a subclass declares:
+
+* ``META`` — mosaik META; build each model with :func:`model_meta` so it lists its
+  ``inputs`` and ``outputs`` (a cosim extension mosaik ignores) next to ``attrs``.
+* ``SimParams`` — pydantic model of the ``[sims.<id>]`` keys besides ``adapter``.
+* ``ModelParams`` — ``{model: pydantic model}`` of each entity's params.
+* ``meta_for(sim_params)`` — override when the attributes depend on the parameters
+  (a grid's buses, a CSV file's columns).
+* ``check(sim_params, ctx)`` — optional extra validation needing the scenario's
+  time window (e.g. does the data cover the run?). Returns problem strings.
+
+What it implements: ``setup()`` (after init), ``create_entity(eid, model, params)``,
+``step_entities(time_s, inputs)``; outputs go into ``self.out[eid][attr]``.
+
+Every ``init`` receives ``start_utc`` (ISO 8601), ``step_s``, ``duration_s`` and
+``seed`` from the scenario, besides the simulator's own params.
+"""
+
+from __future__ import annotations
+
+import copy
+import zlib
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Any, ClassVar
+
+import mosaik_api_v3
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+
+class NoParams(BaseModel):
+    """No parameters accepted."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class Params(BaseModel):
+    """Base for parameter models: unknown keys are an error."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+@dataclass(frozen=True)
+class ScenarioContext:
+    """What an adapter's ``check`` may need to know about the scenario."""
+
+    start_utc: datetime
+    duration_s: int
+    step_s: int
+    seed: int
+
+    @property
+    def end_utc(self) -> datetime:
+        return self.start_utc + timedelta(seconds=self.duration_s)
+
+
+def model_meta(
+    inputs: list[str] | tuple[str, ...] = (),
+    outputs: list[str] | tuple[str, ...] = (),
+    params: type[BaseModel] | None = None,
+    any_inputs: bool = False,
+) -> dict[str, Any]:
+    """Build the META entry of one model.
+
+    Args:
+        inputs: attributes other simulators may set. [unit-suffixed names]
+        outputs: attributes this model reports. [unit-suffixed names]
+        params: pydantic model of the entity params (their names go into ``params``).
+        any_inputs: accept inputs of any name (the recorder).
+    """
+    attrs = list(dict.fromkeys([*inputs, *outputs]))
+    meta: dict[str, Any] = {
+        "public": True,
+        # ``eid`` lets the world name each entity after its scenario key.
+        "params": ["eid", *(params.model_fields if params else [])],
+        "attrs": attrs,
+        "inputs": list(inputs),
+        "outputs": list(outputs),
+    }
+    if any_inputs:
+        meta["any_inputs"] = True
+    return meta
+
+
+def parse_utc(text: str | datetime) -> datetime:
+    """Parse an ISO 8601 timestamp into an aware UTC datetime."""
+    value = text if isinstance(text, datetime) else datetime.fromisoformat(str(text))
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=timezone.utc)
+    return value.astimezone(timezone.utc)
+
+
+class CosimSim(mosaik_api_v3.Simulator):
+    """A time-based mosaik simulator with validated params and summed inputs."""
+
+    META: ClassVar[dict[str, Any]] = {"api_version": "3.0", "type": "time-based", "models": {}}
+    SimParams: ClassVar[type[BaseModel]] = NoParams
+    ModelParams: ClassVar[dict[str, type[BaseModel]]] = {}
+
+    def __init__(self) -> None:
+        super().__init__(copy.deepcopy(self.META))
+        self.out: dict[str, dict[str, Any]] = {}
+        self.models: dict[str, str] = {}
+
+    # -- hooks for validation (no simulator is started for these) ------------------
+    @classmethod
+    def meta_for(cls, sim_params: BaseModel) -> dict[str, Any]:
+        """META for these sim params; the class META unless overridden."""
+        return cls.META
+
+    @classmethod
+    def check(cls, sim_params: BaseModel, ctx: ScenarioContext) -> list[str]:
+        """Extra problems with these params for this scenario window."""
+        return []
+
+    # -- mosaik API -------------------------------------------------------------------
+    def init(self, sid, time_resolution=1.0, *, start_utc, step_s, duration_s, seed, **params):
+        if time_resolution != 1.0:
+            raise ValueError("cosim adapters run at time_resolution = 1.0 (one tick = 1 s)")
+        self.sid = sid
+        self.start_utc = parse_utc(start_utc)
+        self.step_s = int(step_s)
+        self.duration_s = int(duration_s)
+        self.seed = int(seed)
+        self.params = self.SimParams.model_validate(params)
+        self.meta = copy.deepcopy(self.meta_for(self.params))
+        self.meta.setdefault("api_version", "3.0")
+        self.setup()
+        return self.meta
+
+    def create(self, num, model, eid=None, **params):
+        created = []
+        for i in range(num):
+            name = eid if (eid is not None and num == 1) else f"{eid or model}_{i}"
+            model_params = self._validate_model_params(model, params)
+            self.out[name] = {}
+            self.models[name] = model
+            self.create_entity(name, model, model_params)
+            created.append({"eid": name, "type": model})
+        return created
+
+    def step(self, time, inputs, max_advance):
+        self.step_entities(int(time), sum_inputs(inputs))
+        return int(time) + self.step_s
+
+    def get_data(self, outputs):
+        return {eid: {attr: self.out[eid].get(attr) for attr in attrs} for eid, attrs in outputs.items()}
+
+    # -- for subclasses ------------------------------------------------------------
+    def setup(self) -> None:
+        """Called once after ``init``: build the model from ``self.params``."""
+
+    def create_entity(self, eid: str, model: str, params: BaseModel | None) -> None:
+        raise NotImplementedError
+
+    def step_entities(self, time_s: int, inputs: dict[str, dict[str, Any]]) -> None:
+        raise NotImplementedError
+
+    def utc(self, time_s: int) -> datetime:
+        """The UTC datetime of simulation time ``time_s``."""
+        return self.start_utc + timedelta(seconds=time_s)
+
+    def rng(self, eid: str) -> np.random.Generator:
+        """A random generator seeded by the scenario seed and the entity id (deterministic)."""
+        return np.random.default_rng([self.seed, zlib.crc32(eid.encode())])
+
+    def _validate_model_params(self, model: str, params: dict[str, Any]) -> BaseModel | None:
+        cls = self.ModelParams.get(model)
+        if cls is None:
+            if params:
+                raise ValueError(f"model {model} takes no params, got {sorted(params)}")
+            return None
+        return cls.model_validate(params)
+
+
+def sum_inputs(inputs: dict[str, dict[str, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+    """Collapse mosaik inputs ``{eid: {attr: {src: value}}}`` to ``{eid: {attr: value}}``.
+
+    Several sources into one attribute are summed (the point of connection draws IT plus
+    cooling power); ``None`` values (a source with nothing to say yet) are skipped, and an
+    attribute whose every source is ``None`` is left out.
+    """
+    collapsed: dict[str, dict[str, Any]] = {}
+    for eid, attrs in inputs.items():
+        values: dict[str, Any] = {}
+        for attr, sources in attrs.items():
+            present = [v for v in sources.values() if v is not None]
+            if not present:
+                continue
+            values[attr] = present[0] if len(present) == 1 else sum(present)
+        collapsed[eid] = values
+    return collapsed

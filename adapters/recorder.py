@@ -1,0 +1,127 @@
+"""Recorder: streams every recorded output to ``timeseries.parquet`` in row groups.
+
+The world connects each recorded ``<entity>.<attr>`` to the one ``Recorder`` entity.
+Rows are buffered and written every ``chunk_rows`` steps, so memory stays flat over a
+year-long run; ``close()`` writes what is buffered and the Parquet footer, and is called
+on ``finalize`` and by the world when a run fails, so a failed run stays readable.
+The schema is fixed up front from the column list: flags (``converged``, ``*_in_service``)
+are booleans, everything else float64; the index column ``time_utc`` is a UTC timestamp.
+"""
+
+from __future__ import annotations
+
+import weakref
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from tqdm import tqdm
+
+from adapters._base import CosimSim, Params, model_meta
+from cosim.units import DIMENSIONLESS
+
+_OPEN: "weakref.WeakSet[ParquetRecorder]" = weakref.WeakSet()
+
+
+def _is_flag(column: str) -> bool:
+    attr = column.rsplit(".", 1)[-1]
+    return any(attr == d or attr.endswith("_" + d) for d in DIMENSIONLESS)
+
+
+class ParquetRecorder:
+    """Buffers rows of fixed columns and appends them to a Parquet file as row groups.
+
+    Args:
+        path: output file.
+        columns: ``<entity>.<attr>`` names, in order.
+        chunk_rows: rows per row group (what is held in memory at most).
+    """
+
+    def __init__(self, path: Path, columns: list[str], chunk_rows: int = 1440):
+        self.path = Path(path)
+        self.columns = list(columns)
+        self.chunk_rows = chunk_rows
+        fields = [pa.field("time_utc", pa.timestamp("ms", tz="UTC"))]
+        fields += [pa.field(c, pa.bool_() if _is_flag(c) else pa.float64()) for c in self.columns]
+        self.schema = pa.schema(fields)
+        self._writer = pq.ParquetWriter(self.path, self.schema, compression="zstd")
+        self._buffer: dict[str, list[Any]] = {f.name: [] for f in fields}
+        self.rows_written = 0
+        _OPEN.add(self)
+
+    def append(self, time_utc, values: dict[str, Any]) -> None:
+        """Add one row; columns missing from ``values`` are null."""
+        self._buffer["time_utc"].append(time_utc)
+        for column in self.columns:
+            self._buffer[column].append(values.get(column))
+        if len(self._buffer["time_utc"]) >= self.chunk_rows:
+            self.flush()
+
+    def flush(self) -> None:
+        if self._writer is None or not self._buffer["time_utc"]:
+            return
+        arrays = [pa.array(self._buffer[f.name], type=f.type, from_pandas=True) for f in self.schema]
+        self._writer.write_table(pa.Table.from_arrays(arrays, schema=self.schema))
+        self.rows_written += len(self._buffer["time_utc"])
+        for column in self._buffer.values():
+            column.clear()
+
+    def close(self) -> None:
+        """Write what is buffered and the footer; safe to call twice."""
+        if self._writer is None:
+            return
+        try:
+            self.flush()
+        finally:
+            self._writer.close()
+            self._writer = None
+            _OPEN.discard(self)
+
+
+def close_all() -> None:
+    """Close every open recorder of this process (the world calls it when a run fails)."""
+    for recorder in list(_OPEN):
+        recorder.close()
+
+
+class SimParams(Params):
+    path: str
+    columns: list[str]
+    chunk_rows: int = 1440
+    progress: bool = False
+    label: str = ""
+
+
+class RecorderSim(CosimSim):
+    """mosaik face of :class:`ParquetRecorder`, with the run's progress bar."""
+
+    META = {"api_version": "3.0", "type": "time-based", "models": {"Recorder": model_meta(any_inputs=True)}}
+    SimParams = SimParams
+
+    def setup(self) -> None:
+        p = self.params
+        self.recorder = ParquetRecorder(Path(p.path), p.columns, p.chunk_rows)
+        n_steps = self.duration_s // self.step_s
+        self.bar = tqdm(total=n_steps, unit="step", desc=p.label or "run", disable=not p.progress,
+                        dynamic_ncols=True, mininterval=0.5, smoothing=0.1)
+
+    def create_entity(self, eid, model, params) -> None:
+        pass
+
+    def step(self, time, inputs, max_advance):
+        row: dict[str, Any] = {}
+        for attrs in inputs.values():
+            for attr, sources in attrs.items():
+                for full_id, value in sources.items():
+                    row[f"{full_id.split('.', 1)[1]}.{attr}"] = value
+        stamp = self.start_utc + timedelta(seconds=int(time))
+        self.recorder.append(stamp, row)
+        self.bar.update(1)
+        self.bar.set_postfix_str(stamp.strftime("%Y-%m-%d %H:%M UTC"), refresh=False)
+        return int(time) + self.step_s
+
+    def finalize(self) -> None:
+        self.bar.close()
+        self.recorder.close()

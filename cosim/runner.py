@@ -1,0 +1,123 @@
+"""One run: validate the scenario, make the run folder, run the world, write KPIs and metadata."""
+
+from __future__ import annotations
+
+import json
+import platform
+import shutil
+import subprocess
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from importlib import metadata as importlib_metadata
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from cosim import kpis as kpi_module
+from cosim.scenario import Scenario, load_scenario
+
+PACKAGES = ("cosim", "mosaik", "mosaik-api-v3", "pandapower", "lightsim2grid", "simbench", "pvlib",
+            "numpy", "pandas", "pyarrow", "pydantic")
+
+
+@dataclass
+class RunResult:
+    """What a run left behind; the folder is the source of truth."""
+
+    run_dir: Path
+    status: str
+    reason: str | None
+    kpis: dict[str, Any]
+    metadata: dict[str, Any]
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def timeseries(self, columns: list[str] | None = None) -> pd.DataFrame:
+        """The recorded time series, indexed by UTC time."""
+        return read_timeseries(self.run_dir / "timeseries.parquet", columns)
+
+
+def read_timeseries(path: Path, columns: list[str] | None = None) -> pd.DataFrame:
+    """Read ``timeseries.parquet`` with ``time_utc`` as the index."""
+    wanted = None if columns is None else ["time_utc", *columns]
+    return pd.read_parquet(path, columns=wanted).set_index("time_utc")
+
+
+def new_run_dir(out_dir: Path, name: str) -> Path:
+    """``<out_dir>/<name>-<UTC timestamp>``, made unique with a counter."""
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    candidate = out_dir / f"{name}-{stamp}"
+    n = 1
+    while candidate.exists():
+        n += 1
+        candidate = out_dir / f"{name}-{stamp}-{n}"
+    candidate.mkdir(parents=True)
+    return candidate
+
+
+def package_versions() -> dict[str, str | None]:
+    versions: dict[str, str | None] = {"python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            versions[name] = importlib_metadata.version(name)
+        except importlib_metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def git_commit(where: Path) -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=where, capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def run_scenario(scn: Scenario, out_dir: str | Path = "runs", progress: bool = True,
+                 run_dir: Path | None = None) -> RunResult:
+    """Run a validated scenario into a new run folder (see DESIGN.md, "A run folder")."""
+    from cosim.world import run_world  # mosaik is imported only when a run starts
+
+    run_dir = run_dir or new_run_dir(Path(out_dir), scn.scenario.name)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(scn.file, run_dir / "scenario.toml")
+    started = datetime.now(timezone.utc)
+    outcome = run_world(scn, run_dir, progress=progress)
+    kpis: dict[str, Any] = {}
+    if outcome.rows_recorded:
+        models = {eid: spec.model for eid, spec in scn.entities.items()}
+        ts = read_timeseries(run_dir / "timeseries.parquet")
+        kpis = kpi_module.compute(ts, scn.record.step_s or scn.scenario.step_s, models)
+    meta = {
+        "scenario": scn.scenario.name,
+        "scenario_file": str(scn.file.resolve()),
+        "status": outcome.status,
+        "reason": outcome.reason,
+        "seed": scn.scenario.seed,
+        "start_utc": scn.scenario.start.isoformat(),
+        "duration_s": scn.scenario.duration_s,
+        "step_s": scn.scenario.step_s,
+        "started_utc": started.isoformat(timespec="seconds"),
+        "wall_s": round(outcome.wall_s, 3),
+        "steps": outcome.n_steps,
+        "steps_per_s": round(outcome.steps_per_s, 2),
+        "versions": package_versions(),
+        "git_commit": git_commit(Path(__file__).resolve().parent),
+        "platform": platform.platform(),
+    }
+    (run_dir / "kpis.json").write_text(json.dumps(kpis, indent=2) + "\n")
+    (run_dir / "metadata.json").write_text(json.dumps(meta, indent=2) + "\n")
+    return RunResult(run_dir, outcome.status, outcome.reason, kpis, meta)
+
+
+def run(path: str | Path, out_dir: str | Path = "runs", progress: bool = False,
+        overrides: dict[str, Any] | None = None) -> RunResult:
+    """Validate and run a scenario file; the Python face of ``cosim run``.
+
+    Raises:
+        ScenarioError: the scenario has problems (nothing was started).
+    """
+    return run_scenario(load_scenario(path, overrides), out_dir, progress)

@@ -1,0 +1,448 @@
+"""Scenario files: TOML read with ``tomllib``, validated into typed models, every problem named.
+
+``load_scenario(path)`` returns a :class:`Scenario` or raises :class:`ScenarioError` with
+*all* the problems found, each as ``key.path = value: what is wrong; what is allowed``.
+Nothing in a scenario is evaluated as code; relative paths resolve from its folder.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from adapters._base import ScenarioContext
+from cosim import registry
+from cosim.units import has_unit_suffix, unit_of
+
+#: Keys of ``[sims.<id>]`` that belong to cosim, not to the adapter.
+SIM_KEYS = ("adapter", "step_s", "cmd", "connect", "process")
+#: Keys of ``[entities.<id>]`` that belong to cosim, not to the model.
+ENTITY_KEYS = ("sim", "model")
+_MISSING = object()
+
+
+# -- problems --------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with a scenario, at a key path."""
+
+    path: str
+    message: str
+    value: Any = _MISSING
+
+    def __str__(self) -> str:
+        shown = "" if self.value is _MISSING else f" = {_short(self.value)}"
+        return f"{self.path}{shown}: {self.message}"
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+class ScenarioError(Exception):
+    """A scenario with problems; ``str()`` lists them all, one per line."""
+
+    def __init__(self, file: Path | str, problems: list[Problem]):
+        self.file = str(file)
+        self.problems = problems
+        count = f"{len(problems)} problem{'s' if len(problems) != 1 else ''}"
+        super().__init__(f"{self.file}: {count}:\n" + "\n".join(f" - {p}" for p in problems))
+
+
+# -- the typed sections ----------------------------------------------------------------
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ScenarioSection(_Strict):
+    """``[scenario]``: what is studied, when, at which step."""
+
+    name: str
+    description: str = ""
+    start: datetime
+    duration_s: int = Field(gt=0)
+    step_s: int = Field(gt=0)
+    seed: int = 0
+
+    @field_validator("name")
+    @classmethod
+    def _folder_safe(cls, value: str) -> str:
+        if not value or not all(c.isalnum() or c in "_.-" for c in value):
+            raise ValueError("use letters, digits, '_', '.' or '-' (it names the run folder), e.g. 'campus_day'")
+        return value
+
+    @field_validator("start")
+    @classmethod
+    def _utc(cls, value: datetime) -> datetime:
+        if value.tzinfo is None:
+            raise ValueError("give the start in UTC, e.g. 2024-07-15T00:00:00Z")
+        return value.astimezone(timezone.utc)
+
+
+class SimSpec(_Strict):
+    """``[sims.<id>]``: which adapter, where it runs, its own params."""
+
+    adapter: str
+    step_s: int | None = Field(default=None, gt=0)
+    cmd: str | None = None
+    connect: str | None = Field(default=None, pattern=r"^[^:\s]+:\d+$")
+    process: str = Field(default="inline", pattern=r"^(inline|subprocess)$")
+    params: dict[str, Any] = {}
+
+
+class EntitySpec(_Strict):
+    """``[entities.<id>]``: one entity of a sim's model, with its params."""
+
+    sim: str
+    model: str
+    params: dict[str, Any] = {}
+
+
+class ConnectSpec(_Strict):
+    """``[[connect]]``: attributes from ``src`` to ``dst``; feedback edges are delayed."""
+
+    src: str
+    dst: str
+    attrs: list[str | tuple[str, str]] = Field(min_length=1)
+    time_shifted: bool = False
+    weak: bool = False
+    initial_data: dict[str, Any] = {}
+
+    def pairs(self) -> list[tuple[str, str]]:
+        return [(a, a) if isinstance(a, str) else (a[0], a[1]) for a in self.attrs]
+
+
+class RecordSpec(_Strict):
+    """``[record]``: which outputs go to ``timeseries.parquet`` (glob patterns on ``entity.attr``)."""
+
+    include: list[str] = ["*"]
+    exclude: list[str] = []
+    step_s: int | None = Field(default=None, gt=0)
+    chunk_rows: int = Field(default=1440, gt=0)
+
+
+@dataclass
+class Scenario:
+    """A validated scenario, ready for the world builder."""
+
+    file: Path
+    base_dir: Path
+    scenario: ScenarioSection
+    sims: dict[str, SimSpec]
+    entities: dict[str, EntitySpec]
+    connect: list[ConnectSpec]
+    record: RecordSpec
+    raw: dict[str, Any]
+    #: validated params per sim / entity, JSON-ready (paths absolute)
+    sim_params: dict[str, dict[str, Any]] = field(default_factory=dict)
+    entity_params: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: META per sim (from the adapter, for these params)
+    metas: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def context(self) -> ScenarioContext:
+        s = self.scenario
+        return ScenarioContext(s.start, s.duration_s, s.step_s, s.seed)
+
+    def sim_step_s(self, sim_id: str) -> int:
+        return self.sims[sim_id].step_s or self.scenario.step_s
+
+    def model_meta(self, entity_id: str) -> dict[str, Any]:
+        entity = self.entities[entity_id]
+        return self.metas[entity.sim]["models"][entity.model]
+
+    def outputs(self, entity_id: str) -> list[str]:
+        meta = self.model_meta(entity_id)
+        return list(meta.get("outputs", meta.get("attrs", [])))
+
+
+# -- loading ---------------------------------------------------------------------------
+def read_toml(path: Path) -> dict[str, Any]:
+    """Read a TOML file or raise ScenarioError naming the file, line and column."""
+    if not path.is_file():
+        raise ScenarioError(path, [Problem("(file)", f"no such file: {path}")])
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ScenarioError(path, [Problem("(file)", f"not valid TOML: {exc}")]) from None
+    except UnicodeDecodeError:
+        raise ScenarioError(path, [Problem("(file)", "not a UTF-8 text file")]) from None
+
+
+def load_scenario(path: str | Path, overrides: dict[str, Any] | None = None) -> Scenario:
+    """Read, validate and resolve a scenario file.
+
+    Args:
+        path: the scenario's TOML file.
+        overrides: dotted keys to replace before validation, e.g. ``{"scenario.seed": 3}``.
+
+    Raises:
+        ScenarioError: with every problem found.
+    """
+    path = Path(path)
+    raw = read_toml(path)
+    for key, value in (overrides or {}).items():
+        _set_dotted(raw, key, value)
+    return validate(raw, path)
+
+
+def _set_dotted(data: dict[str, Any], key: str, value: Any) -> None:
+    *parents, last = key.split(".")
+    for part in parents:
+        data = data.setdefault(part, {})
+    data[last] = value
+
+
+def validate(raw: dict[str, Any], path: Path) -> Scenario:
+    """Validate raw TOML data; see :func:`load_scenario`."""
+    problems: list[Problem] = []
+    base_dir = path.resolve().parent
+    for key in raw:
+        if key not in ("scenario", "sims", "entities", "connect", "record"):
+            problems.append(Problem(key, "unknown section; allowed: scenario, sims, entities, connect, record"))
+
+    section = _model(ScenarioSection, raw.get("scenario"), "scenario", problems)
+    sims = _table(raw.get("sims", {}), "sims", SimSpec, SIM_KEYS, problems)
+    entities = _table(raw.get("entities", {}), "entities", EntitySpec, ENTITY_KEYS, problems)
+    connects = _connects(raw.get("connect", []), problems)
+    record = _model(RecordSpec, raw.get("record", {}), "record", problems)
+    scn = Scenario(path, base_dir, section, sims, entities, connects, record or RecordSpec(), raw)
+
+    _check_timing(raw.get("scenario"), scn.record, problems)
+    _check_sims(scn, problems)
+    _check_entities(scn, problems)
+    _check_connects(scn, problems)
+    _check_cycles(scn, problems)
+    if problems:
+        raise ScenarioError(path, problems)
+    return scn
+
+
+def _pydantic_problems(exc: ValidationError, prefix: str, allowed: list[str] | None = None) -> list[Problem]:
+    found = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"] if p != "params")
+        where = f"{prefix}.{loc}" if loc else prefix
+        if err["type"] == "missing":
+            found.append(Problem(where, "required key is missing"))
+        elif err["type"] == "extra_forbidden":
+            hint = f"; allowed: {', '.join(allowed)}" if allowed else ""
+            found.append(Problem(where, f"unknown key{hint}"))
+        else:
+            found.append(Problem(where, err["msg"].removeprefix("Value error, "), err.get("input")))
+    return found
+
+
+def _model(cls: type[BaseModel], data: Any, prefix: str, problems: list[Problem]) -> Any:
+    if data is None:
+        problems.append(Problem(prefix, f"section [{prefix}] is missing"))
+        return None
+    try:
+        return cls.model_validate(data)
+    except ValidationError as exc:
+        problems.extend(_pydantic_problems(exc, prefix, list(cls.model_fields)))
+        return None
+
+
+def _table(data: Any, prefix: str, cls: type[BaseModel], own_keys: tuple[str, ...], problems: list[Problem]) -> dict:
+    if not isinstance(data, dict):
+        problems.append(Problem(prefix, f"must be a table of [{prefix}.<id>] sections", data))
+        return {}
+    specs = {}
+    for key, body in data.items():
+        where = f"{prefix}.{key}"
+        if not key.isidentifier():
+            problems.append(Problem(where, "ids are letters, digits and _ (no dots, dashes or spaces)"))
+            continue
+        if not isinstance(body, dict):
+            problems.append(Problem(where, "must be a table", body))
+            continue
+        split = {k: v for k, v in body.items() if k in own_keys}
+        split["params"] = {k: v for k, v in body.items() if k not in own_keys}
+        spec = _model(cls, split, where, problems)
+        if spec is not None:
+            specs[key] = spec
+    return specs
+
+
+def _connects(data: Any, problems: list[Problem]) -> list[ConnectSpec]:
+    if not isinstance(data, list):
+        problems.append(Problem("connect", "use [[connect]] blocks (an array of tables)", data))
+        return []
+    found = []
+    for i, body in enumerate(data):
+        spec = _model(ConnectSpec, body, f"connect[{i}]", problems)
+        found.append(spec)
+    return found
+
+
+def _check_timing(raw: Any, record: RecordSpec, problems: list[Problem]) -> None:
+    """Step arithmetic, from the raw values so it is checked even when another key is wrong."""
+    if not isinstance(raw, dict):
+        return
+    duration, step = raw.get("duration_s"), raw.get("step_s")
+    if not (isinstance(duration, int) and isinstance(step, int) and duration > 0 and step > 0):
+        return
+    if duration % step:
+        low = duration - duration % step
+        problems.append(Problem("scenario.duration_s", f"not a multiple of step_s = {step}; use {low or step} or {low + step}", duration))
+    if record.step_s and record.step_s % step:
+        problems.append(Problem("record.step_s", f"must be a multiple of scenario.step_s = {step}", record.step_s))
+
+
+def _check_sims(scn: Scenario, problems: list[Problem]) -> None:
+    for sim_id, spec in list(scn.sims.items()):
+        where = f"sims.{sim_id}"
+        try:
+            cls = registry.adapter_class(spec.adapter)
+        except registry.UnknownAdapterError:
+            known = ", ".join(registry.available())
+            problems.append(Problem(f"{where}.adapter", f"unknown adapter; known: {known}", spec.adapter))
+            del scn.sims[sim_id]
+            continue
+        if spec.cmd and spec.connect:
+            problems.append(Problem(where, "give either cmd or connect, not both"))
+        try:
+            params = cls.SimParams.model_validate(spec.params, context={"base_dir": scn.base_dir})
+        except ValidationError as exc:
+            allowed = list(SIM_KEYS) + list(cls.SimParams.model_fields)
+            problems.extend(_pydantic_problems(exc, where, allowed))
+            del scn.sims[sim_id]
+            continue
+        try:
+            scn.metas[sim_id] = cls.meta_for(params)
+            if scn.scenario is not None:
+                problems.extend(Problem(where, text) for text in cls.check(params, scn.context))
+        except ValueError as exc:
+            problems.append(Problem(where, str(exc)))
+            del scn.sims[sim_id]
+            continue
+        scn.sim_params[sim_id] = params.model_dump(mode="json", exclude_unset=True)
+        _check_meta_units(scn.metas.get(sim_id, {}), where, problems)
+
+
+def _check_meta_units(meta: dict[str, Any], where: str, problems: list[Problem]) -> None:
+    for model, desc in meta.get("models", {}).items():
+        for attr in desc.get("attrs", []):
+            if not has_unit_suffix(attr):
+                problems.append(Problem(f"{where} ({model})", "attribute has no unit suffix (e.g. _mw, _pu, _c)", attr))
+
+
+def _check_entities(scn: Scenario, problems: list[Problem]) -> None:
+    for eid, spec in list(scn.entities.items()):
+        where = f"entities.{eid}"
+        if spec.sim not in scn.sims:
+            if spec.sim not in scn.raw.get("sims", {}):
+                problems.append(Problem(f"{where}.sim", f"unknown sim; known: {', '.join(scn.raw.get('sims', {})) or 'none'}", spec.sim))
+            del scn.entities[eid]
+            continue
+        models = scn.metas[spec.sim].get("models", {})
+        if spec.model not in models:
+            adapter = scn.sims[spec.sim].adapter
+            problems.append(Problem(f"{where}.model", f"adapter {adapter!r} has no such model; known: {', '.join(models)}", spec.model))
+            del scn.entities[eid]
+            continue
+        cls = registry.adapter_class(scn.sims[spec.sim].adapter)
+        params_cls = cls.ModelParams.get(spec.model)
+        if params_cls is None:
+            if spec.params:
+                problems.append(Problem(where, f"model {spec.model} takes no params", sorted(spec.params)))
+            scn.entity_params[eid] = {}
+            continue
+        try:
+            params = params_cls.model_validate(spec.params, context={"base_dir": scn.base_dir})
+        except ValidationError as exc:
+            problems.extend(_pydantic_problems(exc, where, list(ENTITY_KEYS) + list(params_cls.model_fields)))
+            del scn.entities[eid]
+            continue
+        scn.entity_params[eid] = params.model_dump(mode="json", exclude_unset=True)
+
+
+def _check_connects(scn: Scenario, problems: list[Problem]) -> None:
+    declared = scn.raw.get("entities", {}) if isinstance(scn.raw.get("entities"), dict) else {}
+    known_entities = ", ".join(declared) or "none"
+    for i, conn in enumerate(scn.connect):
+        if conn is None:
+            continue
+        where = f"connect[{i}]"
+        ok = True
+        for end in ("src", "dst"):
+            name = getattr(conn, end)
+            if name not in scn.entities:
+                ok = False
+                if name not in declared:
+                    problems.append(Problem(f"{where}.{end}", f"unknown entity; known: {known_entities}", name))
+        if not ok:
+            continue
+        if scn.entities[conn.src].sim == scn.entities[conn.dst].sim:
+            problems.append(Problem(where, "src and dst belong to the same sim; connect entities of different sims"))
+        if conn.time_shifted and conn.weak:
+            problems.append(Problem(where, "choose time_shifted or weak, not both"))
+        _check_attr_pairs(scn, conn, where, problems)
+
+
+def _check_attr_pairs(scn: Scenario, conn: ConnectSpec, where: str, problems: list[Problem]) -> None:
+    src_meta, dst_meta = scn.model_meta(conn.src), scn.model_meta(conn.dst)
+    outputs = src_meta.get("outputs", src_meta.get("attrs", []))
+    inputs = dst_meta.get("inputs", dst_meta.get("attrs", []))
+    for j, (src_attr, dst_attr) in enumerate(conn.pairs()):
+        at = f"{where}.attrs[{j}]"
+        for name in (src_attr, dst_attr):
+            if not has_unit_suffix(name):
+                problems.append(Problem(at, "attribute name has no unit suffix (e.g. _mw, _pu, _c)", name))
+        if src_attr not in outputs:
+            problems.append(Problem(at, f"{conn.src} has no output {src_attr!r}; outputs: {_few(outputs)}", src_attr))
+        if not dst_meta.get("any_inputs") and dst_attr not in inputs:
+            problems.append(Problem(at, f"{conn.dst} has no input {dst_attr!r}; inputs: {_few(inputs) or 'none'}", dst_attr))
+        elif unit_of(src_attr) and unit_of(dst_attr) and unit_of(src_attr) != unit_of(dst_attr):
+            problems.append(Problem(at, f"unit mismatch: {src_attr} is in {unit_of(src_attr)}, {dst_attr} in {unit_of(dst_attr)}"))
+        if (conn.time_shifted or conn.weak) and src_attr not in conn.initial_data:
+            problems.append(Problem(f"{where}.initial_data", f"a delayed connection needs a start value for {src_attr!r}"))
+
+
+def _few(names: list[str], limit: int = 12) -> str:
+    shown = ", ".join(names[:limit])
+    return shown + (f", ... ({len(names)} in all)" if len(names) > limit else "")
+
+
+def _check_cycles(scn: Scenario, problems: list[Problem]) -> None:
+    """A loop of undelayed connections between sims has no order to step in."""
+    edges: dict[str, set[str]] = {}
+    for conn in scn.connect:
+        if conn is None or conn.time_shifted or conn.weak:
+            continue
+        if conn.src in scn.entities and conn.dst in scn.entities:
+            edges.setdefault(scn.entities[conn.src].sim, set()).add(scn.entities[conn.dst].sim)
+    cycle = _find_cycle(edges)
+    if cycle:
+        loop = " -> ".join(cycle)
+        problems.append(Problem("connect", f"feedback loop without delay: {loop}; mark one of its "
+                                           "connections time_shifted = true (or weak = true) with initial_data"))
+
+
+def _find_cycle(edges: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(edges.get(node, ())):
+            if state.get(nxt) == 1:
+                return stack[stack.index(nxt):] + [nxt]
+            if nxt not in state and (found := visit(nxt)):
+                return found
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(edges):
+        if node not in state and (found := visit(node)):
+            return found
+    return None

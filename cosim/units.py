@@ -1,0 +1,57 @@
+"""Unit suffixes: every attribute, key and column name ends with its unit.
+
+The rule is the one pandapower follows (``p_mw``, ``vm_pu``, ``loading_pct``): the last
+underscore-separated token(s) of a name state its unit. A few dimensionless names are
+allowed as they are (counts start with ``n_``; flags are listed in ``DIMENSIONLESS``).
+"""
+
+from __future__ import annotations
+
+#: Unit suffixes understood across cosim, longest first so ``_kg_s`` wins over ``_s``.
+UNIT_SUFFIXES: tuple[str, ...] = tuple(
+    sorted(
+        {
+            # power, energy, reactive power
+            "mw", "kw", "w", "gw", "mvar", "kvar", "var", "mva", "kva",
+            "mwh", "kwh", "wh", "gwh", "j", "mj", "gj",
+            # electrical
+            "pu", "kv", "v", "ka", "a", "hz", "deg", "rad",
+            # ratios
+            "frac", "pct", "ratio",
+            # temperature, flow, mass, volume
+            "c", "k", "kg_s", "m3_s", "l_s", "kg", "m3", "l", "m3_h",
+            # time
+            "s", "ms", "us", "min", "h", "utc",
+            # irradiance, speed, length, pressure
+            "w_m2", "wh_m2", "m_s", "m", "km", "pa", "kpa", "bar",
+            # signals: carbon, money
+            "g_kwh", "kg_mwh", "t", "kg_co2", "t_co2", "usd", "usd_mwh", "usd_mw", "eur", "eur_mwh",
+            # throughput and counts per time
+            "per_s", "tokens_per_s", "gpu_h", "count",
+        },
+        key=len,
+        reverse=True,
+    )
+)
+
+#: Names that carry no unit on purpose (flags and states).
+DIMENSIONLESS: frozenset[str] = frozenset({"converged", "in_service", "event_active"})
+
+
+def unit_of(name: str) -> str | None:
+    """Return the unit suffix of ``name``, or ``None`` when it has none.
+
+    Args:
+        name: an attribute, key or column name such as ``p_mw`` or ``t_supply_c``.
+    """
+    if name.startswith("n_") or any(name == d or name.endswith("_" + d) for d in DIMENSIONLESS):
+        return ""
+    for suffix in UNIT_SUFFIXES:
+        if name.endswith("_" + suffix) and len(name) > len(suffix) + 1:
+            return suffix
+    return None
+
+
+def has_unit_suffix(name: str) -> bool:
+    """True when ``name`` ends with a known unit suffix or is a known dimensionless name."""
+    return unit_of(name) is not None

@@ -1,0 +1,47 @@
+"""KPI functions on hand-computed series."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from cosim import kpis
+
+
+def frame(**columns) -> pd.DataFrame:
+    n = len(next(iter(columns.values())))
+    index = pd.date_range("2024-07-15", periods=n, freq="15min", tz="UTC")
+    return pd.DataFrame(columns, index=index)
+
+
+def test_energy_is_power_held_over_each_step():
+    # 4 quarter-hours at 1, 2, 3, 4 MW -> (1+2+3+4) * 0.25 h = 2.5 MWh
+    ts = frame(**{"dc.p_mw": [1.0, 2.0, 3.0, 4.0]})
+    out = kpis.compute(ts, 900)
+    assert out["entities"]["dc"]["energy_mwh"] == pytest.approx(2.5)
+    assert out["entities"]["dc"]["peak_mw"] == 4.0 and out["duration_h"] == 1.0
+
+
+def test_grid_import_export_violations_and_carbon():
+    ts = frame(**{
+        "grid.p_import_mw": [2.0, -1.0, 4.0, 0.0],
+        "grid.vm_min_pu": [0.97, 0.94, 0.96, 0.96],
+        "grid.vm_max_pu": [1.00, 1.00, 1.06, 1.01],
+        "grid.losses_mw": [0.1, 0.1, 0.2, 0.0],
+        "grid.max_loading_pct": [50.0, 60.0, 101.0, 20.0],
+        "carbon.ci_g_kwh": [400.0, 400.0, 100.0, 100.0],
+    })
+    out = kpis.compute(ts, 900)
+    g = out["grid"]
+    assert g["import_mwh"] == pytest.approx((2 + 4) * 0.25)
+    assert g["export_mwh"] == pytest.approx(0.25)
+    assert g["import_peak_mw"] == 4.0
+    assert g["voltage_violation_s"] == pytest.approx(2 * 900)  # steps 2 (low) and 3 (high)
+    assert g["vm_min_pu"] == 0.94 and g["vm_max_pu"] == 1.06 and g["max_loading_pct"] == 101.0
+    assert g["losses_mwh"] == pytest.approx(0.1)
+    # carbon: 0.5 MWh at 400 g/kWh + 1.0 MWh at 100 g/kWh = 200 kg + 100 kg = 0.3 t
+    assert out["carbon"]["carbon_t"] == pytest.approx(0.3)
+
+
+def test_single_row_uses_the_given_step():
+    assert kpis.compute(frame(**{"x.p_mw": [6.0]}), 600)["entities"]["x"]["energy_mwh"] == pytest.approx(1.0)

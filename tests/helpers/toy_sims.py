@@ -1,0 +1,61 @@
+"""Small adapters for testing the core without physics: a ramp source, a sink, a faulty sim."""
+
+from __future__ import annotations
+
+from adapters._base import CosimSim, Params, model_meta
+
+
+class RampParams(Params):
+    p0_mw: float = 0.0
+    slope_mw_h: float = 1.0
+
+
+class RampSim(CosimSim):
+    """``p_mw = p0_mw + slope_mw_h * t_h``; also echoes a delayed ``p_cap_mw`` setpoint."""
+
+    META = {"api_version": "3.0", "type": "time-based",
+            "models": {"Ramp": model_meta(inputs=["p_cap_mw"], outputs=["p_mw", "p_cap_mw"], params=RampParams)}}
+    ModelParams = {"Ramp": RampParams}
+
+    def create_entity(self, eid, model, params):
+        self.out[eid] = {"p_mw": params.p0_mw, "p_cap_mw": None}
+        self._params = getattr(self, "_params", {}) | {eid: params}
+
+    def step_entities(self, time_s, inputs):
+        for eid, params in self._params.items():
+            p = params.p0_mw + params.slope_mw_h * time_s / 3600.0
+            cap = inputs.get(eid, {}).get("p_cap_mw")
+            self.out[eid] = {"p_mw": min(p, cap) if cap is not None else p, "p_cap_mw": cap}
+
+
+class SinkSim(CosimSim):
+    """Sums its ``p_mw`` inputs and offers a cap ``p_cap_mw = 0.9 * p_sum_mw`` back."""
+
+    META = {"api_version": "3.0", "type": "time-based",
+            "models": {"Sink": model_meta(inputs=["p_mw"], outputs=["p_sum_mw", "p_cap_mw", "t_sink_c"])}}
+
+    def create_entity(self, eid, model, params):
+        self.out[eid] = {"p_sum_mw": 0.0, "p_cap_mw": 0.0}
+
+    def step_entities(self, time_s, inputs):
+        for eid in self.out:
+            total = inputs.get(eid, {}).get("p_mw", 0.0)
+            self.out[eid] = {"p_sum_mw": total, "p_cap_mw": 0.9 * total, "t_sink_c": 20.0 + total}
+
+
+class FaultyParams(Params):
+    fail_at_s: int = 600
+
+
+class FaultySim(CosimSim):
+    """Raises at ``fail_at_s``: to test that a failed run keeps what it recorded."""
+
+    SimParams = FaultyParams
+    META = {"api_version": "3.0", "type": "time-based", "models": {"Faulty": model_meta(outputs=["p_mw"])}}
+
+    def create_entity(self, eid, model, params):
+        self.out[eid] = {"p_mw": 1.0}
+
+    def step_entities(self, time_s, inputs):
+        if time_s >= self.params.fail_at_s:
+            raise RuntimeError(f"injected failure at t = {time_s} s")
