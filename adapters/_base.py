@@ -14,6 +14,10 @@ What a subclass declares:
   (a grid's buses, a CSV file's columns).
 * ``check(sim_params, ctx)`` — optional extra validation needing the scenario's
   time window (e.g. does the data cover the run?). Returns problem strings.
+* ``check_entity(model, params, ctx, sim_params)`` — the same, for one entity's params.
+* ``EXAMPLE`` — params the contract test uses to start it: ``{"sim": {...},
+  "models": {model: {...}}, "single": [models created once per sim]}``; relative paths
+  resolve from ``scenarios/``, ``{tmp}`` is a temporary folder.
 
 What it implements: ``setup()`` (after init), ``create_entity(eid, model, params)``,
 ``step_entities(time_s, inputs)``; outputs go into ``self.out[eid][attr]``.
@@ -103,6 +107,7 @@ class CosimSim(mosaik_api_v3.Simulator):
     META: ClassVar[dict[str, Any]] = {"api_version": "3.0", "type": "time-based", "models": {}}
     SimParams: ClassVar[type[BaseModel]] = NoParams
     ModelParams: ClassVar[dict[str, type[BaseModel]]] = {}
+    EXAMPLE: ClassVar[dict[str, Any]] = {}
 
     def __init__(self) -> None:
         super().__init__(copy.deepcopy(self.META))
@@ -118,6 +123,12 @@ class CosimSim(mosaik_api_v3.Simulator):
     @classmethod
     def check(cls, sim_params: BaseModel, ctx: ScenarioContext) -> list[str]:
         """Extra problems with these params for this scenario window."""
+        return []
+
+    @classmethod
+    def check_entity(cls, model: str, params: BaseModel | None, ctx: ScenarioContext,
+                     sim_params: BaseModel | None = None) -> list[str]:
+        """Extra problems with one entity's params (given its sim's params) for this scenario window."""
         return []
 
     # -- mosaik API -------------------------------------------------------------------

@@ -99,6 +99,7 @@ class RecorderSim(CosimSim):
 
     META = {"api_version": "3.0", "type": "time-based", "models": {"Recorder": model_meta(any_inputs=True)}}
     SimParams = SimParams
+    EXAMPLE = {"sim": {"path": "{tmp}/timeseries.parquet", "columns": ["x.p_mw"]}, "models": {"Recorder": {}}}
 
     def setup(self) -> None:
         p = self.params

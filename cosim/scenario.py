@@ -144,6 +144,8 @@ class Scenario:
     entity_params: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: META per sim (from the adapter, for these params)
     metas: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: validated sim params as the adapter's own pydantic models
+    sim_models: dict[str, BaseModel] = field(default_factory=dict)
 
     @property
     def context(self) -> ScenarioContext:
@@ -324,6 +326,7 @@ def _check_sims(scn: Scenario, problems: list[Problem]) -> None:
             del scn.sims[sim_id]
             continue
         scn.sim_params[sim_id] = params.model_dump(mode="json", exclude_unset=True)
+        scn.sim_models[sim_id] = params
         _check_meta_units(scn.metas.get(sim_id, {}), where, problems)
 
 
@@ -362,6 +365,12 @@ def _check_entities(scn: Scenario, problems: list[Problem]) -> None:
             del scn.entities[eid]
             continue
         scn.entity_params[eid] = params.model_dump(mode="json", exclude_unset=True)
+        if scn.scenario is not None:
+            try:
+                problems.extend(Problem(where, text) for text in cls.check_entity(spec.model, params, scn.context,
+                                                                                   scn.sim_models.get(spec.sim)))
+            except ValueError as exc:
+                problems.append(Problem(where, str(exc)))
 
 
 def _check_connects(scn: Scenario, problems: list[Problem]) -> None:

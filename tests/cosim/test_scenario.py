@@ -109,3 +109,16 @@ def test_unknown_sim_key_lists_allowed(toy_adapters, write_scenario):
 def test_overrides_apply_before_validation(toy_adapters, write_scenario):
     scn = load_scenario(write_scenario(GOOD), {"scenario.seed": 9, "entities.a.p0_mw": 4.0})
     assert scn.scenario.seed == 9 and scn.entity_params["a"]["p0_mw"] == 4.0
+
+
+def test_unknown_bus_is_named_at_validation(tmp_path):
+    """The grid adapter's check_entity sees its sim's network: a bad bus never reaches a run."""
+    from pathlib import Path
+
+    default = (Path(__file__).resolve().parents[2] / "scenarios" / "default.toml").read_text()
+    bad = tmp_path / "bad.toml"
+    bad.write_text(default.replace('bus = "3"', 'bus = "99"').replace('"data/', f'"{Path(__file__).resolve().parents[2]}/scenarios/data/'))
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(bad)
+    assert [str(p) for p in info.value.problems] == [
+        "entities.pcc: unknown bus '99' in this network (33 in net.bus, e.g. 1, 2, 3, 4, 5, 6); give a bus name or index"]

@@ -1,0 +1,409 @@
+"""Signals: time series from CSV/Parquet files (weather, carbon, prices), held or interpolated.
+
+One simulator reads one data file. Its model ``Series`` (no params) reports the mapped
+columns as output attributes, each named with its unit suffix (``t_dry_c``,
+``ci_direct_g_kwh``). Units are converted once, when the file is read.
+
+The reading, alignment and interpolation live in :class:`TimeSeries`, usable without
+mosaik; :class:`SignalsSim` only translates mosaik calls.
+
+Example ``[sims]`` entry::
+
+    weather = { adapter = "signals", file = "data/weather/greensboro_nc_tmy3.csv",
+                align_year = true, interpolation = "linear",
+                columns = { t_dry_c = "t_dry_c", t_wet_c = "t_wet_c" } }
+
+Time conventions: a row's timestamp is the instant its value starts to apply. With
+``hold`` the value applies until the next row; with ``linear`` values are interpolated
+between rows. The last row applies for one more sampling interval (the last row of an
+hourly file covers its whole hour). Naive timestamps are UTC unless ``tz`` says otherwise.
+"""
+
+from __future__ import annotations
+
+import calendar
+import functools
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+from pydantic import BaseModel, field_validator, model_validator
+
+from adapters._base import CosimSim, Params, ScenarioContext, model_meta
+from cosim.types import DataFile
+from cosim.units import has_unit_suffix, unit_of
+
+#: ``(from_unit, target unit suffix) -> (scale, offset)``: ``out = value * scale + offset``.
+UNIT_CONVERSIONS: dict[tuple[str, str], tuple[float, float]] = {
+    ("degF", "c"): (5.0 / 9.0, -32.0 * 5.0 / 9.0),
+    ("K", "c"): (1.0, -273.15),
+    ("W", "mw"): (1e-6, 0.0),
+    ("kW", "mw"): (1e-3, 0.0),
+    ("W", "kw"): (1e-3, 0.0),
+    ("MW", "kw"): (1e3, 0.0),
+    ("Wh", "mwh"): (1e-6, 0.0),
+    ("kWh", "mwh"): (1e-3, 0.0),
+    ("lbs/MWh", "g_kwh"): (0.45359237, 0.0),  # 1 lb = 453.59237 g; 1 MWh = 1000 kWh
+    ("kg/MWh", "g_kwh"): (1.0, 0.0),
+    ("pct", "frac"): (0.01, 0.0),
+    ("frac", "pct"): (100.0, 0.0),
+    ("hPa", "pa"): (100.0, 0.0),
+    ("mbar", "pa"): (100.0, 0.0),
+    ("kPa", "pa"): (1000.0, 0.0),
+    ("inHg", "pa"): (3386.389, 0.0),
+    ("mph", "m_s"): (0.44704, 0.0),
+    ("km/h", "m_s"): (1.0 / 3.6, 0.0),
+    ("usd/kWh", "usd_mwh"): (1000.0, 0.0),
+}
+
+_YEAR_S = 365 * 86_400
+
+
+class DataError(ValueError):
+    """A data file that cannot serve as a time series (unreadable, bad times, no column)."""
+
+
+# -- parameters ---------------------------------------------------------------------------
+class ColumnSpec(Params):
+    """One source column with its conversion: ``out = convert(value) * scale + offset``."""
+
+    column: str
+    from_unit: str | None = None
+    scale: float = 1.0
+    offset: float = 0.0
+
+
+class SeriesOptions(Params):
+    """How a file's time axis is read and mapped onto the scenario (shared with ``load``)."""
+
+    time_column: str = "time_utc"
+    tz: str | None = None
+    interpolation: Literal["hold", "linear"] = "hold"
+    align_year: bool = False
+    repeat: bool = False
+
+    @model_validator(mode="after")
+    def _one_mapping(self):
+        if self.align_year and self.repeat:
+            raise ValueError("align_year and repeat exclude each other; choose one")
+        return self
+
+
+class SimParams(SeriesOptions):
+    """Params of one signals simulator (the ``[sims.<id>]`` keys besides ``adapter``).
+
+    Attributes:
+        file: CSV, CSV.gz or Parquet file; relative paths resolve from the scenario folder.
+        columns: output attribute name -> source column name or :class:`ColumnSpec`.
+        time_column: column of ISO 8601 timestamps.
+        tz: time zone of naive timestamps (an IANA name or ``Etc/GMT+5``); default UTC.
+        interpolation: ``hold`` (step function) or ``linear``.
+        align_year: map the scenario's dates onto the data's year by month, day and time
+            of day (typical-year files; 29 February reads 28 February in a common year).
+        repeat: treat the file as periodic with its own span (a one-day trace repeats
+            every day, by time of day in UTC).
+    """
+
+    file: DataFile
+    columns: dict[str, str | ColumnSpec]
+
+    @field_validator("columns")
+    @classmethod
+    def _attrs_have_units(cls, columns: dict[str, str | ColumnSpec]):
+        if not columns:
+            raise ValueError("columns is empty; map at least one attribute, e.g. {t_dry_c = 'temp'}")
+        for attr, spec in columns.items():
+            if not has_unit_suffix(attr):
+                raise ValueError(
+                    f"columns.{attr}: output attribute {attr!r} has no unit suffix; every attribute "
+                    "name must end with its unit (e.g. t_dry_c, ghi_w_m2, ci_g_kwh; see "
+                    "cosim.units.UNIT_SUFFIXES)"
+                )
+            conversion(attr, spec)
+        return columns
+
+
+def conversion(attr: str, spec: str | ColumnSpec) -> tuple[float, float]:
+    """The ``(scale, offset)`` turning source values into ``attr``'s unit."""
+    if isinstance(spec, str):
+        return 1.0, 0.0
+    scale, offset = 1.0, 0.0
+    if spec.from_unit is not None:
+        target = unit_of(attr)
+        if (spec.from_unit, target) not in UNIT_CONVERSIONS:
+            known = sorted(f for f, t in UNIT_CONVERSIONS if t == target)
+            raise ValueError(
+                f"columns.{attr}: no conversion from {spec.from_unit!r} to {target!r}; known "
+                f"for {target!r}: {', '.join(known) or 'none'} (or use scale/offset)"
+            )
+        scale, offset = UNIT_CONVERSIONS[(spec.from_unit, target)]
+    return scale * spec.scale, offset * spec.scale + spec.offset
+
+
+def source_column(spec: str | ColumnSpec) -> str:
+    return spec if isinstance(spec, str) else spec.column
+
+
+# -- reading --------------------------------------------------------------------------------
+def read_table(path: Path, time_column: str = "time_utc", tz: str | None = None):
+    """Read a data file once (cached by path, size and mtime).
+
+    Returns:
+        ``(times_s, frame)``: strictly increasing UTC epoch seconds [s] and the other columns.
+    """
+    path = Path(path).resolve()
+    stat = path.stat()
+    return _read_table_cached(str(path), stat.st_mtime_ns, stat.st_size, time_column, tz)
+
+
+@functools.lru_cache(maxsize=32)
+def _read_table_cached(path: str, mtime_ns: int, size: int, time_column: str, tz: str | None):
+    name = Path(path).name
+    try:
+        if name.lower().endswith((".parquet", ".pq")):
+            frame = pd.read_parquet(path)
+        else:
+            frame = pd.read_csv(path)
+    except Exception as exc:  # pandas raises many types for a bad file
+        raise DataError(f"{name}: cannot read as CSV/Parquet: {exc}") from exc
+    if time_column not in frame.columns:
+        raise DataError(
+            f"{name}: no time column {time_column!r}; columns: {', '.join(map(str, frame.columns))} "
+            "(set time_column)"
+        )
+    if len(frame) < 2:
+        raise DataError(f"{name}: needs at least two rows, has {len(frame)}")
+    times = _parse_times(frame[time_column], name, tz)
+    steps = np.diff(times)
+    if (steps <= 0).any():
+        row = int(np.argmax(steps <= 0)) + 1
+        raise DataError(
+            f"{name}: timestamps must increase strictly; row {row} "
+            f"({frame[time_column].iloc[row]}) does not follow row {row - 1} "
+            f"({frame[time_column].iloc[row - 1]}); sort the file and drop duplicates"
+        )
+    frame = frame.drop(columns=[time_column]).reset_index(drop=True)
+    frame.attrs["name"] = name
+    return times, frame
+
+
+def _parse_times(raw: pd.Series, name: str, tz: str | None) -> np.ndarray:
+    if pd.api.types.is_datetime64_any_dtype(raw):
+        parsed = raw
+    else:
+        text = raw.astype("string")
+        try:
+            parsed = pd.to_datetime(text, format="ISO8601", errors="coerce")
+        except (ValueError, TypeError):  # mixed offsets
+            parsed = pd.to_datetime(text, format="ISO8601", errors="coerce", utc=True)
+        bad = parsed.isna()
+        if bad.any():
+            row = int(np.argmax(bad.to_numpy()))
+            raise DataError(
+                f"{name}: timestamp {raw.iloc[row]!r} in row {row} is not ISO 8601 "
+                "(e.g. 2024-07-15T13:00:00Z)"
+            )
+    if parsed.dt.tz is None:
+        try:
+            parsed = parsed.dt.tz_localize(tz or "UTC", ambiguous="raise", nonexistent="raise")
+        except Exception as exc:
+            raise DataError(f"{name}: cannot place naive timestamps in tz {tz!r}: {exc}") from exc
+    utc = parsed.dt.tz_convert("UTC").dt.tz_localize(None)
+    return utc.to_numpy(dtype="datetime64[ns]").astype(np.int64) / 1e9
+
+
+def _numeric(frame: pd.DataFrame, column: str, interpolation: str, times_s: np.ndarray) -> np.ndarray:
+    name = frame.attrs.get("name", "data")
+    raw = frame[column]
+    values = pd.to_numeric(raw, errors="coerce")
+    broken = values.isna() & raw.notna()
+    if broken.any():
+        row = int(np.argmax(broken.to_numpy()))
+        raise DataError(f"{name}: column {column!r} is not numeric ({raw.iloc[row]!r} in row {row})")
+    if values.isna().all():
+        raise DataError(f"{name}: column {column!r} has no values")
+    # Gaps: held over (hold) or bridged (linear); the edges take the nearest value.
+    values = pd.Series(values.to_numpy(dtype=float), index=times_s)
+    values = values.ffill() if interpolation == "hold" else values.interpolate("index")
+    return values.ffill().bfill().to_numpy()
+
+
+# -- the model ----------------------------------------------------------------------------
+def _as_utc(value: datetime) -> datetime:
+    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+
+
+def _epoch(value: datetime) -> float:
+    return _as_utc(value).timestamp()
+
+
+def _iso(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _with_year(value: datetime, year: int) -> datetime:
+    day = value.day
+    if value.month == 2 and day == 29 and not calendar.isleap(year):
+        day = 28  # a common year has no 29 February: read the 28th again
+    return value.replace(year=year, day=day)
+
+
+class TimeSeries:
+    """Columns of one data file as functions of UTC time.
+
+    Args:
+        path: CSV, CSV.gz or Parquet file.
+        columns: output name -> source column name or :class:`ColumnSpec`.
+        options: time column, time zone, interpolation and alignment (:class:`SeriesOptions`).
+    """
+
+    def __init__(self, path: Path, columns: dict[str, str | ColumnSpec], options: SeriesOptions):
+        self.path = Path(path)
+        self.options = options
+        times, frame = read_table(self.path, options.time_column, options.tz)
+        missing = [source_column(s) for s in columns.values() if source_column(s) not in frame.columns]
+        if missing:
+            raise DataError(
+                f"{self.path.name}: no column {', '.join(map(repr, missing))}; available: "
+                f"{', '.join(map(str, frame.columns))}"
+            )
+        self.names = list(columns)
+        arrays = []
+        for attr, spec in columns.items():
+            scale, offset = conversion(attr, spec)
+            arrays.append(_numeric(frame, source_column(spec), options.interpolation, times) * scale + offset)
+        self.times_s = times
+        self.values = np.column_stack(arrays)
+        self.start_s = float(times[0])
+        self.end_s = float(times[-1] + (times[-1] - times[-2]))  # the last row lasts one interval
+        if options.repeat:  # close the period so linear wraps back to the first row
+            self.times_s = np.append(times, self.end_s)
+            self.values = np.vstack([self.values, self.values[:1]])
+
+    # -- time mapping ---------------------------------------------------------------------
+    def source_s(self, when: datetime) -> float:
+        """The time in the data [UTC epoch s] that scenario time ``when`` reads."""
+        if self.options.repeat:
+            period = self.end_s - self.start_s
+            return self.start_s + (_epoch(when) - self.start_s) % period
+        if self.options.align_year:
+            return self._aligned_s(_as_utc(when))
+        return _epoch(when)
+
+    def _aligned_s(self, when: datetime) -> float:
+        first_year = datetime.fromtimestamp(self.start_s, timezone.utc).year
+        for year in (first_year, first_year + 1):  # a year starting after 1 Jan wraps into the next
+            seconds = _with_year(when, year).timestamp()
+            if self.start_s <= seconds < self.end_s:
+                return seconds
+        return _with_year(when, first_year).timestamp()
+
+    # -- checks -----------------------------------------------------------------------------
+    def problems(self, start: datetime, end: datetime) -> list[str]:
+        """What keeps this series from covering the run ``[start, end)``; empty when fine."""
+        if self.options.repeat:
+            return []
+        span = f"{self.path.name} covers {_iso(self.start_s)} to {_iso(self.end_s)}"
+        need = f"the run needs {_iso(_epoch(start))} to {_iso(_epoch(end))}"
+        if self.options.align_year:
+            probes = [start + timedelta(days=d) for d in range(max(0, (end - start).days) + 1)]
+            probes = [p for p in probes if p < end] + [end - timedelta(seconds=1)]
+            outside = [p for p in probes if not self._covers(self._aligned_s(_as_utc(p)))]
+            if outside:
+                return [
+                    f"{span}, not a full year, so align_year = true cannot map "
+                    f"{outside[0]:%m-%d %H:%M} onto it; use a file spanning a whole year, "
+                    "repeat = true, or a run inside the data"
+                ]
+            return []
+        if self.start_s <= _epoch(start) and _epoch(end) <= self.end_s:
+            return []
+        hint = (
+            "set align_year = true (typical-year data) or shorten the run to fit"
+            if self.end_s - self.start_s >= _YEAR_S
+            else "shorten or move the run to fit, or set repeat = true to loop the data"
+        )
+        return [f"{span} but {need}; {hint}"]
+
+    def _covers(self, seconds: float) -> bool:
+        return self.start_s <= seconds < self.end_s
+
+    # -- lookup ---------------------------------------------------------------------------------
+    def values_at(self, when: datetime) -> np.ndarray:
+        """Values of every column at scenario time ``when``. [column units]"""
+        seconds = self.source_s(when)
+        if not self._covers(seconds):
+            raise ValueError(f"{_iso(_epoch(when))} is outside {self.path.name} "
+                             f"({_iso(self.start_s)} to {_iso(self.end_s)})")
+        i = int(np.searchsorted(self.times_s, seconds, side="right")) - 1
+        if self.options.interpolation == "hold" or i + 1 >= len(self.times_s):
+            return self.values[i]
+        t0, t1 = self.times_s[i], self.times_s[i + 1]
+        weight = (seconds - t0) / (t1 - t0)
+        return self.values[i] + weight * (self.values[i + 1] - self.values[i])
+
+    def at(self, when: datetime) -> dict[str, float]:
+        """``{output name: value}`` at scenario time ``when``."""
+        return dict(zip(self.names, map(float, self.values_at(when))))
+
+    def column_max(self, name: str) -> float:
+        """Largest value of column ``name`` over the whole file."""
+        return float(np.max(self.values[:, self.names.index(name)]))
+
+
+def series_problems(make_series, ctx: ScenarioContext) -> tuple[Any, list[str]]:
+    """Build a series with ``make_series()`` and check it covers the scenario window."""
+    try:
+        series = make_series()
+    except DataError as exc:
+        return None, [str(exc)]
+    return series, series.problems(ctx.start_utc, ctx.end_utc)
+
+
+# -- mosaik adapter ---------------------------------------------------------------------------
+class SignalsSim(CosimSim):
+    """Reports the mapped columns of one data file at every step (model ``Series``)."""
+
+    META = {
+        "api_version": "3.0",
+        "type": "time-based",
+        "models": {"Series": model_meta(outputs=[])},
+    }
+    SimParams = SimParams
+    ModelParams: dict[str, type[BaseModel]] = {}
+    EXAMPLE = {
+        "sim": {
+            "file": "data/carbon/DE_2024.csv.gz",
+            "columns": {"ci_g_kwh": "ci_lifecycle_g_kwh", "cfe_frac": "cfe_frac"},
+        },
+        "models": {"Series": {}},
+    }
+
+    @classmethod
+    def meta_for(cls, sim_params: SimParams) -> dict[str, Any]:
+        return {**cls.META, "models": {"Series": model_meta(outputs=list(sim_params.columns))}}
+
+    @classmethod
+    def make_series(cls, sim_params: SimParams) -> TimeSeries:
+        return TimeSeries(sim_params.file, sim_params.columns, sim_params)
+
+    @classmethod
+    def check(cls, sim_params: SimParams, ctx: ScenarioContext) -> list[str]:
+        return series_problems(lambda: cls.make_series(sim_params), ctx)[1]
+
+    def setup(self) -> None:
+        ctx = ScenarioContext(self.start_utc, self.duration_s, self.step_s, self.seed)
+        self.series, problems = series_problems(lambda: self.make_series(self.params), ctx)
+        if problems:
+            raise ValueError("; ".join(problems))
+
+    def create_entity(self, eid: str, model: str, params: BaseModel | None) -> None:
+        if model != "Series":
+            raise ValueError(f"unknown model {model!r}; the signals adapter has: Series")
+
+    def step_entities(self, time_s: int, inputs: dict[str, dict[str, Any]]) -> None:
+        values = self.series.at(self.utc(time_s))
+        for eid in self.out:
+            self.out[eid] = dict(values)

@@ -1,0 +1,120 @@
+"""The grid model catalogue: one module per network, each with ``build(**params) -> net``.
+
+A module in this package whose name does not start with ``_`` is a catalogue entry; its
+docstring's first line is the description. Adding a network is adding one file. A module
+may also define ``profiles(**params)`` returning background load and generation time
+series (see :func:`load_profiles`).
+
+:func:`load_network` accepts a catalogue name (``"ieee33"``), ``"simbench:<code>"`` or the
+path of a pandapower JSON file.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib
+import json
+import pkgutil
+from functools import cache
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pandas as pd
+from pandapower.auxiliary import pandapowerNet
+
+_NETS: dict[tuple[str, str], pandapowerNet] = {}
+
+
+@cache
+def catalogue() -> dict[str, str]:
+    """Catalogue names and one-line descriptions, found by scanning this package."""
+    entries = {}
+    for info in pkgutil.iter_modules(__path__):
+        if info.name.startswith("_"):
+            continue
+        module = _module(info.name)
+        if callable(getattr(module, "build", None)):
+            entries[info.name] = (module.__doc__ or "").strip().splitlines()[0] if module.__doc__ else ""
+    return dict(sorted(entries.items()))
+
+
+def load_network(spec: str, base_dir: str | Path | None = None, **params: Any) -> pandapowerNet:
+    """Build (or fetch from the in-process cache) the network ``spec`` names.
+
+    Args:
+        spec: a catalogue name (``"ieee33"``), ``"simbench:<code>"`` or the path of a
+            pandapower JSON file (relative paths resolve from ``base_dir``).
+        base_dir: folder of the scenario file, for relative JSON paths.
+        **params: passed to the catalogue module's ``build``.
+
+    Returns:
+        A fresh deep copy of the net: callers may modify it.
+
+    Raises:
+        ValueError: unknown name, missing file or bad parameters.
+    """
+    kind, target, params = _resolve(spec, base_dir, params)
+    key = (f"{kind}:{target}", json.dumps(params, sort_keys=True, default=str))
+    if key not in _NETS:
+        _NETS[key] = _build(kind, target, params)
+    return copy.deepcopy(_NETS[key])
+
+
+def load_profiles(spec: str, base_dir: str | Path | None = None, **params: Any) -> dict[str, pd.DataFrame] | None:
+    """Background profiles of the network ``spec`` names, or ``None`` when it has none.
+
+    Returns:
+        ``{"<element>.<column>": DataFrame}`` (e.g. ``"load.p_mw"``): rows at a fixed step
+        from 1 January 00:00 of the profile year (SimBench: 15 min, 366 days), columns
+        the element indexes of the net. Shared, read-only: do not modify.
+    """
+    kind, target, params = _resolve(spec, base_dir, params)
+    if kind != "module":
+        return None
+    module = _module(target)
+    return module.profiles(**params) if callable(getattr(module, "profiles", None)) else None
+
+
+def profile_step_s(spec: str) -> int | None:
+    """Step of the profiles of ``spec``. [s]"""
+    kind, target, _ = _resolve(spec, None, {})
+    return getattr(_module(target), "PROFILE_STEP_S", None) if kind == "module" else None
+
+
+def _resolve(spec: str, base_dir, params: dict) -> tuple[str, str, dict]:
+    """Classify ``spec`` as ("module", name, params) or ("json", path, {})."""
+    text = str(spec).strip()
+    if text.lower().startswith("simbench:"):
+        return "module", "simbench", {**params, "code": text.split(":", 1)[1]}
+    if text in catalogue():
+        return "module", text, params
+    if text.lower().endswith(".json"):
+        path = Path(text).expanduser()
+        if not path.is_absolute() and base_dir is not None:
+            path = Path(base_dir) / path
+        if not path.is_file():
+            raise ValueError(f"network file not found: {path.resolve()}")
+        if params:
+            raise ValueError(f"network_params {sorted(params)} apply to catalogue networks, not to JSON file {text}")
+        return "json", str(path.resolve()), {}
+    known = ", ".join(catalogue())
+    raise ValueError(
+        f"unknown network {text!r}; known: {known}, 'simbench:<code>' (e.g. simbench:1-MV-rural--0-sw) "
+        "or a pandapower JSON file path ending in .json"
+    )
+
+
+def _build(kind: str, target: str, params: dict) -> pandapowerNet:
+    if kind == "json":
+        import pandapower as pp
+
+        return pp.from_json(target)
+    try:
+        return _module(target).build(**params)
+    except TypeError as exc:
+        raise ValueError(f"network {target!r}: bad network_params {params}: {exc}") from exc
+
+
+def _module(name: str) -> ModuleType:
+    return importlib.import_module(f"{__name__}.{name}")

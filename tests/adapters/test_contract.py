@@ -1,0 +1,69 @@
+"""Contract every registered adapter keeps (STYLE.md, "Tests"): unit-suffixed META attributes,
+``create(n)`` returns n entities, ``step`` returns the next time, ``get_data`` answers every output.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cosim import registry
+from cosim.units import has_unit_suffix
+
+SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
+START = {"start_utc": "2024-07-15T00:00:00+00:00", "step_s": 60, "duration_s": 3600, "seed": 3}
+
+
+def _fill(value: Any, tmp: Path) -> Any:
+    if isinstance(value, str):
+        value = value.replace("{tmp}", str(tmp))
+    if isinstance(value, dict):
+        return {k: _fill(v, tmp) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_fill(v, tmp) for v in value]
+    return value
+
+
+ADAPTERS = sorted(registry.available())
+
+
+@pytest.mark.parametrize("name", ADAPTERS)
+def test_adapter_declares_an_example(name):
+    cls = registry.adapter_class(name)
+    assert cls.EXAMPLE.get("models"), f"{name}: declare EXAMPLE = {{'sim': ..., 'models': ...}} for this test"
+
+
+@pytest.mark.parametrize("name", ADAPTERS)
+def test_adapter_contract(name, tmp_path):
+    cls = registry.adapter_class(name)
+    example = _fill(cls.EXAMPLE, tmp_path)
+    sim_params = cls.SimParams.model_validate(example.get("sim", {}), context={"base_dir": SCENARIOS})
+    meta = cls.meta_for(sim_params)
+    assert meta["type"] in ("time-based", "event-based", "hybrid")
+    for model, desc in meta["models"].items():
+        for attr in desc["attrs"]:
+            assert has_unit_suffix(attr), f"{name}.{model}.{attr} has no unit suffix"
+        assert set(desc.get("inputs", [])) | set(desc.get("outputs", [])) == set(desc["attrs"])
+
+    sim = cls()
+    returned = sim.init("sim0", time_resolution=1.0, **START,
+                        **sim_params.model_dump(mode="json", exclude_unset=True))
+    assert returned["models"].keys() == meta["models"].keys()
+    created: dict[str, str] = {}
+    for model, params in example["models"].items():
+        n = 1 if model in example.get("single", []) else 2
+        params = cls.ModelParams[model].model_validate(params, context={"base_dir": SCENARIOS}).model_dump(
+            mode="json", exclude_unset=True) if model in cls.ModelParams else {}
+        entities = sim.create(n, model, **params)
+        assert len(entities) == n and len({e["eid"] for e in entities}) == n
+        created.update({e["eid"]: model for e in entities})
+    assert sim.step(0, {}, 3600) == START["step_s"]
+    assert sim.step(60, {}, 3600) == 120
+    outputs = {eid: returned["models"][model].get("outputs", []) for eid, model in created.items()}
+    data = sim.get_data(outputs)
+    for eid, attrs in outputs.items():
+        assert set(data[eid]) == set(attrs)
+    if hasattr(sim, "finalize"):
+        sim.finalize()

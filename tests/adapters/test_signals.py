@@ -1,0 +1,317 @@
+"""Tests of the signals adapter and of the weather and carbon extracts it ships with."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import ValidationError
+
+from adapters._base import ScenarioContext
+from adapters.signals import SignalsSim, SimParams, TimeSeries, read_table
+
+DATA = Path(__file__).resolve().parents[2] / "scenarios" / "data"
+SHARED = Path("/work/shared/data")
+UTC = timezone.utc
+
+
+def utc(*args) -> datetime:
+    return datetime(*args, tzinfo=UTC)
+
+
+def write(tmp_path: Path, text: str, name: str = "s.csv") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def series(path: Path, columns: dict, **options) -> TimeSeries:
+    params = SimParams.model_validate({"file": str(path), "columns": columns, **options})
+    return SignalsSim.make_series(params)
+
+
+def ctx(start: datetime, duration_s: int, step_s: int = 60) -> ScenarioContext:
+    return ScenarioContext(start_utc=start, duration_s=duration_s, step_s=step_s, seed=0)
+
+
+def make_extracts():
+    spec = importlib.util.spec_from_file_location("make_extracts", DATA / "make_extracts.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+HOURLY = "time_utc,x\n2024-01-01T00:00:00Z,0\n2024-01-01T01:00:00Z,10\n2024-01-01T02:00:00Z,40\n"
+
+
+# -- interpolation ---------------------------------------------------------------------------
+def test_hold_keeps_the_last_row_until_the_next(tmp_path):
+    ts = series(write(tmp_path, HOURLY), {"x_mw": "x"})
+    assert ts.at(utc(2024, 1, 1, 0, 0))["x_mw"] == 0
+    assert ts.at(utc(2024, 1, 1, 0, 59))["x_mw"] == 0
+    assert ts.at(utc(2024, 1, 1, 1, 30))["x_mw"] == 10
+    assert ts.at(utc(2024, 1, 1, 2, 59))["x_mw"] == 40  # the last row lasts its hour
+
+
+def test_linear_interpolates_between_rows(tmp_path):
+    ts = series(write(tmp_path, HOURLY), {"x_mw": "x"}, interpolation="linear")
+    assert ts.at(utc(2024, 1, 1, 0, 30))["x_mw"] == pytest.approx(5.0)
+    assert ts.at(utc(2024, 1, 1, 1, 15))["x_mw"] == pytest.approx(17.5)
+    assert ts.at(utc(2024, 1, 1, 2, 30))["x_mw"] == 40  # no row after the last: held
+
+
+@settings(max_examples=50, deadline=None)
+@given(values=st.lists(st.floats(-1e6, 1e6), min_size=2, max_size=20), frac=st.floats(0, 1))
+def test_linear_stays_between_its_neighbours(tmp_path_factory, values, frac):
+    rows = "".join(f"2024-01-01T{h:02d}:00:00Z,{v!r}\n" for h, v in enumerate(values))
+    path = write(tmp_path_factory.mktemp("lin"), "time_utc,x\n" + rows)
+    ts = series(path, {"x_mw": "x"}, interpolation="linear")
+    hour = min(int(frac * (len(values) - 1)), len(values) - 2)
+    value = ts.at(utc(2024, 1, 1, hour) + timedelta(seconds=3600 * frac))["x_mw"]
+    low, high = sorted(values[hour : hour + 2])
+    assert low - 1e-6 <= value <= high + 1e-6
+
+
+def test_gaps_are_held_or_bridged(tmp_path):
+    path = write(tmp_path, "time_utc,x\n2024-01-01T00:00Z,2\n2024-01-01T01:00Z,\n2024-01-01T02:00Z,6\n")
+    assert series(path, {"x_mw": "x"}).at(utc(2024, 1, 1, 1))["x_mw"] == 2
+    assert series(path, {"x_mw": "x"}, interpolation="linear").at(utc(2024, 1, 1, 1))["x_mw"] == 4
+
+
+# -- units ------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("attr", "from_unit", "raw", "expected"),
+    [
+        ("t_c", "degF", 212.0, 100.0),
+        ("t_c", "degF", -40.0, -40.0),
+        ("t_c", "K", 273.15, 0.0),
+        ("p_mw", "kW", 2500.0, 2.5),
+        ("p_mw", "W", 3.0e6, 3.0),
+        ("e_mwh", "kWh", 1500.0, 1.5),
+        ("ci_g_kwh", "lbs/MWh", 1000.0, 453.59237),  # 1 lb = 0.45359237 kg (exact, by definition)
+        ("cfe_frac", "pct", 85.0, 0.85),
+    ],
+)
+def test_unit_conversion_at_the_boundary(tmp_path, attr, from_unit, raw, expected):
+    path = write(tmp_path, f"time_utc,v\n2024-01-01T00:00Z,{raw}\n2024-01-01T01:00Z,{raw}\n")
+    ts = series(path, {attr: {"column": "v", "from_unit": from_unit}})
+    assert ts.at(utc(2024, 1, 1))[attr] == pytest.approx(expected)
+
+
+def test_scale_and_offset_apply_after_the_unit(tmp_path):
+    path = write(tmp_path, "time_utc,v\n2024-01-01T00:00Z,50\n2024-01-01T01:00Z,50\n")
+    ts = series(path, {"t_c": {"column": "v", "from_unit": "degF", "scale": 2.0, "offset": 1.0}})
+    assert ts.at(utc(2024, 1, 1))["t_c"] == pytest.approx(10.0 * 2.0 + 1.0)
+
+
+def test_unknown_conversion_names_the_known_ones(tmp_path):
+    path = write(tmp_path, HOURLY)
+    with pytest.raises(ValidationError, match=r"no conversion from 'degF' to 'mw'.*kW"):
+        series(path, {"p_mw": {"column": "x", "from_unit": "degF"}})
+
+
+def test_attribute_without_unit_suffix_is_rejected(tmp_path):
+    with pytest.raises(ValidationError) as err:
+        series(write(tmp_path, HOURLY), {"temperature": "x"})
+    assert "columns.temperature" in str(err.value) and "unit suffix" in str(err.value)
+
+
+# -- time axis --------------------------------------------------------------------------------
+def test_naive_times_are_utc_unless_tz_says_otherwise(tmp_path):
+    path = write(tmp_path, "time_utc,x\n2024-01-01 00:00,1\n2024-01-01 01:00,2\n")
+    assert series(path, {"x_mw": "x"}).start_s == utc(2024, 1, 1).timestamp()
+    assert series(path, {"x_mw": "x"}, tz="Etc/GMT+5").start_s == utc(2024, 1, 1, 5).timestamp()
+
+
+def test_unparsable_and_unsorted_times_are_reported(tmp_path):
+    bad = write(tmp_path, "time_utc,x\n2024-01-01T00:00Z,1\nyesterday,2\n", "bad.csv")
+    problems = SignalsSim.check(SimParams(file=bad, columns={"x_mw": "x"}), ctx(utc(2024, 1, 1), 60))
+    assert problems and "'yesterday'" in problems[0] and "ISO 8601" in problems[0]
+    unsorted = write(tmp_path, "time_utc,x\n2024-01-01T01:00Z,1\n2024-01-01T00:00Z,2\n", "u.csv")
+    problems = SignalsSim.check(SimParams(file=unsorted, columns={"x_mw": "x"}), ctx(utc(2024, 1, 1), 60))
+    assert problems and "increase strictly" in problems[0]
+
+
+def test_missing_column_lists_the_available_ones(tmp_path):
+    path = write(tmp_path, "time_utc,temp,ghi\n2024-01-01T00:00Z,1,2\n2024-01-01T01:00Z,1,2\n")
+    params = SimParams(file=path, columns={"t_c": "tmp"})
+    (problem,) = SignalsSim.check(params, ctx(utc(2024, 1, 1), 3600))
+    assert "'tmp'" in problem and "available: temp, ghi" in problem
+
+
+def test_coverage_error_names_the_span_and_the_fix(tmp_path):
+    params = SimParams(file=DATA / "carbon" / "DE_2024.csv.gz", columns={"ci_g_kwh": "ci_lifecycle_g_kwh"})
+    assert SignalsSim.check(params, ctx(utc(2024, 7, 15), 86_400)) == []
+    assert SignalsSim.check(params, ctx(utc(2024, 1, 1), 366 * 86_400)) == []  # the whole year
+    (problem,) = SignalsSim.check(params, ctx(utc(2025, 7, 15), 86_400))
+    assert "DE_2024.csv.gz covers 2024-01-01T00:00:00Z to 2025-01-01T00:00:00Z" in problem
+    assert "2025-07-15T00:00:00Z to 2025-07-16T00:00:00Z" in problem
+    assert "align_year = true" in problem
+    sim = SignalsSim()
+    with pytest.raises(ValueError) as err:  # the same text at init, for API users
+        sim.init("s", start_utc="2025-07-15T00:00:00Z", step_s=60, duration_s=86_400, seed=0,
+                 file=str(params.file), columns={"ci_g_kwh": "ci_lifecycle_g_kwh"})
+    assert str(err.value) == problem
+
+
+def test_short_data_suggests_repeat(tmp_path):
+    params = SimParams(file=write(tmp_path, HOURLY), columns={"x_mw": "x"})
+    (problem,) = SignalsSim.check(params, ctx(utc(2024, 1, 1), 86_400))
+    assert "covers 2024-01-01T00:00:00Z to 2024-01-01T03:00:00Z" in problem and "repeat = true" in problem
+
+
+# -- alignment --------------------------------------------------------------------------------
+def leap_2024(tmp_path) -> Path:
+    """Hourly 2024 (leap year): the value is the day of the year, 1..366."""
+    times = pd.date_range("2024-01-01", "2024-12-31 23:00", freq="h")
+    frame = pd.DataFrame({"time_utc": times.strftime("%Y-%m-%dT%H:%M:%SZ"), "doy": times.dayofyear})
+    path = tmp_path / "leap.parquet"
+    frame.to_parquet(path)
+    return path
+
+
+def test_align_year_maps_by_month_and_day_across_a_leap_year(tmp_path):
+    ts = series(leap_2024(tmp_path), {"doy_count": "doy"}, align_year=True)
+    assert ts.at(utc(2025, 3, 1, 12))["doy_count"] == 61  # 1 March 2024, not 29 February
+    assert ts.at(utc(2025, 12, 31, 23, 30))["doy_count"] == 366
+    assert ts.at(utc(2023, 7, 15))["doy_count"] == 197
+    assert ts.problems(utc(2025, 1, 1), utc(2026, 1, 1)) == []
+
+
+def test_leap_day_reads_28_february_of_a_common_year(tmp_path):
+    times = pd.date_range("2023-01-01", "2023-12-31 23:00", freq="h")
+    frame = pd.DataFrame({"time_utc": times.strftime("%Y-%m-%dT%H:%M:%SZ"), "doy": times.dayofyear})
+    path = tmp_path / "common.csv.gz"
+    frame.to_csv(path, index=False)
+    ts = series(path, {"doy_count": "doy"}, align_year=True)
+    assert ts.at(utc(2024, 2, 29, 6))["doy_count"] == 59  # 28 February 2023
+    assert ts.at(utc(2024, 3, 1, 6))["doy_count"] == 60
+    assert ts.problems(utc(2024, 1, 1), utc(2025, 1, 1)) == []
+
+
+def test_align_year_wraps_a_year_that_starts_after_new_year(tmp_path):
+    """A typical year stamped in local time spills into 1 January of the next year in UTC."""
+    times = pd.date_range("2023-01-01 05:00", periods=8760, freq="h")
+    frame = pd.DataFrame({"time_utc": times.strftime("%Y-%m-%dT%H:%M:%SZ"), "h": np.arange(8760)})
+    ts = series(write(tmp_path, frame.to_csv(index=False)), {"h_count": "h"}, align_year=True)
+    assert ts.at(utc(2024, 1, 1, 2))["h_count"] == 8757  # 2024-01-01 02:00 of the file
+    assert ts.at(utc(2024, 1, 1, 5))["h_count"] == 0
+
+
+def test_align_year_needs_a_whole_year(tmp_path):
+    params = SimParams(file=write(tmp_path, HOURLY), columns={"x_mw": "x"}, align_year=True)
+    (problem,) = SignalsSim.check(params, ctx(utc(2025, 7, 15), 86_400))
+    assert "not a full year" in problem and "07-15 00:00" in problem
+
+
+def test_repeat_loops_the_data(tmp_path):
+    ts = series(write(tmp_path, HOURLY), {"x_mw": "x"}, repeat=True, interpolation="linear")
+    assert ts.at(utc(2024, 7, 15, 1))["x_mw"] == 10  # 3-hour period from 2024-01-01 00:00
+    assert ts.at(utc(2024, 7, 15, 2, 30))["x_mw"] == pytest.approx(20.0)  # back towards row 0
+    assert ts.problems(utc(2030, 1, 1), utc(2031, 1, 1)) == []
+    with pytest.raises(ValidationError, match="exclude each other"):
+        series(write(tmp_path, HOURLY), {"x_mw": "x"}, repeat=True, align_year=True)
+
+
+def test_a_file_is_read_once(tmp_path):
+    path = write(tmp_path, HOURLY)
+    first = read_table(path)
+    assert read_table(path) is first
+    path.write_text(HOURLY.replace(",40", ",41"))  # a new file (size changes): read again
+    assert read_table(path) is not first
+
+
+# -- the adapter, driven without a mosaik world -----------------------------------------------
+def test_signals_sim_steps_the_carbon_file():
+    """Round trip of the carbon extract: values at a known hour equal the Electricity Maps
+    source (DE_2024_hourly.csv.gz, row 2024-07-15 12:00: 94.56, 145.79, 88.0 %, 85.34 %)."""
+    sim = SignalsSim()
+    columns = {"ci_g_kwh": "ci_lifecycle_g_kwh", "ci_direct_g_kwh": "ci_direct_g_kwh",
+               "cfe_frac": "cfe_frac", "re_frac": "re_frac"}
+    meta = sim.init("carbon", start_utc="2024-07-15T00:00:00Z", step_s=60, duration_s=86_400, seed=7,
+                    file=str(DATA / "carbon" / "DE_2024.csv.gz"), columns=columns)
+    assert meta["models"]["Series"]["outputs"] == list(columns)
+    assert sim.create(1, "Series", eid="de") == [{"eid": "de", "type": "Series"}]
+    assert sim.step(12 * 3600 + 59 * 60, {}, 86_400) == 12 * 3600 + 60 * 60
+    data = sim.get_data({"de": ["ci_g_kwh", "ci_direct_g_kwh", "cfe_frac", "re_frac"]})
+    assert data["de"] == {"ci_g_kwh": 145.79, "ci_direct_g_kwh": 94.56, "cfe_frac": 0.88, "re_frac": 0.8534}
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason="needs the shared source data")
+@pytest.mark.parametrize("zone", ["US-CAL-CISO", "US-TEX-ERCO", "DE", "CA-ON", "AU-SA", "AU-VIC", "AU-WA", "KR"])
+def test_carbon_extract_equals_its_source(zone):
+    source = pd.read_csv(SHARED / "electricitymaps-2024-hourly" / f"{zone}_2024_hourly.csv.gz")
+    extract = pd.read_csv(DATA / "carbon" / f"{zone}_2024.csv.gz")
+    assert len(extract) == len(source) == 8784
+    assert (pd.to_datetime(extract.time_utc) == pd.to_datetime(source.datetime_utc).dt.tz_localize("UTC")).all()
+    np.testing.assert_array_equal(extract.ci_lifecycle_g_kwh, source.ci_lifecycle_gco2eq_per_kwh)
+    np.testing.assert_array_equal(extract.ci_direct_g_kwh, source.ci_direct_gco2eq_per_kwh)
+    np.testing.assert_allclose(extract.cfe_frac * 100, source.cfe_pct, atol=1e-9)
+
+
+def test_signals_meta_lists_the_mapped_outputs():
+    params = SimParams(file=DATA / "weather" / "greensboro_nc_tmy3.csv",
+                       columns={"t_wet_c": "t_wet_c", "ghi_w_m2": "ghi_w_m2"}, align_year=True)
+    meta = SignalsSim.meta_for(params)
+    assert meta["models"]["Series"]["outputs"] == ["t_wet_c", "ghi_w_m2"]
+    assert "file" not in meta["models"]["Series"]["params"]  # a sim param, not an entity param
+
+
+# -- the weather extract ------------------------------------------------------------------------
+def test_weather_is_tmy3_restamped_to_utc_hour_start():
+    """Every row of pvlib's 723170TYA.CSV (hour-ending LST, UTC-5) is at stamp - 1 h + 5 h.
+
+    E.g. TMY3 ``07/15 13:00`` (GHI 919 W/m2, dry-bulb 29.4 C) is 2023-07-15T17:00Z."""
+    import pvlib
+
+    raw, _ = pvlib.iotools.read_tmy3(Path(pvlib.__file__).parent / "data" / "723170TYA.CSV",
+                                     map_variables=True, coerce_year=2023)
+    ts = series(DATA / "weather" / "greensboro_nc_tmy3.csv",
+                {"ghi_w_m2": "ghi_w_m2", "t_dry_c": "t_dry_c"}, align_year=True)
+    for label, row in raw.iloc[::97].iterrows():
+        start = (label - pd.Timedelta(hours=1)).tz_convert("UTC").to_pydatetime()
+        got = ts.at(start.replace(year=2023))  # the wrapped last hours land on 1 Jan 2023
+        assert (got["ghi_w_m2"], got["t_dry_c"]) == (row["ghi"], row["temp_air"]), label
+    assert ts.at(utc(2023, 7, 15, 17)) == {"ghi_w_m2": 919.0, "t_dry_c": 29.4}
+    assert ts.problems(utc(2024, 1, 1), utc(2025, 1, 1)) == []
+
+
+def test_shipped_wet_bulb_is_the_validated_method():
+    frame = pd.read_csv(DATA / "weather" / "greensboro_nc_tmy3.csv")
+    again = make_extracts().wet_bulb_c(frame.t_dry_c, frame.t_dew_c, frame.p_air_pa)
+    np.testing.assert_allclose(frame.t_wet_c, again, atol=0.006)
+    assert (frame.t_dew_c <= frame.t_wet_c + 0.006).all() and (frame.t_wet_c <= frame.t_dry_c + 0.006).all()
+
+
+@pytest.mark.parametrize(
+    ("name", "mean_abs_c", "max_abs_c"),
+    # Atlanta is reported in whole degF (inputs and wet-bulb each +-0.28 C of rounding),
+    # Lincoln in 0.1 C.
+    [("atlanta_katl_2020-01_2020-02_hourly.csv", 0.25, 0.7), ("lincoln_klnk_2023-01_2023-02_hourly.csv", 0.1, 0.3)],
+)
+def test_wet_bulb_matches_noaa_measurements(name, mean_abs_c, max_abs_c):
+    """Computed wet-bulb vs the wet-bulb NOAA LCD reports (NCEI Local Climatological Data,
+    stations 72219013874 Atlanta and USW00014939 Lincoln; scenarios/data/noaa_lcd/)."""
+    obs = pd.read_csv(DATA / "noaa_lcd" / name).dropna(
+        subset=["dry_bulb_c", "dew_point_c", "wet_bulb_c", "station_pressure_kpa"])
+    assert len(obs) > 1000
+    computed = make_extracts().wet_bulb_c(obs.dry_bulb_c, obs.dew_point_c, obs.station_pressure_kpa * 1000)
+    error = computed - obs.wet_bulb_c.to_numpy()
+    assert np.abs(error).mean() < mean_abs_c
+    assert np.abs(error).max() < max_abs_c
+
+
+def test_wet_bulb_limits():
+    wet_bulb_c = make_extracts().wet_bulb_c
+    assert wet_bulb_c(25.0, 25.0, 101_325.0) == pytest.approx(25.0, abs=1e-6)  # saturated air
+    dry = wet_bulb_c(35.0, -20.0, 101_325.0)
+    assert -20.0 < dry < 35.0 and math.isfinite(dry)
+    with pytest.raises(ValueError):
+        wet_bulb_c(20.0, 21.0, 101_325.0)

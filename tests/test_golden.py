@@ -1,0 +1,36 @@
+"""Golden scenario: the default study cut to two hours, end to end through mosaik, compared
+with ``tests/golden/golden_short.csv``.
+
+Tolerance: relative 1e-7 and absolute 1e-9 on every column — loose enough for BLAS and
+solver round-off across machines, tight enough that any change of physics, data, alignment
+or sign shows. Refresh deliberately with ``pytest tests/test_golden.py --update-golden`` and
+review the diff.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+import cosim
+
+HERE = Path(__file__).resolve().parent
+SCENARIO = HERE / "scenarios" / "golden_short.toml"
+GOLDEN = HERE / "golden" / "golden_short.csv"
+RTOL, ATOL = 1e-7, 1e-9
+
+
+def test_golden_short(tmp_path, update_golden):
+    result = cosim.run(SCENARIO, out_dir=tmp_path)
+    assert result.ok, result.reason
+    ts = result.timeseries()
+    ts = ts.astype({c: float for c in ts.columns if ts[c].dtype == bool})
+    if update_golden:
+        GOLDEN.parent.mkdir(exist_ok=True)
+        ts.to_csv(GOLDEN, float_format="%.12g")
+    golden = pd.read_csv(GOLDEN, index_col="time_utc", parse_dates=["time_utc"])
+    assert list(ts.columns) == list(golden.columns)
+    assert (ts.index == golden.index).all()
+    np.testing.assert_allclose(ts.to_numpy(float), golden.to_numpy(float), rtol=RTOL, atol=ATOL)
