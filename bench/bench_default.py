@@ -40,15 +40,15 @@ class RssSampler(threading.Thread):
 
     def __init__(self, period_s: float = 1.0):
         super().__init__(daemon=True)
-        self.period_s, self.samples, self._stop = period_s, [], threading.Event()
+        self.period_s, self.samples, self._halt = period_s, [], threading.Event()
 
     def run(self) -> None:
         start = time.perf_counter()
-        while not self._stop.wait(self.period_s):
+        while not self._halt.wait(self.period_s):
             self.samples.append((time.perf_counter() - start, rss_mib()))
 
     def stop(self) -> None:
-        self._stop.set()
+        self._halt.set()
         self.join()
 
 

@@ -52,6 +52,17 @@ def carbon_t(p_import_mw: pd.Series, ci_g_kwh: pd.Series, dt_h: float) -> float:
     return float(np.nansum(p * ci_g_kwh.to_numpy(dtype=float)) * dt_h / 1000.0)
 
 
+#: Column patterns the KPIs read; everything else stays on disk (a year of per-bus voltages
+#: is hundreds of MB that no KPI needs).
+KPI_COLUMN_SUFFIXES = (".p_mw", ".p_import_mw", ".losses_mw", ".vm_min_pu", ".vm_max_pu",
+                       ".max_loading_pct", ".n_nonconverged", "_g_kwh")
+
+
+def needed_columns(columns: list[str]) -> list[str]:
+    """The recorded columns :func:`compute` uses."""
+    return [c for c in columns if c.endswith(KPI_COLUMN_SUFFIXES)]
+
+
 def _finite(value: float) -> float | None:
     return None if value is None or (isinstance(value, float) and math.isnan(value)) else round(float(value), 9)
 

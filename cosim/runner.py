@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow.parquet as pq
 
 from cosim import kpis as kpi_module
 from cosim.scenario import Scenario, load_scenario
@@ -89,7 +90,8 @@ def run_scenario(scn: Scenario, out_dir: str | Path = "runs", progress: bool = T
     kpis: dict[str, Any] = {}
     if outcome.rows_recorded:
         models = {eid: spec.model for eid, spec in scn.entities.items()}
-        ts = read_timeseries(run_dir / "timeseries.parquet")
+        path = run_dir / "timeseries.parquet"
+        ts = read_timeseries(path, kpi_module.needed_columns(pq.ParquetFile(path).schema_arrow.names))
         kpis = kpi_module.compute(ts, scn.record.step_s or scn.scenario.step_s, models)
     meta = {
         "scenario": scn.scenario.name,

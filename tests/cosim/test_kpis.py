@@ -45,3 +45,15 @@ def test_grid_import_export_violations_and_carbon():
 
 def test_single_row_uses_the_given_step():
     assert kpis.compute(frame(**{"x.p_mw": [6.0]}), 600)["entities"]["x"]["energy_mwh"] == pytest.approx(1.0)
+
+
+def test_needed_columns_keep_kpis_identical():
+    """Reading only the KPI columns (to keep memory flat on long runs) changes no KPI."""
+    ts = frame(**{
+        "grid.p_import_mw": [2.0, -1.0], "grid.vm_min_pu": [0.97, 0.94], "grid.vm_max_pu": [1.0, 1.0],
+        "grid.bus_3_vm_pu": [0.99, 0.98], "tmy.t_dry_c": [20.0, 21.0], "ci.ci_g_kwh": [100.0, 200.0],
+        "dc.p_mw": [1.0, 1.0], "dc.q_mvar": [0.2, 0.2],
+    })
+    subset = kpis.needed_columns(list(ts.columns))
+    assert "grid.bus_3_vm_pu" not in subset and "tmy.t_dry_c" not in subset
+    assert kpis.compute(ts[subset], 900) == kpis.compute(ts, 900)
