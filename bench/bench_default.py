@@ -115,6 +115,23 @@ def main() -> None:
         shown = "  ".join(f"{t:6.0f} s: {r:6.0f} MiB" for t, r in picks)
         print(f"RSS before {rss_before:.0f} MiB; during run at 10/50/100 %: {shown}")
     print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
+    grid_side_by_side(scn)
+
+
+def grid_side_by_side(scn) -> None:
+    """Grid ms/step of the adapter next to pp.runpp and the raw solver, same net, same process."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    from bench_grid import bench
+
+    for sid, spec in scn.sims.items():
+        if spec.adapter != "grid":
+            continue
+        buses = [scn.entity_params[e].get("bus") for e, s in scn.entities.items() if s.sim == sid]
+        bus = next((b for b in buses if b is not None), None)
+        network = scn.sim_params[sid]["network"]
+        adapter_ms, runpp_ms, raw_ms = bench(network, bus)
+        print(f"grid {network}: adapter {adapter_ms:.3f} ms/step   pp.runpp {runpp_ms:.2f} ms   "
+              f"raw lightsim2grid solve {raw_ms:.4f} ms")
 
 
 if __name__ == "__main__":

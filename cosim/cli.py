@@ -74,21 +74,44 @@ def format_kpis(kpis: dict[str, Any], indent: str = "") -> str:
     return "\n".join(line for line in lines if line)
 
 
+def _listing(names: list[str], limit: int = 10) -> str:
+    shown = ", ".join(names[:limit])
+    return shown + (f", ... ({len(names)} in all)" if len(names) > limit else "")
+
+
+def _meta_for_listing(cls) -> tuple[dict[str, Any], str]:
+    """The class META, or, when attributes depend on params, the META for the adapter's example."""
+    if cls.META.get("models"):
+        return cls.META, ""
+    example = cls.EXAMPLE.get("sim", {})
+    scenarios = Path(__file__).resolve().parents[1] / "scenarios"
+    try:
+        meta = cls.meta_for(cls.SimParams.model_validate(example, context={"base_dir": scenarios}))
+    except (ValueError, OSError):
+        return {"models": {}}, "  (attributes depend on the sim's params)"
+    shown = ", ".join(f"{k} = {v!r}" for k, v in example.items())
+    return meta, f"  (attributes depend on the sim's params; shown for {shown})"
+
+
 def cmd_list(args: argparse.Namespace) -> int:
     from cosim import registry
 
-    print("adapters (attribute units are in their names; '*' = depends on the sim's params):")
+    print("adapters (units are in the attribute names):")
     for name, target in registry.available().items():
         cls = registry.adapter_class(name)
-        print(f"\n  {name}  ({target})")
-        for model, desc in cls.META.get("models", {}).items():
+        meta, note = _meta_for_listing(cls)
+        print(f"\n  {name}  ({target}){note}")
+        sim_params = list(cls.SimParams.model_fields)
+        if sim_params:
+            print(f"    sim params: {', '.join(sim_params)}")
+        for model, desc in meta.get("models", {}).items():
             print(f"    {model}")
             params = [p for p in desc.get("params", []) if p != "eid"]
             if params:
                 print(f"      params:  {', '.join(params)}")
-            ins = "any" if desc.get("any_inputs") else ", ".join(desc.get("inputs", [])) or "-"
+            ins = "any" if desc.get("any_inputs") else _listing(desc.get("inputs", [])) or "-"
             print(f"      inputs:  {ins}")
-            print(f"      outputs: {', '.join(desc.get('outputs', [])) or '*'}")
+            print(f"      outputs: {_listing(desc.get('outputs', [])) or '-'}")
     try:
         import grid_models
 
