@@ -120,3 +120,42 @@ def test_subprocess_simulator(toy_adapters, write_scenario, tmp_path, monkeypatc
     remote = cosim.run(write_scenario(remote_text, "remote.toml"), out_dir=tmp_path)
     assert remote.ok, remote.reason
     pd.testing.assert_frame_equal(inline, remote.timeseries())
+
+
+def _listening(port: int) -> bool:
+    """True once a socket listens on 127.0.0.1:port (read from /proc, so no connection is used up)."""
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        local, state = line.split()[1], line.split()[3]
+        if int(local.split(":")[1], 16) == port and state == "0A":
+            return True
+    return False
+
+
+def test_connect_to_a_running_simulator(toy_adapters, write_scenario, tmp_path):
+    """``connect = "host:port"``: the adapter already serves on loopback, as it would on another host."""
+    import os
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1] / "helpers")}
+    server = subprocess.Popen([sys.executable, "-m", "cosim.remote", "toy_sims:RampSim", f"127.0.0.1:{port}",
+                               "--remote", "--timeout", "60"], env=env)
+    try:
+        deadline = time.monotonic() + 30
+        while not _listening(port) and time.monotonic() < deadline and server.poll() is None:
+            time.sleep(0.05)
+        assert _listening(port), "the simulator server did not start listening"
+        text = TOY.replace('src = { adapter = "toy_ramp" }', f'src = {{ adapter = "toy_ramp", connect = "127.0.0.1:{port}" }}')
+        remote = cosim.run(write_scenario(text, "connect.toml"), out_dir=tmp_path)
+        assert remote.ok, remote.reason
+        inline = cosim.run(write_scenario(TOY, "inline.toml"), out_dir=tmp_path).timeseries()
+        pd.testing.assert_frame_equal(inline, remote.timeseries())
+    finally:
+        if server.poll() is None:
+            server.kill()
+        server.wait(timeout=10)
