@@ -7,6 +7,7 @@ Nothing in a scenario is evaluated as code; relative paths resolve from its fold
 
 from __future__ import annotations
 
+import fnmatch
 import tomllib
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -221,6 +222,7 @@ def validate(raw: dict[str, Any], path: Path) -> Scenario:
     _check_entities(scn, problems)
     _check_connects(scn, problems)
     _check_cycles(scn, problems)
+    _check_record(scn, problems)
     if problems:
         raise ScenarioError(path, problems)
     return scn
@@ -433,6 +435,17 @@ def _check_cycles(scn: Scenario, problems: list[Problem]) -> None:
         loop = " -> ".join(cycle)
         problems.append(Problem("connect", f"feedback loop without delay: {loop}; mark one of its "
                                            "connections time_shifted = true (or weak = true) with initial_data"))
+
+
+def _check_record(scn: Scenario, problems: list[Problem]) -> None:
+    """A pattern that matches no output is most likely a typo that would silently drop data."""
+    if len(scn.entities) != len(scn.raw.get("entities", {}) or {}):
+        return  # some entities are invalid; their outputs are unknown
+    names = [f"{eid}.{attr}" for eid in scn.entities for attr in scn.outputs(eid)]
+    for key in ("include", "exclude"):
+        for i, pattern in enumerate(getattr(scn.record, key)):
+            if not any(fnmatch.fnmatchcase(name, pattern) for name in names):
+                problems.append(Problem(f"record.{key}[{i}]", f"matches no output; outputs look like {_few(names, 4)}", pattern))
 
 
 def _find_cycle(edges: dict[str, set[str]]) -> list[str] | None:

@@ -122,3 +122,9 @@ def test_unknown_bus_is_named_at_validation(tmp_path):
         load_scenario(bad)
     assert [str(p) for p in info.value.problems] == [
         "entities.pcc: unknown bus '99' in this network (33 in net.bus, e.g. 1, 2, 3, 4, 5, 6); give a bus name or index"]
+
+
+def test_record_pattern_matching_nothing_is_a_problem(toy_adapters, write_scenario):
+    found = problems_of(write_scenario, GOOD + '\n[record]\ninclude = ["a.*", "s.p_summ_mw"]\n')
+    assert found == ["record.include[1] = 's.p_summ_mw': matches no output; outputs look like "
+                     "a.p_mw, a.p_cap_mw, s.p_sum_mw, s.p_cap_mw, ... (5 in all)"]
