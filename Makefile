@@ -16,9 +16,10 @@ setup: $(STAMP)
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test]'
-	touch $(STAMP)
+	@echo "installing cosim and its dependencies into $(VENV) (log: $(VENV)/install.log)"
+	@$(PY) -m pip install --upgrade pip > $(VENV)/install.log 2>&1 || (cat $(VENV)/install.log; exit 1)
+	@$(PY) -m pip install -e '.[test]' >> $(VENV)/install.log 2>&1 || (tail -50 $(VENV)/install.log; exit 1)
+	@touch $(STAMP)
 
 # Things that need building before a run (the FMUs, once they exist).
 build: setup

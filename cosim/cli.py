@@ -51,7 +51,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     scn = load_scenario(args.scenario, _parse_set(args.set))
     result = run_scenario(scn, args.out, progress=not args.quiet)
     if not args.quiet or not result.ok:
-        print(format_kpis(result.kpis))
+        print(f"\nKPIs ({result.run_dir / 'kpis.json'}):")
+        print(format_kpis(result.kpis, "  "))
         print(f"run folder: {result.run_dir}")
     if not result.ok:
         print(f"run failed: {result.reason}\n(what was recorded up to then is in {result.run_dir / 'timeseries.parquet'})",
