@@ -7,7 +7,10 @@ an energy is ``sum(p_mw) * step_s / 3600``. Formulas:
 * grid ``import_mwh`` = Σ max(p_import_mw, 0)·Δt; ``export_mwh`` = Σ max(−p_import_mw, 0)·Δt.
 * ``voltage_violation_s`` = Δt · #steps with vm_min_pu < v_low or vm_max_pu > v_high
   (band [0.95, 1.05] pu, ANSI C84.1 range A / EN 50160 ±5 %).
-* ``carbon_t`` = Σ max(p_import_mw, 0)·Δt·ci_g_kwh / 1000 (1 MWh × 1 g/kWh = 1 kg).
+* ``carbon_t`` = Σ max(p_import_mw, 0)·Δt·ci_g_kwh / 1000 (1 MWh × 1 g/kWh = 1 kg), from a
+  recorded ``<entity>.ci_g_kwh`` signal.
+* ``accounting``: the site behind its meter (import/export, cost with energy and demand
+  charges, carbon, hourly 24/7 CFE, curtailment, battery cycles): see ``cosim/accounting.py``.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+
+from cosim import accounting
 
 V_LOW_PU = 0.95
 V_HIGH_PU = 1.05
@@ -59,8 +64,9 @@ KPI_COLUMN_SUFFIXES = (".p_mw", ".p_import_mw", ".losses_mw", ".vm_min_pu", ".vm
 
 
 def needed_columns(columns: list[str]) -> list[str]:
-    """The recorded columns :func:`compute` uses."""
-    return [c for c in columns if c.endswith(KPI_COLUMN_SUFFIXES)]
+    """The recorded columns :func:`compute` uses (its own and the site accounting's)."""
+    keep = {c for c in columns if c.endswith(KPI_COLUMN_SUFFIXES)} | set(accounting.needed_columns(columns))
+    return [c for c in columns if c in keep]
 
 
 def _finite(value: float) -> float | None:
@@ -88,11 +94,14 @@ def compute(ts: pd.DataFrame, step_s: float, models: dict[str, str] | None = Non
     grids = sorted({c.partition(".")[0] for c in ts.columns if c.endswith(".p_import_mw")})
     for grid in grids:
         kpis[grid] = _grid_kpis(ts, grid, dt_h)
-    ci = [c for c in ts.columns if c.endswith("_g_kwh") and ".ci" in c]
+    ci = [c for c in ts.columns if c.endswith(".ci_g_kwh")]
     if ci and grids:
         kpis["carbon"] = {"signal": ci[0], "grid": grids[0],
                           "carbon_t": _finite(carbon_t(ts[f"{grids[0]}.p_import_mw"], ts[ci[0]], dt_h)),
                           "mean_ci_g_kwh": _finite(ts[ci[0]].mean())}
+    site = accounting.compute(ts, {"step_s": step_s, "models": models or {}})
+    if site:
+        kpis["accounting"] = site
     return kpis
 
 

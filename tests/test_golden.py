@@ -1,4 +1,4 @@
-"""Golden scenario: the default study cut to two hours, end to end through mosaik, compared
+"""Golden scenario: the default study cut to two midday hours, end to end through mosaik, compared
 with ``tests/golden/golden_short.csv``.
 
 Tolerance: relative 1e-7 and absolute 1e-9 on every column — loose enough for BLAS and

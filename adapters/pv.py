@@ -1,0 +1,216 @@
+"""PV: a photovoltaic plant modelled with pvlib from the weather signal (PVWatts chain).
+
+The chain is pvlib's, function by function, as its ``ModelChain`` runs it with PVWatts
+parameters: solar position (``Location.get_solarposition``, NREL SPA), plane-of-array
+irradiance (``irradiance.get_total_irradiance``, Hay-Davies sky diffuse by default), the
+incidence-angle modifier on the beam (``iam.physical``), cell temperature
+(``temperature.sapm_cell``), DC power with its temperature coefficient
+(``pvsystem.pvwatts_dc``), DC losses (one lumped fraction, PVWatts' 14 % by default:
+Dobos 2014, NREL/TP-6A20-62641) and the inverter with its part-load efficiency and
+clipping at the AC rating (``inverter.pvwatts``). Mounting is fixed tilt/azimuth or a
+single-axis tracker (``tracking.singleaxis`` with backtracking).
+
+Sign: generator convention, ``p_mw > 0`` is production (pandapower's ``sgen``).
+
+Time: the power at step time t is held over [t, t + step_s), so the sun is placed at the
+middle of the step. The weather inputs are those of the signals adapter
+(``ghi_w_m2``, ``dni_w_m2``, ``dhi_w_m2``, ``t_dry_c``, ``wind_m_s``; hourly TMY3 values
+held over their hour give the hour's irradiation). Missing irradiance is read as 0; a
+missing air temperature or wind speed takes ModelChain's defaults, 20 °C and 0 m/s.
+
+An optional input ``p_limit_mw`` curtails the AC output (a controller or grid operator);
+``p_avail_mw`` is what the plant could have produced and ``p_curtailed_mw`` the
+difference. ``p_clip_mw`` estimates the power lost to inverter clipping
+(``p_dc * eta_inv_nom - p_ac_max``, when positive).
+
+Example ``[entities]`` entry::
+
+    pv = { sim = "solar", model = "PvPlant", latitude_deg = 36.1, longitude_deg = -79.95,
+           p_dc_mw = 3.0, p_ac_mw = 2.5, tilt_deg = 25, azimuth_deg = 180 }
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+from pvlib import iam, inverter, irradiance, location, pvsystem, temperature, tracking
+from pydantic import BaseModel, Field
+
+from adapters._base import CosimSim, Params, model_meta
+
+INPUTS = ("ghi_w_m2", "dni_w_m2", "dhi_w_m2", "t_dry_c", "wind_m_s", "p_limit_mw")
+OUTPUTS = ("p_mw", "p_avail_mw", "p_curtailed_mw", "p_dc_mw", "p_clip_mw", "poa_w_m2", "t_cell_c")
+#: ModelChain's defaults when the weather has no air temperature or wind speed.
+DEFAULT_T_AIR_C = 20.0
+DEFAULT_WIND_M_S = 0.0
+#: Solar geometry is computed for this many steps at a time.
+CHUNK_STEPS = 1440
+
+
+class PvPlantParams(Params):
+    """Params of one ``PvPlant`` entity.
+
+    Attributes:
+        latitude_deg, longitude_deg: site, north and east positive. [deg]
+        altitude_m: site elevation (sets the air pressure for refraction). [m]
+        p_dc_mw: DC nameplate at standard test conditions. [MW]
+        p_ac_mw: inverter AC rating; the DC/AC ratio is ``p_dc_mw / p_ac_mw``. [MW]
+        tracking: ``fixed`` or ``single_axis`` (horizontal N-S axis by default).
+        tilt_deg, azimuth_deg: fixed mounting, azimuth clockwise from north (180 = south). [deg]
+        axis_tilt_deg, axis_azimuth_deg, max_angle_deg, gcr_frac: single-axis tracker
+            geometry and ground coverage ratio. [deg, deg, deg, -]
+        gamma_pdc_per_c: DC power temperature coefficient (PVWatts default -0.0035 for
+            premium modules is typical; -0.004 standard). [1/°C]
+        dc_loss_frac: lumped DC losses (soiling, mismatch, wiring, ...). [-]
+        eta_inv_nom_frac: inverter nominal efficiency (PVWatts 0.96). [-]
+        racking: SAPM temperature-model racking (``pvlib.temperature.TEMPERATURE_MODEL_PARAMETERS['sapm']``).
+        transposition: sky diffuse model for ``get_total_irradiance``.
+        albedo_frac: ground reflectance. [-]
+    """
+
+    latitude_deg: float = Field(ge=-90, le=90)
+    longitude_deg: float = Field(ge=-180, le=180)
+    altitude_m: float = 0.0
+    p_dc_mw: float = Field(gt=0)
+    p_ac_mw: float = Field(gt=0)
+    tracking: Literal["fixed", "single_axis"] = "fixed"
+    tilt_deg: float = Field(default=25.0, ge=0, le=90)
+    azimuth_deg: float = Field(default=180.0, ge=0, lt=360)
+    axis_tilt_deg: float = Field(default=0.0, ge=0, le=90)
+    axis_azimuth_deg: float = Field(default=180.0, ge=0, lt=360)
+    max_angle_deg: float = Field(default=60.0, gt=0, le=90)
+    gcr_frac: float = Field(default=0.35, gt=0, lt=1)
+    gamma_pdc_per_c: float = Field(default=-0.0035, ge=-0.01, le=0)
+    dc_loss_frac: float = Field(default=0.14, ge=0, lt=1)
+    eta_inv_nom_frac: float = Field(default=0.96, gt=0, le=1)
+    racking: Literal["open_rack_glass_glass", "close_mount_glass_glass",
+                     "open_rack_glass_polymer", "insulated_back_glass_polymer"] = "open_rack_glass_polymer"
+    transposition: Literal["isotropic", "haydavies", "reindl", "perez", "klucher"] = "haydavies"
+    albedo_frac: float = Field(default=0.25, ge=0, le=1)
+
+
+class PvPlant:
+    """A PV plant: solar geometry for given times, then power from weather (no mosaik).
+
+    Args:
+        params: ratings, site and mounting (:class:`PvPlantParams`).
+    """
+
+    def __init__(self, params: PvPlantParams):
+        self.p = params
+        self.site = location.Location(params.latitude_deg, params.longitude_deg, "UTC", params.altitude_m)
+        self.temp_params = temperature.TEMPERATURE_MODEL_PARAMETERS["sapm"][params.racking]
+
+    def geometry(self, times: pd.DatetimeIndex) -> pd.DataFrame:
+        """Sun and surface angles at ``times``: the weather-independent half of the chain.
+
+        Returns:
+            columns ``apparent_zenith``, ``azimuth``, ``surface_tilt``, ``surface_azimuth``,
+            ``aoi`` [deg], ``dni_extra`` [W/m²], ``airmass``, ``iam`` [-].
+        """
+        sun = self.site.get_solarposition(times)
+        geo = pd.DataFrame({"apparent_zenith": sun["apparent_zenith"], "azimuth": sun["azimuth"]}, index=times)
+        if self.p.tracking == "fixed":
+            geo["surface_tilt"] = self.p.tilt_deg
+            geo["surface_azimuth"] = self.p.azimuth_deg
+            geo["aoi"] = irradiance.aoi(self.p.tilt_deg, self.p.azimuth_deg, sun["apparent_zenith"], sun["azimuth"])
+        else:
+            track = tracking.singleaxis(sun["apparent_zenith"], sun["azimuth"], axis_tilt=self.p.axis_tilt_deg,
+                                        axis_azimuth=self.p.axis_azimuth_deg, max_angle=self.p.max_angle_deg,
+                                        backtrack=True, gcr=self.p.gcr_frac)
+            # At night the tracker stows flat; pvlib reports NaN angles there.
+            geo["surface_tilt"] = track["surface_tilt"].fillna(0.0)
+            geo["surface_azimuth"] = track["surface_azimuth"].fillna(self.p.axis_azimuth_deg)
+            geo["aoi"] = track["aoi"].fillna(90.0)
+        geo["dni_extra"] = irradiance.get_extra_radiation(times)
+        geo["airmass"] = self.site.get_airmass(times, solar_position=sun)["airmass_relative"]
+        geo["iam"] = iam.physical(geo["aoi"])
+        return geo
+
+    def power(self, geo: pd.DataFrame | dict, ghi_w_m2, dni_w_m2, dhi_w_m2,
+              t_air_c=DEFAULT_T_AIR_C, wind_m_s=DEFAULT_WIND_M_S) -> dict[str, Any]:
+        """AC power and its intermediate quantities (arrays or scalars alike).
+
+        Args:
+            geo: rows of :meth:`geometry` (a frame, or one row as a mapping).
+            ghi_w_m2, dni_w_m2, dhi_w_m2: global horizontal, direct normal and diffuse
+                horizontal irradiance. [W/m²]
+            t_air_c: air temperature. [°C]
+            wind_m_s: wind speed. [m/s]
+
+        Returns:
+            ``p_ac_mw``, ``p_dc_mw``, ``p_clip_mw`` [MW], ``poa_w_m2`` [W/m²], ``t_cell_c`` [°C].
+        """
+        poa = irradiance.get_total_irradiance(
+            geo["surface_tilt"], geo["surface_azimuth"], geo["apparent_zenith"], geo["azimuth"],
+            dni_w_m2, ghi_w_m2, dhi_w_m2, dni_extra=geo["dni_extra"], airmass=geo["airmass"],
+            albedo=self.p.albedo_frac, model=self.p.transposition)
+        poa_global = np.nan_to_num(np.asarray(poa["poa_global"], dtype=float))
+        effective = np.nan_to_num(np.asarray(poa["poa_direct"], dtype=float) * np.asarray(geo["iam"], dtype=float)
+                                  + np.asarray(poa["poa_diffuse"], dtype=float))
+        t_cell = temperature.sapm_cell(poa_global, t_air_c, wind_m_s, **self.temp_params)
+        p_dc = pvsystem.pvwatts_dc(effective, t_cell, self.p.p_dc_mw, self.p.gamma_pdc_per_c)
+        p_dc = np.maximum(p_dc * (1.0 - self.p.dc_loss_frac), 0.0)
+        pdc0_inverter = self.p.p_ac_mw / self.p.eta_inv_nom_frac
+        p_ac = inverter.pvwatts(p_dc, pdc0_inverter, eta_inv_nom=self.p.eta_inv_nom_frac)
+        p_clip = np.maximum(p_dc * self.p.eta_inv_nom_frac - self.p.p_ac_mw, 0.0)
+        return {"p_ac_mw": p_ac, "p_dc_mw": p_dc, "p_clip_mw": p_clip, "poa_w_m2": poa_global, "t_cell_c": t_cell}
+
+    def simulate(self, weather: pd.DataFrame) -> pd.DataFrame:
+        """Run the chain over a weather frame indexed by UTC time (columns as the inputs)."""
+        geo = self.geometry(weather.index)
+        out = self.power(geo, weather["ghi_w_m2"], weather["dni_w_m2"], weather["dhi_w_m2"],
+                         weather.get("t_dry_c", DEFAULT_T_AIR_C), weather.get("wind_m_s", DEFAULT_WIND_M_S))
+        return pd.DataFrame({k: np.asarray(v, dtype=float) for k, v in out.items()}, index=weather.index)
+
+
+class PvSim(CosimSim):
+    """PV plants (model ``PvPlant``) driven by weather inputs."""
+
+    META = {
+        "api_version": "3.0",
+        "type": "time-based",
+        "models": {"PvPlant": model_meta(inputs=INPUTS, outputs=OUTPUTS, params=PvPlantParams)},
+    }
+    ModelParams = {"PvPlant": PvPlantParams}
+    EXAMPLE = {
+        "models": {"PvPlant": {"latitude_deg": 36.1, "longitude_deg": -79.95, "p_dc_mw": 1.2, "p_ac_mw": 1.0}},
+    }
+
+    def setup(self) -> None:
+        self.plants: dict[str, PvPlant] = {}
+        self.geo_chunks: dict[str, tuple[int, dict[str, np.ndarray]]] = {}
+
+    def create_entity(self, eid: str, model: str, params: BaseModel | None) -> None:
+        if model != "PvPlant":
+            raise ValueError(f"unknown model {model!r}; the pv adapter has: PvPlant")
+        self.plants[eid] = PvPlant(params)
+
+    def _geometry_row(self, eid: str, time_s: int) -> dict[str, float]:
+        """Geometry at the middle of the step starting at ``time_s``, computed a chunk at a time."""
+        k = time_s // self.step_s
+        chunk = k // CHUNK_STEPS
+        cached = self.geo_chunks.get(eid)
+        if cached is None or cached[0] != chunk:
+            first_s = chunk * CHUNK_STEPS * self.step_s + self.step_s / 2.0
+            times = pd.date_range(self.utc(0) + pd.Timedelta(seconds=first_s), periods=CHUNK_STEPS,
+                                  freq=pd.Timedelta(seconds=self.step_s))
+            geo = self.plants[eid].geometry(times)
+            cached = (chunk, {c: geo[c].to_numpy() for c in geo.columns})
+            self.geo_chunks[eid] = cached
+        row = k - chunk * CHUNK_STEPS
+        return {c: float(v[row]) for c, v in cached[1].items()}
+
+    def step_entities(self, time_s: int, inputs: dict[str, dict[str, Any]]) -> None:
+        for eid, plant in self.plants.items():
+            got = inputs.get(eid, {})
+            out = plant.power(self._geometry_row(eid, time_s), got.get("ghi_w_m2", 0.0),
+                              got.get("dni_w_m2", 0.0), got.get("dhi_w_m2", 0.0),
+                              got.get("t_dry_c", DEFAULT_T_AIR_C), got.get("wind_m_s", DEFAULT_WIND_M_S))
+            p_avail = float(out["p_ac_mw"])
+            p_mw = min(p_avail, max(float(got["p_limit_mw"]), 0.0)) if "p_limit_mw" in got else p_avail
+            self.out[eid] = {"p_mw": p_mw, "p_avail_mw": p_avail, "p_curtailed_mw": p_avail - p_mw,
+                             "p_dc_mw": float(out["p_dc_mw"]), "p_clip_mw": float(out["p_clip_mw"]),
+                             "poa_w_m2": float(out["poa_w_m2"]), "t_cell_c": float(out["t_cell_c"])}

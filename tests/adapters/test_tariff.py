@@ -1,0 +1,135 @@
+"""Tariff: period matching in local time, outputs, and a bill computed by hand."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import numpy as np
+import pandas as pd
+import pytest
+from pydantic import ValidationError
+
+from adapters.tariff import SimParams, Tariff, TariffSim
+from cosim import accounting
+
+TOU = {
+    "tz": "America/New_York", "default_usd_mwh": 60.0, "export_usd_mwh": 25.0,
+    "periods": [
+        {"name": "on_peak", "months": [6, 7, 8, 9], "days": "weekdays", "start_h": 14, "end_h": 19,
+         "energy_usd_mwh": 140.0},
+        {"name": "night", "start_h": 22, "end_h": 6, "energy_usd_mwh": 40.0},
+    ],
+    "demand_charges": [{"name": "facility", "usd_mw": 5000.0},
+                       {"name": "on_peak", "usd_mw": 9000.0, "periods": ["on_peak"]}],
+}
+
+
+def _utc(text: str) -> datetime:
+    return datetime.fromisoformat(text).replace(tzinfo=timezone.utc)
+
+
+def test_periods_in_local_time():
+    tariff = Tariff(SimParams(**TOU))
+    # Monday 2024-07-15: EDT = UTC-4, so 14:00 local is 18:00 UTC
+    assert tariff.energy_usd_mwh(_utc("2024-07-15T17:59:00")) == 60.0
+    assert tariff.energy_usd_mwh(_utc("2024-07-15T18:00:00")) == 140.0
+    assert tariff.energy_usd_mwh(_utc("2024-07-15T22:59:00")) == 140.0
+    assert tariff.energy_usd_mwh(_utc("2024-07-15T23:00:00")) == 60.0
+    assert tariff.energy_usd_mwh(_utc("2024-07-16T02:00:00")) == 40.0   # 22:00 local: night wraps midnight
+    assert tariff.energy_usd_mwh(_utc("2024-07-13T19:00:00")) == 60.0   # Saturday: no on-peak
+    assert tariff.energy_usd_mwh(_utc("2024-01-15T19:00:00")) == 60.0   # January: no on-peak
+    assert tariff.demand_rates_usd_mw(_utc("2024-07-15T18:30:00")) == {"dc_facility_usd_mw": 5000.0,
+                                                                       "dc_on_peak_usd_mw": 9000.0}
+    assert tariff.demand_rates_usd_mw(_utc("2024-07-15T12:00:00"))["dc_on_peak_usd_mw"] == 0.0
+
+
+def test_bill_by_hand():
+    """One July weekday (Mon 2024-07-15, local 00:00 = 04:00 UTC) at 1-hour steps, site import
+    2 MW all day except 5 MW during 15:00–16:00 local (on-peak) and 6 MW at 23:00 local (night).
+
+    Energy: night hours 22–06 local = 8 h, of which 7 h at 2 MW and 1 h at 6 MW:
+    (7·2 + 6)·40 = 800; on-peak 14–19 = 5 h: (4·2 + 5)·140 = 1820; the other 11 h at 60:
+    11·2·60 = 1320. Total 3940 $.
+    Demand: facility peak 6 MW × 5000 = 30 000; on-peak peak 5 MW × 9000 = 45 000. Total 78 940 $.
+    """
+    start = "2024-07-15T04:00:00+00:00"
+    sim = TariffSim()
+    sim.init("tariff", time_resolution=1.0, start_utc=start, step_s=3600, duration_s=86_400, seed=0,
+             **SimParams(**TOU).model_dump(mode="json"))
+    sim.create(1, "Tariff", eid="tou")
+    rows = []
+    for t in range(0, 86_400, 3600):
+        sim.step(t, {}, 86_400)
+        rows.append(dict(sim.get_data({"tou": list(sim.meta["models"]["Tariff"]["outputs"])})["tou"]))
+    index = pd.date_range(start, periods=24, freq="1h")
+    ts = pd.DataFrame(rows, index=index).add_prefix("tou.")
+    load = np.full(24, 2.0)
+    load[15] = 5.0   # 15:00 local
+    load[23] = 6.0   # 23:00 local
+    ts["campus.p_mw"] = load
+    kpis = accounting.compute(ts, {"step_s": 3600, "models": {"campus": "FacilityLoad"}, "demand_interval_s": 3600})
+    assert kpis["cost"]["energy_usd"] == pytest.approx(3940.0)
+    assert kpis["cost"]["demand"]["tou.dc_facility_usd_mw@2024-07"]["charge_usd"] == pytest.approx(30_000.0)
+    assert kpis["cost"]["demand"]["tou.dc_on_peak_usd_mw@2024-07"]["charge_usd"] == pytest.approx(45_000.0)
+    assert kpis["cost"]["total_usd"] == pytest.approx(78_940.0)
+
+
+def test_bad_tariffs_are_refused_with_the_place():
+    with pytest.raises(ValidationError, match="unknown period"):
+        SimParams(**{**TOU, "demand_charges": [{"name": "x", "usd_mw": 1.0, "periods": ["peak"]}]})
+    with pytest.raises(ValidationError, match="IANA"):
+        SimParams(**{**TOU, "tz": "Eastern"})
+    with pytest.raises(ValidationError, match="months"):
+        SimParams(**{**TOU, "periods": [{"name": "p", "months": [13], "energy_usd_mwh": 1.0}]})
+    with pytest.raises(ValidationError, match="lower case"):
+        SimParams(**{**TOU, "periods": [{"name": "On Peak", "energy_usd_mwh": 1.0}], "demand_charges": []})
+
+
+def test_meta_lists_one_rate_per_demand_charge():
+    meta = TariffSim.meta_for(SimParams(**TOU))
+    assert meta["models"]["Tariff"]["outputs"] == ["price_usd_mwh", "export_price_usd_mwh",
+                                                   "dc_facility_usd_mw", "dc_on_peak_usd_mw"]
+
+
+# -- the price-file route and the grid-signal data ------------------------------------------
+from pathlib import Path  # noqa: E402
+
+from adapters.signals import ColumnSpec, DataError, SeriesOptions, TimeSeries  # noqa: E402
+
+DATA = Path(__file__).resolve().parents[2] / "scenarios" / "data"
+
+
+def test_example_price_file_reads_through_signals_with_unit_conversion():
+    series = TimeSeries(DATA / "tariffs/example_hourly_prices_usd_kwh.csv",
+                        {"price_usd_mwh": ColumnSpec(column="price_usd_kwh", from_unit="usd/kWh")},
+                        SeriesOptions(repeat=True))
+    assert series.at(_utc("2024-07-20T21:30:00"))["price_usd_mwh"] == pytest.approx(155.0)  # 17:30 EDT
+
+
+@pytest.mark.parametrize("body, message", [
+    ("time_utc,price_usd_mwh\n2024-07-15T00:00Z,50\n2024-07-15T01:00Z,abc\n",
+     r"prices.csv: column 'price_usd_mwh' is not numeric \('abc' in row 1\)"),
+    ("time_utc,price_usd_mwh\n2024-07-15T00:00Z,50\nnoon,60\n", r"prices.csv: timestamp 'noon' in row 1 is not ISO 8601"),
+    ("time_utc,price_usd_mwh\n2024-07-15T01:00Z,50\n2024-07-15T00:00Z,60\n", "prices.csv: timestamps must increase strictly; row 1"),
+    ("when,price_usd_mwh\n2024-07-15T00:00Z,50\n2024-07-15T01:00Z,60\n", "prices.csv: no time column 'time_utc'"),
+    ("time_utc,usd\n2024-07-15T00:00Z,50\n2024-07-15T01:00Z,60\n", "prices.csv: no column 'price_usd_mwh'; available: usd"),
+])
+def test_malformed_price_files_name_file_row_and_column(tmp_path, body, message):
+    """The signals adapter's errors for a bad price file (rows count from 0 after the header)."""
+    path = tmp_path / "prices.csv"
+    path.write_text(body)
+    with pytest.raises(DataError, match=message):
+        TimeSeries(path, {"price_usd_mwh": "price_usd_mwh"}, SeriesOptions())
+
+
+@pytest.mark.parametrize("ba, mean_ci", [("CISO", 256), ("PJM", 363), ("ERCO", 347), ("BPAT", 55)])
+def test_eia930_extract_keeps_the_source_average(ba, mean_ci):
+    """Annual mean of the average intensity equals the source README's table (SustainDC/EIA-930);
+    shares are fractions; the marginal estimate stays within the fuel-factor range."""
+    series = TimeSeries(DATA / f"eia930/{ba}_2022.csv.gz",
+                        {"ci_g_kwh": "ci_lifecycle_g_kwh", "mef_g_kwh": "mef_lifecycle_g_kwh", "cfe_frac": "cfe_frac"},
+                        SeriesOptions())
+    ci, mef, cfe = series.values.T
+    assert ci.mean() == pytest.approx(mean_ci, abs=0.5)
+    assert ((cfe >= 0) & (cfe <= 1)).all()
+    assert ((mef >= 11) & (mef <= 820)).all()
