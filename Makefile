@@ -21,8 +21,9 @@ $(STAMP): pyproject.toml
 	@$(PY) -m pip install -e '.[test]' >> $(VENV)/install.log 2>&1 || (tail -50 $(VENV)/install.log; exit 1)
 	@touch $(STAMP)
 
-# Things that need building before a run (the FMUs, once they exist).
+# The cooling FMUs: compiled from thermal_fmus/<Model>/ C sources with gcc, only when missing or stale.
 build: setup
+	@$(PY) thermal_fmus/build.py
 
 bench: setup build
 	$(PY) bench/bench_default.py

@@ -33,7 +33,7 @@ What :func:`compute` reports (each block only when its columns exist):
 * ``storage``: per battery, energy charged and discharged [MWh], equivalent full cycles.
 
 Roles come from the model names (``FacilityLoad`` and ``Cluster`` draw ``p_mw``, the
-``ChillerPlant`` FMU ``p_cooling_mw``; ``PvPlant``, ``WindFarm`` and ``Smr`` are clean
+``ChillerPlant`` and ``LiquidCooling`` FMUs ``p_cooling_mw``, ``DataHall`` ``p_fans_mw``; ``PvPlant``, ``WindFarm`` and ``Smr`` are clean
 generation, ``GasTurbine`` fossil generation, ``Battery`` storage), or explicitly from
 ``scenario_info["site"]`` (see :func:`site_roles`).
 """
@@ -47,7 +47,8 @@ import numpy as np
 import pandas as pd
 
 #: Load models and the attribute that is their draw from the site's supply (consumer sign).
-LOAD_ATTRS = {"FacilityLoad": "p_mw", "Cluster": "p_mw", "ChillerPlant": "p_cooling_mw"}
+LOAD_ATTRS = {"FacilityLoad": "p_mw", "Cluster": "p_mw", "ChillerPlant": "p_cooling_mw",
+              "LiquidCooling": "p_cooling_mw", "DataHall": "p_fans_mw"}
 CLEAN_GEN_MODELS = frozenset({"PvPlant", "WindFarm", "Smr"})
 FOSSIL_GEN_MODELS = frozenset({"GasTurbine"})
 STORAGE_MODELS = frozenset({"Battery"})
@@ -55,7 +56,7 @@ DEMAND_INTERVAL_S = 900  # most US demand charges bill the highest 15-minute ave
 
 
 #: Column endings :func:`compute` reads (the runner loads only what the KPIs need).
-ACCOUNTING_COLUMN_SUFFIXES = (".p_mw", ".p_cooling_mw", "_g_kwh", ".cfe_frac", "price_usd_mwh", "_usd_mw",
+ACCOUNTING_COLUMN_SUFFIXES = (".p_mw", ".p_cooling_mw", ".p_fans_mw", "_g_kwh", ".cfe_frac", "price_usd_mwh", "_usd_mw",
                               ".co2_kg_s", ".p_curtailed_mw", ".p_clip_mw", ".n_cycles", ".soc_frac")
 
 

@@ -60,7 +60,16 @@ def carbon_t(p_import_mw: pd.Series, ci_g_kwh: pd.Series, dt_h: float) -> float:
 #: Column patterns the KPIs read; everything else stays on disk (a year of per-bus voltages
 #: is hundreds of MB that no KPI needs).
 KPI_COLUMN_SUFFIXES = (".p_mw", ".p_import_mw", ".losses_mw", ".vm_min_pu", ".vm_max_pu",
-                       ".max_loading_pct", ".n_nonconverged", "_g_kwh")
+                       ".max_loading_pct", ".n_nonconverged", "_g_kwh", ".p_it_mw", ".p_cooling_mw",
+                       ".p_fans_mw", ".water_m3", ".q_unmet_mw", ".dt_inlet_excursion_k", ".p_loss_mw",
+                       ".delay_gpu_h", ".jct_mean_h", ".wait_mean_h", ".slo_attainment_frac",
+                       ".tokens_per_s", ".gpu_util_frac")
+
+#: Models whose ``p_mw`` is IT power, when no ``p_it_mw`` is recorded.
+IT_MODELS = frozenset({"FacilityLoad"})
+#: Cooling electricity: a plant's total ``p_cooling_mw``; a hall's CRAH ``p_fans_mw``.
+COOLING_PLANT_MODELS = frozenset({"ChillerPlant", "LiquidCooling"})
+AIR_HANDLER_MODELS = frozenset({"DataHall"})
 
 
 def needed_columns(columns: list[str]) -> list[str]:
@@ -99,10 +108,74 @@ def compute(ts: pd.DataFrame, step_s: float, models: dict[str, str] | None = Non
         kpis["carbon"] = {"signal": ci[0], "grid": grids[0],
                           "carbon_t": _finite(carbon_t(ts[f"{grids[0]}.p_import_mw"], ts[ci[0]], dt_h)),
                           "mean_ci_g_kwh": _finite(ts[ci[0]].mean())}
+    for eid, model in (models or {}).items():
+        if model in CLUSTER_MODELS and f"{eid}.p_it_mw" in ts:
+            kpis.setdefault("datacenter", {})[eid] = cluster_kpis(ts, eid, dt_h)
+    facility = facility_kpis(ts, dt_h, models or {})
+    if facility:
+        kpis["facility"] = facility
     site = accounting.compute(ts, {"step_s": step_s, "models": models or {}})
     if site:
         kpis["accounting"] = site
     return kpis
+
+
+CLUSTER_MODELS = frozenset({"Cluster"})
+
+
+def cluster_kpis(ts: pd.DataFrame, eid: str, dt_h: float) -> dict[str, Any]:
+    """What the compute delivered and what the knobs cost it: the cluster's own counters at
+    the end of the run (cumulative ones), means of the rates, tokens = Σ tokens_per_s·Δt."""
+    col = lambda attr: f"{eid}.{attr}"  # noqa: E731
+    last = lambda attr: _finite(float(ts[col(attr)].dropna().iloc[-1])) if col(attr) in ts and ts[col(attr)].notna().any() else None  # noqa: E731
+    mean = lambda attr: _finite(ts[col(attr)].mean()) if col(attr) in ts else None  # noqa: E731
+    out = {
+        "gpu_util_mean_frac": mean("gpu_util_frac"),
+        "delay_gpu_h": last("delay_gpu_h"),
+        "jct_mean_h": last("jct_mean_h"),
+        "wait_mean_h": last("wait_mean_h"),
+        "slo_attainment_mean_frac": mean("slo_attainment_frac"),
+    }
+    if col("tokens_per_s") in ts:
+        out["tokens"] = _finite(float(np.nansum(ts[col("tokens_per_s")].to_numpy(float))) * dt_h * 3600.0)
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def facility_kpis(ts: pd.DataFrame, dt_h: float, models: dict[str, str]) -> dict[str, Any]:
+    """IT and cooling energy, PUE and WUE (The Green Grid; ISO/IEC 30134-2 and -9).
+
+    PUE = (IT + power-delivery losses + cooling electricity) / IT energy over the run; WUE =
+    site water [L] / IT energy [kWh], and 1 m³/MWh = 1 L/kWh. IT is ``p_it_mw`` (servers),
+    losses ``p_loss_mw`` (UPS/PDU); cooling electricity is the plants' ``p_cooling_mw`` plus the
+    air handlers' ``p_fans_mw``; ``water_m3`` is cumulative, so its last value counts.
+    """
+    it_cols = [c for c in ts.columns if c.endswith(".p_it_mw")] or [
+        f"{e}.p_mw" for e, m in models.items() if m in IT_MODELS and f"{e}.p_mw" in ts]
+    if not it_cols:
+        return {}
+    of_models = lambda kinds, attr: [f"{e}.{attr}" for e, m in models.items() if m in kinds and f"{e}.{attr}" in ts]  # noqa: E731
+    cooling_cols = of_models(COOLING_PLANT_MODELS, "p_cooling_mw") + of_models(AIR_HANDLER_MODELS, "p_fans_mw")
+    it_mwh = sum(energy_mwh(ts[c], dt_h) for c in it_cols)
+    out: dict[str, Any] = {"it_mwh": _finite(it_mwh), "it_columns": it_cols}
+    if not cooling_cols or it_mwh <= 0:
+        return out
+    cooling_mwh = sum(energy_mwh(ts[c], dt_h) for c in cooling_cols)
+    loss_mwh = sum(energy_mwh(ts[c.replace(".p_it_mw", ".p_loss_mw")], dt_h) for c in it_cols
+                   if c.endswith(".p_it_mw") and c.replace(".p_it_mw", ".p_loss_mw") in ts)
+    out.update({"cooling_mwh": _finite(cooling_mwh), "power_delivery_loss_mwh": _finite(loss_mwh),
+                "cooling_columns": cooling_cols,
+                "pue_ratio": _finite((it_mwh + loss_mwh + cooling_mwh) / it_mwh)})
+    water = of_models(COOLING_PLANT_MODELS, "water_m3")
+    if water:
+        water_m3 = sum(float(ts[c].dropna().iloc[-1]) for c in water if ts[c].notna().any())
+        out.update({"water_m3": _finite(water_m3), "wue_l_kwh": _finite(water_m3 / it_mwh)})
+    unmet = of_models(COOLING_PLANT_MODELS, "q_unmet_mw")
+    if unmet:
+        out["unmet_cooling_mwh"] = _finite(sum(energy_mwh(ts[c], dt_h) for c in unmet))
+    excursion = [c for c in of_models(AIR_HANDLER_MODELS, "dt_inlet_excursion_k")]
+    if excursion:
+        out["inlet_excursion_s"] = _finite(max(float((ts[c] > 0).sum()) for c in excursion) * dt_h * 3600.0)
+    return out
 
 
 def _grid_kpis(ts: pd.DataFrame, grid: str, dt_h: float) -> dict[str, Any]:

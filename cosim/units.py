@@ -19,7 +19,7 @@ UNIT_SUFFIXES: tuple[str, ...] = tuple(
             # ratios
             "frac", "pct", "ratio",
             # temperature, flow, mass, volume
-            "c", "k", "kg_s", "m3_s", "l_s", "kg", "m3", "l", "m3_h",
+            "c", "k", "kw_k", "w_k", "mw_k", "mj_k", "j_k", "kg_s", "m3_s", "l_s", "kg", "m3", "l", "m3_h",
             # time
             "s", "ms", "us", "min", "h", "utc",
             # irradiance, speed, length, pressure

@@ -57,3 +57,22 @@ def test_needed_columns_keep_kpis_identical():
     subset = kpis.needed_columns(list(ts.columns))
     assert "grid.bus_3_vm_pu" not in subset and "tmy.t_dry_c" not in subset
     assert kpis.compute(ts[subset], 900) == kpis.compute(ts, 900)
+
+
+def test_pue_and_wue_on_a_hand_computed_series():
+    """PUE = (IT + cooling) / IT; WUE = water [L] / IT [kWh] (The Green Grid, ISO/IEC 30134-2/-9)."""
+    ts = frame(**{
+        "dc.p_mw": [2.0, 2.0, 2.0, 2.0],          # 2 MWh of IT in the hour
+        "plant.p_cooling_mw": [0.3, 0.3, 0.5, 0.5],  # 0.4 MWh
+        "hall.p_fans_mw": [0.1, 0.1, 0.1, 0.1],      # 0.1 MWh
+        "plant.water_m3": [1.0, 2.0, 3.0, 4.0],      # cumulative: 4 m³ = 4000 L
+        "plant.q_unmet_mw": [0.0, 0.0, 0.4, 0.0],
+        "hall.dt_inlet_excursion_k": [0.0, 0.5, 0.0, 0.0],
+    })
+    models = {"dc": "FacilityLoad", "plant": "ChillerPlant", "hall": "DataHall"}
+    f = kpis.compute(ts, 900, models)["facility"]
+    assert f["it_mwh"] == pytest.approx(2.0) and f["cooling_mwh"] == pytest.approx(0.5)
+    assert f["pue_ratio"] == pytest.approx(1.25)
+    assert f["wue_l_kwh"] == pytest.approx(4000 / 2000)
+    assert f["unmet_cooling_mwh"] == pytest.approx(0.1) and f["inlet_excursion_s"] == pytest.approx(900)
+    assert "facility" not in kpis.compute(ts, 900, {})  # no IT entity, no PUE

@@ -1,0 +1,292 @@
+"""Datacenter: a GPU cluster running training jobs and LLM inference, with power knobs.
+
+The physics lives in plain modules (no mosaik): :mod:`.hardware` (GPU and node catalogue,
+UPS/PDU losses), :mod:`.training` (jobs, Acme power, Zeus cap curves), :mod:`.scheduler`
+(gang FIFO + EASY backfill), :mod:`.inference` (arrivals, continuous batching, ML.ENERGY
+curves) and :mod:`.cluster` (:class:`GpuCluster`, one step of everything). This module only
+declares the params and translates mosaik calls.
+
+Model ``Cluster``. Inputs (optional knobs; absent means unconstrained): ``p_cap_w`` (every
+GPU), ``p_cap_high_w`` / ``p_cap_normal_w`` / ``p_cap_low_w`` (training classes),
+``p_cap_infer_w``, ``p_limit_mw`` (facility limit on ``p_mw``), ``n_batch_max``,
+``pause_flexible_frac``, ``replicas_frac``. Outputs: :data:`.cluster.OUTPUTS`; ``p_mw`` is
+IT plus UPS/PDU losses (consumer sign), ``p_it_mw`` the servers alone, and
+``q_heat_mw = q_heat_air_mw + q_heat_liquid_mw = p_mw``.
+
+Example ``[entities]`` entry::
+
+    campus = { sim = "dc", model = "Cluster", node = "DGX-H100", n_gpus = 1024,
+               training = { source = "synthetic", n_jobs = 300 },
+               inference = [{ name = "chat", model = "llama-3.1-70b", replicas = 64,
+                              rate_req_s = 200.0 }] }
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, Field
+
+from adapters._base import CosimSim, Params, ScenarioContext, model_meta
+from adapters.datacenter.cluster import OUTPUTS, FleetSetup, GpuCluster, Knobs
+from adapters.datacenter.hardware import GPUS, NODES, gpu_spec, node_spec
+from adapters.datacenter.inference import MLENERGY_GPUS, MODELS, Fleet, trace_profile, batch_curves
+from adapters.datacenter.training import (
+    CLASSES, PHILLY_FILE, SIZE_WEIGHTS, SIZES_GPUS, Jobs, TraceError, jobs_from_trace, read_job_trace,
+    sample_power_frac, synthetic_jobs,
+)
+from cosim.types import DataFile
+
+INPUTS = ("p_cap_w", *(f"p_cap_{c}_w" for c in CLASSES), "p_cap_infer_w", "p_limit_mw", "n_batch_max",
+          "pause_flexible_frac", "replicas_frac")
+
+
+class TrainingParams(Params):
+    """Training workload of a ``Cluster``.
+
+    Attributes:
+        source: ``synthetic`` (seeded generator), ``philly`` (the shipped Philly extract) or
+            ``file`` (a CSV with ``submitted_time``/``submit_s``, ``runtime_s``, ``num_gpus``,
+            optional ``priority``, ``flexible``).
+        file: the trace for ``source = "file"``.
+        n_jobs: synthetic jobs over ``span_s``. [-]
+        span_s: synthetic arrival window; default the scenario duration. [s]
+        duration_median_h, duration_sigma_ln, duration_max_h: log-normal job durations. [h, -, h]
+        sizes_gpus, size_weights: synthetic job sizes and their weights.
+        class_fracs: shares of the high/normal/low classes (traces without ``priority``).
+        flexible_frac: share of normal/low jobs that may be paused (traces without ``flexible``). [-]
+        speedup_ratio: replay a trace this many times faster. [-]
+        trace_skip_h: start a trace this long after its first submission (jobs submitted
+            earlier are dropped; the Philly sample's first weeks are sparse). [h]
+        gpu_scale: multiply traced GPU counts. [-]
+        policy: ``easy`` (FIFO + EASY backfill) or ``fifo``.
+        checkpoint_loss_s, restore_s: work lost at a pause, and added at restart. [s]
+        warmup_h: run the workload this long before the scenario starts (at 5-minute steps,
+            unrecorded), so the cluster starts busy instead of empty; synthetic arrivals and
+            traces are shifted to begin that much earlier. [h]
+    """
+
+    source: Literal["synthetic", "philly", "file"] = "synthetic"
+    file: DataFile | None = None
+    n_jobs: int = Field(default=200, ge=0)
+    span_s: float | None = Field(default=None, gt=0)
+    duration_median_h: float = Field(default=2.0, gt=0)
+    duration_sigma_ln: float = Field(default=1.5, ge=0)
+    duration_max_h: float = Field(default=168.0, gt=0)
+    sizes_gpus: list[int] = list(SIZES_GPUS)
+    size_weights: list[float] = list(SIZE_WEIGHTS)
+    class_fracs: tuple[float, float, float] = (0.2, 0.6, 0.2)
+    flexible_frac: float = Field(default=0.3, ge=0, le=1)
+    speedup_ratio: float = Field(default=1.0, gt=0)
+    trace_skip_h: float = Field(default=0.0, ge=0)
+    gpu_scale: int = Field(default=1, ge=1)
+    policy: Literal["easy", "fifo"] = "easy"
+    checkpoint_loss_s: float = Field(default=900.0, ge=0)
+    restore_s: float = Field(default=300.0, ge=0)
+    warmup_h: float = Field(default=0.0, ge=0)
+
+
+class FleetParams(Params):
+    """One LLM inference fleet.
+
+    Attributes:
+        name: label. model: one of ``MODELS`` (ML.ENERGY data). node: node type; default the cluster's.
+        replicas: model replicas (each on the GPUs ML.ENERGY measured it on). [-]
+        max_batch: vLLM ``max_num_seqs`` per replica. [-]
+        arrivals: ``azure_conv``, ``azure_code``, ``mooncake_conv`` (trace shape) or ``synthetic`` (Poisson).
+        rate_req_s: mean request rate of the whole fleet. [1/s]
+        diurnal_amp_frac, peak_hour_utc: daily modulation of the rate. [-, h]
+        output_tokens: mean output tokens per request; default from the trace (synthetic: 211). [-]
+        itl_slo_ms, ttft_slo_s, max_wait_s: p99 ITL deadline, TTFT deadline, drop after. [ms, s, s]
+    """
+
+    name: str = "fleet"
+    model: str = "llama-3.1-70b"
+    node: str | None = None
+    replicas: int = Field(default=8, ge=0)
+    max_batch: int = Field(default=256, ge=1)
+    arrivals: Literal["azure_conv", "azure_code", "mooncake_conv", "synthetic"] = "azure_conv"
+    rate_req_s: float = Field(default=10.0, ge=0)
+    diurnal_amp_frac: float = Field(default=0.3, ge=0, le=1)
+    peak_hour_utc: float = 18.0
+    output_tokens: float | None = Field(default=None, gt=0)
+    itl_slo_ms: float = Field(default=100.0, gt=0)
+    ttft_slo_s: float = Field(default=2.0, gt=0)
+    max_wait_s: float = Field(default=120.0, ge=0)
+
+
+class ClusterParams(Params):
+    """Params of one ``Cluster`` entity.
+
+    Attributes:
+        node: node type of the training partition (``NODES``).
+        n_gpus: GPUs of the training partition. [-]
+        training: the training workload.
+        inference: inference fleets (their GPUs come on top of ``n_gpus``).
+        power_factor: lagging displacement power factor. [-]
+        rated_mw: UPS/PDU rating; default the all-busy IT power. [MW]
+        swing_frac, iteration_s: iteration-level power swing at steps <= 1 s. [-, s]
+        p_cap_w: static per-GPU cap on every GPU, used while no ``p_cap_w`` input arrives. [W]
+        p_limit_mw: static facility limit, used while no ``p_limit_mw`` input arrives. [MW]
+    """
+
+    node: str = "DGX-H100"
+    n_gpus: int = Field(default=1024, ge=0)
+    training: TrainingParams = TrainingParams()
+    inference: list[FleetParams] = []
+    power_factor: float = Field(default=0.98, gt=0, le=1)
+    rated_mw: float | None = Field(default=None, gt=0)
+    swing_frac: float = Field(default=0.3, ge=0, lt=1)
+    iteration_s: float = Field(default=2.0, gt=0)
+    p_cap_w: float | None = Field(default=None, gt=0)
+    p_limit_mw: float | None = Field(default=None, ge=0)
+
+
+# -- building ---------------------------------------------------------------------------------
+def make_jobs(params: ClusterParams, rng: np.random.Generator, duration_s: float) -> Jobs:
+    """The training jobs of ``params`` (seeded); raises :class:`TraceError` for a bad trace."""
+    t = params.training
+    if t.source == "synthetic":
+        span_s = (t.span_s or duration_s) + t.warmup_h * 3600.0
+        jobs = synthetic_jobs(rng, t.n_jobs, span_s, median_h=t.duration_median_h,
+                              sigma=t.duration_sigma_ln, max_h=t.duration_max_h, sizes=t.sizes_gpus,
+                              weights=t.size_weights, class_fracs=t.class_fracs, flexible_frac=t.flexible_frac)
+    else:
+        path = PHILLY_FILE if t.source == "philly" else t.file
+        if path is None:
+            raise TraceError("training.source = 'file' needs training.file")
+        frame = read_job_trace(path, time_scale=t.speedup_ratio)
+        skip_s = t.trace_skip_h * 3600.0 / t.speedup_ratio
+        frame = frame[frame["submit_s"] >= skip_s].reset_index(drop=True)
+        frame["submit_s"] -= skip_s
+        jobs = jobs_from_trace(frame, rng, class_fracs=t.class_fracs, flexible_frac=t.flexible_frac,
+                               gpu_scale=t.gpu_scale)
+    jobs.submit_s = jobs.submit_s - t.warmup_h * 3600.0
+    jobs.power_frac = sample_power_frac(rng, len(jobs))
+    return jobs
+
+
+def make_fleet(p: FleetParams, cluster_node: str, rng: np.random.Generator) -> FleetSetup:
+    node = node_spec(p.node or cluster_node)
+    gpu = gpu_spec(node.gpu)
+    curves = batch_curves(p.model, gpu.name)
+    tokens = p.output_tokens or (211.0 if p.arrivals == "synthetic" else trace_profile(p.arrivals)[1])
+    fleet = Fleet(curves, p.replicas, p.max_batch, tokens, gpu.idle_w, gpu.tdp_w, itl_slo_ms=p.itl_slo_ms,
+                  ttft_slo_s=p.ttft_slo_s, max_wait_s=p.max_wait_s)
+    return FleetSetup(p.name, fleet, node, gpu, p.arrivals, p.rate_req_s, p.diurnal_amp_frac, p.peak_hour_utc, rng)
+
+
+def build_cluster(params: ClusterParams, rng: np.random.Generator, duration_s: float,
+                  start_hour_utc: float = 0.0) -> GpuCluster:
+    """A :class:`GpuCluster` from validated params (plain Python, no mosaik)."""
+    node = node_spec(params.node)
+    jobs = make_jobs(params, rng, duration_s)
+    fleets = [make_fleet(f, params.node, np.random.default_rng(rng.integers(2**63))) for f in params.inference]
+    cluster = GpuCluster(node, gpu_spec(node.gpu), params.n_gpus, jobs, fleets, start_hour_utc=start_hour_utc,
+                         policy=params.training.policy, power_factor=params.power_factor, rated_mw=params.rated_mw,
+                         checkpoint_loss_s=params.training.checkpoint_loss_s, restore_s=params.training.restore_s,
+                         swing_frac=params.swing_frac, iteration_s=params.iteration_s, rng=rng)
+    cluster.warm_up(params.training.warmup_h * 3600.0)
+    return cluster
+
+
+def cluster_problems(params: ClusterParams, duration_s: float) -> list[str]:
+    """What makes these params impossible (unknown hardware, jobs larger than the cluster, bad trace)."""
+    problems: list[str] = []
+    if params.node not in NODES:
+        return [f"node = {params.node!r}: unknown; known: {', '.join(NODES)}"]
+    if params.p_cap_w is not None:
+        try:
+            gpu_spec(NODES[params.node].gpu).check_cap(params.p_cap_w)
+        except ValueError as exc:
+            problems.append(str(exc))
+    for i, f in enumerate(params.inference):
+        where = f"inference[{i}] ({f.name})"
+        node = f.node or params.node
+        if node not in NODES:
+            problems.append(f"{where}.node = {node!r}: unknown; known: {', '.join(NODES)}")
+        elif f.model not in MODELS:
+            problems.append(f"{where}.model = {f.model!r}: unknown; known: {', '.join(MODELS)}")
+        elif NODES[node].gpu not in MLENERGY_GPUS:
+            problems.append(f"{where}: no ML.ENERGY inference data for {NODES[node].gpu} (node {node}); "
+                            f"use a node with {' or '.join(MLENERGY_GPUS)}")
+    t = params.training
+    if t.source == "synthetic":
+        if len(t.sizes_gpus) != len(t.size_weights):
+            problems.append(f"training.sizes_gpus has {len(t.sizes_gpus)} entries, size_weights {len(t.size_weights)}")
+        else:
+            big = [s for s, w in zip(t.sizes_gpus, t.size_weights) if w > 0 and s > params.n_gpus]
+            if big and t.n_jobs:
+                problems.append(f"training: job sizes {big} GPUs exceed the cluster's n_gpus = {params.n_gpus}; "
+                                "drop them from sizes_gpus (or give them weight 0) or add GPUs")
+        return problems
+    try:
+        jobs = make_jobs(params, np.random.default_rng(0), duration_s)
+    except TraceError as exc:
+        return problems + [f"training: {exc}"]
+    too_big = jobs.n_gpus > params.n_gpus
+    if too_big.any():
+        problems.append(f"training: {int(too_big.sum())} trace jobs need more GPUs than the cluster's "
+                        f"n_gpus = {params.n_gpus} (largest {int(jobs.n_gpus.max())}); add GPUs or lower gpu_scale")
+    return problems
+
+
+# -- mosaik adapter ---------------------------------------------------------------------------------
+class DatacenterSim(CosimSim):
+    """GPU clusters (model ``Cluster``): training + inference power, heat and performance."""
+
+    META = {
+        "api_version": "3.0",
+        "type": "time-based",
+        "models": {"Cluster": model_meta(inputs=INPUTS, outputs=OUTPUTS, params=ClusterParams)},
+    }
+    ModelParams = {"Cluster": ClusterParams}
+    EXAMPLE = {
+        "models": {"Cluster": {
+            "node": "DGX-H100", "n_gpus": 64,
+            "training": {"source": "synthetic", "n_jobs": 20, "sizes_gpus": [1, 8, 32],
+                         "size_weights": [0.5, 0.4, 0.1]},
+            "inference": [{"name": "chat", "model": "llama-3.1-8b", "replicas": 4, "rate_req_s": 5.0}],
+        }},
+    }
+
+    @classmethod
+    def check_entity(cls, model: str, params: ClusterParams, ctx: ScenarioContext,
+                     sim_params: BaseModel | None = None) -> list[str]:
+        return cluster_problems(params, ctx.duration_s)
+
+    def setup(self) -> None:
+        self.clusters: dict[str, GpuCluster] = {}
+        self.static: dict[str, dict[str, float | None]] = {}
+
+    def create_entity(self, eid: str, model: str, params: BaseModel | None) -> None:
+        if model != "Cluster":
+            raise ValueError(f"unknown model {model!r}; the datacenter adapter has: Cluster")
+        problems = cluster_problems(params, self.duration_s)
+        if problems:
+            raise ValueError(f"{eid}: " + "; ".join(problems))
+        start = self.start_utc
+        hour = start.hour + start.minute / 60 + start.second / 3600
+        self.clusters[eid] = build_cluster(params, self.rng(eid), self.duration_s, hour)
+        self.static[eid] = {"p_cap_w": params.p_cap_w, "p_limit_mw": params.p_limit_mw}
+
+    def step_entities(self, time_s: int, inputs: dict[str, dict[str, Any]]) -> None:
+        for eid, cluster in self.clusters.items():
+            knobs = knobs_from({**self.static[eid], **inputs.get(eid, {})})
+            self.out[eid] = cluster.step(time_s, self.step_s, knobs)
+
+
+def knobs_from(values: dict[str, Any]) -> Knobs:
+    """:class:`Knobs` from summed mosaik inputs (absent, ``None`` or NaN = unconstrained)."""
+    def get(name):
+        value = values.get(name)
+        return None if value is None or (isinstance(value, float) and math.isnan(value)) else float(value)
+
+    return Knobs(p_cap_w=get("p_cap_w"), p_cap_class_w={c: get(f"p_cap_{c}_w") for c in CLASSES},
+                 p_cap_infer_w=get("p_cap_infer_w"), p_limit_mw=get("p_limit_mw"), n_batch_max=get("n_batch_max"),
+                 pause_flexible_frac=get("pause_flexible_frac"), replicas_frac=get("replicas_frac"))
+
+
+__all__ = ["DatacenterSim", "ClusterParams", "FleetParams", "TrainingParams", "build_cluster", "GPUS", "NODES"]

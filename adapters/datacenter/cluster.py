@@ -1,0 +1,389 @@
+"""GpuCluster: a training partition and inference fleets on one power chain, with knobs.
+
+One :meth:`GpuCluster.step` advances a step of ``dt_s`` seconds:
+
+1. queue the jobs submitted by now; release paused jobs the knobs and the limit allow back;
+2. apply ``pause_flexible_frac`` (checkpoint: lost work; restore: extra work on restart);
+3. schedule (:class:`~adapters.datacenter.scheduler.Scheduler`);
+4. serve inference (:class:`~adapters.datacenter.inference.Fleet`);
+5. set training caps from the knobs, then enforce the facility limit ``p_limit_mw`` by, in
+   order: capping low-priority jobs, pausing flexible jobs (low priority first), capping
+   normal, then high priority jobs (inference is never throttled by the limit; what is left
+   over is reported as ``p_limit_excess_mw``);
+6. advance training (speed from the Zeus cap curves), average power over the step (a job
+   finishing mid-step draws for that part only), add node and delivery losses.
+
+Energy: every watt drawn (servers + UPS/PDU losses) leaves as heat, to air or liquid.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from adapters.datacenter.hardware import DeliveryLosses, GpuSpec, NodeSpec
+from adapters.datacenter.inference import Fleet, arrival_rate
+from adapters.datacenter.scheduler import DONE, PAUSED, QUEUED, REJECTED, RUNNING, Scheduler
+from adapters.datacenter.training import CLASSES, Jobs, capped
+
+#: Bisection steps when searching the cap that meets the facility limit (resolution
+#: (TDP - min) / 2**20, far below a watt).
+_BISECT_STEPS = 20
+
+
+@dataclass
+class Knobs:
+    """Optional setpoints; ``None`` means no constraint.
+
+    Attributes:
+        p_cap_w: per-GPU cap on every GPU. [W]
+        p_cap_class_w: per-GPU cap per training class (``{"low": 300.0}``). [W]
+        p_cap_infer_w: per-GPU cap on the inference GPUs. [W]
+        p_limit_mw: facility limit on ``p_mw`` (IT plus delivery losses). [MW]
+        n_batch_max: cap on the running batch of every inference replica. [-]
+        pause_flexible_frac: share of the unfinished flexible jobs to hold paused. [-]
+        replicas_frac: share of each fleet's replicas serving. [-]
+    """
+
+    p_cap_w: float | None = None
+    p_cap_class_w: dict[str, float | None] = field(default_factory=dict)
+    p_cap_infer_w: float | None = None
+    p_limit_mw: float | None = None
+    n_batch_max: float | None = None
+    pause_flexible_frac: float | None = None
+    replicas_frac: float | None = None
+
+
+@dataclass
+class FleetSetup:
+    """An inference fleet with its arrival process."""
+
+    name: str
+    fleet: Fleet
+    node: NodeSpec
+    gpu: GpuSpec
+    arrivals: str
+    rate_req_s: float
+    diurnal_amp_frac: float = 0.0
+    peak_hour_utc: float = 18.0
+    rng: np.random.Generator | None = None
+
+
+class GpuCluster:
+    """Training partition + inference fleets of one facility.
+
+    Args:
+        node: node type of the training partition.
+        gpu: its GPU model.
+        n_gpus: GPUs of the training partition. [-]
+        jobs: training jobs (``power_frac`` set).
+        fleets: inference fleets.
+        start_hour_utc: hour of day of the scenario start (diurnal arrivals). [h]
+        policy: scheduler policy (``easy`` or ``fifo``).
+        power_factor: lagging displacement power factor of the facility. [-]
+        rated_mw: rating of the UPS/PDU chain; default the all-busy IT power. [MW]
+        checkpoint_loss_s: work lost when a running job is paused (half a checkpoint
+            interval on average). [s]
+        restore_s: extra work to reload a checkpoint when a paused job restarts. [s]
+        swing_frac: amplitude of the iteration-level power swing at steps <= 1 s. [-]
+        iteration_s: iteration time of synchronous training (period of the swing). [s]
+        rng: seeded generator (swing phases).
+    """
+
+    def __init__(self, node: NodeSpec, gpu: GpuSpec, n_gpus: int, jobs: Jobs, fleets: list[FleetSetup], *,
+                 start_hour_utc: float = 0.0, policy: str = "easy", power_factor: float = 0.98,
+                 rated_mw: float | None = None, checkpoint_loss_s: float = 900.0, restore_s: float = 300.0,
+                 swing_frac: float = 0.3, iteration_s: float = 2.0, rng: np.random.Generator | None = None):
+        self.node, self.gpu, self.jobs, self.fleets = node, gpu, jobs, fleets
+        self.n_gpus = int(n_gpus)
+        self.sched = Scheduler(jobs, n_gpus, policy)
+        self.start_hour_utc = start_hour_utc
+        self.q_per_p = math.tan(math.acos(power_factor))
+        self.checkpoint_loss_s, self.restore_s = checkpoint_loss_s, restore_s
+        self.swing_frac, self.iteration_s = swing_frac, iteration_s
+        rng = rng or np.random.default_rng(0)
+        self.phase = rng.random(len(jobs))
+        self.p_unc_w = gpu.idle_w + jobs.power_frac * (gpu.tdp_w - gpu.idle_w)
+        self.n_nodes = math.ceil(n_gpus / node.gpus_per_node)
+        self.fleet_nodes = [math.ceil(f.fleet.n_gpus / f.node.gpus_per_node) for f in fleets]
+        full_mw = (self.n_nodes * node.other_full_w + n_gpus * gpu.tdp_w
+                   + sum(n * f.node.other_full_w + f.fleet.n_gpus * f.gpu.tdp_w
+                         for n, f in zip(self.fleet_nodes, fleets))) / 1e6
+        self.losses = DeliveryLosses(rated_mw or max(full_mw, 1e-6))
+        self.paused_by = np.zeros(len(jobs), np.int8)  # 0 none, 1 knob, 2 limit
+        self.p_last_mw = 0.0
+        self.delay_gpu_h = 0.0
+        self.slowdown_gpu_h = 0.0
+
+    def warm_up(self, span_s: float, dt_s: float = 300.0) -> None:
+        """Run ``[-span_s, 0)`` uncapped, unrecorded, so time 0 finds the cluster in use."""
+        steps = int(math.ceil(span_s / dt_s))
+        for k in range(steps):
+            self.step(-span_s + k * dt_s, min(dt_s, span_s - k * dt_s))
+        self.delay_gpu_h = self.slowdown_gpu_h = 0.0
+
+    # -- the step ---------------------------------------------------------------------------
+    def step(self, time_s: float, dt_s: float, knobs: Knobs | None = None) -> dict[str, float]:
+        """Advance ``[time_s, time_s + dt_s)`` and return the outputs (see module docstring)."""
+        knobs = knobs or Knobs()
+        self._check_knobs(knobs)
+        sched = self.sched
+        sched.admit(time_s)
+        self._release_limit_paused(knobs)
+        self._pause_flexible(knobs, time_s)
+        sched.schedule(time_s)
+        infer = self._serve(time_s, dt_s, knobs)
+        run = sched.running()
+        caps = self._class_caps(run, knobs)
+        excess_mw = 0.0
+        if knobs.p_limit_mw is not None:
+            run, caps, excess_mw = self._enforce_limit(run, caps, knobs.p_limit_mw, infer["p_it_w"], time_s)
+        train = self._advance(run, caps, time_s, dt_s)
+        return self._outputs(train, infer, excess_mw, dt_s)
+
+    def _check_knobs(self, knobs: Knobs) -> None:
+        for name, cap in [("p_cap_w", knobs.p_cap_w), *((f"p_cap_{c}_w", v) for c, v in knobs.p_cap_class_w.items())]:
+            if cap is not None:
+                self.gpu.check_cap(cap, name)
+        if knobs.p_cap_infer_w is not None:
+            for f in self.fleets:
+                f.gpu.check_cap(knobs.p_cap_infer_w, "p_cap_infer_w")
+        for name in ("pause_flexible_frac", "replicas_frac"):
+            value = getattr(knobs, name)
+            if value is not None and not 0.0 <= value <= 1.0:
+                raise ValueError(f"{name} = {value:g} is outside [0, 1]")
+        if knobs.p_limit_mw is not None and knobs.p_limit_mw < 0:
+            raise ValueError(f"p_limit_mw = {knobs.p_limit_mw:g} is negative")
+        if knobs.n_batch_max is not None and knobs.n_batch_max < 1:
+            raise ValueError(f"n_batch_max = {knobs.n_batch_max:g} is below 1")
+
+    # -- pausing ---------------------------------------------------------------------------------
+    def _pause(self, jobs: np.ndarray, reason: int, time_s: float) -> None:
+        running = jobs[self.sched.state[jobs] == RUNNING]
+        self.sched.remaining_s[running] += self.checkpoint_loss_s
+        self.sched.release(running, PAUSED, time_s)
+        self.sched.state[jobs] = PAUSED
+        self.sched.dirty = True
+        self.paused_by[jobs] = reason
+
+    def _resume(self, jobs: np.ndarray) -> None:
+        started = ~np.isnan(self.sched.first_start_s[jobs])
+        self.sched.requeue(jobs[started], self.restore_s)
+        self.sched.requeue(jobs[~started])
+        self.paused_by[jobs] = 0
+
+    def _pause_flexible(self, knobs: Knobs, time_s: float) -> None:
+        state = self.sched.state
+        frac = knobs.pause_flexible_frac or 0.0
+        knob_paused = np.flatnonzero(self.paused_by == 1)
+        pool = np.flatnonzero(self.jobs.flexible & np.isin(state, (QUEUED, RUNNING, PAUSED)))
+        target = int(round(frac * len(pool)))
+        if target < len(knob_paused):  # release the most important first
+            order = knob_paused[np.lexsort((knob_paused, self.jobs.prio[knob_paused]))]
+            self._resume(order[: len(knob_paused) - target])
+        elif target > len(knob_paused):  # pause running low-priority jobs first, then queued
+            cand = pool[(self.paused_by[pool] == 0) & np.isin(state[pool], (QUEUED, RUNNING))]
+            key = (-cand, -self.jobs.prio[cand], state[cand] != RUNNING)
+            chosen = cand[np.lexsort(key)][: target - len(knob_paused)]
+            self._pause(chosen, 1, time_s)
+
+    def _release_limit_paused(self, knobs: Knobs) -> None:
+        paused = np.flatnonzero(self.paused_by == 2)
+        if len(paused) == 0:
+            return
+        if knobs.p_limit_mw is None:
+            self._resume(paused)
+            return
+        order = paused[np.lexsort((paused, self.jobs.prio[paused]))]
+        need_mw = np.cumsum(self._saving_w(order, self.p_unc_w[order])) / 1e6
+        room_mw = 0.97 * knobs.p_limit_mw - self.p_last_mw  # margin against flapping
+        self._resume(order[need_mw <= room_mw])
+
+    def _saving_w(self, jobs: np.ndarray, p_gpu_w: np.ndarray) -> np.ndarray:
+        """Power freed by stopping ``jobs`` drawing ``p_gpu_w`` per GPU (GPU and node share). [W]"""
+        node_share_w = (self.node.other_full_w - self.node.other_idle_w) / self.node.gpus_per_node
+        per_gpu = p_gpu_w - self.gpu.idle_w + node_share_w
+        return self.jobs.n_gpus[jobs] * per_gpu
+
+    # -- caps and the facility limit ------------------------------------------------------------
+    def _class_caps(self, run: np.ndarray, knobs: Knobs) -> np.ndarray:
+        by_class = np.array([knobs.p_cap_class_w.get(c) or self.gpu.tdp_w for c in CLASSES], float)
+        if knobs.p_cap_w is not None:
+            by_class = np.minimum(by_class, knobs.p_cap_w)
+        return by_class[self.jobs.prio[run]]
+
+    def _gpu_power(self, run: np.ndarray, caps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(speed_frac, per-GPU power)`` of running jobs under ``caps`` (Zeus curves). [-, W]"""
+        p_unc = self.p_unc_w[run]
+        speed, power = capped(caps / p_unc)
+        # Relative to the same job at the default (TDP) limit: uncapped means speed 1.
+        speed_tdp, power_tdp = capped(self.gpu.tdp_w / p_unc)
+        speed, power = np.minimum(speed / speed_tdp, 1.0), np.minimum(power / power_tdp, 1.0)
+        return speed, np.maximum(np.minimum(p_unc * power, caps), self.gpu.idle_w)
+
+    def _train_it_w(self, run: np.ndarray, caps: np.ndarray) -> float:
+        """Training partition IT power with every running job busy all step. [W]"""
+        _, p_gpu = self._gpu_power(run, caps)
+        busy = float(self.jobs.n_gpus[run].sum())
+        return (float(self.jobs.n_gpus[run] @ p_gpu) + (self.n_gpus - busy) * self.gpu.idle_w
+                + self.n_nodes * self.node.other_idle_w
+                + (self.node.other_full_w - self.node.other_idle_w) * busy / self.node.gpus_per_node)
+
+    def _facility_mw(self, it_w: float) -> float:
+        return it_w / 1e6 + float(self.losses.loss_mw(it_w / 1e6))
+
+    def _enforce_limit(self, run, caps, limit_mw, infer_w, time_s):
+        """Meet ``limit_mw`` by capping/pausing the least important training first."""
+        def total_mw(run_, caps_):
+            return self._facility_mw(self._train_it_w(run_, caps_) + infer_w)
+
+        if total_mw(run, caps) <= limit_mw:
+            return run, caps, 0.0
+        prio, flexible = self.jobs.prio[run], self.jobs.flexible[run]
+        caps = self._cap_tier(run, caps, prio == 2, limit_mw, total_mw)
+        if total_mw(run, caps) > limit_mw:
+            run, caps = self._pause_tier(run, caps, flexible, limit_mw, total_mw, time_s)
+            prio = self.jobs.prio[run]
+        for level in (1, 0):
+            if total_mw(run, caps) > limit_mw:
+                caps = self._cap_tier(run, caps, prio == level, limit_mw, total_mw)
+        return run, caps, max(total_mw(run, caps) - limit_mw, 0.0)
+
+    def _cap_tier(self, run, caps, members, limit_mw, total_mw):
+        """Lower the caps of ``members`` to the highest common cap that meets the limit."""
+        if not members.any():
+            return caps
+        low, high = self.gpu.p_limit_min_w, float(caps[members].max())
+        trial = caps.copy()
+        trial[members] = np.minimum(caps[members], low)
+        if total_mw(run, trial) > limit_mw:
+            return trial
+        for _ in range(_BISECT_STEPS):
+            mid = 0.5 * (low + high)
+            trial[members] = np.minimum(caps[members], mid)
+            low, high = (mid, high) if total_mw(run, trial) <= limit_mw else (low, mid)
+        trial[members] = np.minimum(caps[members], low)
+        return trial
+
+    def _pause_tier(self, run, caps, members, limit_mw, total_mw, time_s):
+        """Pause flexible jobs, low priority and most recently started first, until the limit holds."""
+        cand = np.flatnonzero(members)
+        if len(cand) == 0:
+            return run, caps
+        jobs = run[cand]
+        order = np.lexsort((-self.sched.first_start_s[jobs], -self.jobs.prio[jobs]))
+        _, p_gpu = self._gpu_power(run, caps)
+        saving_mw = np.cumsum(self._saving_w(jobs[order], p_gpu[cand][order])) / 1e6
+        excess_mw = total_mw(run, caps) - limit_mw
+        n = min(int(np.searchsorted(saving_mw, excess_mw)) + 1, len(order))
+        self._pause(jobs[order[:n]], 2, time_s)
+        keep = ~np.isin(run, jobs[order[:n]])
+        return run[keep], caps[keep]
+
+    # -- inference ----------------------------------------------------------------------------
+    def _serve(self, time_s: float, dt_s: float, knobs: Knobs) -> dict[str, float]:
+        out = {"p_it_w": 0.0, "p_gpu_w": 0.0, "tokens_per_s": 0.0, "good_req": 0.0, "done_req": 0.0,
+               "dropped_req": 0.0, "queued_req": 0.0, "itl_p99_ms": 0.0, "n_gpus_busy": 0.0, "liquid_w": 0.0}
+        for setup, n_nodes in zip(self.fleets, self.fleet_nodes):
+            fleet = setup.fleet
+            rate = arrival_rate(setup.arrivals, setup.rate_req_s, time_s, dt_s, self.start_hour_utc,
+                                diurnal_amp_frac=setup.diurnal_amp_frac, peak_hour_utc=setup.peak_hour_utc,
+                                rng=setup.rng)
+            active = 1.0 if knobs.replicas_frac is None else knobs.replicas_frac
+            res = fleet.step(dt_s, rate, active_frac=active, max_batch=knobs.n_batch_max,
+                             p_cap_w=knobs.p_cap_infer_w if knobs.p_cap_infer_w is not None else knobs.p_cap_w)
+            n_active_gpus = round(fleet.replicas * active) * fleet.curves.gpus_per_replica
+            gpu_w = n_active_gpus * res.p_gpu_w + (fleet.n_gpus - n_active_gpus) * setup.gpu.idle_w
+            busy_frac = n_active_gpus / max(fleet.n_gpus, 1)
+            out["p_gpu_w"] += gpu_w
+            fleet_it_w = gpu_w + n_nodes * setup.node.other_w(busy_frac)
+            out["p_it_w"] += fleet_it_w
+            out["liquid_w"] += setup.node.liquid_frac * fleet_it_w
+            out["tokens_per_s"] += res.tokens_per_s
+            out["good_req"] += res.good_req
+            out["done_req"] += res.served_req + res.dropped_req
+            out["dropped_req"] += res.dropped_req
+            out["queued_req"] += res.queued_req
+            out["itl_p99_ms"] = max(out["itl_p99_ms"], res.itl_p99_ms)
+            out["n_gpus_busy"] += n_active_gpus
+        return out
+
+    # -- training progress ------------------------------------------------------------------------
+    def _advance(self, run: np.ndarray, caps: np.ndarray, time_s: float, dt_s: float) -> dict:
+        sched, jobs = self.sched, self.jobs
+        speed, p_gpu = self._gpu_power(run, caps)
+        if dt_s <= 1.0 and self.swing_frac > 0:
+            p_gpu = p_gpu * self._swing(run, time_s)
+        sched.speed[run] = speed
+        rem = sched.remaining_s[run]
+        active = np.minimum(1.0, rem / np.maximum(speed * dt_s, 1e-12))
+        sched.remaining_s[run] = rem - speed * dt_s * active
+        done = run[sched.remaining_s[run] <= 1e-6]
+        sched.release(done, DONE, time_s + dt_s * active[np.isin(run, done)])
+        g = jobs.n_gpus[run].astype(float)
+        busy_gpus = float(g @ active)
+        gpu_w = float(g @ (p_gpu * active)) + (self.n_gpus - busy_gpus) * self.gpu.idle_w
+        it_w = gpu_w + self.n_nodes * self.node.other_idle_w + (
+            self.node.other_full_w - self.node.other_idle_w) * busy_gpus / self.node.gpus_per_node
+        waiting = (sched.state == QUEUED) | (sched.state == PAUSED)
+        hours = dt_s / 3600.0
+        slow = float(g @ ((1.0 - speed) * active)) * hours
+        self.slowdown_gpu_h += slow
+        self.delay_gpu_h += slow + float(jobs.n_gpus[waiting].sum()) * hours
+        by_class_w = np.bincount(jobs.prio[run], weights=g * p_gpu * active, minlength=len(CLASSES))
+        return {"it_w": it_w, "gpu_w": gpu_w, "busy_gpus": busy_gpus, "by_class_w": by_class_w}
+
+    def _swing(self, run: np.ndarray, time_s: float) -> np.ndarray:
+        """Iteration-level swing: compute phase (70 %) above, communication phase below the mean.
+
+        The 70/30 split and ``swing_frac`` are *estimates*; the factor keeps each job's mean.
+        """
+        phase = (time_s / self.iteration_s + self.phase[run]) % 1.0
+        compute = phase < 0.7
+        return np.where(compute, 1.0 + self.swing_frac * 0.3, 1.0 - self.swing_frac * 0.7)
+
+    # -- outputs ---------------------------------------------------------------------------------
+    def _outputs(self, train: dict, infer: dict, excess_mw: float, dt_s: float) -> dict[str, float]:
+        state, prio = self.sched.state, self.jobs.prio
+        p_it_mw = (train["it_w"] + infer["p_it_w"]) / 1e6
+        p_loss_mw = float(self.losses.loss_mw(p_it_mw))
+        p_mw = p_it_mw + p_loss_mw
+        self.p_last_mw = p_mw
+        liquid_mw = (self.node.liquid_frac * train["it_w"] + infer["liquid_w"]) / 1e6
+        total_gpus = self.n_gpus + sum(f.fleet.n_gpus for f in self.fleets)
+        counts = np.bincount(state, minlength=6)
+        by_class = np.bincount(state * len(CLASSES) + prio, minlength=6 * len(CLASSES)).reshape(6, len(CLASSES))
+        out = {
+            "p_mw": p_mw, "p_it_mw": p_it_mw, "p_loss_mw": p_loss_mw, "q_mvar": p_mw * self.q_per_p,
+            "q_heat_mw": p_mw, "q_heat_liquid_mw": liquid_mw, "q_heat_air_mw": p_mw - liquid_mw,
+            "p_train_mw": train["it_w"] / 1e6, "p_infer_mw": infer["p_it_w"] / 1e6,
+            "gpu_util_frac": (train["busy_gpus"] + infer["n_gpus_busy"]) / max(total_gpus, 1),
+            "n_jobs_running": int(counts[RUNNING]), "n_jobs_queued": int(counts[QUEUED]),
+            "n_jobs_paused": int(counts[PAUSED]), "n_jobs_done": int(counts[DONE]),
+            "n_jobs_rejected": int(counts[REJECTED]),
+            "delay_gpu_h": self.delay_gpu_h, "slowdown_gpu_h": self.slowdown_gpu_h,
+            "wait_mean_h": self.sched.wait_mean_s() / 3600.0, "jct_mean_h": self.sched.jct_mean_s() / 3600.0,
+            "p_limit_excess_mw": excess_mw,
+            "tokens_per_s": infer["tokens_per_s"],
+            "slo_attainment_frac": infer["good_req"] / infer["done_req"] if infer["done_req"] > 0 else 1.0,
+            "itl_p99_ms": infer["itl_p99_ms"],
+            "n_requests_queued": infer["queued_req"], "n_requests_dropped": infer["dropped_req"],
+        }
+        for level, name in enumerate(CLASSES):
+            out[f"p_train_{name}_mw"] = float(train["by_class_w"][level]) / 1e6
+            out[f"n_jobs_running_{name}"] = int(by_class[RUNNING, level])
+            out[f"n_jobs_queued_{name}"] = int(by_class[QUEUED, level])
+        # plain Python numbers: mosaik may serialise them (remote simulators)
+        return {k: v if isinstance(v, int) else float(v) for k, v in out.items()}
+
+#: Every output of :meth:`GpuCluster.step`, in order.
+OUTPUTS: tuple[str, ...] = (
+    "p_mw", "p_it_mw", "p_loss_mw", "q_mvar", "q_heat_mw", "q_heat_liquid_mw", "q_heat_air_mw",
+    "p_train_mw", "p_infer_mw", "gpu_util_frac", "n_jobs_running", "n_jobs_queued", "n_jobs_paused",
+    "n_jobs_done", "n_jobs_rejected", "delay_gpu_h", "slowdown_gpu_h", "wait_mean_h", "jct_mean_h",
+    "p_limit_excess_mw", "tokens_per_s",
+    "slo_attainment_frac", "itl_p99_ms", "n_requests_queued", "n_requests_dropped",
+    *(name for c in CLASSES for name in (f"p_train_{c}_mw", f"n_jobs_running_{c}", f"n_jobs_queued_{c}")),
+)

@@ -1,0 +1,236 @@
+"""LLM inference: request arrivals, continuous batching, and ML.ENERGY curves vs batch size.
+
+Each fleet is ``replicas`` copies of one model on ``gpus_per_replica`` GPUs. Per step a fluid
+model of continuous batching (vLLM-style) finds the running batch that serves the offered
+token rate: throughput ``T(b)`` is the measured output tokens/s at batch ``b``; if even
+``max_batch`` cannot keep up, the batch saturates and requests queue, and those that would
+wait longer than ``max_wait_s`` are dropped. Power per GPU, throughput, median and p99
+inter-token latency (ITL) vs batch are fitted to the ML.ENERGY Benchmark v3 (Chung et al.,
+NeurIPS D&B 2025; lm-arena-chat task, vLLM, H100 and B200) as quadratics in ``ln b``
+(``ln`` of the value too, except power): smooth, and within the tolerance the tests state.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from adapters.datacenter.training import DATA, capped
+
+MLENERGY_FILE = DATA / "mlenergy" / "mlenergy_lm_arena_chat.csv"
+ARRIVAL_TRACES = {"azure_code": DATA / "azure_llm" / "AzureLLMInferenceTrace_code.csv.gz",
+                  "azure_conv": DATA / "azure_llm" / "AzureLLMInferenceTrace_conv.csv.gz",
+                  "mooncake_conv": DATA / "mooncake" / "conversation_trace.csv.gz"}
+#: Model keys -> ML.ENERGY nicknames.
+MODELS = {"llama-3.1-8b": "Llama 3.1 8B Instruct", "llama-3.1-70b": "Llama 3.1 70B Instruct",
+          "llama-3.1-405b-fp8": "Llama 3.1 405B Instruct FP8", "qwen-3-30b-a3b": "Qwen 3 30B A3B Instruct"}
+#: Catalogue GPU keys -> ML.ENERGY ``gpu_model``.
+MLENERGY_GPUS = {"H100-SXM": "H100", "B200": "B200"}
+
+
+@dataclass(frozen=True)
+class BatchCurves:
+    """Fitted curves of one (model, GPU, GPUs per replica) configuration.
+
+    Attributes:
+        gpus_per_replica: GPUs one replica spans (tensor parallel). [-]
+        b_min, b_max: measured batch range; the fits hold inside it. [-]
+        coef_*: ``np.polyfit`` coefficients in ``ln b``.
+        points: the measured rows (for tests and plots).
+    """
+
+    gpus_per_replica: int
+    b_min: float
+    b_max: float
+    coef_power: np.ndarray
+    coef_tput: np.ndarray
+    coef_itl: np.ndarray
+    coef_itl_p99: np.ndarray
+    points: pd.DataFrame
+
+    def _inside(self, batch):
+        return np.log(np.clip(batch, self.b_min, self.b_max))
+
+    def power_w(self, batch, idle_w: float):
+        """Per-GPU power at running batch ``batch``; linear from ``idle_w`` at 0 to ``b_min``. [W]"""
+        batch = np.asarray(batch, float)
+        fitted = np.polyval(self.coef_power, self._inside(batch))
+        ramp = idle_w + (np.polyval(self.coef_power, np.log(self.b_min)) - idle_w) * batch / self.b_min
+        return np.where(batch < self.b_min, ramp, fitted)
+
+    def tokens_per_s(self, batch):
+        """Output tokens/s of one replica; proportional to ``batch`` below ``b_min``. [1/s]"""
+        batch = np.asarray(batch, float)
+        fitted = np.exp(np.polyval(self.coef_tput, self._inside(batch)))
+        return np.where(batch < self.b_min, fitted * batch / self.b_min, fitted)
+
+    def itl_ms(self, batch):
+        """Median inter-token latency. [ms]"""
+        return np.exp(np.polyval(self.coef_itl, self._inside(batch)))
+
+    def itl_p99_ms(self, batch):
+        """99th-percentile inter-token latency. [ms]"""
+        return np.exp(np.polyval(self.coef_itl_p99, self._inside(batch)))
+
+
+@functools.lru_cache(maxsize=None)
+def batch_curves(model: str, gpu: str) -> BatchCurves:
+    """Fit the ML.ENERGY points of ``model`` on ``gpu`` (the fewest GPUs per replica measured)."""
+    if model not in MODELS:
+        raise ValueError(f"unknown inference model {model!r}; known: {', '.join(MODELS)}")
+    if gpu not in MLENERGY_GPUS:
+        raise ValueError(f"no ML.ENERGY inference data for GPU {gpu!r}; measured: {', '.join(MLENERGY_GPUS)}")
+    data = pd.read_csv(MLENERGY_FILE)
+    rows = data[(data["nickname"] == MODELS[model]) & (data["gpu_model"] == MLENERGY_GPUS[gpu])]
+    rows = rows[rows["num_gpus"] == rows["num_gpus"].min()].sort_values("avg_batch_size")
+    log_b = np.log(rows["avg_batch_size"].to_numpy())
+    fit = functools.partial(np.polyfit, log_b, deg=2)
+    return BatchCurves(
+        gpus_per_replica=int(rows["num_gpus"].iloc[0]),
+        b_min=float(rows["avg_batch_size"].min()), b_max=float(rows["avg_batch_size"].max()),
+        coef_power=fit(rows["avg_power_w_per_gpu"].to_numpy()),
+        coef_tput=fit(np.log(rows["output_throughput_tok_s"].to_numpy())),
+        coef_itl=fit(np.log(rows["median_itl_ms"].to_numpy())),
+        coef_itl_p99=fit(np.log(rows["p99_itl_ms"].to_numpy())),
+        points=rows.reset_index(drop=True),
+    )
+
+
+# -- arrivals ---------------------------------------------------------------------------------
+@functools.lru_cache(maxsize=None)
+def trace_profile(kind: str) -> tuple[np.ndarray, float]:
+    """Per-minute arrival counts of a request trace normalised to mean 1, and its mean output tokens.
+
+    ``kind``: ``azure_code``, ``azure_conv`` (Patel et al., ISCA 2024) or ``mooncake_conv``
+    (Qin et al., FAST 2025). The last, partial minute is dropped.
+    """
+    if kind not in ARRIVAL_TRACES:
+        raise ValueError(f"unknown arrival trace {kind!r}; known: {', '.join(ARRIVAL_TRACES)}, synthetic")
+    frame = pd.read_csv(ARRIVAL_TRACES[kind])
+    if kind.startswith("azure"):
+        times_s = pd.to_datetime(frame["TIMESTAMP"]).to_numpy(dtype="datetime64[ns]").astype(np.int64) / 1e9
+        tokens = frame["GeneratedTokens"]
+    else:
+        times_s, tokens = frame["timestamp_ms"].to_numpy() / 1e3, frame["output_length"]
+    minute = ((times_s - times_s[0]) // 60).astype(int)
+    counts = np.bincount(minute)[:-1].astype(float)
+    return counts / counts.mean(), float(tokens.mean())
+
+
+def arrival_rate(kind: str, rate_req_s: float, time_s: float, dt_s: float, start_hour_utc: float, *,
+                 diurnal_amp_frac: float = 0.0, peak_hour_utc: float = 18.0,
+                 rng: np.random.Generator | None = None) -> float:
+    """Mean arrival rate over the step ``[time_s, time_s + dt_s)`` after the scenario start. [1/s]
+
+    ``azure_code``/``azure_conv``/``mooncake_conv``: the trace's minute-by-minute counts, repeated hourly,
+    scaled to mean ``rate_req_s`` (its burstiness kept); ``synthetic``: Poisson counts around
+    the mean (``rng`` required). Both are modulated by
+    ``1 + diurnal_amp_frac * cos(2 pi (hour - peak_hour_utc) / 24)``.
+    """
+    hour = start_hour_utc + time_s / 3600.0
+    mean = rate_req_s * (1.0 + diurnal_amp_frac * np.cos(2 * np.pi * (hour - peak_hour_utc) / 24.0))
+    if kind == "synthetic":
+        if rng is None:
+            raise ValueError("synthetic arrivals need a seeded rng")
+        return float(rng.poisson(mean * dt_s)) / dt_s
+    profile, _ = trace_profile(kind)
+    return float(mean * profile[int(time_s // 60) % len(profile)])
+
+
+# -- the fleet --------------------------------------------------------------------------------------
+@dataclass
+class FleetStep:
+    """What one fleet did in one step (totals over its active replicas)."""
+
+    batch: float
+    p_gpu_w: float
+    tokens_per_s: float
+    itl_ms: float
+    itl_p99_ms: float
+    served_req: float
+    good_req: float
+    dropped_req: float
+    queued_req: float
+
+
+class Fleet:
+    """Replicas of one model with a request queue.
+
+    Args:
+        curves: fitted :class:`BatchCurves`.
+        replicas: replicas deployed. [-]
+        max_batch: cap on running sequences per replica (vLLM ``max_num_seqs``). [-]
+        output_tokens: mean output tokens per request. [-]
+        idle_w, tdp_w: the GPU's idle power and maximum limit. [W]
+        itl_slo_ms: p99 ITL deadline. [ms]
+        ttft_slo_s: time-to-first-token deadline; requests carried over a step miss it. [s]
+        max_wait_s: requests waiting longer are dropped. [s]
+    """
+
+    def __init__(self, curves: BatchCurves, replicas: int, max_batch: int, output_tokens: float,
+                 idle_w: float, tdp_w: float, itl_slo_ms: float = 100.0, ttft_slo_s: float = 2.0,
+                 max_wait_s: float = 120.0):
+        self.curves = curves
+        self.replicas = replicas
+        self.max_batch = max_batch
+        self.output_tokens = output_tokens
+        self.idle_w, self.tdp_w = idle_w, tdp_w
+        self.itl_slo_ms, self.ttft_slo_s, self.max_wait_s = itl_slo_ms, ttft_slo_s, max_wait_s
+        self.queue_req = 0.0
+        self._grid = np.geomspace(0.05, curves.b_max, 400)
+        self._tput = np.maximum.accumulate(curves.tokens_per_s(self._grid))
+
+    @property
+    def n_gpus(self) -> int:
+        return self.replicas * self.curves.gpus_per_replica
+
+    def batch_for(self, tokens_per_s: float, max_batch: float) -> float:
+        """Smallest running batch whose throughput meets ``tokens_per_s`` (<= ``max_batch``). [-]"""
+        if tokens_per_s <= 0:
+            return 0.0
+        inside = self._grid < max_batch
+        grid = np.append(self._grid[inside], max_batch)
+        tput = np.maximum.accumulate(np.append(self._tput[inside], self.curves.tokens_per_s(max_batch)))
+        return float(np.interp(tokens_per_s, tput, grid, right=max_batch))
+
+    def step(self, dt_s: float, rate_req_s: float, *, active_frac: float = 1.0, max_batch: int | None = None,
+             p_cap_w: float | None = None) -> FleetStep:
+        """Serve ``rate_req_s * dt_s`` new requests plus the queue for ``dt_s`` seconds."""
+        max_batch = min(max_batch or self.max_batch, self.curves.b_max)
+        active = max(int(round(self.replicas * active_frac)), 0)
+        carried = self.queue_req
+        offered = carried + rate_req_s * dt_s
+        if active == 0:
+            return self._nothing(offered, dt_s)
+        need_tps = offered * self.output_tokens / dt_s / active
+        batch = self.batch_for(need_tps, max_batch)
+        speed, p_gpu = self._capped(batch, p_cap_w)
+        capacity_tps = float(self.curves.tokens_per_s(batch)) * speed
+        served = min(offered, capacity_tps * active * dt_s / self.output_tokens)
+        left = offered - served
+        keep = min(left, self.max_wait_s * served / dt_s)
+        self.queue_req = keep
+        itl = float(self.curves.itl_ms(batch)) / speed
+        itl_p99 = float(self.curves.itl_p99_ms(batch)) / speed
+        # Requests carried over from an earlier step waited longer than any TTFT deadline
+        # shorter than a step; new ones meet it when the batch keeps up (fluid model).
+        late = min(carried, served) if self.ttft_slo_s < dt_s else 0.0
+        good = served - late if itl_p99 <= self.itl_slo_ms else 0.0
+        return FleetStep(batch, p_gpu, served * self.output_tokens / dt_s, itl, itl_p99, served, good,
+                         left - keep, keep)
+
+    def _capped(self, batch: float, p_cap_w: float | None) -> tuple[float, float]:
+        """``(speed_frac, per-GPU power)`` at ``batch`` under cap ``p_cap_w`` (Zeus curves). [-, W]"""
+        p_w = float(self.curves.power_w(batch, self.idle_w))
+        if p_cap_w is None or p_cap_w >= self.tdp_w or p_w <= 0:
+            return 1.0, p_w
+        speed, power = capped(p_cap_w / p_w)
+        speed_tdp, power_tdp = capped(self.tdp_w / p_w)  # relative to the default limit
+        return float(min(speed / speed_tdp, 1.0)), float(min(p_w * min(power / power_tdp, 1.0), p_cap_w))
+
+    def _nothing(self, offered: float, dt_s: float) -> FleetStep:
+        self.queue_req = 0.0
+        return FleetStep(0.0, self.idle_w, 0.0, 0.0, 0.0, 0.0, 0.0, offered, 0.0)

@@ -1,0 +1,129 @@
+"""LLM inference: fitted ML.ENERGY curves vs the measured points, batching and request bookkeeping."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from adapters.datacenter.inference import MODELS, Fleet, arrival_rate, trace_profile, batch_curves
+
+#: Configurations whose measured points are smooth in batch size, and the tolerance of the fit
+#: (max relative error over every measured batch size): power and throughput 8 %, median ITL
+#: 20 %, p99 ITL 30 % (p99 is the noisiest column of the benchmark).
+SMOOTH = [("llama-3.1-8b", "H100-SXM"), ("llama-3.1-70b", "H100-SXM"), ("llama-3.1-70b", "B200"),
+          ("llama-3.1-405b-fp8", "H100-SXM"), ("llama-3.1-405b-fp8", "B200"), ("qwen-3-30b-a3b", "H100-SXM")]
+#: Configurations with non-monotone measurements (e.g. Llama 3.1 8B on B200: 5,589 tokens/s at
+#: batch 64, 4,570 at 128): the smooth fit stays within 35 % of every point.
+NOISY = [("llama-3.1-8b", "B200"), ("qwen-3-30b-a3b", "B200")]
+
+
+def _errors(model, gpu):
+    curves = batch_curves(model, gpu)
+    pts = curves.points
+    b = pts["avg_batch_size"].to_numpy()
+
+    def rel(fit, column):
+        return float(np.max(np.abs(fit / pts[column].to_numpy() - 1.0)))
+
+    return {"power": rel(curves.power_w(b, 80.0), "avg_power_w_per_gpu"),
+            "tput": rel(curves.tokens_per_s(b), "output_throughput_tok_s"),
+            "itl": rel(curves.itl_ms(b), "median_itl_ms"), "itl_p99": rel(curves.itl_p99_ms(b), "p99_itl_ms")}
+
+
+@pytest.mark.parametrize("model, gpu", SMOOTH)
+def test_fit_reproduces_mlenergy_points(model, gpu):
+    """ML.ENERGY Benchmark v3 (Chung et al., NeurIPS D&B 2025), lm-arena-chat, vLLM."""
+    err = _errors(model, gpu)
+    assert err["power"] < 0.08 and err["tput"] < 0.08
+    assert err["itl"] < 0.20 and err["itl_p99"] < 0.30
+
+
+@pytest.mark.parametrize("model, gpu", NOISY)
+def test_fit_of_noisy_configurations_stays_close(model, gpu):
+    err = _errors(model, gpu)
+    assert max(err["power"], err["tput"], err["itl"]) < 0.35
+
+
+def test_measured_anchor_points():
+    """Two measured rows read back exactly: Llama 3.1 70B on 4 H100, batch 127.6 -> 3,876 tokens/s
+    at 546 W per GPU; on 2 B200, batch 127.7 -> 3,978 tokens/s at 957 W per GPU."""
+    h100 = batch_curves("llama-3.1-70b", "H100-SXM")
+    assert h100.gpus_per_replica == 4
+    assert h100.tokens_per_s(127.6) == pytest.approx(3876.3, rel=0.08)
+    assert h100.power_w(127.6, 80.0) == pytest.approx(545.9, rel=0.08)
+    b200 = batch_curves("llama-3.1-70b", "B200")
+    assert b200.gpus_per_replica == 2 and b200.power_w(127.7, 120.0) == pytest.approx(956.5, rel=0.08)
+
+
+def test_unknown_model_and_gpu_list_the_known():
+    with pytest.raises(ValueError, match="known: llama"):
+        batch_curves("gpt-5", "H100-SXM")
+    with pytest.raises(ValueError, match="measured: H100-SXM, B200"):
+        batch_curves("llama-3.1-8b", "A100-80GB-SXM")
+
+
+def _fleet(**kw):
+    curves = batch_curves("llama-3.1-70b", "H100-SXM")
+    args = dict(replicas=10, max_batch=256, output_tokens=211.0, idle_w=80.0, tdp_w=700.0)
+    args.update(kw)
+    return Fleet(curves, **args)
+
+
+@pytest.mark.parametrize("rate", [0.0, 5.0, 50.0, 500.0, 5000.0])
+def test_requests_are_conserved(rate):
+    """Every offered request is served, queued or dropped."""
+    fleet = _fleet()
+    offered = served = dropped = 0.0
+    for _ in range(30):
+        res = fleet.step(60.0, rate)
+        offered += rate * 60.0
+        served += res.served_req
+        dropped += res.dropped_req
+    assert offered == pytest.approx(served + dropped + fleet.queue_req, rel=1e-9, abs=1e-9)
+
+
+def test_light_load_meets_slo_and_overload_queues_drops_and_misses():
+    light = _fleet().step(60.0, 5.0)
+    assert light.dropped_req == 0 and light.queued_req == 0 and light.good_req == pytest.approx(light.served_req)
+    fleet = _fleet()
+    for _ in range(5):
+        heavy = fleet.step(60.0, 5000.0)
+    assert heavy.batch == 256  # saturated at max_batch
+    assert heavy.dropped_req > 0 and heavy.queued_req > 0 and heavy.good_req < heavy.served_req
+
+
+def test_batch_rises_with_load_and_a_smaller_max_batch_saves_power_costs_tokens():
+    rates = [1.0, 10.0, 40.0, 100.0]
+    batches = [_fleet().step(60.0, r).batch for r in rates]
+    assert np.all(np.diff(batches) > 0)
+    full, small = _fleet().step(60.0, 300.0), _fleet().step(60.0, 300.0, max_batch=32)
+    assert small.p_gpu_w < full.p_gpu_w and small.tokens_per_s < full.tokens_per_s
+
+
+def test_inference_cap_lowers_power_and_throughput():
+    free, capped = _fleet().step(60.0, 300.0), _fleet().step(60.0, 300.0, p_cap_w=300.0)
+    assert capped.p_gpu_w <= 300.0 < free.p_gpu_w
+    assert capped.itl_ms > free.itl_ms
+
+
+def test_arrivals_scale_to_the_target_rate():
+    """The Azure conversation trace (Patel et al., ISCA 2024): 211 output tokens per request on
+    average; its per-minute shape, repeated hourly, has the requested mean rate."""
+    profile, tokens = trace_profile("azure_conv")
+    assert tokens == pytest.approx(211.1, abs=0.1) and profile.mean() == pytest.approx(1.0)
+    rates = [arrival_rate("azure_conv", 40.0, t, 60.0, 0.0) for t in np.arange(0, 3600 * 24, 60)]
+    assert np.mean(rates) == pytest.approx(40.0, rel=0.02)
+    rng = np.random.default_rng(1)
+    synth = [arrival_rate("synthetic", 40.0, t, 60.0, 0.0, diurnal_amp_frac=0.5, rng=rng) for t in
+             np.arange(0, 86400, 60)]
+    assert np.mean(synth) == pytest.approx(40.0, rel=0.02)
+    assert max(synth) > 55.0 and min(synth) < 25.0  # the diurnal swing shows
+    assert set(MODELS) >= {"llama-3.1-8b", "llama-3.1-70b"}
+
+
+def test_mooncake_trace_shape():
+    """Mooncake conversation trace (Qin et al., FAST 2025): 12,031 requests in ~59 min, mean
+    output 343 tokens."""
+    profile, tokens = trace_profile("mooncake_conv")
+    assert len(profile) == 58 and tokens == pytest.approx(343, abs=1)
+    assert profile.mean() == pytest.approx(1.0) and profile.min() > 0

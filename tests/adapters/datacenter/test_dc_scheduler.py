@@ -1,0 +1,105 @@
+"""Scheduler invariants (property-based): no GPU booked twice, gang all-or-nothing, no job lost,
+priority order kept, EASY backfill never delays the head's reservation."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from adapters.datacenter.scheduler import DONE, PAUSED, QUEUED, REJECTED, RUNNING, Scheduler
+from adapters.datacenter.training import Jobs
+
+
+def make_jobs(sizes, works, submits, prios, flexible=None) -> Jobs:
+    order = np.argsort(submits, kind="stable")
+    n = len(sizes)
+    flexible = np.zeros(n, bool) if flexible is None else np.asarray(flexible, bool)
+    return Jobs(np.asarray(submits, float)[order], np.asarray(sizes, np.int64)[order],
+                np.asarray(works, float)[order], np.asarray(prios, np.int64)[order], flexible[order],
+                np.full(n, 0.5))
+
+
+def check_invariants(s: Scheduler) -> None:
+    held = np.bincount(s.owner[s.owner >= 0], minlength=len(s.jobs))
+    running = s.state == RUNNING
+    # gang: a running job holds exactly its GPUs; nothing else holds any
+    np.testing.assert_array_equal(held[running], s.jobs.n_gpus[running])
+    assert held[~running].sum() == 0
+    assert s.n_free == int((s.owner < 0).sum()) >= 0
+
+
+def run(s: Scheduler, dt: float, steps: int, pause_every: int = 0) -> None:
+    for k in range(steps):
+        t = k * dt
+        s.admit(t)
+        if pause_every and k % pause_every == 1 and k < steps // 2:  # pause + requeue a flexible job
+            flex = s.running()[s.jobs.flexible[s.running()]]
+            s.release(flex[:1], PAUSED, t)
+            s.requeue(np.flatnonzero(s.state == PAUSED)[:1], 30.0)
+        s.schedule(t)
+        check_invariants(s)
+        run_ = s.running()
+        s.remaining_s[run_] -= dt
+        done = run_[s.remaining_s[run_] <= 0]
+        s.release(done, DONE, t + dt)
+        check_invariants(s)
+        if s.next_arrival == len(s.jobs) and np.isin(s.state, (DONE, REJECTED)).all():
+            break
+
+
+job_lists = st.lists(
+    st.tuples(st.sampled_from([1, 2, 4, 8, 16, 32, 64]), st.floats(1, 600), st.floats(0, 2000),
+              st.integers(0, 2), st.booleans()),
+    min_size=1, max_size=60)
+
+
+@settings(max_examples=40, deadline=None)
+@given(job_lists, st.sampled_from([8, 16, 32]), st.sampled_from(["easy", "fifo"]), st.sampled_from([0, 3]))
+def test_no_double_booking_gang_and_no_job_lost(jobs, n_gpus, policy, pause_every):
+    sizes, works, submits, prios, flexible = map(list, zip(*jobs))
+    s = Scheduler(make_jobs(sizes, works, submits, prios, flexible), n_gpus, policy)
+    steps = 2 * int((2000 + sum(works)) / 10 + 30 * 600 / 10) + 10  # room for every restore cost
+    run(s, 20.0, steps, pause_every)
+    too_big = s.jobs.n_gpus > n_gpus
+    # every job ends done, or rejected because it can never fit
+    assert (s.state[too_big] == REJECTED).all()
+    assert (s.state[~too_big] == DONE).all()
+    assert (s.first_start_s[~too_big] >= s.jobs.submit_s[~too_big]).all()
+
+
+@settings(max_examples=40, deadline=None)
+@given(job_lists)
+def test_fifo_starts_in_priority_then_submission_order(jobs):
+    sizes, works, submits, prios, _ = map(list, zip(*jobs))
+    s = Scheduler(make_jobs(sizes, works, [0.0] * len(jobs), prios), 64, "fifo")
+    order = s.jobs.prio * 1e6 + np.arange(len(jobs))  # all submitted at once
+    run(s, 10.0, int(sum(works) / 10) + 10)
+    first = s.first_start_s
+    ranked = np.argsort(order, kind="stable")
+    assert (np.diff(first[ranked]) >= 0).all()
+
+
+def test_easy_backfills_short_job_without_delaying_head():
+    """Four GPUs: A (2 GPUs, 100 s) runs; head B needs 4 -> reserved at t=100; C (1 GPU, 50 s)
+    fits in the hole before then; D (1 GPU, 500 s) would delay B and waits."""
+    jobs = make_jobs([2, 4, 1, 1], [100, 100, 50, 500], [0, 1, 2, 3], [1, 1, 1, 1])
+    s = Scheduler(jobs, 4, "easy")
+    run(s, 1.0, 1000)
+    assert s.first_start_s[0] == 0.0
+    assert s.first_start_s[2] == 2.0  # backfilled at once: ends at 52 s, before B's reservation
+    assert s.first_start_s[1] == 100.0  # the head is not delayed
+    assert s.first_start_s[3] >= 100.0  # would run past 100 s on GPUs B needs: waits
+
+
+def test_fifo_does_not_backfill():
+    jobs = make_jobs([2, 4, 1], [100, 100, 50], [0, 1, 2], [1, 1, 1])
+    s = Scheduler(jobs, 4, "fifo")
+    run(s, 1.0, 400)
+    assert s.first_start_s[2] >= s.first_start_s[1] == 100.0
+
+
+def test_job_larger_than_partition_is_rejected_not_clipped():
+    s = Scheduler(make_jobs([16, 2], [10, 10], [0, 0], [0, 0]), 8)
+    s.admit(0.0)
+    assert s.state.tolist() == [REJECTED, QUEUED]
