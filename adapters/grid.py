@@ -1,4 +1,22 @@
-"""Grid adapter: a pandapower network solved each step with lightsim2grid's Newton-Raphson.
+"""Grid adapter: a network solved each step, by pandapower/lightsim2grid or by OpenDSS.
+
+Two engines behind one adapter (``engine`` in ``[sims.<id>]``; the entities, attribute
+names and KPIs are the same, so swapping the grid is changing two keys):
+
+* ``engine = "pandapower"`` (default): a balanced pandapower network, described below.
+* ``engine = "opendss"``: an unbalanced three-phase OpenDSS circuit (``grid_models``'s
+  ``ieee13``/``ieee34``/``ieee123`` feeders or any ``.dss`` file) with its regulators and
+  capacitors, solved by DSS-Extensions (:mod:`adapters._grid_opendss`). Extra keys:
+  ``regulators = "auto" | "fixed"``, ``tap_positions = {<regcontrol> = <steps>}`` and
+  ``control_mode = "static" | "time"`` (time-delayed regulator action on the sim clock).
+  Besides ``bus_<id>_vm_pu`` (the mean of the bus's phases) the Grid reports
+  ``bus_<id>_<a|b|c>_vm_pu`` per phase, ``reg_<id>_tap_count`` (tap position, steps from
+  neutral) and ``reg_<id>_tap_pu`` per regulator, ``cap_<id>_in_service`` and
+  ``cap_<id>_q_mvar`` per capacitor and ``n_tap_changes`` (cumulative tap operations);
+  ``vm_min_pu``/``vm_max_pu`` span every phase. Elements take ``phases = "abc"``
+  (balanced three-phase, default) or a subset (``"a"``, ``"bc"``…, power split equally).
+
+The pandapower engine:
 
 The network is defined in pandapower (a ``grid_models`` catalogue name, ``simbench:<code>``
 or a pandapower JSON file). :class:`PowerFlow` converts it once with pandapower's own
@@ -46,6 +64,7 @@ from pydantic import ValidationInfo, field_validator, model_validator
 
 import grid_models
 from adapters._base import CosimSim, Params, ScenarioContext, model_meta
+from adapters._grid_backend import GridBackend, opendss_circuit_info, opendss_grid_outputs
 
 KINDS = ("load", "sgen", "storage")
 #: Sign turning a table's p_mw into a bus injection (consumer convention for load, storage).
@@ -141,6 +160,10 @@ class PowerFlow:
     def bus_of(self, kind: str, pos: int) -> int:
         """Position in ``net.bus`` of the bus element ``pos`` of ``kind`` stands on."""
         return int(self.net.bus.index.get_loc(self.net[kind]["bus"].iat[pos]))
+
+    def element_vm_pu(self, kind: str, pos: int) -> float:
+        """Voltage at the bus of element ``pos`` of ``kind``. [pu]"""
+        return float(self.vm_pu[self.bus_of(kind, pos)])
 
     # -- solving -----------------------------------------------------------------------
     def solve(self, p_mw: dict[str, np.ndarray], q_mvar: dict[str, np.ndarray]) -> bool:
@@ -353,22 +376,46 @@ def locate_in(net, table: str, ref: str | int, ids: list[str] | None = None) -> 
 
 
 class SimParams(Params):
-    """Parameters of a grid simulator (``[sims.<id>]`` with ``adapter = "grid"``)."""
+    """Parameters of a grid simulator (``[sims.<id>]`` with ``adapter = "grid"``).
+
+    ``engine`` picks the solver: ``"pandapower"`` (``network`` a catalogue name,
+    ``simbench:<code>`` or a pandapower JSON file; ``network_params``, ``profiles`` and
+    ``solver`` apply) or ``"opendss"`` (``network`` an OpenDSS feeder of the catalogue or a
+    ``.dss`` file; ``regulators``, ``tap_positions`` and ``control_mode`` apply: ``"auto"``
+    lets OpenDSS's RegControls move the taps, ``"fixed"`` holds every regulator at its
+    ``tap_positions`` entry [steps from neutral] or at its initial tap; ``control_mode =
+    "static"`` settles the controls within every solve, ``"time"`` runs OpenDSS's time-based
+    control queue on the simulation clock, so a regulator waits its delay (OpenDSS default
+    15 s, then 2 s per tap) as a real one does).
+    """
 
     network: str
+    engine: Literal["pandapower", "opendss"] = "pandapower"
     network_params: dict[str, Any] = {}
     profiles: bool = True
     solver: Literal["lightsim2grid", "pandapower"] = "lightsim2grid"
     on_nonconvergence: Literal["hold", "fail"] = "hold"
+    regulators: Literal["auto", "fixed"] = "auto"
+    tap_positions: dict[str, int] = {}
+    control_mode: Literal["static", "time"] = "static"
 
     @field_validator("network")
     @classmethod
     def _resolve_json(cls, value: str, info: ValidationInfo) -> str:
-        """Relative JSON paths resolve from the scenario file's folder."""
+        """Relative JSON and DSS paths resolve from the scenario file's folder."""
         base_dir = (info.context or {}).get("base_dir")
-        if value.lower().endswith(".json") and base_dir is not None and not Path(value).is_absolute():
+        if value.lower().endswith((".json", ".dss")) and base_dir is not None and not Path(value).is_absolute():
             return str((Path(base_dir) / value).resolve())
         return value
+
+    @model_validator(mode="after")
+    def _engine_options(self) -> "SimParams":
+        if self.engine == "pandapower" and (self.regulators != "auto" or self.tap_positions
+                                            or self.control_mode != "static"):
+            raise ValueError('regulators, tap_positions and control_mode apply to engine = "opendss"')
+        if self.engine == "opendss" and self.network_params:
+            raise ValueError('network_params apply to engine = "pandapower" catalogue networks')
+        return self
 
 
 class ElementParams(Params):
@@ -385,6 +432,16 @@ class ElementParams(Params):
     element: str | int | None = None
     p_mw: float = 0.0
     q_mvar: float = 0.0
+    phases: str = "abc"
+
+    @field_validator("phases")
+    @classmethod
+    def _phase_set(cls, value: str) -> str:
+        """``"abc"`` (balanced three-phase) or a subset of a, b, c; returned in a-b-c order."""
+        text = value.strip().lower()
+        if not text or set(text) - set("abc") or len(set(text)) != len(text):
+            raise ValueError("give 'abc' (balanced three-phase) or a subset of a, b, c such as 'a' or 'bc'")
+        return "".join(ph for ph in "abc" if ph in text)
 
     @model_validator(mode="after")
     def _exactly_one_place(self) -> "ElementParams":
@@ -418,6 +475,9 @@ class GridSim(CosimSim):
     # -- validation hooks ---------------------------------------------------------------
     @classmethod
     def meta_for(cls, sim_params: SimParams) -> dict[str, Any]:
+        if sim_params.engine == "opendss":
+            info = opendss_circuit_info(grid_models.dss_file(sim_params.network))
+            return _build_meta(info.ids, opendss_grid_outputs(info))
         key = json.dumps([sim_params.network, sim_params.network_params], sort_keys=True, default=str)
         if key not in cls._META_CACHE:
             net = grid_models.load_network(sim_params.network, **sim_params.network_params)
@@ -428,6 +488,15 @@ class GridSim(CosimSim):
     def check(cls, sim_params: SimParams, ctx: ScenarioContext) -> list[str]:
         try:
             cls.meta_for(sim_params)
+            if sim_params.engine == "opendss":
+                info = opendss_circuit_info(grid_models.dss_file(sim_params.network))
+                regs = {r.lower() for r in info.regs}
+                unknown = [k for k in sim_params.tap_positions if k.lower() not in regs]
+                if unknown:
+                    return [f"tap_positions: unknown regulator(s) {unknown}; this circuit's RegControls: "
+                            f"{', '.join(info.regs) or 'none'}"]
+                if sim_params.tap_positions and sim_params.regulators != "fixed":
+                    return ['tap_positions apply with regulators = "fixed"; set it, or drop tap_positions']
         except (ValueError, TypeError, OSError) as exc:
             return [f"network {sim_params.network!r}: {exc}"]
         return []
@@ -438,6 +507,11 @@ class GridSim(CosimSim):
         """An unknown bus or element is named at validation, before any simulator starts."""
         if params is None or sim_params is None:
             return []
+        if sim_params.engine == "opendss":
+            return _opendss_entity_problems(model, params, sim_params)
+        if params.phases != "abc":
+            return [f"phases = {params.phases!r}: the pandapower engine is balanced; "
+                    'use phases = "abc" or engine = "opendss"']
         net = grid_models.load_network(sim_params.network, **sim_params.network_params)
         table, ref = ("bus", params.bus) if params.bus is not None else (MODEL_KIND[model], params.element)
         try:
@@ -449,8 +523,15 @@ class GridSim(CosimSim):
     # -- mosaik hooks -------------------------------------------------------------------
     def setup(self) -> None:
         p = self.params
-        net = grid_models.load_network(p.network, **p.network_params)
-        self.flow = PowerFlow(net, solver=p.solver)
+        self.flow: GridBackend
+        if p.engine == "opendss":
+            from adapters._grid_opendss import OpenDssFlow
+
+            self.flow = OpenDssFlow(grid_models.dss_file(p.network), regulators=p.regulators,
+                                    tap_positions=p.tap_positions, control_mode=p.control_mode)
+        else:
+            net = grid_models.load_network(p.network, **p.network_params)
+            self.flow = PowerFlow(net, solver=p.solver)
         self.grid_eid: str | None = None
         self.attached: dict[str, _Attached] = {}
         self.n_nonconverged = 0
@@ -458,7 +539,7 @@ class GridSim(CosimSim):
         self._bus_attrs = [f"bus_{i}_vm_pu" for i in self.flow.ids["bus"]]
         self._line_attrs = [f"line_{i}_loading_pct" for i in self.flow.ids["line"]]
         self._trafo_attrs = [f"trafo_{i}_loading_pct" for i in self.flow.ids["trafo"]]
-        self._profiles = self._load_profiles() if p.profiles else []
+        self._profiles = self._load_profiles() if p.profiles and p.engine == "pandapower" else []
 
     def create_entity(self, eid: str, model: str, params: ElementParams | None) -> None:
         if model == "Grid":
@@ -468,8 +549,11 @@ class GridSim(CosimSim):
             self._fill_grid_outputs(converged=False)
             return
         kind = MODEL_KIND[model]
+        if params.phases != "abc" and self.params.engine != "opendss":
+            raise ValueError(f"{eid}: phases = {params.phases!r} needs engine = \"opendss\" (pandapower is balanced)")
         if params.bus is not None:
-            pos = self.flow.attach(kind, params.bus, params.p_mw, params.q_mvar, name=eid)
+            extra = {"phases": params.phases} if self.params.engine == "opendss" else {}
+            pos = self.flow.attach(kind, params.bus, params.p_mw, params.q_mvar, name=eid, **extra)
             entity = _Attached(kind, pos, self.flow.bus_of(kind, pos), params.p_mw, params.q_mvar)
         else:
             pos = self.flow.locate(kind, params.element)
@@ -483,7 +567,8 @@ class GridSim(CosimSim):
     def step_entities(self, time_s: int, inputs: dict[str, dict[str, Any]]) -> None:
         self._apply_inputs(inputs)
         p_mw, q_mvar = self._injections(time_s)
-        converged = self.flow.solve(p_mw, q_mvar)
+        clock = {"time_s": time_s} if self.params.engine == "opendss" else {}
+        converged = self.flow.solve(p_mw, q_mvar, **clock)
         if not converged:
             self.n_nonconverged += 1
             if self.params.on_nonconvergence == "fail":
@@ -495,7 +580,11 @@ class GridSim(CosimSim):
         if converged:
             for eid, e in self.attached.items():
                 self.out[eid] = {"p_mw": float(p_mw[e.kind][e.pos]), "q_mvar": float(q_mvar[e.kind][e.pos]),
-                                 "vm_pu": float(self.flow.vm_pu[e.bus_pos])}
+                                 "vm_pu": self.flow.element_vm_pu(e.kind, e.pos)}
+
+    def finalize(self) -> None:
+        if self.params.engine == "opendss":
+            self.flow.close()
 
     # -- helpers ------------------------------------------------------------------------
     def _apply_inputs(self, inputs: dict[str, dict[str, Any]]) -> None:
@@ -556,19 +645,48 @@ class GridSim(CosimSim):
         f = self.flow
         vm = f.vm_pu
         loadings = np.concatenate([f.line_loading_pct, f.trafo_loading_pct])
-        out["vm_min_pu"] = float(np.nanmin(vm)) if np.isfinite(vm).any() else math.nan
-        out["vm_max_pu"] = float(np.nanmax(vm)) if np.isfinite(vm).any() else math.nan
+        extremes = getattr(f, "node_vm_pu", vm)  # OpenDSS: extremes over every phase
+        out["vm_min_pu"] = float(np.nanmin(extremes)) if np.isfinite(extremes).any() else math.nan
+        out["vm_max_pu"] = float(np.nanmax(extremes)) if np.isfinite(extremes).any() else math.nan
         out["p_import_mw"], out["q_import_mvar"], out["losses_mw"] = f.p_import_mw, f.q_import_mvar, f.losses_mw
         out["max_loading_pct"] = float(np.nanmax(loadings)) if np.isfinite(loadings).any() else math.nan
         out.update(zip(self._bus_attrs, vm.tolist()))
         out.update(zip(self._line_attrs, f.line_loading_pct.tolist()))
         out.update(zip(self._trafo_attrs, f.trafo_loading_pct.tolist()))
+        if self.params.engine == "opendss":
+            out.update(f.device_outputs())
 
 
-def _build_meta(ids: dict[str, list[str]]) -> dict[str, Any]:
+def _opendss_entity_problems(model: str, params: ElementParams, sim_params: SimParams) -> list[str]:
+    """An unknown bus or load, or phases the bus does not have, named before any simulator starts."""
+    from adapters._grid_opendss import sanitise as dss_sanitise
+    from adapters._grid_opendss import unknown_bus_message
+
+    try:
+        path = grid_models.dss_file(sim_params.network)
+        info = opendss_circuit_info(path)
+    except ValueError as exc:
+        return [str(exc)]
+    if params.element is not None:
+        if model != "Load":
+            return [f"element = {params.element!r}: the opendss engine drives existing loads only"]
+        if not any(str(params.element).lower() in (n.lower(), dss_sanitise(n)) for n in info.loads):
+            return [f"unknown load {params.element!r} in {path.name} (e.g. {', '.join(info.loads[:6])})"]
+        return []
+    ref = str(params.bus).strip()
+    match = [i for i, b in enumerate(info.buses) if ref.lower() == b.lower() or ref == dss_sanitise(b)]
+    if not match:
+        return [unknown_bus_message(ref, info.buses, path.name)]
+    have = info.bus_phases[match[0]]
+    if set(params.phases) - set(have):
+        return [f"bus {ref!r} has phases {have!r}, not {params.phases!r}; set phases to a subset of {have!r}"]
+    return []
+
+
+def _build_meta(ids: dict[str, list[str]], extra_outputs: list[str] = ()) -> dict[str, Any]:
     grid_outputs = [*GRID_OUTPUTS, *(f"bus_{i}_vm_pu" for i in ids["bus"]),
                     *(f"line_{i}_loading_pct" for i in ids["line"]),
-                    *(f"trafo_{i}_loading_pct" for i in ids["trafo"])]
+                    *(f"trafo_{i}_loading_pct" for i in ids["trafo"]), *extra_outputs]
     models = {"Grid": model_meta(inputs=[f"line_{i}_in_service" for i in ids["line"]], outputs=grid_outputs)}
     for model in MODEL_KIND:
         models[model] = model_meta(inputs=ELEMENT_ATTRS, outputs=[*ELEMENT_ATTRS, "vm_pu"], params=ElementParams)

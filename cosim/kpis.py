@@ -7,6 +7,8 @@ an energy is ``sum(p_mw) * step_s / 3600``. Formulas:
 * grid ``import_mwh`` = Σ max(p_import_mw, 0)·Δt; ``export_mwh`` = Σ max(−p_import_mw, 0)·Δt.
 * ``voltage_violation_s`` = Δt · #steps with vm_min_pu < v_low or vm_max_pu > v_high
   (band [0.95, 1.05] pu, ANSI C84.1 range A / EN 50160 ±5 %).
+* ``voltage_violation_pu_s`` = Σ max(0, v_low − vm_min_pu, vm_max_pu − v_high)·Δt, with
+  ``undervoltage_s`` and ``overvoltage_s`` counting each side alone.
 * ``carbon_t`` = Σ max(p_import_mw, 0)·Δt·ci_g_kwh / 1000 (1 MWh × 1 g/kWh = 1 kg), from a
   recorded ``<entity>.ci_g_kwh`` signal.
 * ``accounting``: the site behind its meter (import/export, cost with energy and demand
@@ -49,6 +51,14 @@ def violation_s(vm_min_pu: pd.Series, vm_max_pu: pd.Series, dt_h: float,
     """Seconds during which some bus is outside [v_low, v_high]. [s]"""
     bad = (vm_min_pu.to_numpy(dtype=float) < v_low) | (vm_max_pu.to_numpy(dtype=float) > v_high)
     return float(bad.sum() * dt_h * 3600.0)
+
+
+def violation_pu_s(vm_min_pu: pd.Series, vm_max_pu: pd.Series, dt_h: float,
+                   v_low: float = V_LOW_PU, v_high: float = V_HIGH_PU) -> float:
+    """Integral of the band excess Σ max(0, v_low − vm_min, vm_max − v_high)·Δt. [pu·s]"""
+    low = np.clip(v_low - vm_min_pu.to_numpy(dtype=float), 0.0, None)
+    high = np.clip(vm_max_pu.to_numpy(dtype=float) - v_high, 0.0, None)
+    return float(np.nansum(np.maximum(low, high)) * dt_h * 3600.0)
 
 
 def carbon_t(p_import_mw: pd.Series, ci_g_kwh: pd.Series, dt_h: float) -> float:
@@ -191,7 +201,11 @@ def _grid_kpis(ts: pd.DataFrame, grid: str, dt_h: float) -> dict[str, Any]:
     if col("vm_min_pu") in ts and col("vm_max_pu") in ts:
         out["vm_min_pu"] = _finite(ts[col("vm_min_pu")].min())
         out["vm_max_pu"] = _finite(ts[col("vm_max_pu")].max())
-        out["voltage_violation_s"] = _finite(violation_s(ts[col("vm_min_pu")], ts[col("vm_max_pu")], dt_h))
+        vmin, vmax = ts[col("vm_min_pu")], ts[col("vm_max_pu")]
+        out["voltage_violation_s"] = _finite(violation_s(vmin, vmax, dt_h))
+        out["undervoltage_s"] = _finite(violation_s(vmin, vmin * 0 + 1.0, dt_h))
+        out["overvoltage_s"] = _finite(violation_s(vmax * 0 + 1.0, vmax, dt_h))
+        out["voltage_violation_pu_s"] = _finite(violation_pu_s(vmin, vmax, dt_h))
     if col("max_loading_pct") in ts:
         out["max_loading_pct"] = _finite(ts[col("max_loading_pct")].max())
     if col("n_nonconverged") in ts:

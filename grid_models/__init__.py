@@ -5,6 +5,10 @@ docstring's first line is the description. Adding a network is adding one file. 
 may also define ``profiles(**params)`` returning background load and generation time
 series (see :func:`load_profiles`).
 
+An OpenDSS circuit file ``<name>.dss`` in this package is a catalogue entry too, for the
+grid adapter's ``engine = "opendss"`` (its first comment line is the description):
+:func:`dss_file` resolves such a name, or the path of any user ``.dss`` file.
+
 :func:`load_network` accepts a catalogue name (``"ieee33"``), ``"simbench:<code>"`` or the
 path of a pandapower JSON file.
 """
@@ -36,7 +40,54 @@ def catalogue() -> dict[str, str]:
         module = _module(info.name)
         if callable(getattr(module, "build", None)):
             entries[info.name] = (module.__doc__ or "").strip().splitlines()[0] if module.__doc__ else ""
+    for name, path in dss_feeders().items():
+        entries.setdefault(name, _dss_description(path))
     return dict(sorted(entries.items()))
+
+
+def dss_feeders() -> dict[str, Path]:
+    """OpenDSS circuit files of the catalogue: ``{name: path}`` of ``*.dss`` in this package."""
+    found: dict[str, Path] = {}
+    for folder in __path__:
+        for path in sorted(Path(folder).glob("*.dss")):
+            if not path.name.startswith("_"):
+                found.setdefault(path.stem, path)
+    return found
+
+
+def engine_of(spec: str) -> str:
+    """The engine a network spec needs: ``"opendss"`` for a ``.dss`` feeder, else ``"pandapower"``."""
+    text = str(spec).strip()
+    return "opendss" if text.lower().endswith(".dss") or text in dss_feeders() else "pandapower"
+
+
+def dss_file(spec: str, base_dir: str | Path | None = None) -> Path:
+    """The OpenDSS file ``spec`` names: a catalogue feeder (``"ieee13"``) or a ``.dss`` path.
+
+    Raises:
+        ValueError: unknown name or missing file (the message lists the OpenDSS feeders).
+    """
+    text = str(spec).strip()
+    feeders = dss_feeders()
+    if text in feeders:
+        return feeders[text]
+    if text.lower().endswith(".dss"):
+        path = Path(text).expanduser()
+        if not path.is_absolute() and base_dir is not None:
+            path = Path(base_dir) / path
+        if not path.is_file():
+            raise ValueError(f"OpenDSS file not found: {path.resolve()}")
+        return path.resolve()
+    raise ValueError(f"network {text!r} is not an OpenDSS feeder; with engine = \"opendss\" give one of "
+                     f"{', '.join(feeders)} or the path of a .dss file")
+
+
+def _dss_description(path: Path) -> str:
+    for line in path.read_text(errors="replace").splitlines():
+        text = line.strip().lstrip("!/").strip()
+        if text:
+            return text
+    return ""
 
 
 def load_network(spec: str, base_dir: str | Path | None = None, **params: Any) -> pandapowerNet:
@@ -87,6 +138,12 @@ def _resolve(spec: str, base_dir, params: dict) -> tuple[str, str, dict]:
     text = str(spec).strip()
     if text.lower().startswith("simbench:"):
         return "module", "simbench", {**params, "code": text.split(":", 1)[1]}
+    pandapower_nets = ", ".join(n for n in catalogue() if n not in dss_feeders())
+    if text in dss_feeders() or text.lower().endswith(".dss"):
+        raise ValueError(
+            f"network {text!r} is an OpenDSS feeder: set engine = \"opendss\" in its [sims.<id>] table; "
+            f"the pandapower engine takes {pandapower_nets}, 'simbench:<code>' or a pandapower JSON file path"
+        )
     if text in catalogue():
         return "module", text, params
     if text.lower().endswith(".json"):

@@ -1,0 +1,63 @@
+"""The interface every grid engine offers the grid adapter, and the OpenDSS engine's metadata.
+
+The grid adapter (``adapters/grid.py``) drives an engine through :class:`GridBackend`;
+``PowerFlow`` (pandapower/lightsim2grid, in ``grid.py``) and ``OpenDssFlow``
+(``_grid_opendss.py``) implement it. Adding an engine is one class with these members
+plus a branch in ``GridSim.setup``/``meta_for``.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+
+class GridBackend(Protocol):
+    """What the grid adapter needs from an engine (element positions are per kind)."""
+
+    #: attribute ids of ``bus``, ``line`` and ``trafo`` (and engine extras), in result order
+    ids: dict[str, list[str]]
+    #: tabulated element powers by kind (``load``, ``sgen``, ``storage``) [MW], [Mvar]
+    p0: dict[str, np.ndarray]
+    q0: dict[str, np.ndarray]
+    #: results of the last converged solve: per bus [pu], per line/trafo [%], totals [MW]
+    vm_pu: np.ndarray
+    line_loading_pct: np.ndarray
+    trafo_loading_pct: np.ndarray
+    p_import_mw: float
+    q_import_mvar: float
+    losses_mw: float
+
+    def attach(self, kind: str, bus: str | int, p_mw: float, q_mvar: float, name: str) -> int:
+        """A new element at ``bus`` (the OpenDSS engine also takes ``phases="abc"``)."""
+    def locate(self, kind: str, ref: str | int) -> int: ...
+    def bus_of(self, kind: str, pos: int) -> int: ...
+    def element_vm_pu(self, kind: str, pos: int) -> float: ...
+    def set_line_in_service(self, pos: int, in_service: bool) -> None: ...
+    def solve(self, p_mw: dict[str, np.ndarray], q_mvar: dict[str, np.ndarray]) -> bool:
+        """True when converged (the OpenDSS engine also takes ``time_s``, its control clock)."""
+
+
+def opendss_circuit_info(path: str | Path):
+    """Buses, phases and devices of an OpenDSS file (cached per file and modification time)."""
+    path = Path(path).resolve()
+    return _circuit_info(str(path), path.stat().st_mtime_ns if path.is_file() else 0)
+
+
+@lru_cache(maxsize=16)
+def _circuit_info(path: str, _mtime_ns: int):
+    from adapters._grid_opendss import circuit_info, compile_circuit, new_engine
+
+    dss = new_engine()
+    compile_circuit(dss, Path(path))
+    return circuit_info(dss)
+
+
+def opendss_grid_outputs(info) -> list[str]:
+    """The Grid outputs the OpenDSS engine adds to the common ones."""
+    from adapters._grid_opendss import device_attrs
+
+    return ["n_tap_changes", *(attr for group in device_attrs(info) for attr in group)]

@@ -1,0 +1,428 @@
+"""The grid adapter's OpenDSS engine: an unbalanced three-phase feeder solved each step.
+
+:class:`OpenDssFlow` compiles an OpenDSS circuit (``grid_models/*.dss`` or any user file)
+in its own DSS-Extensions engine context (``opendssdirect.py``), so several grid sims in
+one process never share a circuit. Per step it writes the attached elements' kW/kvar and
+runs OpenDSS's snapshot solution with its control loop (regulator taps, capacitor
+controls); results are read back in bulk.
+
+What it reports, named like the pandapower engine (ids are OpenDSS names sanitised to
+``[a-z0-9_]``):
+
+* ``vm_pu`` per bus: the mean of its phase-to-neutral voltage magnitudes, in pu of the
+  bus's base voltage (OpenDSS ``Set VoltageBases``); ``phase_vm_pu`` per bus and phase
+  (``a``, ``b``, ``c`` = nodes 1, 2, 3; neutral and other nodes are ignored).
+  ``vm_min_pu``/``vm_max_pu`` are the extremes over every phase, not over the means.
+* line and transformer loading: the largest conductor current at terminal 1 as a
+  percentage of the element's normal rating (OpenDSS ``normamps``; ``normhkva`` for
+  transformers), as OpenDSS's ``export capacity`` computes it.
+* ``p_import_mw``/``q_import_mvar``: power delivered by the circuit's source;
+  ``losses_mw``: losses of every power-delivery element (lines, transformers, regulators).
+* regulators (transformers driven by a RegControl): tap position [steps from neutral]
+  and tap ratio [pu]; capacitors: in service (any step closed) and Mvar delivered.
+
+Attached elements (the adapter's Load, Sgen and Storage) are OpenDSS constant-PQ loads
+(``model=1``) at a named bus, Y-connected: one three-phase load for ``phases="abc"``, one
+single-phase load per phase otherwise (the power split equally between the phases).
+They keep constant power between 0.5 and 1.5 pu (``vminpu``/``vmaxpu``). A generator is
+a load with negative power.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+PHASE_NODES = {"a": 1, "b": 2, "c": 3}
+NODE_PHASE = {v: k for k, v in PHASE_NODES.items()}
+KINDS = ("load", "sgen", "storage")
+#: Sign turning an element's p_mw (consumer convention for load and storage) into load kW.
+LOAD_SIGN = {"load": 1.0, "sgen": -1.0, "storage": 1.0}
+#: Voltage range over which attached loads keep constant power. [pu]
+V_MIN_PU, V_MAX_PU = 0.5, 1.5
+#: Power-flow iterations per solve (OpenDSS's default is 15). [-]
+MAX_ITERATIONS = 30
+#: Below this a node counts as de-energised (OpenDSS leaves ~1e-100 pu on isolated buses). [pu]
+ISOLATED_PU = 1e-6
+
+
+def sanitise(name: str) -> str:
+    """An OpenDSS name as an attribute-safe id (lower case ``[a-z0-9_]``)."""
+    return re.sub(r"[^a-z0-9]+", "_", str(name).lower()).strip("_")
+
+
+def unique_ids(names: list[str]) -> list[str]:
+    """Sanitised ids, made unique with a numeric suffix where two names sanitise alike."""
+    ids, seen = [], {}
+    for name in names:
+        base = sanitise(name) or "x"
+        n = seen.get(base, 0)
+        seen[base] = n + 1
+        ids.append(base if n == 0 else f"{base}_{n}")
+    return ids
+
+
+def new_engine():
+    """A fresh DSS-Extensions engine context that never changes the working directory."""
+    import opendssdirect
+
+    dss = opendssdirect.NewContext()
+    dss.Basic.AllowChangeDir(False)
+    return dss
+
+
+@dataclass
+class _Element:
+    """An attached (or driven) element: its OpenDSS loads and the share of power each takes."""
+
+    kind: str
+    bus_pos: int
+    phases: str
+    loads: list[str]
+    shares: list[float]
+    nodes: list[int] = field(default_factory=list)  # positions in the node voltage vector
+
+
+@dataclass(frozen=True)
+class CircuitInfo:
+    """What validation needs to know about a circuit: its buses, phases and elements."""
+
+    buses: list[str]
+    bus_phases: list[str]
+    lines: list[str]
+    trafos: list[str]
+    regs: list[str]
+    caps: list[str]
+    loads: list[str]
+
+    @property
+    def ids(self) -> dict[str, list[str]]:
+        return {"bus": unique_ids(self.buses), "line": unique_ids(self.lines), "trafo": unique_ids(self.trafos),
+                "reg": unique_ids(self.regs), "cap": unique_ids(self.caps)}
+
+
+def compile_circuit(dss, path: Path) -> None:
+    """Compile ``path`` into engine ``dss``; raise ValueError with OpenDSS's message on failure."""
+    if not path.is_file():
+        raise ValueError(f"OpenDSS file not found: {path}")
+    try:
+        dss.Text.Command("Clear")
+        dss.Text.Command(f"Compile [{path}]")
+    except Exception as exc:  # DSSException: a syntax or reference error in the file
+        raise ValueError(f"{path.name}: OpenDSS cannot compile it: {exc}") from exc
+    if not dss.Circuit.Name():
+        raise ValueError(f"{path.name}: defines no circuit (it needs a 'New Circuit.<name>' line)")
+    if dss.Circuit.NumBuses() == 0:
+        dss.Solution.Solve()
+
+
+def circuit_info(dss) -> CircuitInfo:
+    """Buses (with their phases a/b/c), lines, non-regulator transformers, regulators, capacitors."""
+    buses, phases = [], []
+    for name in dss.Circuit.AllBusNames():
+        dss.Circuit.SetActiveBus(name)
+        buses.append(name)
+        phases.append("".join(NODE_PHASE[n] for n in sorted(dss.Bus.Nodes()) if n in NODE_PHASE))
+    regs = list(dss.RegControls.AllNames()) if dss.RegControls.Count() else []
+    reg_trafos = set()
+    for reg in regs:
+        dss.RegControls.Name(reg)
+        reg_trafos.add(dss.RegControls.Transformer().lower())
+    all_trafos = dss.Transformers.AllNames() if dss.Transformers.Count() else []
+    trafos = [t for t in all_trafos if t.lower() not in reg_trafos]
+    return CircuitInfo(
+        buses=buses, bus_phases=phases,
+        lines=list(dss.Lines.AllNames()) if dss.Lines.Count() else [],
+        trafos=trafos, regs=regs,
+        caps=list(dss.Capacitors.AllNames()) if dss.Capacitors.Count() else [],
+        loads=list(dss.Loads.AllNames()) if dss.Loads.Count() else [],
+    )
+
+
+class OpenDssFlow:
+    """An OpenDSS circuit solved repeatedly with only attached element powers changing.
+
+    Args:
+        path: the circuit's ``.dss`` file.
+        regulators: ``"auto"`` (OpenDSS RegControls move the taps) or ``"fixed"`` (every
+            regulator held at its position in ``tap_positions``, else at its initial tap).
+        tap_positions: tap positions [steps from neutral] by regulator (RegControl) name.
+        control_mode: ``"static"`` (controls settle within every solve: a sequence of steady
+            states) or ``"time"`` (OpenDSS's time-based control queue: each RegControl waits its
+            ``Delay``, then moves one tap per ``TapDelay``; the clock is the simulation time).
+            In ``"time"`` mode the first solve settles the controls statically, as a feeder in
+            steady state before the study starts.
+        max_control_iterations: OpenDSS control iterations per solve (tap moves). [-]
+    """
+
+    def __init__(self, path: str | Path, regulators: str = "auto", tap_positions: dict[str, int] | None = None,
+                 control_mode: str = "static", max_control_iterations: int = 50) -> None:
+        if control_mode not in ("static", "time"):
+            raise ValueError(f"control_mode = {control_mode!r}: give 'static' or 'time'")
+        self.control_mode = control_mode
+        self._solved_once = False
+        self.path = Path(path)
+        self.dss = dss = new_engine()
+        compile_circuit(dss, self.path)
+        dss.Solution.MaxControlIterations(max_control_iterations)
+        dss.Solution.MaxIterations(MAX_ITERATIONS)
+        self._restart = False
+        self.info = circuit_info(dss)
+        self.ids = self.info.ids
+        self.bus_phases = self.info.bus_phases
+        self._bus_index = {b.lower(): i for i, b in enumerate(self.info.buses)}
+        self._bus_id_index = {b: i for i, b in enumerate(self.ids["bus"])}
+        self.elements: dict[str, list[_Element]] = {k: [] for k in KINDS}
+        self.p0: dict[str, np.ndarray] = {k: np.zeros(0) for k in KINDS}
+        self.q0: dict[str, np.ndarray] = {k: np.zeros(0) for k in KINDS}
+        self._regs_fixed = regulators == "fixed"
+        self._fix_taps(tap_positions or {})
+        self._node_map_stale = True
+        self._attrs = device_attrs(self.info)
+        self.n_tap_changes = 0
+        self._last_taps: np.ndarray | None = None
+        nan = math.nan
+        self.vm_pu = np.full(len(self.info.buses), nan)
+        self.node_vm_pu = np.zeros(0)
+        self.line_loading_pct = np.full(len(self.info.lines), nan)
+        self.trafo_loading_pct = np.full(len(self.info.trafos), nan)
+        self.tap_count = np.full(len(self.info.regs), nan)
+        self.tap_pu = np.full(len(self.info.regs), nan)
+        self.cap_in_service = [False] * len(self.info.caps)
+        self.cap_q_mvar = np.full(len(self.info.caps), nan)
+        self.p_import_mw = self.q_import_mvar = self.losses_mw = nan
+
+    # -- editing the circuit -----------------------------------------------------------------
+    def locate_bus(self, ref: str | int) -> int:
+        """Position of the bus named (case-insensitive) or sanitised-named ``ref``."""
+        text = str(ref).strip()
+        if text.lower() in self._bus_index:
+            return self._bus_index[text.lower()]
+        if text in self._bus_id_index:
+            return self._bus_id_index[text]
+        raise ValueError(unknown_bus_message(text, self.info.buses, self.path.name))
+
+    def attach(self, kind: str, bus: str | int, p_mw: float, q_mvar: float, name: str,
+               phases: str = "abc") -> int:
+        """Add a constant-power load for a ``kind`` element at ``bus`` on ``phases``; return its position."""
+        bus_pos = self.locate_bus(bus)
+        bus_name = self.info.buses[bus_pos]
+        have = self.bus_phases[bus_pos]
+        missing = "".join(ph for ph in phases if ph not in have)
+        if missing:
+            raise ValueError(f"bus {bus_name!r} has phases {have or 'none'}, not {missing}; "
+                             f"set phases to a subset of {have!r}")
+        self.dss.Circuit.SetActiveBus(bus_name)
+        kv_ln = self.dss.Bus.kVBase()
+        if not kv_ln > 0:
+            raise ValueError(f"bus {bus_name!r} has no base voltage: add it to 'Set VoltageBases' in {self.path.name}")
+        stem = f"cosim_{sanitise(name)}_{sum(len(v) for v in self.elements.values())}"
+        common = f"conn=wye model=1 vminpu={V_MIN_PU} vmaxpu={V_MAX_PU} kw=0 kvar=0"
+        if phases == "abc":
+            loads = [stem]
+            self.dss.Text.Command(
+                f"New Load.{stem} bus1={bus_name}.1.2.3 phases=3 kv={kv_ln * math.sqrt(3):.6f} {common}")
+        else:
+            loads = [f"{stem}_{ph}" for ph in phases]
+            for ph, load in zip(phases, loads):
+                self.dss.Text.Command(
+                    f"New Load.{load} bus1={bus_name}.{PHASE_NODES[ph]} phases=1 kv={kv_ln:.6f} {common}")
+        shares = [1.0 / len(loads)] * len(loads)
+        return self._register(_Element(kind, bus_pos, phases, loads, shares), p_mw, q_mvar)
+
+    def locate(self, kind: str, ref: str | int) -> int:
+        """Drive an existing OpenDSS load named ``ref`` (kind ``load`` only); return its position."""
+        if kind != "load":
+            raise ValueError(f"the opendss engine drives existing loads only; attach a new {kind} with bus=")
+        names = {n.lower(): n for n in self.info.loads}
+        ids = dict(zip(unique_ids(self.info.loads), self.info.loads))
+        text = str(ref).strip()
+        load = names.get(text.lower()) or ids.get(text)
+        if load is None:
+            sample = ", ".join(self.info.loads[:6])
+            raise ValueError(f"unknown load {text!r} in {self.path.name} ({len(self.info.loads)} loads, "
+                             f"e.g. {sample}); give an OpenDSS load name")
+        self.dss.Loads.Name(load)
+        p_mw, q_mvar = self.dss.Loads.kW() / 1e3, self.dss.Loads.kvar() / 1e3
+        bus = self.dss.CktElement.BusNames()[0].split(".")[0]
+        nodes = [int(n) for n in self.dss.CktElement.BusNames()[0].split(".")[1:] if n.isdigit()]
+        phases = "".join(NODE_PHASE[n] for n in nodes if n in NODE_PHASE) or self.bus_phases[self.locate_bus(bus)]
+        return self._register(_Element("load", self.locate_bus(bus), phases, [load], [1.0]), p_mw, q_mvar)
+
+    def bus_of(self, kind: str, pos: int) -> int:
+        return self.elements[kind][pos].bus_pos
+
+    def element_vm_pu(self, kind: str, pos: int) -> float:
+        """Mean voltage over the phases the element is connected to. [pu]"""
+        nodes = self.elements[kind][pos].nodes
+        return float(np.mean(self.node_vm_pu[nodes])) if nodes and len(self.node_vm_pu) else math.nan
+
+    def set_line_in_service(self, pos: int, in_service: bool) -> None:
+        """Close (True) or open (False) both terminals of line ``pos``."""
+        verb = "Close" if in_service else "Open"
+        line = self.info.lines[pos]
+        self.dss.Text.Command(f"{verb} Line.{line} 1")
+        self.dss.Text.Command(f"{verb} Line.{line} 2")
+
+    # -- solving ---------------------------------------------------------------------------
+    def solve(self, p_mw: dict[str, np.ndarray], q_mvar: dict[str, np.ndarray], time_s: int = 0) -> bool:
+        """Solve with these element powers (consumer sign for load/storage, producer for sgen).
+
+        ``time_s`` is the simulation time [s], the clock of ``control_mode = "time"``.
+        """
+        dss = self.dss
+        for kind in KINDS:
+            sign = LOAD_SIGN[kind]
+            for element, p, q in zip(self.elements[kind], p_mw[kind], q_mvar[kind]):
+                for load, share in zip(element.loads, element.shares):
+                    dss.Loads.Name(load)
+                    dss.Loads.kW(sign * float(p) * 1e3 * share)
+                    dss.Loads.kvar(sign * float(q) * 1e3 * share)
+        if self._restart:  # after a failure: re-initialise (zero-load start) instead of the bad state
+            dss.Text.Command("Set Mode=Snapshot")
+        if self.control_mode == "time":
+            timed = self._solved_once
+            dss.Text.Command(f"Set ControlMode={'Time' if timed else 'Static'}")
+            dss.Solution.Hour(int(time_s // 3600))
+            dss.Solution.Seconds(float(time_s % 3600))
+        ok = False
+        try:
+            dss.Solution.Solve()
+            ok = bool(dss.Solution.Converged())
+        except Exception:  # a singular system or a control loop that does not settle
+            pass
+        if ok:
+            if self._node_map_stale:
+                self._map_nodes()
+            node_vm = np.asarray(dss.Circuit.AllBusMagPu(), dtype=float)
+            ok = bool(np.all(np.isfinite(node_vm)))
+        self._restart = not ok
+        self._solved_once = self._solved_once or ok
+        if ok:
+            # an isolated (de-energised) bus reports ~0 V in OpenDSS; NaN, as pandapower reports it
+            self._read_results(np.where(node_vm < ISOLATED_PU, np.nan, node_vm))
+        return ok
+
+    def _read_results(self, node_vm: np.ndarray) -> None:
+        dss = self.dss
+        self.node_vm_pu = node_vm[self._phase_nodes]
+        sums = np.bincount(self._node_bus, self.node_vm_pu, len(self.info.buses))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            self.vm_pu = sums / self._bus_node_count
+        pct = np.asarray(dss.PDElements.AllPctNorm(False), dtype=float)
+        self.line_loading_pct = pct[self._line_pd]
+        self.trafo_loading_pct = pct[self._trafo_pd]
+        p_kw, q_kvar = dss.Circuit.TotalPower()
+        self.p_import_mw, self.q_import_mvar = -p_kw / 1e3, -q_kvar / 1e3
+        self.losses_mw = dss.Circuit.Losses()[0] / 1e6
+        self._read_devices()
+
+    def _read_devices(self) -> None:
+        dss = self.dss
+        for i, reg in enumerate(self.info.regs):
+            dss.RegControls.Name(reg)
+            self.tap_count[i] = dss.RegControls.TapNumber()
+            dss.Transformers.Name(dss.RegControls.Transformer())
+            dss.Transformers.Wdg(dss.RegControls.TapWinding())
+            self.tap_pu[i] = dss.Transformers.Tap()
+        if self._last_taps is not None:
+            self.n_tap_changes += int(np.abs(self.tap_count - self._last_taps).sum())
+        self._last_taps = self.tap_count.copy()
+        for i, cap in enumerate(self.info.caps):
+            dss.Capacitors.Name(cap)
+            self.cap_in_service[i] = any(s == 1 for s in dss.Capacitors.States())
+            self.cap_q_mvar[i] = -sum(dss.CktElement.Powers()[1::2]) / 1e3
+
+    def close(self) -> None:
+        """Release the circuit (the engine context stays until garbage collection)."""
+        self.dss.Text.Command("Clear")
+
+    def device_outputs(self) -> dict[str, float | bool | int]:
+        """Per-phase bus voltages, regulator taps, capacitor states and ``n_tap_changes``."""
+        per_phase, tap_count, tap_pu, cap_on, cap_q = self._attrs
+        out: dict[str, float | bool | int] = {"n_tap_changes": self.n_tap_changes}
+        if len(self.node_vm_pu):
+            vm = np.append(self.node_vm_pu, np.nan)[self._phase_attr_nodes]
+            out.update(zip(per_phase, vm.tolist()))
+        else:
+            out.update(dict.fromkeys(per_phase, math.nan))
+        out.update(zip(tap_count, [int(t) if np.isfinite(t) else math.nan for t in self.tap_count]))
+        out.update(zip(tap_pu, self.tap_pu.tolist()))
+        out.update(zip(cap_on, list(self.cap_in_service)))
+        out.update(zip(cap_q, self.cap_q_mvar.tolist()))
+        return out
+
+    # -- internals ---------------------------------------------------------------------------
+    def _register(self, element: _Element, p_mw: float, q_mvar: float) -> int:
+        kind = element.kind
+        self.elements[kind].append(element)
+        self.p0[kind] = np.append(self.p0[kind], p_mw)
+        self.q0[kind] = np.append(self.q0[kind], q_mvar)
+        self._node_map_stale = True
+        return len(self.elements[kind]) - 1
+
+    def _map_nodes(self) -> None:
+        """Positions of phase nodes a/b/c in OpenDSS's node vector, by bus; PD element positions."""
+        dss = self.dss
+        phase_nodes, node_bus, where = [], [], {}
+        for k, node in enumerate(dss.Circuit.AllNodeNames()):
+            bus, _, number = node.rpartition(".")
+            if number.isdigit() and int(number) in NODE_PHASE and bus.lower() in self._bus_index:
+                where[(bus.lower(), int(number))] = len(phase_nodes)
+                phase_nodes.append(k)
+                node_bus.append(self._bus_index[bus.lower()])
+        self._phase_nodes = np.asarray(phase_nodes, dtype=np.int64)
+        self._node_bus = np.asarray(node_bus, dtype=np.int64)
+        self._bus_node_count = np.bincount(self._node_bus, minlength=len(self.info.buses)).astype(float)
+        self._bus_node_count[self._bus_node_count == 0] = np.nan
+        for kind in KINDS:
+            for e in self.elements[kind]:
+                bus = self.info.buses[e.bus_pos].lower()
+                e.nodes = [where[(bus, PHASE_NODES[ph])] for ph in e.phases if (bus, PHASE_NODES[ph]) in where]
+        self._phase_attr_nodes = np.asarray(
+            [where.get((bus.lower(), PHASE_NODES[ph]), -1) for bus, phases in zip(self.info.buses, self.bus_phases)
+             for ph in phases], dtype=np.int64)
+        pd = {n.lower(): i for i, n in enumerate(dss.PDElements.AllNames())}
+        self._line_pd = np.asarray([pd[f"line.{n.lower()}"] for n in self.info.lines], dtype=np.int64)
+        self._trafo_pd = np.asarray([pd[f"transformer.{n.lower()}"] for n in self.info.trafos], dtype=np.int64)
+        self._node_map_stale = False
+
+    def _fix_taps(self, tap_positions: dict[str, int]) -> None:
+        """Disable the RegControls and set each regulator's tap (``fixed`` mode)."""
+        names = {r.lower(): r for r in self.info.regs}
+        unknown = [k for k in tap_positions if k.lower() not in names]
+        if unknown:
+            raise ValueError(f"tap_positions: unknown regulator(s) {unknown}; the circuit's RegControls: "
+                             f"{', '.join(self.info.regs) or 'none'}")
+        if tap_positions and not self._regs_fixed:
+            raise ValueError('tap_positions apply with regulators = "fixed"; set it, or drop tap_positions')
+        if not self._regs_fixed:
+            return
+        dss = self.dss
+        given = {k.lower(): int(v) for k, v in tap_positions.items()}
+        for reg in self.info.regs:
+            dss.RegControls.Name(reg)
+            trafo, winding = dss.RegControls.Transformer(), dss.RegControls.TapWinding()
+            dss.Text.Command(f"RegControl.{reg}.enabled=false")
+            if reg.lower() in given:
+                dss.Transformers.Name(trafo)
+                dss.Transformers.Wdg(winding)
+                step = (dss.Transformers.MaxTap() - dss.Transformers.MinTap()) / dss.Transformers.NumTaps()
+                dss.Transformers.Tap(1.0 + given[reg.lower()] * step)
+
+
+def unknown_bus_message(ref: str, buses: list[str], where: str) -> str:
+    sample = ", ".join(buses[:8])
+    return f"unknown bus {ref!r} in {where} ({len(buses)} buses, e.g. {sample}); give an OpenDSS bus name"
+
+
+def device_attrs(info: CircuitInfo) -> tuple[list[str], list[str], list[str], list[str], list[str]]:
+    """Attribute names: per-phase bus voltages, tap positions, tap ratios, capacitor states and Mvar."""
+    ids = info.ids
+    per_phase = [f"bus_{i}_{ph}_vm_pu" for i, phases in zip(ids["bus"], info.bus_phases) for ph in phases]
+    return (per_phase, [f"reg_{i}_tap_count" for i in ids["reg"]], [f"reg_{i}_tap_pu" for i in ids["reg"]],
+            [f"cap_{i}_in_service" for i in ids["cap"]], [f"cap_{i}_q_mvar" for i in ids["cap"]])
