@@ -7,8 +7,10 @@ an energy is ``sum(p_mw) * step_s / 3600``. Formulas:
 * grid ``import_mwh`` = Σ max(p_import_mw, 0)·Δt; ``export_mwh`` = Σ max(−p_import_mw, 0)·Δt.
 * ``voltage_violation_s`` = Δt · #steps with vm_min_pu < v_low or vm_max_pu > v_high
   (band [0.95, 1.05] pu, ANSI C84.1 range A / EN 50160 ±5 %).
-* ``voltage_violation_pu_s`` = Σ max(0, v_low − vm_min_pu, vm_max_pu − v_high)·Δt, with
-  ``undervoltage_s`` and ``overvoltage_s`` counting each side alone.
+* ``voltage_violation_pu_s`` = Σ [max(0, v_low − vm_min_pu) + max(0, vm_max_pu − v_high)]·Δt,
+  ``undervoltage_s`` / ``overvoltage_s`` count each side alone, ``line_overload_s`` the time
+  the most loaded branch is above 100 %, ``load_factor_frac`` = mean / peak (formulas and
+  the controlled-vs-baseline costs in ``cosim/kpis_grid.py``).
 * ``carbon_t`` = Σ max(p_import_mw, 0)·Δt·ci_g_kwh / 1000 (1 MWh × 1 g/kWh = 1 kg), from a
   recorded ``<entity>.ci_g_kwh`` signal.
 * ``accounting``: the site behind its meter (import/export, cost with energy and demand
@@ -23,10 +25,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from cosim import accounting
+from cosim import accounting, kpis_grid
 
-V_LOW_PU = 0.95
-V_HIGH_PU = 1.05
+V_LOW_PU, V_HIGH_PU = kpis_grid.V_LOW_PU, kpis_grid.V_HIGH_PU  # one definition of the band
 
 
 def step_hours(index: pd.DatetimeIndex, default_s: float) -> float:
@@ -44,21 +45,6 @@ def energy_mwh(p_mw: pd.Series, dt_h: float) -> float:
 def positive_energy_mwh(p_mw: pd.Series, dt_h: float) -> float:
     """Energy of the positive part only (e.g. import, not export). [MWh]"""
     return float(np.nansum(np.clip(p_mw.to_numpy(dtype=float), 0.0, None)) * dt_h)
-
-
-def violation_s(vm_min_pu: pd.Series, vm_max_pu: pd.Series, dt_h: float,
-                v_low: float = V_LOW_PU, v_high: float = V_HIGH_PU) -> float:
-    """Seconds during which some bus is outside [v_low, v_high]. [s]"""
-    bad = (vm_min_pu.to_numpy(dtype=float) < v_low) | (vm_max_pu.to_numpy(dtype=float) > v_high)
-    return float(bad.sum() * dt_h * 3600.0)
-
-
-def violation_pu_s(vm_min_pu: pd.Series, vm_max_pu: pd.Series, dt_h: float,
-                   v_low: float = V_LOW_PU, v_high: float = V_HIGH_PU) -> float:
-    """Integral of the band excess Σ max(0, v_low − vm_min, vm_max − v_high)·Δt. [pu·s]"""
-    low = np.clip(v_low - vm_min_pu.to_numpy(dtype=float), 0.0, None)
-    high = np.clip(vm_max_pu.to_numpy(dtype=float) - v_high, 0.0, None)
-    return float(np.nansum(np.maximum(low, high)) * dt_h * 3600.0)
 
 
 def carbon_t(p_import_mw: pd.Series, ci_g_kwh: pd.Series, dt_h: float) -> float:
@@ -107,7 +93,8 @@ def compute(ts: pd.DataFrame, step_s: float, models: dict[str, str] | None = Non
         entity, _, attr = column.partition(".")
         if attr == "p_mw":
             loads[entity] = {"model": (models or {}).get(entity), "energy_mwh": _finite(energy_mwh(ts[column], dt_h)),
-                             "peak_mw": _finite(ts[column].max()), "mean_mw": _finite(ts[column].mean())}
+                             "peak_mw": _finite(ts[column].max()), "mean_mw": _finite(ts[column].mean()),
+                             "load_factor_frac": _finite(kpis_grid.load_factor_frac(ts[column]))}
     if loads:
         kpis["entities"] = loads
     grids = sorted({c.partition(".")[0] for c in ts.columns if c.endswith(".p_import_mw")})
@@ -201,13 +188,14 @@ def _grid_kpis(ts: pd.DataFrame, grid: str, dt_h: float) -> dict[str, Any]:
     if col("vm_min_pu") in ts and col("vm_max_pu") in ts:
         out["vm_min_pu"] = _finite(ts[col("vm_min_pu")].min())
         out["vm_max_pu"] = _finite(ts[col("vm_max_pu")].max())
-        vmin, vmax = ts[col("vm_min_pu")], ts[col("vm_max_pu")]
-        out["voltage_violation_s"] = _finite(violation_s(vmin, vmax, dt_h))
-        out["undervoltage_s"] = _finite(violation_s(vmin, vmin * 0 + 1.0, dt_h))
-        out["overvoltage_s"] = _finite(violation_s(vmax * 0 + 1.0, vmax, dt_h))
-        out["voltage_violation_pu_s"] = _finite(violation_pu_s(vmin, vmax, dt_h))
+        vmin, vmax, dt_s = ts[col("vm_min_pu")], ts[col("vm_max_pu")], dt_h * 3600.0
+        out["voltage_violation_s"] = _finite(kpis_grid.voltage_violation_s(vmin, vmax, dt_s))
+        out["undervoltage_s"] = _finite(kpis_grid.voltage_violation_s(vmin, vmin * 0 + 1.0, dt_s))
+        out["overvoltage_s"] = _finite(kpis_grid.voltage_violation_s(vmax * 0 + 1.0, vmax, dt_s))
+        out["voltage_violation_pu_s"] = _finite(kpis_grid.voltage_violation_pu_s(vmin, vmax, dt_s))
     if col("max_loading_pct") in ts:
         out["max_loading_pct"] = _finite(ts[col("max_loading_pct")].max())
+        out["line_overload_s"] = _finite(kpis_grid.line_overload_s(ts[col("max_loading_pct")], dt_h * 3600.0))
     if col("n_nonconverged") in ts:
         out["n_nonconverged"] = int(np.nan_to_num(ts[col("n_nonconverged")].max()))
     return out

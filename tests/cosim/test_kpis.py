@@ -39,6 +39,7 @@ def test_grid_import_export_violations_and_carbon():
     assert g["voltage_violation_s"] == pytest.approx(2 * 900)  # steps 2 (low) and 3 (high)
     assert g["undervoltage_s"] == pytest.approx(900) and g["overvoltage_s"] == pytest.approx(900)
     assert g["voltage_violation_pu_s"] == pytest.approx((0.01 + 0.01) * 900)  # 0.95-0.94, 1.06-1.05
+    assert g["line_overload_s"] == pytest.approx(900)  # 101 % in step 3
     assert g["vm_min_pu"] == 0.94 and g["vm_max_pu"] == 1.06 and g["max_loading_pct"] == 101.0
     assert g["losses_mwh"] == pytest.approx(0.1)
     # carbon: 0.5 MWh at 400 g/kWh + 1.0 MWh at 100 g/kWh = 200 kg + 100 kg = 0.3 t

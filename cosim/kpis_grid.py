@@ -1,0 +1,164 @@
+"""Grid-coordination KPIs: pure functions of time series (voltage band, overloads, load
+factor, and what a controller costs against a baseline run).
+
+Every value is held over its step, so a duration is ``#steps * dt_s`` and an integral is
+``sum(value) * dt_s``. Formulas (``dt`` the step in seconds):
+
+* ``voltage_violation_s`` = dt · #steps where the lowest bus < ``v_low`` or the highest > ``v_high``.
+* ``voltage_violation_pu_s`` = Σ [max(v_low − vm_min, 0) + max(vm_max − v_high, 0)] · dt:
+  how far outside the band, for how long (the worst bus of each step). [pu·s]
+* ``line_overload_s`` = dt · #steps where the most loaded branch exceeds ``limit_pct``.
+* ``load_factor_frac`` = mean(p) / max(p) (1 is a flat draw).
+* ``throughput_loss_frac`` = 1 − Σ tokens / Σ tokens_baseline (same steps; positive = lost).
+* ``slo_loss_frac`` = mean(slo_baseline) − mean(slo) (attainment points lost).
+* ``jct_slowdown_ratio`` = final mean JCT / final baseline mean JCT (the cluster reports a
+  running mean; > 1 = jobs take longer).
+* ``energy_in_window_mwh`` = Σ p · dt over the steps inside a window (UTC hours of day).
+* ``delay_added_gpu_h`` = final ``delay_gpu_h`` − the baseline's (training GPU-hours delayed).
+
+The band [0.95, 1.05] pu is ANSI C84.1 range A / EN 50160 ±5 %.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+V_LOW_PU = 0.95
+V_HIGH_PU = 1.05
+
+
+def _values(series) -> np.ndarray:
+    return np.asarray(series, dtype=float)
+
+
+def _check_dt(dt_s: float) -> None:
+    if not dt_s > 0:
+        raise ValueError(f"dt_s = {dt_s!r}: the step must be positive seconds")
+
+
+def voltage_violation_s(vm_min_pu, vm_max_pu, dt_s: float, v_low: float = V_LOW_PU,
+                        v_high: float = V_HIGH_PU) -> float:
+    """Seconds during which some bus is outside ``[v_low, v_high]``. [s]
+
+    Args:
+        vm_min_pu, vm_max_pu: the lowest and highest bus voltage per step (pass the same
+            series twice for one bus). [pu]
+        dt_s: the step. [s]
+    """
+    _check_dt(dt_s)
+    low, high = _values(vm_min_pu), _values(vm_max_pu)
+    return float(((low < v_low) | (high > v_high)).sum() * dt_s)
+
+
+def voltage_violation_pu_s(vm_min_pu, vm_max_pu, dt_s: float, v_low: float = V_LOW_PU,
+                           v_high: float = V_HIGH_PU) -> float:
+    """Integral of the distance outside the band over time (NaN steps count 0). [pu·s]"""
+    _check_dt(dt_s)
+    under = np.clip(v_low - _values(vm_min_pu), 0.0, None)
+    over = np.clip(_values(vm_max_pu) - v_high, 0.0, None)
+    return float(np.nansum(under + over) * dt_s)
+
+
+def line_overload_s(max_loading_pct, dt_s: float, limit_pct: float = 100.0) -> float:
+    """Seconds during which the most loaded line (or transformer) exceeds ``limit_pct``. [s]"""
+    _check_dt(dt_s)
+    return float((_values(max_loading_pct) > limit_pct).sum() * dt_s)
+
+
+def load_factor_frac(p_mw) -> float:
+    """Mean over peak of a draw; NaN for a series that never draws. [-]"""
+    p = _values(p_mw)
+    peak = np.nanmax(p) if p.size else np.nan
+    return float(np.nanmean(p) / peak) if peak > 0 else float("nan")
+
+
+def throughput_loss_frac(tokens_per_s, baseline_tokens_per_s) -> float:
+    """Share of the baseline's tokens not served (same steps in both runs). [-]"""
+    run, base = _values(tokens_per_s), _values(baseline_tokens_per_s)
+    if run.shape != base.shape:
+        raise ValueError(f"the run has {run.size} steps and the baseline {base.size}; compare equal windows")
+    total = np.nansum(base)
+    return float(1.0 - np.nansum(run) / total) if total > 0 else float("nan")
+
+
+def slo_loss_frac(slo_attainment_frac, baseline_slo_attainment_frac) -> float:
+    """Mean SLO attainment lost against the baseline (positive = worse). [-]"""
+    return float(np.nanmean(_values(baseline_slo_attainment_frac)) - np.nanmean(_values(slo_attainment_frac)))
+
+
+def jct_slowdown_ratio(jct_mean_h, baseline_jct_mean_h) -> float:
+    """Final running-mean job completion time over the baseline's. [-]"""
+    run, base = _values(jct_mean_h), _values(baseline_jct_mean_h)
+    last_run, last_base = run[~np.isnan(run)], base[~np.isnan(base)]
+    if not last_run.size or not last_base.size or last_base[-1] <= 0:
+        return float("nan")
+    return float(last_run[-1] / last_base[-1])
+
+
+def energy_in_window_mwh(p_mw: pd.Series, start_h_utc: float, end_h_utc: float, dt_s: float) -> float:
+    """Energy drawn while the UTC hour of day is in ``[start_h_utc, end_h_utc)``. [MWh]
+
+    Args:
+        p_mw: power indexed by UTC time. [MW]
+        start_h_utc, end_h_utc: the window as hours of day (``end < start`` wraps midnight). [h]
+        dt_s: the step. [s]
+    """
+    _check_dt(dt_s)
+    index = pd.DatetimeIndex(p_mw.index)
+    hour = index.hour + index.minute / 60.0 + index.second / 3600.0
+    inside = (hour >= start_h_utc) & (hour < end_h_utc) if start_h_utc <= end_h_utc else \
+        (hour >= start_h_utc) | (hour < end_h_utc)
+    return float(np.nansum(_values(p_mw)[np.asarray(inside)]) * dt_s / 3600.0)
+
+
+def voltage_kpis(vm_min_pu, vm_max_pu, dt_s: float, v_low: float = V_LOW_PU, v_high: float = V_HIGH_PU) -> dict:
+    """The voltage block of a run: violation seconds and integral, min and max voltage."""
+    return {"violation_s": voltage_violation_s(vm_min_pu, vm_max_pu, dt_s, v_low, v_high),
+            "violation_pu_s": voltage_violation_pu_s(vm_min_pu, vm_max_pu, dt_s, v_low, v_high),
+            "vm_min_pu": float(np.nanmin(_values(vm_min_pu))), "vm_max_pu": float(np.nanmax(_values(vm_max_pu)))}
+
+
+def run_kpis(ts: pd.DataFrame, dt_s: float, v_low: float = V_LOW_PU, v_high: float = V_HIGH_PU) -> dict:
+    """The grid-coordination KPIs one run's columns allow (for ``cosim.kpis.compute``).
+
+    Per grid (an entity with ``vm_min_pu`` and ``vm_max_pu``): :func:`voltage_kpis`, plus
+    ``line_overload_s`` when ``max_loading_pct`` is recorded; per entity with ``p_mw``:
+    ``load_factor_frac``.
+    """
+    out: dict = {}
+    grids = sorted({c.rpartition(".")[0] for c in ts.columns if c.endswith(".vm_min_pu")})
+    for grid in grids:
+        if f"{grid}.vm_max_pu" not in ts:
+            continue
+        block = voltage_kpis(ts[f"{grid}.vm_min_pu"], ts[f"{grid}.vm_max_pu"], dt_s, v_low, v_high)
+        if f"{grid}.max_loading_pct" in ts:
+            block["line_overload_s"] = line_overload_s(ts[f"{grid}.max_loading_pct"], dt_s)
+        out[grid] = block
+    factors = {c.rpartition(".")[0]: load_factor_frac(ts[c]) for c in ts.columns if c.endswith(".p_mw")}
+    if factors:
+        out["load_factor_frac"] = factors
+    return out
+
+
+def versus_baseline(ts: pd.DataFrame, baseline: pd.DataFrame) -> dict:
+    """What a controlled run costs against its baseline, per entity reporting the columns.
+
+    ``throughput_loss_frac`` from ``tokens_per_s``, ``slo_loss_frac`` from
+    ``slo_attainment_frac``, ``jct_slowdown_ratio`` from ``jct_mean_h``, and the change of
+    ``delay_gpu_h`` at the end of the run (GPU-hours of training delayed). [-, -, -, GPU·h]
+    """
+    pairs = {"tokens_per_s": ("throughput_loss_frac", throughput_loss_frac),
+             "slo_attainment_frac": ("slo_loss_frac", slo_loss_frac),
+             "jct_mean_h": ("jct_slowdown_ratio", jct_slowdown_ratio)}
+    out: dict = {}
+    for column in ts.columns:
+        entity, _, attr = column.rpartition(".")
+        if column not in baseline:
+            continue
+        if attr in pairs:
+            name, func = pairs[attr]
+            out.setdefault(entity, {})[name] = func(ts[column], baseline[column])
+        elif attr == "delay_gpu_h":
+            out.setdefault(entity, {})["delay_added_gpu_h"] = float(ts[column].iloc[-1] - baseline[column].iloc[-1])
+    return out
