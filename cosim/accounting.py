@@ -48,7 +48,7 @@ import pandas as pd
 
 #: Load models and the attribute that is their draw from the site's supply (consumer sign).
 LOAD_ATTRS = {"FacilityLoad": "p_mw", "Cluster": "p_mw", "ChillerPlant": "p_cooling_mw",
-              "LiquidCooling": "p_cooling_mw", "DataHall": "p_fans_mw"}
+              "LiquidCooling": "p_cooling_mw", "DataHall": "p_fans_mw", "FlexLoad": "p_mw"}
 CLEAN_GEN_MODELS = frozenset({"PvPlant", "WindFarm", "Smr"})
 FOSSIL_GEN_MODELS = frozenset({"GasTurbine"})
 STORAGE_MODELS = frozenset({"Battery"})

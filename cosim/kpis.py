@@ -13,6 +13,8 @@ an energy is ``sum(p_mw) * step_s / 3600``. Formulas:
   the controlled-vs-baseline costs in ``cosim/kpis_grid.py``).
 * ``carbon_t`` = Σ max(p_import_mw, 0)·Δt·ci_g_kwh / 1000 (1 MWh × 1 g/kWh = 1 kg), from a
   recorded ``<entity>.ci_g_kwh`` signal.
+* ``dr``: per DR responder, delivered vs requested per interval, energy reduction against its
+  baseline, rebound and performance cost (formulas in ``cosim/kpis_dr.py``).
 * ``accounting``: the site behind its meter (import/export, cost with energy and demand
   charges, carbon, hourly 24/7 CFE, curtailment, battery cycles): see ``cosim/accounting.py``.
 """
@@ -25,7 +27,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from cosim import accounting, kpis_grid
+from cosim import accounting, kpis_dr, kpis_grid
 
 V_LOW_PU, V_HIGH_PU = kpis_grid.V_LOW_PU, kpis_grid.V_HIGH_PU  # one definition of the band
 
@@ -59,7 +61,7 @@ KPI_COLUMN_SUFFIXES = (".p_mw", ".p_import_mw", ".losses_mw", ".vm_min_pu", ".vm
                        ".max_loading_pct", ".n_nonconverged", "_g_kwh", ".p_it_mw", ".p_cooling_mw",
                        ".p_fans_mw", ".water_m3", ".q_unmet_mw", ".dt_inlet_excursion_k", ".p_loss_mw",
                        ".delay_gpu_h", ".jct_mean_h", ".wait_mean_h", ".slo_attainment_frac",
-                       ".tokens_per_s", ".gpu_util_frac")
+                       ".tokens_per_s", ".gpu_util_frac", *kpis_dr.COLUMN_SUFFIXES)
 
 #: Models whose ``p_mw`` is IT power, when no ``p_it_mw`` is recorded.
 IT_MODELS = frozenset({"FacilityLoad"})
@@ -72,6 +74,17 @@ def needed_columns(columns: list[str]) -> list[str]:
     """The recorded columns :func:`compute` uses (its own and the site accounting's)."""
     keep = {c for c in columns if c.endswith(KPI_COLUMN_SUFFIXES)} | set(accounting.needed_columns(columns))
     return [c for c in columns if c in keep]
+
+
+def _json_safe(value: Any) -> Any:
+    """NaN and inf become None so kpis.json stays strict JSON."""
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
 
 
 def _finite(value: float) -> float | None:
@@ -111,6 +124,9 @@ def compute(ts: pd.DataFrame, step_s: float, models: dict[str, str] | None = Non
     facility = facility_kpis(ts, dt_h, models or {})
     if facility:
         kpis["facility"] = facility
+    dr = kpis_dr.compute(ts, dt_h, models or {})
+    if dr:
+        kpis["dr"] = _json_safe(dr)
     site = accounting.compute(ts, {"step_s": step_s, "models": models or {}})
     if site:
         kpis["accounting"] = site
