@@ -8,12 +8,29 @@ from adapters._base import CosimSim
 from cosim import registry
 
 
-def test_every_adapter_module_is_found():
+def _adapter_modules(package) -> set[str]:
+    """Public modules with a CosimSim subclass; folders without one are searched inside."""
+    import importlib
     import pkgutil
 
+    names = set()
+    for info in pkgutil.iter_modules(package.__path__, package.__name__ + "."):
+        short = info.name.rsplit(".", 1)[-1]
+        if short.startswith("_"):
+            continue
+        module = importlib.import_module(info.name)
+        if any(isinstance(v, type) and issubclass(v, CosimSim) and v is not CosimSim for v in vars(module).values()):
+            names.add(short)
+        elif info.ispkg:
+            names |= _adapter_modules(module)
+    return names
+
+
+def test_every_adapter_module_is_found():
     import adapters
 
-    modules = {m.name for m in pkgutil.iter_modules(adapters.__path__) if not m.name.startswith("_")}
+    modules = _adapter_modules(adapters)
+    assert {"grid", "signals", "datacenter", "dr_responder"} <= modules  # packages and the controllers folder
     found = registry.available()
     assert modules <= set(found), modules - set(found)
     for name, target in found.items():
