@@ -1,4 +1,5 @@
-"""The ``cosim`` command: ``run``, ``validate``, ``list``.
+"""The ``cosim`` command: ``run``, ``validate``, ``list``; studies (``sweep``,
+``hosting-capacity``, ``report``, ``compare``) are in ``cosim/cli_studies.py``.
 
 A user mistake prints one message naming the file, key, value and fix, and exits 1 —
 never a traceback (set ``COSIM_DEBUG=1`` to see one for a bug report).
@@ -49,11 +50,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     from cosim.runner import run_scenario
 
     scn = load_scenario(args.scenario, _parse_set(args.set))
-    result = run_scenario(scn, args.out, progress=not args.quiet)
+    result = run_scenario(scn, args.out, progress=not args.quiet, report=not args.no_report)
     if not args.quiet or not result.ok:
         print(f"\nKPIs ({result.run_dir / 'kpis.json'}):")
         print(format_kpis(result.kpis, "  "))
         print(f"run folder: {result.run_dir}")
+        if (result.run_dir / "report.html").is_file():
+            print(f"report: {result.run_dir / 'report.html'}")
     if not result.ok:
         print(f"run failed: {result.reason}\n(what was recorded up to then is in {result.run_dir / 'timeseries.parquet'})",
               file=sys.stderr)
@@ -125,12 +128,14 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="cosim", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="cosim", description="Co-simulation of AI datacenters with the grids, cooling plants and sources around them.")
     sub = parser.add_subparsers(dest="command", required=True)
     p_run = sub.add_parser("run", help="run a scenario into a run folder")
     p_run.add_argument("scenario", type=Path)
     p_run.add_argument("--out", type=Path, default=Path("runs"), help="where run folders go [runs]")
     p_run.add_argument("--quiet", action="store_true", help="no progress bar, no KPI summary")
+    p_run.add_argument("--no-report", action="store_true", help="skip report.html")
     p_run.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                        help="override a scenario key, e.g. --set scenario.seed=3")
     p_run.set_defaults(func=cmd_run)
@@ -140,6 +145,9 @@ def build_parser() -> argparse.ArgumentParser:
     p_val.set_defaults(func=cmd_validate)
     p_list = sub.add_parser("list", help="adapters, their models and attributes; the grid catalogue")
     p_list.set_defaults(func=cmd_list)
+    from cosim.cli_studies import add_study_parsers
+
+    add_study_parsers(sub)
     return parser
 
 
@@ -147,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except ScenarioError as exc:
+    except (ScenarioError, FileNotFoundError) as exc:
         print(str(exc), file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -6,6 +6,7 @@ import json
 import platform
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from importlib import metadata as importlib_metadata
@@ -78,7 +79,7 @@ def git_commit(where: Path) -> str | None:
 
 
 def run_scenario(scn: Scenario, out_dir: str | Path = "runs", progress: bool = True,
-                 run_dir: Path | None = None) -> RunResult:
+                 run_dir: Path | None = None, report: bool = False) -> RunResult:
     """Run a validated scenario into a new run folder (see DESIGN.md, "A run folder")."""
     from cosim.world import run_world  # mosaik is imported only when a run starts
 
@@ -112,14 +113,26 @@ def run_scenario(scn: Scenario, out_dir: str | Path = "runs", progress: bool = T
     }
     (run_dir / "kpis.json").write_text(json.dumps(kpis, indent=2) + "\n")
     (run_dir / "metadata.json").write_text(json.dumps(meta, indent=2) + "\n")
+    if report:
+        _write_report_quietly(run_dir)
     return RunResult(run_dir, outcome.status, outcome.reason, kpis, meta)
 
 
+def _write_report_quietly(run_dir: Path) -> None:
+    """report.html is a view of the run folder: a plotting error must not fail the run."""
+    from cosim.report import write_report
+
+    try:
+        write_report(run_dir)
+    except Exception as exc:  # noqa: BLE001 — the run's data is already safe on disk
+        print(f"warning: report.html not written: {type(exc).__name__}: {exc}", file=sys.stderr)
+
+
 def run(path: str | Path, out_dir: str | Path = "runs", progress: bool = False,
-        overrides: dict[str, Any] | None = None) -> RunResult:
+        overrides: dict[str, Any] | None = None, report: bool = False) -> RunResult:
     """Validate and run a scenario file; the Python face of ``cosim run``.
 
     Raises:
         ScenarioError: the scenario has problems (nothing was started).
     """
-    return run_scenario(load_scenario(path, overrides), out_dir, progress)
+    return run_scenario(load_scenario(path, overrides), out_dir, progress, report=report)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import fnmatch
 import sys
 import time
@@ -174,7 +175,13 @@ def run_world(scn: Scenario, run_dir: Path, progress: bool = True) -> WorldOutco
 
 
 def _shutdown_quietly(world: mosaik.World) -> None:
+    """After a failure: cancel mosaik's pending simulator tasks, then shut the world down."""
+    loop = world.loop
+    pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+    for task in pending:
+        task.cancel()
     try:
+        loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
         world.shutdown()
     except Exception:  # finalize of a broken simulator may fail too; the recorder is closed below
         pass

@@ -1,0 +1,107 @@
+"""Study subcommands of ``cosim``: ``sweep``, ``hosting-capacity``, ``report``, ``compare``.
+
+User mistakes raise ScenarioError or FileNotFoundError, which ``cosim.cli.main`` prints
+without a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tomllib
+from pathlib import Path
+
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from cosim.sweep import SweepSpec, load_sweep_file, parse_set_grid, run_sweep
+
+    grid = parse_set_grid(args.set)
+    try:
+        is_sweep_file = "sweep" in tomllib.loads(args.file.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError):
+        is_sweep_file = False  # load_scenario names the problem below
+    spec = load_sweep_file(args.file) if is_sweep_file else SweepSpec(scenario=args.file)
+    spec.grid.update(grid)  # --set adds grid keys to a sweep file's, or replaces them
+    variants = spec.variants()
+    out = args.out or Path("runs") / f"sweep-{args.file.stem}"
+    table = run_sweep(spec.scenario, variants, out, workers=args.workers, scheduler=args.scheduler,
+                      progress=not args.quiet, retry_failed=not args.keep_failed, reports=args.reports)
+    failed = table[table["status"] != "ok"]
+    for _, row in failed.iterrows():
+        print(f"failed: {row['variant']}: {row['reason']}", file=sys.stderr)
+    print(f"{len(table)} variants, {len(table) - len(failed)} ok, {len(failed)} failed; table: {out / 'sweep.parquet'}")
+    return 1 if len(failed) == len(table) else 0
+
+
+def cmd_hosting(args: argparse.Namespace) -> int:
+    from cosim.cli import _parse_set
+    from cosim.hosting import Limits, hosting_capacity
+
+    out = args.out or Path("runs") / f"hosting-{args.scenario.stem}"
+    table = hosting_capacity(args.scenario, args.load, out, buses=args.bus or None, size_param=args.param,
+                             bus_entity=args.bus_entity, min_mw=args.min_mw, max_mw=args.max_mw, tol_mw=args.tol_mw,
+                             limits=Limits(args.v_low, args.v_high, args.loading_max), overrides=_parse_set(args.set),
+                             workers=args.workers, scheduler=args.scheduler, progress=not args.quiet)
+    print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    print(f"table: {out / 'hosting.csv'}; figure: {out / 'hosting.png'}")
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from cosim.report import write_report
+
+    print(write_report(args.run, args.out))
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from cosim.compare import compare, format_table, write_compare_html
+
+    table = compare(args.runs)
+    print(format_table(table))
+    print(f"html: {write_compare_html(table, args.html)}")
+    return 0
+
+
+def add_study_parsers(sub) -> None:
+    p = sub.add_parser("sweep", help="run variants of a scenario on Dask; merge KPIs into sweep.parquet")
+    p.add_argument("file", type=Path, help="a scenario file, or a sweep file with a [sweep] section")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=V1,V2",
+                   help="sweep a key over values (TOML literals; quote strings that look like numbers)")
+    p.add_argument("--out", type=Path, help="sweep folder [runs/sweep-<file name>]; re-running skips finished variants")
+    p.add_argument("--workers", type=int, help="local Dask worker processes [2]; 0 runs in this process")
+    p.add_argument("--scheduler", metavar="ADDRESS", help="a running Dask scheduler, e.g. tcp://10.0.0.5:8786")
+    p.add_argument("--keep-failed", action="store_true", help="do not re-run variants that failed before")
+    p.add_argument("--reports", action="store_true", help="write report.html in every run folder")
+    p.add_argument("--quiet", action="store_true")
+    p.set_defaults(func=cmd_sweep)
+
+    p = sub.add_parser("hosting-capacity", help="largest load (MW) per bus without voltage/thermal violations")
+    p.add_argument("scenario", type=Path)
+    p.add_argument("--load", required=True, help="entity whose size is bisected, e.g. campus")
+    p.add_argument("--param", help="its size param [peak_mw if it has one, else p_mw]")
+    p.add_argument("--bus-entity", help="grid element whose bus moves [the load itself, or what it feeds]")
+    p.add_argument("--bus", action="append", default=[], help="a bus to study (repeat); default every bus but the slack")
+    p.add_argument("--min-mw", type=float, default=0.001)
+    p.add_argument("--max-mw", type=float, default=50.0)
+    p.add_argument("--tol-mw", type=float, default=0.1)
+    p.add_argument("--v-low", type=float, default=0.95, help="lowest bus voltage allowed [pu]")
+    p.add_argument("--v-high", type=float, default=1.05, help="highest bus voltage allowed [pu]")
+    p.add_argument("--loading-max", type=float, default=100.0, help="highest line/trafo loading allowed [%%]")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override for every run")
+    p.add_argument("--out", type=Path)
+    p.add_argument("--workers", type=int)
+    p.add_argument("--scheduler", metavar="ADDRESS")
+    p.add_argument("--quiet", action="store_true")
+    p.set_defaults(func=cmd_hosting)
+
+    p = sub.add_parser("report", help="write report.html for a run folder")
+    p.add_argument("run", type=Path)
+    p.add_argument("--out", type=Path, help="where to write it [RUN/report.html]")
+    p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("compare", help="KPIs of runs side by side (first = baseline), terminal and HTML")
+    p.add_argument("runs", type=Path, nargs="+")
+    p.add_argument("--html", type=Path, default=Path("compare.html"), help="HTML page to write [compare.html]")
+    p.set_defaults(func=cmd_compare)

@@ -1,0 +1,130 @@
+"""Compare runs: their KPIs side by side with the differences to the first (the baseline).
+
+:func:`compare` returns the table (one row per KPI, ``section.key``), :func:`format_table`
+prints it for a terminal and :func:`write_compare_html` writes it as a self-contained page.
+A KPI one run lacks shows as missing, never as zero; text KPIs (a signal's name) are
+shown but not differenced.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from cosim.report import esc, fmt, html_page
+from cosim.sweep import flatten
+
+STATUS_ROW = "(status)"
+
+
+def _label(run_dir: Path, taken: set[str]) -> str:
+    label = run_dir.name or str(run_dir)
+    n = 1
+    while label in taken:
+        n += 1
+        label = f"{run_dir.name}#{n}"
+    taken.add(label)
+    return label
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return None if math.isnan(float(value)) else float(value)
+
+
+def compare(run_dirs: list[str | Path]) -> pd.DataFrame:
+    """KPIs of the runs side by side; the first run is the baseline.
+
+    Returns:
+        A frame indexed by KPI (first row ``(status)``) with one column per run (named
+        after its folder) and, for every other run, ``Δ <run>`` (run − baseline) and
+        ``Δ% <run>`` (relative to |baseline|; missing when the baseline is 0).
+
+    Raises:
+        FileNotFoundError: a folder is missing (each is named).
+    """
+    dirs = [Path(d) for d in run_dirs]
+    missing = [str(d) for d in dirs if not d.is_dir()]
+    if missing:
+        raise FileNotFoundError(f"no such run folder: {', '.join(missing)}")
+    if not dirs:
+        raise ValueError("give at least one run folder")
+    taken: set[str] = set()
+    columns: dict[str, dict[str, Any]] = {}
+    for run_dir in dirs:
+        kpis = _read_json(run_dir / "kpis.json")
+        meta = _read_json(run_dir / "metadata.json")
+        columns[_label(run_dir, taken)] = {STATUS_ROW: meta.get("status", "unknown"), **flatten(kpis)}
+    keys = list(dict.fromkeys(k for values in columns.values() for k in values))
+    table = pd.DataFrame({label: [values.get(k) for k in keys] for label, values in columns.items()}, index=keys,
+                         dtype=object)
+    labels = list(columns)
+    base = labels[0]
+    for label in labels[1:]:
+        deltas, percents = [], []
+        for key in keys:
+            a, b = _number(table.at[key, base]), _number(table.at[key, label])
+            delta = None if a is None or b is None else b - a
+            deltas.append(delta)
+            percents.append(None if delta is None or a == 0 else 100.0 * delta / abs(a))
+        table[f"Δ {label}"] = pd.Series(deltas, index=keys, dtype=object)
+        table[f"Δ% {label}"] = pd.Series(percents, index=keys, dtype=object)
+    table.index.name = "kpi"
+    return table
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _cell(value: Any, percent: bool = False) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "—"
+    if percent:
+        return f"{value:+.1f} %"
+    return fmt(value)
+
+
+def format_table(table: pd.DataFrame) -> str:
+    """The comparison as aligned text for a terminal."""
+    headers = ["kpi", *table.columns]
+    rows = [[str(key), *(_cell(v, str(c).startswith("Δ%")) for c, v in zip(table.columns, table.loc[key]))]
+            for key in table.index]
+    widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows)]
+    lines = ["  ".join(h.ljust(w) if i == 0 else h.rjust(w) for i, (h, w) in enumerate(zip(headers, widths)))]
+    lines.append("  ".join("-" * w for w in widths))
+    for row in rows:
+        lines.append("  ".join(x.ljust(w) if i == 0 else x.rjust(w) for i, (x, w) in enumerate(zip(row, widths))))
+    return "\n".join(lines)
+
+
+def write_compare_html(table: pd.DataFrame, path: str | Path) -> Path:
+    """The comparison as a self-contained HTML page (higher in orange, lower in blue: not judged)."""
+    head = "".join(f"<th>{esc(c)}</th>" for c in ["KPI", *table.columns])
+    body = []
+    for key in table.index:
+        cells = [f"<td>{esc(key)}</td>"]
+        for column in table.columns:
+            value = table.at[key, column]
+            delta = str(column).startswith("Δ")
+            css = "num"
+            if delta and isinstance(value, (int, float)) and value:
+                css += " pos" if value > 0 else " neg"
+            cells.append(f"<td class='{css}'>{esc(_cell(value, str(column).startswith('Δ%')))}</td>")
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    runs = [c for c in table.columns if not str(c).startswith("Δ")]
+    section = (f"<section id='compare'><h2>KPIs side by side (baseline: {esc(runs[0])})</h2>"
+               "<p class='absent'>Δ = run − baseline, Δ% relative to |baseline|; orange: higher, blue: lower "
+               "(whether that is better depends on the KPI); — : missing or not a number.</p>"
+               f"<table id='compare-table'><tr>{head}</tr>{''.join(body)}</table></section>")
+    path = Path(path)
+    path.write_text(html_page("cosim compare", f"{len(runs)} runs: " + ", ".join(runs), section), encoding="utf-8")
+    return path

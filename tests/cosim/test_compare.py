@@ -1,0 +1,62 @@
+"""Run comparison: KPIs side by side, differences to the baseline, text and HTML."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from cosim.compare import STATUS_ROW, compare, format_table, write_compare_html
+
+
+def fake_run(folder: Path, status: str, kpis: dict) -> Path:
+    folder.mkdir(parents=True)
+    (folder / "kpis.json").write_text(json.dumps(kpis))
+    (folder / "metadata.json").write_text(json.dumps({"status": status}))
+    return folder
+
+
+@pytest.fixture
+def runs(tmp_path):
+    base = fake_run(tmp_path / "base", "ok", {"duration_h": 24.0, "feeder": {"import_mwh": 100.0, "vm_min_pu": 0.95,
+                                                                            "export_mwh": 0.0},
+                                               "carbon": {"signal": "ci.ci_g_kwh", "carbon_t": 30.0}})
+    capped = fake_run(tmp_path / "capped", "ok", {"duration_h": 24.0, "feeder": {"import_mwh": 90.0, "vm_min_pu": 0.96,
+                                                                                "export_mwh": 1.5},
+                                                   "carbon": {"signal": "ci.ci_g_kwh", "carbon_t": 27.0},
+                                                   "bess": {"n_cycles": 1.2}})
+    failed = fake_run(tmp_path / "failed", "failed", {})
+    return [base, capped, failed]
+
+
+def test_side_by_side_with_differences(runs):
+    table = compare(runs)
+    assert list(table.columns) == ["base", "capped", "failed", "Δ capped", "Δ% capped", "Δ failed", "Δ% failed"]
+    assert table.at[STATUS_ROW, "failed"] == "failed"
+    assert table.at["feeder.import_mwh", "Δ capped"] == pytest.approx(-10.0)
+    assert table.at["feeder.import_mwh", "Δ% capped"] == pytest.approx(-10.0)
+    assert table.at["feeder.vm_min_pu", "Δ capped"] == pytest.approx(0.01)
+    assert table.at["feeder.export_mwh", "Δ capped"] == pytest.approx(1.5)
+    assert table.at["feeder.export_mwh", "Δ% capped"] is None  # no percentage of a zero baseline
+    assert table.at["bess.n_cycles", "base"] is None and table.at["bess.n_cycles", "Δ capped"] is None  # missing, not 0
+    assert table.at["carbon.signal", "Δ capped"] is None  # text is not differenced
+    assert table.at["feeder.import_mwh", "failed"] is None and table.at["feeder.import_mwh", "Δ failed"] is None
+
+
+def test_text_and_html(runs, tmp_path):
+    table = compare(runs)
+    text = format_table(table)
+    lines = text.splitlines()
+    assert lines[0].split()[:4] == ["kpi", "base", "capped", "failed"]
+    row = next(line for line in lines if line.startswith("feeder.import_mwh"))
+    assert row.split()[1:5] == ["100", "90", "—", "-10"] and "-10.0 %" in row
+    page = write_compare_html(table, tmp_path / "compare.html").read_text()
+    assert "id='compare-table'" in page and "baseline: base" in page
+    assert "<td class='num neg'>-10</td>" in page and "<td class='num pos'>+1.5 %</td>" not in page
+    assert "<td class='num pos'>0.01</td>" in page
+
+
+def test_missing_folder_is_named(tmp_path):
+    with pytest.raises(FileNotFoundError, match="nowhere"):
+        compare([tmp_path / "nowhere"])
