@@ -88,8 +88,10 @@ def main() -> None:
 
         from distributed import Client, LocalCluster
 
-        with LocalCluster(n_workers=args.workers, threads_per_worker=1, dashboard_address=":0",
-                          silence_logs=40) as cluster, Client(cluster) as client:
+        from cosim.sweep import worker_config
+
+        with worker_config(), LocalCluster(n_workers=args.workers, threads_per_worker=1, dashboard_address=":0",
+                                           silence_logs=40) as cluster, Client(cluster) as client:
             workers = list(client.scheduler_info()["workers"])  # a task, not client.run: mosaik needs its own loop
             assert all(client.gather([client.submit(warm_up, tmp, workers=[w], pure=False) for w in workers]))
             warm_s, ok = timed_sweep(variants, tmp_path / "warm", scheduler=cluster.scheduler_address)
