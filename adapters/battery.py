@@ -57,8 +57,9 @@ OUTPUTS = ("p_mw", "p_shortfall_mw", "soc_frac", "e_mwh", "e_capacity_mwh", "e_c
 INPUTS = ("p_set_mw", "p_load_mw", "p_gen_mw")
 
 
-class BatteryParams(Params):
-    """Params of one ``Battery`` entity.
+class BatteryRatings(Params):
+    """A battery's ratings, efficiencies and SoC window — shared with the controllers that
+    plan it (``adapters/controllers/battery_dispatch.py``), so both read the same limits.
 
     Attributes:
         e_capacity_mwh: nameplate usable energy capacity. [MWh]
@@ -68,13 +69,6 @@ class BatteryParams(Params):
         eta_discharge_frac: cell-to-grid efficiency when discharging. [-]
         soc_min_frac, soc_max_frac: the operating SoC window. [-]
         soc_init_frac: SoC at the start. [-]
-        self_discharge_frac_per_h: fraction of the stored energy lost per hour. [1/h]
-        fade_per_cycle_frac: capacity lost per equivalent full cycle, as a fraction of the
-            nameplate (0 disables fade; 0.2 / 5000 cycles = 4e-5). [-]
-        mode: ``setpoint`` or ``net_load_target`` (see module docstring).
-        p_import_target_mw: site import the ``net_load_target`` mode aims at. [MW]
-        charge_from_grid: in ``net_load_target`` mode, charge from the grid when the
-            site imports less than the target (else only from surplus generation).
     """
 
     e_capacity_mwh: float = Field(gt=0)
@@ -85,11 +79,6 @@ class BatteryParams(Params):
     soc_min_frac: float = Field(default=0.1, ge=0, lt=1)
     soc_max_frac: float = Field(default=0.9, gt=0, le=1)
     soc_init_frac: float = Field(default=0.5, ge=0, le=1)
-    self_discharge_frac_per_h: float = Field(default=0.0, ge=0, lt=1)
-    fade_per_cycle_frac: float = Field(default=0.0, ge=0, lt=0.01)
-    mode: Literal["setpoint", "net_load_target"] = "setpoint"
-    p_import_target_mw: float = 0.0
-    charge_from_grid: bool = False
 
     @model_validator(mode="after")
     def _window(self):
@@ -100,6 +89,26 @@ class BatteryParams(Params):
             raise ValueError(f"soc_init_frac = {self.soc_init_frac} is outside the SoC window "
                              f"[{self.soc_min_frac}, {self.soc_max_frac}]; move it inside")
         return self
+
+
+class BatteryParams(BatteryRatings):
+    """Params of one ``Battery`` entity: its :class:`BatteryRatings` plus
+
+    Attributes:
+        self_discharge_frac_per_h: fraction of the stored energy lost per hour. [1/h]
+        fade_per_cycle_frac: capacity lost per equivalent full cycle, as a fraction of the
+            nameplate (0 disables fade; 0.2 / 5000 cycles = 4e-5). [-]
+        mode: ``setpoint`` or ``net_load_target`` (see module docstring).
+        p_import_target_mw: site import the ``net_load_target`` mode aims at. [MW]
+        charge_from_grid: in ``net_load_target`` mode, charge from the grid when the
+            site imports less than the target (else only from surplus generation).
+    """
+
+    self_discharge_frac_per_h: float = Field(default=0.0, ge=0, lt=1)
+    fade_per_cycle_frac: float = Field(default=0.0, ge=0, lt=0.01)
+    mode: Literal["setpoint", "net_load_target"] = "setpoint"
+    p_import_target_mw: float = 0.0
+    charge_from_grid: bool = False
 
 
 @dataclass

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
+from golden import check_golden
 
 import cosim
 
@@ -25,12 +24,4 @@ RTOL, ATOL = 1e-7, 1e-9
 def test_golden_short(tmp_path, update_golden):
     result = cosim.run(SCENARIO, out_dir=tmp_path)
     assert result.ok, result.reason
-    ts = result.timeseries()
-    ts = ts.astype({c: float for c in ts.columns if ts[c].dtype == bool})
-    if update_golden:
-        GOLDEN.parent.mkdir(exist_ok=True)
-        ts.to_csv(GOLDEN, float_format="%.12g")
-    golden = pd.read_csv(GOLDEN, index_col="time_utc", parse_dates=["time_utc"])
-    assert list(ts.columns) == list(golden.columns)
-    assert (ts.index == golden.index).all()
-    np.testing.assert_allclose(ts.to_numpy(float), golden.to_numpy(float), rtol=RTOL, atol=ATOL)
+    check_golden(result.timeseries(), GOLDEN, update_golden, RTOL, ATOL)

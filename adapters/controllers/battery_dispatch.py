@@ -53,6 +53,7 @@ from pydantic import BaseModel, Field, model_validator
 from scipy.optimize import linprog
 
 from adapters._base import CosimSim, Params, ScenarioContext, model_meta
+from adapters.battery import BatteryRatings
 from adapters.controllers.carbon_capacity import (
     HOURS, ForecastParams, forecast_problems, forecast_series, hourly_forecast,
 )
@@ -64,14 +65,12 @@ OUTPUTS = ("p_set_mw", "p_net_mw", "p_over_threshold_mw", "e_over_threshold_mwh"
 SIGNAL_OUTPUT = {"price": "price_forecast_usd_mwh", "carbon": "ci_forecast_g_kwh"}
 
 
-class DispatchParams(Params):
-    """Params of one ``Dispatcher``.
+class DispatchParams(BatteryRatings):
+    """Params of one ``Dispatcher``: the battery's ratings (:class:`adapters.battery.BatteryRatings`,
+    give the same values as the Battery entity) plus
 
     Attributes:
         mode: ``peak_shave`` or ``arbitrage``.
-        e_capacity_mwh, p_charge_max_mw, p_discharge_max_mw: the battery's ratings. [MWh, MW, MW]
-        eta_charge_frac, eta_discharge_frac: its efficiencies. [-]
-        soc_min_frac, soc_max_frac, soc_init_frac: its SoC window and start. [-]
         p_threshold_mw: peak-shaving threshold on the site's import (also caps arbitrage charging). [MW]
         margin_mw: aim this far under the threshold (the load moves within a step). [MW]
         soc_target_frac: peak shaving recharges up to this SoC. [-]
@@ -80,14 +79,6 @@ class DispatchParams(Params):
     """
 
     mode: Literal["peak_shave", "arbitrage"] = "peak_shave"
-    e_capacity_mwh: float = Field(gt=0)
-    p_charge_max_mw: float = Field(gt=0)
-    p_discharge_max_mw: float = Field(gt=0)
-    eta_charge_frac: float = Field(default=0.95, gt=0, le=1)
-    eta_discharge_frac: float = Field(default=0.95, gt=0, le=1)
-    soc_min_frac: float = Field(default=0.1, ge=0, lt=1)
-    soc_max_frac: float = Field(default=0.9, gt=0, le=1)
-    soc_init_frac: float = Field(default=0.5, ge=0, le=1)
     p_threshold_mw: float | None = None
     margin_mw: float = Field(default=0.0, ge=0)
     soc_target_frac: float = Field(default=0.9, ge=0, le=1)

@@ -19,6 +19,7 @@ import pytest
 import cosim
 from adapters.datacenter import ClusterParams, cluster_problems
 from cosim.scenario import ScenarioError, load_scenario
+from golden import check_golden
 
 ROOT = Path(__file__).resolve().parents[3]
 SCENARIO = ROOT / "tests" / "scenarios" / "datacenter_short.toml"
@@ -29,14 +30,8 @@ RTOL, ATOL = 1e-7, 1e-9
 def test_golden_datacenter_short(tmp_path, update_golden):
     result = cosim.run(SCENARIO, out_dir=tmp_path)
     assert result.ok, result.reason
+    check_golden(result.timeseries(), GOLDEN, update_golden, RTOL, ATOL)
     ts = result.timeseries()
-    ts = ts.astype({c: float for c in ts.columns if ts[c].dtype == bool})
-    if update_golden:
-        GOLDEN.parent.mkdir(exist_ok=True)
-        ts.to_csv(GOLDEN, float_format="%.12g")
-    golden = pd.read_csv(GOLDEN, index_col="time_utc", parse_dates=["time_utc"])
-    assert list(ts.columns) == list(golden.columns)
-    np.testing.assert_allclose(ts.to_numpy(float), golden.to_numpy(float), rtol=RTOL, atol=ATOL)
     # the demand-response window is honoured through mosaik, and the grid sees the campus
     window = ts.iloc[30:90]
     assert (window["campus.p_mw"] <= 1.6 + 1e-9).all() and ts["campus.p_mw"].iloc[:30].max() > 1.7
