@@ -47,332 +47,36 @@ voltages, as pandapower does. When the power flow does not converge the Grid out
 their last values, ``converged`` is False and ``n_nonconverged`` counts up (or, with
 ``on_nonconvergence = "fail"``, the step raises).
 """
-
 from __future__ import annotations
 
 import json
 import math
-import re
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 import numpy as np
-import pandapower as pp
 from pydantic import ValidationInfo, field_validator, model_validator
 
 import grid_models
 from adapters._base import CosimSim, Params, ScenarioContext, model_meta
-from adapters._grid_backend import GridBackend, opendss_circuit_info, opendss_grid_outputs
-
-KINDS = ("load", "sgen", "storage")
-#: Sign turning a table's p_mw into a bus injection (consumer convention for load, storage).
-INJECTION_SIGN = {"load": -1.0, "sgen": 1.0, "storage": -1.0}
-MODEL_KIND = {"Load": "load", "Sgen": "sgen", "Storage": "storage"}
-GRID_OUTPUTS = (
-    "vm_min_pu", "vm_max_pu", "p_import_mw", "q_import_mvar", "losses_mw", "max_loading_pct",
-    "converged", "n_nonconverged",
+from adapters._grid_backend import (
+    GridBackend,
+    opendss_circuit_info,
+    opendss_grid_outputs,
 )
-ELEMENT_ATTRS = ("p_mw", "q_mvar")
-#: pandapower's ``runpp`` defaults, kept so results agree with it.
-MAX_ITERATION = 10
-TOLERANCE_MVA = 1e-8
-
-
-def sanitise(name: Any) -> str:
-    """An element name as an attribute-safe id: lower case ``[a-z0-9_]``, or ``""``."""
-    if name is None or (isinstance(name, float) and math.isnan(name)):
-        return ""
-    return re.sub(r"[^a-z0-9]+", "_", str(name).lower()).strip("_")
-
-
-def element_ids(table) -> list[str]:
-    """Unique attribute ids of a pandapower table's rows: sanitised names, else the index."""
-    names = [sanitise(n) for n in table["name"]] if "name" in table else [""] * len(table)
-    counts: dict[str, int] = {}
-    for name in names:
-        counts[name] = counts.get(name, 0) + 1
-    ids = [n if n and counts[n] == 1 else "" for n in names]
-    taken = set(ids)
-    for pos, idx in enumerate(table.index):
-        if not ids[pos]:
-            ids[pos] = str(idx) if str(idx) not in taken else f"i{idx}"
-            taken.add(ids[pos])
-    return ids
-
-
-class PowerFlow:
-    """A pandapower net solved repeatedly with only its injections and line states changing.
-
-    Args:
-        net: the network; this object owns and edits it (new elements, line states).
-        solver: ``"lightsim2grid"`` (fast path) or ``"pandapower"`` (``pp.runpp`` each solve).
-    """
-
-    def __init__(self, net, solver: str = "lightsim2grid") -> None:
-        self.net = net
-        voltage_dependent = any(
-            col in net.load and net.load[col].astype(float).abs().sum() > 0
-            for col in ("const_z_p_percent", "const_i_p_percent", "const_z_q_percent", "const_i_q_percent",
-                        "const_z_percent", "const_i_percent")
-        )
-        # Voltage-dependent loads make Sbus a function of V: leave them to pandapower.
-        self.solver = "pandapower" if voltage_dependent else solver
-        self.ids = {table: element_ids(net[table]) for table in ("bus", "line", "trafo")}
-        n_bus = len(net.bus)
-        self.vm_pu = np.full(n_bus, np.nan)
-        self.line_loading_pct = np.full(len(net.line), np.nan)
-        self.trafo_loading_pct = np.full(len(net.trafo), np.nan)
-        self.p_import_mw = self.q_import_mvar = self.losses_mw = math.nan
-        self._stale = True
-        self._V: np.ndarray | None = None
-        self._solved_once = False  # pandapower path: warm start from results
-        self._options_set = False
-        self._read_tables()
-
-    # -- editing the net ---------------------------------------------------------------
-    def locate_bus(self, ref: str | int) -> int:
-        """Position in ``net.bus`` of the bus named (or sanitised-named, or indexed) ``ref``."""
-        return self._locate("bus", ref)
-
-    def locate(self, kind: str, ref: str | int) -> int:
-        """Position in ``net[kind]`` of an existing element by name, id or index."""
-        return self._locate(kind, ref)
-
-    def attach(self, kind: str, bus: str | int, p_mw: float, q_mvar: float, name: str) -> int:
-        """Add a new ``kind`` element at ``bus``; return its position in ``net[kind]``."""
-        bus_index = self.net.bus.index[self.locate_bus(bus)]
-        create = {"load": pp.create_load, "sgen": pp.create_sgen, "storage": pp.create_storage}[kind]
-        extra = {"max_e_mwh": 0.0} if kind == "storage" else {}
-        create(self.net, bus=bus_index, p_mw=p_mw, q_mvar=q_mvar, name=name, **extra)
-        self._stale = True
-        self._read_tables()
-        return len(self.net[kind]) - 1
-
-    def set_line_in_service(self, pos: int, in_service: bool) -> None:
-        """Switch line ``pos`` (position in ``net.line``); the matrices rebuild on the next solve."""
-        column = self.net.line["in_service"]
-        if bool(column.iat[pos]) != in_service:
-            self.net.line.loc[self.net.line.index[pos], "in_service"] = in_service
-            self._stale = True
-
-    def bus_of(self, kind: str, pos: int) -> int:
-        """Position in ``net.bus`` of the bus element ``pos`` of ``kind`` stands on."""
-        return int(self.net.bus.index.get_loc(self.net[kind]["bus"].iat[pos]))
-
-    def element_vm_pu(self, kind: str, pos: int) -> float:
-        """Voltage at the bus of element ``pos`` of ``kind``. [pu]"""
-        return float(self.vm_pu[self.bus_of(kind, pos)])
-
-    # -- solving -----------------------------------------------------------------------
-    def solve(self, p_mw: dict[str, np.ndarray], q_mvar: dict[str, np.ndarray]) -> bool:
-        """Solve with these element powers (table order, table sign); True when converged.
-
-        On failure the previous results are kept and the next solve warm-starts from the
-        last converged voltages.
-        """
-        if self.solver == "pandapower":
-            return self._solve_pandapower(p_mw, q_mvar)
-        if self._stale:
-            self._build()
-        p_all = np.concatenate([p_mw[k] for k in KINDS]) * self._inj_factor
-        q_all = np.concatenate([q_mvar[k] for k in KINDS]) * self._inj_factor
-        n = self._n_bus
-        s_el = np.bincount(self._inj_bus, p_all, n + 1)[:n] + 1j * np.bincount(self._inj_bus, q_all, n + 1)[:n]
-        sbus = self._s_const + s_el / self._base_mva
-        try:
-            ok = self._nr.solve(self._ybus, self._V, sbus, self._ref, self._slack_w, self._pv, self._pq,
-                                MAX_ITERATION, TOLERANCE_MVA)
-        except Exception:  # lightsim2grid raises on singular Jacobians: a non-convergence too
-            ok = False
-        if not ok:
-            return False
-        v = self._nr.get_Vm() * np.exp(1j * self._nr.get_Va())
-        if not np.all(np.isfinite(v)):
-            return False
-        self._V, self._sbus = v, sbus
-        self._results(v, sbus)
-        return True
-
-    def _results(self, v: np.ndarray, sbus: np.ndarray) -> None:
-        self.vm_pu = np.append(np.abs(v), np.nan)[self._bus_map]
-        i_f, i_t = self._yf @ v, self._yt @ v
-        loading = np.append(np.maximum(np.abs(i_f) * self._c_f, np.abs(i_t) * self._c_t), 0.0)
-        self.line_loading_pct = loading[self._line_br]
-        self.trafo_loading_pct = loading[self._trafo_br]
-        s_loss = v[self._f] * np.conj(i_f) + v[self._t] * np.conj(i_t)
-        self.losses_mw = float(s_loss.real[self._loss_br].sum() * self._base_mva)
-        s_ref = v[self._ref] * np.conj(self._y_ref @ v)
-        s_import = ((s_ref - sbus[self._ref]).sum() + self._s_gen_ref) * self._base_mva
-        self.p_import_mw, self.q_import_mvar = float(s_import.real), float(s_import.imag)
-
-    def _solve_pandapower(self, p_mw, q_mvar) -> bool:
-        for kind in KINDS:
-            if len(self.net[kind]):
-                self.net[kind]["p_mw"] = p_mw[kind]
-                self.net[kind]["q_mvar"] = q_mvar[kind]
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                pp.runpp(self.net, init="results" if self._solved_once else "auto")
-        except Exception:  # LoadflowNotConverged and numerical failures alike
-            self._solved_once = False
-            return False
-        self._solved_once = True
-        net = self.net
-        self.vm_pu = net.res_bus.vm_pu.to_numpy(float)
-        self.line_loading_pct = net.res_line.loading_percent.to_numpy(float)
-        self.trafo_loading_pct = net.res_trafo.loading_percent.to_numpy(float)
-        self.losses_mw = float(net.res_line.pl_mw.sum() + net.res_trafo.pl_mw.sum())
-        self.p_import_mw = float(net.res_ext_grid.p_mw.sum())
-        self.q_import_mvar = float(net.res_ext_grid.q_mvar.sum())
-        return True
-
-    # -- building the solver model ------------------------------------------------------
-    def _read_tables(self) -> None:
-        """The tabulated element powers (the values used when nothing overrides them)."""
-        self.p0 = {k: self.net[k]["p_mw"].to_numpy(float).copy() for k in KINDS}
-        self.q0 = {k: self.net[k]["q_mvar"].to_numpy(float).copy() for k in KINDS}
-
-    def _build(self) -> None:
-        """Convert the net with pandapower's ppc builder; keep what each solve needs."""
-        from lightsim2grid.algorithm import NRSing_KLU
-        from pandapower.pd2ppc import _pd2ppc
-        from pandapower.pf.ppci_variables import _get_pf_variables_from_ppci
-        from pandapower.pypower.idx_brch import F_BUS, T_BUS
-        from pandapower.pypower.idx_bus import BASE_KV, PD, QD, SL_FAC
-        from pandapower.pypower.makeSbus import makeSbus
-        from pandapower.pypower.makeYbus import makeYbus
-
-        net = self.net
-        if not self._options_set:  # options of this pandapower version, not a JSON file's
-            self._init_options()
-            self._options_set = True
-        net._pd2ppc_lookups = {k: np.array([], dtype=np.int64)
-                               for k in ("bus", "bus_dc", "ext_grid", "gen", "branch", "branch_dc")}
-        saved = {k: (net[k]["p_mw"].copy(), net[k]["q_mvar"].copy()) for k in KINDS}
-        for kind in KINDS:  # element injections are added per solve, the rest is constant
-            net[kind]["p_mw"] = 0.0
-            net[kind]["q_mvar"] = 0.0
-        try:
-            _, ppci = _pd2ppc(net)
-        finally:
-            for kind, (p, q) in saved.items():
-                net[kind]["p_mw"], net[kind]["q_mvar"] = p, q
-        base_mva, bus, gen, branch, *_, ref, pv, pq, _on, _gbus, v0, _ref_gens = _get_pf_variables_from_ppci(ppci)
-        ybus, yf, yt = makeYbus(base_mva, bus, branch)
-        self._s_const = makeSbus(base_mva, bus, gen)
-        self._s_gen_ref = (self._s_const[ref] + (bus[ref, PD] + 1j * bus[ref, QD]) / base_mva).sum()
-        n = self._n_bus = bus.shape[0]
-        self._base_mva = float(base_mva)
-        self._ybus, self._yf, self._yt = ybus.tocsc(), yf.tocsr(), yt.tocsr()
-        self._y_ref = ybus.tocsr()[ref, :]
-        self._ref, self._pv, self._pq = ref.astype(int), pv.astype(int), pq.astype(int)
-        weights = bus[:, SL_FAC].astype(float)
-        if not weights[ref].any():
-            weights[ref] = 1.0 / len(ref)
-        self._slack_w = weights
-        self._V = self._initial_voltages(ppci, v0)
-        self._nr = NRSing_KLU()
-
-        lookup = net._pd2ppc_lookups["bus"]
-        bus_map = lookup[net.bus.index.to_numpy()]
-        self._bus_map = np.where((bus_map >= 0) & (bus_map < n), bus_map, n)
-        inj_bus, inj_factor = [], []
-        for kind in KINDS:
-            table = net[kind]
-            at = lookup[table["bus"].to_numpy(int)] if len(table) else np.zeros(0, int)
-            at = np.where((at >= 0) & (at < n), at, n)
-            inj_bus.append(at)
-            factor = table["scaling"].to_numpy(float) * table["in_service"].to_numpy(bool)
-            inj_factor.append(INJECTION_SIGN[kind] * factor)
-        self._inj_bus = np.concatenate(inj_bus).astype(np.int64)
-        self._inj_factor = np.concatenate(inj_factor)
-
-        self._f = branch[:, F_BUS].real.astype(int)
-        self._t = branch[:, T_BUS].real.astype(int)
-        self._map_branches(ppci, bus[:, BASE_KV].real, base_mva)
-        self._stale = False
-
-    @staticmethod
-    def _initial_voltages(ppci, v0: np.ndarray) -> np.ndarray:
-        """Set-point magnitudes with DC power-flow angles, as pandapower's ``init="dc"``.
-
-        A flat start fails on nets whose transformers shift the phase (SimBench's Dyn5
-        units turn the MV side by 150 degrees); the DC solution carries those shifts.
-        """
-        from pandapower.pf.run_dc_pf import _run_dc_pf
-        from pandapower.pypower.idx_bus import VA
-
-        magnitude = np.where(np.isfinite(v0), np.abs(v0), 1.0)
-        try:
-            angle = np.deg2rad(_run_dc_pf(ppci)["bus"][:, VA].real)
-        except Exception:  # no DC solution: start flat, NR may still converge
-            angle = np.zeros(len(v0))
-        angle = np.where(np.isfinite(angle), angle, 0.0)
-        return magnitude * np.exp(1j * angle)
-
-    def _map_branches(self, ppci, base_kv: np.ndarray, base_mva: float) -> None:
-        """Per in-service branch: loading factors; per line and trafo: its branch or none."""
-        net = self.net
-        in_service = ppci["internal"]["branch_is"]
-        n_br = int(in_service.sum())
-        position = np.where(in_service, np.cumsum(in_service) - 1, n_br)
-        ranges = net._pd2ppc_lookups["branch"]
-        self._c_f, self._c_t = np.zeros(n_br), np.zeros(n_br)
-        kv_f, kv_t = base_kv[self._f], base_kv[self._t]
-        loss = []
-        for table in ("line", "trafo"):
-            if table not in ranges:
-                setattr(self, f"_{table}_br", np.full(len(net[table]), n_br))
-                continue
-            start, stop = ranges[table]
-            br = position[start:stop]
-            setattr(self, f"_{table}_br", br)
-            ok = br < n_br
-            df = net[table]
-            if table == "line":
-                i_max = (df.max_i_ka * df.df * df.parallel).to_numpy(float)
-                rating_f = rating_t = np.sqrt(3) * i_max
-            else:  # loading by rated current, pandapower's default trafo_loading="current"
-                rated = (df.sn_mva * df.parallel * df.df).to_numpy(float)
-                rating_f = rated / df.vn_hv_kv.to_numpy(float)
-                rating_t = rated / df.vn_lv_kv.to_numpy(float)
-            with np.errstate(divide="ignore"):
-                self._c_f[br[ok]] = 100.0 * base_mva / (kv_f[br[ok]] * rating_f[ok])
-                self._c_t[br[ok]] = 100.0 * base_mva / (kv_t[br[ok]] * rating_t[ok])
-            loss.append(br[ok])
-        self._loss_br = np.concatenate(loss) if loss else np.zeros(0, int)
-
-    def _init_options(self) -> None:
-        """Let pandapower set its run options (``_pd2ppc`` reads them); the result is unused."""
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                pp.runpp(self.net, numba=False, max_iteration=MAX_ITERATION, tolerance_mva=TOLERANCE_MVA)
-        except Exception:
-            pass  # options are set before the solve; a failing base case is no obstacle
-
-    def _locate(self, table: str, ref: str | int) -> int:
-        return locate_in(self.net, table, ref, self.ids.get(table))
-
-
-def locate_in(net, table: str, ref: str | int, ids: list[str] | None = None) -> int:
-    """Position of element ``ref`` (name, sanitised id or index) in ``net[table]``."""
-    df = net[table]
-    text = str(ref).strip()
-    names = df["name"].astype(str).tolist() if "name" in df else []
-    if text in names:
-        return names.index(text)
-    ids = ids or element_ids(df)
-    if text in ids:
-        return ids.index(text)
-    if re.fullmatch(r"-?\d+", text) and int(text) in df.index:
-        return int(df.index.get_loc(int(text)))
-    sample = ", ".join(names[:6] if any(n not in ("None", "nan") for n in names) else map(str, df.index[:6]))
-    raise ValueError(f"unknown {table} {ref!r} in this network ({len(df)} in net.{table}, e.g. {sample}); "
-                     f"give a {table} name or index")
+from adapters._grid_pandapower import (  # noqa: F401 — re-exported for tests and benchmarks
+    ELEMENT_ATTRS,
+    GRID_OUTPUTS,
+    KINDS,
+    MAX_ITERATION,
+    MODEL_KIND,
+    TOLERANCE_MVA,
+    PowerFlow,
+    element_ids,
+    locate_in,
+    sanitise,
+)
 
 
 class SimParams(Params):
