@@ -32,7 +32,10 @@ from pydantic import BaseModel, Field
 from adapters._base import CosimSim, Params, ScenarioContext, model_meta
 from adapters.datacenter.cluster import OUTPUTS, FleetSetup, GpuCluster, Knobs
 from adapters.datacenter.hardware import GPUS, NODES, gpu_spec, node_spec
-from adapters.datacenter.inference import MLENERGY_GPUS, MODELS, Fleet, trace_profile, batch_curves
+from adapters.datacenter.inference import (
+    MLENERGY_GPUS, MODELS, Fleet, batch_curves, trace_input_tokens, trace_profile,
+)
+from adapters.datacenter.prefill import prefill_tokens_per_s
 from adapters.datacenter.training import (
     CLASSES, PHILLY_FILE, SIZE_WEIGHTS, SIZES_GPUS, Jobs, TraceError, jobs_from_trace, read_job_trace,
     sample_power_frac, synthetic_jobs,
@@ -63,6 +66,13 @@ class TrainingParams(Params):
         gpu_scale: multiply traced GPU counts. [-]
         policy: ``easy`` (FIFO + EASY backfill) or ``fifo``.
         checkpoint_loss_s, restore_s: work lost at a pause, and added at restart. [s]
+        checkpoint_interval_s, checkpoint_duration_s: every job checkpoints every
+            ``checkpoint_interval_s`` of running time (a trace column of that name overrides it
+            per job) for ``checkpoint_duration_s``, GPUs near idle; visible at steps <= 1 s,
+            averaged at longer steps; duration 0 = no dips. [s, s]
+        checkpoint_stagger: shift each job's checkpoint schedule by a seeded offset in
+            ``[0, interval)`` so jobs started together do not all dip at once (off: every job
+            checkpoints at the end of each interval of its own running time).
         warmup_h: run the workload this long before the scenario starts (at 5-minute steps,
             unrecorded), so the cluster starts busy instead of empty; synthetic arrivals and
             traces are shifted to begin that much earlier. [h]
@@ -85,6 +95,9 @@ class TrainingParams(Params):
     policy: Literal["easy", "fifo"] = "easy"
     checkpoint_loss_s: float = Field(default=900.0, ge=0)
     restore_s: float = Field(default=300.0, ge=0)
+    checkpoint_interval_s: float = Field(default=1800.0, gt=0)
+    checkpoint_duration_s: float = Field(default=60.0, ge=0)
+    checkpoint_stagger: bool = True
     warmup_h: float = Field(default=0.0, ge=0)
 
 
@@ -99,6 +112,8 @@ class FleetParams(Params):
         rate_req_s: mean request rate of the whole fleet. [1/s]
         diurnal_amp_frac, peak_hour_utc: daily modulation of the rate. [-, h]
         output_tokens: mean output tokens per request; default from the trace (synthetic: 211). [-]
+        input_tokens: mean prompt tokens per request (prefill, TTFT); default from the trace
+            (synthetic: 1,155, the Azure conversation trace's mean). [-]
         itl_slo_ms, ttft_slo_s, max_wait_s: p99 ITL deadline, TTFT deadline, drop after. [ms, s, s]
     """
 
@@ -112,6 +127,7 @@ class FleetParams(Params):
     diurnal_amp_frac: float = Field(default=0.3, ge=0, le=1)
     peak_hour_utc: float = 18.0
     output_tokens: float | None = Field(default=None, gt=0)
+    input_tokens: float | None = Field(default=None, ge=0)
     itl_slo_ms: float = Field(default=100.0, gt=0)
     ttft_slo_s: float = Field(default=2.0, gt=0)
     max_wait_s: float = Field(default=120.0, ge=0)
@@ -127,7 +143,9 @@ class ClusterParams(Params):
         inference: inference fleets (their GPUs come on top of ``n_gpus``).
         power_factor: lagging displacement power factor. [-]
         rated_mw: UPS/PDU rating; default the all-busy IT power. [MW]
-        swing_frac, iteration_s: iteration-level power swing at steps <= 1 s. [-, s]
+        swing_frac, iteration_s: iteration-level power swing and mean iteration time at steps <= 1 s. [-, s]
+        stragglers: ``alibaba_pai`` draws straggler stalls at steps <= 1 s from the PAI
+            per-worker mini-batch times (:mod:`.stragglers`); ``none`` turns them off.
         p_cap_w: static per-GPU cap on every GPU, used while no ``p_cap_w`` input arrives. [W]
         p_limit_mw: static facility limit, used while no ``p_limit_mw`` input arrives. [MW]
     """
@@ -140,6 +158,7 @@ class ClusterParams(Params):
     rated_mw: float | None = Field(default=None, gt=0)
     swing_frac: float = Field(default=0.3, ge=0, lt=1)
     iteration_s: float = Field(default=2.0, gt=0)
+    stragglers: Literal["alibaba_pai", "none"] = "alibaba_pai"
     p_cap_w: float | None = Field(default=None, gt=0)
     p_limit_mw: float | None = Field(default=None, ge=0)
 
@@ -173,8 +192,11 @@ def make_fleet(p: FleetParams, cluster_node: str, rng: np.random.Generator) -> F
     gpu = gpu_spec(node.gpu)
     curves = batch_curves(p.model, gpu.name)
     tokens = p.output_tokens or (211.0 if p.arrivals == "synthetic" else trace_profile(p.arrivals)[1])
+    prompt = p.input_tokens if p.input_tokens is not None else (
+        trace_input_tokens("azure_conv" if p.arrivals == "synthetic" else p.arrivals))
     fleet = Fleet(curves, p.replicas, p.max_batch, tokens, gpu.idle_w, gpu.tdp_w, itl_slo_ms=p.itl_slo_ms,
-                  ttft_slo_s=p.ttft_slo_s, max_wait_s=p.max_wait_s)
+                  ttft_slo_s=p.ttft_slo_s, max_wait_s=p.max_wait_s, input_tokens=prompt,
+                  prefill_tok_s=prefill_tokens_per_s(p.model, gpu.name, curves.gpus_per_replica))
     return FleetSetup(p.name, fleet, node, gpu, p.arrivals, p.rate_req_s, p.diurnal_amp_frac, p.peak_hour_utc, rng)
 
 
@@ -187,7 +209,11 @@ def build_cluster(params: ClusterParams, rng: np.random.Generator, duration_s: f
     cluster = GpuCluster(node, gpu_spec(node.gpu), params.n_gpus, jobs, fleets, start_hour_utc=start_hour_utc,
                          policy=params.training.policy, power_factor=params.power_factor, rated_mw=params.rated_mw,
                          checkpoint_loss_s=params.training.checkpoint_loss_s, restore_s=params.training.restore_s,
-                         swing_frac=params.swing_frac, iteration_s=params.iteration_s, rng=rng)
+                         swing_frac=params.swing_frac, iteration_s=params.iteration_s,
+                         checkpoint_interval_s=jobs.checkpoint_interval_s(params.training.checkpoint_interval_s),
+                         checkpoint_duration_s=params.training.checkpoint_duration_s,
+                         checkpoint_stagger=params.training.checkpoint_stagger,
+                         stragglers=params.stragglers != "none", rng=rng)
     cluster.warm_up(params.training.warmup_h * 3600.0)
     return cluster
 
@@ -213,6 +239,9 @@ def cluster_problems(params: ClusterParams, duration_s: float) -> list[str]:
             problems.append(f"{where}: no ML.ENERGY inference data for {NODES[node].gpu} (node {node}); "
                             f"use a node with {' or '.join(MLENERGY_GPUS)}")
     t = params.training
+    if t.checkpoint_duration_s >= t.checkpoint_interval_s:
+        problems.append(f"training.checkpoint_duration_s = {t.checkpoint_duration_s:g} s is not shorter than "
+                        f"checkpoint_interval_s = {t.checkpoint_interval_s:g} s; shorten it (0 turns dips off)")
     if t.source == "synthetic":
         if len(t.sizes_gpus) != len(t.size_weights):
             problems.append(f"training.sizes_gpus has {len(t.sizes_gpus)} entries, size_weights {len(t.size_weights)}")
@@ -226,6 +255,10 @@ def cluster_problems(params: ClusterParams, duration_s: float) -> list[str]:
         jobs = make_jobs(params, np.random.default_rng(0), duration_s)
     except TraceError as exc:
         return problems + [f"training: {exc}"]
+    short = jobs.checkpoint_interval_s(t.checkpoint_interval_s) <= t.checkpoint_duration_s
+    if short.any():
+        problems.append(f"training: {int(short.sum())} trace jobs have a checkpoint_interval_s not longer than "
+                        f"checkpoint_duration_s = {t.checkpoint_duration_s:g} s; lengthen them or shorten the duration")
     too_big = jobs.n_gpus > params.n_gpus
     if too_big.any():
         problems.append(f"training: {int(too_big.sum())} trace jobs need more GPUs than the cluster's "

@@ -11,7 +11,9 @@ One :meth:`GpuCluster.step` advances a step of ``dt_s`` seconds:
    normal, then high priority jobs (inference is never throttled by the limit; what is left
    over is reported as ``p_limit_excess_mw``);
 6. advance training (speed from the Zeus cap curves), average power over the step (a job
-   finishing mid-step draws for that part only), add node and delivery losses.
+   finishing mid-step draws for that part only), add node and delivery losses. At steps of
+   1 s or less a job's step is split into checkpoint (:mod:`.checkpoints`), straggler stall,
+   compute and communication time (:mod:`.stragglers`), each job's mean kept.
 
 Energy: every watt drawn (servers + UPS/PDU losses) leaves as heat, to air or liquid.
 """
@@ -23,9 +25,18 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from adapters.datacenter.checkpoints import checkpoint_share, split_levels
 from adapters.datacenter.hardware import DeliveryLosses, GpuSpec, NodeSpec
 from adapters.datacenter.inference import Fleet, arrival_rate
-from adapters.datacenter.scheduler import DONE, PAUSED, QUEUED, REJECTED, RUNNING, Scheduler
+from adapters.datacenter.scheduler import (
+    DONE,
+    PAUSED,
+    QUEUED,
+    REJECTED,
+    RUNNING,
+    Scheduler,
+)
+from adapters.datacenter.stragglers import COMPUTE_FRAC, StragglerModel
 from adapters.datacenter.training import CLASSES, Jobs, capped
 
 #: Bisection steps when searching the cap that meets the facility limit (resolution
@@ -88,14 +99,19 @@ class GpuCluster:
             interval on average). [s]
         restore_s: extra work to reload a checkpoint when a paused job restarts. [s]
         swing_frac: amplitude of the iteration-level power swing at steps <= 1 s. [-]
-        iteration_s: iteration time of synchronous training (period of the swing). [s]
-        rng: seeded generator (swing phases).
+        iteration_s: mean iteration time of synchronous training (period of the swing). [s]
+        checkpoint_interval_s: running time between checkpoints, one value or one per job. [s]
+        checkpoint_duration_s: length of a checkpoint (GPUs idle, no progress); 0 = none. [s]
+        stragglers: draw straggler stalls at steps <= 1 s (PAI per-worker times). [-]
+        rng: seeded generator (swing phases, straggler cycles).
     """
 
     def __init__(self, node: NodeSpec, gpu: GpuSpec, n_gpus: int, jobs: Jobs, fleets: list[FleetSetup], *,
                  start_hour_utc: float = 0.0, policy: str = "easy", power_factor: float = 0.98,
                  rated_mw: float | None = None, checkpoint_loss_s: float = 900.0, restore_s: float = 300.0,
-                 swing_frac: float = 0.3, iteration_s: float = 2.0, rng: np.random.Generator | None = None):
+                 swing_frac: float = 0.3, iteration_s: float = 2.0, checkpoint_interval_s=1800.0,
+                 checkpoint_duration_s: float = 60.0, checkpoint_stagger: bool = True, stragglers: bool = True,
+                 rng: np.random.Generator | None = None):
         self.node, self.gpu, self.jobs, self.fleets = node, gpu, jobs, fleets
         self.n_gpus = int(n_gpus)
         self.sched = Scheduler(jobs, n_gpus, policy)
@@ -105,6 +121,17 @@ class GpuCluster:
         self.swing_frac, self.iteration_s = swing_frac, iteration_s
         rng = rng or np.random.default_rng(0)
         self.phase = rng.random(len(jobs))
+        self.stragglers = StragglerModel(iteration_s, rng, enabled=stragglers)
+        self.ckpt_interval_s = np.broadcast_to(np.asarray(checkpoint_interval_s, float), (len(jobs),)).copy()
+        self.ckpt_duration_s = np.full(len(jobs), float(checkpoint_duration_s))
+        if (self.ckpt_duration_s >= self.ckpt_interval_s).any():
+            raise ValueError(f"checkpoint_duration_s = {checkpoint_duration_s:g} s is not shorter than every job's "
+                             "checkpoint interval; shorten it or lengthen the intervals")
+        self.ckpt_mean_frac = self.ckpt_duration_s / self.ckpt_interval_s
+        # whole seconds, from the seeded per-job phase (no extra draws: coarse runs are unchanged)
+        self.ckpt_offset_s = np.floor(self.phase * self.ckpt_interval_s) if checkpoint_stagger else np.zeros(len(jobs))
+        self.busy_mean_frac = np.full(len(jobs), np.nan)  # long-run straggler busy share, filled on first run
+        self.ran_s = np.zeros(len(jobs))  # running (wall) time of each job, for its checkpoints
         self.p_unc_w = gpu.idle_w + jobs.power_frac * (gpu.tdp_w - gpu.idle_w)
         self.n_nodes = math.ceil(n_gpus / node.gpus_per_node)
         self.fleet_nodes = [math.ceil(f.fleet.n_gpus / f.node.gpus_per_node) for f in fleets]
@@ -285,7 +312,8 @@ class GpuCluster:
     # -- inference ----------------------------------------------------------------------------
     def _serve(self, time_s: float, dt_s: float, knobs: Knobs) -> dict[str, float]:
         out = {"p_it_w": 0.0, "p_gpu_w": 0.0, "tokens_per_s": 0.0, "good_req": 0.0, "done_req": 0.0,
-               "dropped_req": 0.0, "queued_req": 0.0, "itl_p99_ms": 0.0, "n_gpus_busy": 0.0, "liquid_w": 0.0}
+               "dropped_req": 0.0, "queued_req": 0.0, "itl_p99_ms": 0.0, "n_gpus_busy": 0.0, "liquid_w": 0.0,
+               "ttft_good_req": 0.0, "itl_good_req": 0.0, "ttft_p99_ms": 0.0}
         for setup, n_nodes in zip(self.fleets, self.fleet_nodes):
             fleet = setup.fleet
             rate = arrival_rate(setup.arrivals, setup.rate_req_s, time_s, dt_s, self.start_hour_utc,
@@ -307,6 +335,9 @@ class GpuCluster:
             out["dropped_req"] += res.dropped_req
             out["queued_req"] += res.queued_req
             out["itl_p99_ms"] = max(out["itl_p99_ms"], res.itl_p99_ms)
+            out["ttft_p99_ms"] = max(out["ttft_p99_ms"], res.ttft_p99_ms)
+            out["ttft_good_req"] += res.ttft_good_req
+            out["itl_good_req"] += res.itl_good_req
             out["n_gpus_busy"] += n_active_gpus
         return out
 
@@ -314,12 +345,15 @@ class GpuCluster:
     def _advance(self, run: np.ndarray, caps: np.ndarray, time_s: float, dt_s: float) -> dict:
         sched, jobs = self.sched, self.jobs
         speed, p_gpu = self._gpu_power(run, caps)
-        if dt_s <= 1.0 and self.swing_frac > 0:
-            p_gpu = p_gpu * self._swing(run, time_s)
         sched.speed[run] = speed
+        if dt_s <= 1.0:
+            p_gpu, progress, stall = self._fine(run, caps, p_gpu, time_s, dt_s)
+        else:
+            progress, stall = np.ones(len(run)), self._mean_stall(run)
         rem = sched.remaining_s[run]
-        active = np.minimum(1.0, rem / np.maximum(speed * dt_s, 1e-12))
-        sched.remaining_s[run] = rem - speed * dt_s * active
+        active = np.minimum(1.0, rem / np.maximum(speed * progress * dt_s, 1e-12))
+        sched.remaining_s[run] = rem - speed * progress * dt_s * active
+        self.ran_s[run] += dt_s * active
         done = run[sched.remaining_s[run] <= 1e-6]
         sched.release(done, DONE, time_s + dt_s * active[np.isin(run, done)])
         g = jobs.n_gpus[run].astype(float)
@@ -333,16 +367,41 @@ class GpuCluster:
         self.slowdown_gpu_h += slow
         self.delay_gpu_h += slow + float(jobs.n_gpus[waiting].sum()) * hours
         by_class_w = np.bincount(jobs.prio[run], weights=g * p_gpu * active, minlength=len(CLASSES))
-        return {"it_w": it_w, "gpu_w": gpu_w, "busy_gpus": busy_gpus, "by_class_w": by_class_w}
+        stall_gpus = np.array([float(g @ (active * s)) for s in stall])
+        return {"it_w": it_w, "gpu_w": gpu_w, "busy_gpus": busy_gpus, "by_class_w": by_class_w,
+                "stall_gpus": stall_gpus}
 
-    def _swing(self, run: np.ndarray, time_s: float) -> np.ndarray:
-        """Iteration-level swing: compute phase (70 %) above, communication phase below the mean.
+    def _mean_stall(self, run: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Long-run ``(straggler stall, checkpoint)`` shares of each running job's time. [-]"""
+        new = run[np.isnan(self.busy_mean_frac[run])]
+        if len(new):
+            self.busy_mean_frac[new] = self.stragglers.busy_mean(self.jobs.n_gpus[new])
+        ckpt = self.ckpt_mean_frac[run]
+        return (1.0 - ckpt) * (1.0 - self.busy_mean_frac[run]), ckpt
 
-        The 70/30 split and ``swing_frac`` are *estimates*; the factor keeps each job's mean.
+    def _fine(self, run, caps, p_mean_w, time_s, dt_s):
+        """Per-GPU power, progress factor and ``(stall, checkpoint)`` shares of a step <= 1 s.
+
+        Levels keep each job's mean power (:func:`.checkpoints.split_levels`): checkpoint at
+        idle, then straggler stall at idle, then busy time with the compute/communication swing
+        (70 % above, 30 % below the busy level; ``swing_frac`` and the split are *estimates*).
         """
-        phase = (time_s / self.iteration_s + self.phase[run]) % 1.0
-        compute = phase < 0.7
-        return np.where(compute, 1.0 + self.swing_frac * 0.3, 1.0 - self.swing_frac * 0.7)
+        idle = self.gpu.idle_w
+        interval, duration = self.ckpt_interval_s[run], self.ckpt_duration_s[run]
+        ckpt_mean = self.ckpt_mean_frac[run]
+        ckpt = checkpoint_share(self.ran_s[run] + self.ckpt_offset_s[run], dt_s, interval, duration)
+        p_run, p_ckpt = split_levels(p_mean_w, ckpt_mean, idle, caps)
+        comp, comm, stall, busy_mean = self.stragglers.shares(self.jobs.n_gpus[run], self.phase[run], time_s, dt_s)
+        p_busy, p_stall = split_levels(p_run, 1.0 - busy_mean, idle, caps)
+        # the swing keeps the busy mean; its amplitude shrinks where the high phase would pass the cap
+        with np.errstate(divide="ignore", invalid="ignore"):
+            room = np.where(p_busy > 0, (np.asarray(caps, float) / p_busy - 1.0) / (1 - COMPUTE_FRAC), self.swing_frac)
+        amp = np.clip(np.minimum(self.swing_frac, room), 0.0, None)
+        hi, lo = 1.0 + amp * (1 - COMPUTE_FRAC), 1.0 - amp * COMPUTE_FRAC
+        p_iter = p_busy * (comp * hi + comm * lo) + stall * p_stall
+        p_gpu = ckpt * p_ckpt + (1.0 - ckpt) * p_iter
+        progress = (1.0 - ckpt) / (1.0 - ckpt_mean) * (comp + comm) / busy_mean
+        return p_gpu, progress, ((1.0 - ckpt) * stall, ckpt)
 
     # -- outputs ---------------------------------------------------------------------------------
     def _outputs(self, train: dict, infer: dict, excess_mw: float, dt_s: float) -> dict[str, float]:
@@ -375,6 +434,15 @@ class GpuCluster:
             out[f"p_train_{name}_mw"] = float(train["by_class_w"][level]) / 1e6
             out[f"n_jobs_running_{name}"] = int(by_class[RUNNING, level])
             out[f"n_jobs_queued_{name}"] = int(by_class[QUEUED, level])
+        busy = max(train["busy_gpus"], 1e-12)
+        done = infer["done_req"]
+        out.update({
+            "train_stall_frac": float(train["stall_gpus"][0]) / busy,
+            "train_checkpoint_frac": float(train["stall_gpus"][1]) / busy,
+            "ttft_p99_ms": infer["ttft_p99_ms"],
+            "ttft_attainment_frac": infer["ttft_good_req"] / done if done > 0 else 1.0,
+            "itl_attainment_frac": infer["itl_good_req"] / done if done > 0 else 1.0,
+        })
         # plain Python numbers: mosaik may serialise them (remote simulators)
         return {k: v if isinstance(v, int) else float(v) for k, v in out.items()}
 
@@ -386,4 +454,5 @@ OUTPUTS: tuple[str, ...] = (
     "p_limit_excess_mw", "tokens_per_s",
     "slo_attainment_frac", "itl_p99_ms", "n_requests_queued", "n_requests_dropped",
     *(name for c in CLASSES for name in (f"p_train_{c}_mw", f"n_jobs_running_{c}", f"n_jobs_queued_{c}")),
+    "train_stall_frac", "train_checkpoint_frac", "ttft_p99_ms", "ttft_attainment_frac", "itl_attainment_frac",
 )

@@ -8,6 +8,8 @@ wait longer than ``max_wait_s`` are dropped. Power per GPU, throughput, median a
 inter-token latency (ITL) vs batch are fitted to the ML.ENERGY Benchmark v3 (Chung et al.,
 NeurIPS D&B 2025; lm-arena-chat task, vLLM, H100 and B200) as quadratics in ``ln b``
 (``ln`` of the value too, except power): smooth, and within the tolerance the tests state.
+Time to first token is queueing wait plus prefill (:mod:`.prefill`); a request meets its SLO
+when its TTFT and the step's p99 ITL both meet their deadlines.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from adapters.datacenter.prefill import WaitQueue, quantile, share_within
 from adapters.datacenter.training import DATA, capped
 
 MLENERGY_FILE = DATA / "mlenergy" / "mlenergy_lm_arena_chat.csv"
@@ -101,6 +104,15 @@ def batch_curves(model: str, gpu: str) -> BatchCurves:
 
 # -- arrivals ---------------------------------------------------------------------------------
 @functools.lru_cache(maxsize=None)
+def trace_input_tokens(kind: str) -> float:
+    """Mean prompt (input) tokens per request of a trace (``ContextTokens``, ``input_length``). [-]"""
+    if kind not in ARRIVAL_TRACES:
+        raise ValueError(f"unknown arrival trace {kind!r}; known: {', '.join(ARRIVAL_TRACES)}")
+    column = "ContextTokens" if kind.startswith("azure") else "input_length"
+    return float(pd.read_csv(ARRIVAL_TRACES[kind], usecols=[column])[column].mean())
+
+
+@functools.lru_cache(maxsize=None)
 def trace_profile(kind: str) -> tuple[np.ndarray, float]:
     """Per-minute arrival counts of a request trace normalised to mean 1, and its mean output tokens.
 
@@ -154,6 +166,9 @@ class FleetStep:
     good_req: float
     dropped_req: float
     queued_req: float
+    ttft_p99_ms: float = 0.0
+    ttft_good_req: float = 0.0
+    itl_good_req: float = 0.0
 
 
 class Fleet:
@@ -166,13 +181,15 @@ class Fleet:
         output_tokens: mean output tokens per request. [-]
         idle_w, tdp_w: the GPU's idle power and maximum limit. [W]
         itl_slo_ms: p99 ITL deadline. [ms]
-        ttft_slo_s: time-to-first-token deadline; requests carried over a step miss it. [s]
+        ttft_slo_s: time-to-first-token deadline (queueing wait + prefill). [s]
         max_wait_s: requests waiting longer are dropped. [s]
+        input_tokens: mean prompt tokens per request. [-]
+        prefill_tok_s: prompt tokens one replica prefills per second (:mod:`.prefill`). [1/s]
     """
 
     def __init__(self, curves: BatchCurves, replicas: int, max_batch: int, output_tokens: float,
                  idle_w: float, tdp_w: float, itl_slo_ms: float = 100.0, ttft_slo_s: float = 2.0,
-                 max_wait_s: float = 120.0):
+                 max_wait_s: float = 120.0, input_tokens: float = 0.0, prefill_tok_s: float = float("inf")):
         self.curves = curves
         self.replicas = replicas
         self.max_batch = max_batch
@@ -180,6 +197,8 @@ class Fleet:
         self.idle_w, self.tdp_w = idle_w, tdp_w
         self.itl_slo_ms, self.ttft_slo_s, self.max_wait_s = itl_slo_ms, ttft_slo_s, max_wait_s
         self.queue_req = 0.0
+        self.input_tokens, self.prefill_tok_s = input_tokens, prefill_tok_s
+        self.waits = WaitQueue()
         self._grid = np.geomspace(0.05, curves.b_max, 400)
         self._tput = np.maximum.accumulate(curves.tokens_per_s(self._grid))
 
@@ -204,6 +223,8 @@ class Fleet:
         carried = self.queue_req
         offered = carried + rate_req_s * dt_s
         if active == 0:
+            self.waits.clear()
+            self.waits.clock_s += dt_s
             return self._nothing(offered, dt_s)
         need_tps = offered * self.output_tokens / dt_s / active
         batch = self.batch_for(need_tps, max_batch)
@@ -215,12 +236,13 @@ class Fleet:
         self.queue_req = keep
         itl = float(self.curves.itl_ms(batch)) / speed
         itl_p99 = float(self.curves.itl_p99_ms(batch)) / speed
-        # Requests carried over from an earlier step waited longer than any TTFT deadline
-        # shorter than a step; new ones meet it when the batch keeps up (fluid model).
-        late = min(carried, served) if self.ttft_slo_s < dt_s else 0.0
-        good = served - late if itl_p99 <= self.itl_slo_ms else 0.0
-        return FleetStep(batch, p_gpu, served * self.output_tokens / dt_s, itl, itl_p99, served, good,
-                         left - keep, keep)
+        waits = self.waits.step(dt_s, rate_req_s * dt_s, served, keep)
+        prefill_s = self.input_tokens / (self.prefill_tok_s * speed)
+        ttft_good = share_within(waits, self.ttft_slo_s - prefill_s)
+        itl_good = served if itl_p99 <= self.itl_slo_ms else 0.0
+        ttft_p99_ms = 1e3 * (quantile(waits, 0.99) + prefill_s) if served > 0 else 0.0
+        return FleetStep(batch, p_gpu, served * self.output_tokens / dt_s, itl, itl_p99, served,
+                         ttft_good if itl_good > 0 else 0.0, left - keep, keep, ttft_p99_ms, ttft_good, itl_good)
 
     def _capped(self, batch: float, p_cap_w: float | None) -> tuple[float, float]:
         """``(speed_frac, per-GPU power)`` at ``batch`` under cap ``p_cap_w`` (Zeus curves). [-, W]"""

@@ -47,6 +47,7 @@ class Jobs:
         prio: priority class index into :data:`CLASSES`. [-]
         flexible: may be paused (checkpoint, later restore). [-]
         power_frac: per-GPU activity, 0 = idle power, 1 = TDP. [-]
+        ckpt_interval_s: per-job checkpoint interval from a trace; NaN or ``None`` = the default. [s]
     """
 
     submit_s: np.ndarray
@@ -55,9 +56,16 @@ class Jobs:
     prio: np.ndarray
     flexible: np.ndarray
     power_frac: np.ndarray = field(default=None)
+    ckpt_interval_s: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.submit_s)
+
+    def checkpoint_interval_s(self, default_s: float) -> np.ndarray:
+        """Each job's checkpoint interval: its own where the trace gives one, else ``default_s``. [s]"""
+        if self.ckpt_interval_s is None:
+            return np.full(len(self), float(default_s))
+        return np.where(np.isnan(self.ckpt_interval_s), float(default_s), self.ckpt_interval_s)
 
 
 # -- synthetic generator -----------------------------------------------------------------------
@@ -97,7 +105,7 @@ def read_job_trace(path: Path, *, time_scale: float = 1.0) -> pd.DataFrame:
 
     Columns: ``submitted_time`` (datetime text; or ``submit_s``, seconds), ``runtime_s`` and
     ``num_gpus`` (the Philly extract's names); optional ``priority`` (``high``/``normal``/
-    ``low``) and ``flexible`` (0/1). Submission times are shifted so the first is 0 and divided
+    ``low``), ``flexible`` (0/1) and ``checkpoint_interval_s`` (>= 1 s). Submission times are shifted so the first is 0 and divided
     by ``time_scale`` (a compression factor: 10 replays the trace ten times faster).
 
     Raises:
@@ -124,6 +132,8 @@ def read_job_trace(path: Path, *, time_scale: float = 1.0) -> pd.DataFrame:
         out["prio"] = _classes(frame["priority"], path)
     if "flexible" in frame.columns:
         out["flexible"] = _numbers(frame["flexible"], path, "flexible", minimum=0.0, integer=True) > 0
+    if "checkpoint_interval_s" in frame.columns:
+        out["ckpt_interval_s"] = _numbers(frame["checkpoint_interval_s"], path, "checkpoint_interval_s", minimum=1.0)
     return out.sort_values("submit_s", kind="stable").reset_index(drop=True)
 
 
@@ -184,8 +194,10 @@ def jobs_from_trace(frame: pd.DataFrame, rng: np.random.Generator, *, class_frac
     prio = frame["prio"].to_numpy() if "prio" in frame else rng.choice(
         len(CLASSES), n, p=np.asarray(class_fracs) / np.sum(class_fracs))
     flexible = frame["flexible"].to_numpy() if "flexible" in frame else (prio > 0) & (rng.random(n) < flexible_frac)
+    ckpt = frame["ckpt_interval_s"].to_numpy(float) if "ckpt_interval_s" in frame else None
     return Jobs(frame["submit_s"].to_numpy(float), frame["n_gpus"].to_numpy(np.int64) * gpu_scale,
-                frame["work_s"].to_numpy(float), np.asarray(prio, np.int64), np.asarray(flexible, bool))
+                frame["work_s"].to_numpy(float), np.asarray(prio, np.int64), np.asarray(flexible, bool),
+                ckpt_interval_s=ckpt)
 
 
 # -- measured power ---------------------------------------------------------------------------------
