@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -79,3 +80,23 @@ def test_pue_and_wue_on_a_hand_computed_series():
     assert f["wue_l_kwh"] == pytest.approx(4000 / 2000)
     assert f["unmet_cooling_mwh"] == pytest.approx(0.1) and f["inlet_excursion_s"] == pytest.approx(900)
     assert "facility" not in kpis.compute(ts, 900, {})  # no IT entity, no PUE
+
+
+def test_lean_reader_equals_pandas_read(tmp_path):
+    """The row-group reader the runner uses for KPIs (memory on year-long runs) returns the same
+    values and UTC index as pandas, with flags as 0/1 and nulls as NaN."""
+    from adapters.recorder import ParquetRecorder
+    from cosim.runner import read_numeric_columns, read_timeseries
+
+    path = tmp_path / "ts.parquet"
+    rec = ParquetRecorder(path, ["a.p_mw", "g.converged", "b.q_mvar"], chunk_rows=3)
+    index = pd.date_range("2024-07-15", periods=8, freq="60s", tz="UTC")
+    for k, t in enumerate(index):
+        rec.append(t, {"a.p_mw": float(k), "g.converged": k % 2 == 0, "b.q_mvar": None if k == 4 else -k / 2})
+    rec.close()
+    lean = read_numeric_columns(path, ["a.p_mw", "g.converged", "b.q_mvar"])
+    full = read_timeseries(path)
+    assert (lean.index == full.index).all() and str(lean.index.tz) == "UTC"
+    np.testing.assert_array_equal(lean["a.p_mw"], full["a.p_mw"])
+    np.testing.assert_array_equal(lean["g.converged"], [1, 0, 1, 0, 1, 0, 1, 0])
+    assert np.isnan(lean["b.q_mvar"].iloc[4]) and lean["b.q_mvar"].iloc[5] == -2.5
