@@ -15,6 +15,9 @@ What a subclass declares:
 * ``check(sim_params, ctx)`` — optional extra validation needing the scenario's
   time window (e.g. does the data cover the run?). Returns problem strings.
 * ``check_entity(model, params, ctx, sim_params)`` — the same, for one entity's params.
+* ``entity_inputs(model, params)`` — inputs that exist only for some entities (a cluster's
+  per-fleet knobs); declare the model ``any_inputs`` for mosaik, and cosim's validator still
+  accepts only ``inputs`` plus these.
 * ``EXAMPLE`` — params the contract test uses to start it: ``{"sim": {...},
   "models": {model: {...}}, "single": [models created once per sim]}``; relative paths
   resolve from ``scenarios/``, ``{tmp}`` is a temporary folder.
@@ -129,6 +132,11 @@ class CosimSim(mosaik_api_v3.Simulator):
     def check_entity(cls, model: str, params: BaseModel | None, ctx: ScenarioContext,
                      sim_params: BaseModel | None = None) -> list[str]:
         """Extra problems with one entity's params (given its sim's params) for this scenario window."""
+        return []
+
+    @classmethod
+    def entity_inputs(cls, model: str, params: BaseModel | None) -> list[str]:
+        """Extra input attributes of one entity, from its params (default: none)."""
         return []
 
     # -- mosaik API -------------------------------------------------------------------

@@ -147,6 +147,8 @@ class Scenario:
     metas: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: validated sim params as the adapter's own pydantic models
     sim_models: dict[str, BaseModel] = field(default_factory=dict)
+    #: inputs that exist only for one entity (``CosimSim.entity_inputs``)
+    entity_extra_inputs: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def context(self) -> ScenarioContext:
@@ -367,6 +369,7 @@ def _check_entities(scn: Scenario, problems: list[Problem]) -> None:
             del scn.entities[eid]
             continue
         scn.entity_params[eid] = params.model_dump(mode="json", exclude_unset=True)
+        scn.entity_extra_inputs[eid] = cls.entity_inputs(spec.model, params)
         if scn.scenario is not None:
             try:
                 problems.extend(Problem(where, text) for text in cls.check_entity(spec.model, params, scn.context,
@@ -401,7 +404,9 @@ def _check_connects(scn: Scenario, problems: list[Problem]) -> None:
 def _check_attr_pairs(scn: Scenario, conn: ConnectSpec, where: str, problems: list[Problem]) -> None:
     src_meta, dst_meta = scn.model_meta(conn.src), scn.model_meta(conn.dst)
     outputs = src_meta.get("outputs", src_meta.get("attrs", []))
-    inputs = dst_meta.get("inputs", dst_meta.get("attrs", []))
+    inputs = [*dst_meta.get("inputs", dst_meta.get("attrs", [])), *scn.entity_extra_inputs.get(conn.dst, [])]
+    # any_inputs means "any name" only for models that declare no inputs of their own (the recorder)
+    any_name = dst_meta.get("any_inputs") and not dst_meta.get("inputs")
     for j, (src_attr, dst_attr) in enumerate(conn.pairs()):
         at = f"{where}.attrs[{j}]"
         for name in (src_attr, dst_attr):
@@ -409,7 +414,7 @@ def _check_attr_pairs(scn: Scenario, conn: ConnectSpec, where: str, problems: li
                 problems.append(Problem(at, "attribute name has no unit suffix (e.g. _mw, _pu, _c)", name))
         if src_attr not in outputs:
             problems.append(Problem(at, f"{conn.src} has no output {src_attr!r}; outputs: {_few(outputs)}", src_attr))
-        if not dst_meta.get("any_inputs") and dst_attr not in inputs:
+        if not any_name and dst_attr not in inputs:
             problems.append(Problem(at, f"{conn.dst} has no input {dst_attr!r}; inputs: {_few(inputs) or 'none'}", dst_attr))
         elif unit_of(src_attr) and unit_of(dst_attr) and unit_of(src_attr) != unit_of(dst_attr):
             problems.append(Problem(at, f"unit mismatch: {src_attr} is in {unit_of(src_attr)}, {dst_attr} in {unit_of(dst_attr)}"))

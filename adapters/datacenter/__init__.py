@@ -9,7 +9,8 @@ declares the params and translates mosaik calls.
 Model ``Cluster``. Inputs (optional knobs; absent means unconstrained): ``p_cap_w`` (every
 GPU), ``p_cap_high_w`` / ``p_cap_normal_w`` / ``p_cap_low_w`` (training classes),
 ``p_cap_infer_w``, ``p_limit_mw`` (facility limit on ``p_mw``), ``n_batch_max``,
-``pause_flexible_frac``, ``replicas_frac``. Outputs: :data:`.cluster.OUTPUTS`; ``p_mw`` is
+``pause_flexible_frac``, ``replicas_frac``, and per inference fleet ``n_batch_max_<fleet>``
+and ``replicas_<fleet>_frac`` (the tighter of a fleet's and the global one applies). Outputs: :data:`.cluster.OUTPUTS`; ``p_mw`` is
 IT plus UPS/PDU losses (consumer sign), ``p_it_mw`` the servers alone, and
 ``q_heat_mw = q_heat_air_mw + q_heat_liquid_mw = p_mw``.
 
@@ -24,10 +25,11 @@ Example ``[entities]`` entry::
 from __future__ import annotations
 
 import math
+import re
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from adapters._base import CosimSim, Params, ScenarioContext, model_meta
 from adapters.datacenter.cluster import OUTPUTS, FleetSetup, GpuCluster, Knobs
@@ -118,6 +120,14 @@ class FleetParams(Params):
     """
 
     name: str = "fleet"
+
+    @field_validator("name")
+    @classmethod
+    def _attr_safe(cls, value: str) -> str:
+        if not re.fullmatch(r"[a-z][a-z0-9_]*", value):
+            raise ValueError("fleet names name knob inputs (n_batch_max_<name>): use lower-case letters, "
+                             "digits and '_', starting with a letter, e.g. 'chat'")
+        return value
     model: str = "llama-3.1-70b"
     node: str | None = None
     replicas: int = Field(default=8, ge=0)
@@ -228,6 +238,10 @@ def cluster_problems(params: ClusterParams, duration_s: float) -> list[str]:
             gpu_spec(NODES[params.node].gpu).check_cap(params.p_cap_w)
         except ValueError as exc:
             problems.append(str(exc))
+    names = [f.name for f in params.inference]
+    for name in sorted({n for n in names if names.count(n) > 1}):
+        problems.append(f"inference: fleet name {name!r} is used twice; give each fleet its own name "
+                        "(it names the fleet's knob inputs)")
     for i, f in enumerate(params.inference):
         where = f"inference[{i}] ({f.name})"
         node = f.node or params.node
@@ -273,7 +287,9 @@ class DatacenterSim(CosimSim):
     META = {
         "api_version": "3.0",
         "type": "time-based",
-        "models": {"Cluster": model_meta(inputs=INPUTS, outputs=OUTPUTS, params=ClusterParams)},
+        # any_inputs: per-fleet knob names depend on the entity's fleets; cosim's validator
+        # still checks every connection against INPUTS + entity_inputs()
+        "models": {"Cluster": model_meta(inputs=INPUTS, outputs=OUTPUTS, params=ClusterParams, any_inputs=True)},
     }
     ModelParams = {"Cluster": ClusterParams}
     EXAMPLE = {
@@ -305,13 +321,28 @@ class DatacenterSim(CosimSim):
         self.clusters[eid] = build_cluster(params, self.rng(eid), self.duration_s, hour)
         self.static[eid] = {"p_cap_w": params.p_cap_w, "p_limit_mw": params.p_limit_mw}
 
+    @classmethod
+    def entity_inputs(cls, model: str, params: BaseModel | None) -> list[str]:
+        """Per-fleet knobs of one Cluster: ``n_batch_max_<fleet>``, ``replicas_<fleet>_frac``."""
+        return fleet_inputs([f.name for f in params.inference]) if params is not None else []
+
     def step_entities(self, time_s: int, inputs: dict[str, dict[str, Any]]) -> None:
         for eid, cluster in self.clusters.items():
-            knobs = knobs_from({**self.static[eid], **inputs.get(eid, {})})
+            given = inputs.get(eid, {})
+            names = [f.name for f in cluster.fleets]
+            unknown = set(given) - set(INPUTS) - set(fleet_inputs(names))
+            if unknown:
+                raise ValueError(f"{eid}: unknown inputs {sorted(unknown)}; fleets are {names}")
+            knobs = knobs_from({**self.static[eid], **given}, names)
             self.out[eid] = cluster.step(time_s, self.step_s, knobs)
 
 
-def knobs_from(values: dict[str, Any]) -> Knobs:
+def fleet_inputs(fleet_names: list[str]) -> list[str]:
+    """Knob inputs of named inference fleets (unit rule: counts ``n_``, fractions ``_frac``)."""
+    return [a for n in fleet_names for a in (f"n_batch_max_{n}", f"replicas_{n}_frac")]
+
+
+def knobs_from(values: dict[str, Any], fleet_names: list[str] = ()) -> Knobs:
     """:class:`Knobs` from summed mosaik inputs (absent, ``None`` or NaN = unconstrained)."""
     def get(name):
         value = values.get(name)
@@ -319,7 +350,9 @@ def knobs_from(values: dict[str, Any]) -> Knobs:
 
     return Knobs(p_cap_w=get("p_cap_w"), p_cap_class_w={c: get(f"p_cap_{c}_w") for c in CLASSES},
                  p_cap_infer_w=get("p_cap_infer_w"), p_limit_mw=get("p_limit_mw"), n_batch_max=get("n_batch_max"),
-                 pause_flexible_frac=get("pause_flexible_frac"), replicas_frac=get("replicas_frac"))
+                 pause_flexible_frac=get("pause_flexible_frac"), replicas_frac=get("replicas_frac"),
+                 fleet_batch_max={n: get(f"n_batch_max_{n}") for n in fleet_names},
+                 fleet_replicas_frac={n: get(f"replicas_{n}_frac") for n in fleet_names})
 
 
 __all__ = ["DatacenterSim", "ClusterParams", "FleetParams", "TrainingParams", "build_cluster", "GPUS", "NODES"]

@@ -56,6 +56,8 @@ class Knobs:
         n_batch_max: cap on the running batch of every inference replica. [-]
         pause_flexible_frac: share of the unfinished flexible jobs to hold paused. [-]
         replicas_frac: share of each fleet's replicas serving. [-]
+        fleet_batch_max: ``n_batch_max`` per fleet name; the tighter of it and the global one. [-]
+        fleet_replicas_frac: ``replicas_frac`` per fleet name; the tighter of the two. [-]
     """
 
     p_cap_w: float | None = None
@@ -65,6 +67,13 @@ class Knobs:
     n_batch_max: float | None = None
     pause_flexible_frac: float | None = None
     replicas_frac: float | None = None
+    fleet_batch_max: dict[str, float | None] = field(default_factory=dict)
+    fleet_replicas_frac: dict[str, float | None] = field(default_factory=dict)
+
+
+def _tighter(a: float | None, b: float | None) -> float | None:
+    """The smaller of two optional limits (``None`` = no limit)."""
+    return b if a is None else a if b is None else min(a, b)
 
 
 @dataclass
@@ -185,6 +194,12 @@ class GpuCluster:
             raise ValueError(f"p_limit_mw = {knobs.p_limit_mw:g} is negative")
         if knobs.n_batch_max is not None and knobs.n_batch_max < 1:
             raise ValueError(f"n_batch_max = {knobs.n_batch_max:g} is below 1")
+        for name, value in knobs.fleet_batch_max.items():
+            if value is not None and value < 1:
+                raise ValueError(f"n_batch_max_{name} = {value:g} is below 1")
+        for name, value in knobs.fleet_replicas_frac.items():
+            if value is not None and not 0.0 <= value <= 1.0:
+                raise ValueError(f"replicas_{name}_frac = {value:g} is outside [0, 1]")
 
     # -- pausing ---------------------------------------------------------------------------------
     def _pause(self, jobs: np.ndarray, reason: int, time_s: float) -> None:
@@ -319,8 +334,10 @@ class GpuCluster:
             rate = arrival_rate(setup.arrivals, setup.rate_req_s, time_s, dt_s, self.start_hour_utc,
                                 diurnal_amp_frac=setup.diurnal_amp_frac, peak_hour_utc=setup.peak_hour_utc,
                                 rng=setup.rng)
-            active = 1.0 if knobs.replicas_frac is None else knobs.replicas_frac
-            res = fleet.step(dt_s, rate, active_frac=active, max_batch=knobs.n_batch_max,
+            active = _tighter(knobs.replicas_frac, knobs.fleet_replicas_frac.get(setup.name))
+            active = 1.0 if active is None else active
+            max_batch = _tighter(knobs.n_batch_max, knobs.fleet_batch_max.get(setup.name))
+            res = fleet.step(dt_s, rate, active_frac=active, max_batch=max_batch,
                              p_cap_w=knobs.p_cap_infer_w if knobs.p_cap_infer_w is not None else knobs.p_cap_w)
             n_active_gpus = round(fleet.replicas * active) * fleet.curves.gpus_per_replica
             gpu_w = n_active_gpus * res.p_gpu_w + (fleet.n_gpus - n_active_gpus) * setup.gpu.idle_w
