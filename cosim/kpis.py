@@ -91,13 +91,16 @@ def _finite(value: float) -> float | None:
     return None if value is None or (isinstance(value, float) and math.isnan(value)) else round(float(value), 9)
 
 
-def compute(ts: pd.DataFrame, step_s: float, models: dict[str, str] | None = None) -> dict[str, Any]:
+def compute(ts: pd.DataFrame, step_s: float, models: dict[str, str] | None = None,
+            links: dict[str, set[str]] | None = None) -> dict[str, Any]:
     """All KPIs that the recorded columns allow.
 
     Args:
         ts: the run's time series.
         step_s: the recording step, used when the series has a single row. [s]
         models: entity id -> model name, to tell loads from generators (optional).
+        links: entity id -> the entities it feeds (the scenario's connections); with several
+            IT entities, PUE/WUE are also reported per IT entity over the cooling it feeds.
     """
     dt_h = step_hours(ts.index, step_s)
     kpis: dict[str, Any] = {"duration_h": round(len(ts) * dt_h, 9)}
@@ -124,6 +127,9 @@ def compute(ts: pd.DataFrame, step_s: float, models: dict[str, str] | None = Non
     facility = facility_kpis(ts, dt_h, models or {})
     if facility:
         kpis["facility"] = facility
+    by_it = facility_by_it(ts, dt_h, models or {}, links or {})
+    if len(by_it) > 1:
+        kpis["facility_by_it"] = by_it
     dr = kpis_dr.compute(ts, dt_h, models or {})
     if dr:
         kpis["dr"] = _json_safe(dr)
@@ -152,6 +158,28 @@ def cluster_kpis(ts: pd.DataFrame, eid: str, dt_h: float) -> dict[str, Any]:
     if col("tokens_per_s") in ts:
         out["tokens"] = _finite(float(np.nansum(ts[col("tokens_per_s")].to_numpy(float))) * dt_h * 3600.0)
     return {k: v for k, v in out.items() if v is not None}
+
+
+def facility_by_it(ts: pd.DataFrame, dt_h: float, models: dict[str, str],
+                   links: dict[str, set[str]]) -> dict[str, dict[str, Any]]:
+    """:func:`facility_kpis` per IT entity, over the entities its power or heat reaches through
+    the connections (IT -> hall -> chiller plant): two halls compared in one run each get
+    their own PUE and WUE instead of one that adds both halls' cooling to one IT."""
+    it_entities = [e for e, m in models.items()
+                   if f"{e}.p_it_mw" in ts or (m in IT_MODELS and f"{e}.p_mw" in ts)]
+    out = {}
+    for it in it_entities:
+        group, todo = {it}, [it]
+        while todo:
+            for nxt in links.get(todo.pop(), ()):
+                if nxt not in group and models.get(nxt) not in IT_MODELS | CLUSTER_MODELS:
+                    group.add(nxt)
+                    todo.append(nxt)
+        columns = [c for c in ts.columns if c.partition(".")[0] in group]
+        block = facility_kpis(ts[columns], dt_h, {e: m for e, m in models.items() if e in group})
+        if block:
+            out[it] = block
+    return out
 
 
 def facility_kpis(ts: pd.DataFrame, dt_h: float, models: dict[str, str]) -> dict[str, Any]:

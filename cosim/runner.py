@@ -118,7 +118,10 @@ def run_scenario(scn: Scenario, out_dir: str | Path = "runs", progress: bool = T
         models = {eid: spec.model for eid, spec in scn.entities.items()}
         path = run_dir / "timeseries.parquet"
         ts = read_numeric_columns(path, kpi_module.needed_columns(pq.ParquetFile(path).schema_arrow.names))
-        kpis = kpi_module.compute(ts, scn.record.step_s or scn.scenario.step_s, models)
+        links: dict[str, set[str]] = {}
+        for conn in scn.connect:
+            links.setdefault(conn.src, set()).add(conn.dst)
+        kpis = kpi_module.compute(ts, scn.record.step_s or scn.scenario.step_s, models, links)
     meta = {
         "scenario": scn.scenario.name,
         "scenario_file": str(scn.file.resolve()),

@@ -100,3 +100,20 @@ def test_lean_reader_equals_pandas_read(tmp_path):
     np.testing.assert_array_equal(lean["a.p_mw"], full["a.p_mw"])
     np.testing.assert_array_equal(lean["g.converged"], [1, 0, 1, 0, 1, 0, 1, 0])
     assert np.isnan(lean["b.q_mvar"].iloc[4]) and lean["b.q_mvar"].iloc[5] == -2.5
+
+
+def test_pue_per_it_entity_follows_the_connections():
+    """Two halls with their own IT in one run: each IT entity's PUE counts only the cooling it
+    feeds (air: 0.5 MW cooling on 2 MW -> 1.25; liquid: 0.2 MW on 2 MW -> 1.10); the combined
+    block counts both (0.7 on 4 -> 1.175)."""
+    ts = frame(**{"it_a.p_mw": [2.0] * 4, "it_l.p_mw": [2.0] * 4, "hall.p_fans_mw": [0.1] * 4,
+                  "plant.p_cooling_mw": [0.4] * 4, "dlc.p_cooling_mw": [0.2] * 4})
+    models = {"it_a": "FacilityLoad", "it_l": "FacilityLoad", "hall": "DataHall", "plant": "ChillerPlant",
+              "dlc": "LiquidCooling"}
+    links = {"it_a": {"hall"}, "hall": {"plant"}, "plant": {"hall"}, "it_l": {"dlc"}}
+    out = kpis.compute(ts, 900, models, links)
+    assert out["facility"]["pue_ratio"] == pytest.approx(1.175)
+    assert out["facility_by_it"]["it_a"]["pue_ratio"] == pytest.approx(1.25)
+    assert out["facility_by_it"]["it_l"]["pue_ratio"] == pytest.approx(1.10)
+    assert "facility_by_it" not in kpis.compute(ts[["it_a.p_mw", "hall.p_fans_mw", "plant.p_cooling_mw"]], 900,
+                                                models, links)  # one IT entity: the facility block says it all
