@@ -11,6 +11,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
+from pydantic import field_validator
+
 from adapters._base import Params
 from cosim.units import has_unit_suffix
 
@@ -64,6 +66,13 @@ class AttrSpec(Params):
     name: str
     scale: float | None = None
     offset: float | None = None
+
+    @field_validator("scale")
+    @classmethod
+    def _invertible(cls, value: float | None) -> float | None:
+        if value == 0:
+            raise ValueError("scale = 0 cannot be inverted for inputs; give the factor from FMU to scenario units")
+        return value
 
 
 AttrMap = dict[str, str | AttrSpec]

@@ -166,6 +166,22 @@ class EventSchedule:
                 "dr_cap_mw": min(caps) if caps else None, "dr_notice_s": notice_s, "dr_remaining_s": remaining_s}
 
 
+def off_grid_problems(schedule: EventSchedule, ctx: ScenarioContext, name: str) -> list[str]:
+    """Events in the run window whose start or end falls inside a step (outputs are sampled
+    at each step's start, so such an edge would be missed or stretched to the step)."""
+    problems = []
+    for e in schedule.events:
+        if e.end <= ctx.start_utc or e.start >= ctx.end_utc:
+            continue
+        for label, edge in (("start", e.start), ("end", e.end)):
+            offset_s = (edge - ctx.start_utc).total_seconds()
+            if ctx.start_utc < edge < ctx.end_utc and offset_s % ctx.step_s:
+                problems.append(f"{name}: {e.program} event {label} {edge:%Y-%m-%d %H:%M:%S} UTC falls inside a "
+                                f"{ctx.step_s} s step; give this sim a step_s that divides {int(offset_s)} s "
+                                f"(e.g. step_s = {math.gcd(int(offset_s), ctx.step_s) or 1})")
+    return problems
+
+
 def schedule_from_params(params: EventsParams) -> EventSchedule:
     return EventSchedule(read_events(params.file), params.program, Path(params.file).name)
 
@@ -184,12 +200,13 @@ class DrEventsSim(CosimSim):
     @classmethod
     def check_entity(cls, model: str, params: EventsParams, ctx: ScenarioContext,
                      sim_params: BaseModel | None = None) -> list[str]:
-        # An event-free run window is a valid study (the baseline), so only the file is checked.
+        # An event-free run window is a valid study (the baseline); events in it must start and
+        # end on the sim's steps, or the step that holds an edge would miss or stretch it.
         try:
-            schedule_from_params(params)
+            schedule = schedule_from_params(params)
         except EventFileError as exc:
             return [str(exc)]
-        return []
+        return off_grid_problems(schedule, ctx, Path(params.file).name)
 
     def setup(self) -> None:
         self.schedules: dict[str, EventSchedule] = {}

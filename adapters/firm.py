@@ -202,10 +202,10 @@ class GasTurbine:
                 return 0.0
             if self.starting_s == 0.0:
                 self.n_starts += 1
-            self.starting_s += dt_s
             if self.starting_s < self.p.start_time_s:
+                self.starting_s += dt_s  # still starting during this whole step: no output yet
                 return 0.0
-            self.starting_s = 0.0
+            self.starting_s = 0.0  # the start finished by the beginning of this step
             self.p_mw = self.p.p_min_mw  # synchronised at minimum load
             return self.p_mw
         if desired == 0.0:

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from adapters._base import CosimSim, Params, model_meta
 
@@ -95,6 +95,14 @@ class WindFarmParams(Params):
     shear_alpha_ratio: float = Field(default=1.0 / 7.0, ge=0, le=1)
     availability_frac: float = Field(default=0.97, ge=0, le=1)
     loss_frac: float = Field(default=0.1, ge=0, lt=1)
+
+    @model_validator(mode="after")
+    def _heights_above_roughness(self):
+        hub_m = self.hub_height_m or TURBINES[self.turbine].hub_height_m
+        if self.profile == "log" and min(self.measurement_height_m, hub_m) <= self.roughness_m:
+            raise ValueError(f"the log profile needs the measurement height ({self.measurement_height_m:g} m) and hub "
+                             f"height ({hub_m:g} m) above the roughness length ({self.roughness_m:g} m)")
+        return self
 
 
 def hub_speed_log_m_s(v_m_s: float, h_meas_m: float, h_hub_m: float, z0_m: float) -> float:

@@ -7,6 +7,7 @@ Nothing in a scenario is evaluated as code; relative paths resolve from its fold
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import tomllib
 from dataclasses import dataclass, field
@@ -230,9 +231,22 @@ def validate(raw: dict[str, Any], path: Path) -> Scenario:
     return scn
 
 
+def _union_noise(err: dict, errors: list[dict]) -> bool:
+    """A ``str | Model`` value that is a table fails the ``str`` branch too; that type mismatch
+    says nothing when another branch at the same place has the real problem."""
+    if not err["type"].endswith("_type"):
+        return False
+    base = err["loc"][:-1]
+    return any(o is not err and o["loc"][:len(base)] == base and o["loc"] != err["loc"]
+               and not o["type"].endswith("_type") for o in errors)
+
+
 def _pydantic_problems(exc: ValidationError, prefix: str, allowed: list[str] | None = None) -> list[Problem]:
     found = []
-    for err in exc.errors():
+    errors = exc.errors()
+    for err in errors:
+        if _union_noise(err, errors):
+            continue
         loc = ".".join(str(p) for p in err["loc"] if p != "params")
         where = f"{prefix}.{loc}" if loc else prefix
         if err["type"] == "missing":
@@ -372,7 +386,8 @@ def _check_entities(scn: Scenario, problems: list[Problem]) -> None:
         scn.entity_extra_inputs[eid] = cls.entity_inputs(spec.model, params)
         if scn.scenario is not None:
             try:
-                problems.extend(Problem(where, text) for text in cls.check_entity(spec.model, params, scn.context,
+                ctx = dataclasses.replace(scn.context, step_s=scn.sim_step_s(spec.sim))  # the sim's own step
+                problems.extend(Problem(where, text) for text in cls.check_entity(spec.model, params, ctx,
                                                                                    scn.sim_models.get(spec.sim)))
             except ValueError as exc:
                 problems.append(Problem(where, str(exc)))
@@ -447,6 +462,8 @@ def _check_record(scn: Scenario, problems: list[Problem]) -> None:
     if len(scn.entities) != len(scn.raw.get("entities", {}) or {}):
         return  # some entities are invalid; their outputs are unknown
     names = [f"{eid}.{attr}" for eid in scn.entities for attr in scn.outputs(eid)]
+    if not names:
+        return  # nothing to record: the patterns cannot be judged (the default "*" included)
     for key in ("include", "exclude"):
         for i, pattern in enumerate(getattr(scn.record, key)):
             if not any(fnmatch.fnmatchcase(name, pattern) for name in names):

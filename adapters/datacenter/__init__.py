@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, Field, field_validator
@@ -35,12 +35,25 @@ from adapters._base import CosimSim, Params, ScenarioContext, model_meta
 from adapters.datacenter.cluster import OUTPUTS, FleetSetup, GpuCluster, Knobs
 from adapters.datacenter.hardware import GPUS, NODES, gpu_spec, node_spec
 from adapters.datacenter.inference import (
-    MLENERGY_GPUS, MODELS, Fleet, batch_curves, trace_input_tokens, trace_profile,
+    MLENERGY_GPUS,
+    MODELS,
+    Fleet,
+    batch_curves,
+    trace_input_tokens,
+    trace_profile,
 )
 from adapters.datacenter.prefill import prefill_tokens_per_s
 from adapters.datacenter.training import (
-    CLASSES, PHILLY_FILE, SIZE_WEIGHTS, SIZES_GPUS, Jobs, TraceError, jobs_from_trace, read_job_trace,
-    sample_power_frac, synthetic_jobs,
+    CLASSES,
+    PHILLY_FILE,
+    SIZE_WEIGHTS,
+    SIZES_GPUS,
+    Jobs,
+    TraceError,
+    jobs_from_trace,
+    read_job_trace,
+    sample_power_frac,
+    synthetic_jobs,
 )
 from cosim.types import DataFile
 
@@ -87,9 +100,17 @@ class TrainingParams(Params):
     duration_median_h: float = Field(default=2.0, gt=0)
     duration_sigma_ln: float = Field(default=1.5, ge=0)
     duration_max_h: float = Field(default=168.0, gt=0)
-    sizes_gpus: list[int] = list(SIZES_GPUS)
-    size_weights: list[float] = list(SIZE_WEIGHTS)
-    class_fracs: tuple[float, float, float] = (0.2, 0.6, 0.2)
+    sizes_gpus: list[Annotated[int, Field(ge=1)]] = list(SIZES_GPUS)
+    size_weights: list[Annotated[float, Field(ge=0)]] = list(SIZE_WEIGHTS)
+    class_fracs: tuple[Annotated[float, Field(ge=0)], Annotated[float, Field(ge=0)], Annotated[float, Field(ge=0)]] = (
+        0.2, 0.6, 0.2)
+
+    @field_validator("size_weights", "class_fracs")
+    @classmethod
+    def _some_weight(cls, value):
+        if sum(value) <= 0:
+            raise ValueError("the weights must add up to more than 0")
+        return value
     flexible_frac: float = Field(default=0.3, ge=0, le=1)
     speedup_ratio: float = Field(default=1.0, gt=0)
     trace_skip_h: float = Field(default=0.0, ge=0)
@@ -252,6 +273,11 @@ def cluster_problems(params: ClusterParams, duration_s: float) -> list[str]:
         elif NODES[node].gpu not in MLENERGY_GPUS:
             problems.append(f"{where}: no ML.ENERGY inference data for {NODES[node].gpu} (node {node}); "
                             f"use a node with {' or '.join(MLENERGY_GPUS)}")
+        elif params.p_cap_w is not None:  # the fleet's GPUs take p_cap_w too
+            try:
+                gpu_spec(NODES[node].gpu).check_cap(params.p_cap_w, f"p_cap_w (on {where}'s GPUs)")
+            except ValueError as exc:
+                problems.append(str(exc))
     t = params.training
     if t.checkpoint_duration_s >= t.checkpoint_interval_s:
         problems.append(f"training.checkpoint_duration_s = {t.checkpoint_duration_s:g} s is not shorter than "

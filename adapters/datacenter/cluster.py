@@ -183,9 +183,12 @@ class GpuCluster:
         for name, cap in [("p_cap_w", knobs.p_cap_w), *((f"p_cap_{c}_w", v) for c, v in knobs.p_cap_class_w.items())]:
             if cap is not None:
                 self.gpu.check_cap(cap, name)
-        if knobs.p_cap_infer_w is not None:
+        # the fleets take p_cap_infer_w, else p_cap_w: either must be settable on their GPUs too
+        infer_cap, infer_name = ((knobs.p_cap_infer_w, "p_cap_infer_w") if knobs.p_cap_infer_w is not None
+                                 else (knobs.p_cap_w, "p_cap_w"))
+        if infer_cap is not None:
             for f in self.fleets:
-                f.gpu.check_cap(knobs.p_cap_infer_w, "p_cap_infer_w")
+                f.gpu.check_cap(infer_cap, f"{infer_name} (fleet {f.name})")
         for name in ("pause_flexible_frac", "replicas_frac"):
             value = getattr(knobs, name)
             if value is not None and not 0.0 <= value <= 1.0:

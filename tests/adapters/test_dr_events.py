@@ -72,3 +72,24 @@ def test_unknown_program_and_validation_hook(tmp_path):
     problems = DrEventsSim.check_entity("Events", EventsParams(file=bad), ctx)
     assert len(problems) == 1 and "bad.csv: row 2, column notice_utc" in problems[0]
     assert DrEventsSim.check_entity("Events", EventsParams(file=EXAMPLE), ctx) == []
+
+
+def test_event_edges_inside_a_step_are_refused(tmp_path):
+    """Outputs are sampled at each step's start: an 18:15-18:45 event inside hourly steps would be
+    missed entirely, so validation names both edges and a step that fits; 900 s steps accept it."""
+    from cosim.scenario import ScenarioError, load_scenario
+
+    (tmp_path / "ev.csv").write_text("program,notice_utc,start_utc,end_utc,reduction_mw,cap_mw\n"
+                                     "cbp,2024-07-15T12:00:00Z,2024-07-15T18:15:00Z,2024-07-15T18:45:00Z,0.5,\n")
+    scenario = tmp_path / "s.toml"
+    text = ('[scenario]\nname = "dre"\nstart = 2024-07-15T00:00:00Z\nduration_s = 86400\nstep_s = 3600\n'
+            '[sims]\ndr = { adapter = "dr_events" }\n'
+            '[entities]\nev = { sim = "dr", model = "Events", file = "ev.csv", program = "cbp" }\n')
+    scenario.write_text(text)
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(scenario)
+    found = [str(p) for p in info.value.problems]
+    assert len(found) == 2 and "event start 2024-07-15 18:15:00 UTC falls inside a 3600 s step" in found[0]
+    assert "step_s = 900" in found[0]
+    scenario.write_text(text.replace('{ adapter = "dr_events" }', '{ adapter = "dr_events", step_s = 900 }'))
+    load_scenario(scenario)
