@@ -10,6 +10,7 @@ are booleans, everything else float64; the index column ``time_utc`` is a UTC ti
 
 from __future__ import annotations
 
+import math
 import weakref
 from datetime import timedelta
 from pathlib import Path
@@ -48,6 +49,7 @@ class ParquetRecorder:
         self.schema = pa.schema(fields)
         self._writer = pq.ParquetWriter(self.path, self.schema, compression="zstd")
         self._buffer: dict[str, list[Any]] = {f.name: [] for f in fields}
+        self._flag = {c: _is_flag(c) for c in self.columns}
         self.rows_written = 0
         _OPEN.add(self)
 
@@ -55,7 +57,7 @@ class ParquetRecorder:
         """Add one row; columns missing from ``values`` are null."""
         self._buffer["time_utc"].append(time_utc)
         for column in self.columns:
-            self._buffer[column].append(values.get(column))
+            self._buffer[column].append(_cell(values.get(column), self._flag[column]))
         if len(self._buffer["time_utc"]) >= self.chunk_rows:
             self.flush()
 
@@ -78,6 +80,20 @@ class ParquetRecorder:
             self._writer.close()
             self._writer = None
             _OPEN.discard(self)
+
+
+def _cell(value: Any, flag: bool) -> Any:
+    """A value the column's type takes: flags as bool, the rest as float; what cannot be
+    converted (a string, a list) is recorded as null rather than losing the whole chunk."""
+    if value is None:
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    if flag:
+        return None if math.isnan(number) else bool(number)
+    return number
 
 
 def close_all() -> None:

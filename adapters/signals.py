@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import calendar
 import functools
+import warnings
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Literal
@@ -31,7 +32,7 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, field_validator, model_validator
 
-from adapters._base import CosimSim, Params, ScenarioContext, model_meta
+from adapters._base import CosimSim, Params, ScenarioContext, model_meta, parse_utc
 from cosim.types import DataFile
 from cosim.units import has_unit_suffix, unit_of
 
@@ -195,8 +196,12 @@ def _parse_times(raw: pd.Series, name: str, tz: str | None) -> np.ndarray:
     else:
         text = raw.astype("string")
         try:
-            parsed = pd.to_datetime(text, format="ISO8601", errors="coerce")
+            with warnings.catch_warnings():  # mixed offsets warn here; they are handled just below
+                warnings.simplefilter("ignore", FutureWarning)
+                parsed = pd.to_datetime(text, format="ISO8601", errors="coerce")
         except (ValueError, TypeError):  # mixed offsets
+            parsed = pd.to_datetime(text, format="ISO8601", errors="coerce", utc=True)
+        if not pd.api.types.is_datetime64_any_dtype(parsed):  # mixed UTC offsets (a DST change)
             parsed = pd.to_datetime(text, format="ISO8601", errors="coerce", utc=True)
         bad = parsed.isna()
         if bad.any():
@@ -224,6 +229,10 @@ def _numeric(frame: pd.DataFrame, column: str, interpolation: str, times_s: np.n
         raise DataError(f"{name}: column {column!r} is not numeric ({raw.iloc[row]!r} in row {row})")
     if values.isna().all():
         raise DataError(f"{name}: column {column!r} has no values")
+    infinite = np.isinf(values.to_numpy(dtype=float))
+    if infinite.any():
+        row = int(np.argmax(infinite))
+        raise DataError(f"{name}: column {column!r} has a non-finite value ({raw.iloc[row]!r} in row {row})")
     # Gaps: held over (hold) or bridged (linear); the edges take the nearest value.
     values = pd.Series(values.to_numpy(dtype=float), index=times_s)
     values = values.ffill() if interpolation == "hold" else values.interpolate("index")
@@ -231,12 +240,8 @@ def _numeric(frame: pd.DataFrame, column: str, interpolation: str, times_s: np.n
 
 
 # -- the model ----------------------------------------------------------------------------
-def _as_utc(value: datetime) -> datetime:
-    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
-
-
 def _epoch(value: datetime) -> float:
-    return _as_utc(value).timestamp()
+    return parse_utc(value).timestamp()
 
 
 def _iso(seconds: float) -> str:
@@ -289,7 +294,7 @@ class TimeSeries:
             period = self.end_s - self.start_s
             return self.start_s + (_epoch(when) - self.start_s) % period
         if self.options.align_year:
-            return self._aligned_s(_as_utc(when))
+            return self._aligned_s(parse_utc(when))
         return _epoch(when)
 
     def _aligned_s(self, when: datetime) -> float:
@@ -310,7 +315,7 @@ class TimeSeries:
         if self.options.align_year:
             probes = [start + timedelta(days=d) for d in range(max(0, (end - start).days) + 1)]
             probes = [p for p in probes if p < end] + [end - timedelta(seconds=1)]
-            outside = [p for p in probes if not self._covers(self._aligned_s(_as_utc(p)))]
+            outside = [p for p in probes if not self._covers(self._aligned_s(parse_utc(p)))]
             if outside:
                 return [
                     f"{span}, not a full year, so align_year = true cannot map "

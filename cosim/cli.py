@@ -15,7 +15,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from cosim.scenario import ScenarioError, load_scenario
+from cosim.scenario import ScenarioError, _few, load_scenario
 
 
 def _parse_set(items: list[str]) -> dict[str, Any]:
@@ -78,11 +78,6 @@ def format_kpis(kpis: dict[str, Any], indent: str = "") -> str:
     return "\n".join(line for line in lines if line)
 
 
-def _listing(names: list[str], limit: int = 10) -> str:
-    shown = ", ".join(names[:limit])
-    return shown + (f", ... ({len(names)} in all)" if len(names) > limit else "")
-
-
 def _meta_for_listing(cls) -> tuple[dict[str, Any], str]:
     """The class META, or, when attributes depend on params, the META for the adapter's example."""
     if cls.META.get("models"):
@@ -113,9 +108,9 @@ def cmd_list(args: argparse.Namespace) -> int:
             params = [p for p in desc.get("params", []) if p != "eid"]
             if params:
                 print(f"      params:  {', '.join(params)}")
-            ins = "any" if desc.get("any_inputs") else _listing(desc.get("inputs", [])) or "-"
+            ins = "any" if desc.get("any_inputs") else _few(desc.get("inputs", [])) or "-"
             print(f"      inputs:  {ins}")
-            print(f"      outputs: {_listing(desc.get('outputs', [])) or '-'}")
+            print(f"      outputs: {_few(desc.get('outputs', [])) or '-'}")
     try:
         import grid_models
 
@@ -158,8 +153,8 @@ def main(argv: list[str] | None = None) -> int:
     except (ScenarioError, FileNotFoundError) as exc:
         print(str(exc), file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+    except KeyboardInterrupt as exc:
+        print(str(exc) or "interrupted", file=sys.stderr)
         return 130
     except Exception as exc:  # a bug, not a user mistake: one line unless asked for more
         if os.environ.get("COSIM_DEBUG"):

@@ -88,7 +88,7 @@ def _json_safe(value: Any) -> Any:
 
 
 def _finite(value: float) -> float | None:
-    return None if value is None or (isinstance(value, float) and math.isnan(value)) else round(float(value), 9)
+    return None if value is None or not math.isfinite(float(value)) else round(float(value), 9)
 
 
 def compute(ts: pd.DataFrame, step_s: float, models: dict[str, str] | None = None,
@@ -136,7 +136,7 @@ def compute(ts: pd.DataFrame, step_s: float, models: dict[str, str] | None = Non
     site = accounting.compute(ts, {"step_s": step_s, "models": models or {}})
     if site:
         kpis["accounting"] = site
-    return kpis
+    return _json_safe(kpis)  # kpis.json stays strict JSON (no NaN or Infinity)
 
 
 CLUSTER_MODELS = frozenset({"Cluster"})

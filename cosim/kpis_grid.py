@@ -119,28 +119,6 @@ def voltage_kpis(vm_min_pu, vm_max_pu, dt_s: float, v_low: float = V_LOW_PU, v_h
             "vm_min_pu": float(np.nanmin(_values(vm_min_pu))), "vm_max_pu": float(np.nanmax(_values(vm_max_pu)))}
 
 
-def run_kpis(ts: pd.DataFrame, dt_s: float, v_low: float = V_LOW_PU, v_high: float = V_HIGH_PU) -> dict:
-    """The grid-coordination KPIs one run's columns allow (for ``cosim.kpis.compute``).
-
-    Per grid (an entity with ``vm_min_pu`` and ``vm_max_pu``): :func:`voltage_kpis`, plus
-    ``line_overload_s`` when ``max_loading_pct`` is recorded; per entity with ``p_mw``:
-    ``load_factor_frac``.
-    """
-    out: dict = {}
-    grids = sorted({c.rpartition(".")[0] for c in ts.columns if c.endswith(".vm_min_pu")})
-    for grid in grids:
-        if f"{grid}.vm_max_pu" not in ts:
-            continue
-        block = voltage_kpis(ts[f"{grid}.vm_min_pu"], ts[f"{grid}.vm_max_pu"], dt_s, v_low, v_high)
-        if f"{grid}.max_loading_pct" in ts:
-            block["line_overload_s"] = line_overload_s(ts[f"{grid}.max_loading_pct"], dt_s)
-        out[grid] = block
-    factors = {c.rpartition(".")[0]: load_factor_frac(ts[c]) for c in ts.columns if c.endswith(".p_mw")}
-    if factors:
-        out["load_factor_frac"] = factors
-    return out
-
-
 def versus_baseline(ts: pd.DataFrame, baseline: pd.DataFrame) -> dict:
     """What a controlled run costs against its baseline, per entity reporting the columns.
 

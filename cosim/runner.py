@@ -110,21 +110,20 @@ def run_scenario(scn: Scenario, out_dir: str | Path = "runs", progress: bool = T
 
     run_dir = run_dir or new_run_dir(Path(out_dir), scn.scenario.name)
     run_dir.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(scn.file, run_dir / "scenario.toml")
+    shutil.copyfile(scn.file, run_dir / "scenario.toml")  # the file as given; overrides are in metadata.json
     started = datetime.now(timezone.utc)
     outcome = run_world(scn, run_dir, progress=progress)
     kpis: dict[str, Any] = {}
+    kpi_error = None
     if outcome.rows_recorded:
-        models = {eid: spec.model for eid, spec in scn.entities.items()}
-        path = run_dir / "timeseries.parquet"
-        ts = read_numeric_columns(path, kpi_module.needed_columns(pq.ParquetFile(path).schema_arrow.names))
-        links: dict[str, set[str]] = {}
-        for conn in scn.connect:
-            links.setdefault(conn.src, set()).add(conn.dst)
-        kpis = kpi_module.compute(ts, scn.record.step_s or scn.scenario.step_s, models, links)
+        try:
+            kpis = _kpis(scn, run_dir / "timeseries.parquet")
+        except Exception as exc:  # noqa: BLE001 — the series is on disk; metadata must still say what happened
+            kpi_error = f"{type(exc).__name__}: {exc}"
     meta = {
         "scenario": scn.scenario.name,
         "scenario_file": str(scn.file.resolve()),
+        "overrides": {k: v if isinstance(v, (str, int, float, bool)) else str(v) for k, v in scn.overrides.items()},
         "status": outcome.status,
         "reason": outcome.reason,
         "seed": scn.scenario.seed,
@@ -137,13 +136,33 @@ def run_scenario(scn: Scenario, out_dir: str | Path = "runs", progress: bool = T
         "steps_per_s": round(outcome.steps_per_s, 2),
         "versions": package_versions(),
         "git_commit": git_commit(Path(__file__).resolve().parent),
+        "kpi_error": kpi_error,
         "platform": platform.platform(),
     }
     (run_dir / "kpis.json").write_text(json.dumps(kpis, indent=2) + "\n")
     (run_dir / "metadata.json").write_text(json.dumps(meta, indent=2) + "\n")
-    if report:
+    if report and outcome.status != "interrupted":
         _write_report_quietly(run_dir)
+    if outcome.status == "interrupted":
+        raise RunInterrupted(run_dir)
     return RunResult(run_dir, outcome.status, outcome.reason, kpis, meta)
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C during a run, after its folder (series so far, metadata) was written."""
+
+    def __init__(self, run_dir: Path):
+        super().__init__(f"interrupted; what was recorded is in {run_dir}")
+        self.run_dir = run_dir
+
+
+def _kpis(scn: Scenario, path: Path) -> dict[str, Any]:
+    models = {eid: spec.model for eid, spec in scn.entities.items()}
+    ts = read_numeric_columns(path, kpi_module.needed_columns(pq.ParquetFile(path).schema_arrow.names))
+    links: dict[str, set[str]] = {}
+    for conn in scn.connect:
+        links.setdefault(conn.src, set()).add(conn.dst)
+    return kpi_module.compute(ts, scn.record.step_s or scn.scenario.step_s, models, links)
 
 
 def _write_report_quietly(run_dir: Path) -> None:

@@ -15,7 +15,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    ValidationError,
+    field_validator,
+)
 
 from adapters._base import ScenarioContext
 from cosim import registry
@@ -68,8 +76,8 @@ class ScenarioSection(_Strict):
     name: str
     description: str = ""
     start: datetime
-    duration_s: int = Field(gt=0)
-    step_s: int = Field(gt=0)
+    duration_s: StrictInt = Field(gt=0)
+    step_s: StrictInt = Field(gt=0)
     seed: int = 0
 
     @field_validator("name")
@@ -114,7 +122,7 @@ class ConnectSpec(_Strict):
     attrs: list[str | tuple[str, str]] = Field(min_length=1)
     time_shifted: bool = False
     weak: bool = False
-    initial_data: dict[str, Any] = {}
+    initial_data: dict[str, StrictBool | float] = {}
 
     def pairs(self) -> list[tuple[str, str]]:
         return [(a, a) if isinstance(a, str) else (a[0], a[1]) for a in self.attrs]
@@ -148,6 +156,8 @@ class Scenario:
     metas: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: validated sim params as the adapter's own pydantic models
     sim_models: dict[str, BaseModel] = field(default_factory=dict)
+    #: ``--set``/sweep overrides applied on top of the file (dotted keys)
+    overrides: dict[str, Any] = field(default_factory=dict)
     #: inputs that exist only for one entity (``CosimSim.entity_inputs``)
     entity_extra_inputs: dict[str, list[str]] = field(default_factory=dict)
 
@@ -195,14 +205,36 @@ def load_scenario(path: str | Path, overrides: dict[str, Any] | None = None) -> 
     raw = read_toml(path)
     for key, value in (overrides or {}).items():
         _set_dotted(raw, key, value)
-    return validate(raw, path)
+    scn = validate(raw, path)
+    scn.overrides = dict(overrides or {})
+    return scn
+
+
+def _declared(scn: Scenario, section: str) -> dict[str, Any]:
+    """The ids declared in a section (empty when the section is not a table: reported elsewhere)."""
+    value = scn.raw.get(section, {})
+    return value if isinstance(value, dict) else {}
 
 
 def _set_dotted(data: dict[str, Any], key: str, value: Any) -> None:
+    """Apply ``--set a.b.c=v``; a list is indexed by number (``connect.0.src``)."""
     *parents, last = key.split(".")
+    where = []
     for part in parents:
-        data = data.setdefault(part, {})
-    data[last] = value
+        where.append(part)
+        if isinstance(data, list) and part.isdigit() and int(part) < len(data):
+            data = data[int(part)]
+        elif isinstance(data, dict):
+            data = data.setdefault(part, {})
+        else:
+            raise ScenarioError("--set", [Problem(".".join(where), "cannot set a key inside this value; "
+                                                  "give the path of a table (or a list index)", key)])
+    if isinstance(data, list) and last.isdigit() and int(last) < len(data):
+        data[int(last)] = value
+    elif isinstance(data, dict):
+        data[last] = value
+    else:
+        raise ScenarioError("--set", [Problem(key, "cannot set a key inside this value", value)])
 
 
 def validate(raw: dict[str, Any], path: Path) -> Scenario:
@@ -307,7 +339,7 @@ def _check_timing(raw: Any, record: RecordSpec, problems: list[Problem]) -> None
     if not isinstance(raw, dict):
         return
     duration, step = raw.get("duration_s"), raw.get("step_s")
-    if not (isinstance(duration, int) and isinstance(step, int) and duration > 0 and step > 0):
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in (duration, step)):
         return
     if duration % step:
         low = duration - duration % step
@@ -359,8 +391,8 @@ def _check_entities(scn: Scenario, problems: list[Problem]) -> None:
     for eid, spec in list(scn.entities.items()):
         where = f"entities.{eid}"
         if spec.sim not in scn.sims:
-            if spec.sim not in scn.raw.get("sims", {}):
-                problems.append(Problem(f"{where}.sim", f"unknown sim; known: {', '.join(scn.raw.get('sims', {})) or 'none'}", spec.sim))
+            if spec.sim not in _declared(scn, "sims"):
+                problems.append(Problem(f"{where}.sim", f"unknown sim; known: {', '.join(_declared(scn, 'sims')) or 'none'}", spec.sim))
             del scn.entities[eid]
             continue
         models = scn.metas[spec.sim].get("models", {})
@@ -394,7 +426,7 @@ def _check_entities(scn: Scenario, problems: list[Problem]) -> None:
 
 
 def _check_connects(scn: Scenario, problems: list[Problem]) -> None:
-    declared = scn.raw.get("entities", {}) if isinstance(scn.raw.get("entities"), dict) else {}
+    declared = _declared(scn, "entities")
     known_entities = ", ".join(declared) or "none"
     for i, conn in enumerate(scn.connect):
         if conn is None:
@@ -435,6 +467,11 @@ def _check_attr_pairs(scn: Scenario, conn: ConnectSpec, where: str, problems: li
             problems.append(Problem(at, f"unit mismatch: {src_attr} is in {unit_of(src_attr)}, {dst_attr} in {unit_of(dst_attr)}"))
         if (conn.time_shifted or conn.weak) and src_attr not in conn.initial_data:
             problems.append(Problem(f"{where}.initial_data", f"a delayed connection needs a start value for {src_attr!r}"))
+    sources = [a for a, _ in conn.pairs()]
+    for key in conn.initial_data:
+        if key not in sources:
+            problems.append(Problem(f"{where}.initial_data.{key}", f"not an attribute this connection carries; "
+                                    f"give start values for: {', '.join(sources)}"))
 
 
 def _few(names: list[str], limit: int = 12) -> str:
@@ -459,7 +496,7 @@ def _check_cycles(scn: Scenario, problems: list[Problem]) -> None:
 
 def _check_record(scn: Scenario, problems: list[Problem]) -> None:
     """A pattern that matches no output is most likely a typo that would silently drop data."""
-    if len(scn.entities) != len(scn.raw.get("entities", {}) or {}):
+    if len(scn.entities) != len(_declared(scn, "entities")):
         return  # some entities are invalid; their outputs are unknown
     names = [f"{eid}.{attr}" for eid in scn.entities for attr in scn.outputs(eid)]
     if not names:

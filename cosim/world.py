@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import fnmatch
+import signal
 import sys
 import time
 from dataclasses import dataclass
@@ -139,6 +140,7 @@ def run_world(scn: Scenario, run_dir: Path, progress: bool = True) -> WorldOutco
     n_steps = scn.scenario.duration_s // record_step
     world = mosaik.World(_sim_config(scn), time_resolution=1.0, skip_greetings=True, configure_logging=False)
     started_at = time.perf_counter()
+    previous_term = _interrupt_on_sigterm()
     status, reason = "ok", None
     try:
         sims = _start_sims(world, scn)
@@ -161,17 +163,38 @@ def run_world(scn: Scenario, run_dir: Path, progress: bool = True) -> WorldOutco
         world.run(until=scn.scenario.duration_s, print_progress=False, lazy_stepping=True)
         if errors:
             status, reason = "failed", errors[0]
-    except (Exception, KeyboardInterrupt) as exc:  # a simulator failed mid-run: keep what was recorded
+    except KeyboardInterrupt:  # keep what was recorded; the runner re-raises after writing metadata
+        status, reason = "interrupted", "interrupted (Ctrl-C or SIGTERM)"
+        _shutdown_quietly(world)
+    except Exception as exc:  # a simulator failed mid-run: keep what was recorded
         status, reason = "failed", f"{type(exc).__name__}: {exc}"
         _shutdown_quietly(world)
     finally:
         recorder_module.close_all()
+        _restore_sigterm(previous_term)
         logger.remove(sink_id)
     wall_s = time.perf_counter() - started_at
     rows = _rows_in(run_dir / "timeseries.parquet")
-    if status == "ok" and rows < n_steps:
+    if status == "ok" and rows < n_steps:  # e.g. a remote simulator that stopped without an exception
         status, reason = "failed", f"the run stopped after {rows} of {n_steps} steps"
     return WorldOutcome(status, reason, wall_s, rows, rows)
+
+
+def _interrupt_on_sigterm():
+    """SIGTERM (a batch system's walltime, ``timeout``, a killed worker) ends the run like
+    Ctrl-C, so the recorder still writes what it buffered and the Parquet footer."""
+    def handler(signum, frame):
+        raise KeyboardInterrupt("terminated (SIGTERM)")
+
+    try:
+        return signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread (a Dask worker's task thread): leave signals alone
+        return None
+
+
+def _restore_sigterm(previous) -> None:
+    if previous is not None:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _shutdown_quietly(world: mosaik.World) -> None:

@@ -166,7 +166,10 @@ def _build(kind: str, target: str, params: dict) -> pandapowerNet:
     if kind == "json":
         import pandapower as pp
 
-        return pp.from_json(target)
+        try:
+            return pp.from_json(target)
+        except Exception as exc:  # pandapower raises many kinds for a file that is not a net
+            raise ValueError(f"{Path(target).name}: not a pandapower JSON network ({type(exc).__name__}: {exc})") from exc
     try:
         return _module(target).build(**params)
     except TypeError as exc:

@@ -46,17 +46,20 @@ def test_energy_in_window_wraps_midnight():
     assert k.energy_in_window_mwh(p, 0.0, 24.0, 3600.0) == 15.0
 
 
-def test_run_kpis_and_versus_baseline_pick_their_columns():
+def test_run_kpis_via_compute_and_versus_baseline_pick_their_columns():
+    """The grid block of cosim.kpis.compute (which uses these functions) and versus_baseline."""
+    from cosim import kpis as kpis_module
+
     index = pd.date_range("2024-07-15", periods=3, freq="1min")
     ts = pd.DataFrame({"feeder.vm_min_pu": [0.96, 0.94, 0.95], "feeder.vm_max_pu": [1.0, 1.0, 1.0],
                        "feeder.max_loading_pct": [90.0, 110.0, 120.0], "campus.p_mw": [1.0, 2.0, 3.0],
                        "campus.tokens_per_s": [90.0, 90.0, 90.0], "campus.slo_attainment_frac": [1.0, 0.9, 0.8],
                        "campus.jct_mean_h": [1.0, 1.1, 1.2], "campus.delay_gpu_h": [0.0, 5.0, 10.0]}, index=index)
-    kpis = k.run_kpis(ts, 60.0)
-    assert kpis["feeder"]["violation_s"] == 60.0
-    assert kpis["feeder"]["violation_pu_s"] == pytest.approx(0.6)
+    kpis = kpis_module.compute(ts.assign(**{"feeder.p_import_mw": 1.0}), 60.0)
+    assert kpis["feeder"]["voltage_violation_s"] == 60.0
+    assert kpis["feeder"]["voltage_violation_pu_s"] == pytest.approx(0.6)
     assert kpis["feeder"]["line_overload_s"] == 120.0
-    assert kpis["load_factor_frac"]["campus"] == pytest.approx(2.0 / 3.0)
+    assert kpis["entities"]["campus"]["load_factor_frac"] == pytest.approx(2.0 / 3.0)
     base = ts.assign(**{"campus.tokens_per_s": 100.0, "campus.slo_attainment_frac": 1.0,
                         "campus.jct_mean_h": [1.0, 1.0, 1.0], "campus.delay_gpu_h": [0.0, 1.0, 4.0]})
     cost = k.versus_baseline(ts, base)["campus"]

@@ -66,6 +66,7 @@ def test_run_records_every_output_and_sums_inputs(toy_adapters, write_scenario, 
     assert folder == ["kpis.json", "metadata.json", "scenario.toml", "timeseries.parquet"]
     meta = json.loads((result.run_dir / "metadata.json").read_text())
     assert meta["status"] == "ok" and meta["seed"] == 1 and meta["versions"]["mosaik"].startswith("3.6")
+    assert meta["overrides"] == {} and meta["kpi_error"] is None
     assert json.loads((result.run_dir / "kpis.json").read_text())["entities"]["b"]["energy_mwh"] == pytest.approx(2.0)
 
 
@@ -94,6 +95,12 @@ def test_failure_mid_run_keeps_what_was_recorded(toy_adapters, write_scenario, t
     assert 1 <= len(ts) <= 10 and ts.index[0] == pd.Timestamp("2024-07-15T00:00Z")
     meta = json.loads((result.run_dir / "metadata.json").read_text())
     assert meta["status"] == "failed" and "injected failure" in meta["reason"]
+
+
+def test_overrides_are_in_metadata(toy_adapters, write_scenario, tmp_path):
+    result = cosim.run(write_scenario(TOY), out_dir=tmp_path, overrides={"entities.a.p0_mw": 3.0})
+    assert json.loads((result.run_dir / "metadata.json").read_text())["overrides"] == {"entities.a.p0_mw": 3.0}
+    assert result.timeseries()["a.p_mw"].iloc[0] == 3.0
 
 
 def test_same_seed_same_results(toy_adapters, write_scenario, tmp_path):
@@ -159,3 +166,55 @@ def test_connect_to_a_running_simulator(toy_adapters, write_scenario, tmp_path):
         if server.poll() is None:
             server.kill()
         server.wait(timeout=10)
+
+
+def test_sigterm_keeps_what_was_recorded(tmp_path):
+    """A batch system's walltime or `timeout` sends SIGTERM: the run stops like Ctrl-C, the Parquet
+    file gets its footer (readable), metadata says interrupted, and the command exits 130."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    scenario = tmp_path / "long.toml"
+    scenario.write_text(TOY.replace("duration_s = 3600", "duration_s = 5_184_000") + "\n[record]\nchunk_rows = 50\n")
+    driver = tmp_path / "drive.py"
+    driver.write_text(
+        "import sys\nfrom cosim import registry\n"
+        "registry.register('toy_ramp', 'toy_sims:RampSim'); registry.register('toy_sink', 'toy_sims:SinkSim')\n"
+        "from cosim.cli import main\nraise SystemExit(main(sys.argv[1:]))\n")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1] / "helpers")}
+    proc = subprocess.Popen([sys.executable, str(driver), "run", str(scenario), "--out", str(tmp_path / "runs"),
+                             "--quiet", "--no-report"], env=env, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    runs = tmp_path / "runs"
+    while time.monotonic() < deadline:  # wait until a few chunks are on disk
+        files = list(runs.glob("*/timeseries.parquet")) if runs.exists() else []
+        if files and files[0].stat().st_size > 20_000:
+            break
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    run_dir = next(runs.iterdir())
+    ts = read_timeseries(run_dir / "timeseries.parquet")
+    assert 50 <= len(ts) < 86_400
+    meta = json.loads((run_dir / "metadata.json").read_text())
+    assert meta["status"] == "interrupted" and "SIGTERM" in meta["reason"]
+    assert "what was recorded is in" in err and "Traceback" not in err
+
+
+def test_numbers_in_flag_columns_are_recorded_not_dropped(tmp_path):
+    """A flag column (``*_in_service``, ``converged``, ``event_active``) fed 0/1 numbers used to
+    make the whole chunk fail to write; values are converted per cell now."""
+    from adapters.recorder import ParquetRecorder
+
+    path = tmp_path / "ts.parquet"
+    rec = ParquetRecorder(path, ["g.converged", "x.p_mw"], chunk_rows=2)
+    for k, (flag, p) in enumerate([(1.0, 1), (0, "bad"), (True, 2.5), (None, None)]):
+        rec.append(pd.Timestamp("2024-07-15", tz="UTC") + pd.Timedelta(minutes=k), {"g.converged": flag, "x.p_mw": p})
+    rec.close()
+    ts = read_timeseries(path)
+    assert ts["g.converged"].tolist()[:3] == [True, False, True] and pd.isna(ts["g.converged"].iloc[3])
+    assert ts["x.p_mw"].iloc[0] == 1.0 and np.isnan(ts["x.p_mw"].iloc[1]) and ts["x.p_mw"].iloc[2] == 2.5
