@@ -12,6 +12,16 @@ import tomllib
 from pathlib import Path
 
 
+def non_negative_int(text: str) -> int:
+    """argparse type: an integer >= 0 (``--workers -1`` would start a cluster that never runs)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0 (0 runs in this process), got {value}")
+    return value
+
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     from cosim.sweep import SweepSpec, load_sweep_file, parse_set_grid, run_sweep
@@ -57,7 +67,11 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from cosim.compare import compare, format_table, write_compare_html
+    from cosim.scenario import Problem, ScenarioError
 
+    if args.html.is_dir():  # checked first: a wrong path should not wait for the table
+        raise ScenarioError("--html", [Problem("--html", f"{args.html} is a folder; give the HTML file to write, "
+                                                         f"e.g. {args.html / 'compare.html'}")])
     table = compare(args.runs)
     print(format_table(table))
     print(f"html: {write_compare_html(table, args.html)}")
@@ -70,7 +84,8 @@ def add_study_parsers(sub) -> None:
     p.add_argument("--set", action="append", default=[], metavar="KEY=V1,V2",
                    help="sweep a key over values (TOML literals; quote strings that look like numbers)")
     p.add_argument("--out", type=Path, help="sweep folder [runs/sweep-<file name>]; re-running skips finished variants")
-    p.add_argument("--workers", type=int, help="local Dask worker processes [2]; 0 runs in this process")
+    p.add_argument("--workers", type=non_negative_int,
+                   help="local Dask worker processes [2]; 0 runs in this process")
     p.add_argument("--scheduler", metavar="ADDRESS", help="a running Dask scheduler, e.g. tcp://10.0.0.5:8786")
     p.add_argument("--keep-failed", action="store_true", help="do not re-run variants that failed before")
     p.add_argument("--reports", action="store_true", help="write report.html in every run folder")
@@ -91,7 +106,7 @@ def add_study_parsers(sub) -> None:
     p.add_argument("--loading-max", type=float, default=100.0, help="highest line/trafo loading allowed [%%]")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override for every run")
     p.add_argument("--out", type=Path)
-    p.add_argument("--workers", type=int)
+    p.add_argument("--workers", type=non_negative_int, help="local Dask worker processes [2]; 0 runs in this process")
     p.add_argument("--scheduler", metavar="ADDRESS")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_hosting)

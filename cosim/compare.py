@@ -16,6 +16,7 @@ from typing import Any
 import pandas as pd
 
 from cosim.report import esc, fmt, html_page
+from cosim.scenario import Problem, ScenarioError
 from cosim.sweep import flatten
 
 STATUS_ROW = "(status)"
@@ -47,6 +48,7 @@ def compare(run_dirs: list[str | Path]) -> pd.DataFrame:
 
     Raises:
         FileNotFoundError: a folder is missing (each is named).
+        ScenarioError: a ``kpis.json`` or ``metadata.json`` is damaged (not JSON, not an object).
     """
     dirs = [Path(d) for d in run_dirs]
     missing = [str(d) for d in dirs if not d.is_dir()]
@@ -56,10 +58,13 @@ def compare(run_dirs: list[str | Path]) -> pd.DataFrame:
         raise ValueError("give at least one run folder")
     taken: set[str] = set()
     columns: dict[str, dict[str, Any]] = {}
+    problems: list[Problem] = []
     for run_dir in dirs:
-        kpis = _read_json(run_dir / "kpis.json")
-        meta = _read_json(run_dir / "metadata.json")
+        kpis = _read_json(run_dir / "kpis.json", problems)
+        meta = _read_json(run_dir / "metadata.json", problems)
         columns[_label(run_dir, taken)] = {STATUS_ROW: meta.get("status", "unknown"), **flatten(kpis)}
+    if problems:
+        raise ScenarioError("compare", problems)
     keys = list(dict.fromkeys(k for values in columns.values() for k in values))
     table = pd.DataFrame({label: [values.get(k) for k in keys] for label, values in columns.items()}, index=keys,
                          dtype=object)
@@ -78,11 +83,25 @@ def compare(run_dirs: list[str | Path]) -> pd.DataFrame:
     return table
 
 
-def _read_json(path: Path) -> dict[str, Any]:
+def _read_json(path: Path, problems: list[Problem]) -> dict[str, Any]:
+    """A JSON object (``{}`` when absent: a run that did not finish); a damaged file adds a problem."""
     try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
+        text = path.read_text()
+    except FileNotFoundError:
         return {}
+    except OSError as exc:
+        problems.append(Problem(str(path), f"unreadable: {exc}"))
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        problems.append(Problem(str(path), f"not valid JSON: {exc}"))
+        return {}
+    if not isinstance(value, dict):
+        problems.append(Problem(str(path), f"expected a JSON object (sections of KPIs), found a {type(value).__name__}",
+                                value))
+        return {}
+    return value
 
 
 def _cell(value: Any, percent: bool = False) -> str:
@@ -126,5 +145,8 @@ def write_compare_html(table: pd.DataFrame, path: str | Path) -> Path:
                "(whether that is better depends on the KPI); — : missing or not a number.</p>"
                f"<table id='compare-table'><tr>{head}</tr>{''.join(body)}</table></section>")
     path = Path(path)
+    if path.is_dir():
+        raise ScenarioError("--html", [Problem("--html", f"{path} is a folder; give the HTML file to write, e.g. "
+                                                         f"{path / 'compare.html'}")])
     path.write_text(html_page("cosim compare", f"{len(runs)} runs: " + ", ".join(runs), section), encoding="utf-8")
     return path

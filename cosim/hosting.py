@@ -41,7 +41,7 @@ import pandas as pd
 
 from cosim import kpis as kpi_module
 from cosim.scenario import Problem, Scenario, ScenarioError, load_scenario
-from cosim.sweep import run_tasks
+from cosim.sweep import check_workers, run_tasks
 
 TABLE_NAME = "hosting.parquet"
 
@@ -237,16 +237,39 @@ def feeder_buses(scn: Scenario, grid_entity: str) -> list[str | int]:
 
 
 # -- one bus ---------------------------------------------------------------------------
+class TrialFailed(Exception):
+    """A trial run that says nothing about the grid (a crash, an interrupt, missing data, an
+    invalid override): the bus gets ``bound="error"`` instead of a violation."""
+
+
+#: A failed run's reason that *is* a grid verdict: the power flow diverged with
+#: ``on_nonconvergence = "fail"`` (adapters/grid.py).
+GRID_FAILURE = "power flow did not converge"
+
+
 def verdict(run_dir: Path, grid_entity: str, limits: Limits, element: str | None = None
             ) -> tuple[bool, str, dict[str, Any]]:
     """Did the run in ``run_dir`` respect the limits? ``(passed, what broke, grid KPIs)``.
 
     With ``element``, the grid KPIs get ``peak_drawn_mw``: that element's highest draw.
+
+    Raises:
+        TrialFailed: the run failed for a reason other than the grid, or its folder cannot be read.
     """
-    meta = json.loads((run_dir / "metadata.json").read_text())
-    if meta.get("status") != "ok":
-        return False, f"run failed: {meta.get('reason')}", {}
-    kpis = json.loads((run_dir / "kpis.json").read_text())
+    try:
+        meta = json.loads((run_dir / "metadata.json").read_text())
+        if not isinstance(meta, dict):
+            raise TypeError("metadata.json is not an object")
+        if meta.get("status") != "ok":
+            reason = str(meta.get("reason"))
+            if meta.get("status") == "failed" and GRID_FAILURE in reason:
+                return False, "nonconvergence", {}
+            raise TrialFailed(f"run {meta.get('status')}: {reason}")
+        kpis = json.loads((run_dir / "kpis.json").read_text())
+        if not isinstance(kpis, dict):
+            raise TypeError("kpis.json is not an object")
+    except (OSError, ValueError, TypeError) as exc:
+        raise TrialFailed(f"{run_dir.name}: run folder unreadable: {exc}") from None
     grid = dict(kpis.get(grid_entity, {}))
     if element is not None:
         grid["peak_drawn_mw"] = kpis.get("entities", {}).get(element, {}).get("peak_mw")
@@ -285,7 +308,7 @@ def bisect_bus(setup: Setup, bus: str | int, min_mw: float, max_mw: float, tol_m
                      "record.exclude": [], "record.step_s": None}
         row = run_variant(setup.scenario, overrides, str(run_dir))
         if row["status"] != "ok" and str(row.get("reason", "")).startswith("invalid scenario"):
-            raise ValueError(row["reason"])  # the bus or the size is not accepted: not a grid limit
+            raise TrialFailed(row["reason"])  # the bus or the size is not accepted: not a grid limit
         result = verdict(run_dir, setup.grid_entity, limits, element)
         if not keep_runs:
             shutil.rmtree(run_dir, ignore_errors=True)
@@ -293,14 +316,26 @@ def bisect_bus(setup: Setup, bus: str | int, min_mw: float, max_mw: float, tol_m
 
     row: dict[str, Any] = {"bus": str(bus), "hosting_mw": 0.0, "peak_drawn_mw": math.nan, "limited_by": "",
                            "bound": "exact", "vm_min_pu": math.nan, "max_loading_pct": math.nan}
+    passed: list[float] = []
+    try:
+        return _bisect(trial, row, min_mw, max_mw, tol_mw, passed, lambda: n_runs)
+    except TrialFailed as exc:  # not a grid verdict: no answer for this bus, and why
+        below = f" (passed up to {max(passed):.6g} MW)" if passed else ""
+        row.update(hosting_mw=math.nan, limited_by=f"error: {exc}{below}", bound="error", n_runs=n_runs)
+        return row
+
+
+def _bisect(trial, row: dict[str, Any], min_mw: float, max_mw: float, tol_mw: float, passed: list[float],
+            runs) -> dict[str, Any]:
     ok, broken, grid = trial(min_mw)
     if not ok:
-        row.update(limited_by=f"base case: {broken}", bound="base case fails", n_runs=n_runs, **_grid_row(grid))
+        row.update(limited_by=f"base case: {broken}", bound="base case fails", n_runs=runs(), **_grid_row(grid))
         return row
     lo, lo_grid = min_mw, grid
+    passed.append(lo)
     ok, broken, grid = trial(max_mw)
     if ok:
-        row.update(hosting_mw=max_mw, limited_by="none up to max_mw", bound="lower bound", n_runs=n_runs,
+        row.update(hosting_mw=max_mw, limited_by="none up to max_mw", bound="lower bound", n_runs=runs(),
                    **_grid_row(grid))
         return row
     hi, hi_broken = max_mw, broken
@@ -309,9 +344,10 @@ def bisect_bus(setup: Setup, bus: str | int, min_mw: float, max_mw: float, tol_m
         ok, broken, grid = trial(mid)
         if ok:
             lo, lo_grid = mid, grid
+            passed.append(lo)
         else:
             hi, hi_broken = mid, broken
-    row.update(hosting_mw=lo, limited_by=hi_broken, n_runs=n_runs, **_grid_row(lo_grid))
+    row.update(hosting_mw=lo, limited_by=hi_broken, n_runs=runs(), **_grid_row(lo_grid))
     return row
 
 
@@ -350,6 +386,7 @@ def hosting_capacity(scenario: str | Path, load_entity: str, out_dir: str | Path
     if not 0 < min_mw < max_mw or tol_mw <= 0:
         raise ScenarioError("hosting-capacity", [Problem("hosting-capacity", "need 0 < min_mw < max_mw and tol_mw > 0",
                                                          (min_mw, max_mw, tol_mw))])
+    check_workers(workers)
     setup, scn = resolve_setup(scenario, load_entity, size_param, bus_entity, overrides)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -357,23 +394,33 @@ def hosting_capacity(scenario: str | Path, load_entity: str, out_dir: str | Path
         setup = replay_setup(scn, load_entity, out, overrides)
     buses = list(buses) if buses else feeder_buses(scn, setup.grid_entity)
     calls = [(setup, bus, min_mw, max_mw, tol_mw, limits, str(out), keep_runs) for bus in buses]
-    rows: dict[int, dict[str, Any]] = {}
-    bar = _bar(len(calls), progress)
-    for i, row, error in run_tasks(bisect_bus, calls, workers, scheduler):
-        if error is not None:  # e.g. a bus name the grid does not know: that bus only
-            row = {"bus": str(buses[i]), "hosting_mw": math.nan, "limited_by": f"error: {error}", "bound": "error",
-                   "n_runs": 0}
-        rows[i] = row
-        if bar is not None:
-            bar.update(1)
-    if bar is not None:
-        bar.close()
-    table = pd.DataFrame([rows[i] for i in range(len(calls))])
-    table.to_parquet(out / TABLE_NAME, index=False)
-    table.to_csv(out / "hosting.csv", index=False)
     (out / "hosting.json").write_text(json.dumps({"setup": asdict(setup), "limits": asdict(limits), "min_mw": min_mw,
                                                   "max_mw": max_mw, "tol_mw": tol_mw}, indent=2, default=str) + "\n")
+    rows: dict[int, dict[str, Any]] = {}
+    bar = _bar(len(calls), progress)
+    try:
+        for i, row, error in run_tasks(bisect_bus, calls, workers, scheduler):
+            if error is not None:  # e.g. a bus name the grid does not know: that bus only
+                row = {"bus": str(buses[i]), "hosting_mw": math.nan, "limited_by": f"error: {error}",
+                       "bound": "error", "n_runs": 0}
+            rows[i] = row
+            _write_tables(buses, rows, out)  # as buses finish: an interrupted study keeps them
+            if bar is not None:
+                bar.update(1)
+    finally:  # interrupted or not, the table holds every finished bus ("not run" for the rest)
+        if bar is not None:
+            bar.close()
+        table = _write_tables(buses, rows, out)
     plot_hosting(table, out / "hosting.png", scn, setup.grid_entity)
+    return table
+
+
+def _write_tables(buses: list[str | int], rows: dict[int, dict[str, Any]], out: Path) -> pd.DataFrame:
+    records = [rows.get(i) or {"bus": str(bus), "hosting_mw": math.nan, "limited_by": "the study stopped before "
+                               "this bus finished", "bound": "not run", "n_runs": 0} for i, bus in enumerate(buses)]
+    table = pd.DataFrame(records)
+    table.to_parquet(out / TABLE_NAME, index=False)
+    table.to_csv(out / "hosting.csv", index=False)
     return table
 
 

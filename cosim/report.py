@@ -58,21 +58,63 @@ td.num{text-align:right;font-variant-numeric:tabular-nums}th{background:#f0f2f5}
 
 # -- reading a run folder --------------------------------------------------------------
 def _read_json(path: Path) -> dict[str, Any]:
+    """A JSON object from ``path``; ``{}`` when missing, unreadable or not an object."""
+    return _read_json_checked(path)[0]
+
+
+def _read_json_checked(path: Path) -> tuple[dict[str, Any], str | None]:
+    """``(object, problem)``: the JSON object, or ``{}`` and why it cannot be used (None: absent)."""
     try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
+        text = path.read_text()
+    except FileNotFoundError:
+        return {}, None
+    except OSError as exc:
+        return {}, f"{path.name} is unreadable: {exc}"
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        return {}, f"{path.name} is not valid JSON: {exc}"
+    if not isinstance(value, dict):
+        return {}, f"{path.name} holds a JSON {type(value).__name__}, not an object: ignored"
+    return value, None
 
 
-def entity_models(run_dir: Path) -> dict[str, tuple[str, str]]:
-    """``{entity: (adapter, model)}`` from the run's ``scenario.toml`` (empty when unreadable)."""
+def _read_scenario(run_dir: Path) -> dict[str, Any]:
+    """The run's ``scenario.toml`` as a table; ``{}`` when missing or unreadable."""
     try:
         raw = tomllib.loads((run_dir / "scenario.toml").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
-    sims = {sid: str(body.get("adapter", "")) for sid, body in raw.get("sims", {}).items() if isinstance(body, dict)}
-    return {eid: (sims.get(body.get("sim"), ""), str(body.get("model", "")))
-            for eid, body in raw.get("entities", {}).items() if isinstance(body, dict)}
+    return raw if isinstance(raw, dict) else {}
+
+
+def _scenario_problem(run_dir: Path) -> str | None:
+    """Why ``scenario.toml`` cannot be used for the report, or None (fine or absent)."""
+    path = run_dir / "scenario.toml"
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        return f"scenario.toml is unreadable: {exc}"
+    bad = [k for k in ("scenario", "sims", "entities") if k in raw and not isinstance(raw[k], dict)]
+    if bad:
+        return f"scenario.toml is malformed ({', '.join(bad)} not a table): entity roles guessed from names only"
+    return None
+
+
+def _table(raw: dict[str, Any], key: str) -> dict[str, Any]:
+    value = raw.get(key, {})
+    return value if isinstance(value, dict) else {}
+
+
+def entity_models(run_dir: Path) -> dict[str, tuple[str, str]]:
+    """``{entity: (adapter, model)}`` from the run's ``scenario.toml`` (empty when unreadable)."""
+    raw = _read_scenario(run_dir)
+    sims = {sid: str(body.get("adapter", "")) for sid, body in _table(raw, "sims").items() if isinstance(body, dict)}
+    return {eid: (sims.get(body.get("sim"), "") if isinstance(body.get("sim"), str) else "",
+                  str(body.get("model", "")))
+            for eid, body in _table(raw, "entities").items() if isinstance(body, dict)}
 
 
 def read_series(run_dir: Path, top_lines: int = 5, batch_rows: int = 16_384) -> pd.DataFrame | None:
@@ -82,14 +124,31 @@ def read_series(run_dir: Path, top_lines: int = 5, batch_rows: int = 16_384) -> 
     GBs): they are streamed in batches and kept as the band over buses
     (``(buses).vm_band_low_pu``/``_high_pu``) and the ``top_lines`` most loaded lines only.
     """
+    return read_series_checked(run_dir, top_lines, batch_rows)[0]
+
+
+def read_series_checked(run_dir: Path, top_lines: int = 5, batch_rows: int = 16_384
+                        ) -> tuple[pd.DataFrame | None, str | None]:
+    """:func:`read_series` and, when there is no series, why (None: the file is absent)."""
+    path = run_dir / "timeseries.parquet"
+    if not path.exists():
+        return None, None
+    try:
+        series = _read_series(path, top_lines, batch_rows)
+    except Exception as exc:  # noqa: BLE001 — corrupt file (OSError, ArrowException), odd columns: the report goes on
+        return None, f"timeseries.parquet is unreadable: {type(exc).__name__}: {exc}"
+    if series is None:
+        return None, "timeseries.parquet has no rows"
+    return series, None
+
+
+def _read_series(path: Path, top_lines: int, batch_rows: int) -> pd.DataFrame | None:
     import pyarrow.parquet as pq
 
-    path = run_dir / "timeseries.parquet"
-    try:
-        parquet = pq.ParquetFile(path)
-    except (OSError, ValueError):
-        return None
+    parquet = pq.ParquetFile(path)
     names = parquet.schema_arrow.names
+    if "time_utc" not in names:
+        raise ValueError("no time_utc column")
     buses = [c for c in names if _is_bus_voltage(c)]
     lines = [c for c in names if _is_loading(c)]
     small = [c for c in names if c != "time_utc" and _used(c) and c not in buses and c not in lines]
@@ -421,26 +480,41 @@ def _meta_table(meta: dict[str, Any]) -> str:
             "steps_per_s", "started_utc", "git_commit")
     rows = "".join(f"<tr><td>{k}</td><td>{esc(fmt(meta.get(k)))}</td></tr>" for k in keys if k in meta)
     versions = meta.get("versions") or {}
-    if versions:
+    if isinstance(versions, dict) and versions:
         text = ", ".join(f"{k} {v}" for k, v in versions.items() if v)
         rows += f"<tr><td>versions</td><td>{esc(text)}</td></tr>"
     return f"<table id='metadata'>{rows}</table>"
 
 
 def render(run_dir: Path) -> str:
-    """The report page of a run folder as HTML text."""
-    meta = _read_json(run_dir / "metadata.json")
-    kpis = _read_json(run_dir / "kpis.json")
-    ts = read_series(run_dir)
+    """The report page of a run folder as HTML text.
+
+    A damaged folder (corrupt series, malformed ``scenario.toml``, a ``metadata.json`` or
+    ``kpis.json`` that is not an object) still gives a page, naming what could not be read.
+    """
+    meta, meta_problem = _read_json_checked(run_dir / "metadata.json")
+    kpis, kpis_problem = _read_json_checked(run_dir / "kpis.json")
+    ts, ts_problem = read_series_checked(run_dir)
+    unreadable = [p for p in (meta_problem, kpis_problem, ts_problem, _scenario_problem(run_dir)) if p]
     status = meta.get("status", "unknown")
     parts = []
     if status == "ok":
         parts.append("<div class='status ok' id='status'>Run finished: ok</div>")
     else:
-        reason = meta.get("reason") or "no metadata.json: the run did not finish"
+        reason = meta.get("reason") or meta_problem or "no metadata.json: the run did not finish"
         parts.append(f"<div class='status failed' id='status'>Run {esc(status)}: {esc(reason)}"
                      f"{' — figures show what was recorded until then' if ts is not None else ''}</div>")
-    figures = build_figures(ts, entity_models(run_dir)) if ts is not None else {}
+    if unreadable:
+        items = "".join(f"<li>{esc(u)}</li>" for u in unreadable)
+        parts.append(f"<section id='unreadable'><h2>Unreadable parts of this run folder</h2>"
+                     f"<ul class='absent'>{items}</ul></section>")
+    figures: dict[str, str | None] = {}
+    if ts is not None:
+        try:
+            figures = build_figures(ts, entity_models(run_dir))
+        except Exception as exc:  # noqa: BLE001 — odd values in a damaged series: the page still says what there is
+            parts.append(f"<section id='unreadable-figures'><h2>Figures not drawn</h2><p class='absent'>"
+                         f"{esc(type(exc).__name__)}: {esc(exc)}</p></section>")
     for name in FIGURES:
         png = figures.get(name)
         if png:
@@ -454,18 +528,14 @@ def render(run_dir: Path) -> str:
         parts.append(f"<section id='absent'><h2>Not in this run</h2><ul class='absent'>{items}</ul></section>")
     parts.append(f"<section id='kpis'><h2>KPIs</h2>{kpi_table(kpis)}</section>")
     parts.append(f"<section id='run'><h2>Run</h2>{_meta_table(meta)}</section>")
-    name = meta.get("scenario") or run_dir.name
+    name = str(meta.get("scenario") or run_dir.name)
     description = _description(run_dir)
     subtitle = f"{run_dir.name}" + (f" — {description}" if description else "")
     return html_page(f"cosim report: {name}", subtitle, "\n".join(parts))
 
 
 def _description(run_dir: Path) -> str:
-    try:
-        raw = tomllib.loads((run_dir / "scenario.toml").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return ""
-    return str(raw.get("scenario", {}).get("description", ""))
+    return str(_table(_read_scenario(run_dir), "scenario").get("description", ""))
 
 
 def write_report(run_dir: str | Path, path: str | Path | None = None) -> Path:

@@ -132,9 +132,19 @@ def _draw_problems(key: str, spec: Any) -> list[Problem]:
     if not isinstance(args, list) or (kind != "choice" and len(args) != 2) or not args:
         form = "a non-empty list of values" if kind == "choice" else "two numbers [a, b]"
         return [Problem(where, f"{kind} takes {form}", args)]
+    if kind == "integers" and not all(isinstance(a, int) and not isinstance(a, bool) for a in args):
+        return [Problem(where, "integers = [low, high] takes two whole numbers", args)]
+    if kind in ("uniform", "normal") and not all(_is_number(a) for a in args):
+        return [Problem(where, f"{kind} = [a, b] takes two numbers", args)]
     if kind == "integers" and not args[0] < args[1]:
         return [Problem(where, "integers = [low, high] needs low < high (high is exclusive)", args)]
+    if kind == "normal" and args[1] < 0:
+        return [Problem(where, "normal = [mean, sd] needs sd >= 0", args)]
     return []
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _draw(rng: np.random.Generator, spec: dict[str, Any], n: int) -> list[Any]:
@@ -209,22 +219,40 @@ def load_sweep_file(path: str | Path) -> SweepSpec:
     scenario = body.get("scenario")
     if not isinstance(scenario, str):
         problems.append(Problem("sweep.scenario", "give the scenario file, relative to this file", scenario))
-    grid = body.get("grid", {})
+    fixed = _table_or_problem(body, "set", "a table of dotted keys, e.g. [sweep.set] \"scenario.seed\" = 3",
+                              problems)
+    grid = _table_or_problem(body, "grid", "a table of lists, e.g. [sweep.grid] \"entities.pcc.bus\" = [\"3\", \"6\"]",
+                             problems)
     for key, values in grid.items():
         if not isinstance(values, list) or not values:
             problems.append(Problem(f"sweep.grid.{key}", "give a non-empty list of values, e.g. [1.0, 2.0]", values))
-    mc = body.get("montecarlo", {})
+    mc = _table_or_problem(body, "montecarlo", "a table with n, seed and [sweep.montecarlo.draws]", problems)
     problems += [Problem(f"sweep.montecarlo.{k}", "unknown key; allowed: n, seed, draws") for k in mc
                  if k not in ("n", "seed", "draws")]
-    if mc and not isinstance(mc.get("n"), int):
-        problems.append(Problem("sweep.montecarlo.n", "give the number of draws, a positive integer", mc.get("n")))
-    for key, spec in mc.get("draws", {}).items():
+    n = mc.get("n")
+    if mc and (isinstance(n, bool) or not isinstance(n, int) or n <= 0):
+        problems.append(Problem("sweep.montecarlo.n", "give the number of draws, a positive integer", n))
+    seed = mc.get("seed", 0)
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        problems.append(Problem("sweep.montecarlo.seed", "give a whole number >= 0", seed))
+    draws = _table_or_problem(mc, "draws", "a table of distributions, e.g. \"scenario.seed\" = { integers = [0, 100] }",
+                              problems, where="sweep.montecarlo.draws")
+    for key, spec in draws.items():
         problems += _draw_problems(key, spec)
     if problems:
         raise ScenarioError(path, problems)
-    return SweepSpec(scenario=(path.resolve().parent / scenario), fixed=dict(body.get("set", {})), grid=dict(grid),
-                     montecarlo_n=int(mc.get("n", 0)), montecarlo_seed=int(mc.get("seed", 0)),
-                     draws=dict(mc.get("draws", {})))
+    return SweepSpec(scenario=(path.resolve().parent / scenario), fixed=dict(fixed), grid=dict(grid),
+                     montecarlo_n=int(mc.get("n", 0)), montecarlo_seed=int(seed), draws=dict(draws))
+
+
+def _table_or_problem(body: dict[str, Any], key: str, form: str, problems: list[Problem],
+                      where: str | None = None) -> dict[str, Any]:
+    """``body[key]`` when it is a table (absent: empty); else a problem is added and ``{}`` returned."""
+    value = body.get(key, {})
+    if isinstance(value, dict):
+        return value
+    problems.append(Problem(where or f"sweep.{key}", f"give {form}", value))
+    return {}
 
 
 def variant_id(scenario_text: str, overrides: dict[str, Any]) -> str:
@@ -245,7 +273,7 @@ def run_variant(scenario_path: str, overrides: dict[str, Any], run_dir: str, rep
 
     folder = Path(run_dir)
     if folder.exists():
-        shutil.rmtree(folder)  # a previous failed attempt: start clean
+        set_aside(folder)
     folder.mkdir(parents=True)
     try:
         scn = load_scenario(scenario_path, overrides)
@@ -272,6 +300,23 @@ def run_variant(scenario_path: str, overrides: dict[str, Any], run_dir: str, rep
     return read_row(folder)
 
 
+def set_aside(folder: Path) -> Path | None:
+    """Clear ``folder`` for a new attempt without losing an earlier failed one.
+
+    A folder whose run finished ``ok`` is removed (it is being redone on purpose); any other
+    (failed, interrupted, unreadable) is renamed to ``<name>.failed-<n>``, the first free
+    ``n``, and that path returned, so its log and partial series stay for diagnosis.
+    """
+    if _read_json(folder / "metadata.json").get("status") == "ok":
+        shutil.rmtree(folder)
+        return None
+    n = 1
+    while (target := folder.with_name(f"{folder.name}.failed-{n}")).exists():
+        n += 1
+    folder.rename(target)
+    return target
+
+
 def _write_failed(folder: Path, reason: str) -> None:
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     meta = {"status": "failed", "reason": reason, "started_utc": started, "wall_s": None}
@@ -289,10 +334,12 @@ def read_row(run_dir: Path) -> dict[str, Any]:
 
 
 def _read_json(path: Path) -> dict[str, Any]:
+    """A JSON object from ``path``; ``{}`` when missing, unreadable or not an object."""
     try:
-        return json.loads(path.read_text())
+        value = json.loads(path.read_text())
     except (OSError, ValueError):
         return {}
+    return value if isinstance(value, dict) else {}
 
 
 def flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -390,10 +437,12 @@ def run_sweep(scenario: str | Path, variants: list[dict[str, Any]], out_dir: str
         The table written to ``sweep.parquet`` (one row per variant, in variant order).
 
     Raises:
-        ScenarioError: the scenario file cannot be read, or two variants are identical.
+        ScenarioError: the scenario file cannot be read, two variants are identical, or
+            ``workers`` is negative.
     """
     from cosim.scenario import read_toml
 
+    check_workers(workers)
     scenario = Path(scenario).resolve()
     read_toml(scenario)  # a missing or broken file stops the sweep before anything starts
     text = scenario.read_text(encoding="utf-8")
@@ -475,7 +524,11 @@ def run_tasks(func: Callable[..., Any], calls: list[tuple], workers: int | None 
     ``error`` is ``None`` or a one-line description when the task raised or its worker was
     lost. ``workers``/``scheduler`` as in :func:`run_sweep` (``workers=0``: in this process).
     ``func`` must be importable by the workers (a module-level function).
+
+    Raises:
+        ScenarioError: ``workers`` is negative or not a whole number (checked before anything runs).
     """
+    check_workers(workers)
     if scheduler is None and workers == 0:
         for i, call in enumerate(calls):
             try:
@@ -507,6 +560,17 @@ def run_tasks(func: Callable[..., Any], calls: list[tuple], workers: int | None 
         client.close()
         if cluster is not None:
             cluster.close()
+
+
+def check_workers(workers: Any) -> None:
+    """Refuse a worker count Dask cannot use (``-1`` would start a cluster that never runs a task).
+
+    Raises:
+        ScenarioError: ``workers`` is not ``None`` or a whole number >= 0.
+    """
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 0):
+        raise ScenarioError("workers", [Problem("workers", "give a whole number >= 0 (0 runs in this process, "
+                                                           "none the default of 2)", workers)])
 
 
 def default_workers() -> int:

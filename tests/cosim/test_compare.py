@@ -60,3 +60,21 @@ def test_text_and_html(runs, tmp_path):
 def test_missing_folder_is_named(tmp_path):
     with pytest.raises(FileNotFoundError, match="nowhere"):
         compare([tmp_path / "nowhere"])
+
+
+def test_damaged_kpis_and_html_folder_are_named(runs, tmp_path, capsys):
+    """A kpis.json holding a list, or --html naming a folder: a clear message, not an internal error."""
+    from cosim.cli import main
+    from cosim.scenario import ScenarioError
+
+    (runs[1] / "kpis.json").write_text("[1, 2]")
+    with pytest.raises(ScenarioError, match=r"capped/kpis.json = \[1, 2\]: expected a JSON object"):
+        compare(runs)
+    assert main(["compare", str(runs[0]), str(runs[1])]) == 1
+    assert "expected a JSON object" in capsys.readouterr().err
+
+    table = compare([runs[0], runs[2]])
+    with pytest.raises(ScenarioError, match="is a folder; give the HTML file"):
+        write_compare_html(table, tmp_path)
+    assert main(["compare", str(runs[0]), str(runs[2]), "--html", str(tmp_path)]) == 1
+    assert "is a folder" in capsys.readouterr().err

@@ -18,7 +18,14 @@ import pandapower as pp
 import pytest
 from scipy.optimize import brentq
 
-from cosim.hosting import Limits, _coordinates, bus_positions, feeder_buses, hosting_capacity, resolve_setup
+from cosim.hosting import (
+    Limits,
+    _coordinates,
+    bus_positions,
+    feeder_buses,
+    hosting_capacity,
+    resolve_setup,
+)
 
 R_OHM, X_OHM, VS_KV = 2.0, 3.0, 20.0
 TOL_MW = 0.05
@@ -197,3 +204,46 @@ def test_hosting_on_a_running_dask_scheduler(tmp_path):
                                   tol_mw=0.5, scheduler=cluster.scheduler_address, progress=False)
     assert remote.iloc[0]["hosting_mw"] == local.iloc[0]["hosting_mw"] and remote.iloc[0]["n_runs"] > 2
     assert remote.iloc[1]["bound"] == "error" and "unknown bus 'nowhere'" in remote.iloc[1]["limited_by"]
+
+
+# -- review findings: a run that failed for a non-grid reason is not a grid violation ----------
+def _failing_above(monkeypatch, size_mw: float, exc: type[BaseException] | None = None, bus: str | None = None):
+    """Runs larger than ``size_mw`` (at ``bus``, or any) crash: metadata says failed (or ``exc`` is raised)."""
+    import cosim.sweep
+    from cosim.sweep import _write_failed
+
+    real = cosim.sweep.run_variant
+
+    def run_variant(scenario, overrides, run_dir, report=False):
+        if overrides["entities.pcc.p_mw"] > size_mw and bus in (None, overrides["entities.pcc.bus"]):
+            if exc is not None:
+                raise exc()
+            Path(run_dir).mkdir(parents=True, exist_ok=True)
+            _write_failed(Path(run_dir), "MemoryError: worker out of memory (at cluster.py:1)")
+            return cosim.sweep.read_row(Path(run_dir))
+        return real(scenario, overrides, run_dir, report)
+
+    monkeypatch.setattr(cosim.sweep, "run_variant", run_variant)
+
+
+def test_a_crashed_run_is_an_error_not_a_violation(tmp_path, monkeypatch):
+    scenario = two_bus(tmp_path, max_i_ka=10.0)
+    _failing_above(monkeypatch, 5.0)  # below the 9.02 MW voltage limit: bisection would report ~5 MW
+    row = hosting_capacity(scenario, "pcc", tmp_path / "out", buses=["b1"], max_mw=20.0, tol_mw=0.5,
+                           workers=0, progress=False).iloc[0]
+    assert row["bound"] == "error" and math.isnan(row["hosting_mw"])
+    assert "MemoryError: worker out of memory" in row["limited_by"] and "passed up to" in row["limited_by"]
+
+
+def test_an_interrupted_study_keeps_the_finished_buses(tmp_path, monkeypatch):
+    import pandas as pd
+
+    scenario = two_bus(tmp_path, max_i_ka=10.0)
+    scenario.write_text(scenario.read_text().replace('bus = "b1"', 'bus = "b0"'))
+    _failing_above(monkeypatch, 1.0, exc=KeyboardInterrupt, bus="b1")  # the second bus: Ctrl-C
+    with pytest.raises(KeyboardInterrupt):
+        hosting_capacity(scenario, "pcc", tmp_path / "out", buses=["b0", "b1"], max_mw=20.0, tol_mw=0.5,
+                         workers=0, progress=False)
+    table = pd.read_csv(tmp_path / "out" / "hosting.csv")
+    assert table["bound"].tolist() == ["lower bound", "not run"]  # b0 (the source's bus) hosts anything
+    assert pd.read_parquet(tmp_path / "out" / "hosting.parquet")["bus"].tolist() == ["b0", "b1"]

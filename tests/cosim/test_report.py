@@ -16,7 +16,16 @@ import pandas as pd
 import pytest
 
 from cosim import kpis as kpi_module
-from cosim.report import BAND_HIGH, BAND_LOW, FIGURES, _events, power_parts, read_series, render, write_report
+from cosim.report import (
+    BAND_HIGH,
+    BAND_LOW,
+    FIGURES,
+    _events,
+    power_parts,
+    read_series,
+    render,
+    write_report,
+)
 from cosim.runner import run
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -206,7 +215,46 @@ def test_report_in_headless_chromium(full_run, tmp_path):
     non_background = np.mean(np.abs(pixels - np.median(pixels)) > 30)
     assert pixels.std() > 10 and non_background > 0.02  # drawn figures, not a blank page
 
-    from cosim.compare import compare, write_compare_html  # the comparison page loads cleanly too
+    from cosim.compare import (  # the comparison page loads cleanly too
+        compare,
+        write_compare_html,
+    )
 
     page = write_compare_html(compare([full_run, full_run]), tmp_path / "compare.html")
     assert load_in_chromium(page, tmp_path / "compare.png", tmp_path / "profile2") == []
+
+
+# -- review findings: a damaged run folder still gives a page saying what is unreadable ------
+def _damaged(full_run: Path, folder: Path) -> Path:
+    shutil.copytree(full_run, folder)
+    return folder
+
+
+def test_corrupt_series_is_named(full_run, tmp_path):
+    """The footer is intact (the file opens) but the pages are garbage: reading batches raises OSError."""
+    folder = _damaged(full_run, tmp_path / "corrupt")
+    data = bytearray((folder / "timeseries.parquet").read_bytes())
+    footer = int.from_bytes(data[-8:-4], "little") + 8
+    data[8:len(data) - footer] = b"\xab" * (len(data) - footer - 8)
+    (folder / "timeseries.parquet").write_bytes(bytes(data))
+    page = write_report(folder).read_text()
+    assert "timeseries.parquet is unreadable" in page and not figure_pngs(page)
+    assert "id='kpi-table'" in page  # the rest of the folder is still shown
+
+
+def test_series_without_time_column_is_named(full_run, tmp_path):
+    folder = _damaged(full_run, tmp_path / "no_time")
+    ts = pd.read_parquet(folder / "timeseries.parquet")
+    ts.drop(columns=["time_utc"]).to_parquet(folder / "timeseries.parquet", index=False)
+    page = render(folder)
+    assert "no time_utc column" in page and not figure_pngs(page)
+
+
+def test_malformed_scenario_and_metadata_are_named(full_run, tmp_path):
+    folder = _damaged(full_run, tmp_path / "malformed")
+    (folder / "scenario.toml").write_text("sims = [1]\nentities = 3\nscenario = 'x'\n")
+    (folder / "metadata.json").write_text('["not", "an", "object"]')
+    page = render(folder)
+    assert "scenario.toml is malformed" in page
+    assert "metadata.json holds a JSON list, not an object" in page
+    assert figure_pngs(page)  # the series is fine: drawn, roles guessed from the column names

@@ -9,8 +9,15 @@ import pandas as pd
 import pytest
 
 from cosim.scenario import ScenarioError
-from cosim.sweep import (grid_variants, load_sweep_file, montecarlo_variants, parse_set_grid, read_sweep, run_sweep,
-                         variant_id)
+from cosim.sweep import (
+    grid_variants,
+    load_sweep_file,
+    montecarlo_variants,
+    parse_set_grid,
+    read_sweep,
+    run_sweep,
+    variant_id,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT = ROOT / "scenarios" / "default.toml"
@@ -184,3 +191,57 @@ def test_table_with_mixed_parameter_types_is_written(tmp_path):
     back = pd.read_parquet(tmp_path / "t.parquet")
     assert back["entities.pcc.bus"].tolist() == ["3", "18"]
     assert back["entities.campus.peak_mw"].tolist() == [1.0, 2.5]
+
+
+# -- review findings: bad input is named, never a hang or an internal error ------------------
+def test_negative_workers_are_refused(tmp_path, facility):
+    """``--workers -1`` went to LocalCluster(n_workers=-1), which waits forever for workers."""
+    from cosim.cli import build_parser
+    from cosim.sweep import run_tasks
+
+    with pytest.raises(ScenarioError, match="workers = -1: give a whole number >= 0"):
+        next(run_tasks(print, [("x",)], workers=-1))
+    with pytest.raises(ScenarioError, match="workers = -1"):
+        run_sweep(facility, [{}], tmp_path, workers=-1, progress=False)
+    assert not (tmp_path / "runs").exists()  # refused before anything starts
+    for command in (["sweep", str(facility)], ["hosting-capacity", str(facility), "--load", "campus"]):
+        with pytest.raises(SystemExit) as exit_:
+            build_parser().parse_args([*command, "--workers", "-1"])
+        assert exit_.value.code == 2
+        assert build_parser().parse_args([*command, "--workers", "0"]).workers == 0
+
+
+@pytest.mark.parametrize("section, where, message", [
+    ("grid = 3", "sweep.grid = 3", "give a table of lists"),
+    ("set = 3", "sweep.set = 3", "give a table of dotted keys"),
+    ("montecarlo = 3", "sweep.montecarlo = 3", "give a table with n, seed"),
+    ("[sweep.montecarlo]\nn = 2\ndraws = 3", "sweep.montecarlo.draws = 3", "give a table of distributions"),
+    ('[sweep.montecarlo]\nn = 2\n[sweep.montecarlo.draws]\n"scenario.seed" = { uniform = ["a", 3] }',
+     "sweep.montecarlo.draws.scenario.seed", "uniform = [a, b] takes two numbers"),
+    ('[sweep.montecarlo]\nn = 2\n[sweep.montecarlo.draws]\n"scenario.seed" = { integers = [0.5, 3] }',
+     "sweep.montecarlo.draws.scenario.seed", "takes two whole numbers"),
+])
+def test_malformed_sweep_sections_are_scenario_errors(tmp_path, section, where, message):
+    (tmp_path / "study.toml").write_text(f'[sweep]\nscenario = "{DEFAULT.as_posix()}"\n{section}\n')
+    with pytest.raises(ScenarioError) as err:
+        load_sweep_file(tmp_path / "study.toml")
+    assert where in str(err.value) and message in str(err.value)
+
+
+def test_every_problem_of_a_sweep_file_is_listed(tmp_path):
+    (tmp_path / "study.toml").write_text('[sweep]\nscenario = 3\ngrid = 3\nset = "x"\nmontecarlo = [1]\n')
+    with pytest.raises(ScenarioError) as err:
+        load_sweep_file(tmp_path / "study.toml")
+    assert "4 problems" in str(err.value)
+
+
+def test_a_failed_variant_run_again_keeps_its_old_folder(tmp_path, facility):
+    """Its log and partial series stay for diagnosis: renamed to <id>.failed-<n>, not deleted."""
+    from cosim.sweep import run_variant
+
+    folder = tmp_path / "runs" / "v-1"
+    for _ in range(3):
+        row = run_variant(str(facility), {"entities.campus.peak_mw": -1.0}, str(folder))
+        assert row["status"] == "failed"
+    assert sorted(p.name for p in folder.parent.iterdir()) == ["v-1", "v-1.failed-1", "v-1.failed-2"]
+    assert all((folder.parent / name / "metadata.json").is_file() for name in ("v-1.failed-1", "v-1.failed-2"))
