@@ -154,6 +154,8 @@ def fair_split(curves: list[Curve], r_total_mw: float, tol_mw: float = 1e-9) -> 
     r_max = np.array([c.r_max_mw for c in curves])
     if r_total_mw >= r_max.sum():
         return _split(curves, r_max, r_total_mw)
+    if r_total_mw <= 0:  # nothing asked: nothing given (bisection would stop a hair above 0)
+        return _split(curves, np.zeros(len(curves)), 0.0)
     low, high = 0.0, 1.0
     for _ in range(100):
         mid = 0.5 * (low + high)
