@@ -6,6 +6,8 @@ from __future__ import annotations
 import logging
 import re
 import tomllib
+import xml.etree.ElementTree as ET
+import zipfile
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -13,12 +15,14 @@ from typing import Any, Literal
 
 from pydantic import field_validator
 
-from adapters._base import Params
-from cosim.units import has_unit_suffix
+from cosim import thermal_fmus
+from cosim.thermal_fmus import build as fmu_build
+
+from cosim.sdk import Params
+from cosim.sdk import has_unit_suffix
 
 LOG = logging.getLogger("cosim.fmu")
-ROOT = Path(__file__).resolve().parents[1]
-SHIPPED_DIR = ROOT / "thermal_fmus"
+SHIPPED_DIR = Path(thermal_fmus.__file__).resolve().parent
 
 #: FMU unit -> (default suffix, {suffix: (scale, offset)}): ``scenario = si * scale + offset``.
 UNIT_MAP: dict[str, tuple[str, dict[str, tuple[float, float]]]] = {
@@ -94,8 +98,6 @@ def fmu_file(fmu: str) -> Path:
     if fmu not in shipped_models():
         raise FmuError(f"fmu = {fmu!r}: no shipped model of that name; shipped: "
                        f"{', '.join(shipped_models()) or 'none'} (or give a path ending in .fmu)")
-    from thermal_fmus import build as fmu_build
-
     try:
         return fmu_build.build(fmu)
     except fmu_build.BuildError as exc:
@@ -119,7 +121,7 @@ def sidecar_attrs(path: Path) -> AttrMap:
 
 @lru_cache(maxsize=64)
 def _read_description(path: str, mtime_ns: int, size: int):
-    from fmpy import read_model_description
+    from fmpy import read_model_description  # fmpy loads ctypes and lxml: only when an FMU is looked at
 
     name = Path(path).name
     try:
@@ -140,9 +142,6 @@ def read_description(path: Path):
 def _relative_names(path: str, mtime_ns: int) -> frozenset[str]:
     """Names of variables and types declared ``relativeQuantity="true"`` (temperature
     differences). fmpy 0.3 does not read this attribute, so it is read here."""
-    import xml.etree.ElementTree as ET
-    import zipfile
-
     with zipfile.ZipFile(path) as zf:
         root = ET.fromstring(zf.read("modelDescription.xml"))
     names = set()
@@ -196,10 +195,22 @@ class Interface:
     def settable(self) -> list[str]:
         return [a for a, p in self.ports.items() if p.causality in ("input", "parameter")]
 
-    def meta(self) -> dict[str, Any]:
+    def meta(self, role: str | None = None) -> dict[str, Any]:
+        """The model's META entry; its role given, or inferred from its outputs (see :func:`infer_role`)."""
         inputs, outputs = self.inputs, self.outputs
         return {"public": True, "params": ["eid", *self.settable], "attrs": [*inputs, *outputs],
-                "inputs": inputs, "outputs": outputs}
+                "inputs": inputs, "outputs": outputs, "role": role or infer_role(outputs)}
+
+
+def infer_role(outputs: list[str]) -> str:
+    """An FMU's role from what it reports: a cooling plant's electricity (``p_cooling_mw``, its
+    fans included), air handler fans alone (``p_fans_mw``), else ``other`` (no part in the
+    energy accounting)."""
+    if "p_cooling_mw" in outputs:
+        return "cooling"
+    if "p_fans_mw" in outputs:
+        return "air_handler"
+    return "other"
 
 
 def _unit(var, relative_names: frozenset[str] = frozenset()) -> tuple[str | None, bool]:
@@ -297,9 +308,7 @@ def describe(fmu: str, attrs: AttrMap | None = None, interface: str = "auto") ->
 
 def binary_problems(iface: Interface) -> list[str]:
     """Whether the FMU holds a shared library for this platform (empty list when it does)."""
-    import zipfile
-
-    import fmpy
+    import fmpy  # fmpy loads ctypes and lxml: only when an FMU is looked at
 
     md = iface.description
     part = md.coSimulation if iface.kind == "cs" else md.modelExchange

@@ -7,7 +7,7 @@ import time as _time
 from ctypes import byref, c_double, c_uint32
 from typing import Any
 
-from adapters._fmu_describe import (
+from cosim.adapters._fmu_describe import (
     LOG,
     FmuError,
     Interface,
@@ -79,7 +79,7 @@ class FmuInstance:
 
     # -- lifecycle ----------------------------------------------------------------------------------
     def _instantiate(self, unzipdir: str, log: bool) -> None:
-        from fmpy import fmi2, fmi3
+        from fmpy import fmi2, fmi3  # fmpy: loaded only when an FMU runs
 
         md = self.iface.description
         part = md.coSimulation if self.iface.kind == "cs" else md.modelExchange
@@ -182,7 +182,7 @@ class FmuInstance:
             self.fmu.doStep(currentCommunicationPoint=time_s, communicationStepSize=step_s)
 
     def _start_continuous_time(self, time_s: float) -> None:
-        from fmpy.simulation import ForwardEuler
+        from fmpy.simulation import ForwardEuler  # fmpy: loaded only when an FMU runs
 
         self._event_update()
         self._call("EnterContinuousTimeMode", self.fmu.enterContinuousTimeMode)
@@ -194,7 +194,7 @@ class FmuInstance:
         if self.solver_name == "Euler" or nx == 0:
             self.solver = ForwardEuler(**args)
         else:
-            from fmpy.sundials import CVodeSolver
+            from fmpy.sundials import CVodeSolver  # fmpy: loaded only when an FMU runs
 
             self.solver = CVodeSolver(get_nominals=self.fmu.getNominalsOfContinuousStates, set_time=self.fmu.setTime,
                                       startTime=time_s, maxStep=self.solver_step_s, relativeTolerance=self.rtol, **args)
@@ -241,8 +241,8 @@ class _NoInput:
 
 
 def _fmi2_callbacks(logger):
-    from fmpy import calloc, free
-    from fmpy.fmi2 import (
+    from fmpy import calloc, free  # fmpy: loaded only when an FMU runs
+    from fmpy.fmi2 import (  # fmpy: loaded only when an FMU runs
         fmi2CallbackAllocateMemoryTYPE,
         fmi2CallbackFreeMemoryTYPE,
         fmi2CallbackFunctions,
@@ -254,7 +254,7 @@ def _fmi2_callbacks(logger):
     callbacks.allocateMemory = fmi2CallbackAllocateMemoryTYPE(calloc)
     callbacks.freeMemory = fmi2CallbackFreeMemoryTYPE(free)
     try:  # fmpy's native proxy formats printf-style messages before they reach Python
-        from fmpy.logging import addLoggerProxy
+        from fmpy.logging import addLoggerProxy  # fmpy: loaded only when an FMU runs
 
         addLoggerProxy(byref(callbacks))
     except Exception:

@@ -14,6 +14,8 @@ from typing import Protocol
 
 import numpy as np
 
+from cosim.adapters._grid_opendss import circuit_info, compile_circuit, device_attrs, new_engine
+
 
 class GridBackend(Protocol):
     """What the grid adapter needs from an engine (element positions are per kind)."""
@@ -49,8 +51,6 @@ def opendss_circuit_info(path: str | Path):
 
 @lru_cache(maxsize=16)
 def _circuit_info(path: str, _mtime_ns: int):
-    from adapters._grid_opendss import circuit_info, compile_circuit, new_engine
-
     dss = new_engine()
     compile_circuit(dss, Path(path))
     return circuit_info(dss)
@@ -58,6 +58,4 @@ def _circuit_info(path: str, _mtime_ns: int):
 
 def opendss_grid_outputs(info) -> list[str]:
     """The Grid outputs the OpenDSS engine adds to the common ones."""
-    from adapters._grid_opendss import device_attrs
-
     return ["n_tap_changes", *(attr for group in device_attrs(info) for attr in group)]

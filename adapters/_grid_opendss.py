@@ -68,7 +68,7 @@ def unique_ids(names: list[str]) -> list[str]:
 
 def new_engine():
     """A fresh DSS-Extensions engine context that never changes the working directory."""
-    import opendssdirect
+    import opendssdirect  # loads the DSS C-API library: only for the OpenDSS engine
 
     dss = opendssdirect.NewContext()
     dss.Basic.AllowChangeDir(False)

@@ -12,6 +12,14 @@ from typing import Any
 
 import numpy as np
 import pandapower as pp
+from lightsim2grid.algorithm import NRSing_KLU
+from pandapower.pd2ppc import _pd2ppc
+from pandapower.pf.ppci_variables import _get_pf_variables_from_ppci
+from pandapower.pf.run_dc_pf import _run_dc_pf
+from pandapower.pypower.idx_brch import F_BUS, T_BUS
+from pandapower.pypower.idx_bus import BASE_KV, PD, QD, SL_FAC, VA
+from pandapower.pypower.makeSbus import makeSbus
+from pandapower.pypower.makeYbus import makeYbus
 
 KINDS = ("load", "sgen", "storage")
 #: Sign turning a table's p_mw into a bus injection (consumer convention for load, storage).
@@ -184,14 +192,6 @@ class PowerFlow:
 
     def _build(self) -> None:
         """Convert the net with pandapower's ppc builder; keep what each solve needs."""
-        from lightsim2grid.algorithm import NRSing_KLU
-        from pandapower.pd2ppc import _pd2ppc
-        from pandapower.pf.ppci_variables import _get_pf_variables_from_ppci
-        from pandapower.pypower.idx_brch import F_BUS, T_BUS
-        from pandapower.pypower.idx_bus import BASE_KV, PD, QD, SL_FAC
-        from pandapower.pypower.makeSbus import makeSbus
-        from pandapower.pypower.makeYbus import makeYbus
-
         net = self.net
         if not self._options_set:  # options of this pandapower version, not a JSON file's
             self._init_options()
@@ -249,9 +249,6 @@ class PowerFlow:
         A flat start fails on nets whose transformers shift the phase (SimBench's Dyn5
         units turn the MV side by 150 degrees); the DC solution carries those shifts.
         """
-        from pandapower.pf.run_dc_pf import _run_dc_pf
-        from pandapower.pypower.idx_bus import VA
-
         magnitude = np.where(np.isfinite(v0), np.abs(v0), 1.0)
         try:
             angle = np.deg2rad(_run_dc_pf(ppci)["bus"][:, VA].real)

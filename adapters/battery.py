@@ -50,7 +50,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
-from adapters._base import CosimSim, Params, model_meta
+from cosim.sdk import Params, SingleModelSim
 
 OUTPUTS = ("p_mw", "p_shortfall_mw", "soc_frac", "e_mwh", "e_capacity_mwh", "e_charged_mwh",
            "e_discharged_mwh", "e_loss_mwh", "n_cycles")
@@ -225,32 +225,18 @@ class Battery:
         }
 
 
-class BatterySim(CosimSim):
+class BatterySim(SingleModelSim):
     """Batteries (model ``Battery``); each step follows its setpoint for one step length.
 
     The power set at time t holds over [t, t + step_s): the outputs at t are the power
     applied over that step and the SoC at its end.
     """
 
-    META = {
-        "api_version": "3.0",
-        "type": "time-based",
-        "models": {"Battery": model_meta(inputs=INPUTS, outputs=OUTPUTS, params=BatteryParams)},
-    }
-    ModelParams = {"Battery": BatteryParams}
+    MODEL, PARAMS, ROLE, PHYSICS = "Battery", BatteryParams, "storage", Battery
+    INPUTS, OUTPUTS = INPUTS, OUTPUTS
     EXAMPLE = {
         "models": {"Battery": {"e_capacity_mwh": 4.0, "p_charge_max_mw": 1.0, "p_discharge_max_mw": 1.0}},
     }
 
-    def setup(self) -> None:
-        self.batteries: dict[str, Battery] = {}
-
-    def create_entity(self, eid: str, model: str, params: BaseModel | None) -> None:
-        if model != "Battery":
-            raise ValueError(f"unknown model {model!r}; the battery adapter has: Battery")
-        self.batteries[eid] = Battery(params)
-
-    def step_entities(self, time_s: int, inputs: dict[str, dict[str, Any]]) -> None:
-        for eid, battery in self.batteries.items():
-            result = battery.step(battery.setpoint_mw(inputs.get(eid, {})), self.step_s)
-            self.out[eid] = battery.outputs(result)
+    def advance(self, battery: Battery, time_s: int, inputs: dict[str, Any]) -> dict[str, float]:
+        return battery.outputs(battery.step(battery.setpoint_mw(inputs), self.step_s))

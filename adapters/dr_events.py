@@ -38,8 +38,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from adapters._base import CosimSim, Params, ScenarioContext, model_meta, parse_utc
-from cosim.types import DataFile
+from cosim.sdk import Params, ScenarioContext, SingleModelSim, parse_utc
+from cosim.sdk import DataFile
 
 COLUMNS = ("program", "notice_utc", "start_utc", "end_utc", "reduction_mw", "cap_mw")
 OUTPUTS = ("event_active", "dr_reduction_mw", "dr_cap_mw", "dr_notice_s", "dr_remaining_s")
@@ -186,15 +186,11 @@ def schedule_from_params(params: EventsParams) -> EventSchedule:
     return EventSchedule(read_events(params.file), params.program, Path(params.file).name)
 
 
-class DrEventsSim(CosimSim):
+class DrEventsSim(SingleModelSim):
     """Demand-response event signals from event files (model ``Events``)."""
 
-    META = {
-        "api_version": "3.0",
-        "type": "time-based",
-        "models": {"Events": model_meta(outputs=OUTPUTS, params=EventsParams)},
-    }
-    ModelParams = {"Events": EventsParams}
+    MODEL, PARAMS, ROLE = "Events", EventsParams, "signal"
+    OUTPUTS = OUTPUTS
     EXAMPLE = {"models": {"Events": {"file": "data/dr_events/example_events.csv"}}}
 
     @classmethod
@@ -208,15 +204,8 @@ class DrEventsSim(CosimSim):
             return [str(exc)]
         return off_grid_problems(schedule, ctx, Path(params.file).name)
 
-    def setup(self) -> None:
-        self.schedules: dict[str, EventSchedule] = {}
+    def build(self, eid: str, params: EventsParams) -> EventSchedule:
+        return schedule_from_params(params)
 
-    def create_entity(self, eid: str, model: str, params: BaseModel | None) -> None:
-        if model != "Events":
-            raise ValueError(f"unknown model {model!r}; the dr_events adapter has: Events")
-        self.schedules[eid] = schedule_from_params(params)
-
-    def step_entities(self, time_s: int, inputs: dict[str, dict[str, Any]]) -> None:
-        when = self.utc(time_s)
-        for eid, schedule in self.schedules.items():
-            self.out[eid] = schedule.at(when)
+    def advance(self, schedule: EventSchedule, time_s: int, inputs: dict[str, Any]) -> dict[str, Any]:
+        return schedule.at(self.utc(time_s))

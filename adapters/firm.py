@@ -57,7 +57,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, model_validator
 
-from adapters._base import CosimSim, Params, model_meta
+from cosim.sdk import CosimSim, Params, meta, model_meta
 
 #: 1 GJ/MWh of heat rate at 1 MW is 1 GJ/h = 1/3.6 MW of fuel.
 GJ_PER_H_TO_MW = 1.0 / 3.6
@@ -267,16 +267,12 @@ class Smr:
 class FirmSim(CosimSim):
     """Dispatchable on-site generators (models ``GasTurbine`` and ``Smr``)."""
 
-    META = {
-        "api_version": "3.0",
-        "type": "time-based",
-        "models": {
-            "GasTurbine": model_meta(inputs=["p_set_mw"], outputs=["p_mw", "p_shortfall_mw", "p_fuel_mw",
-                                                                   "co2_kg_s", "n_starts"], params=GasTurbineParams),
-            "Smr": model_meta(inputs=["p_set_mw"], outputs=["p_mw", "p_shortfall_mw", "xe_rel_frac",
-                                                            "ramp_up_max_frac_per_min"], params=SmrParams),
-        },
-    }
+    META = meta({
+        "GasTurbine": model_meta(inputs=["p_set_mw"], outputs=["p_mw", "p_shortfall_mw", "p_fuel_mw", "co2_kg_s",
+                                                               "n_starts"], params=GasTurbineParams, role="fossil_gen"),
+        "Smr": model_meta(inputs=["p_set_mw"], outputs=["p_mw", "p_shortfall_mw", "xe_rel_frac",
+                                                        "ramp_up_max_frac_per_min"], params=SmrParams, role="clean_gen"),
+    })
     ModelParams = {"GasTurbine": GasTurbineParams, "Smr": SmrParams}
     EXAMPLE = {"models": {"GasTurbine": {"p_max_mw": 2.0, "p_init_mw": 1.0}, "Smr": {"p_max_mw": 77.0}}}
 
@@ -284,10 +280,7 @@ class FirmSim(CosimSim):
         self.units: dict[str, GasTurbine | Smr] = {}
 
     def create_entity(self, eid: str, model: str, params: BaseModel | None) -> None:
-        kinds = {"GasTurbine": GasTurbine, "Smr": Smr}
-        if model not in kinds:
-            raise ValueError(f"unknown model {model!r}; the firm adapter has: {', '.join(kinds)}")
-        self.units[eid] = kinds[model](params)
+        self.units[eid] = {"GasTurbine": GasTurbine, "Smr": Smr}[model](params)
 
     def step_entities(self, time_s: int, inputs: dict[str, dict[str, Any]]) -> None:
         for eid, unit in self.units.items():

@@ -36,8 +36,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
 
-from adapters._base import CosimSim, Params, ScenarioContext
-from adapters._fmu_describe import (
+from cosim.sdk import ROLES, Params, ScenarioContext, SingleModelSim
+from cosim.adapters._fmu_describe import (
     AttrMap,
     FmuError,
     Interface,
@@ -45,7 +45,7 @@ from adapters._fmu_describe import (
     describe,
     is_path,
 )
-from adapters._fmu_instance import FmuInstance
+from cosim.adapters._fmu_instance import FmuInstance
 
 __all__ = ["FmuError", "FmuInstance", "FmuSim", "SimParams", "describe"]
 
@@ -64,6 +64,8 @@ class SimParams(Params):
         solver_step_s: Euler step, or the largest CVode step; default ``step_s / 10``. [s]
         rtol: CVode relative tolerance. [-]
         log: pass the FMU's debug log messages on (errors are always kept). [-]
+        role: the model's role (``cosim.roles``); default from its outputs: ``air_handler``
+            with ``p_fans_mw``, ``cooling`` with ``p_cooling_mw``, else ``other``.
     """
 
     fmu: str
@@ -73,6 +75,7 @@ class SimParams(Params):
     solver_step_s: float | None = None
     rtol: float = 1e-6
     log: bool = False
+    role: Literal[ROLES] | None = None
 
     @field_validator("fmu")
     @classmethod
@@ -110,10 +113,10 @@ class _EveryModel(dict):
 
 
 # -- mosaik adapter ---------------------------------------------------------------------------------------
-class FmuSim(CosimSim):
-    """Instances of one FMU as mosaik entities (model name = the FMU's ``modelName``)."""
+class FmuSim(SingleModelSim):
+    """Instances of one FMU as mosaik entities (model name = the FMU's ``modelName``; its
+    attributes and role from the model description, see :meth:`meta_for`)."""
 
-    META = {"api_version": "3.0", "type": "time-based", "models": {}}
     SimParams = SimParams
     ModelParams = _EveryModel()
     EXAMPLE = {
@@ -139,7 +142,7 @@ class FmuSim(CosimSim):
     @classmethod
     def meta_for(cls, sim_params: SimParams) -> dict[str, Any]:
         iface = cls.interface(sim_params)
-        return {**cls.META, "models": {iface.model: iface.meta()}}
+        return {**cls.META, "models": {iface.model: iface.meta(sim_params.role)}}
 
     @classmethod
     def check_entity(cls, model: str, params: BaseModel | None, ctx: ScenarioContext,
@@ -158,31 +161,31 @@ class FmuSim(CosimSim):
         return problems
 
     def setup(self) -> None:
-        from fmpy import extract
+        from fmpy import extract  # fmpy loads ctypes and lxml: only sims that run an FMU pay for it
 
+        super().setup()
         self.iface = self.interface(self.params)
-        self.instances: dict[str, FmuInstance] = {}
         try:
             self.unzipdir = extract(str(self.iface.path))
         except Exception as exc:
             raise FmuError(f"{self.iface.path.name}: cannot extract the FMU: {exc}") from exc
 
-    def create_entity(self, eid: str, model: str, params: BaseModel | None) -> None:
-        if model != self.iface.model:
-            raise ValueError(f"unknown model {model!r}; this FMU's model is {self.iface.model}")
+    def build(self, eid: str, params: BaseModel | None) -> FmuInstance:
         p = self.params
-        self.instances[eid] = FmuInstance(self.iface, self.unzipdir, eid, dict(params.model_extra or {}),
-                                          step_s=self.step_s, solver=p.solver, solver_step_s=p.solver_step_s,
-                                          rtol=p.rtol, log=p.log)
+        return FmuInstance(self.iface, self.unzipdir, eid, dict(params.model_extra or {}), step_s=self.step_s,
+                           solver=p.solver, solver_step_s=p.solver_step_s, rtol=p.rtol, log=p.log)
 
-    def step_entities(self, time_s: int, inputs: dict[str, dict[str, Any]]) -> None:
-        for eid, inst in self.instances.items():
-            inst.set_inputs(inputs.get(eid, {}))
-            inst.step(float(time_s), float(self.step_s))
-            self.out[eid] = inst.outputs()
+    def advance(self, inst: FmuInstance, time_s: int, inputs: dict[str, Any]) -> dict[str, Any]:
+        inst.set_inputs(inputs)
+        inst.step(float(time_s), float(self.step_s))
+        return inst.outputs()
+
+    @property
+    def instances(self) -> dict[str, FmuInstance]:
+        return getattr(self, "entities", {})
 
     def finalize(self) -> None:
-        for inst in getattr(self, "instances", {}).values():
+        for inst in self.instances.values():
             inst.close()
         unzipdir = getattr(self, "unzipdir", None)
         if unzipdir:

@@ -58,14 +58,16 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 from pydantic import ValidationInfo, field_validator, model_validator
 
-import grid_models
-from adapters._base import CosimSim, Params, ScenarioContext, model_meta
-from adapters._grid_backend import (
+from cosim import grid_models
+from cosim.sdk import CosimSim, Params, ScenarioContext, meta, model_meta
+from cosim.adapters._grid_opendss import OpenDssFlow, unknown_bus_message
+from cosim.adapters._grid_opendss import sanitise as dss_sanitise
+from cosim.adapters._grid_backend import (
     GridBackend,
     opendss_circuit_info,
     opendss_grid_outputs,
 )
-from adapters._grid_pandapower import (  # noqa: F401 — re-exported for tests and benchmarks
+from cosim.adapters._grid_pandapower import (  # noqa: F401 — re-exported for tests and benchmarks
     ELEMENT_ATTRS,
     GRID_OUTPUTS,
     KINDS,
@@ -229,8 +231,6 @@ class GridSim(CosimSim):
         p = self.params
         self.flow: GridBackend
         if p.engine == "opendss":
-            from adapters._grid_opendss import OpenDssFlow
-
             self.flow = OpenDssFlow(grid_models.dss_file(p.network), regulators=p.regulators,
                                     tap_positions=p.tap_positions, control_mode=p.control_mode)
         else:
@@ -363,9 +363,6 @@ class GridSim(CosimSim):
 
 def _opendss_entity_problems(model: str, params: ElementParams, sim_params: SimParams) -> list[str]:
     """An unknown bus or load, or phases the bus does not have, named before any simulator starts."""
-    from adapters._grid_opendss import sanitise as dss_sanitise
-    from adapters._grid_opendss import unknown_bus_message
-
     try:
         path = grid_models.dss_file(sim_params.network)
         info = opendss_circuit_info(path)
@@ -391,7 +388,9 @@ def _build_meta(ids: dict[str, list[str]], extra_outputs: list[str] = ()) -> dic
     grid_outputs = [*GRID_OUTPUTS, *(f"bus_{i}_vm_pu" for i in ids["bus"]),
                     *(f"line_{i}_loading_pct" for i in ids["line"]),
                     *(f"trafo_{i}_loading_pct" for i in ids["trafo"]), *extra_outputs]
-    models = {"Grid": model_meta(inputs=[f"line_{i}_in_service" for i in ids["line"]], outputs=grid_outputs)}
+    models = {"Grid": model_meta(inputs=[f"line_{i}_in_service" for i in ids["line"]], outputs=grid_outputs,
+                                 role="grid")}
     for model in MODEL_KIND:
-        models[model] = model_meta(inputs=ELEMENT_ATTRS, outputs=[*ELEMENT_ATTRS, "vm_pu"], params=ElementParams)
-    return {"api_version": "3.0", "type": "time-based", "models": models}
+        models[model] = model_meta(inputs=ELEMENT_ATTRS, outputs=[*ELEMENT_ATTRS, "vm_pu"], params=ElementParams,
+                                   role="grid_element")
+    return meta(models)

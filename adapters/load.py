@@ -19,9 +19,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from adapters._base import CosimSim, ScenarioContext, model_meta
-from adapters.signals import DataError, SeriesOptions, TimeSeries, series_problems
-from cosim.types import DataFile
+from cosim.sdk import DataFile, ScenarioContext, SingleModelSim
+from cosim.adapters.signals import DataError, SeriesOptions, TimeSeries, series_problems
 
 
 class FacilityLoadParams(SeriesOptions):
@@ -90,15 +89,11 @@ def facility_from_params(params: FacilityLoadParams) -> FacilityLoad:
     return FacilityLoad(series, params.peak_mw, params.power_factor)
 
 
-class LoadSim(CosimSim):
+class LoadSim(SingleModelSim):
     """Facility loads following measured traces (model ``FacilityLoad``)."""
 
-    META = {
-        "api_version": "3.0",
-        "type": "time-based",
-        "models": {"FacilityLoad": model_meta(outputs=["p_mw", "q_mvar"], params=FacilityLoadParams)},
-    }
-    ModelParams = {"FacilityLoad": FacilityLoadParams}
+    MODEL, PARAMS, ROLE = "FacilityLoad", FacilityLoadParams, "it"
+    OUTPUTS = ("p_mw", "q_mvar", "p_it_mw")
     EXAMPLE = {
         "models": {"FacilityLoad": {"file": "data/loads/helios_earth_day_2020-05-20.csv", "repeat": True}},
     }
@@ -109,20 +104,13 @@ class LoadSim(CosimSim):
         """Problems of one entity's trace for the scenario window (coverage, columns)."""
         return series_problems(lambda: facility_from_params(params), ctx)[1]
 
-    def setup(self) -> None:
-        self.facilities: dict[str, FacilityLoad] = {}
-
-    def create_entity(self, eid: str, model: str, params: BaseModel | None) -> None:
-        if model != "FacilityLoad":
-            raise ValueError(f"unknown model {model!r}; the load adapter has: FacilityLoad")
+    def build(self, eid: str, params: FacilityLoadParams) -> FacilityLoad:
         ctx = ScenarioContext(self.start_utc, self.duration_s, self.step_s, self.seed)
         facility, problems = series_problems(lambda: facility_from_params(params), ctx)
         if problems:
             raise ValueError(f"{eid}: " + "; ".join(problems))
-        self.facilities[eid] = facility
+        return facility
 
-    def step_entities(self, time_s: int, inputs: dict[str, dict[str, Any]]) -> None:
-        when = self.utc(time_s)
-        for eid, facility in self.facilities.items():
-            p_mw, q_mvar = facility.power_at(when)
-            self.out[eid] = {"p_mw": p_mw, "q_mvar": q_mvar}
+    def advance(self, facility: FacilityLoad, time_s: int, inputs: dict[str, Any]) -> dict[str, float]:
+        p_mw, q_mvar = facility.power_at(self.utc(time_s))
+        return {"p_mw": p_mw, "q_mvar": q_mvar, "p_it_mw": p_mw}  # the trace is IT power: all of it

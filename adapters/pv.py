@@ -38,7 +38,7 @@ import pandas as pd
 from pvlib import iam, inverter, irradiance, location, pvsystem, temperature, tracking
 from pydantic import BaseModel, Field
 
-from adapters._base import CosimSim, Params, model_meta
+from cosim.sdk import Params, SingleModelSim
 
 INPUTS = ("ghi_w_m2", "dni_w_m2", "dhi_w_m2", "t_dry_c", "wind_m_s", "p_limit_mw")
 OUTPUTS = ("p_mw", "p_avail_mw", "p_curtailed_mw", "p_dc_mw", "p_clip_mw", "poa_w_m2", "t_cell_c")
@@ -166,51 +166,46 @@ class PvPlant:
         return pd.DataFrame({k: np.asarray(v, dtype=float) for k, v in out.items()}, index=weather.index)
 
 
-class PvSim(CosimSim):
+class _Geometry:
+    """Sun and array geometry of one plant, computed a chunk of steps at a time."""
+
+    def __init__(self, plant: PvPlant):
+        self.plant = plant
+        self.chunk = -1
+        self.columns: dict[str, np.ndarray] = {}
+
+
+class PvSim(SingleModelSim):
     """PV plants (model ``PvPlant``) driven by weather inputs."""
 
-    META = {
-        "api_version": "3.0",
-        "type": "time-based",
-        "models": {"PvPlant": model_meta(inputs=INPUTS, outputs=OUTPUTS, params=PvPlantParams)},
-    }
-    ModelParams = {"PvPlant": PvPlantParams}
+    MODEL, PARAMS, ROLE = "PvPlant", PvPlantParams, "clean_gen"
+    INPUTS, OUTPUTS = INPUTS, OUTPUTS
     EXAMPLE = {
         "models": {"PvPlant": {"latitude_deg": 36.1, "longitude_deg": -79.95, "p_dc_mw": 1.2, "p_ac_mw": 1.0}},
     }
 
-    def setup(self) -> None:
-        self.plants: dict[str, PvPlant] = {}
-        self.geo_chunks: dict[str, tuple[int, dict[str, np.ndarray]]] = {}
+    def build(self, eid: str, params: PvPlantParams) -> _Geometry:
+        return _Geometry(PvPlant(params))
 
-    def create_entity(self, eid: str, model: str, params: BaseModel | None) -> None:
-        if model != "PvPlant":
-            raise ValueError(f"unknown model {model!r}; the pv adapter has: PvPlant")
-        self.plants[eid] = PvPlant(params)
-
-    def _geometry_row(self, eid: str, time_s: int) -> dict[str, float]:
+    def _geometry_row(self, geo: _Geometry, time_s: int) -> dict[str, float]:
         """Geometry at the middle of the step starting at ``time_s``, computed a chunk at a time."""
         k = time_s // self.step_s
         chunk = k // CHUNK_STEPS
-        cached = self.geo_chunks.get(eid)
-        if cached is None or cached[0] != chunk:
+        if geo.chunk != chunk:
             first_s = chunk * CHUNK_STEPS * self.step_s + self.step_s / 2.0
             times = pd.date_range(self.utc(0) + pd.Timedelta(seconds=first_s), periods=CHUNK_STEPS,
                                   freq=pd.Timedelta(seconds=self.step_s))
-            geo = self.plants[eid].geometry(times)
-            cached = (chunk, {c: geo[c].to_numpy() for c in geo.columns})
-            self.geo_chunks[eid] = cached
+            frame = geo.plant.geometry(times)
+            geo.chunk, geo.columns = chunk, {c: frame[c].to_numpy() for c in frame.columns}
         row = k - chunk * CHUNK_STEPS
-        return {c: float(v[row]) for c, v in cached[1].items()}
+        return {c: float(v[row]) for c, v in geo.columns.items()}
 
-    def step_entities(self, time_s: int, inputs: dict[str, dict[str, Any]]) -> None:
-        for eid, plant in self.plants.items():
-            got = inputs.get(eid, {})
-            out = plant.power(self._geometry_row(eid, time_s), got.get("ghi_w_m2", 0.0),
-                              got.get("dni_w_m2", 0.0), got.get("dhi_w_m2", 0.0),
-                              got.get("t_dry_c", DEFAULT_T_AIR_C), got.get("wind_m_s", DEFAULT_WIND_M_S))
-            p_avail = float(out["p_ac_mw"])
-            p_mw = min(p_avail, max(float(got["p_limit_mw"]), 0.0)) if "p_limit_mw" in got else p_avail
-            self.out[eid] = {"p_mw": p_mw, "p_avail_mw": p_avail, "p_curtailed_mw": p_avail - p_mw,
-                             "p_dc_mw": float(out["p_dc_mw"]), "p_clip_mw": float(out["p_clip_mw"]),
-                             "poa_w_m2": float(out["poa_w_m2"]), "t_cell_c": float(out["t_cell_c"])}
+    def advance(self, geo: _Geometry, time_s: int, inputs: dict[str, Any]) -> dict[str, float]:
+        out = geo.plant.power(self._geometry_row(geo, time_s), inputs.get("ghi_w_m2", 0.0),
+                              inputs.get("dni_w_m2", 0.0), inputs.get("dhi_w_m2", 0.0),
+                              inputs.get("t_dry_c", DEFAULT_T_AIR_C), inputs.get("wind_m_s", DEFAULT_WIND_M_S))
+        p_avail = float(out["p_ac_mw"])
+        p_mw = min(p_avail, max(float(inputs["p_limit_mw"]), 0.0)) if "p_limit_mw" in inputs else p_avail
+        return {"p_mw": p_mw, "p_avail_mw": p_avail, "p_curtailed_mw": p_avail - p_mw,
+                "p_dc_mw": float(out["p_dc_mw"]), "p_clip_mw": float(out["p_clip_mw"]),
+                "poa_w_m2": float(out["poa_w_m2"]), "t_cell_c": float(out["t_cell_c"])}

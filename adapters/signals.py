@@ -32,9 +32,9 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, field_validator, model_validator
 
-from adapters._base import CosimSim, Params, ScenarioContext, model_meta, parse_utc
-from cosim.types import DataFile
-from cosim.units import has_unit_suffix, unit_of
+from cosim.sdk import Params, ScenarioContext, SingleModelSim, parse_utc
+from cosim.sdk import DataFile
+from cosim.sdk import has_unit_suffix, unit_of
 
 #: ``(from_unit, target unit suffix) -> (scale, offset)``: ``out = value * scale + offset``.
 UNIT_CONVERSIONS: dict[tuple[str, str], tuple[float, float]] = {
@@ -368,16 +368,15 @@ def series_problems(make_series, ctx: ScenarioContext) -> tuple[Any, list[str]]:
 
 
 # -- mosaik adapter ---------------------------------------------------------------------------
-class SignalsSim(CosimSim):
-    """Reports the mapped columns of one data file at every step (model ``Series``)."""
+class SignalsSim(SingleModelSim):
+    """Reports the mapped columns of one data file at every step (model ``Series``).
 
-    META = {
-        "api_version": "3.0",
-        "type": "time-based",
-        "models": {"Series": model_meta(outputs=[])},
-    }
+    Its role is ``signal``; a column that is a power of the site (a PV or load trace) gets a
+    role of its own in the scenario: ``[entities.pv] ... roles = { p_mw = "clean_gen" }``.
+    """
+
+    MODEL, ROLE = "Series", "signal"
     SimParams = SimParams
-    ModelParams: dict[str, type[BaseModel]] = {}
     EXAMPLE = {
         "sim": {
             "file": "data/carbon/DE_2024.csv.gz",
@@ -388,7 +387,7 @@ class SignalsSim(CosimSim):
 
     @classmethod
     def meta_for(cls, sim_params: SimParams) -> dict[str, Any]:
-        return {**cls.META, "models": {"Series": model_meta(outputs=list(sim_params.columns))}}
+        return cls.single_meta(outputs=list(sim_params.columns))
 
     @classmethod
     def make_series(cls, sim_params: SimParams) -> TimeSeries:
@@ -399,16 +398,13 @@ class SignalsSim(CosimSim):
         return series_problems(lambda: cls.make_series(sim_params), ctx)[1]
 
     def setup(self) -> None:
+        super().setup()
         ctx = ScenarioContext(self.start_utc, self.duration_s, self.step_s, self.seed)
         self.series, problems = series_problems(lambda: self.make_series(self.params), ctx)
         if problems:
             raise ValueError("; ".join(problems))
 
-    def create_entity(self, eid: str, model: str, params: BaseModel | None) -> None:
-        if model != "Series":
-            raise ValueError(f"unknown model {model!r}; the signals adapter has: Series")
-
     def step_entities(self, time_s: int, inputs: dict[str, dict[str, Any]]) -> None:
-        values = self.series.at(self.utc(time_s))
-        for eid in self.out:
+        values = self.series.at(self.utc(time_s))  # one file: the same values for every entity
+        for eid in self.entities:
             self.out[eid] = dict(values)

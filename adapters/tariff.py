@@ -44,7 +44,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
-from adapters._base import CosimSim, Params, model_meta
+from cosim.sdk import Params, SingleModelSim
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
@@ -196,16 +196,12 @@ class Tariff:
                 **self.demand_rates_usd_mw(when)}
 
 
-class TariffSim(CosimSim):
+class TariffSim(SingleModelSim):
     """Reports the tariff's prices and demand rates at each step (model ``Tariff``)."""
 
-    META = {
-        "api_version": "3.0",
-        "type": "time-based",
-        "models": {"Tariff": model_meta(outputs=["price_usd_mwh", "export_price_usd_mwh"])},
-    }
+    MODEL, ROLE = "Tariff", "signal"
+    OUTPUTS = ("price_usd_mwh", "export_price_usd_mwh")
     SimParams = SimParams
-    ModelParams: dict[str, type[BaseModel]] = {}
     EXAMPLE = {
         "sim": {
             "tz": "America/New_York", "default_usd_mwh": 60.0,
@@ -218,17 +214,13 @@ class TariffSim(CosimSim):
 
     @classmethod
     def meta_for(cls, sim_params: SimParams) -> dict[str, Any]:
-        outputs = ["price_usd_mwh", "export_price_usd_mwh", *(f"dc_{c.name}_usd_mw" for c in sim_params.demand_charges)]
-        return {**cls.META, "models": {"Tariff": model_meta(outputs=outputs)}}
+        return cls.single_meta(outputs=[*cls.OUTPUTS, *(f"dc_{c.name}_usd_mw" for c in sim_params.demand_charges)])
 
     def setup(self) -> None:
+        super().setup()
         self.tariff = Tariff(self.params)
 
-    def create_entity(self, eid: str, model: str, params: BaseModel | None) -> None:
-        if model != "Tariff":
-            raise ValueError(f"unknown model {model!r}; the tariff adapter has: Tariff")
-
     def step_entities(self, time_s: int, inputs: dict[str, dict[str, Any]]) -> None:
-        values = self.tariff.outputs(self.utc(time_s))
-        for eid in self.out:
+        values = self.tariff.outputs(self.utc(time_s))  # the same for every entity
+        for eid in self.entities:
             self.out[eid] = dict(values)

@@ -37,7 +37,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, Field, model_validator
 
-from adapters._base import CosimSim, Params, model_meta
+from cosim.sdk import Params, SingleModelSim
 
 
 @dataclass(frozen=True)
@@ -153,32 +153,17 @@ class WindFarm:
         return self.p.n_turbines * per_turbine * self.p.availability_frac * (1.0 - self.p.loss_frac)
 
 
-class WindSim(CosimSim):
+class WindSim(SingleModelSim):
     """Wind farms (model ``WindFarm``) driven by a measured wind speed ``wind_m_s``."""
 
-    META = {
-        "api_version": "3.0",
-        "type": "time-based",
-        "models": {"WindFarm": model_meta(inputs=["wind_m_s", "p_limit_mw"],
-                                          outputs=["p_mw", "p_avail_mw", "p_curtailed_mw", "v_hub_m_s"],
-                                          params=WindFarmParams)},
-    }
-    ModelParams = {"WindFarm": WindFarmParams}
+    MODEL, PARAMS, ROLE, PHYSICS = "WindFarm", WindFarmParams, "clean_gen", WindFarm
+    INPUTS = ("wind_m_s", "p_limit_mw")
+    OUTPUTS = ("p_mw", "p_avail_mw", "p_curtailed_mw", "v_hub_m_s")
     EXAMPLE = {"models": {"WindFarm": {"turbine": "iea_3p3mw", "n_turbines": 2}}}
 
-    def setup(self) -> None:
-        self.farms: dict[str, WindFarm] = {}
-
-    def create_entity(self, eid: str, model: str, params: BaseModel | None) -> None:
-        if model != "WindFarm":
-            raise ValueError(f"unknown model {model!r}; the wind adapter has: WindFarm")
-        self.farms[eid] = WindFarm(params)
-
-    def step_entities(self, time_s: int, inputs: dict[str, dict[str, Any]]) -> None:
-        for eid, farm in self.farms.items():
-            got = inputs.get(eid, {})
-            wind = float(got.get("wind_m_s", 0.0))
-            p_avail = farm.power_mw(wind)
-            p_mw = min(p_avail, max(float(got["p_limit_mw"]), 0.0)) if "p_limit_mw" in got else p_avail
-            self.out[eid] = {"p_mw": p_mw, "p_avail_mw": p_avail, "p_curtailed_mw": p_avail - p_mw,
-                             "v_hub_m_s": farm.hub_speed_m_s(wind)}
+    def advance(self, farm: WindFarm, time_s: int, inputs: dict[str, Any]) -> dict[str, float]:
+        wind = float(inputs.get("wind_m_s", 0.0))
+        p_avail = farm.power_mw(wind)
+        p_mw = min(p_avail, max(float(inputs["p_limit_mw"]), 0.0)) if "p_limit_mw" in inputs else p_avail
+        return {"p_mw": p_mw, "p_avail_mw": p_avail, "p_curtailed_mw": p_avail - p_mw,
+                "v_hub_m_s": farm.hub_speed_m_s(wind)}

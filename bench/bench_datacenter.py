@@ -5,7 +5,7 @@ GPUs (500 Llama 3.1 70B replicas on 4 H100s each, Azure chat arrivals), run
 
 * standalone: :class:`~adapters.datacenter.cluster.GpuCluster` stepped in a loop;
 * inside mosaik: a scenario with the datacenter and the recorder, through
-  :func:`cosim.runner.run_scenario` (``--skip-mosaik`` leaves it out).
+  :func:`cosim.run.run_scenario` (``--skip-mosaik`` leaves it out).
 
 Run by hand (never in the tests)::
 
@@ -28,8 +28,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from adapters.datacenter import ClusterParams, build_cluster  # noqa: E402
-from adapters.datacenter.cluster import Knobs  # noqa: E402
+from cosim.adapters.datacenter import ClusterParams, build_cluster  # noqa: E402
+from cosim.adapters.datacenter.cluster import Knobs  # noqa: E402
 
 CLUSTER = {
     "node": "DGX-H100", "n_gpus": 8000,
@@ -87,7 +87,7 @@ def standalone(days: float) -> None:
 
 
 def in_mosaik(days: float) -> None:
-    from cosim.runner import run_scenario
+    from cosim.run import run_scenario
     from cosim.scenario import load_scenario
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -22,8 +22,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from adapters._base import CosimSim  # noqa: E402
-from cosim.runner import run_scenario  # noqa: E402
+from cosim.sdk import CosimSim  # noqa: E402
+from cosim.run import run_scenario  # noqa: E402
 from cosim.scenario import load_scenario  # noqa: E402
 
 
@@ -71,9 +71,11 @@ def instrument_steps() -> dict[str, list[float]]:
         cls.step = timed
 
     from cosim import registry
+    from cosim.run.recorder import RecorderSim
 
     for name in registry.available():
         wrap(registry.adapter_class(name))
+    wrap(RecorderSim)
     return spent
 
 

@@ -28,8 +28,8 @@ sys.path.insert(0, str(ROOT))
 from fmpy import extract  # noqa: E402
 
 import cosim  # noqa: E402
-from adapters import fmu as fmu_adapter  # noqa: E402
-from adapters.fmu import FmuInstance, describe  # noqa: E402
+from cosim.adapters import fmu as fmu_adapter  # noqa: E402
+from cosim.adapters.fmu import FmuInstance, describe  # noqa: E402
 from thermal_fmus.build import build_all  # noqa: E402
 
 N_STEPS = 20_000

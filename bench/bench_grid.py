@@ -22,7 +22,7 @@ import numpy as np  # noqa: E402
 import pandapower as pp  # noqa: E402
 
 import grid_models  # noqa: E402
-from adapters.grid import MAX_ITERATION, TOLERANCE_MVA, GridSim  # noqa: E402
+from cosim.adapters.grid import MAX_ITERATION, TOLERANCE_MVA, GridSim  # noqa: E402
 
 NETWORKS = {"ieee33": "18", "cigre_mv": "Bus 11", "simbench:1-MV-rural--0-sw": "MV1.101 Bus 40"}
 N_ADAPTER, N_RUNPP, N_RAW = 2000, 50, 5000

@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
-from adapters.grid import GridSim  # noqa: E402
+from cosim.adapters.grid import GridSim  # noqa: E402
 
 FEEDERS = {"ieee13": "671", "ieee34": "890", "ieee123": "67"}
 N_STEPS = 2000

@@ -18,12 +18,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from adapters.battery import BatterySim  # noqa: E402
-from adapters.dr_events import DrEventsSim  # noqa: E402
-from adapters.firm import FirmSim  # noqa: E402
-from adapters.pv import PvSim  # noqa: E402
-from adapters.tariff import SimParams as TariffParams, TariffSim  # noqa: E402
-from adapters.wind import WindSim  # noqa: E402
+from cosim.adapters.battery import BatterySim  # noqa: E402
+from cosim.adapters.dr_events import DrEventsSim  # noqa: E402
+from cosim.adapters.firm import FirmSim  # noqa: E402
+from cosim.adapters.pv import PvSim  # noqa: E402
+from cosim.adapters.tariff import SimParams as TariffParams, TariffSim  # noqa: E402
+from cosim.adapters.wind import WindSim  # noqa: E402
 
 STEP_S, DURATION_S = 60, 7 * 86_400
 START = dict(start_utc="2024-07-15T00:00:00Z", step_s=STEP_S, duration_s=DURATION_S, seed=0)

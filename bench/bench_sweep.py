@@ -25,14 +25,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from cosim.sweep import run_sweep  # noqa: E402
+from cosim.studies.sweep import run_sweep  # noqa: E402
 
 SCENARIO = ROOT / "scenarios" / "default.toml"
 
 
 def warm_up(folder: str) -> bool:
     """One 1-minute run of the scenario: imports, data caches and FMU loading done before timing."""
-    from cosim.sweep import run_variant
+    from cosim.studies.sweep import run_variant
 
     row = run_variant(str(SCENARIO), {"scenario.duration_s": 60}, f"{folder}/warm-{os.getpid()}")
     return row["status"] == "ok"
@@ -88,7 +88,7 @@ def main() -> None:
 
         from distributed import Client, LocalCluster
 
-        from cosim.sweep import worker_config
+        from cosim.studies.executor import worker_config
 
         with worker_config(), LocalCluster(n_workers=args.workers, threads_per_worker=1, dashboard_address=":0",
                                            silence_logs=40) as cluster, Client(cluster) as client:

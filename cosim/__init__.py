@@ -7,8 +7,9 @@ Python API mirroring the CLI::
     result.kpis, result.timeseries()
 """
 
-from cosim.runner import RunResult, run
-from cosim.scenario import ScenarioError, load_scenario
+from cosim.errors import ScenarioError
+from cosim.run import RunResult, run
+from cosim.scenario import load_scenario
 
 __all__ = ["RunResult", "ScenarioError", "load_scenario", "run", "validate"]
 __version__ = "0.1.0"

@@ -1,11 +1,13 @@
-"""Adapter registry: adapter names -> ``adapters.<module>:<Class>``, found by scanning.
+"""Adapter registry: adapter names -> ``cosim.adapters.<module>:<Class>``, found by scanning.
 
-An adapter is a module (or package) under ``adapters/`` that defines one subclass of
-``adapters._base.CosimSim``; its name in a scenario is the module's name. A package
-without such a class (``adapters/controllers/``) is a folder of adapters, one per module.
-Modules whose names start with ``_`` are skipped. Installed packages can add adapters
-through the ``cosim.adapters`` entry-point group (``name = "module:Class"``).
-No list is kept by hand: a new file is found the next time the registry is read.
+An adapter is a module (or package) under ``adapters/`` (installed as ``cosim.adapters``)
+that defines one subclass of :class:`cosim.sdk.CosimSim`; its name in a scenario is the
+module's name. A package without such a class (``adapters/controllers/``) is a folder of
+adapters, one per module. Modules whose names start with ``_`` are skipped. Every folder on
+``cosim.adapters.__path__`` is scanned, and installed packages can add adapters through the
+``cosim.adapters`` entry-point group (``name = "module:Class"``). No list is kept by hand:
+a new file is found the next time the registry is read (:func:`refresh` after adding one
+while a process runs).
 """
 
 from __future__ import annotations
@@ -18,14 +20,13 @@ from functools import lru_cache
 from importlib.metadata import entry_points
 from types import ModuleType
 
-import adapters
-from adapters._base import CosimSim
+from cosim import adapters
+from cosim.errors import UnknownAdapterError
+from cosim.sdk import CosimSim
+
+__all__ = ["UnknownAdapterError", "adapter_class", "available", "refresh", "register", "target", "unregister"]
 
 _EXTRA: dict[str, str] = {}
-
-
-class UnknownAdapterError(LookupError):
-    """An adapter name that the registry does not know."""
 
 
 def register(name: str, target: str) -> None:
@@ -37,6 +38,12 @@ def register(name: str, target: str) -> None:
 def unregister(name: str) -> None:
     """Remove an adapter registered with :func:`register`."""
     _EXTRA.pop(name, None)
+    adapter_class.cache_clear()
+
+
+def refresh() -> None:
+    """Forget what was found: the next look-up scans the adapter folders again."""
+    _scanned.cache_clear()
     adapter_class.cache_clear()
 
 

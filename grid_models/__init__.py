@@ -24,6 +24,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import pandapower as pp
 import pandas as pd
 from pandapower.auxiliary import pandapowerNet
 
@@ -164,8 +165,6 @@ def _resolve(spec: str, base_dir, params: dict) -> tuple[str, str, dict]:
 
 def _build(kind: str, target: str, params: dict) -> pandapowerNet:
     if kind == "json":
-        import pandapower as pp
-
         try:
             return pp.from_json(target)
         except Exception as exc:  # pandapower raises many kinds for a file that is not a net

@@ -68,7 +68,7 @@ def _cached(code: str) -> tuple[pandapowerNet, dict[str, pd.DataFrame]]:
 
 
 def _cache_path(code: str) -> Path:
-    import simbench
+    import simbench  # heavy (its data tables load on import): only for SimBench grids
 
     if not re.fullmatch(r"[A-Za-z0-9.+\-]+", code):
         raise ValueError(f"not a SimBench code: {code!r} (e.g. {DEFAULT_CODE!r})")
@@ -76,7 +76,7 @@ def _cache_path(code: str) -> Path:
 
 
 def _load_from_simbench(code: str) -> tuple[pandapowerNet, dict[str, pd.DataFrame]]:
-    import simbench
+    import simbench  # heavy (its data tables load on import): only for SimBench grids
 
     try:
         with warnings.catch_warnings():

@@ -12,7 +12,8 @@ sys.path.insert(0, str(HERE / "helpers"))
 
 from cosim import registry  # noqa: E402
 
-TOYS = {"toy_ramp": "toy_sims:RampSim", "toy_sink": "toy_sims:SinkSim", "toy_faulty": "toy_sims:FaultySim"}
+TOYS = {"toy_ramp": "toy_sims:RampSim", "toy_sink": "toy_sims:SinkSim", "toy_faulty": "toy_sims:FaultySim",
+        "toy_noise": "toy_sims:NoiseSim"}
 
 
 def pytest_addoption(parser):

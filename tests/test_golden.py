@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from golden import check_golden
+from kpi_units import unitless_kpis
 
 import cosim
 
@@ -25,3 +26,6 @@ def test_golden_short(tmp_path, update_golden):
     result = cosim.run(SCENARIO, out_dir=tmp_path)
     assert result.ok, result.reason
     check_golden(result.timeseries(), GOLDEN, update_golden, RTOL, ATOL)
+    assert not unitless_kpis(result.kpis), "KPI keys without a unit suffix"
+    roles = result.metadata["roles"]["entities"]
+    assert roles["campus"] == "it" and roles["plant"] == "cooling" and roles["feeder"] == "grid"

@@ -37,7 +37,7 @@ def models() -> list[str]:
 def fmi_headers_dir() -> Path:
     """The folder of the FMI headers shipped with fmpy."""
     try:
-        import fmpy
+        import fmpy  # only the headers are needed, and only when building
     except ImportError as exc:
         raise BuildError("fmpy is not installed: pip install fmpy (its c-code/ holds the FMI headers)") from exc
     path = Path(fmpy.__file__).parent / "c-code"

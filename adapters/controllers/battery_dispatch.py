@@ -52,9 +52,9 @@ import numpy as np
 from pydantic import BaseModel, Field, model_validator
 from scipy.optimize import linprog
 
-from adapters._base import CosimSim, Params, ScenarioContext, model_meta
-from adapters.battery import BatteryRatings
-from adapters.controllers.carbon_capacity import (
+from cosim.sdk import Params, ScenarioContext, SingleModelSim
+from cosim.adapters.battery import BatteryRatings
+from cosim.adapters.controllers.carbon_capacity import (
     HOURS, ForecastParams, forecast_problems, forecast_series, hourly_forecast,
 )
 
@@ -171,15 +171,11 @@ class Dispatcher:
         self.plan_mw = arbitrage_plan(self.signal, soc * self.p.e_capacity_mwh, self.p)
 
 
-class BatteryDispatchSim(CosimSim):
+class BatteryDispatchSim(SingleModelSim):
     """Battery dispatchers (model ``Dispatcher``)."""
 
-    META = {
-        "api_version": "3.0",
-        "type": "time-based",
-        "models": {"Dispatcher": model_meta(inputs=INPUTS, outputs=OUTPUTS, params=DispatchParams)},
-    }
-    ModelParams = {"Dispatcher": DispatchParams}
+    MODEL, PARAMS, ROLE = "Dispatcher", DispatchParams, "controller"
+    INPUTS, OUTPUTS = INPUTS, OUTPUTS
     EXAMPLE = {"models": {"Dispatcher": {"p_threshold_mw": 2.0, "e_capacity_mwh": 2.0, "p_charge_max_mw": 0.5,
                                          "p_discharge_max_mw": 0.5}}}
 
@@ -190,15 +186,9 @@ class BatteryDispatchSim(CosimSim):
             return []
         return forecast_problems(params.forecast, "signal", ctx)
 
-    def setup(self) -> None:
-        self.dispatchers: dict[str, Dispatcher] = {}
-
-    def create_entity(self, eid: str, model: str, params: BaseModel | None) -> None:
-        if model != "Dispatcher":
-            raise ValueError(f"unknown model {model!r}; the battery_dispatch adapter has: Dispatcher")
+    def build(self, eid: str, params: DispatchParams) -> Dispatcher:
         series = forecast_series(params.forecast, "signal") if params.forecast else None
-        self.dispatchers[eid] = Dispatcher(params, self.step_s, series)
+        return Dispatcher(params, self.step_s, series)
 
-    def step_entities(self, time_s: int, inputs: dict[str, dict[str, Any]]) -> None:
-        for eid, dispatcher in self.dispatchers.items():
-            self.out[eid] = dispatcher.step(time_s, self.utc(time_s), inputs.get(eid, {}))
+    def advance(self, dispatcher: Dispatcher, time_s: int, inputs: dict[str, Any]) -> dict[str, Any]:
+        return dispatcher.step(time_s, self.utc(time_s), inputs)

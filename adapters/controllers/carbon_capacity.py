@@ -50,9 +50,9 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, Field
 
-from adapters._base import CosimSim, Params, ScenarioContext, model_meta
-from adapters.signals import ColumnSpec, DataError, SeriesOptions, TimeSeries
-from cosim.types import DataFile
+from cosim.sdk import CosimSim, Params, ScenarioContext, meta, model_meta
+from cosim.adapters.signals import ColumnSpec, DataError, SeriesOptions, TimeSeries
+from cosim.sdk import DataFile
 
 HOURS = 24
 
@@ -256,17 +256,13 @@ class FlexLoad:
 class CarbonCapacitySim(CosimSim):
     """Carbon-aware capacity curves (model ``Capacity``) and a flexible-work plant (``FlexLoad``)."""
 
-    META = {
-        "api_version": "3.0",
-        "type": "time-based",
-        "models": {
-            "Capacity": model_meta(inputs=("p_inflexible_mw",),
-                                   outputs=("p_flex_limit_mw", "ci_forecast_g_kwh", "e_flex_plan_mwh"),
-                                   params=CapacityParams),
-            "FlexLoad": model_meta(inputs=("p_limit_mw",), outputs=("p_mw", "e_backlog_mwh", "e_served_mwh"),
-                                   params=FlexLoadParams),
-        },
-    }
+    META = meta({
+        "Capacity": model_meta(inputs=("p_inflexible_mw",),
+                               outputs=("p_flex_limit_mw", "ci_forecast_g_kwh", "e_flex_plan_mwh"),
+                               params=CapacityParams, role="controller"),
+        "FlexLoad": model_meta(inputs=("p_limit_mw",), outputs=("p_mw", "e_backlog_mwh", "e_served_mwh"),
+                               params=FlexLoadParams, role="load"),
+    })
     ModelParams = {"Capacity": CapacityParams, "FlexLoad": FlexLoadParams}
     EXAMPLE = {"models": {
         "Capacity": {"e_flex_day_mwh": 12.0, "capacity_mw": 1.5,
@@ -293,10 +289,8 @@ class CarbonCapacitySim(CosimSim):
     def create_entity(self, eid: str, model: str, params: BaseModel | None) -> None:
         if model == "Capacity":
             self.entities[eid] = CapacityController(params, forecast_series(params.forecast, "ci_g_kwh"))
-        elif model == "FlexLoad":
-            self.entities[eid] = FlexLoad(params)
         else:
-            raise ValueError(f"unknown model {model!r}; the carbon_capacity adapter has: Capacity, FlexLoad")
+            self.entities[eid] = FlexLoad(params)
 
     def step_entities(self, time_s: int, inputs: dict[str, dict[str, Any]]) -> None:
         for eid, entity in self.entities.items():

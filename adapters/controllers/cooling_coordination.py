@@ -38,7 +38,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
-from adapters._base import CosimSim, Params, model_meta
+from cosim.sdk import Params, SingleModelSim
 
 INPUTS = ("q_coil_mw", "t_rack_inlet_c", "event_active", "dr_notice_s")
 OUTPUTS = ("q_charge_cmd_mw", "t_air_supply_setpoint_c", "p_cap_w", "p_limit_mw", "allowance_frac", "n_mode")
@@ -175,33 +175,19 @@ class CoolingCoordinator:
                 "allowance_frac": u, "n_mode": mode}
 
 
-class CoolingCoordinationSim(CosimSim):
+class CoolingCoordinationSim(SingleModelSim):
     """Pre-cooling and thermal-aware capping (model ``CoolingCoordination``)."""
 
-    META = {
-        "api_version": "3.0",
-        "type": "time-based",
-        "models": {"CoolingCoordination": model_meta(inputs=INPUTS, outputs=OUTPUTS,
-                                                     params=CoolingCoordinationParams)},
-    }
-    ModelParams = {"CoolingCoordination": CoolingCoordinationParams}
+    MODEL, PARAMS, ROLE, PHYSICS = ("CoolingCoordination", CoolingCoordinationParams, "controller",
+                                    CoolingCoordinator)
+    INPUTS, OUTPUTS = INPUTS, OUTPUTS
     EXAMPLE = {"models": {"CoolingCoordination": {"peak_windows_h_utc": [[17.0, 21.0]]}}}
 
-    def setup(self) -> None:
-        self.coordinators: dict[str, CoolingCoordinator] = {}
-
-    def create_entity(self, eid: str, model: str, params: BaseModel | None) -> None:
-        if model != "CoolingCoordination":
-            raise ValueError(f"unknown model {model!r}; the cooling_coordination adapter has: CoolingCoordination")
-        self.coordinators[eid] = CoolingCoordinator(params)
-
-    def step_entities(self, time_s: int, inputs: dict[str, dict[str, Any]]) -> None:
+    def advance(self, coord: CoolingCoordinator, time_s: int, inputs: dict[str, Any]) -> dict[str, Any]:
         when = self.utc(time_s)
         hour = when.hour + when.minute / 60.0 + when.second / 3600.0
-        for eid, coord in self.coordinators.items():
-            measured = inputs.get(eid, {})
-            q_coil, t_inlet = measured.get("q_coil_mw"), measured.get("t_rack_inlet_c")
-            notice = measured.get("dr_notice_s")
-            self.out[eid] = coord.step(hour, None if q_coil is None else float(q_coil),
-                                       None if t_inlet is None else float(t_inlet),
-                                       measured.get("event_active"), None if notice is None else float(notice))
+        q_coil, t_inlet = inputs.get("q_coil_mw"), inputs.get("t_rack_inlet_c")
+        notice = inputs.get("dr_notice_s")
+        return coord.step(hour, None if q_coil is None else float(q_coil),
+                          None if t_inlet is None else float(t_inlet),
+                          inputs.get("event_active"), None if notice is None else float(notice))

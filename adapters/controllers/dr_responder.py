@@ -63,7 +63,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
-from adapters._base import CosimSim, Params, model_meta
+from cosim.sdk import Params, SingleModelSim
 
 INPUTS = ("event_active", "dr_reduction_mw", "dr_cap_mw", "dr_notice_s", "dr_remaining_s",
           "p_site_mw", "p_dc_mw", "soc_frac", "tank_soc_frac")
@@ -270,25 +270,15 @@ class Responder:
         return out
 
 
-class DrResponderSim(CosimSim):
+class DrResponderSim(SingleModelSim):
     """DR event responders (model ``Responder``)."""
 
-    META = {
-        "api_version": "3.0",
-        "type": "time-based",
-        "models": {"Responder": model_meta(inputs=INPUTS, outputs=OUTPUTS, params=ResponderParams)},
-    }
-    ModelParams = {"Responder": ResponderParams}
+    MODEL, PARAMS, ROLE = "Responder", ResponderParams, "controller"
+    INPUTS, OUTPUTS = INPUTS, OUTPUTS
     EXAMPLE = {"models": {"Responder": {"battery_p_max_mw": 0.3}}}
 
-    def setup(self) -> None:
-        self.responders: dict[str, Responder] = {}
+    def build(self, eid: str, params: ResponderParams) -> Responder:
+        return Responder(params, self.step_s)
 
-    def create_entity(self, eid: str, model: str, params: BaseModel | None) -> None:
-        if model != "Responder":
-            raise ValueError(f"unknown model {model!r}; the dr_responder adapter has: Responder")
-        self.responders[eid] = Responder(params, self.step_s)
-
-    def step_entities(self, time_s: int, inputs: dict[str, dict[str, Any]]) -> None:
-        for eid, responder in self.responders.items():
-            self.out[eid] = responder.step(time_s, inputs.get(eid, {}))
+    def advance(self, responder: Responder, time_s: int, inputs: dict[str, Any]) -> dict[str, Any]:
+        return responder.step(time_s, inputs)

@@ -45,10 +45,10 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, Field, field_validator
 
-from adapters._base import CosimSim, Params, model_meta
-from adapters.datacenter.hardware import gpu_spec
-from adapters.datacenter.inference import batch_curves
-from adapters.datacenter.training import capped
+from cosim.sdk import Params, SingleModelSim
+from cosim.adapters.datacenter.hardware import gpu_spec
+from cosim.adapters.datacenter.inference import batch_curves
+from cosim.adapters.datacenter.training import capped
 
 
 @dataclass
@@ -270,14 +270,12 @@ def _outputs(workloads: list[WorkloadParams]) -> list[str]:
     return names
 
 
-class FleetDrSim(CosimSim):
+class FleetDrSim(SingleModelSim):
     """Fleet DR allocators (model ``Allocator``)."""
 
+    MODEL, PARAMS, ROLE = "Allocator", AllocatorParams, "controller"
+    INPUTS, OUTPUTS = ("dr_reduction_mw",), tuple(_outputs([]))
     SimParams = SimParams
-    ModelParams = {"Allocator": AllocatorParams}
-    META = {"api_version": "3.0", "type": "time-based",
-            "models": {"Allocator": model_meta(inputs=("dr_reduction_mw",), outputs=_outputs([]),
-                                               params=AllocatorParams)}}
     EXAMPLE = {
         "sim": {"workloads": [{"name": "train", "kind": "training", "n_gpus": 512},
                               {"name": "chat", "kind": "inference", "model": "llama-3.1-8b", "replicas": 32}]},
@@ -286,31 +284,26 @@ class FleetDrSim(CosimSim):
 
     @classmethod
     def meta_for(cls, sim_params: SimParams) -> dict[str, Any]:
-        return {"api_version": "3.0", "type": "time-based",
-                "models": {"Allocator": model_meta(inputs=("dr_reduction_mw",), outputs=_outputs(sim_params.workloads),
-                                                   params=AllocatorParams)}}
+        return cls.single_meta(outputs=_outputs(sim_params.workloads))
 
     def setup(self) -> None:
+        super().setup()
         self.curves = [curve_of(w) for w in self.params.workloads]
-        self.allocators: dict[str, AllocatorParams] = {}
         self.cache: dict[tuple[float, int], tuple[Split, Split]] = {}  # requests hold for hours
 
-    def create_entity(self, eid: str, model: str, params: BaseModel | None) -> None:
-        if model != "Allocator":
-            raise ValueError(f"unknown model {model!r}; the fleet_dr adapter has: Allocator")
-        self.allocators[eid] = params
+    def build(self, eid: str, params: AllocatorParams) -> AllocatorParams:
+        return params
 
-    def step_entities(self, time_s: int, inputs: dict[str, dict[str, Any]]) -> None:
-        for eid, p in self.allocators.items():
-            asked = float(inputs.get(eid, {}).get("dr_reduction_mw") or 0.0)
-            key = (asked, p.n_grid)
-            if key not in self.cache:
-                self.cache[key] = (efficient_split(self.curves, asked, p.n_grid), fair_split(self.curves, asked))
-            eff, fair = self.cache[key]
-            chosen = eff if p.policy == "efficient" else fair
-            out = {"loss_efficient_frac": eff.fleet_loss_frac, "loss_fair_frac": fair.fleet_loss_frac,
-                   "dr_allocated_mw": float(chosen.r_mw.sum()), "dr_shortfall_mw": chosen.shortfall_mw}
-            for w, c, r, loss in zip(self.params.workloads, self.curves, chosen.r_mw, chosen.loss_frac):
-                knob = f"p_cap_{w.name}_w" if w.kind == "training" else f"n_batch_max_{w.name}"
-                out.update({f"r_{w.name}_mw": float(r), f"loss_{w.name}_frac": float(loss), knob: c.knob_at(r)})
-            self.out[eid] = out
+    def advance(self, p: AllocatorParams, time_s: int, inputs: dict[str, Any]) -> dict[str, Any]:
+        asked = float(inputs.get("dr_reduction_mw") or 0.0)
+        key = (asked, p.n_grid)
+        if key not in self.cache:
+            self.cache[key] = (efficient_split(self.curves, asked, p.n_grid), fair_split(self.curves, asked))
+        eff, fair = self.cache[key]
+        chosen = eff if p.policy == "efficient" else fair
+        out = {"loss_efficient_frac": eff.fleet_loss_frac, "loss_fair_frac": fair.fleet_loss_frac,
+               "dr_allocated_mw": float(chosen.r_mw.sum()), "dr_shortfall_mw": chosen.shortfall_mw}
+        for w, c, r, loss in zip(self.params.workloads, self.curves, chosen.r_mw, chosen.loss_frac):
+            knob = f"p_cap_{w.name}_w" if w.kind == "training" else f"n_batch_max_{w.name}"
+            out.update({f"r_{w.name}_mw": float(r), f"loss_{w.name}_frac": float(loss), knob: c.knob_at(r)})
+        return out

@@ -33,7 +33,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, model_validator
 
-from adapters._base import CosimSim, Params, model_meta
+from cosim.sdk import Params, SingleModelSim
 
 OUTPUTS = ("p_cap_low_prio_w", "p_cap_high_prio_w", "n_cap_level", "p_budget_mw", "p_over_budget_mw")
 
@@ -122,26 +122,13 @@ class PolcaPolicy:
                 "p_budget_mw": self.p.p_budget_mw, "p_over_budget_mw": over}
 
 
-class PolcaSim(CosimSim):
+class PolcaSim(SingleModelSim):
     """POLCA capping controllers (model ``Polca``)."""
 
-    META = {
-        "api_version": "3.0",
-        "type": "time-based",
-        "models": {"Polca": model_meta(inputs=["p_mw"], outputs=OUTPUTS, params=PolcaParams)},
-    }
-    ModelParams = {"Polca": PolcaParams}
+    MODEL, PARAMS, ROLE, PHYSICS = "Polca", PolcaParams, "controller", PolcaPolicy
+    INPUTS, OUTPUTS = ("p_mw",), OUTPUTS
     EXAMPLE = {"models": {"Polca": {"p_budget_mw": 1.4}}}
 
-    def setup(self) -> None:
-        self.policies: dict[str, PolcaPolicy] = {}
-
-    def create_entity(self, eid: str, model: str, params: BaseModel | None) -> None:
-        if model != "Polca":
-            raise ValueError(f"unknown model {model!r}; the polca adapter has: Polca")
-        self.policies[eid] = PolcaPolicy(params)
-
-    def step_entities(self, time_s: int, inputs: dict[str, dict[str, Any]]) -> None:
-        for eid, policy in self.policies.items():
-            p_mw = inputs.get(eid, {}).get("p_mw")
-            self.out[eid] = policy.outputs(None if p_mw is None else float(p_mw))
+    def advance(self, policy: PolcaPolicy, time_s: int, inputs: dict[str, Any]) -> dict[str, Any]:
+        p_mw = inputs.get("p_mw")
+        return policy.outputs(None if p_mw is None else float(p_mw))

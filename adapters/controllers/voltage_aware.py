@@ -44,7 +44,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, model_validator
 
-from adapters._base import CosimSim, Params, model_meta
+from cosim.sdk import Params, SingleModelSim
 
 INPUTS = ("vm_min_pu", "vm_max_pu")
 OUTPUTS = ("n_batch_max", "p_cap_w", "p_limit_mw", "allowance_frac", "throttle_frac")
@@ -130,30 +130,16 @@ class VoltageController:
                 "p_limit_mw": limit, "allowance_frac": u, "throttle_frac": 1.0 - u}
 
 
-class VoltageAwareSim(CosimSim):
+class VoltageAwareSim(SingleModelSim):
     """Voltage-aware datacenter throttling (model ``VoltageAware``)."""
 
-    META = {
-        "api_version": "3.0",
-        "type": "time-based",
-        "models": {"VoltageAware": model_meta(inputs=INPUTS, outputs=OUTPUTS, params=VoltageAwareParams)},
-    }
-    ModelParams = {"VoltageAware": VoltageAwareParams}
+    MODEL, PARAMS, ROLE, PHYSICS = "VoltageAware", VoltageAwareParams, "controller", VoltageController
+    INPUTS, OUTPUTS = INPUTS, OUTPUTS
     EXAMPLE = {"models": {"VoltageAware": {"p_cap_min_w": 250.0}}}
 
-    def setup(self) -> None:
-        self.controllers: dict[str, VoltageController] = {}
-
-    def create_entity(self, eid: str, model: str, params: BaseModel | None) -> None:
-        if model != "VoltageAware":
-            raise ValueError(f"unknown model {model!r}; the voltage_aware adapter has: VoltageAware")
-        self.controllers[eid] = VoltageController(params)
-
-    def step_entities(self, time_s: int, inputs: dict[str, dict[str, Any]]) -> None:
-        for eid, ctl in self.controllers.items():
-            measured = inputs.get(eid, {})
-            ctl.update(_number(measured.get("vm_min_pu")), _number(measured.get("vm_max_pu")))
-            self.out[eid] = ctl.knobs()
+    def advance(self, ctl: VoltageController, time_s: int, inputs: dict[str, Any]) -> dict[str, Any]:
+        ctl.update(_number(inputs.get("vm_min_pu")), _number(inputs.get("vm_max_pu")))
+        return ctl.knobs()
 
 
 def _number(value: Any) -> float | None:

@@ -31,10 +31,10 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from pydantic import BaseModel, Field, field_validator
 
-from adapters._base import CosimSim, Params, ScenarioContext, model_meta
-from adapters.datacenter.cluster import OUTPUTS, FleetSetup, GpuCluster, Knobs
-from adapters.datacenter.hardware import GPUS, NODES, gpu_spec, node_spec
-from adapters.datacenter.inference import (
+from cosim.sdk import DataFile, Params, ScenarioContext, SingleModelSim
+from cosim.adapters.datacenter.cluster import OUTPUTS, FleetSetup, GpuCluster, Knobs
+from cosim.adapters.datacenter.hardware import GPUS, NODES, gpu_spec, node_spec
+from cosim.adapters.datacenter.inference import (
     MLENERGY_GPUS,
     MODELS,
     Fleet,
@@ -42,8 +42,8 @@ from adapters.datacenter.inference import (
     trace_input_tokens,
     trace_profile,
 )
-from adapters.datacenter.prefill import prefill_tokens_per_s
-from adapters.datacenter.training import (
+from cosim.adapters.datacenter.prefill import prefill_tokens_per_s
+from cosim.adapters.datacenter.training import (
     CLASSES,
     PHILLY_FILE,
     SIZE_WEIGHTS,
@@ -55,7 +55,6 @@ from adapters.datacenter.training import (
     sample_power_frac,
     synthetic_jobs,
 )
-from cosim.types import DataFile
 
 INPUTS = ("p_cap_w", *(f"p_cap_{c}_w" for c in CLASSES), "p_cap_infer_w", "p_limit_mw", "n_batch_max",
           "pause_flexible_frac", "replicas_frac")
@@ -307,17 +306,14 @@ def cluster_problems(params: ClusterParams, duration_s: float) -> list[str]:
 
 
 # -- mosaik adapter ---------------------------------------------------------------------------------
-class DatacenterSim(CosimSim):
+class DatacenterSim(SingleModelSim):
     """GPU clusters (model ``Cluster``): training + inference power, heat and performance."""
 
-    META = {
-        "api_version": "3.0",
-        "type": "time-based",
-        # any_inputs: per-fleet knob names depend on the entity's fleets; cosim's validator
-        # still checks every connection against INPUTS + entity_inputs()
-        "models": {"Cluster": model_meta(inputs=INPUTS, outputs=OUTPUTS, params=ClusterParams, any_inputs=True)},
-    }
-    ModelParams = {"Cluster": ClusterParams}
+    MODEL, PARAMS, ROLE = "Cluster", ClusterParams, "it"
+    INPUTS, OUTPUTS = INPUTS, OUTPUTS
+    # any_inputs: per-fleet knob names depend on the entity's fleets; cosim's validator
+    # still checks every connection against INPUTS + entity_inputs()
+    ANY_INPUTS = True
     EXAMPLE = {
         "models": {"Cluster": {
             "node": "DGX-H100", "n_gpus": 64,
@@ -332,35 +328,41 @@ class DatacenterSim(CosimSim):
                      sim_params: BaseModel | None = None) -> list[str]:
         return cluster_problems(params, ctx.duration_s)
 
-    def setup(self) -> None:
-        self.clusters: dict[str, GpuCluster] = {}
-        self.static: dict[str, dict[str, float | None]] = {}
-
-    def create_entity(self, eid: str, model: str, params: BaseModel | None) -> None:
-        if model != "Cluster":
-            raise ValueError(f"unknown model {model!r}; the datacenter adapter has: Cluster")
-        problems = cluster_problems(params, self.duration_s)
-        if problems:
-            raise ValueError(f"{eid}: " + "; ".join(problems))
-        start = self.start_utc
-        hour = start.hour + start.minute / 60 + start.second / 3600
-        self.clusters[eid] = build_cluster(params, self.rng(eid), self.duration_s, hour)
-        self.static[eid] = {"p_cap_w": params.p_cap_w, "p_limit_mw": params.p_limit_mw}
-
     @classmethod
     def entity_inputs(cls, model: str, params: BaseModel | None) -> list[str]:
         """Per-fleet knobs of one Cluster: ``n_batch_max_<fleet>``, ``replicas_<fleet>_frac``."""
         return fleet_inputs([f.name for f in params.inference]) if params is not None else []
 
-    def step_entities(self, time_s: int, inputs: dict[str, dict[str, Any]]) -> None:
-        for eid, cluster in self.clusters.items():
-            given = inputs.get(eid, {})
-            names = [f.name for f in cluster.fleets]
-            unknown = set(given) - set(INPUTS) - set(fleet_inputs(names))
-            if unknown:
-                raise ValueError(f"{eid}: unknown inputs {sorted(unknown)}; fleets are {names}")
-            knobs = knobs_from({**self.static[eid], **given}, names)
-            self.out[eid] = cluster.step(time_s, self.step_s, knobs)
+    def build(self, eid: str, params: ClusterParams) -> "_Entity":
+        problems = cluster_problems(params, self.duration_s)
+        if problems:
+            raise ValueError(f"{eid}: " + "; ".join(problems))
+        start = self.start_utc
+        hour = start.hour + start.minute / 60 + start.second / 3600
+        cluster = build_cluster(params, self.rng(eid), self.duration_s, hour)
+        return _Entity(eid, cluster, {"p_cap_w": params.p_cap_w, "p_limit_mw": params.p_limit_mw})
+
+    def advance(self, entity: "_Entity", time_s: int, inputs: dict[str, Any]) -> dict[str, float]:
+        names = [f.name for f in entity.cluster.fleets]
+        unknown = set(inputs) - set(INPUTS) - set(fleet_inputs(names))
+        if unknown:
+            raise ValueError(f"{entity.eid}: unknown inputs {sorted(unknown)}; fleets are {names}")
+        knobs = knobs_from({**entity.static, **inputs}, names)
+        return entity.cluster.step(time_s, self.step_s, knobs)
+
+    @property
+    def clusters(self) -> dict[str, GpuCluster]:
+        """The physics of each entity (for tests and benchmarks)."""
+        return {eid: e.cluster for eid, e in self.entities.items()}
+
+
+class _Entity:
+    """One Cluster entity: its physics and the knob values its params fix."""
+
+    __slots__ = ("eid", "cluster", "static")
+
+    def __init__(self, eid: str, cluster: GpuCluster, static: dict[str, float | None]):
+        self.eid, self.cluster, self.static = eid, cluster, static
 
 
 def fleet_inputs(fleet_names: list[str]) -> list[str]:

@@ -25,10 +25,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from adapters.datacenter.checkpoints import checkpoint_share, split_levels
-from adapters.datacenter.hardware import DeliveryLosses, GpuSpec, NodeSpec
-from adapters.datacenter.inference import Fleet, arrival_rate
-from adapters.datacenter.scheduler import (
+from cosim.adapters.datacenter.checkpoints import checkpoint_share, split_levels
+from cosim.adapters.datacenter.hardware import DeliveryLosses, GpuSpec, NodeSpec
+from cosim.adapters.datacenter.inference import Fleet, arrival_rate
+from cosim.adapters.datacenter.scheduler import (
     DONE,
     PAUSED,
     QUEUED,
@@ -36,8 +36,8 @@ from adapters.datacenter.scheduler import (
     RUNNING,
     Scheduler,
 )
-from adapters.datacenter.stragglers import COMPUTE_FRAC, StragglerModel
-from adapters.datacenter.training import CLASSES, Jobs, capped
+from cosim.adapters.datacenter.stragglers import COMPUTE_FRAC, StragglerModel
+from cosim.adapters.datacenter.training import CLASSES, Jobs, capped
 
 #: Bisection steps when searching the cap that meets the facility limit (resolution
 #: (TDP - min) / 2**20, far below a watt).

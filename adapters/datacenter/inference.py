@@ -20,8 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from adapters.datacenter.prefill import WaitQueue, quantile, share_within
-from adapters.datacenter.training import DATA, capped
+from cosim.adapters.datacenter.prefill import WaitQueue, quantile, share_within
+from cosim.adapters.datacenter.training import DATA, capped
 
 MLENERGY_FILE = DATA / "mlenergy" / "mlenergy_lm_arena_chat.csv"
 ARRIVAL_TRACES = {"azure_code": DATA / "azure_llm" / "AzureLLMInferenceTrace_code.csv.gz",

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from adapters.datacenter.training import Jobs
+from cosim.adapters.datacenter.training import Jobs
 
 FUTURE, QUEUED, RUNNING, PAUSED, DONE, REJECTED = range(6)
 STATE_NAMES = ("future", "queued", "running", "paused", "done", "rejected")

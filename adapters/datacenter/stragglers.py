@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from adapters.datacenter.training import DATA
+from cosim.adapters.datacenter.training import DATA
 
 PAI_FILES = tuple(DATA / "alibaba_pai" / f"job_{k}_norm.csv.gz" for k in (1, 2, 3))
 #: Share of the mean worker time spent computing; the rest is communication (an *estimate*,

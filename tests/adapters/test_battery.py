@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adapters.battery import Battery, BatteryParams, BatterySim
+from cosim.adapters.battery import Battery, BatteryParams, BatterySim
 
 BASE = dict(e_capacity_mwh=4.0, p_charge_max_mw=1.0, p_discharge_max_mw=2.0,
             eta_charge_frac=0.95, eta_discharge_frac=0.92, soc_min_frac=0.1, soc_max_frac=0.9, soc_init_frac=0.5)

@@ -1,5 +1,6 @@
 """Contract every registered adapter keeps (STYLE.md, "Tests"): unit-suffixed META attributes,
-``create(n)`` returns n entities, ``step`` returns the next time, ``get_data`` answers every output.
+every model declares a role and the outputs that role needs, ``create(n)`` returns n entities,
+``step`` returns the next time, ``get_data`` answers every output.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import pytest
 from pydantic import BaseModel
 
 from cosim import registry
+from cosim.roles import ROLES, missing_outputs
+from cosim.sdk import CosimSim, SingleModelSim
 from cosim.units import has_unit_suffix
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
@@ -49,6 +52,9 @@ def test_adapter_contract(name, tmp_path):
     for model, desc in meta["models"].items():
         for attr in desc["attrs"]:
             assert has_unit_suffix(attr), f"{name}.{model}.{attr} has no unit suffix"
+        assert desc.get("role") in ROLES, f"{name}.{model} declares no role (model_meta(..., role=...))"
+        lacking = missing_outputs(desc["role"], desc.get("outputs", []))
+        assert not lacking, f"{name}.{model} is a {desc['role']} model but does not report {lacking}"
         assert set(desc.get("inputs", [])) | set(desc.get("outputs", [])) == set(desc["attrs"])
 
     sim = cls()
@@ -111,3 +117,28 @@ def test_numeric_params_carry_units(name):
     missing = sorted({path for m in models for path, field in _numeric_fields(m)
                       if not has_unit_suffix(field) and field not in UNITLESS_PARAMS_DEBT})
     assert not missing, f"{name}: params without a unit suffix: {missing}"
+
+
+@pytest.mark.parametrize("name", ADAPTERS)
+def test_single_model_adapters_use_the_base(name):
+    """An adapter of one model derives from SingleModelSim (META, entities and the step loop
+    built once), so no adapter repeats them; multi-model adapters keep CosimSim."""
+    cls = registry.adapter_class(name)
+    example = _fill(cls.EXAMPLE, Path("/tmp"))
+    meta = cls.meta_for(cls.SimParams.model_validate(example.get("sim", {}), context={"base_dir": SCENARIOS}))
+    if len(meta["models"]) == 1:
+        assert issubclass(cls, SingleModelSim), f"{name}: one model, but not a SingleModelSim"
+    assert issubclass(cls, CosimSim)
+
+
+def test_unknown_model_is_one_message_for_every_adapter():
+    """The model check lives in the base (it was 17 copies): every adapter names its models."""
+    for name in ADAPTERS:
+        cls = registry.adapter_class(name)
+        example = _fill(cls.EXAMPLE, Path("/tmp"))
+        sim_params = cls.SimParams.model_validate(example.get("sim", {}), context={"base_dir": SCENARIOS})
+        sim = cls()
+        sim.init("sim0", time_resolution=1.0, **START, **sim_params.model_dump(mode="json", exclude_unset=True))
+        with pytest.raises(ValueError, match="unknown model 'Nope'; this adapter has: "):
+            sim.create(1, "Nope")
+        sim.finalize()

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from adapters._base import ScenarioContext
-from adapters.dr_events import DrEventsSim, EventFileError, EventSchedule, EventsParams, read_events
+from cosim.sdk import ScenarioContext
+from cosim.adapters.dr_events import DrEventsSim, EventFileError, EventSchedule, EventsParams, read_events
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "scenarios/data/dr_events/example_events.csv"
 HEADER = "program,notice_utc,start_utc,end_utc,reduction_mw,cap_mw\n"

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adapters.firm import (LAMBDA_I_PER_S, LAMBDA_XE_PER_S, NATURAL_GAS_KG_CO2_PER_GJ, FirmSim, GasTurbine,
+from cosim.adapters.firm import (LAMBDA_I_PER_S, LAMBDA_XE_PER_S, NATURAL_GAS_KG_CO2_PER_GJ, FirmSim, GasTurbine,
                           GasTurbineParams, Smr, SmrParams, xenon_equilibrium, xenon_step)
 
 adversarial = st.lists(

@@ -14,9 +14,9 @@ import numpy as np
 import pandapower as pp
 import pytest
 
-import grid_models
-from adapters.grid import GridSim, SimParams, element_ids, sanitise
-from adapters._base import ScenarioContext, parse_utc
+from cosim import grid_models
+from cosim.adapters.grid import GridSim, SimParams, element_ids, sanitise
+from cosim.sdk import ScenarioContext, parse_utc
 from cosim.units import has_unit_suffix
 
 START = "2024-07-15T12:00:00Z"
@@ -295,7 +295,7 @@ def test_runs_in_a_mosaik_world(monkeypatch):
     module.Source, module.Sink = Source, Sink
     monkeypatch.setitem(sys.modules, "grid_world_test_sims", module)
     world = mosaik.World({
-        "Grid": {"python": "adapters.grid:GridSim"},
+        "Grid": {"python": "cosim.adapters.grid:GridSim"},
         "Source": {"python": "grid_world_test_sims:Source"},
         "Sink": {"python": "grid_world_test_sims:Sink"},
     }, debug=False)

@@ -10,8 +10,8 @@ import numpy as np
 import pandapower as pp
 import pytest
 
-from adapters._base import ScenarioContext, parse_utc
-from adapters.grid import GridSim, SimParams
+from cosim.sdk import ScenarioContext, parse_utc
+from cosim.adapters.grid import GridSim, SimParams
 from cosim.units import has_unit_suffix
 
 START = "2024-07-15T12:00:00Z"
@@ -299,7 +299,7 @@ def test_ieee13_llm_campus_scenario_runs(tmp_path):
 
     import pandas as pd
 
-    from cosim.runner import run
+    from cosim.run import run
 
     scenario = Path(__file__).resolve().parents[2] / "scenarios" / "ieee13_llm_campus.toml"
     result = run(scenario, tmp_path, overrides={"scenario.duration_s": 300})

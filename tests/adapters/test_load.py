@@ -11,9 +11,9 @@ import pandas as pd
 import pytest
 from pydantic import ValidationError
 
-from adapters._base import ScenarioContext
-from adapters.load import FacilityLoadParams, LoadSim, facility_from_params, reactive_power_mvar
-from adapters.signals import TimeSeries
+from cosim.sdk import ScenarioContext
+from cosim.adapters.load import FacilityLoadParams, LoadSim, facility_from_params, reactive_power_mvar
+from cosim.adapters.signals import TimeSeries
 
 DATA = Path(__file__).resolve().parents[2] / "scenarios" / "data"
 DAY = DATA / "loads" / "helios_earth_day_2020-05-20.csv"
@@ -54,7 +54,7 @@ def test_power_factor_outside_0_1_is_rejected(pf):
 def test_load_sim_follows_the_trace_with_lagging_q():
     sim = started()
     meta = sim.meta
-    assert meta["models"]["FacilityLoad"]["outputs"] == ["p_mw", "q_mvar"]
+    assert meta["models"]["FacilityLoad"]["outputs"] == ["p_mw", "q_mvar", "p_it_mw"]
     sim.create(1, "FacilityLoad", eid="campus", file=str(DAY), repeat=True, power_factor=0.95)
     trace = pd.read_csv(DAY)
     for minute in (0, 1, 719, 1439):

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from adapters._fmu_describe import AttrSpec
-from adapters.datacenter import ClusterParams, cluster_problems
-from adapters.wind import WindFarmParams as WindParams
+from cosim.adapters._fmu_describe import AttrSpec
+from cosim.adapters.datacenter import ClusterParams, cluster_problems
+from cosim.adapters.wind import WindFarmParams as WindParams
 
 
 def test_wind_log_profile_needs_heights_above_roughness():

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 from pvlib import location, modelchain, pvsystem, temperature
 
-from adapters.pv import PvPlant, PvPlantParams, PvSim
+from cosim.adapters.pv import PvPlant, PvPlantParams, PvSim
 
 SITE = dict(latitude_deg=36.10, longitude_deg=-79.95, altitude_m=273.0)
 

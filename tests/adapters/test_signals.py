@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from adapters._base import ScenarioContext
-from adapters.signals import SignalsSim, SimParams, TimeSeries, read_table
+from cosim.sdk import ScenarioContext
+from cosim.adapters.signals import SignalsSim, SimParams, TimeSeries, read_table
 
 DATA = Path(__file__).resolve().parents[2] / "scenarios" / "data"
 SHARED = Path("/work/shared/data")

@@ -9,8 +9,9 @@ import pandas as pd
 import pytest
 from pydantic import ValidationError
 
-from adapters.tariff import SimParams, Tariff, TariffSim
-from cosim import accounting
+from cosim.adapters.tariff import SimParams, Tariff, TariffSim
+from cosim.kpis import accounting
+from cosim.roles import RunRoles
 
 TOU = {
     "tz": "America/New_York", "default_usd_mwh": 60.0, "export_usd_mwh": 25.0,
@@ -67,7 +68,7 @@ def test_bill_by_hand():
     load[15] = 5.0   # 15:00 local
     load[23] = 6.0   # 23:00 local
     ts["campus.p_mw"] = load
-    kpis = accounting.compute(ts, {"step_s": 3600, "models": {"campus": "FacilityLoad"}, "demand_interval_s": 3600})
+    kpis = accounting.compute(ts, RunRoles({"campus": "it"}), 3600, demand_interval_s=3600)
     assert kpis["cost"]["energy_usd"] == pytest.approx(3940.0)
     assert kpis["cost"]["demand"]["tou.dc_facility_usd_mw@2024-07"]["charge_usd"] == pytest.approx(30_000.0)
     assert kpis["cost"]["demand"]["tou.dc_on_peak_usd_mw@2024-07"]["charge_usd"] == pytest.approx(45_000.0)
@@ -94,7 +95,7 @@ def test_meta_lists_one_rate_per_demand_charge():
 # -- the price-file route and the grid-signal data ------------------------------------------
 from pathlib import Path  # noqa: E402
 
-from adapters.signals import ColumnSpec, DataError, SeriesOptions, TimeSeries  # noqa: E402
+from cosim.adapters.signals import ColumnSpec, DataError, SeriesOptions, TimeSeries  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[2] / "scenarios" / "data"
 

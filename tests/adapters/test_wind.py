@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from adapters.wind import (TURBINES, WindFarm, WindFarmParams, WindSim, hub_speed_log_m_s, hub_speed_power_m_s,
+from cosim.adapters.wind import (TURBINES, WindFarm, WindFarmParams, WindSim, hub_speed_log_m_s, hub_speed_power_m_s,
                            turbine_power_mw)
 
 

@@ -8,7 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cosim import accounting
+from cosim.kpis import accounting
+from cosim.roles import RunRoles
 
 HOURS = pd.date_range("2024-07-15T00:00Z", periods=4, freq="1h")
 
@@ -17,7 +18,7 @@ def _ts(**columns) -> pd.DataFrame:
     return pd.DataFrame(columns, index=HOURS)
 
 
-MODELS = {"campus": "FacilityLoad", "pv": "PvPlant", "bess": "Battery", "gt": "GasTurbine"}
+ROLES = RunRoles({"campus": "it", "pv": "clean_gen", "bess": "storage", "gt": "fossil_gen"})
 
 
 def test_site_import_export_and_carbon_by_hand():
@@ -27,7 +28,7 @@ def test_site_import_export_and_carbon_by_hand():
     """
     ts = _ts(**{"campus.p_mw": [2.0] * 4, "pv.p_mw": [0.0, 1.0, 3.0, 0.0], "bess.p_mw": [0.0, 0.0, 1.0, 0.0],
                 "grid_ci.ci_g_kwh": [400.0, 300.0, 200.0, 100.0]})
-    k = accounting.compute(ts, {"step_s": 3600, "models": MODELS})
+    k = accounting.compute(ts, ROLES, 3600)
     assert k["site"]["import_mwh"] == pytest.approx(5.0)
     assert k["site"]["export_mwh"] == pytest.approx(0.0)
     assert k["carbon"]["grid_t"] == pytest.approx(1.3)
@@ -39,7 +40,7 @@ def test_export_and_energy_cost_by_hand():
     energy cost = 2·100 + 2·200 + 0.5·40 − 1·20 = 600 $."""
     ts = _ts(**{"campus.p_mw": [1.0, 2.0, 2.0, 0.5], "pv.p_mw": [2.0, 0.0, 0.0, 0.0],
                 "tou.price_usd_mwh": [50.0, 100.0, 200.0, 40.0], "tou.export_price_usd_mwh": [20.0] * 4})
-    k = accounting.compute(ts, {"step_s": 3600, "models": MODELS})
+    k = accounting.compute(ts, ROLES, 3600)
     assert k["site"]["export_mwh"] == pytest.approx(1.0)
     assert k["cost"]["energy_usd"] == pytest.approx(600.0)
 
@@ -65,15 +66,15 @@ def test_cfe_score_by_hand():
     """
     ts = _ts(**{"campus.p_mw": [2.0] * 4, "pv.p_mw": [0.0, 1.0, 3.0, 0.0], "bess.p_mw": [0.0, 0.0, 1.0, -1.0],
                 "grid_ci.cfe_frac": [0.5] * 4})
-    k = accounting.compute(ts, {"step_s": 3600, "models": MODELS})
+    k = accounting.compute(ts, ROLES, 3600)
     assert k["cfe"]["score_frac"] == pytest.approx(0.75)
-    assert k["cfe"]["hours"] == 4
+    assert k["cfe"]["n_hours"] == 4
 
 
 def test_cfe_with_export_does_not_count_exported_clean_energy():
     """PV 5 MW against a 2 MW load: 3 exported, the 2 consumed are matched: score 1; grid CFE 0."""
     ts = _ts(**{"campus.p_mw": [2.0] * 4, "pv.p_mw": [5.0] * 4, "grid_ci.cfe_frac": [0.0] * 4})
-    k = accounting.compute(ts, {"step_s": 3600, "models": MODELS})
+    k = accounting.compute(ts, ROLES, 3600)
     assert k["cfe"]["score_frac"] == pytest.approx(1.0)
     assert k["site"]["export_mwh"] == pytest.approx(12.0)
 
@@ -83,24 +84,27 @@ def test_onsite_combustion_curtailment_and_cycles():
     ts = _ts(**{"campus.p_mw": [2.0] * 4, "gt.p_mw": [1.0] * 4, "gt.co2_kg_s": [0.1] * 4,
                 "pv.p_mw": [0.0] * 4, "pv.p_curtailed_mw": [0.0, 0.5, 0.5, 0.0], "bess.p_mw": [0.0] * 4,
                 "bess.n_cycles": [0.0, 0.1, 0.2, 0.25]})
-    k = accounting.compute(ts, {"step_s": 3600, "models": MODELS})
+    k = accounting.compute(ts, ROLES, 3600)
     assert k["carbon"]["onsite_t"] == pytest.approx(1.44)
     assert k["curtailment"]["curtailed_mwh"] == pytest.approx(1.0)
     assert k["storage"]["bess"]["n_cycles"] == pytest.approx(0.25)
     assert k["site"]["import_mwh"] == pytest.approx(4.0)
 
 
-def test_explicit_roles_and_unknown_columns():
-    ts = _ts(**{"dc.p_it_mw": [1.0] * 4, "dc.p_cooling_mw": [0.5] * 4})
-    k = accounting.compute(ts, {"step_s": 3600, "site": {"loads": ["dc.p_it_mw", "dc.p_cooling_mw"]}})
-    assert k["site"]["import_mwh"] == pytest.approx(6.0)
-    with pytest.raises(ValueError, match="dc.p_mw"):
-        accounting.compute(ts, {"step_s": 3600, "site": {"loads": ["dc.p_mw"]}})
+def test_column_roles_count_without_an_entity_role():
+    """A scenario's per-column roles (``roles = { p_it_mw = "load" }``) make any recorded MW
+    column a site load; a column role overrides its entity's role for that column."""
+    ts = _ts(**{"dc.p_it_mw": [1.0] * 4, "dc.p_cooling_mw": [0.5] * 4, "trace.p_mw": [0.25] * 4})
+    roles = RunRoles({"dc": "other", "trace": "it"}, {"dc.p_it_mw": "load", "dc.p_cooling_mw": "load",
+                                                      "trace.p_mw": "clean_gen"})
+    k = accounting.compute(ts, roles, 3600)
+    assert k["site"]["load_mwh"] == pytest.approx(6.0) and k["site"]["clean_generation_mwh"] == pytest.approx(1.0)
+    assert k["site"]["import_mwh"] == pytest.approx(5.0)
 
 
 def test_nothing_to_account_gives_empty():
-    assert accounting.compute(_ts(**{"feeder.p_import_mw": [1.0] * 4}), {"step_s": 3600, "models": {}}) == {}
-    assert accounting.compute(pd.DataFrame(), {"step_s": 60}) == {}
+    assert accounting.compute(_ts(**{"feeder.p_import_mw": [1.0] * 4}), RunRoles({"feeder": "grid"}), 3600) == {}
+    assert accounting.compute(pd.DataFrame(), RunRoles(), 60) == {}
 
 
 def test_month_coverage():
@@ -114,7 +118,9 @@ def test_needed_columns_cover_what_compute_reads():
     columns = ["campus.p_mw", "pv.p_curtailed_mw", "tou.dc_on_peak_usd_mw", "tou.price_usd_mwh", "grid_ci.cfe_frac",
                "tou.export_price_usd_mwh", "gt.co2_kg_s", "bess.soc_frac", "plant.p_cooling_mw", "pv.p_clip_mw",
                "grid_ci.ci_g_kwh", "bess.n_cycles", "feeder.bus_3_vm_pu", "dc.p_it_mw"]
-    needed = accounting.needed_columns(columns, {"site": {"loads": ["dc.p_it_mw"]}})
+    roles = RunRoles({"campus": "it", "pv": "clean_gen", "bess": "storage", "gt": "fossil_gen", "plant": "cooling",
+                      "feeder": "grid"}, {"dc.p_it_mw": "load"})
+    needed = accounting.needed_columns(columns, roles)
     assert "feeder.bus_3_vm_pu" not in needed
     assert set(needed) == set(columns) - {"feeder.bus_3_vm_pu"}
 
@@ -125,7 +131,8 @@ def test_campus_pv_battery_day_end_to_end(tmp_path):
     load + storage − PV = import − export, step by step."""
     from pathlib import Path
 
-    from cosim.runner import read_timeseries, run
+    from cosim.folder import read_timeseries
+    from cosim.run import run
 
     scenario = Path(__file__).resolve().parents[2] / "scenarios" / "campus_pv_battery.toml"
     result = run(scenario, out_dir=tmp_path, overrides={"scenario.duration_s": 86_400})
@@ -136,10 +143,12 @@ def test_campus_pv_battery_day_end_to_end(tmp_path):
     assert ts["bess.soc_frac"].between(0.1 - 1e-12, 0.9 + 1e-12).all()
     assert ts["bess.p_mw"].abs().max() <= 2.0 + 1e-12
     assert ts["pv.p_mw"].max() > 3.0 and ts["pv.p_mw"].max() <= 6.0
-    models = {"campus": "FacilityLoad", "pv": "PvPlant", "bess": "Battery"}
-    k = accounting.compute(ts, {"step_s": 300, "models": models})
+    roles = result.folder.roles()
+    assert roles.of("campus") == "it" and roles.of("pv") == "clean_gen" and roles.of("bess") == "storage"
+    k = accounting.compute(ts, roles, 300)
+    assert result.kpis["accounting"] == k
     # the runner loads only the needed columns: the result must not change
-    assert accounting.compute(ts[accounting.needed_columns(list(ts.columns))], {"step_s": 300, "models": models}) == k
+    assert accounting.compute(ts[accounting.needed_columns(list(ts.columns), roles)], roles, 300) == k
     dt_h = 300 / 3600
     net = (ts["campus.p_mw"] + ts["bess.p_mw"] - ts["pv.p_mw"]).sum() * dt_h
     assert k["site"]["import_mwh"] - k["site"]["export_mwh"] == pytest.approx(net)
@@ -149,6 +158,6 @@ def test_campus_pv_battery_day_end_to_end(tmp_path):
 
 def test_cluster_and_cooling_plant_count_as_site_load():
     ts = _ts(**{"gpus.p_mw": [2.0] * 4, "gpus.p_it_mw": [1.9] * 4, "plant.p_cooling_mw": [0.4] * 4})
-    k = accounting.compute(ts, {"step_s": 3600, "models": {"gpus": "Cluster", "plant": "ChillerPlant"}})
+    k = accounting.compute(ts, RunRoles({"gpus": "it", "plant": "cooling"}), 3600)
     assert k["site"]["load_mwh"] == pytest.approx(9.6)
     assert k["site"]["columns"]["loads"] == ["gpus.p_mw", "plant.p_cooling_mw"]

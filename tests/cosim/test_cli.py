@@ -106,10 +106,12 @@ def test_set_overrides(toy_adapters, write_scenario, capsys):
     assert main(["validate", str(write_scenario(TOY)), "--set", "scenario.step_s=7"]) == 1
 
 
-def test_list_shows_adapters_with_units(capsys):
+def test_list_shows_adapters_with_units_and_roles(capsys):
+    """Every adapter with its models' roles; the recorder is part of the run, not an adapter."""
     assert main(["list"]) == 0
     out = capsys.readouterr().out
-    assert "recorder" in out and "signals" in out
+    assert "signals" in out and "Battery  (role: storage)" in out and "Grid  (role: grid)" in out
+    assert "recorder" not in out.split("grid catalogue")[0]
 
 
 MINIMAL = """

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from cosim.compare import STATUS_ROW, compare, format_table, write_compare_html
+from cosim.studies.compare import STATUS_ROW, compare, format_table, write_compare_html
 
 
 def fake_run(folder: Path, status: str, kpis: dict) -> Path:

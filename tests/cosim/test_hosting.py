@@ -18,7 +18,7 @@ import pandapower as pp
 import pytest
 from scipy.optimize import brentq
 
-from cosim.hosting import (
+from cosim.studies.hosting import (
     Limits,
     _coordinates,
     bus_positions,
@@ -103,7 +103,7 @@ def test_two_bus_thermal_limit_matches_the_line_rating(tmp_path):
 
 def pandapower_limit_mw(bus_name: str, v_low: float, tol_mw: float = 1e-4) -> float:
     """Largest P (q = 0) at a bus of ieee33 keeping every bus ≥ v_low, by plain runpp bisection."""
-    import grid_models
+    from cosim import grid_models
 
     def ok(p_mw: float) -> bool:
         net = grid_models.load_network("ieee33")
@@ -209,21 +209,21 @@ def test_hosting_on_a_running_dask_scheduler(tmp_path):
 # -- review findings: a run that failed for a non-grid reason is not a grid violation ----------
 def _failing_above(monkeypatch, size_mw: float, exc: type[BaseException] | None = None, bus: str | None = None):
     """Runs larger than ``size_mw`` (at ``bus``, or any) crash: metadata says failed (or ``exc`` is raised)."""
-    import cosim.sweep
-    from cosim.sweep import _write_failed
+    import cosim.studies.hosting as hosting_module
+    from cosim.folder import RunFolder
 
-    real = cosim.sweep.run_variant
+    real = hosting_module.run_variant
 
     def run_variant(scenario, overrides, run_dir, report=False):
         if overrides["entities.pcc.p_mw"] > size_mw and bus in (None, overrides["entities.pcc.bus"]):
             if exc is not None:
                 raise exc()
             Path(run_dir).mkdir(parents=True, exist_ok=True)
-            _write_failed(Path(run_dir), "MemoryError: worker out of memory (at cluster.py:1)")
-            return cosim.sweep.read_row(Path(run_dir))
+            RunFolder(run_dir).write_failed("MemoryError: worker out of memory (at cluster.py:1)")
+            return RunFolder(run_dir).sweep_row()
         return real(scenario, overrides, run_dir, report)
 
-    monkeypatch.setattr(cosim.sweep, "run_variant", run_variant)
+    monkeypatch.setattr(hosting_module, "run_variant", run_variant)
 
 
 def test_a_crashed_run_is_an_error_not_a_violation(tmp_path, monkeypatch):

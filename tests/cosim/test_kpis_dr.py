@@ -1,4 +1,4 @@
-"""DR KPIs on hand-computed series (cosim/kpis_dr.py)."""
+"""DR KPIs on hand-computed series (cosim/kpis/dr.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cosim import kpis_dr
+from cosim.kpis import dr as kpis_dr
+from cosim.roles import RunRoles
 
 T0 = pd.Timestamp("2024-07-16T00:00:00Z")
 
@@ -83,6 +84,6 @@ def test_compute_reads_a_responders_columns():
     idx = pd.date_range(T0, periods=4, freq="60min")
     ts = pd.DataFrame({"r.dr_requested_mw": [0.0, 1.0, 1.0, 0.0], "r.dr_delivered_mw": [0.0, 1.0, 0.5, 0.0],
                        "r.p_baseline_mw": [np.nan, 5.0, 5.0, 5.0], "r.p_metered_mw": [5.0, 4.0, 4.5, 5.5]}, index=idx)
-    out = kpis_dr.compute(ts, 1.0, {"r": "Responder"})["r"]
+    out = kpis_dr.compute(ts, 1.0, RunRoles({"r": "controller"}))["r"]
     assert out["delivered_frac"] == pytest.approx(0.75)
     assert out["events"][0]["rebound_mwh"] == pytest.approx(0.5)

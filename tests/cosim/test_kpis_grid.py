@@ -1,4 +1,4 @@
-"""Grid-coordination KPIs on hand-computed series (cosim/kpis_grid.py)."""
+"""Grid-coordination KPIs on hand-computed series (cosim/kpis/grid.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cosim import kpis_grid as k
+from cosim.kpis import grid as k
 
 
 def test_voltage_violation_seconds_and_integral():
@@ -55,7 +55,10 @@ def test_run_kpis_via_compute_and_versus_baseline_pick_their_columns():
                        "feeder.max_loading_pct": [90.0, 110.0, 120.0], "campus.p_mw": [1.0, 2.0, 3.0],
                        "campus.tokens_per_s": [90.0, 90.0, 90.0], "campus.slo_attainment_frac": [1.0, 0.9, 0.8],
                        "campus.jct_mean_h": [1.0, 1.1, 1.2], "campus.delay_gpu_h": [0.0, 5.0, 10.0]}, index=index)
-    kpis = kpis_module.compute(ts.assign(**{"feeder.p_import_mw": 1.0}), 60.0)
+    from cosim.roles import RunRoles
+
+    kpis = kpis_module.compute(ts.assign(**{"feeder.p_import_mw": 1.0}), 60.0,
+                               RunRoles({"feeder": "grid", "campus": "it"}))
     assert kpis["feeder"]["voltage_violation_s"] == 60.0
     assert kpis["feeder"]["voltage_violation_pu_s"] == pytest.approx(0.6)
     assert kpis["feeder"]["line_overload_s"] == 120.0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from adapters._base import CosimSim
+from cosim.sdk import CosimSim
 from cosim import registry
 
 
@@ -27,35 +27,36 @@ def _adapter_modules(package) -> set[str]:
 
 
 def test_every_adapter_module_is_found():
-    import adapters
+    from cosim import adapters
 
     modules = _adapter_modules(adapters)
     assert {"grid", "signals", "datacenter", "dr_responder"} <= modules  # packages and the controllers folder
     found = registry.available()
     assert modules <= set(found), modules - set(found)
     for name, target in found.items():
-        assert target.startswith("adapters.") and ":" in target
+        assert target.startswith("cosim.adapters.") and ":" in target
         assert issubclass(registry.adapter_class(name), CosimSim)
 
 
 def test_new_adapter_file_is_picked_up(tmp_path, monkeypatch):
-    import adapters
+    from cosim import adapters
 
     (tmp_path / "brand_new.py").write_text(
-        "from adapters._base import CosimSim, model_meta\n"
+        "from cosim.sdk import CosimSim, model_meta\n"
         "class BrandNewSim(CosimSim):\n"
-        "    META = {'api_version': '3.0', 'type': 'time-based', 'models': {'X': model_meta(outputs=['p_mw'])}}\n"
+        "    META = {'api_version': '3.0', 'type': 'time-based',\n"
+        "            'models': {'X': model_meta(outputs=['p_mw'], role='load')}}\n"
     )
     monkeypatch.setattr(adapters, "__path__", [*adapters.__path__, str(tmp_path)])
     registry._scanned.cache_clear()
     registry.adapter_class.cache_clear()
     try:
-        assert registry.target("brand_new") == "adapters.brand_new:BrandNewSim"
+        assert registry.target("brand_new") == "cosim.adapters.brand_new:BrandNewSim"
     finally:
         registry._scanned.cache_clear()
         registry.adapter_class.cache_clear()
 
 
 def test_unknown_adapter_names_the_known_ones():
-    with pytest.raises(registry.UnknownAdapterError, match="known: .*recorder"):
+    with pytest.raises(registry.UnknownAdapterError, match="known: .*battery.*signals"):
         registry.target("no_such_adapter")

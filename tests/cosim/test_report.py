@@ -16,17 +16,12 @@ import pandas as pd
 import pytest
 
 from cosim import kpis as kpi_module
-from cosim.report import (
-    BAND_HIGH,
-    BAND_LOW,
-    FIGURES,
-    _events,
-    power_parts,
-    read_series,
-    render,
-    write_report,
-)
-from cosim.runner import run
+from cosim.report import FIGURES, power_parts, read_series, render, write_report
+from cosim.report.figures import BAND_HIGH, BAND_LOW, event_spans
+from cosim.roles import RunRoles
+from cosim.run import run
+
+NAMES = [f.name for f in FIGURES]
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT = ROOT / "scenarios" / "default.toml"
@@ -63,6 +58,11 @@ grid_ci = { sim = "carbon", model = "Series" }
 """
 
 
+FULL_ROLES = RunRoles({"campus": "it", "plant": "cooling", "hall": "air_handler", "pv": "clean_gen", "bess": "storage",
+                       "pcc": "grid_element", "feeder": "grid", "calls": "signal", "tou": "signal",
+                       "grid_ci": "signal"})
+
+
 def synthetic_run(folder: Path) -> Path:
     """A run folder with every part (values are shapes, not physics: this tests drawing)."""
     folder.mkdir(parents=True)
@@ -88,8 +88,11 @@ def synthetic_run(folder: Path) -> Path:
     ts = pd.DataFrame(cols, index=index)
     ts.reset_index().to_parquet(folder / "timeseries.parquet", index=False)
     (folder / "scenario.toml").write_text(FULL_SCENARIO)
-    (folder / "kpis.json").write_text(json.dumps(kpi_module.compute(ts, 600)))
-    (folder / "metadata.json").write_text(json.dumps({"scenario": "all_parts", "status": "ok", "reason": None}))
+    kpis, blocks = kpi_module.compute_indexed(ts, 600, FULL_ROLES)
+    (folder / "kpis.json").write_text(json.dumps(kpis))
+    (folder / "metadata.json").write_text(json.dumps({"scenario": "all_parts", "status": "ok", "reason": None,
+                                                      "roles": FULL_ROLES.to_json(), "kpi_blocks": blocks,
+                                                      "entities": {"pcc": {"model": "Load", "bus": "3"}}}))
     return folder
 
 
@@ -115,7 +118,7 @@ def figure_pngs(page: str) -> dict[str, bytes]:
 def test_every_figure_of_a_run_with_every_part(full_run):
     page = write_report(full_run).read_text()
     pngs = figure_pngs(page)
-    assert sorted(pngs) == sorted(FIGURES)
+    assert sorted(pngs) == sorted(NAMES)
     assert all(png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 5000 for png in pngs.values())
     assert "id='kpi-table'" in page and "feeder.import_mwh" in page
     assert "id='absent'" not in page  # nothing is reported missing
@@ -125,13 +128,12 @@ def test_every_figure_of_a_run_with_every_part(full_run):
 def test_power_stack_roles_and_dr_spans(full_run):
     """Grid copies (pcc) are not stacked twice; the battery splits into charge and discharge."""
     ts = pd.read_parquet(full_run / "timeseries.parquet").set_index("time_utc")
-    from cosim.report import entity_models
-
-    parts = power_parts(ts, entity_models(full_run))
-    assert sorted(parts["demand"]) == ["bess charging", "campus IT", "campus losses", "hall fans", "plant cooling"]
-    assert sorted(parts["supply"]) == ["bess discharging", "pv PV"]
+    parts = power_parts(ts, FULL_ROLES)
+    assert sorted(parts["demand"]) == ["bess charging", "campus it", "campus losses", "hall air_handler",
+                                       "plant cooling"]
+    assert sorted(parts["supply"]) == ["bess discharging", "pv clean_gen"]
     assert sorted(parts["lines"]) == ["calls DR cap", "feeder import"]
-    spans = _events(ts)
+    spans = event_spans(ts)
     assert [(s.hour, e.hour) for s, e in spans] == [(16, 18), (20, 21)]
 
 
@@ -150,7 +152,7 @@ def test_series_stream_keeps_band_and_most_loaded_lines(full_run):
 def test_default_run_grid_and_power_figures(default_run):
     page = write_report(default_run).read_text()
     pngs = figure_pngs(page)
-    assert {"power", "voltage", "loading", "temperature", "signals"} <= set(pngs)
+    assert {"power", "voltage", "temperature", "signals"} <= set(pngs)  # ieee33 has no line ratings
     assert "feeder.vm_min_pu" in page
 
 
@@ -161,7 +163,7 @@ def test_absent_parts_are_named(full_run, tmp_path):
     ts = pd.read_parquet(folder / "timeseries.parquet")
     ts.drop(columns=["bess.p_mw", "bess.soc_frac"]).to_parquet(folder / "timeseries.parquet", index=False)
     page = render(folder)
-    assert sorted(figure_pngs(page)) == sorted(set(FIGURES) - {"soc"})
+    assert sorted(figure_pngs(page)) == sorted(set(NAMES) - {"soc"})
     assert "no state of charge (*soc_frac) recorded" in page
 
 
@@ -215,7 +217,7 @@ def test_report_in_headless_chromium(full_run, tmp_path):
     non_background = np.mean(np.abs(pixels - np.median(pixels)) > 30)
     assert pixels.std() > 10 and non_background > 0.02  # drawn figures, not a blank page
 
-    from cosim.compare import (  # the comparison page loads cleanly too
+    from cosim.studies.compare import (  # the comparison page loads cleanly too
         compare,
         write_compare_html,
     )
@@ -258,3 +260,48 @@ def test_malformed_scenario_and_metadata_are_named(full_run, tmp_path):
     assert "scenario.toml is malformed" in page
     assert "metadata.json holds a JSON list, not an object" in page
     assert figure_pngs(page)  # the series is fine: drawn, roles guessed from the column names
+
+
+# -- a report a person reads (the layout issue, item 7) -----------------------------------------
+def test_default_run_report_reads_well(default_run):
+    """On the showcase: the KPI table is grouped by block with the headline figures first; the
+    point-of-connection voltage is drawn once per bus; temperatures split into air, water and
+    weather panels; ieee33's missing line ratings are said, not drawn as a flat line; each
+    carbon total says what it covers."""
+    from cosim.folder import RunFolder
+    from cosim.report.figures import temperature_groups, voltage_points
+
+    page = write_report(default_run).read_text()
+    headline = page.index("id='kpi-headline'")
+    assert headline < page.index("data-block='Grid'") < page.index("data-block='Site accounting (behind the meter)'")
+    assert page.count("<details") >= 5 and "feeder.vm_min_pu" in page[headline:page.index("<details")]
+    folder = RunFolder(default_run)
+    ts = read_series(default_run)
+    assert list(voltage_points(ts, folder.entity_info())) == ["bus 3 (pcc, pv_gen, bess_grid)"]
+    groups = temperature_groups(ts, folder.roles())
+    assert set(groups) >= {"air", "water", "weather"}
+    assert "tmy.t_dry_c" in groups["weather"] and "hall.t_rack_inlet_c" in groups["air"]
+    assert "plant.t_chw_supply_c" in groups["water"]
+    pngs = figure_pngs(page)
+    assert "loading" not in pngs and "no line ratings in this network" in page
+    assert "whole feeder (background loads included)" in page and "the site behind its meter" in page
+
+
+def test_a_rated_network_draws_its_loadings(full_run):
+    """The synthetic run's lines carry loadings of 25-70 %: the figure is drawn, not explained away."""
+    assert "loading" in figure_pngs(render(full_run))
+
+
+def test_a_folder_from_before_roles_still_gets_its_power_stack(default_run, tmp_path):
+    """Run folders written before metadata.json had roles: the roles come from scenario.toml and
+    the adapters' METAs, so the power stack is still drawn."""
+    from cosim.folder import RunFolder
+
+    folder = tmp_path / "old"
+    shutil.copytree(default_run, folder)
+    meta = json.loads((folder / "metadata.json").read_text())
+    del meta["roles"]
+    (folder / "metadata.json").write_text(json.dumps(meta))
+    roles = RunFolder(folder).roles()
+    assert roles.of("campus") == "it" and roles.of("pv") == "clean_gen" and roles.of("pcc") == "grid_element"
+    assert "power" in figure_pngs(render(folder))

@@ -9,15 +9,8 @@ import pandas as pd
 import pytest
 
 from cosim.scenario import ScenarioError
-from cosim.sweep import (
-    grid_variants,
-    load_sweep_file,
-    montecarlo_variants,
-    parse_set_grid,
-    read_sweep,
-    run_sweep,
-    variant_id,
-)
+from cosim.studies.sweep import read_sweep, run_sweep
+from cosim.studies.variants import grid_variants, load_sweep_file, montecarlo_variants, parse_set_grid, variant_id
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT = ROOT / "scenarios" / "default.toml"
@@ -184,7 +177,7 @@ def test_interrupted_sweep_keeps_a_table(tmp_path, facility):
 
 def test_table_with_mixed_parameter_types_is_written(tmp_path):
     """Parquet wants one type per column: a bus given as "3" in one variant and 18 in another."""
-    from cosim.sweep import _write_table
+    from cosim.studies.sweep import _write_table
 
     table = pd.DataFrame({"entities.pcc.bus": ["3", 18], "entities.campus.peak_mw": [1, 2.5], "status": ["ok", "ok"]})
     _write_table(table, tmp_path / "t.parquet")
@@ -197,7 +190,7 @@ def test_table_with_mixed_parameter_types_is_written(tmp_path):
 def test_negative_workers_are_refused(tmp_path, facility):
     """``--workers -1`` went to LocalCluster(n_workers=-1), which waits forever for workers."""
     from cosim.cli import build_parser
-    from cosim.sweep import run_tasks
+    from cosim.studies.executor import run_tasks
 
     with pytest.raises(ScenarioError, match="workers = -1: give a whole number >= 0"):
         next(run_tasks(print, [("x",)], workers=-1))
@@ -237,7 +230,7 @@ def test_every_problem_of_a_sweep_file_is_listed(tmp_path):
 
 def test_a_failed_variant_run_again_keeps_its_old_folder(tmp_path, facility):
     """Its log and partial series stay for diagnosis: renamed to <id>.failed-<n>, not deleted."""
-    from cosim.sweep import run_variant
+    from cosim.studies.sweep import run_variant
 
     folder = tmp_path / "runs" / "v-1"
     for _ in range(3):

@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import cosim
-from cosim.runner import read_timeseries
+from cosim.folder import read_timeseries
 
 TOY = """
 [scenario]
@@ -103,11 +103,78 @@ def test_overrides_are_in_metadata(toy_adapters, write_scenario, tmp_path):
     assert result.timeseries()["a.p_mw"].iloc[0] == 3.0
 
 
-def test_same_seed_same_results(toy_adapters, write_scenario, tmp_path):
-    path = write_scenario(TOY + FEEDBACK)
+NOISE = """
+[sims.noise]
+adapter = "toy_noise"
+
+[entities.n1]
+sim = "noise"
+model = "Noise"
+
+[entities.n2]
+sim = "noise"
+model = "Noise"
+
+[[connect]]
+src = "n1"
+dst = "s"
+attrs = ["p_mw"]
+"""
+
+
+def test_same_seed_same_results_and_the_seed_reaches_the_simulators(toy_adapters, write_scenario, tmp_path):
+    """Simulators that draw random numbers: the same seed gives identical series, another seed
+    other draws, and two entities of one sim draw from streams of their own."""
+    path = write_scenario(TOY + FEEDBACK + NOISE)
     first = cosim.run(path, out_dir=tmp_path / "1").timeseries()
     second = cosim.run(path, out_dir=tmp_path / "2").timeseries()
     pd.testing.assert_frame_equal(first, second, check_exact=True)
+    other = cosim.run(path, out_dir=tmp_path / "3", overrides={"scenario.seed": 2}).timeseries()
+    assert not np.allclose(first["n1.p_mw"], other["n1.p_mw"])
+    assert not np.allclose(first["n1.p_mw"], first["n2.p_mw"])
+    assert first["n1.p_mw"].std() == pytest.approx(1.0, rel=0.35)  # 60 draws of N(0, 1)
+    np.testing.assert_allclose(first["s.p_sum_mw"], first["a.p_mw"] + first["b.p_mw"] + first["n1.p_mw"])
+
+
+# -- the scenario as a graph (mosaik's scenario tests draw it and assert it) -------------------
+def test_graph_of_sources_summed_and_a_delayed_feedback(toy_adapters, write_scenario):
+    """::
+
+        a (Ramp) --p_mw--+
+                         +--> s (Sink)          two sources into one input: summed
+        b (Ramp) --p_mw--+      |
+        ^                       |
+        +--p_cap_mw-------------+               delayed (time-shifted) feedback to a
+
+    The sims order src before sink (direct edges point forward; the feedback is delayed).
+    """
+    from cosim.run.graph import Edge, build
+
+    graph = build(cosim.load_scenario(write_scenario(TOY + FEEDBACK)))
+    assert graph.edges == [Edge("a", "s", (("p_mw", "p_mw"),)), Edge("b", "s", (("p_mw", "p_mw"),)),
+                           Edge("s", "a", (("p_cap_mw", "p_cap_mw"),), "time_shifted", {"p_cap_mw": 100.0})]
+    assert graph.sim_order == ["src", "sink"] and graph.weak_groups == []
+    assert graph.recorded == {"a": ["p_mw", "p_cap_mw"], "b": ["p_mw", "p_cap_mw"],
+                              "s": ["p_sum_mw", "p_cap_mw", "t_sink_c"]}
+
+
+def test_graph_orders_sims_against_their_declaration(toy_adapters, write_scenario):
+    """The sink is declared first, yet steps after its sources::
+
+        sink:s <--p_mw-- src:a        (declared: sink, src)
+
+    and a weak feedback puts both sims in one group::
+
+        sink:s --p_cap_mw (weak)--> src:a
+    """
+    from cosim.run.graph import build
+
+    text = TOY.replace('src = { adapter = "toy_ramp" }\nsink = { adapter = "toy_sink" }',
+                       'sink = { adapter = "toy_sink" }\nsrc = { adapter = "toy_ramp" }')
+    graph = build(cosim.load_scenario(write_scenario(text + FEEDBACK.replace("time_shifted", "weak"))))
+    assert graph.sim_order == ["src", "sink"]
+    assert graph.weak_groups == [{"src", "sink"}]
+    assert [e.kind for e in graph.edges] == ["direct", "direct", "weak"]
 
 
 def test_record_include_exclude_and_chunks(toy_adapters, write_scenario, tmp_path):
@@ -150,7 +217,7 @@ def test_connect_to_a_running_simulator(toy_adapters, write_scenario, tmp_path):
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1] / "helpers")}
-    server = subprocess.Popen([sys.executable, "-m", "cosim.remote", "toy_sims:RampSim", f"127.0.0.1:{port}",
+    server = subprocess.Popen([sys.executable, "-m", "cosim.run.remote", "toy_sims:RampSim", f"127.0.0.1:{port}",
                                "--remote", "--timeout", "60"], env=env)
     try:
         deadline = time.monotonic() + 30
@@ -202,13 +269,14 @@ def test_sigterm_keeps_what_was_recorded(tmp_path):
     assert 50 <= len(ts) < 86_400
     meta = json.loads((run_dir / "metadata.json").read_text())
     assert meta["status"] == "interrupted" and "SIGTERM" in meta["reason"]
+    assert json.loads((run_dir / "kpis.json").read_text())["duration_h"] > 0  # the KPIs of what ran
     assert "what was recorded is in" in err and "Traceback" not in err
 
 
 def test_numbers_in_flag_columns_are_recorded_not_dropped(tmp_path):
     """A flag column (``*_in_service``, ``converged``, ``event_active``) fed 0/1 numbers used to
     make the whole chunk fail to write; values are converted per cell now."""
-    from adapters.recorder import ParquetRecorder
+    from cosim.run.recorder import ParquetRecorder
 
     path = tmp_path / "ts.parquet"
     rec = ParquetRecorder(path, ["g.converged", "x.p_mw"], chunk_rows=2)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandapower as pp
 import pytest
 
-import grid_models
+from cosim import grid_models
 from grid_models import simbench as sb_model
 
 SIMBENCH = "simbench:1-MV-rural--0-sw"

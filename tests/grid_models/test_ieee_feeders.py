@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import grid_models
-from adapters._grid_opendss import OpenDssFlow
+from cosim import grid_models
+from cosim.adapters._grid_opendss import OpenDssFlow
 
 FEEDERS = ("ieee13", "ieee34", "ieee123")
 

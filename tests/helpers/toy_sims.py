@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from adapters._base import CosimSim, Params, model_meta
+from cosim.sdk import CosimSim, Params, model_meta
 
 
 class RampParams(Params):
@@ -14,7 +14,7 @@ class RampSim(CosimSim):
     """``p_mw = p0_mw + slope_mw_h * t_h``; also echoes a delayed ``p_cap_mw`` setpoint."""
 
     META = {"api_version": "3.0", "type": "time-based",
-            "models": {"Ramp": model_meta(inputs=["p_cap_mw"], outputs=["p_mw", "p_cap_mw"], params=RampParams)}}
+            "models": {"Ramp": model_meta(inputs=["p_cap_mw"], outputs=["p_mw", "p_cap_mw"], params=RampParams, role="load")}}
     ModelParams = {"Ramp": RampParams}
 
     def create_entity(self, eid, model, params):
@@ -32,7 +32,7 @@ class SinkSim(CosimSim):
     """Sums its ``p_mw`` inputs and offers a cap ``p_cap_mw = 0.9 * p_sum_mw`` back."""
 
     META = {"api_version": "3.0", "type": "time-based",
-            "models": {"Sink": model_meta(inputs=["p_mw"], outputs=["p_sum_mw", "p_cap_mw", "t_sink_c"])}}
+            "models": {"Sink": model_meta(inputs=["p_mw"], outputs=["p_sum_mw", "p_cap_mw", "t_sink_c"], role="other")}}
 
     def create_entity(self, eid, model, params):
         self.out[eid] = {"p_sum_mw": 0.0, "p_cap_mw": 0.0}
@@ -51,7 +51,7 @@ class FaultySim(CosimSim):
     """Raises at ``fail_at_s``: to test that a failed run keeps what it recorded."""
 
     SimParams = FaultyParams
-    META = {"api_version": "3.0", "type": "time-based", "models": {"Faulty": model_meta(outputs=["p_mw"])}}
+    META = {"api_version": "3.0", "type": "time-based", "models": {"Faulty": model_meta(outputs=["p_mw"], role="load")}}
 
     def create_entity(self, eid, model, params):
         self.out[eid] = {"p_mw": 1.0}
@@ -59,3 +59,24 @@ class FaultySim(CosimSim):
     def step_entities(self, time_s, inputs):
         if time_s >= self.params.fail_at_s:
             raise RuntimeError(f"injected failure at t = {time_s} s")
+
+
+class NoiseParams(Params):
+    sigma_mw: float = 1.0
+
+
+class NoiseSim(CosimSim):
+    """``p_mw`` drawn from the entity's own seeded generator: fails any test of seeding that
+    passes without the seed reaching the simulators."""
+
+    META = {"api_version": "3.0", "type": "time-based",
+            "models": {"Noise": model_meta(outputs=["p_mw"], params=NoiseParams, role="load")}}
+    ModelParams = {"Noise": NoiseParams}
+
+    def create_entity(self, eid, model, params):
+        self.out[eid] = {"p_mw": None}
+        self._gen = getattr(self, "_gen", {}) | {eid: (self.rng(eid), params.sigma_mw)}
+
+    def step_entities(self, time_s, inputs):
+        for eid, (rng, sigma) in self._gen.items():
+            self.out[eid] = {"p_mw": float(rng.normal(0.0, sigma))}

@@ -16,7 +16,7 @@ from fmpy.validation import validate_fmu
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adapters.fmu import FmuInstance, describe
+from cosim.adapters.fmu import FmuInstance, describe
 from thermal_fmus.build import HERE as FMU_SRC
 from thermal_fmus.build import build_all, models
 

@@ -15,7 +15,7 @@ import pytest
 from pydantic import ValidationError
 
 import cosim
-from adapters.controllers.battery_dispatch import DispatchParams, arbitrage_plan, peak_shave_setpoint
+from cosim.adapters.controllers.battery_dispatch import DispatchParams, arbitrage_plan, peak_shave_setpoint
 
 SCENARIO = Path(__file__).resolve().parents[3] / "scenarios" / "battery_peak_shaving.toml"
 RATINGS = {"e_capacity_mwh": 4.0, "p_charge_max_mw": 1.0, "p_discharge_max_mw": 1.0}

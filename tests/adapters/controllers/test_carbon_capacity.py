@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import cosim
-from adapters.controllers.carbon_capacity import (
+from cosim.adapters.controllers.carbon_capacity import (
     FlexLoad, FlexLoadParams, explorer_limits, flat_limits, plan, vcc_limits,
 )
 

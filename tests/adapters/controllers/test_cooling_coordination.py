@@ -17,10 +17,10 @@ import pytest
 from pydantic import ValidationError
 
 import cosim
-from adapters.controllers.cooling_coordination import (
+from cosim.adapters.controllers.cooling_coordination import (
     IDLE, PEAK, PRECOOL, CoolingCoordinationParams, CoolingCoordinator, mode_at,
 )
-from cosim.kpis_grid import energy_in_window_mwh
+from cosim.kpis.grid import energy_in_window_mwh
 
 SCENARIO = Path(__file__).resolve().parents[3] / "scenarios" / "precooling.toml"
 NO_CONTROL = {"entities.coord.precool": False, "entities.coord.thermal_capping": False}

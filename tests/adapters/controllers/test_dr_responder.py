@@ -18,8 +18,8 @@ import pytest
 from pydantic import ValidationError
 
 import cosim
-from adapters.controllers.dr_responder import Responder, ResponderParams
-from cosim import kpis_dr
+from cosim.adapters.controllers.dr_responder import Responder, ResponderParams
+from cosim.kpis import dr as kpis_dr
 
 SCENARIO = Path(__file__).resolve().parents[3] / "scenarios" / "dr_event.toml"
 STEP_S = 60
@@ -125,7 +125,7 @@ def _run(tmp_path, name, **overrides):
                        overrides={f"entities.responder.{k}": v for k, v in overrides.items()})
     assert result.ok, result.reason
     ts = result.timeseries()
-    return ts, kpis_dr.compute(ts, STEP_S / 3600, {"responder": "Responder", "campus": "Cluster"})["responder"]
+    return ts, kpis_dr.compute(ts, STEP_S / 3600, result.folder.roles())["responder"]
 
 
 def test_scenario_with_and_without_the_responder(tmp_path):

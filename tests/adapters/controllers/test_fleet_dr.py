@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adapters.controllers.fleet_dr import (
+from cosim.adapters.controllers.fleet_dr import (
     Curve, FleetDrSim, efficient_split, fair_split, inference_curve, training_curve,
 )
 

@@ -25,8 +25,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from cosim import kpis_dr, kpis_grid
-from cosim.runner import run
+from cosim.kpis import dr as kpis_dr
+from cosim.kpis import grid as kpis_grid
+from cosim.run import run
 
 SCENARIO = Path(__file__).resolve().parents[3] / "scenarios" / "fleet_dr.toml"
 CUT = {"scenario.duration_s": 7_200}  # 18:00-20:00: an hour before the event, its first hour

@@ -11,7 +11,7 @@ the header's reason for judging at the PCC stays true.
 Cut to the first 30 minutes with an override. Checked: the baseline is under-voltage at 671
 for at least half of it; the controller removes at least 90 % of those seconds and of the
 pu·s integral, creates no over-voltage at 671, and holds 671 in band once it has acted (after
-10 s); the cost is reported (cosim.kpis_grid.versus_baseline) and bounded: under 10 % of the
+10 s); the cost is reported (cosim.kpis.grid.versus_baseline) and bounded: under 10 % of the
 tokens.
 """
 
@@ -22,8 +22,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from cosim import kpis_grid
-from cosim.runner import run
+from cosim.kpis import grid as kpis_grid
+from cosim.run import run
 
 SCENARIO = Path(__file__).resolve().parents[3] / "scenarios" / "ieee13_voltage_aware.toml"
 DURATION_S = 1_800

@@ -18,7 +18,7 @@ import pytest
 from pydantic import ValidationError
 
 import cosim
-from adapters.controllers.polca import PolcaParams, PolcaPolicy
+from cosim.adapters.controllers.polca import PolcaParams, PolcaPolicy
 
 SCENARIO = Path(__file__).resolve().parents[3] / "scenarios" / "oversubscription.toml"
 BUDGET_MW = 1.31

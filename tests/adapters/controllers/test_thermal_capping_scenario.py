@@ -17,8 +17,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from cosim import kpis_grid
-from cosim.runner import run
+from cosim.kpis import grid as kpis_grid
+from cosim.run import run
 
 SCENARIO = Path(__file__).resolve().parents[3] / "scenarios" / "thermal_capping.toml"
 CUT = {"scenario.duration_s": 28_800}  # 10:00-18:00 UTC

@@ -16,8 +16,8 @@ import pytest
 from pydantic import ValidationError
 
 import cosim
-from adapters.controllers.voltage_aware import VoltageAwareParams, VoltageController
-from cosim import kpis_grid
+from cosim.adapters.controllers.voltage_aware import VoltageAwareParams, VoltageController
+from cosim.kpis import grid as kpis_grid
 
 SCENARIO = Path(__file__).resolve().parents[3] / "scenarios" / "voltage_aware.toml"
 

@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from adapters.datacenter import ClusterParams, build_cluster, cluster_problems
-from adapters.datacenter.checkpoints import (
+from cosim.adapters.datacenter import ClusterParams, build_cluster, cluster_problems
+from cosim.adapters.datacenter.checkpoints import (
     checkpoint_share,
     checkpoint_time_s,
     split_levels,

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adapters.datacenter import ClusterParams, build_cluster, cluster_problems
-from adapters.datacenter.cluster import OUTPUTS, Knobs
-from adapters.datacenter.scheduler import DONE, RUNNING
+from cosim.adapters.datacenter import ClusterParams, build_cluster, cluster_problems
+from cosim.adapters.datacenter.cluster import OUTPUTS, Knobs
+from cosim.adapters.datacenter.scheduler import DONE, RUNNING
 
 BASE = {
     "node": "DGX-H100", "n_gpus": 256,

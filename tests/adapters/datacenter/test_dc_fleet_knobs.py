@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from adapters.datacenter import ClusterParams, DatacenterSim, build_cluster, cluster_problems, knobs_from
+from cosim.adapters.datacenter import ClusterParams, DatacenterSim, build_cluster, cluster_problems, knobs_from
 from cosim.scenario import ScenarioError, load_scenario
 
 TWO_FLEETS = {

@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 import cosim
-from adapters.datacenter import ClusterParams, cluster_problems
+from cosim.adapters.datacenter import ClusterParams, cluster_problems
 from cosim.scenario import ScenarioError, load_scenario
 from golden import check_golden
 

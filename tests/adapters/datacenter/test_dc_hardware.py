@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from adapters.datacenter.hardware import GPUS, NODES, DeliveryLosses, gpu_spec, node_spec
+from cosim.adapters.datacenter.hardware import GPUS, NODES, DeliveryLosses, gpu_spec, node_spec
 
 
 def test_datasheet_tdps_and_memory():

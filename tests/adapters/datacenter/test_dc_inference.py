@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from adapters.datacenter.inference import MODELS, Fleet, arrival_rate, trace_profile, batch_curves
+from cosim.adapters.datacenter.inference import MODELS, Fleet, arrival_rate, trace_profile, batch_curves
 
 #: Configurations whose measured points are smooth in batch size, and the tolerance of the fit
 #: (max relative error over every measured batch size): power and throughput 8 %, median ITL

@@ -7,8 +7,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adapters.datacenter.scheduler import DONE, PAUSED, QUEUED, REJECTED, RUNNING, Scheduler
-from adapters.datacenter.training import Jobs
+from cosim.adapters.datacenter.scheduler import DONE, PAUSED, QUEUED, REJECTED, RUNNING, Scheduler
+from cosim.adapters.datacenter.training import Jobs
 
 
 def make_jobs(sizes, works, submits, prios, flexible=None) -> Jobs:

@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from adapters.datacenter import ClusterParams, build_cluster
-from adapters.datacenter.stragglers import make_cycle, stall_factors, worker_rows
+from cosim.adapters.datacenter import ClusterParams, build_cluster
+from cosim.adapters.datacenter.stragglers import make_cycle, stall_factors, worker_rows
 
 
 def test_pai_extract_matches_its_readme():

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from adapters.datacenter import training as tr
+from cosim.adapters.datacenter import training as tr
 
 
 def _write(tmp_path, text, name="jobs.csv"):

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from adapters.datacenter import ClusterParams, build_cluster
-from adapters.datacenter.inference import Fleet, batch_curves, trace_input_tokens
-from adapters.datacenter.prefill import (
+from cosim.adapters.datacenter import ClusterParams, build_cluster
+from cosim.adapters.datacenter.inference import Fleet, batch_curves, trace_input_tokens
+from cosim.adapters.datacenter.prefill import (
     PREFILL_EFFICIENCY_FRAC,
     WaitQueue,
     prefill_tokens_per_s,

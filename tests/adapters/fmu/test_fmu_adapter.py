@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import cosim
-from adapters.fmu import FmuError, FmuInstance, FmuSim, SimParams, describe
+from cosim.adapters.fmu import FmuError, FmuInstance, FmuSim, SimParams, describe
 
 START = {"start_utc": "2024-07-15T00:00:00+00:00", "duration_s": 3600, "seed": 1}
 

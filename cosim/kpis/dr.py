@@ -26,10 +26,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from cosim.folder import json_safe
+from cosim.kpis._block import Block, KpiInput, ending
+from cosim.roles import RunRoles
 
-#: Column endings :func:`compute` reads (for ``cosim.kpis.KPI_COLUMN_SUFFIXES``).
-COLUMN_SUFFIXES = (".dr_requested_mw", ".dr_delivered_mw", ".p_baseline_mw", ".p_metered_mw", ".delay_gpu_h",
-                   ".slo_attainment_frac")
+#: What a DR responder reports (any entity recording ``dr_requested_mw`` is one).
+RESPONDER_ATTRS = ("dr_requested_mw", "dr_delivered_mw", "p_baseline_mw", "p_metered_mw")
+#: What the IT entities report of the performance cost.
+COST_ATTRS = ("delay_gpu_h", "slo_attainment_frac")
 
 
 def _values(series: pd.Series | np.ndarray) -> np.ndarray:
@@ -143,16 +147,24 @@ def events(requested_mw: pd.Series) -> list[tuple[pd.Timestamp, pd.Timestamp]]:
     return [(idx[s], idx[e - 1] + step) for s, e in zip(np.flatnonzero(edges == 1), np.flatnonzero(edges == -1))]
 
 
-def compute(ts: pd.DataFrame, dt_h: float, models: dict[str, str], rebound_h: float = 2.0) -> dict[str, Any]:
-    """DR KPIs of every ``Responder`` entity in a run, from its own reported columns
-    (``dr_requested_mw``, ``dr_delivered_mw``, ``p_baseline_mw``, ``p_metered_mw``) and, for
-    the cost, every ``Cluster``'s ``delay_gpu_h`` and ``slo_attainment_frac`` over the event
-    and the ``rebound_h`` after it."""
+def _columns(columns: list[str], roles: RunRoles) -> list[str]:
+    names = set(columns)
+    responders = {c.rpartition(".")[0] for c in ending(columns, ".dr_requested_mw")}
+    wanted = [f"{e}.{a}" for e in sorted(responders) for a in RESPONDER_ATTRS]
+    if responders:
+        wanted += [f"{e}.{a}" for e in roles.entities_with("it") for a in COST_ATTRS]
+    return [c for c in wanted if c in names]
+
+
+def compute(ts: pd.DataFrame, dt_h: float, roles: RunRoles, rebound_h: float = 2.0) -> dict[str, Any]:
+    """DR KPIs of every responder in a run (an entity reporting ``dr_requested_mw``), from its
+    own columns (``dr_requested_mw``, ``dr_delivered_mw``, ``p_baseline_mw``, ``p_metered_mw``)
+    and, for the cost, every IT entity's ``delay_gpu_h`` and ``slo_attainment_frac`` over the
+    event and the ``rebound_h`` after it."""
     out: dict[str, Any] = {}
-    clusters = [e for e, m in models.items() if m == "Cluster"]
-    for eid, model in models.items():
-        if model != "Responder" or f"{eid}.dr_requested_mw" not in ts:
-            continue
+    clusters = roles.entities_with("it")
+    responders = [c.rpartition(".")[0] for c in ending(ts.columns, ".dr_requested_mw")]
+    for eid in responders:
         requested = ts[f"{eid}.dr_requested_mw"].fillna(0.0)
         baseline = ts[f"{eid}.p_baseline_mw"]
         p_site = ts[f"{eid}.p_metered_mw"] if f"{eid}.p_metered_mw" in ts else baseline - ts[f"{eid}.dr_delivered_mw"]
@@ -171,3 +183,12 @@ def compute(ts: pd.DataFrame, dt_h: float, models: dict[str, str], rebound_h: fl
             kpi["events"].append(entry)
         out[eid] = kpi
     return out
+
+
+def _compute(inp: KpiInput) -> dict[str, Any]:
+    dr = compute(inp.ts, inp.dt_h, inp.roles)
+    return {"dr": json_safe(dr)} if dr else {}
+
+
+BLOCK = Block("dr", "Demand response", 60, _columns, _compute,
+              headline=("delivered_frac", "energy_reduction_mwh", "shortfall_mwh"))

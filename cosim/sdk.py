@@ -1,19 +1,28 @@
-"""Base class for cosim adapters: the thin layer between a physics model and mosaik.
+"""What adapters import: the simulator base classes, parameter types, units and roles.
 
 An adapter module ``adapters/<name>.py`` (or package ``adapters/<name>/``) defines one
-subclass of :class:`CosimSim`; the registry finds it by scanning the folder, so adding a
-simulator needs no list to be edited. The adapter name in a scenario is the module name.
+subclass of :class:`CosimSim` (usually of :class:`SingleModelSim`); the registry finds it by
+scanning the folder, so adding a simulator needs no list to be edited. The adapter name in a
+scenario is the module name. Adapters import this module and nothing else of cosim's core.
 
-What a subclass declares:
+A single-model adapter (:class:`SingleModelSim`) declares ``MODEL``, ``PARAMS`` (pydantic
+model of an entity's params), ``ROLE`` (:mod:`cosim.roles`), ``INPUTS``, ``OUTPUTS`` and
+``PHYSICS`` (the plain-Python model class, built from the params), and implements
+``advance(obj, time_s, inputs) -> outputs``; META, entity creation and the step loop come
+from the base. A multi-model adapter subclasses :class:`CosimSim` and declares:
 
 * ``META`` — mosaik META; build each model with :func:`model_meta` so it lists its
-  ``inputs`` and ``outputs`` (a cosim extension mosaik ignores) next to ``attrs``.
+  ``inputs``, ``outputs`` and ``role`` (cosim extensions mosaik ignores) next to ``attrs``.
 * ``SimParams`` — pydantic model of the ``[sims.<id>]`` keys besides ``adapter``.
 * ``ModelParams`` — ``{model: pydantic model}`` of each entity's params.
-* ``meta_for(sim_params)`` — override when the attributes depend on the parameters
+
+and implements ``setup()`` (after init), ``create_entity(eid, model, params)`` and
+``step_entities(time_s, inputs)``; outputs go into ``self.out[eid][attr]``. Both may define:
+
+* ``meta_for(sim_params)`` — when the attributes depend on the parameters
   (a grid's buses, a CSV file's columns).
-* ``check(sim_params, ctx)`` — optional extra validation needing the scenario's
-  time window (e.g. does the data cover the run?). Returns problem strings.
+* ``check(sim_params, ctx)`` — extra validation needing the scenario's time window
+  (e.g. does the data cover the run?). Returns problem strings.
 * ``check_entity(model, params, ctx, sim_params)`` — the same, for one entity's params.
 * ``entity_inputs(model, params)`` — inputs that exist only for some entities (a cluster's
   per-fleet knobs); declare the model ``any_inputs`` for mosaik, and cosim's validator still
@@ -21,9 +30,6 @@ What a subclass declares:
 * ``EXAMPLE`` — params the contract test uses to start it: ``{"sim": {...},
   "models": {model: {...}}, "single": [models created once per sim]}``; relative paths
   resolve from ``scenarios/``, ``{tmp}`` is a temporary folder.
-
-What it implements: ``setup()`` (after init), ``create_entity(eid, model, params)``,
-``step_entities(time_s, inputs)``; outputs go into ``self.out[eid][attr]``.
 
 Every ``init`` receives ``start_utc`` (ISO 8601), ``step_s``, ``duration_s`` and
 ``seed`` from the scenario, besides the simulator's own params.
@@ -35,11 +41,35 @@ import copy
 import zlib
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Any, ClassVar
+from pathlib import Path
+from typing import Annotated, Any, ClassVar
 
 import mosaik_api_v3
 import numpy as np
-from pydantic import BaseModel, ConfigDict
+from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationInfo
+
+from cosim.roles import POWER_ATTR, ROLES, check_role
+from cosim.units import DIMENSIONLESS, UNIT_SUFFIXES, has_unit_suffix, unit_of
+
+__all__ = ["CosimSim", "DataFile", "DIMENSIONLESS", "NoParams", "meta", "POWER_ATTR", "Params", "ROLES",
+           "ScenarioContext", "SingleModelSim", "UNIT_SUFFIXES", "has_unit_suffix", "model_meta", "parse_utc",
+           "sum_inputs", "unit_of"]
+
+
+def _resolve_existing_file(value: Path, info: ValidationInfo) -> Path:
+    base_dir = (info.context or {}).get("base_dir")
+    path = Path(value).expanduser()
+    if not path.is_absolute() and base_dir is not None:
+        path = Path(base_dir) / path
+    path = path.resolve()
+    if not path.is_file():
+        raise ValueError(f"data file not found: {path}")
+    return path
+
+
+#: A data file path. Relative paths resolve from the scenario file's folder (passed as
+#: ``context={"base_dir": ...}`` to ``model_validate``); the file must exist.
+DataFile = Annotated[Path, AfterValidator(_resolve_existing_file)]
 
 
 class NoParams(BaseModel):
@@ -73,6 +103,7 @@ def model_meta(
     outputs: list[str] | tuple[str, ...] = (),
     params: type[BaseModel] | None = None,
     any_inputs: bool = False,
+    role: str | None = None,
 ) -> dict[str, Any]:
     """Build the META entry of one model.
 
@@ -81,6 +112,7 @@ def model_meta(
         outputs: attributes this model reports. [unit-suffixed names]
         params: pydantic model of the entity params (their names go into ``params``).
         any_inputs: accept inputs of any name (the recorder).
+        role: what the model is for (:data:`cosim.roles.ROLES`); every model declares one.
     """
     attrs = list(dict.fromkeys([*inputs, *outputs]))
     meta: dict[str, Any] = {
@@ -91,9 +123,16 @@ def model_meta(
         "inputs": list(inputs),
         "outputs": list(outputs),
     }
+    if role is not None:
+        meta["role"] = check_role(role)
     if any_inputs:
         meta["any_inputs"] = True
     return meta
+
+
+def meta(models: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """A time-based simulator's META from its models' entries (:func:`model_meta`)."""
+    return {"api_version": "3.0", "type": "time-based", "models": dict(models)}
 
 
 def parse_utc(text: str | datetime) -> datetime:
@@ -107,7 +146,7 @@ def parse_utc(text: str | datetime) -> datetime:
 class CosimSim(mosaik_api_v3.Simulator):
     """A time-based mosaik simulator with validated params and summed inputs."""
 
-    META: ClassVar[dict[str, Any]] = {"api_version": "3.0", "type": "time-based", "models": {}}
+    META: ClassVar[dict[str, Any]] = meta({})
     SimParams: ClassVar[type[BaseModel]] = NoParams
     ModelParams: ClassVar[dict[str, type[BaseModel]]] = {}
     EXAMPLE: ClassVar[dict[str, Any]] = {}
@@ -155,6 +194,9 @@ class CosimSim(mosaik_api_v3.Simulator):
         return self.meta
 
     def create(self, num, model, eid=None, **params):
+        models = self.meta.get("models", {})
+        if model not in models:
+            raise ValueError(f"unknown model {model!r}; this adapter has: {', '.join(models) or 'none'}")
         created = []
         for i in range(num):
             name = eid if (eid is not None and num == 1) else f"{eid or model}_{i}"
@@ -197,6 +239,59 @@ class CosimSim(mosaik_api_v3.Simulator):
                 raise ValueError(f"model {model} takes no params, got {sorted(params)}")
             return None
         return cls.model_validate(params)
+
+
+class SingleModelSim(CosimSim):
+    """An adapter of one model: META, entities and the step loop built from declarations.
+
+    Subclasses set ``MODEL`` (the model name), ``PARAMS`` (pydantic model of an entity's
+    params, or None), ``ROLE``, ``INPUTS``, ``OUTPUTS`` (and ``ANY_INPUTS``), ``PHYSICS`` (the
+    model class; ``build`` calls ``PHYSICS(params)`` unless overridden) and implement
+    :meth:`advance`. An adapter whose attributes depend on its params overrides ``meta_for``
+    and returns :meth:`single_meta` with them.
+    """
+
+    MODEL: ClassVar[str] = ""
+    PARAMS: ClassVar[type[BaseModel] | None] = None
+    ROLE: ClassVar[str | None] = None
+    INPUTS: ClassVar[tuple[str, ...]] = ()
+    OUTPUTS: ClassVar[tuple[str, ...]] = ()
+    ANY_INPUTS: ClassVar[bool] = False
+    PHYSICS: ClassVar[Any] = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.__dict__.get("MODEL"):
+            cls.META = cls.single_meta()
+            cls.ModelParams = {cls.MODEL: cls.PARAMS} if cls.PARAMS is not None else {}
+
+    @classmethod
+    def single_meta(cls, outputs: list[str] | tuple[str, ...] | None = None,
+                    inputs: list[str] | tuple[str, ...] | None = None, role: str | None = None,
+                    model: str | None = None) -> dict[str, Any]:
+        """META of the one model, with other ``outputs``/``inputs``/``role``/name when given."""
+        desc = model_meta(inputs=cls.INPUTS if inputs is None else inputs,
+                          outputs=cls.OUTPUTS if outputs is None else outputs,
+                          params=cls.PARAMS, any_inputs=cls.ANY_INPUTS, role=role or cls.ROLE)
+        return meta({model or cls.MODEL: desc})
+
+    def setup(self) -> None:
+        self.entities: dict[str, Any] = {}
+
+    def create_entity(self, eid: str, model: str, params: BaseModel | None) -> None:
+        self.entities[eid] = self.build(eid, params)
+
+    def build(self, eid: str, params: BaseModel | None) -> Any:
+        """The model object of one entity (default ``PHYSICS(params)``; None without PHYSICS)."""
+        return self.PHYSICS(params) if self.PHYSICS is not None else None
+
+    def step_entities(self, time_s: int, inputs: dict[str, dict[str, Any]]) -> None:
+        for eid, obj in self.entities.items():
+            self.out[eid] = self.advance(obj, time_s, inputs.get(eid, {}))
+
+    def advance(self, obj: Any, time_s: int, inputs: dict[str, Any]) -> dict[str, Any]:
+        """One step of one entity over ``[time_s, time_s + step_s)``: its outputs."""
+        raise NotImplementedError
 
 
 def sum_inputs(inputs: dict[str, dict[str, dict[str, Any]]]) -> dict[str, dict[str, Any]]:

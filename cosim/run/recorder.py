@@ -1,6 +1,7 @@
 """Recorder: streams every recorded output to ``timeseries.parquet`` in row groups.
 
-The world connects each recorded ``<entity>.<attr>`` to the one ``Recorder`` entity.
+Part of the run, not a user-visible adapter: the engine connects each recorded
+``<entity>.<attr>`` to the one ``Recorder`` entity.
 Rows are buffered and written every ``chunk_rows`` steps, so memory stays flat over a
 year-long run; ``close()`` writes what is buffered and the Parquet footer, and is called
 on ``finalize`` and by the world when a run fails, so a failed run stays readable.
@@ -20,8 +21,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
-from adapters._base import CosimSim, Params, model_meta
-from cosim.units import DIMENSIONLESS
+from cosim.run.stopping import STOP
+from cosim.sdk import DIMENSIONLESS, CosimSim, Params, meta, model_meta
 
 _OPEN: "weakref.WeakSet[ParquetRecorder]" = weakref.WeakSet()
 
@@ -113,7 +114,7 @@ class SimParams(Params):
 class RecorderSim(CosimSim):
     """mosaik face of :class:`ParquetRecorder`, with the run's progress bar."""
 
-    META = {"api_version": "3.0", "type": "time-based", "models": {"Recorder": model_meta(any_inputs=True)}}
+    META = meta({"Recorder": model_meta(any_inputs=True, role="other")})
     SimParams = SimParams
     EXAMPLE = {"sim": {"path": "{tmp}/timeseries.parquet", "columns": ["x.p_mw"]}, "models": {"Recorder": {}}}
 
@@ -128,6 +129,7 @@ class RecorderSim(CosimSim):
         pass
 
     def step(self, time, inputs, max_advance):
+        STOP.check()  # SIGTERM / Ctrl-C stop the run here, at a step boundary (cosim.run.stopping)
         row: dict[str, Any] = {}
         for attrs in inputs.values():
             for attr, sources in attrs.items():

@@ -33,15 +33,22 @@ from __future__ import annotations
 import json
 import math
 import shutil
+import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from cosim import kpis as kpi_module
-from cosim.scenario import Problem, Scenario, ScenarioError, load_scenario
-from cosim.sweep import check_workers, run_tasks
+from tqdm import tqdm
+
+from cosim import grid_models
+from cosim.errors import Problem, ScenarioError
+from cosim.folder import RunFolder
+from cosim.kpis import V_HIGH_PU, V_LOW_PU
+from cosim.scenario import Scenario, load_scenario
+from cosim.studies.executor import check_workers, run_tasks
+from cosim.studies.sweep import run_variant
 
 TABLE_NAME = "hosting.parquet"
 
@@ -50,8 +57,8 @@ TABLE_NAME = "hosting.parquet"
 class Limits:
     """What a run must respect to pass."""
 
-    v_low_pu: float = kpi_module.V_LOW_PU
-    v_high_pu: float = kpi_module.V_HIGH_PU
+    v_low_pu: float = V_LOW_PU
+    v_high_pu: float = V_HIGH_PU
     loading_max_pct: float = 100.0
 
 
@@ -69,9 +76,6 @@ class Setup:
     overrides: dict[str, Any]
     mw_per_unit: float = 1.0    # replay: the recorded peak, the scales being fractions of it
     replay_of: str | None = None
-
-
-GRID_ELEMENTS = ("Load", "Storage")
 
 
 def resolve_setup(scenario: str | Path, load_entity: str, size_param: str | None = None,
@@ -116,7 +120,7 @@ def resolve_setup(scenario: str | Path, load_entity: str, size_param: str | None
 
 
 def _grid_entity(scn: Scenario, grid_sim: str) -> str:
-    grids = [e for e, spec in scn.entities.items() if spec.sim == grid_sim and spec.model == "Grid"]
+    grids = [e for e, spec in scn.entities.items() if spec.sim == grid_sim and scn.role(e) == "grid"]
     if not grids:
         raise ScenarioError(scn.file, [Problem("hosting-capacity", f"sim {grid_sim!r} has no Grid entity; add one "
                                                f"([entities.feeder] sim = {grid_sim!r}, model = \"Grid\")")])
@@ -125,10 +129,10 @@ def _grid_entity(scn: Scenario, grid_sim: str) -> str:
 
 def driven_elements(scn: Scenario, sim: str) -> list[str]:
     """Loads, generators and storage of grid sim ``sim`` whose power comes from connections."""
-    if scn.sims[sim].adapter != "grid":
-        return []
+    if not any(spec.sim == sim and scn.role(e) == "grid" for e, spec in scn.entities.items()):
+        return []  # not a grid sim
     return sorted({c.dst for c in scn.connect if c.dst in scn.entities and scn.entities[c.dst].sim == sim
-                   and scn.entities[c.dst].model != "Grid"})
+                   and scn.role(c.dst) != "grid"})
 
 
 # -- replay mode -----------------------------------------------------------------------
@@ -146,16 +150,13 @@ def replay_setup(scn: Scenario, load_entity: str, out: Path, overrides: dict[str
     """
     grid_sim = scn.entities[load_entity].sim
     driven = driven_elements(scn, grid_sim)
-    from cosim.runner import read_timeseries
-    from cosim.sweep import run_variant
-
     record = [f"{e}.{a}" for e in driven for a in ("p_mw", "q_mvar")]
     base = out / "base_run"
     row = run_variant(str(scn.file), {**(overrides or {}), "record.include": record, "record.exclude": [],
                                       "record.step_s": None}, str(base))
     if row["status"] != "ok":
         raise ScenarioError(scn.file, [Problem("hosting-capacity", f"the base run failed: {row['reason']}")])
-    ts = read_timeseries(base / "timeseries.parquet", record)
+    ts = RunFolder(base).timeseries(record)
     peak_mw = float(ts[f"{load_entity}.p_mw"].max())
     if not peak_mw > 0:
         raise ScenarioError(scn.file, [Problem("hosting-capacity", f"{load_entity} drew no power in the base run "
@@ -222,8 +223,6 @@ def _bus_entity(scn: Scenario, load_entity: str) -> str | None:
 
 def feeder_buses(scn: Scenario, grid_entity: str) -> list[str | int]:
     """Every bus of the grid but the slack's: bus names when unique, else indices."""
-    import grid_models
-
     sim = scn.entities[grid_entity].sim
     params = scn.sim_params[sim]
     if params.get("engine", "pandapower") != "pandapower":
@@ -256,18 +255,19 @@ def verdict(run_dir: Path, grid_entity: str, limits: Limits, element: str | None
     Raises:
         TrialFailed: the run failed for a reason other than the grid, or its folder cannot be read.
     """
+    folder = RunFolder(run_dir)
     try:
-        meta = json.loads((run_dir / "metadata.json").read_text())
-        if not isinstance(meta, dict):
-            raise TypeError("metadata.json is not an object")
+        meta, problem = folder.metadata_checked()
+        if problem or not meta:
+            raise ValueError(problem or "no metadata.json")
         if meta.get("status") != "ok":
             reason = str(meta.get("reason"))
             if meta.get("status") == "failed" and GRID_FAILURE in reason:
                 return False, "nonconvergence", {}
             raise TrialFailed(f"run {meta.get('status')}: {reason}")
-        kpis = json.loads((run_dir / "kpis.json").read_text())
-        if not isinstance(kpis, dict):
-            raise TypeError("kpis.json is not an object")
+        kpis, problem = folder.kpis_checked()
+        if problem or not (folder.path / "kpis.json").is_file():
+            raise ValueError(problem or "no kpis.json")
     except (OSError, ValueError, TypeError) as exc:
         raise TrialFailed(f"{run_dir.name}: run folder unreadable: {exc}") from None
     grid = dict(kpis.get(grid_entity, {}))
@@ -290,8 +290,6 @@ def verdict(run_dir: Path, grid_entity: str, limits: Limits, element: str | None
 def bisect_bus(setup: Setup, bus: str | int, min_mw: float, max_mw: float, tol_mw: float, limits: Limits,
                out_dir: str, keep_runs: bool = True) -> dict[str, Any]:
     """The hosting capacity at one bus (runs in a Dask worker; see the module docstring)."""
-    from cosim.sweep import run_variant
-
     folder = Path(out_dir) / "runs" / f"bus_{bus}"
     element = setup.bus_key.split(".")[1]  # "entities.<element>.bus"
     record = [f"{element}.p_mw", *(f"{setup.grid_entity}.{a}" for a in ("p_import_mw", "vm_min_pu", "vm_max_pu",
@@ -427,19 +425,15 @@ def _write_tables(buses: list[str | int], rows: dict[int, dict[str, Any]], out: 
 def _bar(total: int, progress: bool):
     if not progress:
         return None
-    import sys
-
-    from tqdm import tqdm
-
     return tqdm(total=total, unit="bus", desc="hosting capacity", file=sys.stderr)
 
 
 def plot_hosting(table: pd.DataFrame, path: Path, scn: Scenario | None = None, grid_entity: str | None = None) -> Path:
     """Bar chart of MW per bus, and a map of the feeder coloured by MW when it has coordinates."""
-    import matplotlib
+    import matplotlib  # heavy (~0.5 s): only when the figure is drawn
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # after use("Agg"): no display needed
 
     coords = _coordinates(scn, grid_entity) if scn is not None and grid_entity else None
     ncols = 2 if coords else 1
@@ -463,8 +457,6 @@ def plot_hosting(table: pd.DataFrame, path: Path, scn: Scenario | None = None, g
 def _coordinates(scn: Scenario, grid_entity: str):
     """Bus coordinates and line ends of a pandapower net with GeoJSON ``geo``; None otherwise."""
     try:
-        import grid_models
-
         params = scn.sim_params[scn.entities[grid_entity].sim]
         net = grid_models.load_network(params["network"], scn.base_dir, **params.get("network_params", {}))
         xy = {idx: tuple(json.loads(g)["coordinates"]) for idx, g in net.bus["geo"].items()}

@@ -1,4 +1,4 @@
-"""Run one adapter as a separate mosaik process: ``python -m cosim.remote ADAPTER HOST:PORT``.
+"""Run one adapter as a separate mosaik process: ``python -m cosim.run.remote ADAPTER HOST:PORT``.
 
 ADAPTER is a registry name (``grid``) or a ``module:Class`` target.
 
@@ -19,7 +19,7 @@ from cosim import registry
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if len(argv) < 2:
-        print("usage: python -m cosim.remote ADAPTER HOST:PORT [--remote]", file=sys.stderr)
+        print("usage: python -m cosim.run.remote ADAPTER HOST:PORT [--remote]", file=sys.stderr)
         return 2
     adapter, rest = argv[0], argv[1:]
     if ":" in adapter:

@@ -15,9 +15,9 @@ from typing import Any
 
 import pandas as pd
 
+from cosim.errors import Problem, ScenarioError
+from cosim.folder import RunFolder, flatten, read_json_checked
 from cosim.report import esc, fmt, html_page
-from cosim.scenario import Problem, ScenarioError
-from cosim.sweep import flatten
 
 STATUS_ROW = "(status)"
 
@@ -60,8 +60,8 @@ def compare(run_dirs: list[str | Path]) -> pd.DataFrame:
     columns: dict[str, dict[str, Any]] = {}
     problems: list[Problem] = []
     for run_dir in dirs:
-        kpis = _read_json(run_dir / "kpis.json", problems)
-        meta = _read_json(run_dir / "metadata.json", problems)
+        kpis = _read_json(RunFolder(run_dir), "kpis.json", problems)
+        meta = _read_json(RunFolder(run_dir), "metadata.json", problems)
         columns[_label(run_dir, taken)] = {STATUS_ROW: meta.get("status", "unknown"), **flatten(kpis)}
     if problems:
         raise ScenarioError("compare", problems)
@@ -83,24 +83,17 @@ def compare(run_dirs: list[str | Path]) -> pd.DataFrame:
     return table
 
 
-def _read_json(path: Path, problems: list[Problem]) -> dict[str, Any]:
-    """A JSON object (``{}`` when absent: a run that did not finish); a damaged file adds a problem."""
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        return {}
-    except OSError as exc:
-        problems.append(Problem(str(path), f"unreadable: {exc}"))
-        return {}
-    try:
-        value = json.loads(text)
-    except ValueError as exc:
-        problems.append(Problem(str(path), f"not valid JSON: {exc}"))
-        return {}
-    if not isinstance(value, dict):
-        problems.append(Problem(str(path), f"expected a JSON object (sections of KPIs), found a {type(value).__name__}",
-                                value))
-        return {}
+def _read_json(folder: RunFolder, name: str, problems: list[Problem]) -> dict[str, Any]:
+    """A JSON object of the folder (``{}`` when absent: a run that did not finish); a damaged
+    file adds a problem."""
+    path = folder.path / name
+    value, problem = read_json_checked(path)
+    if problem and "not an object" in problem:
+        raw = json.loads(path.read_text())
+        problems.append(Problem(str(path), f"expected a JSON object (sections of KPIs), found a "
+                                           f"{type(raw).__name__}", raw))
+    elif problem:
+        problems.append(Problem(str(path), problem))
     return value
 
 

@@ -1,10 +1,12 @@
-"""Builds a mosaik world from a validated scenario and runs it (the only module importing mosaik)."""
+"""The mosaik engine: builds a mosaik world from a validated scenario and runs it.
+
+The only module of cosim that imports mosaik (the orchestrator of record; the default engine,
+and the only one for simulators in another process or on another host).
+"""
 
 from __future__ import annotations
 
 import asyncio
-import fnmatch
-import signal
 import sys
 import time
 from dataclasses import dataclass
@@ -14,8 +16,12 @@ from typing import Any
 import mosaik
 from loguru import logger
 
-from adapters import recorder as recorder_module
 from cosim import registry
+from cosim.folder import RunFolder
+from cosim.run import recorder as recorder_module
+from cosim.run.graph import Graph
+from cosim.run.graph import build as build_graph
+from cosim.run.stopping import STOP, StopRequested
 from cosim.scenario import Scenario
 
 RECORDER_SID = "_recorder"
@@ -49,19 +55,6 @@ class WorldOutcome:
         return self.n_steps / self.wall_s if self.wall_s > 0 else float("nan")
 
 
-def recorded_columns(scn: Scenario) -> list[str]:
-    """``<entity>.<attr>`` of every output matched by ``[record]`` include/exclude patterns."""
-    columns = []
-    for eid in scn.entities:
-        for attr in scn.outputs(eid):
-            name = f"{eid}.{attr}"
-            if any(fnmatch.fnmatchcase(name, p) for p in scn.record.include) and not any(
-                fnmatch.fnmatchcase(name, p) for p in scn.record.exclude
-            ):
-                columns.append(name)
-    return columns
-
-
 def _sim_config(scn: Scenario) -> dict[str, dict[str, Any]]:
     config: dict[str, dict[str, Any]] = {}
     for sid, spec in scn.sims.items():
@@ -70,33 +63,14 @@ def _sim_config(scn: Scenario) -> dict[str, dict[str, Any]]:
         elif spec.cmd:
             config[sid] = {"cmd": spec.cmd, "cwd": str(scn.base_dir)}
         elif spec.process == "subprocess":
-            config[sid] = {"cmd": f"{sys.executable} -m cosim.remote {registry.target(spec.adapter)} %(addr)s"}
+            config[sid] = {"cmd": f"{sys.executable} -m cosim.run.remote {registry.target(spec.adapter)} %(addr)s"}
         else:
             config[sid] = {"python": registry.target(spec.adapter)}
-    config[RECORDER_SID] = {"python": "adapters.recorder:RecorderSim"}
+    config[RECORDER_SID] = {"python": "cosim.run.recorder:RecorderSim"}
     return config
 
 
-def _weak_groups(scn: Scenario) -> list[set[str]]:
-    """Sims joined by weak connections; mosaik needs each such set in one group."""
-    parent: dict[str, str] = {}
-
-    def root(sid: str) -> str:
-        while parent.setdefault(sid, sid) != sid:
-            sid = parent[sid]
-        return sid
-
-    for conn in scn.connect:
-        if conn.weak:
-            a, b = scn.entities[conn.src].sim, scn.entities[conn.dst].sim
-            parent[root(a)] = root(b)
-    groups: dict[str, set[str]] = {}
-    for sid in parent:
-        groups.setdefault(root(sid), set()).add(sid)
-    return [g for g in groups.values() if len(g) > 1]
-
-
-def _start_sims(world: mosaik.World, scn: Scenario) -> dict[str, Any]:
+def _start_sims(world: mosaik.World, scn: Scenario, graph: Graph) -> dict[str, Any]:
     common = {"start_utc": scn.scenario.start.isoformat(), "duration_s": scn.scenario.duration_s,
               "seed": scn.scenario.seed}
     started: dict[str, Any] = {}
@@ -104,8 +78,7 @@ def _start_sims(world: mosaik.World, scn: Scenario) -> dict[str, Any]:
     def start(sid: str) -> None:
         started[sid] = world.start(sid, sim_id=sid, step_s=scn.sim_step_s(sid), **common, **scn.sim_params[sid])
 
-    grouped = _weak_groups(scn)
-    for group in grouped:
+    for group in graph.weak_groups:
         with world.group():
             for sid in sorted(group):
                 start(sid)
@@ -115,14 +88,12 @@ def _start_sims(world: mosaik.World, scn: Scenario) -> dict[str, Any]:
     return started
 
 
-def _connect_all(world: mosaik.World, scn: Scenario, entities: dict[str, Any]) -> None:
-    for conn in scn.connect:
+def _connect_all(world: mosaik.World, graph: Graph, entities: dict[str, Any]) -> None:
+    for edge in graph.edges:
         kwargs: dict[str, Any] = {}
-        if conn.time_shifted:
-            kwargs = {"time_shifted": True, "initial_data": conn.initial_data}
-        elif conn.weak:
-            kwargs = {"weak": True, "initial_data": conn.initial_data}
-        world.connect(entities[conn.src], entities[conn.dst], *conn.pairs(), **kwargs)
+        if edge.delayed:
+            kwargs = {edge.kind: True, "initial_data": edge.initial_data}
+        world.connect(entities[edge.src], entities[edge.dst], *edge.pairs, **kwargs)
 
 
 def run_world(scn: Scenario, run_dir: Path, progress: bool = True) -> WorldOutcome:
@@ -135,66 +106,49 @@ def run_world(scn: Scenario, run_dir: Path, progress: bool = True) -> WorldOutco
     sink_id = logger.add(lambda msg: errors.append(msg.record["message"]), level="ERROR",
                          filter=lambda record: record["name"].startswith("mosaik"))
     logger.enable("mosaik")
-    columns = recorded_columns(scn)
-    record_step = scn.record.step_s or scn.scenario.step_s
+    graph = build_graph(scn)
+    columns = graph.columns
+    record_step = scn.record_step_s
     n_steps = scn.scenario.duration_s // record_step
     world = mosaik.World(_sim_config(scn), time_resolution=1.0, skip_greetings=True, configure_logging=False)
     started_at = time.perf_counter()
-    previous_term = _interrupt_on_sigterm()
+    STOP.install()
     status, reason = "ok", None
     try:
-        sims = _start_sims(world, scn)
+        sims = _start_sims(world, scn, graph)
         entities = {
             eid: getattr(sims[spec.sim], spec.model).create(1, eid=eid, **scn.entity_params[eid])[0]
             for eid, spec in scn.entities.items()
         }
-        _connect_all(world, scn, entities)
+        _connect_all(world, graph, entities)
         rec_sim = world.start(RECORDER_SID, sim_id=RECORDER_SID, start_utc=scn.scenario.start.isoformat(),
                               step_s=record_step, duration_s=scn.scenario.duration_s, seed=scn.scenario.seed,
                               path=str(run_dir / "timeseries.parquet"), columns=columns,
                               chunk_rows=scn.record.chunk_rows, progress=progress, label=scn.scenario.name)
         rec = rec_sim.Recorder.create(1, eid="recorder")[0]
-        by_entity: dict[str, list[str]] = {}
-        for column in columns:
-            eid, attr = column.split(".", 1)
-            by_entity.setdefault(eid, []).append(attr)
-        for eid, attrs in by_entity.items():
+        for eid, attrs in graph.recorded.items():
             world.connect(entities[eid], rec, *attrs)
         world.run(until=scn.scenario.duration_s, print_progress=False, lazy_stepping=True)
         if errors:
             status, reason = "failed", errors[0]
-    except KeyboardInterrupt:  # keep what was recorded; the runner re-raises after writing metadata
-        status, reason = "interrupted", "interrupted (Ctrl-C or SIGTERM)"
+    except StopRequested as exc:  # SIGTERM / Ctrl-C at a step: keep what was recorded; the runner re-raises
+        status, reason = "interrupted", str(exc)
+        _shutdown_quietly(world)
+    except KeyboardInterrupt:  # a second signal: stopped wherever it was
+        status, reason = "interrupted", "interrupted (Ctrl-C or SIGTERM, twice)"
         _shutdown_quietly(world)
     except Exception as exc:  # a simulator failed mid-run: keep what was recorded
         status, reason = "failed", f"{type(exc).__name__}: {exc}"
         _shutdown_quietly(world)
     finally:
         recorder_module.close_all()
-        _restore_sigterm(previous_term)
+        STOP.restore()
         logger.remove(sink_id)
     wall_s = time.perf_counter() - started_at
     rows = _rows_in(run_dir / "timeseries.parquet")
     if status == "ok" and rows < n_steps:  # e.g. a remote simulator that stopped without an exception
         status, reason = "failed", f"the run stopped after {rows} of {n_steps} steps"
     return WorldOutcome(status, reason, wall_s, rows, rows)
-
-
-def _interrupt_on_sigterm():
-    """SIGTERM (a batch system's walltime, ``timeout``, a killed worker) ends the run like
-    Ctrl-C, so the recorder still writes what it buffered and the Parquet footer."""
-    def handler(signum, frame):
-        raise KeyboardInterrupt("terminated (SIGTERM)")
-
-    try:
-        return signal.signal(signal.SIGTERM, handler)
-    except ValueError:  # not the main thread (a Dask worker's task thread): leave signals alone
-        return None
-
-
-def _restore_sigterm(previous) -> None:
-    if previous is not None:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def _shutdown_quietly(world: mosaik.World) -> None:
@@ -211,9 +165,4 @@ def _shutdown_quietly(world: mosaik.World) -> None:
 
 
 def _rows_in(path: Path) -> int:
-    import pyarrow.parquet as pq
-
-    try:
-        return pq.ParquetFile(path).metadata.num_rows
-    except (OSError, ValueError):
-        return 0
+    return RunFolder(path.parent).n_rows()

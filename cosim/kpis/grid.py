@@ -1,5 +1,10 @@
-"""Grid-coordination KPIs: pure functions of time series (voltage band, overloads, load
-factor, and what a controller costs against a baseline run).
+"""Grid KPIs (one entry per ``grid`` entity) and the grid-coordination functions they use:
+voltage band, overloads, load factor, and what a controller costs against a baseline run.
+
+Per grid: ``import_mwh`` = Σ max(p_import_mw, 0)·Δt, ``export_mwh`` = Σ max(−p_import_mw, 0)·Δt,
+``import_peak_mw``, ``losses_mwh``, ``vm_min_pu``/``vm_max_pu`` over the run,
+``voltage_violation_s`` (and ``undervoltage_s``/``overvoltage_s``), ``voltage_violation_pu_s``,
+``max_loading_pct``, ``line_overload_s``, ``n_nonconverged``.
 
 Every value is held over its step, so a duration is ``#steps * dt_s`` and an integral is
 ``sum(value) * dt_s``. Formulas (``dt`` the step in seconds):
@@ -21,8 +26,13 @@ The band [0.95, 1.05] pu is ANSI C84.1 range A / EN 50160 ±5 %.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
+
+from cosim.kpis._block import Block, KpiInput, energy_mwh, finite, positive_energy_mwh
+from cosim.roles import RunRoles
 
 V_LOW_PU = 0.95
 V_HIGH_PU = 1.05
@@ -140,3 +150,52 @@ def versus_baseline(ts: pd.DataFrame, baseline: pd.DataFrame) -> dict:
         elif attr == "delay_gpu_h":
             out.setdefault(entity, {})["delay_added_gpu_h"] = float(ts[column].iloc[-1] - baseline[column].iloc[-1])
     return out
+
+
+#: The Grid outputs the block reads.
+GRID_ATTRS = ("p_import_mw", "losses_mw", "vm_min_pu", "vm_max_pu", "max_loading_pct", "n_nonconverged")
+
+
+def _columns(columns: list[str], roles: RunRoles) -> list[str]:
+    names = set(columns)
+    return [f"{g}.{a}" for g in roles.entities_with("grid") for a in GRID_ATTRS if f"{g}.{a}" in names]
+
+
+def grid_entities(inp: KpiInput) -> list[str]:
+    """The run's grids that recorded their import (the ones with KPIs)."""
+    return [g for g in inp.roles.entities_with("grid") if inp.col(g, "p_import_mw")]
+
+
+def grid_block(ts: pd.DataFrame, grid: str, dt_h: float) -> dict[str, Any]:
+    """The KPIs of one grid entity (see the module docstring)."""
+    col = lambda attr: f"{grid}.{attr}"  # noqa: E731
+    p_import = ts[col("p_import_mw")]
+    out: dict[str, Any] = {
+        "import_mwh": finite(positive_energy_mwh(p_import, dt_h)),
+        "export_mwh": finite(positive_energy_mwh(-p_import, dt_h)),
+        "import_peak_mw": finite(p_import.max()),
+    }
+    if col("losses_mw") in ts:
+        out["losses_mwh"] = finite(energy_mwh(ts[col("losses_mw")], dt_h))
+    if col("vm_min_pu") in ts and col("vm_max_pu") in ts:
+        out["vm_min_pu"] = finite(ts[col("vm_min_pu")].min())
+        out["vm_max_pu"] = finite(ts[col("vm_max_pu")].max())
+        vmin, vmax, dt_s = ts[col("vm_min_pu")], ts[col("vm_max_pu")], dt_h * 3600.0
+        out["voltage_violation_s"] = finite(voltage_violation_s(vmin, vmax, dt_s))
+        out["undervoltage_s"] = finite(voltage_violation_s(vmin, vmin * 0 + 1.0, dt_s))
+        out["overvoltage_s"] = finite(voltage_violation_s(vmax * 0 + 1.0, vmax, dt_s))
+        out["voltage_violation_pu_s"] = finite(voltage_violation_pu_s(vmin, vmax, dt_s))
+    if col("max_loading_pct") in ts:
+        out["max_loading_pct"] = finite(ts[col("max_loading_pct")].max())
+        out["line_overload_s"] = finite(line_overload_s(ts[col("max_loading_pct")], dt_h * 3600.0))
+    if col("n_nonconverged") in ts:
+        out["n_nonconverged"] = int(np.nan_to_num(ts[col("n_nonconverged")].max()))
+    return out
+
+
+def _compute(inp: KpiInput) -> dict[str, Any]:
+    return {grid: grid_block(inp.ts, grid, inp.dt_h) for grid in grid_entities(inp)}
+
+
+BLOCK = Block("grid", "Grid", 20, _columns, _compute,
+              headline=("vm_min_pu", "vm_max_pu", "voltage_violation_s", "import_mwh", "import_peak_mw"))

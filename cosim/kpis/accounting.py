@@ -1,4 +1,4 @@
-"""Site energy accounting: pure functions over a run's time series (columns ``<entity>.<attr>``).
+"""Site energy accounting behind the meter: pure functions over a run's time series and roles.
 
 The site is what sits behind the campus meter: its loads, on-site generators and storage.
 Its net draw (consumer sign) is ``Σ loads + Σ storage p_mw − Σ generation``; import is its
@@ -32,61 +32,44 @@ What :func:`compute` reports (each block only when its columns exist):
   ``Σ p_clip_mw·Δt`` [MWh], in total and per entity.
 * ``storage``: per battery, energy charged and discharged [MWh], equivalent full cycles.
 
-Roles come from the model names (``FacilityLoad`` and ``Cluster`` draw ``p_mw``, the
-``ChillerPlant`` and ``LiquidCooling`` FMUs ``p_cooling_mw``, ``DataHall`` ``p_fans_mw``; ``PvPlant``, ``WindFarm`` and ``Smr`` are clean
-generation, ``GasTurbine`` fossil generation, ``Battery`` storage), or explicitly from
-``scenario_info["site"]`` (see :func:`site_roles`).
+What counts as what comes from the run's roles (:mod:`cosim.roles`): the site's loads are
+the power columns of the ``it``, ``load``, ``cooling`` and ``air_handler`` roles, its clean
+and other generation those of ``clean_gen`` and ``fossil_gen``, its storage those of
+``storage`` — an entity's own power attribute, or any column a scenario gives one of those
+roles (a PV trace read by the signals adapter: ``roles = { p_mw = "clean_gen" }``). The
+signals are the first recorded ``ci_g_kwh``, ``cfe_frac``, ``price_usd_mwh`` and
+``export_price_usd_mwh`` columns.
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-#: Load models and the attribute that is their draw from the site's supply (consumer sign).
-LOAD_ATTRS = {"FacilityLoad": "p_mw", "Cluster": "p_mw", "ChillerPlant": "p_cooling_mw",
-              "LiquidCooling": "p_cooling_mw", "DataHall": "p_fans_mw", "FlexLoad": "p_mw"}
-CLEAN_GEN_MODELS = frozenset({"PvPlant", "WindFarm", "Smr"})
-FOSSIL_GEN_MODELS = frozenset({"GasTurbine"})
-STORAGE_MODELS = frozenset({"Battery"})
+from cosim.kpis._block import Block, KpiInput, carbon_t, finite, step_hours
+from cosim.roles import DEMAND_ROLES, GENERATION_ROLES, RunRoles
+
 DEMAND_INTERVAL_S = 900  # most US demand charges bill the highest 15-minute average demand
+SCOPE = "the site behind its meter: its loads, on-site generation and storage (not the feeder's other loads)"
+
+#: Signal columns the accounting reads, by ending.
+SIGNAL_SUFFIXES = ("_g_kwh", ".cfe_frac", "price_usd_mwh", "_usd_mw", ".co2_kg_s", ".p_curtailed_mw",
+                   ".p_clip_mw", ".n_cycles", ".soc_frac")
 
 
-#: Column endings :func:`compute` reads (the runner loads only what the KPIs need).
-ACCOUNTING_COLUMN_SUFFIXES = (".p_mw", ".p_cooling_mw", ".p_fans_mw", "_g_kwh", ".cfe_frac", "price_usd_mwh", "_usd_mw",
-                              ".co2_kg_s", ".p_curtailed_mw", ".p_clip_mw", ".n_cycles", ".soc_frac")
-
-
-def needed_columns(columns: list[str], scenario_info: dict[str, Any] | None = None) -> list[str]:
-    """The recorded columns :func:`compute` may use, including any named in ``scenario_info["site"]``."""
-    named: set[str] = set()
-    for value in ((scenario_info or {}).get("site") or {}).values():
-        named.update([value] if isinstance(value, str) else value)
-    return [c for c in columns if c.endswith(ACCOUNTING_COLUMN_SUFFIXES) or c in named]
+def needed_columns(columns: list[str], roles: RunRoles) -> list[str]:
+    """The recorded columns :func:`compute` may use: the roles' power columns and the signals."""
+    power = set(roles.power_columns((*DEMAND_ROLES, *GENERATION_ROLES, "storage"), columns))
+    return [c for c in columns if c in power or c.endswith(SIGNAL_SUFFIXES)]
 
 
 # -- small pure helpers -----------------------------------------------------------------------
-def step_hours(index: pd.Index, default_s: float) -> float:
-    """Sampling interval [h]: from the index when it has two rows, else ``default_s``."""
-    if len(index) > 1:
-        return float((index[1] - index[0]).total_seconds()) / 3600.0
-    return default_s / 3600.0
-
-
 def _sum_columns(ts: pd.DataFrame, columns: list[str]) -> pd.Series:
     if not columns:
         return pd.Series(0.0, index=ts.index)
     return ts[columns].astype(float).fillna(0.0).sum(axis=1)
-
-
-def _round(value: Any) -> Any:
-    if value is None:
-        return None
-    value = float(value)
-    return None if math.isnan(value) else round(value, 9)
 
 
 def import_export_mw(net_mw: pd.Series) -> tuple[pd.Series, pd.Series]:
@@ -139,11 +122,6 @@ def month_coverage_frac(index: pd.DatetimeIndex, dt_h: float) -> dict[str, float
     return out
 
 
-def location_carbon_t(import_mw: pd.Series, ci_g_kwh: pd.Series, dt_h: float) -> float:
-    """Location-based emissions of imports [t CO2e]: MWh × g/kWh = kg."""
-    return float(np.nansum(import_mw.to_numpy(float) * ci_g_kwh.to_numpy(float)) * dt_h / 1000.0)
-
-
 def hourly_cfe(load_mw: pd.Series, storage_mw: pd.Series, clean_gen_mw: pd.Series, import_mw: pd.Series,
                export_mw: pd.Series, cfe_frac: pd.Series, dt_h: float) -> pd.DataFrame:
     """Hour-by-hour consumption and its carbon-free match (see the module docstring). [MWh]
@@ -166,90 +144,71 @@ def hourly_cfe(load_mw: pd.Series, storage_mw: pd.Series, clean_gen_mw: pd.Serie
 def cfe_score_frac(hourly: pd.DataFrame) -> float:
     """Σ matched / Σ consumption over the hours of :func:`hourly_cfe`. [-]"""
     total = float(hourly["consumption_mwh"].sum())
-    return float(hourly["matched_mwh"].sum()) / total if total > 0 else math.nan
+    return float(hourly["matched_mwh"].sum()) / total if total > 0 else float("nan")
 
 
 # -- roles ---------------------------------------------------------------------------------
-def site_roles(ts: pd.DataFrame, scenario_info: dict[str, Any]) -> dict[str, Any]:
-    """Which columns are the site's loads, generators, storage and signals.
-
-    ``scenario_info["site"]`` may name any of these explicitly (lists of ``<entity>.p_mw``
-    columns, or one column for the signals): ``loads``, ``clean_generation``,
-    ``other_generation``, ``storage``, ``ci``, ``cfe``, ``price``, ``export_price``.
-    What it leaves out is inferred from ``scenario_info["models"]`` and the column names.
-    """
-    models: dict[str, str] = scenario_info.get("models") or {}
-    given: dict[str, Any] = scenario_info.get("site") or {}
-
-    def by_model(kinds: frozenset[str]) -> list[str]:
-        return [f"{e}.p_mw" for e, m in models.items() if m in kinds and f"{e}.p_mw" in ts.columns]
-
-    loads = [f"{e}.{LOAD_ATTRS[m]}" for e, m in models.items()
-             if m in LOAD_ATTRS and f"{e}.{LOAD_ATTRS[m]}" in ts.columns]
+def site_roles(ts: pd.DataFrame, roles: RunRoles) -> dict[str, Any]:
+    """Which recorded columns are the site's loads, generators and storage, and its signals."""
+    columns = list(ts.columns)
 
     def first(suffix: str, exclude: str | None = None) -> str | None:
-        hits = [c for c in ts.columns if c.endswith(suffix) and not (exclude and c.endswith(exclude))]
+        hits = [c for c in columns if c.endswith(suffix) and not (exclude and c.endswith(exclude))]
         return hits[0] if hits else None
 
-    roles = {
-        "loads": given.get("loads", loads),
-        "clean_generation": given.get("clean_generation", by_model(CLEAN_GEN_MODELS)),
-        "other_generation": given.get("other_generation", by_model(FOSSIL_GEN_MODELS)),
-        "storage": given.get("storage", by_model(STORAGE_MODELS)),
-        "ci": given.get("ci", first(".ci_g_kwh")),
-        "cfe": given.get("cfe", first(".cfe_frac")),
-        "price": given.get("price", first(".price_usd_mwh", exclude=".export_price_usd_mwh")),
-        "export_price": given.get("export_price", first(".export_price_usd_mwh")),
+    return {
+        "loads": roles.power_columns(DEMAND_ROLES, columns),
+        "clean_generation": roles.power_columns("clean_gen", columns),
+        "other_generation": roles.power_columns("fossil_gen", columns),
+        "storage": roles.power_columns("storage", columns),
+        "ci": first(".ci_g_kwh"),
+        "cfe": first(".cfe_frac"),
+        "price": first(".price_usd_mwh", exclude=".export_price_usd_mwh"),
+        "export_price": first(".export_price_usd_mwh"),
     }
-    missing = [c for key in ("loads", "clean_generation", "other_generation", "storage")
-               for c in roles[key] if c not in ts.columns]
-    missing += [roles[k] for k in ("ci", "cfe", "price", "export_price") if roles[k] and roles[k] not in ts.columns]
-    if missing:
-        raise ValueError(f"accounting: scenario_info names columns the run did not record: {', '.join(missing)}; "
-                         f"recorded: {', '.join(ts.columns)}")
-    return roles
 
 
 # -- the entry point -------------------------------------------------------------------------
-def compute(ts: pd.DataFrame, scenario_info: dict[str, Any]) -> dict[str, Any]:
+def compute(ts: pd.DataFrame, run_roles: RunRoles, step_s: float = 60.0,
+            demand_interval_s: float = DEMAND_INTERVAL_S) -> dict[str, Any]:
     """Site accounting KPIs for a run.
 
     Args:
         ts: the run's time series, columns ``<entity>.<attr>``, UTC ``DatetimeIndex``.
-        scenario_info: ``{"step_s": recording step [s], "models": {entity: model},
-            "site": {...optional explicit roles, see site_roles},
-            "demand_interval_s": optional, default 900}``.
+        run_roles: the run's roles (which columns are loads, generation, storage).
+        step_s: the recording step, used when the series has one row. [s]
+        demand_interval_s: averaging interval of billed demand. [s]
 
     Returns:
         nested dict of KPIs (empty when the run has no site loads, generators or storage).
     """
     if ts.empty:
         return {}
-    dt_h = step_hours(ts.index, float(scenario_info.get("step_s", 60)))
-    roles = site_roles(ts, scenario_info)
-    out: dict[str, Any] = {}
+    dt_h = step_hours(ts.index, float(step_s))
+    roles = site_roles(ts, run_roles)
+    out: dict[str, Any] = {"scope": SCOPE}
     if not any(roles[k] for k in ("loads", "clean_generation", "other_generation", "storage")):
-        return out
+        return {}
     load = _sum_columns(ts, roles["loads"])
     storage = _sum_columns(ts, roles["storage"])
     clean = _sum_columns(ts, roles["clean_generation"])
     other = _sum_columns(ts, roles["other_generation"])
     imp, exp = import_export_mw(load + storage - clean - other)
     out["site"] = {
-        "load_mwh": _round(load.sum() * dt_h), "clean_generation_mwh": _round(clean.sum() * dt_h),
-        "other_generation_mwh": _round(other.sum() * dt_h), "import_mwh": _round(imp.sum() * dt_h),
-        "export_mwh": _round(exp.sum() * dt_h), "import_peak_mw": _round(imp.max()),
+        "load_mwh": finite(load.sum() * dt_h), "clean_generation_mwh": finite(clean.sum() * dt_h),
+        "other_generation_mwh": finite(other.sum() * dt_h), "import_mwh": finite(imp.sum() * dt_h),
+        "export_mwh": finite(exp.sum() * dt_h), "import_peak_mw": finite(imp.max()),
         "columns": {k: roles[k] for k in ("loads", "clean_generation", "other_generation", "storage")},
     }
-    cost = _cost(ts, roles, imp, exp, dt_h, float(scenario_info.get("demand_interval_s", DEMAND_INTERVAL_S)))
+    cost = _cost(ts, roles, imp, exp, dt_h, float(demand_interval_s))
     if cost:
         out["cost"] = cost
     out["carbon"] = _carbon(ts, roles, imp, dt_h)
     if roles["cfe"]:
         hourly = hourly_cfe(load, storage, clean, imp, exp, ts[roles["cfe"]], dt_h)
-        out["cfe"] = {"signal": roles["cfe"], "score_frac": _round(cfe_score_frac(hourly)),
-                      "hours": int(hourly["consumption_mwh"].gt(0).sum()),
-                      "min_hour_frac": _round(hourly["cfe_frac"].min())}
+        out["cfe"] = {"signal": roles["cfe"], "score_frac": finite(cfe_score_frac(hourly)),
+                      "n_hours": int(hourly["consumption_mwh"].gt(0).sum()),
+                      "min_hour_frac": finite(hourly["cfe_frac"].min())}
     curtailment = _curtailment(ts, dt_h)
     if curtailment:
         out["curtailment"] = curtailment
@@ -264,18 +223,18 @@ def _cost(ts, roles, imp, exp, dt_h, demand_interval_s) -> dict[str, Any]:
     if roles["price"]:
         export_price = ts[roles["export_price"]] if roles["export_price"] else 0.0
         cost["price_signal"] = roles["price"]
-        cost["energy_usd"] = _round(energy_cost_usd(imp, ts[roles["price"]], dt_h, exp, export_price))
+        cost["energy_usd"] = finite(energy_cost_usd(imp, ts[roles["price"]], dt_h, exp, export_price))
     rates = [c for c in ts.columns if c.split(".", 1)[-1].startswith("dc_") and c.endswith("_usd_mw")]
     if rates:
         demand: dict[str, Any] = {}
         for column in rates:
             for month, bill in demand_charge_usd(imp, ts[column].fillna(0.0), demand_interval_s).items():
-                demand[f"{column}@{month}"] = {k: _round(v) for k, v in bill.items()}
+                demand[f"{column}@{month}"] = {k: finite(v) for k, v in bill.items()}
         cost["demand"] = demand
-        cost["demand_usd"] = _round(sum(b["charge_usd"] for b in demand.values()))
-        cost["demand_month_frac"] = {m: _round(f) for m, f in month_coverage_frac(ts.index, dt_h).items()}
+        cost["demand_usd"] = finite(sum(b["charge_usd"] for b in demand.values()))
+        cost["demand_month_frac"] = {m: finite(f) for m, f in month_coverage_frac(ts.index, dt_h).items()}
     if cost:
-        cost["total_usd"] = _round((cost.get("energy_usd") or 0.0) + (cost.get("demand_usd") or 0.0))
+        cost["total_usd"] = finite((cost.get("energy_usd") or 0.0) + (cost.get("demand_usd") or 0.0))
     return cost
 
 
@@ -283,16 +242,16 @@ def _carbon(ts, roles, imp, dt_h) -> dict[str, Any]:
     carbon: dict[str, Any] = {}
     if roles["ci"]:
         carbon["signal"] = roles["ci"]
-        carbon["grid_t"] = _round(location_carbon_t(imp, ts[roles["ci"]], dt_h))
+        carbon["grid_t"] = finite(carbon_t(imp, ts[roles["ci"]], dt_h))
     marginal = [c for c in ts.columns if c.endswith(".ci_marginal_g_kwh")]
     if marginal:
         carbon["marginal_signal"] = marginal[0]
-        carbon["grid_marginal_t"] = _round(location_carbon_t(imp, ts[marginal[0]], dt_h))
+        carbon["grid_marginal_t"] = finite(carbon_t(imp, ts[marginal[0]], dt_h))
     co2 = [c for c in ts.columns if c.endswith(".co2_kg_s")]
     if co2:
-        carbon["onsite_t"] = _round(ts[co2].astype(float).fillna(0.0).to_numpy().sum() * dt_h * 3600.0 / 1000.0)
+        carbon["onsite_t"] = finite(ts[co2].astype(float).fillna(0.0).to_numpy().sum() * dt_h * 3600.0 / 1000.0)
     if carbon:
-        carbon["total_t"] = _round((carbon.get("grid_t") or 0.0) + (carbon.get("onsite_t") or 0.0))
+        carbon["total_t"] = finite((carbon.get("grid_t") or 0.0) + (carbon.get("onsite_t") or 0.0))
     return carbon
 
 
@@ -302,11 +261,11 @@ def _curtailment(ts, dt_h) -> dict[str, Any]:
         entity, _, attr = column.partition(".")
         if attr in ("p_curtailed_mw", "p_clip_mw"):
             name = {"p_curtailed_mw": "curtailed_mwh", "p_clip_mw": "clipped_mwh"}[attr]
-            entities.setdefault(entity, {})[name] = _round(ts[column].astype(float).fillna(0.0).sum() * dt_h)
+            entities.setdefault(entity, {})[name] = finite(ts[column].astype(float).fillna(0.0).sum() * dt_h)
     if not entities:
         return {}
-    return {"curtailed_mwh": _round(sum(v.get("curtailed_mwh", 0.0) for v in entities.values())),
-            "clipped_mwh": _round(sum(v.get("clipped_mwh", 0.0) for v in entities.values())),
+    return {"curtailed_mwh": finite(sum(v.get("curtailed_mwh", 0.0) for v in entities.values())),
+            "clipped_mwh": finite(sum(v.get("clipped_mwh", 0.0) for v in entities.values())),
             "entities": entities}
 
 
@@ -315,13 +274,26 @@ def _storage(ts, columns, dt_h) -> dict[str, Any]:
     for column in columns:
         entity = column.partition(".")[0]
         p = ts[column].astype(float).fillna(0.0)
-        kpis = {"charged_mwh": _round(p.clip(lower=0).sum() * dt_h),
-                "discharged_mwh": _round((-p).clip(lower=0).sum() * dt_h)}
+        kpis = {"charged_mwh": finite(p.clip(lower=0).sum() * dt_h),
+                "discharged_mwh": finite((-p).clip(lower=0).sum() * dt_h)}
         cycles = ts.get(f"{entity}.n_cycles")
         if cycles is not None and cycles.notna().any():
-            kpis["n_cycles"] = _round(cycles.dropna().iloc[-1])  # cumulative since the start
+            kpis["n_cycles"] = finite(cycles.dropna().iloc[-1])  # cumulative since the start
         if f"{entity}.soc_frac" in ts:
-            kpis["soc_min_frac"] = _round(ts[f"{entity}.soc_frac"].min())
-            kpis["soc_max_frac"] = _round(ts[f"{entity}.soc_frac"].max())
+            kpis["soc_min_frac"] = finite(ts[f"{entity}.soc_frac"].min())
+            kpis["soc_max_frac"] = finite(ts[f"{entity}.soc_frac"].max())
         out[entity] = kpis
     return out
+
+
+def _columns(columns: list[str], roles: RunRoles) -> list[str]:
+    return needed_columns(columns, roles)
+
+
+def _compute(inp: KpiInput) -> dict[str, Any]:
+    site = compute(inp.ts, inp.roles, inp.step_s)
+    return {"accounting": site} if site else {}
+
+
+BLOCK = Block("accounting", "Site accounting (behind the meter)", 70, _columns, _compute,
+              headline=("import_mwh", "export_mwh", "import_peak_mw", "total_usd", "total_t", "score_frac"))

@@ -1,213 +1,33 @@
-"""Scenario files: TOML read with ``tomllib``, validated into typed models, every problem named.
+"""Validation: raw TOML data into a :class:`~cosim.scenario.schema.Scenario`, every problem named.
 
-``load_scenario(path)`` returns a :class:`Scenario` or raises :class:`ScenarioError` with
-*all* the problems found, each as ``key.path = value: what is wrong; what is allowed``.
-Nothing in a scenario is evaluated as code; relative paths resolve from its folder.
+Each problem is ``key.path = value: what is wrong; what is allowed``; all of them are
+collected, then raised at once as a :class:`~cosim.errors.ScenarioError`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import fnmatch
-import tomllib
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    StrictBool,
-    StrictInt,
-    ValidationError,
-    field_validator,
-)
+from pydantic import BaseModel, ValidationError
 
-from adapters._base import ScenarioContext
 from cosim import registry
+from cosim.errors import Problem, ScenarioError, few
+from cosim.roles import ROLES, missing_outputs
+from cosim.scenario.schema import (
+    ENTITY_KEYS,
+    SECTIONS,
+    SIM_KEYS,
+    ConnectSpec,
+    EntitySpec,
+    RecordSpec,
+    Scenario,
+    ScenarioSection,
+    SimSpec,
+)
 from cosim.units import has_unit_suffix, unit_of
-
-#: Keys of ``[sims.<id>]`` that belong to cosim, not to the adapter.
-SIM_KEYS = ("adapter", "step_s", "cmd", "connect", "process")
-#: Keys of ``[entities.<id>]`` that belong to cosim, not to the model.
-ENTITY_KEYS = ("sim", "model")
-_MISSING = object()
-
-
-# -- problems --------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Problem:
-    """One thing wrong with a scenario, at a key path."""
-
-    path: str
-    message: str
-    value: Any = _MISSING
-
-    def __str__(self) -> str:
-        shown = "" if self.value is _MISSING else f" = {_short(self.value)}"
-        return f"{self.path}{shown}: {self.message}"
-
-
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
-class ScenarioError(Exception):
-    """A scenario with problems; ``str()`` lists them all, one per line."""
-
-    def __init__(self, file: Path | str, problems: list[Problem]):
-        self.file = str(file)
-        self.problems = problems
-        count = f"{len(problems)} problem{'s' if len(problems) != 1 else ''}"
-        super().__init__(f"{self.file}: {count}:\n" + "\n".join(f" - {p}" for p in problems))
-
-
-# -- the typed sections ----------------------------------------------------------------
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class ScenarioSection(_Strict):
-    """``[scenario]``: what is studied, when, at which step."""
-
-    name: str
-    description: str = ""
-    start: datetime
-    duration_s: StrictInt = Field(gt=0)
-    step_s: StrictInt = Field(gt=0)
-    seed: int = 0
-
-    @field_validator("name")
-    @classmethod
-    def _folder_safe(cls, value: str) -> str:
-        if not value or not all(c.isalnum() or c in "_.-" for c in value):
-            raise ValueError("use letters, digits, '_', '.' or '-' (it names the run folder), e.g. 'campus_day'")
-        return value
-
-    @field_validator("start")
-    @classmethod
-    def _utc(cls, value: datetime) -> datetime:
-        if value.tzinfo is None:
-            raise ValueError("give the start in UTC, e.g. 2024-07-15T00:00:00Z")
-        return value.astimezone(timezone.utc)
-
-
-class SimSpec(_Strict):
-    """``[sims.<id>]``: which adapter, where it runs, its own params."""
-
-    adapter: str
-    step_s: int | None = Field(default=None, gt=0)
-    cmd: str | None = None
-    connect: str | None = Field(default=None, pattern=r"^[^:\s]+:\d+$")
-    process: str = Field(default="inline", pattern=r"^(inline|subprocess)$")
-    params: dict[str, Any] = {}
-
-
-class EntitySpec(_Strict):
-    """``[entities.<id>]``: one entity of a sim's model, with its params."""
-
-    sim: str
-    model: str
-    params: dict[str, Any] = {}
-
-
-class ConnectSpec(_Strict):
-    """``[[connect]]``: attributes from ``src`` to ``dst``; feedback edges are delayed."""
-
-    src: str
-    dst: str
-    attrs: list[str | tuple[str, str]] = Field(min_length=1)
-    time_shifted: bool = False
-    weak: bool = False
-    initial_data: dict[str, StrictBool | float] = {}
-
-    def pairs(self) -> list[tuple[str, str]]:
-        return [(a, a) if isinstance(a, str) else (a[0], a[1]) for a in self.attrs]
-
-
-class RecordSpec(_Strict):
-    """``[record]``: which outputs go to ``timeseries.parquet`` (glob patterns on ``entity.attr``)."""
-
-    include: list[str] = ["*"]
-    exclude: list[str] = []
-    step_s: int | None = Field(default=None, gt=0)
-    chunk_rows: int = Field(default=1440, gt=0)
-
-
-@dataclass
-class Scenario:
-    """A validated scenario, ready for the world builder."""
-
-    file: Path
-    base_dir: Path
-    scenario: ScenarioSection
-    sims: dict[str, SimSpec]
-    entities: dict[str, EntitySpec]
-    connect: list[ConnectSpec]
-    record: RecordSpec
-    raw: dict[str, Any]
-    #: validated params per sim / entity, JSON-ready (paths absolute)
-    sim_params: dict[str, dict[str, Any]] = field(default_factory=dict)
-    entity_params: dict[str, dict[str, Any]] = field(default_factory=dict)
-    #: META per sim (from the adapter, for these params)
-    metas: dict[str, dict[str, Any]] = field(default_factory=dict)
-    #: validated sim params as the adapter's own pydantic models
-    sim_models: dict[str, BaseModel] = field(default_factory=dict)
-    #: ``--set``/sweep overrides applied on top of the file (dotted keys)
-    overrides: dict[str, Any] = field(default_factory=dict)
-    #: inputs that exist only for one entity (``CosimSim.entity_inputs``)
-    entity_extra_inputs: dict[str, list[str]] = field(default_factory=dict)
-
-    @property
-    def context(self) -> ScenarioContext:
-        s = self.scenario
-        return ScenarioContext(s.start, s.duration_s, s.step_s, s.seed)
-
-    def sim_step_s(self, sim_id: str) -> int:
-        return self.sims[sim_id].step_s or self.scenario.step_s
-
-    def model_meta(self, entity_id: str) -> dict[str, Any]:
-        entity = self.entities[entity_id]
-        return self.metas[entity.sim]["models"][entity.model]
-
-    def outputs(self, entity_id: str) -> list[str]:
-        meta = self.model_meta(entity_id)
-        return list(meta.get("outputs", meta.get("attrs", [])))
-
-
-# -- loading ---------------------------------------------------------------------------
-def read_toml(path: Path) -> dict[str, Any]:
-    """Read a TOML file or raise ScenarioError naming the file, line and column."""
-    if not path.is_file():
-        raise ScenarioError(path, [Problem("(file)", f"no such file: {path}")])
-    try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as exc:
-        raise ScenarioError(path, [Problem("(file)", f"not valid TOML: {exc}")]) from None
-    except UnicodeDecodeError:
-        raise ScenarioError(path, [Problem("(file)", "not a UTF-8 text file")]) from None
-
-
-def load_scenario(path: str | Path, overrides: dict[str, Any] | None = None) -> Scenario:
-    """Read, validate and resolve a scenario file.
-
-    Args:
-        path: the scenario's TOML file.
-        overrides: dotted keys to replace before validation, e.g. ``{"scenario.seed": 3}``.
-
-    Raises:
-        ScenarioError: with every problem found.
-    """
-    path = Path(path)
-    raw = read_toml(path)
-    for key, value in (overrides or {}).items():
-        _set_dotted(raw, key, value)
-    scn = validate(raw, path)
-    scn.overrides = dict(overrides or {})
-    return scn
 
 
 def _declared(scn: Scenario, section: str) -> dict[str, Any]:
@@ -216,34 +36,13 @@ def _declared(scn: Scenario, section: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _set_dotted(data: dict[str, Any], key: str, value: Any) -> None:
-    """Apply ``--set a.b.c=v``; a list is indexed by number (``connect.0.src``)."""
-    *parents, last = key.split(".")
-    where = []
-    for part in parents:
-        where.append(part)
-        if isinstance(data, list) and part.isdigit() and int(part) < len(data):
-            data = data[int(part)]
-        elif isinstance(data, dict):
-            data = data.setdefault(part, {})
-        else:
-            raise ScenarioError("--set", [Problem(".".join(where), "cannot set a key inside this value; "
-                                                  "give the path of a table (or a list index)", key)])
-    if isinstance(data, list) and last.isdigit() and int(last) < len(data):
-        data[int(last)] = value
-    elif isinstance(data, dict):
-        data[last] = value
-    else:
-        raise ScenarioError("--set", [Problem(key, "cannot set a key inside this value", value)])
-
-
 def validate(raw: dict[str, Any], path: Path) -> Scenario:
     """Validate raw TOML data; see :func:`load_scenario`."""
     problems: list[Problem] = []
     base_dir = path.resolve().parent
     for key in raw:
-        if key not in ("scenario", "sims", "entities", "connect", "record"):
-            problems.append(Problem(key, "unknown section; allowed: scenario, sims, entities, connect, record"))
+        if key not in SECTIONS:
+            problems.append(Problem(key, f"unknown section; allowed: {', '.join(SECTIONS)}"))
 
     section = _model(ScenarioSection, raw.get("scenario"), "scenario", problems)
     sims = _table(raw.get("sims", {}), "sims", SimSpec, SIM_KEYS, problems)
@@ -255,6 +54,7 @@ def validate(raw: dict[str, Any], path: Path) -> Scenario:
     _check_timing(raw.get("scenario"), scn.record, problems)
     _check_sims(scn, problems)
     _check_entities(scn, problems)
+    _check_roles(scn, problems)
     _check_connects(scn, problems)
     _check_cycles(scn, problems)
     _check_record(scn, problems)
@@ -385,6 +185,28 @@ def _check_meta_units(meta: dict[str, Any], where: str, problems: list[Problem])
         for attr in desc.get("attrs", []):
             if not has_unit_suffix(attr):
                 problems.append(Problem(f"{where} ({model})", "attribute has no unit suffix (e.g. _mw, _pu, _c)", attr))
+        if desc.get("role") not in ROLES:
+            problems.append(Problem(f"{where} ({model})", f"the adapter's model declares no role; give it one in its "
+                                    f"META (model_meta(..., role=...)): {', '.join(ROLES)}", desc.get("role")))
+
+
+def _check_roles(scn: Scenario, problems: list[Problem]) -> None:
+    """An entity given another role reports that role's power; a column role names a power
+    output of the entity (a column in MW)."""
+    for eid, spec in scn.entities.items():
+        outputs = scn.outputs(eid)
+        lacking = missing_outputs(spec.role, outputs) if spec.role else []
+        if lacking:
+            problems.append(Problem(f"entities.{eid}.role", f"a {spec.role} entity reports {', '.join(lacking)}; "
+                                    f"{eid} ({spec.model}) does not: give its columns roles instead "
+                                    f"(roles = {{ <attr>_mw = \"{spec.role}\" }})", spec.role))
+        for attr, role in spec.roles.items():
+            where = f"entities.{eid}.roles.{attr}"
+            if attr not in outputs:
+                problems.append(Problem(where, f"{eid} has no output {attr!r}; outputs: {few(outputs)}", role))
+            elif unit_of(attr) != "mw":
+                problems.append(Problem(where, f"a role counts a power column in MW; {attr} is in {unit_of(attr)!r}",
+                                        role))
 
 
 def _check_entities(scn: Scenario, problems: list[Problem]) -> None:
@@ -460,9 +282,9 @@ def _check_attr_pairs(scn: Scenario, conn: ConnectSpec, where: str, problems: li
             if not has_unit_suffix(name):
                 problems.append(Problem(at, "attribute name has no unit suffix (e.g. _mw, _pu, _c)", name))
         if src_attr not in outputs:
-            problems.append(Problem(at, f"{conn.src} has no output {src_attr!r}; outputs: {_few(outputs)}", src_attr))
+            problems.append(Problem(at, f"{conn.src} has no output {src_attr!r}; outputs: {few(outputs)}", src_attr))
         if not any_name and dst_attr not in inputs:
-            problems.append(Problem(at, f"{conn.dst} has no input {dst_attr!r}; inputs: {_few(inputs) or 'none'}", dst_attr))
+            problems.append(Problem(at, f"{conn.dst} has no input {dst_attr!r}; inputs: {few(inputs) or 'none'}", dst_attr))
         elif unit_of(src_attr) and unit_of(dst_attr) and unit_of(src_attr) != unit_of(dst_attr):
             problems.append(Problem(at, f"unit mismatch: {src_attr} is in {unit_of(src_attr)}, {dst_attr} in {unit_of(dst_attr)}"))
         if (conn.time_shifted or conn.weak) and src_attr not in conn.initial_data:
@@ -472,11 +294,6 @@ def _check_attr_pairs(scn: Scenario, conn: ConnectSpec, where: str, problems: li
         if key not in sources:
             problems.append(Problem(f"{where}.initial_data.{key}", f"not an attribute this connection carries; "
                                     f"give start values for: {', '.join(sources)}"))
-
-
-def _few(names: list[str], limit: int = 12) -> str:
-    shown = ", ".join(names[:limit])
-    return shown + (f", ... ({len(names)} in all)" if len(names) > limit else "")
 
 
 def _check_cycles(scn: Scenario, problems: list[Problem]) -> None:
@@ -504,7 +321,7 @@ def _check_record(scn: Scenario, problems: list[Problem]) -> None:
     for key in ("include", "exclude"):
         for i, pattern in enumerate(getattr(scn.record, key)):
             if not any(fnmatch.fnmatchcase(name, pattern) for name in names):
-                problems.append(Problem(f"record.{key}[{i}]", f"matches no output; outputs look like {_few(names, 4)}", pattern))
+                problems.append(Problem(f"record.{key}[{i}]", f"matches no output; outputs look like {few(names, 4)}", pattern))
 
 
 def _find_cycle(edges: dict[str, set[str]]) -> list[str] | None:

@@ -1,6 +1,6 @@
 """Study subcommands of ``cosim``: ``sweep``, ``hosting-capacity``, ``report``, ``compare``.
 
-User mistakes raise ScenarioError or FileNotFoundError, which ``cosim.cli.main`` prints
+User mistakes raise ScenarioError or FileNotFoundError, which :func:`cosim.cli.main` prints
 without a traceback.
 """
 
@@ -10,6 +10,14 @@ import argparse
 import sys
 import tomllib
 from pathlib import Path
+
+from cosim.errors import Problem, ScenarioError
+from cosim.report import write_report
+from cosim.scenario import parse_set
+from cosim.studies.compare import compare, format_table, write_compare_html
+from cosim.studies.hosting import Limits, hosting_capacity
+from cosim.studies.sweep import run_sweep
+from cosim.studies.variants import SweepSpec, load_sweep_file
 
 
 def non_negative_int(text: str) -> int:
@@ -24,9 +32,7 @@ def non_negative_int(text: str) -> int:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from cosim.sweep import SweepSpec, load_sweep_file, parse_set_grid, run_sweep
-
-    grid = parse_set_grid(args.set)
+    grid = parse_set(args.set, many=True)
     try:
         is_sweep_file = "sweep" in tomllib.loads(args.file.read_text(encoding="utf-8"))
     except (OSError, tomllib.TOMLDecodeError):
@@ -45,13 +51,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def cmd_hosting(args: argparse.Namespace) -> int:
-    from cosim.cli import _parse_set
-    from cosim.hosting import Limits, hosting_capacity
-
     out = args.out or Path("runs") / f"hosting-{args.scenario.stem}"
     table = hosting_capacity(args.scenario, args.load, out, buses=args.bus or None, size_param=args.param,
                              bus_entity=args.bus_entity, min_mw=args.min_mw, max_mw=args.max_mw, tol_mw=args.tol_mw,
-                             limits=Limits(args.v_low, args.v_high, args.loading_max), overrides=_parse_set(args.set),
+                             limits=Limits(args.v_low, args.v_high, args.loading_max), overrides=parse_set(args.set),
                              workers=args.workers, scheduler=args.scheduler, progress=not args.quiet)
     print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     print(f"table: {out / 'hosting.csv'}; figure: {out / 'hosting.png'}")
@@ -59,16 +62,11 @@ def cmd_hosting(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from cosim.report import write_report
-
     print(write_report(args.run, args.out))
     return 0
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from cosim.compare import compare, format_table, write_compare_html
-    from cosim.scenario import Problem, ScenarioError
-
     if args.html.is_dir():  # checked first: a wrong path should not wait for the table
         raise ScenarioError("--html", [Problem("--html", f"{args.html} is a folder; give the HTML file to write, "
                                                          f"e.g. {args.html / 'compare.html'}")])
@@ -78,7 +76,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_study_parsers(sub) -> None:
+def add_parsers(sub) -> None:
+    """``sweep``, ``hosting-capacity``, ``report`` and ``compare``."""
     p = sub.add_parser("sweep", help="run variants of a scenario on Dask; merge KPIs into sweep.parquet")
     p.add_argument("file", type=Path, help="a scenario file, or a sweep file with a [sweep] section")
     p.add_argument("--set", action="append", default=[], metavar="KEY=V1,V2",

@@ -1,0 +1,89 @@
+"""KPIs: pure functions of a run's time series and roles, in blocks found by scanning.
+
+Each module of this package (every folder on ``cosim.kpis.__path__``; names starting with
+``_`` skipped) that defines ``BLOCK = Block(...)`` is one block of ``kpis.json``: it says
+which recorded columns it reads and computes its entries. Adding a KPI is one new file; no
+list is edited. :func:`needed_columns` is the union of what the blocks read (a year of
+per-bus voltages is hundreds of MB that no KPI needs, so the rest stays on disk).
+
+The blocks (formulas in their modules): ``energy`` (per entity with ``p_mw``), ``grid`` (per
+grid entity: import, losses, voltage band and violations, loadings), ``carbon`` (the
+feeder's import carbon), ``datacenter`` (per IT entity with servers), ``facility`` (PUE,
+WUE, unmet cooling, inlet excursions), ``dr`` (per DR responder), ``accounting`` (the site
+behind its meter: import/export, cost, carbon, 24/7 CFE, curtailment, storage).
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from typing import Any
+
+import pandas as pd
+
+from cosim.folder import json_safe
+from cosim.kpis._block import Block, KpiInput, step_hours
+from cosim.kpis.grid import V_HIGH_PU, V_LOW_PU
+from cosim.roles import RunRoles
+
+__all__ = ["Block", "KpiInput", "V_HIGH_PU", "V_LOW_PU", "blocks", "compute", "compute_indexed", "needed_columns",
+           "refresh"]
+
+_FOUND: list[Block] | None = None
+
+
+def blocks() -> list[Block]:
+    """Every KPI block, in ``kpis.json`` order."""
+    global _FOUND
+    if _FOUND is None:
+        found = []
+        for info in pkgutil.iter_modules(__path__, __name__ + "."):
+            if info.name.rsplit(".", 1)[-1].startswith("_"):
+                continue
+            block = getattr(importlib.import_module(info.name), "BLOCK", None)
+            if isinstance(block, Block):
+                found.append(block)
+        _FOUND = sorted(found, key=lambda b: (b.order, b.name))
+    return _FOUND
+
+
+def refresh() -> None:
+    """Scan the block folders again on the next use (after adding one while a process runs)."""
+    global _FOUND
+    _FOUND = None
+
+
+def needed_columns(columns: list[str], roles: RunRoles) -> list[str]:
+    """The recorded columns the blocks read, in recorded order."""
+    keep: set[str] = set()
+    for block in blocks():
+        keep.update(block.columns(columns, roles))
+    return [c for c in columns if c in keep]
+
+
+def compute(ts: pd.DataFrame, step_s: float, roles: RunRoles,
+            links: dict[str, set[str]] | None = None) -> dict[str, Any]:
+    """All KPIs that the recorded columns allow (strict JSON: NaN and inf become null).
+
+    Args:
+        ts: the run's time series (at least :func:`needed_columns`), UTC index.
+        step_s: the recording step, used when the series has a single row. [s]
+        roles: the run's roles.
+        links: entity id -> the entities it feeds (the scenario's connections).
+    """
+    return compute_indexed(ts, step_s, roles, links)[0]
+
+
+def compute_indexed(ts: pd.DataFrame, step_s: float, roles: RunRoles, links: dict[str, set[str]] | None = None
+                    ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """:func:`compute` and, per block that wrote something, its title, the top-level keys it
+    wrote and its headline keys (``metadata.json``'s ``kpi_blocks``, read by the report)."""
+    inp = KpiInput(ts, step_hours(ts.index, step_s), float(step_s), roles, links or {})
+    kpis: dict[str, Any] = {}
+    index: dict[str, dict[str, Any]] = {}
+    for block in blocks():
+        entries = block.compute(inp)
+        if entries:
+            kpis.update(entries)
+            index[block.name] = {"title": block.title, "keys": list(entries), "headline": list(block.headline)}
+    return json_safe(kpis), index

@@ -1,0 +1,151 @@
+"""One run: validate the scenario, make the run folder, run an engine, write KPIs and metadata."""
+
+from __future__ import annotations
+
+import platform
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from importlib import metadata as importlib_metadata
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from cosim import kpis as kpi_module
+from cosim.errors import RunInterrupted
+from cosim.folder import RunFolder
+from cosim.report import write_report
+from cosim.scenario import Scenario, load_scenario
+
+__all__ = ["RunInterrupted", "RunResult", "run", "run_scenario"]
+
+PACKAGES = ("cosim", "mosaik", "mosaik-api-v3", "pandapower", "lightsim2grid", "simbench", "pvlib",
+            "numpy", "pandas", "pyarrow", "pydantic")
+
+
+@dataclass
+class RunResult:
+    """What a run left behind; the folder is the source of truth."""
+
+    run_dir: Path
+    status: str
+    reason: str | None
+    kpis: dict[str, Any]
+    metadata: dict[str, Any]
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    @property
+    def folder(self) -> RunFolder:
+        return RunFolder(self.run_dir)
+
+    def timeseries(self, columns: list[str] | None = None) -> pd.DataFrame:
+        """The recorded time series, indexed by UTC time."""
+        return self.folder.timeseries(columns)
+
+
+def package_versions() -> dict[str, str | None]:
+    versions: dict[str, str | None] = {"python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            versions[name] = importlib_metadata.version(name)
+        except importlib_metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def git_commit(where: Path) -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=where, capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def run_metadata(scn: Scenario) -> dict[str, Any]:
+    """What ``metadata.json`` says of a scenario before it runs (the outcome is added after)."""
+    s = scn.scenario
+    return {
+        "scenario": s.name,
+        "scenario_file": str(scn.file.resolve()),
+        "overrides": {k: v if isinstance(v, (str, int, float, bool)) else str(v) for k, v in scn.overrides.items()},
+        "engine": "mosaik",
+        "seed": s.seed,
+        "start_utc": s.start.isoformat(),
+        "duration_s": s.duration_s,
+        "step_s": s.step_s,
+        "roles": scn.roles().to_json(),
+        "entities": scn.entity_info(),
+    }
+
+
+def run_scenario(scn: Scenario, out_dir: str | Path = "runs", progress: bool = True,
+                 run_dir: Path | None = None, report: bool = False) -> RunResult:
+    """Run a validated scenario into a new run folder (see DESIGN.md, "A run folder")."""
+    # mosaik is heavy and only needed once a run starts (validation, reports, KPIs do without)
+    from cosim.run.mosaik_engine import run_world
+
+    folder = RunFolder(run_dir) if run_dir else RunFolder.new(out_dir, scn.scenario.name)
+    folder.path.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(scn.file, folder.scenario_path)  # the file as given; overrides are in metadata.json
+    started = datetime.now(timezone.utc)
+    outcome = run_world(scn, folder.path, progress=progress)
+    kpis: dict[str, Any] = {}
+    kpi_blocks: dict[str, Any] = {}
+    kpi_error = None
+    if outcome.rows_recorded:
+        try:
+            kpis, kpi_blocks = compute_kpis(scn, folder)
+        except Exception as exc:  # noqa: BLE001 — the series is on disk; metadata must still say what happened
+            kpi_error = f"{type(exc).__name__}: {exc}"
+    meta = {
+        **run_metadata(scn),
+        "status": outcome.status,
+        "reason": outcome.reason,
+        "started_utc": started.isoformat(timespec="seconds"),
+        "wall_s": round(outcome.wall_s, 3),
+        "steps": outcome.n_steps,
+        "steps_per_s": round(outcome.steps_per_s, 2),
+        "versions": package_versions(),
+        "git_commit": git_commit(Path(__file__).resolve().parent),
+        "kpi_error": kpi_error,
+        "kpi_blocks": kpi_blocks,
+        "platform": platform.platform(),
+    }
+    folder.write_kpis(kpis)
+    folder.write_metadata(meta)
+    if report and outcome.status != "interrupted":
+        _write_report_quietly(folder)
+    if outcome.status == "interrupted":
+        raise RunInterrupted(folder.path)
+    return RunResult(folder.path, outcome.status, outcome.reason, kpis, meta)
+
+
+def compute_kpis(scn: Scenario, folder: RunFolder) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The run's KPIs from the columns the blocks need, and the block index."""
+    roles = scn.roles()
+    ts = folder.numeric_columns(kpi_module.needed_columns(folder.column_names(), roles))
+    return kpi_module.compute_indexed(ts, scn.record_step_s, roles, scn.links())
+
+
+def _write_report_quietly(folder: RunFolder) -> None:
+    """report.html is a view of the run folder: a plotting error must not fail the run."""
+    try:
+        write_report(folder.path)
+    except Exception as exc:  # noqa: BLE001 — the run's data is already safe on disk
+        print(f"warning: report.html not written: {type(exc).__name__}: {exc}", file=sys.stderr)
+
+
+def run(path: str | Path, out_dir: str | Path = "runs", progress: bool = False,
+        overrides: dict[str, Any] | None = None, report: bool = False) -> RunResult:
+    """Validate and run a scenario file; the Python face of ``cosim run``.
+
+    Raises:
+        ScenarioError: the scenario has problems (nothing was started).
+    """
+    return run_scenario(load_scenario(path, overrides), out_dir, progress, report=report)

@@ -1,0 +1,191 @@
+"""The typed sections of a scenario file and the validated :class:`Scenario` they make."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, field_validator
+
+from cosim.roles import ROLES, RunRoles
+from cosim.sdk import ScenarioContext
+
+#: Keys of ``[sims.<id>]`` that belong to cosim, not to the adapter.
+SIM_KEYS = ("adapter", "step_s", "cmd", "connect", "process")
+#: Keys of ``[entities.<id>]`` that belong to cosim, not to the model: ``role`` gives the
+#: entity another role than its model's, ``roles`` a role per output column.
+ENTITY_KEYS = ("sim", "model", "role", "roles")
+SECTIONS = ("scenario", "sims", "entities", "connect", "record")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ScenarioSection(_Strict):
+    """``[scenario]``: what is studied, when, at which step."""
+
+    name: str
+    description: str = ""
+    start: datetime
+    duration_s: StrictInt = Field(gt=0)
+    step_s: StrictInt = Field(gt=0)
+    seed: int = 0
+
+    @field_validator("name")
+    @classmethod
+    def _folder_safe(cls, value: str) -> str:
+        if not value or not all(c.isalnum() or c in "_.-" for c in value):
+            raise ValueError("use letters, digits, '_', '.' or '-' (it names the run folder), e.g. 'campus_day'")
+        return value
+
+    @field_validator("start")
+    @classmethod
+    def _utc(cls, value: datetime) -> datetime:
+        if value.tzinfo is None:
+            raise ValueError("give the start in UTC, e.g. 2024-07-15T00:00:00Z")
+        return value.astimezone(timezone.utc)
+
+
+class SimSpec(_Strict):
+    """``[sims.<id>]``: which adapter, where it runs, its own params."""
+
+    adapter: str
+    step_s: int | None = Field(default=None, gt=0)
+    cmd: str | None = None
+    connect: str | None = Field(default=None, pattern=r"^[^:\s]+:\d+$")
+    process: str = Field(default="inline", pattern=r"^(inline|subprocess)$")
+    params: dict[str, Any] = {}
+
+
+def _known_role(value: str | None) -> str | None:
+    if value is not None and value not in ROLES:
+        raise ValueError(f"unknown role; roles: {', '.join(ROLES)}")
+    return value
+
+
+class EntitySpec(_Strict):
+    """``[entities.<id>]``: one entity of a sim's model, with its params (and optional roles)."""
+
+    sim: str
+    model: str
+    role: str | None = None
+    roles: dict[str, str] = {}
+    params: dict[str, Any] = {}
+
+    @field_validator("role")
+    @classmethod
+    def _entity_role(cls, value: str | None) -> str | None:
+        return _known_role(value)
+
+    @field_validator("roles")
+    @classmethod
+    def _column_roles(cls, value: dict[str, str]) -> dict[str, str]:
+        for attr, role in value.items():
+            if role not in ROLES:
+                raise ValueError(f"{attr} = {role!r}: unknown role; roles: {', '.join(ROLES)}")
+        return value
+
+
+class ConnectSpec(_Strict):
+    """``[[connect]]``: attributes from ``src`` to ``dst``; feedback edges are delayed."""
+
+    src: str
+    dst: str
+    attrs: list[str | tuple[str, str]] = Field(min_length=1)
+    time_shifted: bool = False
+    weak: bool = False
+    initial_data: dict[str, StrictBool | float] = {}
+
+    def pairs(self) -> list[tuple[str, str]]:
+        return [(a, a) if isinstance(a, str) else (a[0], a[1]) for a in self.attrs]
+
+
+class RecordSpec(_Strict):
+    """``[record]``: which outputs go to ``timeseries.parquet`` (glob patterns on ``entity.attr``)."""
+
+    include: list[str] = ["*"]
+    exclude: list[str] = []
+    step_s: int | None = Field(default=None, gt=0)
+    chunk_rows: int = Field(default=1440, gt=0)
+
+
+@dataclass
+class Scenario:
+    """A validated scenario, ready for an engine."""
+
+    file: Path
+    base_dir: Path
+    scenario: ScenarioSection
+    sims: dict[str, SimSpec]
+    entities: dict[str, EntitySpec]
+    connect: list[ConnectSpec]
+    record: RecordSpec
+    raw: dict[str, Any]
+    #: validated params per sim / entity, JSON-ready (paths absolute)
+    sim_params: dict[str, dict[str, Any]] = field(default_factory=dict)
+    entity_params: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: META per sim (from the adapter, for these params)
+    metas: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: validated sim params as the adapter's own pydantic models
+    sim_models: dict[str, BaseModel] = field(default_factory=dict)
+    #: ``--set``/sweep overrides applied on top of the file (dotted keys)
+    overrides: dict[str, Any] = field(default_factory=dict)
+    #: inputs that exist only for one entity (``CosimSim.entity_inputs``)
+    entity_extra_inputs: dict[str, list[str]] = field(default_factory=dict)
+
+    @property
+    def context(self) -> ScenarioContext:
+        s = self.scenario
+        return ScenarioContext(s.start, s.duration_s, s.step_s, s.seed)
+
+    def sim_step_s(self, sim_id: str) -> int:
+        return self.sims[sim_id].step_s or self.scenario.step_s
+
+    @property
+    def record_step_s(self) -> int:
+        """The recorder's step: ``[record] step_s`` or the scenario's."""
+        return self.record.step_s or self.scenario.step_s
+
+    def model_meta(self, entity_id: str) -> dict[str, Any]:
+        entity = self.entities[entity_id]
+        return self.metas[entity.sim]["models"][entity.model]
+
+    def outputs(self, entity_id: str) -> list[str]:
+        meta = self.model_meta(entity_id)
+        return list(meta.get("outputs", meta.get("attrs", [])))
+
+    def inputs(self, entity_id: str) -> list[str]:
+        """Inputs another simulator (or a Session) may set on the entity."""
+        meta = self.model_meta(entity_id)
+        return [*meta.get("inputs", meta.get("attrs", [])), *self.entity_extra_inputs.get(entity_id, [])]
+
+    def role(self, entity_id: str) -> str:
+        """The entity's role: its own ``role`` key, else its model's."""
+        return self.entities[entity_id].role or self.model_meta(entity_id).get("role") or "other"
+
+    def roles(self) -> RunRoles:
+        """Every entity's role and the columns given roles of their own."""
+        columns = {f"{eid}.{attr}": role for eid, spec in self.entities.items() for attr, role in spec.roles.items()}
+        return RunRoles({eid: self.role(eid) for eid in self.entities}, columns)
+
+    def links(self) -> dict[str, set[str]]:
+        """entity -> the entities it feeds through connections."""
+        out: dict[str, set[str]] = {}
+        for conn in self.connect:
+            out.setdefault(conn.src, set()).add(conn.dst)
+        return out
+
+    def entity_info(self) -> dict[str, dict[str, Any]]:
+        """Per entity: sim, adapter, model, role and (for grid elements) bus, for ``metadata.json``."""
+        info = {}
+        for eid, spec in self.entities.items():
+            entry = {"sim": spec.sim, "adapter": self.sims[spec.sim].adapter, "model": spec.model,
+                     "role": self.role(eid)}
+            bus = self.entity_params.get(eid, {}).get("bus")
+            if bus is not None:
+                entry["bus"] = str(bus)
+            info[eid] = entry
+        return info

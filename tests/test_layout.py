@@ -1,0 +1,222 @@
+"""The package's shape (STYLE.md "One stage per module, dependencies one way"; the layout issue):
+
+* no import cycle between modules of the installed ``cosim`` package (adapters, grid models
+  and FMU build script included), counted over module-level imports;
+* imports point one way along the data flow: ``cli -> studies -> run -> report, kpis ->
+  folder -> scenario -> registry -> adapters -> sdk``; adapters import nothing of the core
+  but ``cosim.sdk``;
+* exactly one module imports mosaik;
+* no imports inside functions except for the heavy optional libraries named in
+  :data:`LAZY`, each with its reason at the import.
+
+The graph is read from the source with ``ast`` (nothing is imported), so the test sees
+what a reader sees.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+#: repository folder -> installed package name
+FOLDERS = {"cosim": "cosim", "adapters": "cosim.adapters", "grid_models": "cosim.grid_models",
+           "thermal_fmus": "cosim.thermal_fmus"}
+
+#: Layers, lowest first. A module may import its own layer or lower ones, never higher.
+LAYERS = [
+    ("cosim.units", "cosim.roles", "cosim.errors", "cosim.sdk"),
+    ("cosim.adapters", "cosim.grid_models", "cosim.thermal_fmus"),
+    ("cosim.registry",),
+    ("cosim.scenario",),
+    ("cosim.folder",),
+    ("cosim.kpis",),
+    ("cosim.report",),
+    ("cosim.run",),
+    ("cosim.studies", "cosim.gym"),
+    ("cosim.cli",),
+    ("cosim", "cosim.__main__"),
+]
+
+#: Libraries that may be imported inside a function (heavy, and optional for most runs).
+LAZY = {
+    "mosaik": "the orchestrator: imported when a mosaik run starts",
+    "matplotlib": "~0.5 s to import: only when a figure is drawn",
+    "dask": "only studies that start a cluster", "distributed": "only studies that start a cluster",
+    "fmpy": "ctypes and lxml: only when an FMU is described or run",
+    "opendssdirect": "the DSS C-API library: only for the OpenDSS engine",
+    "simbench": "its data tables: only for SimBench grids",
+    "gymnasium": "the learning extra", "pettingzoo": "the learning extra",
+    "cosim.run.mosaik_engine": "imports mosaik (above)",
+}
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for folder, package in FOLDERS.items():
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            if "build" in path.relative_to(ROOT / folder).parts[:-1]:
+                continue
+            rel = path.relative_to(ROOT / folder).with_suffix("")
+            parts = [p for p in rel.parts if p != "__init__"]
+            found[".".join([package, *parts])] = path
+    return found
+
+
+MODULES = _modules()
+
+
+def _resolve(name: str, level: int, current: str, is_package: bool) -> str:
+    if level == 0:
+        return name
+    base = current.split(".") if is_package else current.split(".")[:-1]
+    base = base[: len(base) - (level - 1)]
+    return ".".join([*base, name] if name else base)
+
+
+def _target(name: str, attr: str | None = None) -> str | None:
+    """The module of ours that ``from name import attr`` (or ``import name``) loads."""
+    if attr and f"{name}.{attr}" in MODULES:
+        return f"{name}.{attr}"
+    while name and name not in MODULES:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def _imports(module: str, path: Path, top_level: bool) -> list[tuple[str, int]]:
+    """``(imported name, line)`` of the module's imports at module level (or inside functions)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    is_package = path.name == "__init__.py"
+    found = []
+
+    def visit(node, in_function: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            inside = in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+            if isinstance(child, ast.Import) and inside != top_level:
+                found.extend((a.name, child.lineno) for a in child.names)
+            elif isinstance(child, ast.ImportFrom) and inside != top_level:
+                base = _resolve(child.module or "", child.level, module, is_package)
+                found.extend((f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base, child.lineno)
+                             for a in child.names)
+            visit(child, inside)
+
+    visit(tree, False)
+    return found
+
+
+def _graph() -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {m: set() for m in MODULES}
+    for module, path in MODULES.items():
+        for name, _ in _imports(module, path, top_level=True):
+            target = _target(name)
+            if target and target != module:
+                graph[module].add(target)
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+    counter = [0]
+
+    def strong(v: str) -> None:
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                strong(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                out.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            strong(v)
+    return out
+
+
+def _layer(module: str) -> int:
+    best, rank = -1, None
+    for i, prefixes in enumerate(LAYERS):
+        for prefix in prefixes:
+            if (module == prefix or module.startswith(prefix + ".")) and len(prefix) > best:
+                best, rank = len(prefix), i
+    assert rank is not None, f"{module} is in no layer: add it to LAYERS"
+    return rank
+
+
+def test_the_module_graph_is_read():
+    """The test can fail: the graph has the edges everyone knows are there."""
+    graph = _graph()
+    assert "cosim.sdk" in graph["cosim.adapters.battery"]
+    assert "cosim.run.recorder" in graph["cosim.run.mosaik_engine"]
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_no_import_cycles():
+    cycles = _cycles(_graph())
+    assert not cycles, "import cycles: " + "; ".join(" <-> ".join(c) for c in cycles)
+
+
+def test_imports_point_one_way():
+    wrong = [f"{m} (layer {_layer(m)}) imports {t} (layer {_layer(t)})"
+             for m, targets in _graph().items() for t in targets if _layer(t) > _layer(m)]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_adapters_import_only_the_sdk_of_the_core():
+    allowed = ("cosim.sdk", "cosim.adapters", "cosim.grid_models", "cosim.thermal_fmus")
+    wrong = [f"{m} imports {t}" for m, targets in _graph().items() if m.startswith("cosim.adapters")
+             for t in targets if not any(t == a or t.startswith(a + ".") for a in allowed)]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_exactly_one_module_imports_mosaik():
+    importers = sorted({m for m, path in MODULES.items() for scope in (True, False)
+                        for name, _ in _imports(m, path, scope) if name == "mosaik" or name.startswith("mosaik.")})
+    assert importers == ["cosim.run.mosaik_engine"]
+
+
+def test_function_level_imports_only_for_heavy_libraries():
+    found = []
+    for module, path in MODULES.items():
+        for name, line in _imports(module, path, top_level=False):
+            root = name.split(".")[0]
+            if name not in LAZY and root not in LAZY:
+                found.append(f"{path.relative_to(ROOT)}:{line}: {name}")
+            elif "#" not in path.read_text(encoding="utf-8").splitlines()[line - 1] and root != "cosim":
+                found.append(f"{path.relative_to(ROOT)}:{line}: {name} (say why it is imported here)")
+    assert not found, "\n".join(found)
+
+
+@pytest.mark.parametrize("generic", ["adapters", "grid_models", "thermal_fmus"])
+def test_nothing_generic_is_installed(generic):
+    """The repository folders install under the cosim name only (a PyPI package is called
+    ``adapters``); a top-level import of the generic name must not resolve to ours."""
+    import importlib.util
+    import subprocess
+    import sys
+
+    code = (f"import importlib.util, sys; sys.path = [p for p in sys.path if p not in ('', {str(ROOT)!r})]; "
+            f"spec = importlib.util.find_spec({generic!r}); print(spec.origin if spec else None)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd="/", check=True)
+    assert str(ROOT) not in out.stdout, f"`import {generic}` resolves to the repository: {out.stdout}"
+    assert importlib.util.find_spec(f"cosim.{generic}") is not None
