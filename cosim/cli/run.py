@@ -13,8 +13,24 @@ from cosim.run import run_scenario
 from cosim.scenario import load_scenario, parse_set
 
 
+def engine_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """``--set`` items plus ``--engine`` / ``--rt-factor`` as the scenario keys they stand for."""
+    overrides = parse_set(args.set)
+    if getattr(args, "engine", None):
+        overrides["scenario.engine"] = args.engine
+    if getattr(args, "rt_factor", None) is not None:
+        overrides["scenario.rt_factor"] = args.rt_factor
+    return overrides
+
+
+def print_warnings(scn) -> None:
+    for text in scn.warnings:
+        print(f"warning: {text}", file=sys.stderr)
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
-    scn = load_scenario(args.scenario, parse_set(args.set))
+    scn = load_scenario(args.scenario, engine_overrides(args))
+    print_warnings(scn)
     s = scn.scenario
     print(f"{args.scenario}: ok — {s.name}: {len(scn.sims)} sims, {len(scn.entities)} entities, "
           f"{len(scn.connect)} connections, {s.duration_s // s.step_s} steps of {s.step_s} s from {s.start:%Y-%m-%d %H:%M} UTC")
@@ -22,7 +38,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    scn = load_scenario(args.scenario, parse_set(args.set))
+    scn = load_scenario(args.scenario, engine_overrides(args))
+    print_warnings(scn)
     result = run_scenario(scn, args.out, progress=not args.quiet, report=not args.no_report)
     if not args.quiet or not result.ok:
         print(f"\nKPIs ({result.run_dir / 'kpis.json'}):")
@@ -30,6 +47,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"run folder: {result.run_dir}")
         if (result.run_dir / "report.html").is_file():
             print(f"report: {result.run_dir / 'report.html'}")
+    behind = result.metadata.get("rt_behind_max_s")
+    if behind is not None and behind > 0.5 * (scn.scenario.rt_factor or 0) * scn.scenario.step_s:
+        print(f"warning: the run fell behind real time by up to {behind:.2f} s (rt_factor {scn.scenario.rt_factor:g})",
+              file=sys.stderr)
     if not result.ok:
         print(f"run failed: {result.reason}\n(what was recorded up to then is in {result.run_dir / 'timeseries.parquet'})",
               file=sys.stderr)
@@ -88,6 +109,23 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def add_engine_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--engine", choices=("mosaik", "direct"),
+                        help="orchestrator: mosaik (default, the one of record) or the in-process direct loop "
+                             "(same results, faster); scenario.engine")
+
+
+def positive_float(text: str) -> float:
+    """argparse type: a number > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}") from None
+    if not value > 0 or value != value or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a finite number > 0, got {text}")
+    return value
+
+
 def add_parsers(sub) -> None:
     """``run``, ``validate`` and ``list``."""
     p_run = sub.add_parser("run", help="run a scenario into a run folder")
@@ -97,10 +135,14 @@ def add_parsers(sub) -> None:
     p_run.add_argument("--no-report", action="store_true", help="skip report.html")
     p_run.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                        help="override a scenario key, e.g. --set scenario.seed=3")
+    add_engine_argument(p_run)
+    p_run.add_argument("--rt-factor", type=positive_float, metavar="F",
+                       help="real time: F wall seconds per simulated second (scenario.rt_factor)")
     p_run.set_defaults(func=cmd_run)
     p_val = sub.add_parser("validate", help="check a scenario and list every problem")
     p_val.add_argument("scenario", type=Path)
     p_val.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    add_engine_argument(p_val)
     p_val.set_defaults(func=cmd_validate)
     p_list = sub.add_parser("list", help="adapters, their models and attributes; the grid catalogue")
     p_list.set_defaults(func=cmd_list)

@@ -11,6 +11,7 @@ import sys
 import tomllib
 from pathlib import Path
 
+from cosim.cli.run import add_engine_argument, engine_overrides
 from cosim.errors import Problem, ScenarioError
 from cosim.report import write_report
 from cosim.scenario import parse_set
@@ -33,6 +34,8 @@ def non_negative_int(text: str) -> int:
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     grid = parse_set(args.set, many=True)
+    if args.engine:
+        grid["scenario.engine"] = [args.engine]
     try:
         is_sweep_file = "sweep" in tomllib.loads(args.file.read_text(encoding="utf-8"))
     except (OSError, tomllib.TOMLDecodeError):
@@ -54,7 +57,7 @@ def cmd_hosting(args: argparse.Namespace) -> int:
     out = args.out or Path("runs") / f"hosting-{args.scenario.stem}"
     table = hosting_capacity(args.scenario, args.load, out, buses=args.bus or None, size_param=args.param,
                              bus_entity=args.bus_entity, min_mw=args.min_mw, max_mw=args.max_mw, tol_mw=args.tol_mw,
-                             limits=Limits(args.v_low, args.v_high, args.loading_max), overrides=parse_set(args.set),
+                             limits=Limits(args.v_low, args.v_high, args.loading_max), overrides=engine_overrides(args),
                              workers=args.workers, scheduler=args.scheduler, progress=not args.quiet)
     print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     print(f"table: {out / 'hosting.csv'}; figure: {out / 'hosting.png'}")
@@ -88,6 +91,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--scheduler", metavar="ADDRESS", help="a running Dask scheduler, e.g. tcp://10.0.0.5:8786")
     p.add_argument("--keep-failed", action="store_true", help="do not re-run variants that failed before")
     p.add_argument("--reports", action="store_true", help="write report.html in every run folder")
+    add_engine_argument(p)
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_sweep)
 
@@ -104,6 +108,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--v-high", type=float, default=1.05, help="highest bus voltage allowed [pu]")
     p.add_argument("--loading-max", type=float, default=100.0, help="highest line/trafo loading allowed [%%]")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override for every run")
+    add_engine_argument(p)
     p.add_argument("--out", type=Path)
     p.add_argument("--workers", type=non_negative_int, help="local Dask worker processes [2]; 0 runs in this process")
     p.add_argument("--scheduler", metavar="ADDRESS")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
-from dataclasses import dataclass
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ from cosim.folder import RunFolder
 from cosim.run import recorder as recorder_module
 from cosim.run.graph import Graph
 from cosim.run.graph import build as build_graph
+from cosim.run.outcome import Outcome, check_complete
 from cosim.run.stopping import STOP, StopRequested
 from cosim.scenario import Scenario
 
@@ -38,21 +39,6 @@ def _configure_logging() -> None:
 
 
 _configure_logging()
-
-
-@dataclass
-class WorldOutcome:
-    """How a run went: status, reason when it failed, and its speed."""
-
-    status: str
-    reason: str | None
-    wall_s: float
-    n_steps: int
-    rows_recorded: int
-
-    @property
-    def steps_per_s(self) -> float:
-        return self.n_steps / self.wall_s if self.wall_s > 0 else float("nan")
 
 
 def _sim_config(scn: Scenario) -> dict[str, dict[str, Any]]:
@@ -96,7 +82,7 @@ def _connect_all(world: mosaik.World, graph: Graph, entities: dict[str, Any]) ->
         world.connect(entities[edge.src], entities[edge.dst], *edge.pairs, **kwargs)
 
 
-def run_world(scn: Scenario, run_dir: Path, progress: bool = True) -> WorldOutcome:
+def run_world(scn: Scenario, run_dir: Path, progress: bool = True) -> Outcome:
     """Build the world of ``scn``, run it, and stream outputs to ``run_dir/timeseries.parquet``.
 
     A simulator that raises mid-run ends the run with status ``failed``; what was recorded
@@ -121,14 +107,21 @@ def run_world(scn: Scenario, run_dir: Path, progress: bool = True) -> WorldOutco
             for eid, spec in scn.entities.items()
         }
         _connect_all(world, graph, entities)
+        rt_factor = scn.scenario.rt_factor
         rec_sim = world.start(RECORDER_SID, sim_id=RECORDER_SID, start_utc=scn.scenario.start.isoformat(),
                               step_s=record_step, duration_s=scn.scenario.duration_s, seed=scn.scenario.seed,
                               path=str(run_dir / "timeseries.parquet"), columns=columns,
-                              chunk_rows=scn.record.chunk_rows, progress=progress, label=scn.scenario.name)
+                              chunk_rows=scn.record.chunk_rows, progress=progress, label=scn.scenario.name,
+                              **({"rt_factor": rt_factor} if rt_factor else {}))
         rec = rec_sim.Recorder.create(1, eid="recorder")[0]
         for eid, attrs in graph.recorded.items():
             world.connect(entities[eid], rec, *attrs)
-        world.run(until=scn.scenario.duration_s, print_progress=False, lazy_stepping=True)
+        with warnings.catch_warnings():
+            # with rt_factor mosaik warns after every step that falls behind: the lag is measured
+            # once, by the recorder, and reported in metadata.json instead
+            warnings.filterwarnings("ignore", message="Simulation too slow for real-time factor")
+            world.run(until=scn.scenario.duration_s, print_progress=False, lazy_stepping=True,
+                      **({"rt_factor": rt_factor} if rt_factor else {}))
         if errors:
             status, reason = "failed", errors[0]
     except StopRequested as exc:  # SIGTERM / Ctrl-C at a step: keep what was recorded; the runner re-raises
@@ -146,9 +139,9 @@ def run_world(scn: Scenario, run_dir: Path, progress: bool = True) -> WorldOutco
         logger.remove(sink_id)
     wall_s = time.perf_counter() - started_at
     rows = _rows_in(run_dir / "timeseries.parquet")
-    if status == "ok" and rows < n_steps:  # e.g. a remote simulator that stopped without an exception
-        status, reason = "failed", f"the run stopped after {rows} of {n_steps} steps"
-    return WorldOutcome(status, reason, wall_s, rows, rows)
+    status, reason = check_complete(status, reason, rows, n_steps)  # e.g. a remote simulator that quit silently
+    behind = recorder_module.RT_BEHIND_MAX_S.pop(str(run_dir / "timeseries.parquet"), None)
+    return Outcome(status, reason, wall_s, rows, rows, behind)
 
 
 def _shutdown_quietly(world: mosaik.World) -> None:

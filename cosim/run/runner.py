@@ -18,6 +18,8 @@ from cosim import kpis as kpi_module
 from cosim.errors import RunInterrupted
 from cosim.folder import RunFolder
 from cosim.report import write_report
+from cosim.run.direct import run_direct
+from cosim.run.outcome import Outcome
 from cosim.scenario import Scenario, load_scenario
 
 __all__ = ["RunInterrupted", "RunResult", "run", "run_scenario"]
@@ -74,27 +76,45 @@ def run_metadata(scn: Scenario) -> dict[str, Any]:
         "scenario": s.name,
         "scenario_file": str(scn.file.resolve()),
         "overrides": {k: v if isinstance(v, (str, int, float, bool)) else str(v) for k, v in scn.overrides.items()},
-        "engine": "mosaik",
+        "engine": scn.engine,
+        "rt_factor": s.rt_factor,
         "seed": s.seed,
         "start_utc": s.start.isoformat(),
         "duration_s": s.duration_s,
         "step_s": s.step_s,
         "roles": scn.roles().to_json(),
         "entities": scn.entity_info(),
+        "warnings": list(scn.warnings),
     }
 
 
 def run_scenario(scn: Scenario, out_dir: str | Path = "runs", progress: bool = True,
                  run_dir: Path | None = None, report: bool = False) -> RunResult:
     """Run a validated scenario into a new run folder (see DESIGN.md, "A run folder")."""
-    # mosaik is heavy and only needed once a run starts (validation, reports, KPIs do without)
-    from cosim.run.mosaik_engine import run_world
+    folder, started = open_run_folder(scn, out_dir, run_dir)
+    outcome = run_engine(scn, folder.path, progress)
+    result = finish_run(scn, folder, outcome, started, report)
+    if outcome.status == "interrupted":
+        raise RunInterrupted(folder.path)
+    return result
 
+
+def open_run_folder(scn: Scenario, out_dir: str | Path = "runs", run_dir: Path | None = None
+                    ) -> tuple[RunFolder, datetime]:
+    """The run folder with the scenario copied in and ``metadata.json`` saying ``running`` (written
+    before the first step and replaced at the end: a killed run is marked as started)."""
     folder = RunFolder(run_dir) if run_dir else RunFolder.new(out_dir, scn.scenario.name)
     folder.path.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(scn.file, folder.scenario_path)  # the file as given; overrides are in metadata.json
     started = datetime.now(timezone.utc)
-    outcome = run_world(scn, folder.path, progress=progress)
+    folder.write_metadata({**run_metadata(scn), "status": "running", "reason": None,
+                           "started_utc": started.isoformat(timespec="seconds")})
+    return folder, started
+
+
+def finish_run(scn: Scenario, folder: RunFolder, outcome: Outcome, started: datetime,
+               report: bool = False) -> RunResult:
+    """KPIs, ``metadata.json`` and (optionally) the report of a run whose series is on disk."""
     kpis: dict[str, Any] = {}
     kpi_blocks: dict[str, Any] = {}
     kpi_error = None
@@ -113,6 +133,7 @@ def run_scenario(scn: Scenario, out_dir: str | Path = "runs", progress: bool = T
         "steps_per_s": round(outcome.steps_per_s, 2),
         "versions": package_versions(),
         "git_commit": git_commit(Path(__file__).resolve().parent),
+        "rt_behind_max_s": None if outcome.rt_behind_max_s is None else round(outcome.rt_behind_max_s, 3),
         "kpi_error": kpi_error,
         "kpi_blocks": kpi_blocks,
         "platform": platform.platform(),
@@ -121,9 +142,17 @@ def run_scenario(scn: Scenario, out_dir: str | Path = "runs", progress: bool = T
     folder.write_metadata(meta)
     if report and outcome.status != "interrupted":
         _write_report_quietly(folder)
-    if outcome.status == "interrupted":
-        raise RunInterrupted(folder.path)
     return RunResult(folder.path, outcome.status, outcome.reason, kpis, meta)
+
+
+def run_engine(scn: Scenario, run_dir: Path, progress: bool) -> Outcome:
+    """Run ``scn`` on its engine (``scenario.engine``) into ``run_dir``."""
+    if scn.engine == "direct":
+        return run_direct(scn, run_dir, progress=progress)
+    # mosaik is heavy and only needed once a mosaik run starts (validation, reports, KPIs do without)
+    from cosim.run.mosaik_engine import run_world
+
+    return run_world(scn, run_dir, progress=progress)
 
 
 def compute_kpis(scn: Scenario, folder: RunFolder) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, field_validator
 
@@ -33,6 +33,8 @@ class ScenarioSection(_Strict):
     duration_s: StrictInt = Field(gt=0)
     step_s: StrictInt = Field(gt=0)
     seed: int = 0
+    engine: Literal["mosaik", "direct"] = "mosaik"
+    rt_factor: float | None = Field(default=None, gt=0)
 
     @field_validator("name")
     @classmethod
@@ -135,6 +137,8 @@ class Scenario:
     overrides: dict[str, Any] = field(default_factory=dict)
     #: inputs that exist only for one entity (``CosimSim.entity_inputs``)
     entity_extra_inputs: dict[str, list[str]] = field(default_factory=dict)
+    #: things that run but deserve a word (printed by the CLI, kept in metadata.json)
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def context(self) -> ScenarioContext:
@@ -143,6 +147,10 @@ class Scenario:
 
     def sim_step_s(self, sim_id: str) -> int:
         return self.sims[sim_id].step_s or self.scenario.step_s
+
+    @property
+    def engine(self) -> str:
+        return self.scenario.engine
 
     @property
     def record_step_s(self) -> int:

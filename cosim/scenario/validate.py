@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
+from math import gcd
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +59,8 @@ def validate(raw: dict[str, Any], path: Path) -> Scenario:
     _check_connects(scn, problems)
     _check_cycles(scn, problems)
     _check_record(scn, problems)
+    if not problems:
+        check_engine(scn, problems)
     if problems:
         raise ScenarioError(path, problems)
     return scn
@@ -344,3 +347,67 @@ def _find_cycle(edges: dict[str, set[str]]) -> list[str] | None:
         if node not in state and (found := visit(node)):
             return found
     return None
+
+
+# -- engines ---------------------------------------------------------------------------------
+def check_engine(scn: Scenario, problems: list[Problem]) -> None:
+    """What the chosen engine cannot run, or where mosaik's result would depend on its scheduling."""
+    direct = scn.scenario.engine == "direct"
+    for sid, spec in scn.sims.items():
+        remote = "process = \"subprocess\"" if spec.process == "subprocess" else "cmd" if spec.cmd else \
+            "connect" if spec.connect else None
+        if direct and remote:
+            problems.append(Problem(f"sims.{sid}", f"{remote} runs the simulator outside this process, which only "
+                                    "mosaik can do; drop it or set scenario.engine = \"mosaik\""))
+    edges = _sim_edges(scn, delayed=False)
+    for i, conn in enumerate(scn.connect):
+        if not conn.weak:
+            continue
+        src, dst = scn.entities[conn.src].sim, scn.entities[conn.dst].sim
+        if not _reaches(edges, dst, src):
+            problems.append(Problem(f"connect[{i}]", f"a weak connection needs {dst!r} to feed {src!r} back through "
+                                    "undelayed connections (else what it delivers depends on mosaik's scheduling); "
+                                    "use time_shifted = true instead"))
+    if not direct and scn.scenario.rt_factor and any(c.weak for c in scn.connect):
+        problems.append(Problem("scenario.rt_factor", "mosaik 3.6 cannot pace simulators joined by weak connections "
+                                "in real time (it fails in its scheduler); use time_shifted connections or "
+                                "engine = \"direct\"", scn.scenario.rt_factor))
+    if not direct:
+        scn.warnings.extend(_pruning_hazards(scn))
+
+
+def _sim_edges(scn: Scenario, delayed: bool) -> dict[str, set[str]]:
+    edges: dict[str, set[str]] = {}
+    for conn in scn.connect:
+        if (conn.time_shifted or conn.weak) == delayed:
+            edges.setdefault(scn.entities[conn.src].sim, set()).add(scn.entities[conn.dst].sim)
+    return edges
+
+
+def _reaches(edges: dict[str, set[str]], start: str, goal: str) -> bool:
+    seen, todo = {start}, [start]
+    while todo:
+        for nxt in edges.get(todo.pop(), ()):
+            if nxt == goal:
+                return True
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return False
+
+
+def _pruning_hazards(scn: Scenario) -> list[str]:
+    """mosaik 3.6 prunes a simulator's output cache by the slowest simulator's progress: a delayed
+    connection from a slower source into a faster destination can then deliver None at their
+    common step times, depending on its scheduling. The direct engine reads the cache cleanly."""
+    found = []
+    for i, conn in enumerate(scn.connect):
+        if not (conn.time_shifted or conn.weak):
+            continue
+        src_step, dst_step = scn.sim_step_s(scn.entities[conn.src].sim), scn.sim_step_s(scn.entities[conn.dst].sim)
+        common = src_step * dst_step // gcd(src_step, dst_step)
+        if src_step > dst_step and common < scn.scenario.duration_s:
+            found.append(f"connect[{i}]: a delayed connection from a {src_step} s simulator into a {dst_step} s one: "
+                         f"mosaik 3.6 may deliver None at their common steps (every {common} s); the direct engine "
+                         "does not (scenario.engine = \"direct\"), or give both the same step")
+    return found

@@ -1,0 +1,333 @@
+"""The direct engine: an in-process loop over the adapters' own mosaik API, giving mosaik's results.
+
+The adapters are ``mosaik_api_v3.Simulator`` objects; this engine calls their own ``init``,
+``create``, ``setup_done``, ``step``, ``get_data`` and ``finalize`` in the order mosaik 3.6 would
+for time-based simulators (``world.run(until=duration_s, lazy_stepping=True)``, the rules and
+their places in mosaik's source are in DESIGN's engine notes):
+
+* every simulator steps first at 0, then at the time its ``step`` returned; one that returns a
+  time at or past the end never steps again (its last outputs stay readable). Nothing steps at
+  the end time itself;
+* the simulators due at a time T step in an order in which every undelayed connection points
+  forward (:func:`cosim.run.graph.sim_order`), the recorder last;
+* a simulator's inputs at T are, per connection, its source's output from the source's latest
+  step at a time <= T (undelayed and weak connections; a weak source downstream of its
+  destination has not stepped at T yet, so it gives its previous output) or <= T - 1
+  (time-shifted); ``initial_data`` is the source's output before its first step (at -1 for
+  time-shifted, at 0 for weak), kept in an insertion-ordered cache read backwards as mosaik's
+  is. Inputs are delivered again at every step, also when the source did not step;
+* several sources into one input arrive in mosaik's order (by source simulator and delay in
+  order of first connection, then connection order), so ``sum_inputs`` adds them in the same
+  order and the floats agree to the last bit;
+* ``get_data`` follows every step of a simulator with outgoing connections, asking for each
+  connected attribute (duplicates kept), and ``max_advance`` is the end time;
+* a weak loop is not iterated: mosaik steps time-based simulators once per time (same-time
+  re-steps come only from trigger inputs, which time-based models do not have).
+
+No mosaik is imported here. A simulator that raises ends the run as ``failed`` with what was
+recorded kept; SIGTERM or Ctrl-C stops it at the next recorded step (:mod:`.stopping`).
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cosim import registry
+from cosim.folder import RunFolder
+from cosim.run import recorder as recorder_module
+from cosim.run.graph import Graph
+from cosim.run.graph import build as build_graph
+from cosim.run.outcome import Outcome, check_complete
+from cosim.run.recorder import RecorderSim
+from cosim.run.stopping import STOP, StopRequested
+from cosim.scenario import Scenario
+
+RECORDER_SID = "_recorder"
+RECORDER_EID = "recorder"
+#: Read limit offset of each connection kind: a time-shifted input reads the source's output <= T - 1.
+SHIFT = {"direct": 0, "weak": 0, "time_shifted": 1}
+_MISSING = object()
+
+
+class SimulationError(RuntimeError):
+    """A simulator broke the mosaik API (a step time that is not a later int, an output time in the past)."""
+
+
+@dataclass
+class _Pull:
+    """Inputs one simulator takes from one source simulator over one kind of connection."""
+
+    src: "_Sim"
+    kind: str  # weak and undelayed connections read alike but are separate groups in mosaik
+    shift: int
+    #: (source eid, source attr, destination eid, destination attr, "sid.eid" of the source)
+    entries: list[tuple[str, str, str, str, str]] = field(default_factory=list)
+    _by_entity: list[tuple[str, list[tuple[str, str]]]] | None = None
+
+    def columns(self) -> list[tuple[str, list[tuple[str, str]]]]:
+        """``[(source eid, [(attr, "<eid>.<attr>"), ...]), ...]``: the entries as the recorder's columns."""
+        if self._by_entity is None:
+            grouped: dict[str, list[tuple[str, str]]] = {}
+            for src_eid, src_attr, _, _, _ in self.entries:
+                grouped.setdefault(src_eid, []).append((src_attr, f"{src_eid}.{src_attr}"))
+            self._by_entity = list(grouped.items())
+        return self._by_entity
+
+
+@dataclass
+class _Sim:
+    sid: str
+    obj: Any
+    next_t: int | None = 0
+    last_t: int = -1
+    #: output time -> get_data result, in insertion order (read backwards, as mosaik's cache)
+    cache: dict[int, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    request: dict[str, list[str]] = field(default_factory=dict)
+    pulls: list[_Pull] = field(default_factory=list)
+    #: (destination eid, attr) -> value set from outside (a Session), replacing connected inputs
+    held: dict[tuple[str, str], Any] = field(default_factory=dict)
+
+    def output_at(self, limit: int) -> dict[str, dict[str, Any]]:
+        """The cached output of the latest entry with time <= ``limit`` (mosaik's backwards scan)."""
+        for when in reversed(self.cache):
+            if when <= limit:
+                return self.cache[when]
+        return {}
+
+
+class DirectEngine:
+    """Runs (or steps) one validated scenario in this process.
+
+    Args:
+        scn: the scenario; every simulator must be in-process (validation refuses
+            ``process = "subprocess"``, ``cmd`` and ``connect`` with ``engine = "direct"``).
+        run_dir: where the recorder writes ``timeseries.parquet``; None records nothing.
+        progress: show the recorder's progress bar.
+    """
+
+    def __init__(self, scn: Scenario, run_dir: Path | None, progress: bool = False):
+        self.scn = scn
+        self.until = scn.scenario.duration_s
+        self.graph: Graph = build_graph(scn)
+        self.run_dir = run_dir
+        self.progress = progress
+        self.sims: list[_Sim] = []  # in mosaik's start order (also the finalize order)
+        self.order: list[_Sim] = []  # in stepping order at one time
+        self.by_sid: dict[str, _Sim] = {}
+        self.entity_sim: dict[str, _Sim] = {}
+        self.time_s = 0
+        self.started = False
+
+    # -- building --------------------------------------------------------------------------
+    def start(self) -> None:
+        """Start every simulator, create the entities, wire the connections and the recorder."""
+        scn = self.scn
+        common = {"start_utc": scn.scenario.start.isoformat(), "duration_s": scn.scenario.duration_s,
+                  "seed": scn.scenario.seed}
+        grouped = [sid for group in self.graph.weak_groups for sid in sorted(group)]
+        for sid in [*grouped, *(s for s in scn.sims if s not in grouped)]:
+            obj = registry.adapter_class(scn.sims[sid].adapter)()
+            obj.init(sid, time_resolution=1.0, step_s=scn.sim_step_s(sid), **common, **scn.sim_params[sid])
+            self._add(sid, obj)
+        for eid, spec in scn.entities.items():
+            self.by_sid[spec.sim].obj.create(1, spec.model, eid=eid, **scn.entity_params[eid])
+            self.entity_sim[eid] = self.by_sid[spec.sim]
+        for edge in self.graph.edges:
+            self._connect(edge.src, edge.dst, edge.pairs, edge.kind, edge.initial_data)
+        if self.run_dir is not None:
+            self._start_recorder(common)
+        self.order = [self.by_sid[s] for s in self.graph.sim_order]
+        if RECORDER_SID in self.by_sid:
+            self.order.append(self.by_sid[RECORDER_SID])
+        for sim in self.sims:
+            sim.obj.setup_done()
+        self.started = True
+
+    def _add(self, sid: str, obj: Any) -> None:
+        sim = _Sim(sid, obj)
+        self.sims.append(sim)
+        self.by_sid[sid] = sim
+
+    def _start_recorder(self, common: dict[str, Any]) -> None:
+        scn = self.scn
+        rec = RecorderSim()
+        rec.init(RECORDER_SID, time_resolution=1.0, step_s=scn.record_step_s, **common,
+                 path=str(self.run_dir / "timeseries.parquet"), columns=self.graph.columns,
+                 chunk_rows=scn.record.chunk_rows, progress=self.progress, label=scn.scenario.name,
+                 **({"rt_factor": scn.scenario.rt_factor} if scn.scenario.rt_factor else {}))
+        rec.create(1, "Recorder", eid=RECORDER_EID)
+        self._add(RECORDER_SID, rec)
+        for eid, attrs in self.graph.recorded.items():
+            self._connect(eid, RECORDER_EID, tuple((a, a) for a in attrs), "direct", {},
+                          self.by_sid[RECORDER_SID])
+
+    def _connect(self, src_eid: str, dst_eid: str, pairs, kind: str, initial_data: dict[str, Any],
+                 dst: _Sim | None = None) -> None:
+        """One connection, as mosaik's ``World.connect`` records it (pull entry, request, seed)."""
+        src = self.entity_sim[src_eid]
+        dst = dst or self.entity_sim[dst_eid]
+        pull = next((p for p in dst.pulls if p.src is src and p.kind == kind), None)
+        if pull is None:
+            pull = _Pull(src, kind, SHIFT[kind])
+            dst.pulls.append(pull)
+        for src_attr, dst_attr in pairs:
+            pull.entries.append((src_eid, src_attr, dst_eid, dst_attr, f"{src.sid}.{src_eid}"))
+            src.request.setdefault(src_eid, []).append(src_attr)
+            if kind != "direct" and initial_data.get(src_attr) is not None:
+                seed_time = -1 if kind == "time_shifted" else 0
+                src.cache.setdefault(seed_time, {}).setdefault(src_eid, {})[src_attr] = initial_data[src_attr]
+
+    # -- stepping --------------------------------------------------------------------------
+    @property
+    def next_time(self) -> int | None:
+        """The next time any simulator steps at (None: the run is over)."""
+        times = [s.next_t for s in self.sims if s.next_t is not None]
+        return min(times) if times else None
+
+    def step(self) -> int | None:
+        """Step every simulator due at the next time; return that time (None when finished)."""
+        t = self.next_time
+        if t is None:
+            return None
+        for sim in self.order:
+            if sim.next_t == t:
+                self._step_sim(sim, t)
+        self.time_s = t
+        self._prune()
+        return t
+
+    def _inputs(self, sim: _Sim, t: int) -> dict[str, dict[str, dict[str, Any]]]:
+        inputs: dict[str, dict[str, dict[str, Any]]] = {}
+        for pull in sim.pulls:
+            data = pull.src.output_at(t - pull.shift)
+            for src_eid, src_attr, dst_eid, dst_attr, full_id in pull.entries:
+                value = data.get(src_eid, {}).get(src_attr, _MISSING)
+                if value is _MISSING:
+                    warnings.warn(f"Simulator {pull.src.sid}'s entity {src_eid} did not produce output on its "
+                                  f"persistent attribute {src_attr} during its last step.", UserWarning)
+                    value = None
+                inputs.setdefault(dst_eid, {}).setdefault(dst_attr, {})[full_id] = value
+        for (dst_eid, dst_attr), value in sim.held.items():
+            inputs.setdefault(dst_eid, {})[dst_attr] = {"session": value}
+        return inputs
+
+    def _recorded_row(self, sim: _Sim, t: int) -> dict[str, Any]:
+        """The recorder's row ``{"<entity>.<attr>": value}``: what ``_inputs`` would give it, flat."""
+        row: dict[str, Any] = {}
+        empty: dict[str, Any] = {}
+        for pull in sim.pulls:
+            data = pull.src.output_at(t - pull.shift)
+            for src_eid, attrs in pull.columns():
+                values = data.get(src_eid, empty)
+                for attr, column in attrs:
+                    row[column] = values.get(attr)
+        return row
+
+    def _step_sim(self, sim: _Sim, t: int) -> None:
+        if sim.sid == RECORDER_SID:
+            nxt = sim.obj.record(t, self._recorded_row(sim, t))
+        else:
+            nxt = sim.obj.step(t, self._inputs(sim, t), self.until)
+        if nxt is None:
+            raise AssertionError("A time-based simulator must always return a next step")
+        if not isinstance(nxt, int):
+            raise SimulationError(f"the next step time returned by the step method must be of type int, but is "
+                                  f"of type {type(nxt)} for simulator \"{sim.sid}\"")
+        if nxt <= t:
+            raise SimulationError(f"the next step time returned by step must be later than the current step's "
+                                  f"time, but {nxt} <= {t} for simulator \"{sim.sid}\"")
+        if sim.request:
+            data = sim.obj.get_data(sim.request)
+            out_t = data.pop("time", t)
+            if out_t < t:
+                raise SimulationError(f"Output time ({out_t}) is not >= time ({t}) for simulator \"{sim.sid}\".")
+            sim.cache[out_t] = data
+        sim.last_t = t
+        sim.next_t = nxt if nxt < self.until else None
+
+    def _prune(self) -> None:
+        """Drop cached outputs no reader can ask for again (keeps memory flat; never needed data)."""
+        earliest: dict[int, int] = {}
+        for sim in self.sims:
+            if sim.next_t is None:
+                continue
+            for pull in sim.pulls:
+                limit = sim.next_t - pull.shift
+                earliest[id(pull.src)] = min(earliest.get(id(pull.src), limit), limit)
+        for sim in self.sims:
+            if len(sim.cache) <= 2:  # the usual case (last output, maybe a seed): not worth the scan
+                continue
+            limit = earliest.get(id(sim))
+            if limit is None:
+                sim.cache.clear()
+                continue
+            keep = max((w for w in sim.cache if w <= limit), default=None)
+            if keep is not None:
+                for when in [w for w in sim.cache if w < keep]:
+                    del sim.cache[when]
+
+    def finalize(self) -> None:
+        """``finalize`` every simulator in start order (the recorder last), even when one raises."""
+        first: BaseException | None = None
+        for sim in self.sims:
+            try:
+                sim.obj.finalize()
+            except Exception as exc:  # noqa: BLE001 — the others still get to close their files
+                first = first or exc
+        if first is not None:
+            raise first
+
+
+def run_direct(scn: Scenario, run_dir: Path, progress: bool = True) -> Outcome:
+    """Run ``scn`` on the direct engine into ``run_dir`` (``timeseries.parquet``); see the module docstring."""
+    engine = DirectEngine(scn, run_dir, progress)
+    n_steps = scn.scenario.duration_s // scn.record_step_s
+    rt_factor = scn.scenario.rt_factor
+    started_at = time.perf_counter()
+    STOP.install()
+    status, reason = "ok", None
+    try:
+        engine.start()
+        while (t := engine.next_time) is not None:
+            if rt_factor:
+                _sleep_until(started_at + rt_factor * t)
+            engine.step()
+        engine.finalize()
+    except StopRequested as exc:
+        status, reason = "interrupted", str(exc)
+        _finalize_quietly(engine)
+    except KeyboardInterrupt:
+        status, reason = "interrupted", "interrupted (Ctrl-C or SIGTERM, twice)"
+        _finalize_quietly(engine)
+    except Exception as exc:  # a simulator failed mid-run: keep what was recorded
+        status, reason = "failed", f"{type(exc).__name__}: {exc}"
+        _finalize_quietly(engine)
+    finally:
+        recorder_module.close_all()
+        STOP.restore()
+    wall_s = time.perf_counter() - started_at
+    rows = _rows(run_dir)
+    status, reason = check_complete(status, reason, rows, n_steps)
+    behind = recorder_module.RT_BEHIND_MAX_S.pop(str(run_dir / "timeseries.parquet"), None)
+    return Outcome(status, reason, wall_s, rows, rows, behind)
+
+
+def _sleep_until(deadline: float) -> None:
+    delay = deadline - time.perf_counter()
+    if delay > 0:
+        time.sleep(delay)
+
+
+def _finalize_quietly(engine: DirectEngine) -> None:
+    try:
+        engine.finalize()
+    except Exception:  # noqa: BLE001 — finalize of a broken simulator may fail too; the recorder is closed after
+        pass
+
+
+def _rows(run_dir: Path) -> int:
+    return RunFolder(run_dir).n_rows()

@@ -1,0 +1,39 @@
+"""What an engine reports of a run: status, reason, speed, rows on disk, real-time lag."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass
+class Outcome:
+    """How a run went (the runner turns it into ``metadata.json``).
+
+    Attributes:
+        status: ``ok``, ``failed`` or ``interrupted``.
+        reason: why it is not ``ok`` (None when it is).
+        wall_s: wall time of the engine. [s]
+        n_steps: recorded steps. [-]
+        rows_recorded: rows in ``timeseries.parquet``. [-]
+        rt_behind_max_s: with a real-time factor, how far behind the wall clock the run fell at
+            worst (0 when it kept up; None without one). [s]
+    """
+
+    status: str
+    reason: str | None
+    wall_s: float
+    n_steps: int
+    rows_recorded: int
+    rt_behind_max_s: float | None = None
+
+    @property
+    def steps_per_s(self) -> float:
+        return self.n_steps / self.wall_s if self.wall_s > 0 else float("nan")
+
+
+def check_complete(status: str, reason: str | None, rows: int, n_steps: int) -> tuple[str, str | None]:
+    """A run that says ``ok`` but recorded fewer rows than steps stopped early (a remote simulator
+    that quit without an exception): it is ``failed``."""
+    if status == "ok" and rows < n_steps:
+        return "failed", f"the run stopped after {rows} of {n_steps} steps"
+    return status, reason
