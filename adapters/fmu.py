@@ -34,7 +34,7 @@ import shutil
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from cosim.sdk import ROLES, Params, ScenarioContext, SingleModelSim
 from cosim.adapters._fmu_describe import (
@@ -72,8 +72,8 @@ class SimParams(Params):
     attrs: AttrMap = {}
     interface: Literal["auto", "cs", "me"] = "auto"
     solver: Literal["CVode", "Euler"] = "CVode"
-    solver_step_s: float | None = None
-    rtol: float = 1e-6
+    solver_step_s: float | None = Field(default=None, gt=0)
+    rtol: float = Field(default=1e-6, gt=0, lt=1)
     log: bool = False
     role: Literal[ROLES] | None = None
 

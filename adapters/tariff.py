@@ -44,7 +44,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
-from cosim.sdk import Params, SingleModelSim
+from cosim.sdk import Params, SingleModelSim, TimeZone
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
@@ -130,7 +130,7 @@ class SimParams(Params):
         demand_charges: demand charges.
     """
 
-    tz: str = "UTC"
+    tz: TimeZone = "UTC"
     default_usd_mwh: float
     export_usd_mwh: float = 0.0
     periods: list[Period] = Field(default_factory=list)

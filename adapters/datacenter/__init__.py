@@ -29,9 +29,9 @@ import re
 from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, BeforeValidator, Field, field_validator
 
-from cosim.sdk import DataFile, Params, ScenarioContext, SingleModelSim
+from cosim.sdk import DataFile, Params, ScenarioContext, SingleModelSim, as_tuple
 from cosim.adapters.datacenter.cluster import OUTPUTS, FleetSetup, GpuCluster, Knobs
 from cosim.adapters.datacenter.hardware import GPUS, NODES, gpu_spec, node_spec
 from cosim.adapters.datacenter.inference import (
@@ -101,7 +101,8 @@ class TrainingParams(Params):
     duration_max_h: float = Field(default=168.0, gt=0)
     sizes_gpus: list[Annotated[int, Field(ge=1)]] = list(SIZES_GPUS)
     size_weights: list[Annotated[float, Field(ge=0)]] = list(SIZE_WEIGHTS)
-    class_fracs: tuple[Annotated[float, Field(ge=0)], Annotated[float, Field(ge=0)], Annotated[float, Field(ge=0)]] = (
+    class_fracs: Annotated[tuple[Annotated[float, Field(ge=0)], Annotated[float, Field(ge=0)],
+                                 Annotated[float, Field(ge=0)]], BeforeValidator(as_tuple)] = (
         0.2, 0.6, 0.2)
 
     @field_validator("size_weights", "class_fracs")
@@ -150,7 +151,7 @@ class FleetParams(Params):
         return value
     model: str = "llama-3.1-70b"
     node: str | None = None
-    replicas: int = Field(default=8, ge=0)
+    replicas: int = Field(default=8, ge=0, le=1_000_000)
     max_batch: int = Field(default=256, ge=1)
     arrivals: Literal["azure_conv", "azure_code", "mooncake_conv", "synthetic"] = "azure_conv"
     rate_req_s: float = Field(default=10.0, ge=0)

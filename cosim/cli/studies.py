@@ -11,7 +11,7 @@ import sys
 import tomllib
 from pathlib import Path
 
-from cosim.cli.run import add_engine_argument, engine_overrides
+from cosim.cli.run import add_allow_commands, add_engine_argument, engine_overrides
 from cosim.errors import Problem, ScenarioError
 from cosim.report import write_report
 from cosim.scenario import parse_set
@@ -45,7 +45,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     variants = spec.variants()
     out = args.out or Path("runs") / f"sweep-{args.file.stem}"
     table = run_sweep(spec.scenario, variants, out, workers=args.workers, scheduler=args.scheduler,
-                      progress=not args.quiet, retry_failed=not args.keep_failed, reports=args.reports)
+                      progress=not args.quiet, retry_failed=not args.keep_failed, reports=args.reports,
+                      allow_commands=args.allow_commands)
     failed = table[table["status"] != "ok"]
     for _, row in failed.iterrows():
         print(f"failed: {row['variant']}: {row['reason']}", file=sys.stderr)
@@ -58,7 +59,8 @@ def cmd_hosting(args: argparse.Namespace) -> int:
     table = hosting_capacity(args.scenario, args.load, out, buses=args.bus or None, size_param=args.param,
                              bus_entity=args.bus_entity, min_mw=args.min_mw, max_mw=args.max_mw, tol_mw=args.tol_mw,
                              limits=Limits(args.v_low, args.v_high, args.loading_max), overrides=engine_overrides(args),
-                             workers=args.workers, scheduler=args.scheduler, progress=not args.quiet)
+                             workers=args.workers, scheduler=args.scheduler, progress=not args.quiet,
+                             allow_commands=args.allow_commands)
     print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     print(f"table: {out / 'hosting.csv'}; figure: {out / 'hosting.png'}")
     return 0
@@ -92,6 +94,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--keep-failed", action="store_true", help="do not re-run variants that failed before")
     p.add_argument("--reports", action="store_true", help="write report.html in every run folder")
     add_engine_argument(p)
+    add_allow_commands(p)
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_sweep)
 
@@ -109,6 +112,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--loading-max", type=float, default=100.0, help="highest line/trafo loading allowed [%%]")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override for every run")
     add_engine_argument(p)
+    add_allow_commands(p)
     p.add_argument("--out", type=Path)
     p.add_argument("--workers", type=non_negative_int, help="local Dask worker processes [2]; 0 runs in this process")
     p.add_argument("--scheduler", metavar="ADDRESS")

@@ -22,6 +22,7 @@ from cosim.run import recorder as recorder_module
 from cosim.run.graph import Graph
 from cosim.run.graph import build as build_graph
 from cosim.run.outcome import Outcome, check_complete
+from cosim.run.processes import SimProcesses, Watchdog
 from cosim.run.stopping import STOP, StopRequested
 from cosim.scenario import Scenario
 
@@ -39,9 +40,15 @@ def _configure_logging() -> None:
 
 
 _configure_logging()
+# After a failure the world is shut down by hand (_shutdown_quietly); when a dead remote simulator
+# makes that fail, mosaik's AsyncWorld warns at garbage collection that it "was never shut down":
+# the run's status already says what happened.
+warnings.filterwarnings("ignore", message="AsyncWorld was never shut down", category=UserWarning)
 
 
-def _sim_config(scn: Scenario) -> dict[str, dict[str, Any]]:
+def _sim_config(scn: Scenario, processes: SimProcesses) -> dict[str, dict[str, Any]]:
+    """mosaik's sim config; ``process = "subprocess"`` sims are started here, by cosim (which then
+    owns and watches them), and mosaik connects to them."""
     config: dict[str, dict[str, Any]] = {}
     for sid, spec in scn.sims.items():
         if spec.connect:
@@ -49,7 +56,7 @@ def _sim_config(scn: Scenario) -> dict[str, dict[str, Any]]:
         elif spec.cmd:
             config[sid] = {"cmd": spec.cmd, "cwd": str(scn.base_dir)}
         elif spec.process == "subprocess":
-            config[sid] = {"cmd": f"{sys.executable} -m cosim.run.remote {registry.target(spec.adapter)} %(addr)s"}
+            config[sid] = {"connect": processes.start(sid, registry.target(spec.adapter))}
         else:
             config[sid] = {"python": registry.target(spec.adapter)}
     config[RECORDER_SID] = {"python": "cosim.run.recorder:RecorderSim"}
@@ -86,7 +93,8 @@ def run_world(scn: Scenario, run_dir: Path, progress: bool = True) -> Outcome:
     """Build the world of ``scn``, run it, and stream outputs to ``run_dir/timeseries.parquet``.
 
     A simulator that raises mid-run ends the run with status ``failed``; what was recorded
-    up to then is written and readable.
+    up to then is written and readable. A simulator process that dies (or a run that stops
+    making progress with remote simulators) ends it within a second (:mod:`.processes`).
     """
     errors: list[str] = []
     sink_id = logger.add(lambda msg: errors.append(msg.record["message"]), level="ERROR",
@@ -96,11 +104,15 @@ def run_world(scn: Scenario, run_dir: Path, progress: bool = True) -> Outcome:
     columns = graph.columns
     record_step = scn.record_step_s
     n_steps = scn.scenario.duration_s // record_step
-    world = mosaik.World(_sim_config(scn), time_resolution=1.0, skip_greetings=True, configure_logging=False)
+    processes = SimProcesses(run_dir / "simulators.log", scn.scenario.start_timeout_s)
+    watchdog: Watchdog | None = None
+    world = None
     started_at = time.perf_counter()
     STOP.install()
     status, reason = "ok", None
     try:
+        world = mosaik.World(_sim_config(scn, processes), time_resolution=1.0, skip_greetings=True,
+                             configure_logging=False, mosaik_config={"start_timeout": processes.start_timeout_s})
         sims = _start_sims(world, scn, graph)
         entities = {
             eid: getattr(sims[spec.sim], spec.model).create(1, eid=eid, **scn.entity_params[eid])[0]
@@ -116,6 +128,8 @@ def run_world(scn: Scenario, run_dir: Path, progress: bool = True) -> Outcome:
         rec = rec_sim.Recorder.create(1, eid="recorder")[0]
         for eid, attrs in graph.recorded.items():
             world.connect(entities[eid], rec, *attrs)
+        if any(s.process == "subprocess" or s.cmd or s.connect for s in scn.sims.values()):
+            watchdog = _watch(world, processes, scn.scenario.stall_timeout_s)
         with warnings.catch_warnings():
             # with rt_factor mosaik warns after every step that falls behind: the lag is measured
             # once, by the recorder, and reported in metadata.json instead
@@ -130,11 +144,19 @@ def run_world(scn: Scenario, run_dir: Path, progress: bool = True) -> Outcome:
     except KeyboardInterrupt:  # a second signal: stopped wherever it was
         status, reason = "interrupted", "interrupted (Ctrl-C or SIGTERM, twice)"
         _shutdown_quietly(world)
+    except asyncio.CancelledError:  # the watchdog cancelled the run: a simulator process died or stalled
+        status, reason = "failed", watchdog.reason if watchdog and watchdog.reason else "the run was cancelled"
+        _shutdown_quietly(world)
     except Exception as exc:  # a simulator failed mid-run: keep what was recorded
         status, reason = "failed", f"{type(exc).__name__}: {exc}"
+        if watchdog and watchdog.reason:
+            reason = watchdog.reason
         _shutdown_quietly(world)
     finally:
+        if watchdog is not None:
+            watchdog.stop()
         recorder_module.close_all()
+        processes.stop()
         STOP.restore()
         logger.remove(sink_id)
     wall_s = time.perf_counter() - started_at
@@ -144,16 +166,39 @@ def run_world(scn: Scenario, run_dir: Path, progress: bool = True) -> Outcome:
     return Outcome(status, reason, wall_s, rows, rows, behind)
 
 
-def _shutdown_quietly(world: mosaik.World) -> None:
-    """After a failure: cancel mosaik's pending simulator tasks, then shut the world down."""
+def _watch(world: mosaik.World, processes: SimProcesses, stall_timeout_s: float | None) -> Watchdog:
+    """Start the watchdog; on a failure it cancels every task of mosaik's loop (world.run returns)."""
+    def cancel_everything(reason: str) -> None:
+        loop = world.loop
+
+        def cancel() -> None:
+            for task in asyncio.all_tasks(loop):
+                task.cancel()
+
+        loop.call_soon_threadsafe(cancel)
+
+    recorder_module.LAST_STEP_MONOTONIC[0] = time.monotonic()
+    watchdog = Watchdog(processes, lambda: recorder_module.LAST_STEP_MONOTONIC[0], stall_timeout_s,
+                        cancel_everything)
+    watchdog.start()
+    return watchdog
+
+
+def _shutdown_quietly(world: mosaik.World | None) -> None:
+    """After a failure: cancel mosaik's pending simulator tasks, then shut the world down (each
+    wait bounded: a dead remote simulator must not hang the shutdown either)."""
+    if world is None:
+        return
     loop = world.loop
+    # a dead simulator's reader task fails with "connection reset": expected here, not news
+    loop.set_exception_handler(lambda _loop, _context: None)
     pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
     for task in pending:
         task.cancel()
     try:
-        loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
-        world.shutdown()
-    except Exception:  # finalize of a broken simulator may fail too; the recorder is closed below
+        loop.run_until_complete(asyncio.wait_for(asyncio.gather(*pending, return_exceptions=True), 5.0))
+        loop.run_until_complete(asyncio.wait_for(world._async_world.shutdown(), 10.0))  # world.shutdown, bounded
+    except BaseException:  # noqa: BLE001 — finalize of a broken simulator may fail too; the recorder is closed after
         pass
 
 

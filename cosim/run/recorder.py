@@ -115,6 +115,8 @@ class SimParams(Params):
 
 #: Worst real-time lag per recorder file of this process (read by the engines after a run). [s]
 RT_BEHIND_MAX_S: dict[str, float] = {}
+#: Monotonic time of the last recorded step (the watchdog's heartbeat of a run's progress). [s]
+LAST_STEP_MONOTONIC: list[float] = [0.0]
 
 
 class RecorderSim(CosimSim):
@@ -151,6 +153,7 @@ class RecorderSim(CosimSim):
         The direct engine calls this with the row it read from the caches, skipping mosaik's
         input format (and its flattening here), which cost ~half its per-step time."""
         STOP.check()  # SIGTERM / Ctrl-C stop the run here, at a step boundary (cosim.run.stopping)
+        LAST_STEP_MONOTONIC[0] = time_module.monotonic()
         stamp = self.start_utc + timedelta(seconds=int(time))
         self.recorder.append(stamp, row)
         if self.params.rt_factor is not None:

@@ -214,14 +214,14 @@ def _failing_above(monkeypatch, size_mw: float, exc: type[BaseException] | None 
 
     real = hosting_module.run_variant
 
-    def run_variant(scenario, overrides, run_dir, report=False):
+    def run_variant(scenario, overrides, run_dir, report=False, allow_commands=False):
         if overrides["entities.pcc.p_mw"] > size_mw and bus in (None, overrides["entities.pcc.bus"]):
             if exc is not None:
                 raise exc()
             Path(run_dir).mkdir(parents=True, exist_ok=True)
             RunFolder(run_dir).write_failed("MemoryError: worker out of memory (at cluster.py:1)")
             return RunFolder(run_dir).sweep_row()
-        return real(scenario, overrides, run_dir, report)
+        return real(scenario, overrides, run_dir, report, allow_commands)
 
     monkeypatch.setattr(hosting_module, "run_variant", run_variant)
 
