@@ -86,8 +86,11 @@ class SimParams(Params):
         base_dir = (info.context or {}).get("base_dir")
         if not path.is_absolute() and base_dir is not None:
             path = Path(base_dir) / path
-        path = path.resolve()
-        if not path.is_file():
+        try:
+            found = (path := path.resolve()).is_file()
+        except OSError as exc:  # a name too long for the file system
+            raise ValueError(f"not a usable FMU path ({exc.strerror or exc})") from None
+        if not found:
             raise ValueError(f"FMU file not found: {path}")
         return str(path)
 

@@ -75,10 +75,14 @@ def _resolve_existing_file(value: Path, info: ValidationInfo) -> Path:
     path = Path(value).expanduser()
     if not path.is_absolute() and base_dir is not None:
         path = Path(base_dir) / path
-    path = path.resolve()
-    if any(path == Path(d) or Path(d) in path.parents for d in SYSTEM_DIRS):
-        raise ValueError(f"{path} is a device or system file, not data; give a data file (CSV, Parquet, ...)")
-    if not path.is_file():
+    try:
+        path = path.resolve()
+        if any(path == Path(d) or Path(d) in path.parents for d in SYSTEM_DIRS):
+            raise ValueError(f"{path} is a device or system file, not data; give a data file (CSV, Parquet, ...)")
+        found = path.is_file()
+    except OSError as exc:  # a name too long for the file system, a loop of links
+        raise ValueError(f"not a usable file path ({exc.strerror or exc})") from None
+    if not found:
         raise ValueError(f"data file not found: {path}")
     return path
 
@@ -94,7 +98,7 @@ def _known_time_zone(value: str | None) -> str | None:
         return None
     try:
         ZoneInfo(value)
-    except (ZoneInfoNotFoundError, ValueError):
+    except (ZoneInfoNotFoundError, ValueError, OSError):  # OSError: a "name" too long to be a file
         raise ValueError("unknown time zone; give an IANA name such as 'America/New_York', 'Europe/Berlin' or "
                          "'Etc/GMT+5'") from None
     return value

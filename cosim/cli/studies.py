@@ -49,9 +49,13 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                       allow_commands=args.allow_commands)
     failed = table[table["status"] != "ok"]
     for _, row in failed.iterrows():
-        print(f"failed: {row['variant']}: {row['reason']}", file=sys.stderr)
+        print(f"{row['status']}: {row['variant']}: {row['reason']}", file=sys.stderr)
     print(f"{len(table)} variants, {len(table) - len(failed)} ok, {len(failed)} failed; table: {out / 'sweep.parquet'}")
-    return 1 if len(failed) == len(table) else 0
+    return SOME_FAILED_EXIT if len(failed) else 0
+
+
+#: Exit code of a sweep or hosting study in which some run did not finish ok (the table has them all).
+SOME_FAILED_EXIT = 2
 
 
 def cmd_hosting(args: argparse.Namespace) -> int:
@@ -63,6 +67,13 @@ def cmd_hosting(args: argparse.Namespace) -> int:
                              allow_commands=args.allow_commands)
     print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     print(f"table: {out / 'hosting.csv'}; figure: {out / 'hosting.png'}")
+    base = table[table["bound"] == "base case fails"]
+    if len(base) and len(base) == len(table):
+        print(f"warning: every bus fails already without the load: {base.iloc[0]['limited_by']}", file=sys.stderr)
+    errors = table[table["bound"].isin(["error", "not run"])]
+    if len(errors):
+        print(f"{len(errors)} of {len(table)} buses have no answer (errors above)", file=sys.stderr)
+        return SOME_FAILED_EXIT
     return 0
 
 

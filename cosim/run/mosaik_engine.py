@@ -149,8 +149,9 @@ def run_world(scn: Scenario, run_dir: Path, progress: bool = True) -> Outcome:
         _shutdown_quietly(world)
     except Exception as exc:  # a simulator failed mid-run: keep what was recorded
         status, reason = "failed", f"{type(exc).__name__}: {exc}"
-        if watchdog and watchdog.reason:
-            reason = watchdog.reason
+        died = _death_of(processes)  # mosaik may see the broken socket before the watchdog polls
+        if watchdog and watchdog.reason or died:
+            reason = (watchdog.reason if watchdog and watchdog.reason else None) or died
         _shutdown_quietly(world)
     finally:
         if watchdog is not None:
@@ -164,6 +165,18 @@ def run_world(scn: Scenario, run_dir: Path, progress: bool = True) -> Outcome:
     status, reason = check_complete(status, reason, rows, n_steps)  # e.g. a remote simulator that quit silently
     behind = recorder_module.RT_BEHIND_MAX_S.pop(str(run_dir / "timeseries.parquet"), None)
     return Outcome(status, reason, wall_s, rows, rows, behind)
+
+
+def _death_of(processes: SimProcesses) -> str | None:
+    """Why a simulator process is gone (waiting a moment for the OS to report it), or None."""
+    for _ in range(20):
+        dead = processes.dead()
+        if dead:
+            return Watchdog.death_reason(processes, *dead)
+        if not processes.procs:
+            return None
+        time.sleep(0.05)
+    return None
 
 
 def _watch(world: mosaik.World, processes: SimProcesses, stall_timeout_s: float | None) -> Watchdog:

@@ -158,14 +158,17 @@ class Watchdog(threading.Thread):
         while not self._stop.wait(0.25):
             dead = self.processes.dead()
             if dead:
-                sid, code = dead
-                how = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
-                self._fail(f"simulator {sid!r} died ({how}): {self.processes.log_tail()}")
+                self._fail(self.death_reason(self.processes, *dead))
                 return
             if self.stall_timeout_s and time.monotonic() - self.last_progress() > self.stall_timeout_s:
                 self._fail(f"no step finished for {self.stall_timeout_s:g} s: a simulator stopped answering "
                            "(raise scenario.stall_timeout_s if a step really takes that long)")
                 return
+
+    @staticmethod
+    def death_reason(processes: SimProcesses, sid: str, code: int) -> str:
+        how = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
+        return f"simulator {sid!r} died ({how}): {processes.log_tail()}"
 
     def _fail(self, reason: str) -> None:
         self.reason = reason

@@ -291,6 +291,28 @@ def verdict(run_dir: Path, grid_entity: str, limits: Limits, element: str | None
     return not broken, "+".join(broken), grid
 
 
+def base_case_detail(run_dir: Path, grid_entity: str, limits: Limits) -> str | None:
+    """Where the feeder breaks the voltage band with (almost) no load: the worst bus, its voltage,
+    and the band that study could use instead (the feeder's own level, rounded down)."""
+    folder = RunFolder(run_dir)
+    columns = [c for c in folder.column_names() if c.startswith(f"{grid_entity}.bus_") and c.endswith("_vm_pu")]
+    if not columns:
+        return None
+    ts = folder.numeric_columns(columns)
+    lows, highs = ts.min(), ts.max()
+    worst_low, worst_high = lows.idxmin(), highs.idxmax()
+    name = lambda column: column.removeprefix(f"{grid_entity}.bus_").removesuffix("_vm_pu")  # noqa: E731
+    if lows[worst_low] < limits.v_low_pu:
+        floor = math.floor(lows[worst_low] * 100) / 100
+        return (f"without the load, bus {name(worst_low)} is already at {lows[worst_low]:.3f} pu, below "
+                f"{limits.v_low_pu:g}; to study from the feeder's own level pass --v-low {floor:.2f}")
+    if highs[worst_high] > limits.v_high_pu:
+        ceiling = math.ceil(highs[worst_high] * 100) / 100
+        return (f"without the load, bus {name(worst_high)} is already at {highs[worst_high]:.3f} pu, above "
+                f"{limits.v_high_pu:g}; pass --v-high {ceiling:.2f} to study from there")
+    return None
+
+
 def bisect_bus(setup: Setup, bus: str | int, min_mw: float, max_mw: float, tol_mw: float, limits: Limits,
                out_dir: str, keep_runs: bool = True) -> dict[str, Any]:
     """The hosting capacity at one bus (runs in a Dask worker; see the module docstring)."""
@@ -305,14 +327,19 @@ def bisect_bus(setup: Setup, bus: str | int, min_mw: float, max_mw: float, tol_m
         nonlocal n_runs
         n_runs += 1
         run_dir = folder / f"{size_mw:.6f}MW"
-        # every step is checked: only the grid's summary columns, at the scenario's own step
+        # every step is checked: only the grid's summary columns, at the scenario's own step; the
+        # base case also records each bus, to say where the feeder already breaks a limit
+        base = n_runs == 1
+        buses = [f"{setup.grid_entity}.bus_*_vm_pu"] if base else []
         sizes = {key: size_mw / setup.mw_per_unit for key in setup.size_keys}
-        overrides = {**setup.overrides, **sizes, setup.bus_key: bus, "record.include": record,
+        overrides = {**setup.overrides, **sizes, setup.bus_key: bus, "record.include": record + buses,
                      "record.exclude": [], "record.step_s": None}
         row = run_variant(setup.scenario, overrides, str(run_dir), allow_commands=setup.allow_commands)
         if row["status"] != "ok" and str(row.get("reason", "")).startswith("invalid scenario"):
             raise TrialFailed(row["reason"])  # the bus or the size is not accepted: not a grid limit
         result = verdict(run_dir, setup.grid_entity, limits, element)
+        if base and not result[0]:
+            result[2]["base_case"] = base_case_detail(run_dir, setup.grid_entity, limits)
         if not keep_runs:
             shutil.rmtree(run_dir, ignore_errors=True)
         return result
@@ -332,7 +359,9 @@ def _bisect(trial, row: dict[str, Any], min_mw: float, max_mw: float, tol_mw: fl
             runs) -> dict[str, Any]:
     ok, broken, grid = trial(min_mw)
     if not ok:
-        row.update(limited_by=f"base case: {broken}", bound="base case fails", n_runs=runs(), **_grid_row(grid))
+        detail = grid.get("base_case")
+        row.update(limited_by=f"base case: {broken}" + (f" ({detail})" if detail else ""), bound="base case fails",
+                   n_runs=runs(), **_grid_row(grid))
         return row
     lo, lo_grid = min_mw, grid
     passed.append(lo)

@@ -80,3 +80,22 @@ class NoiseSim(CosimSim):
     def step_entities(self, time_s, inputs):
         for eid, (rng, sigma) in self._gen.items():
             self.out[eid] = {"p_mw": float(rng.normal(0.0, sigma))}
+
+
+class SlowStartSim(RampSim):
+    """A ramp whose module takes seconds to import in a fresh process (COSIM_TEST_SLOW_START_S):
+    for the start-timeout test."""
+
+
+def _slow_import() -> None:
+    """Sleep at import, only in a simulator process (``python -m cosim.run.remote ...``)."""
+    import os
+    import sys
+    import time
+
+    delay = float(os.environ.get("COSIM_TEST_SLOW_START_S", "0"))
+    if delay and sys.argv and sys.argv[0].endswith("remote.py"):
+        time.sleep(delay)
+
+
+_slow_import()
