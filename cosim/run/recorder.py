@@ -7,16 +7,22 @@ year-long run; ``close()`` writes what is buffered and the Parquet footer, and i
 on ``finalize`` and by the world when a run fails, so a failed run stays readable.
 The schema is fixed up front from the column list: flags (``converged``, ``*_in_service``)
 are booleans, everything else float64; the index column ``time_utc`` is a UTC timestamp.
+
+The buffer is columnar: one preallocated float64 block of ``columns x chunk_rows`` that a
+row fills in one numpy assignment, NaN standing for null (flags are stored as numbers and
+become booleans, NaN as the null mask, when a row group is written).
 """
 
 from __future__ import annotations
 
 import math
 import weakref
+from collections import defaultdict
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 from tqdm import tqdm
@@ -49,27 +55,43 @@ class ParquetRecorder:
         fields += [pa.field(c, pa.bool_() if _is_flag(c) else pa.float64()) for c in self.columns]
         self.schema = pa.schema(fields)
         self._writer = pq.ParquetWriter(self.path, self.schema, compression="zstd")
-        self._buffer: dict[str, list[Any]] = {f.name: [] for f in fields}
-        self._flag = {c: _is_flag(c) for c in self.columns}
+        self._flag = [_is_flag(c) for c in self.columns]
+        # time stamps stay Python objects until written: pyarrow converts them as it always did
+        self._stamps: list[Any] = []
+        self._values = np.empty((len(self.columns), chunk_rows))  # NaN = null
         self.rows_written = 0
         _OPEN.add(self)
 
     def append(self, time_utc, values: dict[str, Any]) -> None:
         """Add one row; columns missing from ``values`` are null."""
-        self._buffer["time_utc"].append(time_utc)
-        for column in self.columns:
-            self._buffer[column].append(_cell(values.get(column), self._flag[column]))
-        if len(self._buffer["time_utc"]) >= self.chunk_rows:
+        self.append_cells(time_utc, [values.get(column) for column in self.columns])
+
+    def append_cells(self, time_utc, cells: list[Any]) -> None:
+        """Add one row given as one value per column, in column order (``None`` = null)."""
+        row = len(self._stamps)
+        if _PLAIN_TYPES.issuperset(map(type, cells)):
+            # numpy converts these types as float() does (None becomes NaN, i.e. null), so
+            # the row goes in as one assignment instead of a Python call per cell
+            self._values[:, row] = cells
+        else:
+            self._values[:, row] = [_number(value, flag) for value, flag in zip(cells, self._flag)]
+        self._stamps.append(time_utc)
+        if row + 1 >= self.chunk_rows:
             self.flush()
 
     def flush(self) -> None:
-        if self._writer is None or not self._buffer["time_utc"]:
+        if self._writer is None or not self._stamps:
             return
-        arrays = [pa.array(self._buffer[f.name], type=f.type, from_pandas=True) for f in self.schema]
+        n_rows = len(self._stamps)
+        arrays = [pa.array(self._stamps, type=self.schema.field(0).type, from_pandas=True)]
+        for values, flag in zip(self._values[:, :n_rows], self._flag):
+            if flag:
+                arrays.append(pa.array(values != 0.0, mask=np.isnan(values), type=pa.bool_()))
+            else:
+                arrays.append(pa.array(values, type=pa.float64(), from_pandas=True))  # NaN -> null
         self._writer.write_table(pa.Table.from_arrays(arrays, schema=self.schema))
-        self.rows_written += len(self._buffer["time_utc"])
-        for column in self._buffer.values():
-            column.clear()
+        self.rows_written += n_rows
+        self._stamps.clear()
 
     def close(self) -> None:
         """Write what is buffered and the footer; safe to call twice."""
@@ -81,6 +103,11 @@ class ParquetRecorder:
             self._writer.close()
             self._writer = None
             _OPEN.discard(self)
+
+
+#: Cell types numpy turns into float64 exactly as ``float()`` does (and ``None`` into NaN).
+#: Anything else (strings, arrays, datetimes, ...) takes the per-cell path of :func:`_cell`.
+_PLAIN_TYPES = frozenset({float, int, bool, type(None), np.float64, np.float32, np.int64, np.int32, np.bool_})
 
 
 def _cell(value: Any, flag: bool) -> Any:
@@ -95,6 +122,12 @@ def _cell(value: Any, flag: bool) -> Any:
     if flag:
         return None if math.isnan(number) else bool(number)
     return number
+
+
+def _number(value: Any, flag: bool) -> float:
+    """:func:`_cell` as the float64 buffer holds it: a flag as 0/1, null as NaN."""
+    cell = _cell(value, flag)
+    return math.nan if cell is None else float(cell)
 
 
 def close_all() -> None:
@@ -121,6 +154,9 @@ class RecorderSim(CosimSim):
     def setup(self) -> None:
         p = self.params
         self.recorder = ParquetRecorder(Path(p.path), p.columns, p.chunk_rows)
+        # column of each (attr, source) pair, learnt on first sight: the name is built once per pair
+        self._column_pos = {column: pos for pos, column in enumerate(self.recorder.columns)}
+        self._slots: defaultdict[str, dict[str, int]] = defaultdict(dict)
         n_steps = self.duration_s // self.step_s
         self.bar = tqdm(total=n_steps, unit="step", desc=p.label or "run", disable=not p.progress,
                         dynamic_ncols=True, mininterval=0.5, smoothing=0.1)
@@ -130,16 +166,26 @@ class RecorderSim(CosimSim):
 
     def step(self, time, inputs, max_advance):
         STOP.check()  # SIGTERM / Ctrl-C stop the run here, at a step boundary (cosim.run.stopping)
-        row: dict[str, Any] = {}
+        cells: list[Any] = [None] * len(self.recorder.columns)
         for attrs in inputs.values():
             for attr, sources in attrs.items():
+                slots = self._slots[attr]
                 for full_id, value in sources.items():
-                    row[f"{full_id.split('.', 1)[1]}.{attr}"] = value
+                    slot = slots.get(full_id)
+                    if slot is None:
+                        slot = slots[full_id] = self._slot_of(full_id, attr)
+                    if slot >= 0:
+                        cells[slot] = value
         stamp = self.start_utc + timedelta(seconds=int(time))
-        self.recorder.append(stamp, row)
+        self.recorder.append_cells(stamp, cells)
         self.bar.update(1)
-        self.bar.set_postfix_str(stamp.strftime("%Y-%m-%d %H:%M UTC"), refresh=False)
+        if not self.bar.disable:  # the label is only ever shown on an enabled bar
+            self.bar.set_postfix_str(stamp.strftime("%Y-%m-%d %H:%M UTC"), refresh=False)
         return int(time) + self.step_s
+
+    def _slot_of(self, full_id: str, attr: str) -> int:
+        """Column position of ``<eid>.<attr>`` (``full_id`` is ``<sid>.<eid>``); -1 if not recorded."""
+        return self._column_pos.get(f"{full_id.split('.', 1)[1]}.{attr}", -1)
 
     def finalize(self) -> None:
         self.bar.close()
