@@ -66,14 +66,14 @@ class _Pull:
     shift: int
     #: (source eid, source attr, destination eid, destination attr, "sid.eid" of the source)
     entries: list[tuple[str, str, str, str, str]] = field(default_factory=list)
-    _by_entity: list[tuple[str, list[tuple[str, str]]]] | None = None
+    _by_entity: list[tuple[str, list[tuple[str, int]]]] | None = None
 
-    def columns(self) -> list[tuple[str, list[tuple[str, str]]]]:
-        """``[(source eid, [(attr, "<eid>.<attr>"), ...]), ...]``: the entries as the recorder's columns."""
+    def slots(self, slot_of: dict[str, int]) -> list[tuple[str, list[tuple[str, int]]]]:
+        """``[(source eid, [(attr, recorder column position), ...]), ...]`` of the entries."""
         if self._by_entity is None:
-            grouped: dict[str, list[tuple[str, str]]] = {}
+            grouped: dict[str, list[tuple[str, int]]] = {}
             for src_eid, src_attr, _, _, _ in self.entries:
-                grouped.setdefault(src_eid, []).append((src_attr, f"{src_eid}.{src_attr}"))
+                grouped.setdefault(src_eid, []).append((src_attr, slot_of[f"{src_eid}.{src_attr}"]))
             self._by_entity = list(grouped.items())
         return self._by_entity
 
@@ -161,6 +161,8 @@ class DirectEngine:
                  **({"rt_factor": scn.scenario.rt_factor} if scn.scenario.rt_factor else {}))
         rec.create(1, "Recorder", eid=RECORDER_EID)
         self._add(RECORDER_SID, rec)
+        self._column_slot = {column: pos for pos, column in enumerate(self.graph.columns)}
+        self._n_columns = len(self.graph.columns)
         for eid, attrs in self.graph.recorded.items():
             self._connect(eid, RECORDER_EID, tuple((a, a) for a in attrs), "direct", {},
                           self.by_sid[RECORDER_SID])
@@ -215,21 +217,22 @@ class DirectEngine:
             inputs.setdefault(dst_eid, {})[dst_attr] = {"session": value}
         return inputs
 
-    def _recorded_row(self, sim: _Sim, t: int) -> dict[str, Any]:
-        """The recorder's row ``{"<entity>.<attr>": value}``: what ``_inputs`` would give it, flat."""
-        row: dict[str, Any] = {}
+    def _recorded_cells(self, sim: _Sim, t: int) -> list[Any]:
+        """The recorder's row as one value per column, in column order: what ``_inputs`` would
+        give it, without building mosaik's input dicts."""
+        cells: list[Any] = [None] * self._n_columns
         empty: dict[str, Any] = {}
         for pull in sim.pulls:
             data = pull.src.output_at(t - pull.shift)
-            for src_eid, attrs in pull.columns():
+            for src_eid, attrs in pull.slots(self._column_slot):
                 values = data.get(src_eid, empty)
-                for attr, column in attrs:
-                    row[column] = values.get(attr)
-        return row
+                for attr, slot in attrs:
+                    cells[slot] = values.get(attr)
+        return cells
 
     def _step_sim(self, sim: _Sim, t: int) -> None:
         if sim.sid == RECORDER_SID:
-            nxt = sim.obj.record(t, self._recorded_row(sim, t))
+            nxt = sim.obj.record_cells(t, self._recorded_cells(sim, t))
         else:
             nxt = sim.obj.step(t, self._inputs(sim, t), self.until)
         if nxt is None:

@@ -286,3 +286,31 @@ def test_numbers_in_flag_columns_are_recorded_not_dropped(tmp_path):
     ts = read_timeseries(path)
     assert ts["g.converged"].tolist()[:3] == [True, False, True] and pd.isna(ts["g.converged"].iloc[3])
     assert ts["x.p_mw"].iloc[0] == 1.0 and np.isnan(ts["x.p_mw"].iloc[1]) and ts["x.p_mw"].iloc[2] == 2.5
+
+
+def test_every_cell_type_is_recorded_as_float_and_bool_convert_it(tmp_path):
+    """Rows of plain numbers go into the buffer in one numpy assignment, other rows cell by
+    cell; either way each cell is what ``float()`` (flags: ``bool()``) makes of it, null when
+    that fails or gives NaN. The reference is built with pyarrow from :func:`_cell` directly,
+    with a row group boundary inside the rows (chunk_rows = 3)."""
+    import pyarrow as pa
+
+    from cosim.run.recorder import ParquetRecorder, _cell
+
+    columns = ["g.converged", "x.p_mw", "y.q_mvar"]
+    rows = [(1.0, 1, np.float32(0.1)), (0, None, np.int64(-3)), (np.bool_(True), float("nan"), 2**70),
+            (2.0, "1.5", np.datetime64("2024-01-01")), (float("nan"), [1.0], np.timedelta64(5, "s")),
+            (None, -0.0, True), ("0", b"2.5", np.array(4.0))]
+    stamps = pd.date_range("2024-07-15", periods=len(rows), freq="60s", tz="UTC")
+    rec = ParquetRecorder(tmp_path / "ts.parquet", columns, chunk_rows=3)
+    for stamp, row in zip(stamps, rows):
+        rec.append(stamp, dict(zip(columns, row)))
+    rec.close()
+    got = pq.read_table(tmp_path / "ts.parquet")
+    want = [pa.array(list(stamps), type=pa.timestamp("ms", tz="UTC"))]
+    for j, column in enumerate(columns):
+        flag = column == "g.converged"
+        want.append(pa.array([_cell(row[j], flag) for row in rows], type=pa.bool_() if flag else pa.float64(),
+                             from_pandas=True))
+    assert got.equals(pa.Table.from_arrays(want, schema=got.schema))
+    assert [got.to_batches()[0].num_rows, pq.ParquetFile(tmp_path / "ts.parquet").num_row_groups] == [3, 3]
