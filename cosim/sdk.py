@@ -22,7 +22,8 @@ and implements ``setup()`` (after init), ``create_entity(eid, model, params)`` a
 * ``meta_for(sim_params)`` — when the attributes depend on the parameters
   (a grid's buses, a CSV file's columns).
 * ``check(sim_params, ctx)`` — extra validation needing the scenario's time window
-  (e.g. does the data cover the run?). Returns problem strings.
+  (e.g. does the data cover the run?). Returns problem strings; one that starts with
+  ``"warning: "`` is shown as a warning instead of refusing the scenario.
 * ``check_entity(model, params, ctx, sim_params)`` — the same, for one entity's params.
 * ``entity_inputs(model, params)`` — inputs that exist only for some entities (a cluster's
   per-fleet knobs); declare the model ``any_inputs`` for mosaik, and cosim's validator still
@@ -30,6 +31,9 @@ and implements ``setup()`` (after init), ``create_entity(eid, model, params)`` a
 * ``EXAMPLE`` — params the contract test uses to start it: ``{"sim": {...},
   "models": {model: {...}}, "single": [models created once per sim]}``; relative paths
   resolve from ``scenarios/``, ``{tmp}`` is a temporary folder.
+
+A step that raises :class:`EndRun` ends the run early and cleanly (status ``ok``, the
+exception's message as the reason); any other exception fails it.
 
 Every ``init`` receives ``start_utc`` (ISO 8601), ``step_s``, ``duration_s`` and
 ``seed`` from the scenario, besides the simulator's own params.
@@ -51,7 +55,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationInfo
 from cosim.roles import POWER_ATTR, ROLES, check_role
 from cosim.units import DIMENSIONLESS, UNIT_SUFFIXES, has_unit_suffix, unit_of
 
-__all__ = ["CosimSim", "DataFile", "DIMENSIONLESS", "NoParams", "meta", "POWER_ATTR", "Params", "ROLES",
+__all__ = ["CosimSim", "DataFile", "DIMENSIONLESS", "EndRun", "NoParams", "meta", "POWER_ATTR", "Params", "ROLES",
            "ScenarioContext", "SingleModelSim", "UNIT_SUFFIXES", "has_unit_suffix", "model_meta", "parse_utc",
            "sum_inputs", "unit_of"]
 
@@ -70,6 +74,12 @@ def _resolve_existing_file(value: Path, info: ValidationInfo) -> Path:
 #: A data file path. Relative paths resolve from the scenario file's folder (passed as
 #: ``context={"base_dir": ...}`` to ``model_validate``); the file must exist.
 DataFile = Annotated[Path, AfterValidator(_resolve_existing_file)]
+
+
+class EndRun(Exception):
+    """Raised by a simulator's step to end the run cleanly (an FMU that asks to terminate): the
+    engines stop, keep the rows recorded so far, and report status ``ok`` with ``reason`` = the
+    message. Name the simulator and the time in it."""
 
 
 class NoParams(BaseModel):
@@ -164,7 +174,8 @@ class CosimSim(mosaik_api_v3.Simulator):
 
     @classmethod
     def check(cls, sim_params: BaseModel, ctx: ScenarioContext) -> list[str]:
-        """Extra problems with these params for this scenario window."""
+        """Extra problems with these params for this scenario window. A text starting with
+        ``"warning: "`` is not a problem: validation adds it to the scenario's warnings."""
         return []
 
     @classmethod

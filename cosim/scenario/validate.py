@@ -30,6 +30,9 @@ from cosim.scenario.schema import (
 )
 from cosim.units import has_unit_suffix, unit_of
 
+#: An adapter's ``check`` text with this prefix is a warning, not a problem (:meth:`cosim.sdk.CosimSim.check`).
+WARNING = "warning: "
+
 
 def _declared(scn: Scenario, section: str) -> dict[str, Any]:
     """The ids declared in a section (empty when the section is not a table: reported elsewhere)."""
@@ -173,7 +176,7 @@ def _check_sims(scn: Scenario, problems: list[Problem]) -> None:
         try:
             scn.metas[sim_id] = cls.meta_for(params)
             if scn.scenario is not None:
-                problems.extend(Problem(where, text) for text in cls.check(params, scn.context))
+                _route_checks(cls.check(params, scn.context), where, problems, scn.warnings)
         except ValueError as exc:
             problems.append(Problem(where, str(exc)))
             del scn.sims[sim_id]
@@ -181,6 +184,15 @@ def _check_sims(scn: Scenario, problems: list[Problem]) -> None:
         scn.sim_params[sim_id] = params.model_dump(mode="json", exclude_unset=True)
         scn.sim_models[sim_id] = params
         _check_meta_units(scn.metas.get(sim_id, {}), where, problems)
+
+
+def _route_checks(texts: list[str], where: str, problems: list[Problem], warnings: list[str]) -> None:
+    """An adapter's ``check`` results: ``"warning: ..."`` texts go to the scenario's warnings, the rest are problems."""
+    for text in texts:
+        if text.startswith(WARNING):
+            warnings.append(f"{where}: {text.removeprefix(WARNING)}")
+        else:
+            problems.append(Problem(where, text))
 
 
 def _check_meta_units(meta: dict[str, Any], where: str, problems: list[Problem]) -> None:
