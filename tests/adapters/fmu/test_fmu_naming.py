@@ -8,6 +8,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from fmpy.validation import validate_fmu
 
 import cosim
 from cosim.adapters.fmu import FmuError, FmuInstance, FmuSim, SimParams, describe
@@ -128,3 +129,8 @@ def test_scheduled_execution_has_its_own_message(tmp_path):
     problems = FmuSim.check(SimParams.model_validate({"fmu": str(fmu)}), None)
     assert problems == ["scheduled.fmu: scheduled execution is not supported; cosim runs co-simulation or model "
                         "exchange FMUs (this one offers only scheduled execution)"]
+
+
+@pytest.mark.parametrize("fixture", ["vdp_fmu", "arrays_fmu3"])
+def test_the_test_fmus_pass_fmpys_validation(request, fixture):
+    assert validate_fmu(str(request.getfixturevalue(fixture))) == []
