@@ -32,6 +32,9 @@ and implements ``setup()`` (after init), ``create_entity(eid, model, params)`` a
   "models": {model: {...}}, "single": [models created once per sim]}``; relative paths
   resolve from ``scenarios/``, ``{tmp}`` is a temporary folder.
 
+A step that raises :class:`EndRun` ends the run early and cleanly (status ``ok``, the
+exception's message as the reason); any other exception fails it.
+
 Every ``init`` receives ``start_utc`` (ISO 8601), ``step_s``, ``duration_s`` and
 ``seed`` from the scenario, besides the simulator's own params.
 """
@@ -53,9 +56,9 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Val
 from cosim.roles import POWER_ATTR, ROLES, check_role
 from cosim.units import DIMENSIONLESS, UNIT_SUFFIXES, has_unit_suffix, unit_of
 
-__all__ = ["CosimSim", "DataFile", "DIMENSIONLESS", "NoParams", "meta", "POWER_ATTR", "Params", "ROLES",
-           "STRICT_PARAMS", "ScenarioContext", "SingleModelSim", "TimeZone", "as_tuple", "UNIT_SUFFIXES", "has_unit_suffix", "model_meta", "parse_utc",
-           "sum_inputs", "unit_of"]
+__all__ = ["CosimSim", "DataFile", "DIMENSIONLESS", "EndRun", "NoParams", "meta", "POWER_ATTR", "Params", "ROLES",
+           "STRICT_PARAMS", "ScenarioContext", "SingleModelSim", "TimeZone", "as_tuple", "UNIT_SUFFIXES",
+           "has_unit_suffix", "model_meta", "parse_utc", "sum_inputs", "unit_of"]
 
 
 #: Folders whose files are devices or the system's own state, never data.
@@ -116,6 +119,12 @@ def as_tuple(value: Any) -> Any:
 #: Parameter models: unknown keys are an error; numbers are numbers (a quoted "2.4" or a
 #: ``true`` is refused, not coerced) and finite (inf and NaN are refused unless a field says so).
 STRICT_PARAMS = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+
+
+class EndRun(Exception):
+    """Raised by a simulator's step to end the run cleanly (an FMU that asks to terminate): the
+    engines stop, keep the rows recorded so far, and report status ``ok`` with ``reason`` = the
+    message. Name the simulator and the time in it."""
 
 
 class NoParams(BaseModel):
@@ -233,7 +242,8 @@ class CosimSim(mosaik_api_v3.Simulator):
 
     @classmethod
     def check(cls, sim_params: BaseModel, ctx: ScenarioContext) -> list[str]:
-        """Extra problems with these params for this scenario window."""
+        """Extra problems with these params for this scenario window. A text starting with
+        ``"warning: "`` is not a problem: validation adds it to the scenario's warnings."""
         return []
 
     @classmethod

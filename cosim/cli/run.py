@@ -54,6 +54,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if result.degraded:
         print(f"warning: run degraded: {result.reason}", file=sys.stderr)
         return DEGRADED_EXIT
+    if result.ok and result.reason:  # a simulator ended the run early, on purpose (cosim.sdk.EndRun)
+        print(f"note: the run ended early: {result.reason}", file=sys.stderr)
     if not result.ok:
         rows = result.folder.n_rows()
         kept = (f"the {rows} steps recorded up to then are in {result.folder.series_path}" if rows else

@@ -25,7 +25,8 @@ their places in mosaik's source are in DESIGN's engine notes):
   re-steps come only from trigger inputs, which time-based models do not have).
 
 No mosaik is imported here. A simulator that raises ends the run as ``failed`` with what was
-recorded kept; SIGTERM or Ctrl-C stops it at the next recorded step (:mod:`.stopping`).
+recorded kept (``ok``, with the reason, when it raises :class:`cosim.sdk.EndRun`); SIGTERM or
+Ctrl-C stops it at the next recorded step (:mod:`.stopping`).
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from cosim.run.outcome import Outcome, check_complete
 from cosim.run.recorder import RecorderSim
 from cosim.run.stopping import STOP, StopRequested
 from cosim.scenario import Scenario
+from cosim.sdk import EndRun
 
 RECORDER_SID = "_recorder"
 RECORDER_EID = "recorder"
@@ -305,6 +307,9 @@ def run_direct(scn: Scenario, run_dir: Path, progress: bool = True) -> Outcome:
         _finalize_quietly(engine)
     except KeyboardInterrupt:
         status, reason = "interrupted", "interrupted (Ctrl-C or SIGTERM, twice)"
+        _finalize_quietly(engine)
+    except EndRun as exc:  # a simulator ended the run on purpose: what was recorded is the result
+        status, reason = "ok", str(exc)
         _finalize_quietly(engine)
     except Exception as exc:  # a simulator failed mid-run: keep what was recorded
         status, reason = "failed", f"{type(exc).__name__}: {exc}"

@@ -25,6 +25,7 @@ from cosim.run.outcome import Outcome, check_complete
 from cosim.run.processes import SimProcesses, Watchdog
 from cosim.run.stopping import STOP, StopRequested
 from cosim.scenario import Scenario
+from cosim.sdk import EndRun
 
 RECORDER_SID = "_recorder"
 
@@ -92,9 +93,10 @@ def _connect_all(world: mosaik.World, graph: Graph, entities: dict[str, Any]) ->
 def run_world(scn: Scenario, run_dir: Path, progress: bool = True) -> Outcome:
     """Build the world of ``scn``, run it, and stream outputs to ``run_dir/timeseries.parquet``.
 
-    A simulator that raises mid-run ends the run with status ``failed``; what was recorded
-    up to then is written and readable. A simulator process that dies (or a run that stops
-    making progress with remote simulators) ends it within a second (:mod:`.processes`).
+    A simulator that raises mid-run ends the run with status ``failed`` (``ok`` with the reason
+    when an in-process one raises :class:`cosim.sdk.EndRun`); what was recorded up to then is
+    written and readable. A simulator process that dies (or a run that stops making progress
+    with remote simulators) ends it within a second (:mod:`.processes`).
     """
     errors: list[str] = []
     sink_id = logger.add(lambda msg: errors.append(msg.record["message"]), level="ERROR",
@@ -146,6 +148,9 @@ def run_world(scn: Scenario, run_dir: Path, progress: bool = True) -> Outcome:
         _shutdown_quietly(world)
     except asyncio.CancelledError:  # the watchdog cancelled the run: a simulator process died or stalled
         status, reason = "failed", watchdog.reason if watchdog and watchdog.reason else "the run was cancelled"
+        _shutdown_quietly(world)
+    except EndRun as exc:  # an in-process simulator ended the run on purpose: what was recorded is the result
+        status, reason = "ok", str(exc)
         _shutdown_quietly(world)
     except Exception as exc:  # a simulator failed mid-run: keep what was recorded
         status, reason = "failed", f"{type(exc).__name__}: {exc}"

@@ -165,7 +165,7 @@ def _degraded(scn: Scenario, kpis: dict[str, Any], blocks: dict[str, Any], outco
             notes.append(f"grid {grid!r}: the power flow did not converge at {n} of {outcome.rows_recorded} "
                          f"steps{f' (first at {first})' if first else ''}; its voltages, loadings and import "
                          "there are unknown (their KPIs are null)")
-    return ("degraded", "; ".join(notes)) if notes else ("ok", None)
+    return ("degraded", "; ".join(notes)) if notes else (outcome.status, outcome.reason)
 
 
 def run_engine(scn: Scenario, run_dir: Path, progress: bool) -> Outcome:

@@ -30,6 +30,9 @@ from cosim.scenario.schema import (
 )
 from cosim.units import has_unit_suffix, unit_of
 
+#: An adapter's ``check`` text with this prefix is a warning, not a problem (:meth:`cosim.sdk.CosimSim.check`).
+WARNING = "warning: "
+
 
 def _declared(scn: Scenario, section: str) -> dict[str, Any]:
     """The ids declared in a section (empty when the section is not a table: reported elsewhere)."""
