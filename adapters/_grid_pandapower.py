@@ -196,14 +196,16 @@ class PowerFlow:
         if not self._options_set:  # options of this pandapower version, not a JSON file's
             self._init_options()
             self._options_set = True
-        net._pd2ppc_lookups = {k: np.array([], dtype=np.int64)
-                               for k in ("bus", "bus_dc", "ext_grid", "gen", "branch", "branch_dc")}
+        # The first Newton start: DC angles of the net *with* its loads (a start from "all
+        # generation, no load" put case300's angles at +-178 deg and 8 pandapower cases never
+        # converged where runpp does); the model itself is built without the element injections.
+        ppci_loaded = self._ppci(net)
         saved = {k: (net[k]["p_mw"].copy(), net[k]["q_mvar"].copy()) for k in KINDS}
         for kind in KINDS:  # element injections are added per solve, the rest is constant
             net[kind]["p_mw"] = 0.0
             net[kind]["q_mvar"] = 0.0
         try:
-            _, ppci = _pd2ppc(net)
+            ppci = self._ppci(net)
         finally:
             for kind, (p, q) in saved.items():
                 net[kind]["p_mw"], net[kind]["q_mvar"] = p, q
@@ -220,7 +222,7 @@ class PowerFlow:
         if not weights[ref].any():
             weights[ref] = 1.0 / len(ref)
         self._slack_w = weights
-        self._V = self._initial_voltages(ppci, v0)
+        self._V = self._initial_voltages(ppci_loaded, v0)
         self._nr = NRSing_KLU()
 
         lookup = net._pd2ppc_lookups["bus"]
@@ -241,6 +243,13 @@ class PowerFlow:
         self._t = branch[:, T_BUS].real.astype(int)
         self._map_branches(ppci, bus[:, BASE_KV].real, base_mva)
         self._stale = False
+
+    @staticmethod
+    def _ppci(net):
+        """pandapower's internal model of ``net`` as it is now (``_pd2ppc`` with fresh lookups)."""
+        net._pd2ppc_lookups = {k: np.array([], dtype=np.int64)
+                               for k in ("bus", "bus_dc", "ext_grid", "gen", "branch", "branch_dc")}
+        return _pd2ppc(net)[1]
 
     @staticmethod
     def _initial_voltages(ppci, v0: np.ndarray) -> np.ndarray:

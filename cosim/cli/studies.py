@@ -14,6 +14,7 @@ from pathlib import Path
 from cosim.cli.run import add_allow_commands, add_engine_argument, engine_overrides
 from cosim.errors import Problem, ScenarioError
 from cosim.report import write_report
+from cosim.run.repair import repair
 from cosim.scenario import parse_set
 from cosim.studies.compare import compare, format_table, write_compare_html
 from cosim.studies.hosting import Limits, hosting_capacity
@@ -77,6 +78,12 @@ def cmd_hosting(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_repair(args: argparse.Namespace) -> int:
+    done = repair(args.run, report=not args.no_report)
+    print(f"{done.run_dir}: {done.status}, {done.rows} rows" + "".join(f"; {n}" for n in done.notes))
+    return 0
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     print(write_report(args.run, args.out))
     return 0
@@ -129,6 +136,12 @@ def add_parsers(sub) -> None:
     p.add_argument("--scheduler", metavar="ADDRESS")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_hosting)
+
+    p = sub.add_parser("repair", help="make a killed run's folder whole: assemble what it recorded, "
+                                      "mark it failed, write KPIs and report")
+    p.add_argument("run", type=Path)
+    p.add_argument("--no-report", action="store_true")
+    p.set_defaults(func=cmd_repair)
 
     p = sub.add_parser("report", help="write report.html for a run folder")
     p.add_argument("run", type=Path)

@@ -86,7 +86,7 @@ def line_overload_s(max_loading_pct, dt_s: float, limit_pct: float = 100.0) -> f
 def load_factor_frac(p_mw) -> float:
     """Mean over peak of a draw; NaN for a series that never draws. [-]"""
     p = _values(p_mw)
-    peak = np.nanmax(p) if p.size else np.nan
+    peak = np.nanmax(p) if np.isfinite(p).any() else np.nan  # all NaN (a degraded grid): no factor
     return float(np.nanmean(p) / peak) if peak > 0 else float("nan")
 
 

@@ -108,7 +108,8 @@ def _status_banner(meta: dict[str, Any], meta_problem: str | None, has_series: b
     if status == "degraded":  # finished, but partly unknown: as loud as a failure
         tail = " — those steps are drawn as gaps"
     elif status == "running":
-        reason, tail = "metadata.json still says running: the run was killed or is still going", ""
+        reason, tail = ("metadata.json still says running: the run was killed or is still going "
+                        "(`cosim repair RUN` assembles what a killed run recorded)"), ""
     else:
         tail = " — figures show what was recorded until then" if has_series else ""
     return f"<div class='status failed' id='status'>Run {esc(status)}: {esc(reason)}{tail}</div>"

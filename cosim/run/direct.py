@@ -159,7 +159,8 @@ class DirectEngine:
         rec = RecorderSim()
         rec.init(RECORDER_SID, time_resolution=1.0, step_s=scn.record_step_s, **common,
                  path=str(self.run_dir / "timeseries.parquet"), columns=self.graph.columns,
-                 chunk_rows=scn.record.chunk_rows, progress=self.progress, label=scn.scenario.name,
+                 chunk_rows=scn.record.chunk_rows, flush_s=scn.record.flush_s, progress=self.progress,
+                 label=scn.scenario.name,
                  **({"rt_factor": scn.scenario.rt_factor} if scn.scenario.rt_factor else {}))
         rec.create(1, "Recorder", eid=RECORDER_EID)
         self._add(RECORDER_SID, rec)

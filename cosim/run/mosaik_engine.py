@@ -125,7 +125,8 @@ def run_world(scn: Scenario, run_dir: Path, progress: bool = True) -> Outcome:
         rec_sim = world.start(RECORDER_SID, sim_id=RECORDER_SID, start_utc=scn.scenario.start.isoformat(),
                               step_s=record_step, duration_s=scn.scenario.duration_s, seed=scn.scenario.seed,
                               path=str(run_dir / "timeseries.parquet"), columns=columns,
-                              chunk_rows=scn.record.chunk_rows, progress=progress, label=scn.scenario.name,
+                              chunk_rows=scn.record.chunk_rows, flush_s=scn.record.flush_s, progress=progress,
+                              label=scn.scenario.name,
                               **({"rt_factor": rt_factor} if rt_factor else {}))
         rec = rec_sim.Recorder.create(1, eid="recorder")[0]
         for eid, attrs in graph.recorded.items():

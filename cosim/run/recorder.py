@@ -4,7 +4,15 @@ Part of the run, not a user-visible adapter: the engine connects each recorded
 ``<entity>.<attr>`` to the one ``Recorder`` entity.
 Rows are buffered and written every ``chunk_rows`` steps, so memory stays flat over a
 year-long run; ``close()`` writes what is buffered and the Parquet footer, and is called
-on ``finalize`` and by the world when a run fails, so a failed run stays readable.
+on ``finalize`` and by the engines when a run fails, so a failed run stays readable.
+
+Crash safety: a Parquet file is readable only once its footer is written, so a run killed
+by SIGKILL or the out-of-memory killer used to leave a 4-byte file. Rows are written into
+*segments* (``.timeseries.part-00001.parquet``, ... in the run folder): buffered rows are
+flushed every ``chunk_rows`` rows and at least every ``flush_s`` seconds of wall time, and a
+time-based flush closes its segment (footer and all). A killed run therefore loses at most
+its last ``flush_s`` (and the segment being written); ``close()`` assembles the segments into
+``timeseries.parquet`` (:func:`assemble`), and ``cosim repair RUN`` does it for a killed one.
 The schema is fixed up front from the column list: flags (``converged``, ``*_in_service``)
 are booleans, everything else float64; the index column ``time_utc`` is a UTC timestamp.
 
@@ -43,21 +51,24 @@ class ParquetRecorder:
     """Buffers rows of fixed columns and appends them to a Parquet file as row groups.
 
     Args:
-        path: output file.
+        path: the final file (segments are written beside it, see the module docstring).
         columns: ``<entity>.<attr>`` names, in order.
         chunk_rows: rows per row group (what is held in memory at most).
+        flush_s: write what is buffered, and close the segment, at least this often. [s]
     """
 
-    def __init__(self, path: Path, columns: list[str], chunk_rows: int = 1440):
+    def __init__(self, path: Path, columns: list[str], chunk_rows: int = 1440, flush_s: float = 30.0):
         self.path = Path(path)
         self.columns = list(columns)
         self.chunk_rows = chunk_rows
+        self.flush_s = flush_s
         fields = [pa.field("time_utc", pa.timestamp("ms", tz="UTC"))]
         fields += [pa.field(c, pa.bool_() if _is_flag(c) else pa.float64()) for c in self.columns]
         self.schema = pa.schema(fields)
-        # No dictionary pages: float time series rarely repeat, so they took half the write time
-        # and made the file larger (default day: 1.42 -> 1.18 MB); values are the same.
-        self._writer = pq.ParquetWriter(self.path, self.schema, compression="zstd", use_dictionary=False)
+        self._writer: pq.ParquetWriter | None = None  # the segment being written
+        self._n_segments = 0
+        self._closed = False
+        self._last_flush = time_module.monotonic()
         self._flag = [_is_flag(c) for c in self.columns]
         # time stamps stay Python objects until written: pyarrow converts them as it always did
         self._stamps: list[Any] = []
@@ -81,10 +92,26 @@ class ParquetRecorder:
         self._stamps.append(time_utc)
         if row + 1 >= self.chunk_rows:
             self.flush()
+        elif time_module.monotonic() - self._last_flush >= self.flush_s:
+            self.flush(close_segment=True)
 
-    def flush(self) -> None:
-        if self._writer is None or not self._stamps:
+    def flush(self, close_segment: bool = False) -> None:
+        """Write the buffered rows as a row group of the current segment (and close it)."""
+        if self._closed:
             return
+        if self._stamps:
+            self._write_row_group()
+        if close_segment or time_module.monotonic() - self._last_flush >= self.flush_s:
+            self._close_segment()
+            self._last_flush = time_module.monotonic()
+
+    def _write_row_group(self) -> None:
+        if self._writer is None:
+            self._n_segments += 1
+            # No dictionary pages: float time series rarely repeat, so they took half the write time
+            # and made the file larger (default day: 1.42 -> 1.18 MB); values are the same.
+            self._writer = pq.ParquetWriter(segment_path(self.path, self._n_segments), self.schema,
+                                            compression="zstd", use_dictionary=False)
         n_rows = len(self._stamps)
         arrays = [pa.array(self._stamps, type=self.schema.field(0).type, from_pandas=True)]
         for values, flag in zip(self._values[:, :n_rows], self._flag):
@@ -96,16 +123,86 @@ class ParquetRecorder:
         self.rows_written += n_rows
         self._stamps.clear()
 
-    def close(self) -> None:
-        """Write what is buffered and the footer; safe to call twice."""
-        if self._writer is None:
-            return
-        try:
-            self.flush()
-        finally:
+    def _close_segment(self) -> None:
+        if self._writer is not None:
             self._writer.close()
             self._writer = None
+
+    def close(self) -> None:
+        """Write what is buffered, close the segment and assemble ``timeseries.parquet``; safe to call twice."""
+        if self._closed:
+            return
+        try:
+            if self._stamps:
+                self._write_row_group()
+        finally:
+            self._close_segment()
+            self._closed = True
             _OPEN.discard(self)
+            assemble(self.path, self.schema, self.chunk_rows)
+
+
+def _write_joined(writer: pq.ParquetWriter, tables: list[pa.Table]) -> int:
+    if not tables:
+        return 0
+    table = tables[0] if len(tables) == 1 else pa.concat_tables(tables)
+    writer.write_table(table)
+    tables.clear()
+    return table.num_rows
+
+
+def segment_path(path: Path, n: int) -> Path:
+    """The ``n``-th segment of ``path`` (hidden beside it)."""
+    return path.with_name(f".{path.stem}.part-{n:05d}{path.suffix}")
+
+
+def segment_files(path: Path) -> list[Path]:
+    """The segments of ``path`` on disk, in order."""
+    return sorted(path.parent.glob(f".{path.stem}.part-[0-9][0-9][0-9][0-9][0-9]{path.suffix}"))
+
+
+def assemble(path: Path, schema: pa.Schema | None = None, group_rows: int = 1440) -> tuple[int, list[str]]:
+    """Join the segments of ``path`` into ``path`` (in order, row groups as they are) and remove
+    them. Unreadable segments (the one a killed run was writing) are skipped and named.
+
+    Row groups smaller than ``group_rows`` (time-based flushes of a slow run) are joined up to
+    that size.
+
+    Returns:
+        ``(rows in path, problems)``; with no segment at all, ``path`` is left as it is (or,
+        given ``schema``, written with no rows).
+    """
+    parts = segment_files(path)
+    problems: list[str] = []
+    readable = []
+    for part in parts:
+        try:
+            readable.append((part, pq.ParquetFile(part)))
+        except (OSError, pa.ArrowException) as exc:
+            problems.append(f"{part.name} is unreadable (the run stopped while writing it): {exc}")
+    if not parts:
+        if schema is not None and not path.exists():
+            pq.write_table(schema.empty_table(), path, compression="zstd")
+        return (pq.ParquetFile(path).metadata.num_rows if path.exists() else 0), problems
+    if len(readable) == 1 and not problems:
+        readable[0][0].replace(path)
+        return readable[0][1].metadata.num_rows, problems
+    target_schema = schema or (readable[0][1].schema_arrow if readable else None)
+    if target_schema is None:  # nothing readable at all
+        return 0, problems
+    tmp = path.with_name(f".{path.name}.assembling")
+    rows, pending = 0, []
+    with pq.ParquetWriter(tmp, target_schema, compression="zstd", use_dictionary=False) as writer:
+        for _, parquet in readable:
+            for group in range(parquet.num_row_groups):  # one row group at a time: memory stays flat
+                pending.append(parquet.read_row_group(group, use_threads=False))
+                if sum(t.num_rows for t in pending) >= group_rows:
+                    rows += _write_joined(writer, pending)
+        rows += _write_joined(writer, pending)
+    tmp.replace(path)
+    for part in parts:
+        part.unlink(missing_ok=True)
+    return rows, problems
 
 
 #: Cell types numpy turns into float64 exactly as ``float()`` does (and ``None`` into NaN).
@@ -143,6 +240,7 @@ class SimParams(Params):
     path: str
     columns: list[str]
     chunk_rows: int = 1440
+    flush_s: float = 30.0
     progress: bool = False
     label: str = ""
     rt_factor: float | None = None  # wall seconds per simulated second: the lag is measured when set
@@ -163,7 +261,7 @@ class RecorderSim(CosimSim):
 
     def setup(self) -> None:
         p = self.params
-        self.recorder = ParquetRecorder(Path(p.path), p.columns, p.chunk_rows)
+        self.recorder = ParquetRecorder(Path(p.path), p.columns, p.chunk_rows, p.flush_s)
         # column of each (attr, source) pair, learnt on first sight: the name is built once per pair
         self._column_pos = {column: pos for pos, column in enumerate(self.recorder.columns)}
         self._slots: defaultdict[str, dict[str, int]] = defaultdict(dict)

@@ -160,6 +160,9 @@ class RecordSpec(_Strict):
     exclude: list[str] = []
     step_s: int | None = Field(default=None, gt=0, le=MAX_DURATION_S)
     chunk_rows: int = Field(default=1440, gt=0, le=10_000_000)
+    #: write what is buffered (closing a crash-safe segment) at least this often: a killed run
+    #: loses at most this much wall time of recording [s]
+    flush_s: float = Field(default=30.0, gt=0, le=86_400)
 
 
 @dataclass
