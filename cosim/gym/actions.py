@@ -81,7 +81,7 @@ class Actuator:
         if outside.any():
             named = ", ".join(f"{a.name} = {v:g} (allowed {self._allowed(a)})"
                               for a, v, o in zip(self.actions, raw, outside) if o)
-            warnings.warn(f"action clipped to its bounds: {named}", ActionClippedWarning, stacklevel=4)
+            warnings.warn(f"action clipped to its bounds: {named}", ActionClippedWarning, stacklevel=5)  # at the caller of env.step
 
     def _allowed(self, action: ActionSpec) -> str:
         if self.discrete:

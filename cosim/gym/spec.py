@@ -423,7 +423,7 @@ def _bounds(body: dict[str, Any], values: tuple[float, ...] | None, default: tup
         else:
             bounds.append(float(given if given is not None else fallback[i]))
     low, high = bounds
-    if len(bounds) == 2 and not low < high and not any(p.path.startswith(where) for p in problems):
+    if not low < high and not any(p.path.startswith(where) for p in problems):
         problems.append(Problem(f"{where}.high", f"must be above low = {low:g}", high))
     if default is not None and not any(p.path.startswith(where) for p in problems):
         for key, value, inside in (("low", low, low >= default[0]), ("high", high, high <= default[1])):
