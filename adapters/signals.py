@@ -435,6 +435,20 @@ class SignalsSim(SingleModelSim):
         if problems:
             raise ValueError("; ".join(problems))
 
+    def forecast(self, attr: str, start_utc: datetime, n: int, step_s: float) -> list[float] | None:
+        """The next ``n`` values of column ``attr`` from ``start_utc``, ``step_s`` apart (a perfect
+        forecast read ahead from the file); times past the data repeat the last value it covers."""
+        if attr not in self.series.names:
+            return None
+        column = self.series.names.index(attr)
+        values: list[float] = []
+        for k in range(n):
+            try:
+                values.append(float(self.series.values_at(start_utc + timedelta(seconds=k * step_s))[column]))
+            except ValueError:  # past the end of the data
+                values.append(values[-1] if values else float(self.series.values[-1, column]))
+        return values
+
     def step_entities(self, time_s: int, inputs: dict[str, dict[str, Any]]) -> None:
         values = self.series.at(self.utc(time_s))  # one file: the same values for every entity
         for eid in self.entities:

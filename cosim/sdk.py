@@ -28,6 +28,12 @@ and implements ``setup()`` (after init), ``create_entity(eid, model, params)`` a
 * ``entity_inputs(model, params)`` — inputs that exist only for some entities (a cluster's
   per-fleet knobs); declare the model ``any_inputs`` for mosaik, and cosim's validator still
   accepts only ``inputs`` plus these.
+* ``input_bounds(model, params)`` — ``{input: (low, high)}`` an entity accepts (a GPU's cap
+  range, a battery's power limits): the default bounds of a learning agent's actions
+  (:mod:`cosim.gym`); default none.
+* ``forecast(attr, start_utc, n, step_s)`` — the next ``n`` values of an output, ``step_s``
+  apart from ``start_utc`` (a signal read ahead from its file): a learning agent's forecast
+  window; default None (this simulator cannot look ahead).
 * ``EXAMPLE`` — params the contract test uses to start it: ``{"sim": {...},
   "models": {model: {...}}, "single": [models created once per sim]}``; relative paths
   resolve from ``scenarios/``, ``{tmp}`` is a temporary folder.
@@ -256,6 +262,15 @@ class CosimSim(mosaik_api_v3.Simulator):
     def entity_inputs(cls, model: str, params: BaseModel | None) -> list[str]:
         """Extra input attributes of one entity, from its params (default: none)."""
         return []
+
+    @classmethod
+    def input_bounds(cls, model: str, params: BaseModel | None) -> dict[str, tuple[float, float]]:
+        """``{input: (low, high)}`` one entity accepts, from its params (default: none known). [input units]"""
+        return {}
+
+    def forecast(self, attr: str, start_utc: datetime, n: int, step_s: float) -> list[float] | None:
+        """The next ``n`` values of output ``attr`` at ``start_utc + k * step_s`` (None: cannot look ahead)."""
+        return None
 
     # -- mosaik API -------------------------------------------------------------------
     def init(self, sid, time_resolution=1.0, *, start_utc, step_s, duration_s, seed, **params):

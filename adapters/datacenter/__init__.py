@@ -334,6 +334,29 @@ class DatacenterSim(SingleModelSim):
         """Per-fleet knobs of one Cluster: ``n_batch_max_<fleet>``, ``replicas_<fleet>_frac``."""
         return fleet_inputs([f.name for f in params.inference]) if params is not None else []
 
+    @classmethod
+    def input_bounds(cls, model: str, params: BaseModel | None) -> dict[str, tuple[float, float]]:
+        """Knob ranges of one Cluster: caps within its GPUs' settable limits (``p_cap_w`` one that
+        every GPU takes), fractions in [0, 1], batch caps from 1 to the fleets' ``max_batch``. [W, -, -]"""
+        if params is None or params.node not in NODES or any((f.node or params.node) not in NODES
+                                                              for f in params.inference):
+            return {}
+        train = gpu_spec(NODES[params.node].gpu)
+        fleet_gpus = [gpu_spec(NODES[f.node or params.node].gpu) for f in params.inference]
+        every = [train, *fleet_gpus]
+        bounds = {"p_cap_w": (max(g.p_limit_min_w for g in every), min(g.tdp_w for g in every)),
+                  **{f"p_cap_{c}_w": (train.p_limit_min_w, train.tdp_w) for c in CLASSES},
+                  "pause_flexible_frac": (0.0, 1.0), "replicas_frac": (0.0, 1.0)}
+        if params.inference:
+            bounds["p_cap_infer_w"] = (max(g.p_limit_min_w for g in fleet_gpus), min(g.tdp_w for g in fleet_gpus))
+            bounds["n_batch_max"] = (1.0, float(max(f.max_batch for f in params.inference)))
+        for f in params.inference:
+            bounds[f"n_batch_max_{f.name}"] = (1.0, float(f.max_batch))
+            bounds[f"replicas_{f.name}_frac"] = (0.0, 1.0)
+        if params.rated_mw is not None:
+            bounds["p_limit_mw"] = (0.0, params.rated_mw)
+        return bounds
+
     def build(self, eid: str, params: ClusterParams) -> "_Entity":
         problems = cluster_problems(params, self.duration_s)
         if problems:

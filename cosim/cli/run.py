@@ -9,8 +9,10 @@ from typing import Any
 
 from cosim import grid_models, registry
 from cosim.errors import few
+from cosim.gym import check_scenario as check_agent_sections
 from cosim.run import run_scenario
 from cosim.scenario import load_scenario, parse_set
+from cosim.scenario.schema import FOREIGN_SECTIONS
 
 
 def engine_overrides(args: argparse.Namespace) -> dict[str, Any]:
@@ -30,6 +32,8 @@ def print_warnings(scn) -> None:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     scn = load_scenario(args.scenario, engine_overrides(args), args.allow_commands)
+    if any(section in scn.raw for section in FOREIGN_SECTIONS):
+        check_agent_sections(scn)  # [agent] / [agents.<name>]: read by cosim.gym, checked by it
     print_warnings(scn)
     s = scn.scenario
     print(f"{args.scenario}: ok — {s.name}: {len(scn.sims)} sims, {len(scn.entities)} entities, "

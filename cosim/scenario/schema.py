@@ -28,6 +28,9 @@ SIM_KEYS = ("adapter", "step_s", "cmd", "connect", "process")
 #: entity another role than its model's, ``roles`` a role per output column.
 ENTITY_KEYS = ("sim", "model", "role", "roles")
 SECTIONS = ("scenario", "sims", "entities", "connect", "record")
+#: Tables the core accepts without interpreting them: ``[agent]`` and ``[agents.<name>]`` are read
+#: (and validated) by :mod:`cosim.gym`; a plain run ignores them.
+FOREIGN_SECTIONS = ("agent", "agents")
 
 
 class _Strict(BaseModel):

@@ -19,6 +19,7 @@ from cosim.errors import Problem, ScenarioError, few
 from cosim.roles import ROLES, missing_outputs
 from cosim.scenario.schema import (
     ENTITY_KEYS,
+    FOREIGN_SECTIONS,
     SECTIONS,
     SIM_KEYS,
     ConnectSpec,
@@ -45,8 +46,11 @@ def validate(raw: dict[str, Any], path: Path, allow_commands: bool = False) -> S
     problems: list[Problem] = []
     base_dir = path.resolve().parent
     for key in raw:
-        if key not in SECTIONS:
-            problems.append(Problem(key, f"unknown section; allowed: {', '.join(SECTIONS)}"))
+        if key in FOREIGN_SECTIONS:  # read by cosim.gym (cosim validate checks them through it)
+            if not isinstance(raw[key], dict):
+                problems.append(Problem(key, f"must be a table ([{key}] ...), read by cosim.gym", raw[key]))
+        elif key not in SECTIONS:
+            problems.append(Problem(key, f"unknown section; allowed: {', '.join((*SECTIONS, *FOREIGN_SECTIONS))}"))
 
     section = _model(ScenarioSection, raw.get("scenario"), "scenario", problems)
     sims = _table(raw.get("sims", {}), "sims", SimSpec, SIM_KEYS, problems)
