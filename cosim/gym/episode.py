@@ -95,8 +95,8 @@ class Episode:
 
     @property
     def terminated(self) -> bool:
-        """The scenario reached its end."""
-        return self.t_s >= self.duration_s
+        """The scenario reached its end, or a simulator ended it early (``Session.ended``)."""
+        return self.t_s >= self.duration_s or (self.session is not None and self.session.ended is not None)
 
     @property
     def truncated(self) -> bool:
@@ -115,10 +115,12 @@ class Episode:
         rows = []
         for t in range(self.t_s, end, self.record_s):
             self.session.run_until(t + 1)  # every simulator due at or before t has stepped
+            if self.session.ended is not None:  # a simulator ended the run at t: no row of t
+                break
             rows.append(self._row())
         self.t_s = end
         self.n_decisions += 1
-        if self.terminated:
+        if self.terminated and self.session.ended is None:
             self.session.run_until(self.duration_s)  # the steps after the last recorded one
         return self.terms.compute(np.array(rows, dtype=float).reshape(len(rows), len(self._columns)), self._columns)
 

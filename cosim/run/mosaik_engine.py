@@ -7,6 +7,7 @@ and the only one for simulators in another process or on another host).
 from __future__ import annotations
 
 import asyncio
+import re
 import sys
 import time
 import warnings
@@ -140,7 +141,8 @@ def run_world(scn: Scenario, run_dir: Path, progress: bool = True) -> Outcome:
             world.run(until=scn.scenario.duration_s, print_progress=False, lazy_stepping=True,
                       **({"rt_factor": rt_factor} if rt_factor else {}))
         if errors:
-            status, reason = "failed", errors[0]
+            status, reason = _remote_outcome(errors[0], run_dir / "simulators.log")
+            _shutdown_quietly(world)  # mosaik logged the error and returned: its other tasks still wait
     except StopRequested as exc:  # SIGTERM / Ctrl-C at a step: keep what was recorded; the runner re-raises
         status, reason = "interrupted", str(exc)
         _shutdown_quietly(world)
@@ -203,6 +205,27 @@ def _watch(world: mosaik.World, processes: SimProcesses, stall_timeout_s: float 
     return watchdog
 
 
+_REMOTE_END = re.compile(r"Simulator (?P<sid>\S+) aborted the simulation with error EndRun\((?P<msg>.*?)\)\."
+                         r"(?: Further information provided:|$)", re.DOTALL)
+
+
+def _remote_outcome(message: str, log: Path) -> tuple[str, str]:
+    """Status and reason from the error mosaik logs when a simulator in another process raised.
+
+    A simulator process that ended the run on purpose (:class:`cosim.sdk.EndRun`, sent under that
+    name by :mod:`cosim.run.remote`) ends it ``ok`` with its message, as an in-process one does.
+    The remote traceback goes to ``simulators.log``; the reason keeps the error's one line."""
+    ended = _REMOTE_END.match(message)
+    if ended:
+        return "ok", ended["msg"]
+    head, sep, details = message.partition(" Further information provided:")
+    if sep:
+        with log.open("a", encoding="utf-8") as out:
+            out.write(f"{head}\n{details.strip()}\n")
+        head = f"{head} (its traceback is in simulators.log)"
+    return "failed", head
+
+
 def _shutdown_quietly(world: mosaik.World | None) -> None:
     """After a failure: cancel mosaik's pending simulator tasks, then shut the world down (each
     wait bounded: a dead remote simulator must not hang the shutdown either)."""
@@ -211,6 +234,8 @@ def _shutdown_quietly(world: mosaik.World | None) -> None:
     loop = world.loop
     # a dead simulator's reader task fails with "connection reset": expected here, not news
     loop.set_exception_handler(lambda _loop, _context: None)
+    if loop.is_closed():  # mosaik shut the world down itself (it logged a remote error and returned):
+        return            # its abandoned tasks are garbage now, and say nothing when collected
     pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
     for task in pending:
         task.cancel()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cosim.sdk import CosimSim, Params, model_meta
+from cosim.sdk import CosimSim, EndRun, Params, model_meta
 
 
 class RampParams(Params):
@@ -99,3 +99,22 @@ def _slow_import() -> None:
 
 
 _slow_import()
+
+
+class EndingParams(Params):
+    end_at_s: int = 600
+
+
+class EndingSim(CosimSim):
+    """A ramp that ends the run on purpose (:class:`cosim.sdk.EndRun`) at ``end_at_s``, as an FMU
+    that asks to terminate does."""
+
+    META = {"api_version": "3.0", "type": "time-based", "models": {"Ending": model_meta(outputs=["p_mw"], role="load")}}
+    SimParams = EndingParams
+
+    def create_entity(self, eid, model, params):
+        self.out[eid] = {"p_mw": 1.0}
+
+    def step_entities(self, time_s, inputs):
+        if time_s >= self.params.end_at_s:
+            raise EndRun(f"toy {self.sid} reached its end at t = {time_s} s")
