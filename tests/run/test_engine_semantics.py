@@ -10,42 +10,11 @@ import pandas as pd
 import pytest
 
 import cosim
+from toy_scenarios import ramp_sink
 
 ENGINES = ("mosaik", "direct")
 
-BASE = """
-[scenario]
-name = "toy"
-start = 2024-07-15T00:00:00Z
-duration_s = {duration_s}
-step_s = {step_s}
-seed = 1
-
-[sims]
-src = {{ adapter = "toy_ramp"{src_step} }}
-sink = {{ adapter = "toy_sink"{sink_step} }}
-
-[entities]
-a = {{ sim = "src", model = "Ramp", p0_mw = 1.0 }}
-b = {{ sim = "src", model = "Ramp", p0_mw = 2.0, slope_mw_h = 0.0 }}
-s = {{ sim = "sink", model = "Sink" }}
-
-[[connect]]
-src = "a"
-dst = "s"
-attrs = ["p_mw"]
-
-[[connect]]
-src = "b"
-dst = "s"
-attrs = ["p_mw"]
-"""
-
-
-def scenario(duration_s=3600, step_s=60, src_step_s=None, sink_step_s=None, extra=""):
-    return BASE.format(duration_s=duration_s, step_s=step_s,
-                       src_step=f", step_s = {src_step_s}" if src_step_s else "",
-                       sink_step=f", step_s = {sink_step_s}" if sink_step_s else "") + extra
+scenario = ramp_sink
 
 
 def run_both(write_scenario, tmp_path, text, **overrides):

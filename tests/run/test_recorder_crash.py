@@ -21,34 +21,13 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
+import cosim
 from cosim.cli import main
 from cosim.run.recorder import ParquetRecorder, assemble, segment_files
+from toy_scenarios import ramp_sink
 
 ROOT = Path(__file__).resolve().parents[2]
-TOY = """
-[scenario]
-name = "long"
-start = 2024-07-15T00:00:00Z
-duration_s = 8_640_000
-step_s = 60
-
-[sims]
-src = { adapter = "toy_ramp" }
-sink = { adapter = "toy_sink" }
-
-[entities]
-a = { sim = "src", model = "Ramp", p0_mw = 1.0 }
-s = { sim = "sink", model = "Sink" }
-
-[[connect]]
-src = "a"
-dst = "s"
-attrs = ["p_mw"]
-
-[record]
-chunk_rows = 1_000_000
-flush_s = 0.5
-"""
+TOY = ramp_sink(duration_s=8_640_000, name="long", extra="\n[record]\nchunk_rows = 1_000_000\nflush_s = 0.5\n")
 DRIVER = ("import sys\nfrom cosim import registry\n"
           "registry.register('toy_ramp', 'toy_sims:RampSim'); registry.register('toy_sink', 'toy_sims:SinkSim')\n"
           "from cosim.cli import main\nraise SystemExit(main(sys.argv[1:]))\n")
@@ -126,8 +105,6 @@ def test_segments_close_by_wall_time_and_assemble_in_order(tmp_path, monkeypatch
 
 
 def test_repair_on_a_whole_folder_changes_nothing(tmp_path, toy_adapters, write_scenario, capsys):
-    import cosim
-
     result = cosim.run(write_scenario(TOY.replace("8_640_000", "600")), out_dir=tmp_path)
     before = (result.run_dir / "timeseries.parquet").read_bytes()
     assert main(["repair", str(result.run_dir)]) == 0
