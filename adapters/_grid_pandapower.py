@@ -114,7 +114,11 @@ class PowerFlow:
 
     def bus_of(self, kind: str, pos: int) -> int:
         """Position in ``net.bus`` of the bus element ``pos`` of ``kind`` stands on."""
-        return int(self.net.bus.index.get_loc(self.net[kind]["bus"].iat[pos]))
+        # kept: the pandas lookups cost ~20 µs, and the adapter asks for every element each step
+        key = (kind, pos)
+        if key not in self._bus_pos:
+            self._bus_pos[key] = int(self.net.bus.index.get_loc(self.net[kind]["bus"].iat[pos]))
+        return self._bus_pos[key]
 
     def element_vm_pu(self, kind: str, pos: int) -> float:
         """Voltage at the bus of element ``pos`` of ``kind``. [pu]"""
@@ -187,6 +191,7 @@ class PowerFlow:
     # -- building the solver model ------------------------------------------------------
     def _read_tables(self) -> None:
         """The tabulated element powers (the values used when nothing overrides them)."""
+        self._bus_pos: dict[tuple[str, int], int] = {}  # bus_of, read again after an edit
         self.p0 = {k: self.net[k]["p_mw"].to_numpy(float).copy() for k in KINDS}
         self.q0 = {k: self.net[k]["q_mvar"].to_numpy(float).copy() for k in KINDS}
 

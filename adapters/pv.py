@@ -5,10 +5,10 @@ parameters: solar position (``Location.get_solarposition``, NREL SPA), plane-of-
 irradiance (the steps of ``irradiance.get_total_irradiance``: sky diffuse, Hay-Davies by
 default, ground diffuse, ``poa_components``), the incidence-angle modifier on the beam
 (``iam.physical``), cell temperature (``temperature.sapm_cell``), DC power with its
-temperature coefficient (``pvsystem.pvwatts_dc``), DC losses (one lumped fraction, PVWatts' 14 % by default:
-Dobos 2014, NREL/TP-6A20-62641) and the inverter with its part-load efficiency and
-clipping at the AC rating (``inverter.pvwatts``). Mounting is fixed tilt/azimuth or a
-single-axis tracker (``tracking.singleaxis`` with backtracking).
+temperature coefficient (``pvsystem.pvwatts_dc``), DC losses (one lumped fraction,
+PVWatts' 14 % by default: Dobos 2014, NREL/TP-6A20-62641) and the inverter with its
+part-load efficiency and clipping at the AC rating (``inverter.pvwatts``). Mounting is
+fixed tilt/azimuth or a single-axis tracker (``tracking.singleaxis`` with backtracking).
 
 Sign: generator convention, ``p_mw > 0`` is production (pandapower's ``sgen``).
 

@@ -37,7 +37,7 @@ from cosim.adapters.datacenter.scheduler import (
     Scheduler,
 )
 from cosim.adapters.datacenter.stragglers import COMPUTE_FRAC, StragglerModel
-from cosim.adapters.datacenter.training import CLASSES, Jobs, capped
+from cosim.adapters.datacenter.training import CLASSES, Jobs, capped, capped_power, capped_speed
 
 #: Bisection steps when searching the cap that meets the facility limit (resolution
 #: (TDP - min) / 2**20, far below a watt).
@@ -142,6 +142,9 @@ class GpuCluster:
         self.busy_mean_frac = np.full(len(jobs), np.nan)  # long-run straggler busy share, filled on first run
         self.ran_s = np.zeros(len(jobs))  # running (wall) time of each job, for its checkpoints
         self.p_unc_w = gpu.idle_w + jobs.power_frac * (gpu.tdp_w - gpu.idle_w)
+        # speed and power of each job at the default (TDP) limit, the reference of every cap:
+        # fixed per job, so looked up instead of interpolated every step
+        self._speed_tdp_frac, self._power_tdp_frac = capped(gpu.tdp_w / self.p_unc_w)
         self.n_nodes = math.ceil(n_gpus / node.gpus_per_node)
         self.fleet_nodes = [math.ceil(f.fleet.n_gpus / f.node.gpus_per_node) for f in fleets]
         full_mw = (self.n_nodes * node.other_full_w + n_gpus * gpu.tdp_w
@@ -223,13 +226,16 @@ class GpuCluster:
         state = self.sched.state
         frac = knobs.pause_flexible_frac or 0.0
         knob_paused = np.flatnonzero(self.paused_by == 1)
-        pool = np.flatnonzero(self.jobs.flexible & np.isin(state, (QUEUED, RUNNING, PAUSED)))
+        if frac == 0.0 and len(knob_paused) == 0:
+            return  # the target is 0 paused and none are: nothing to do (most steps)
+        # == per state, not np.isin: isin on a tuple costs ~10x more on every job
+        pool = np.flatnonzero(self.jobs.flexible & ((state == QUEUED) | (state == RUNNING) | (state == PAUSED)))
         target = int(round(frac * len(pool)))
         if target < len(knob_paused):  # release the most important first
             order = knob_paused[np.lexsort((knob_paused, self.jobs.prio[knob_paused]))]
             self._resume(order[: len(knob_paused) - target])
         elif target > len(knob_paused):  # pause running low-priority jobs first, then queued
-            cand = pool[(self.paused_by[pool] == 0) & np.isin(state[pool], (QUEUED, RUNNING))]
+            cand = pool[(self.paused_by[pool] == 0) & ((state[pool] == QUEUED) | (state[pool] == RUNNING))]
             key = (-cand, -self.jobs.prio[cand], state[cand] != RUNNING)
             chosen = cand[np.lexsort(key)][: target - len(knob_paused)]
             self._pause(chosen, 1, time_s)
@@ -261,18 +267,28 @@ class GpuCluster:
 
     def _gpu_power(self, run: np.ndarray, caps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(speed_frac, per-GPU power)`` of running jobs under ``caps`` (Zeus curves). [-, W]"""
-        p_unc = self.p_unc_w[run]
-        speed, power = capped(caps / p_unc)
         # Relative to the same job at the default (TDP) limit: uncapped means speed 1.
-        speed_tdp, power_tdp = capped(self.gpu.tdp_w / p_unc)
-        speed, power = np.minimum(speed / speed_tdp, 1.0), np.minimum(power / power_tdp, 1.0)
-        return speed, np.maximum(np.minimum(p_unc * power, caps), self.gpu.idle_w)
+        speed_tdp = self._speed_tdp_frac[run]
+        speed = speed_tdp if self._uncapped(caps) else capped_speed(caps / self.p_unc_w[run])
+        return np.minimum(speed / speed_tdp, 1.0), self._gpu_w(run, caps)
+
+    def _gpu_w(self, run: np.ndarray, caps: np.ndarray) -> np.ndarray:
+        """Per-GPU power of running jobs under ``caps`` (the power half of :meth:`_gpu_power`). [W]"""
+        p_unc, power_tdp = self.p_unc_w[run], self._power_tdp_frac[run]
+        power = power_tdp if self._uncapped(caps) else capped_power(caps / p_unc)
+        return np.maximum(np.minimum(p_unc * np.minimum(power / power_tdp, 1.0), caps), self.gpu.idle_w)
+
+    def _uncapped(self, caps: np.ndarray) -> bool:
+        """Every cap at TDP (most steps): the curves' points are the precomputed TDP ones."""
+        return bool((caps == self.gpu.tdp_w).all())
 
     def _train_it_w(self, run: np.ndarray, caps: np.ndarray) -> float:
         """Training partition IT power with every running job busy all step. [W]"""
-        _, p_gpu = self._gpu_power(run, caps)
-        busy = float(self.jobs.n_gpus[run].sum())
-        return (float(self.jobs.n_gpus[run] @ p_gpu) + (self.n_gpus - busy) * self.gpu.idle_w
+        # the limit search calls this ~20 times per tier: power only, GPU counts gathered once
+        p_gpu = self._gpu_w(run, caps)
+        n_gpus = self.jobs.n_gpus[run]
+        busy = float(n_gpus.sum())
+        return (float(n_gpus @ p_gpu) + (self.n_gpus - busy) * self.gpu.idle_w
                 + self.n_nodes * self.node.other_idle_w
                 + (self.node.other_full_w - self.node.other_idle_w) * busy / self.node.gpus_per_node)
 
@@ -319,7 +335,7 @@ class GpuCluster:
             return run, caps
         jobs = run[cand]
         order = np.lexsort((-self.sched.first_start_s[jobs], -self.jobs.prio[jobs]))
-        _, p_gpu = self._gpu_power(run, caps)
+        p_gpu = self._gpu_w(run, caps)
         saving_mw = np.cumsum(self._saving_w(jobs[order], p_gpu[cand][order])) / 1e6
         excess_mw = total_mw(run, caps) - limit_mw
         n = min(int(np.searchsorted(saving_mw, excess_mw)) + 1, len(order))
@@ -374,8 +390,8 @@ class GpuCluster:
         active = np.minimum(1.0, rem / np.maximum(speed * progress * dt_s, 1e-12))
         sched.remaining_s[run] = rem - speed * progress * dt_s * active
         self.ran_s[run] += dt_s * active
-        done = run[sched.remaining_s[run] <= 1e-6]
-        sched.release(done, DONE, time_s + dt_s * active[np.isin(run, done)])
+        finished = sched.remaining_s[run] <= 1e-6  # (run holds distinct jobs: no isin needed)
+        sched.release(run[finished], DONE, time_s + dt_s * active[finished])
         g = jobs.n_gpus[run].astype(float)
         busy_gpus = float(g @ active)
         gpu_w = float(g @ (p_gpu * active)) + (self.n_gpus - busy_gpus) * self.gpu.idle_w
@@ -432,8 +448,8 @@ class GpuCluster:
         self.p_last_mw = p_mw
         liquid_mw = (self.node.liquid_frac * train["it_w"] + infer["liquid_w"]) / 1e6
         total_gpus = self.n_gpus + sum(f.fleet.n_gpus for f in self.fleets)
-        counts = np.bincount(state, minlength=6)
         by_class = np.bincount(state * len(CLASSES) + prio, minlength=6 * len(CLASSES)).reshape(6, len(CLASSES))
+        counts = by_class.sum(axis=1)  # jobs per state (one pass over the jobs, not two)
         out = {
             "p_mw": p_mw, "p_it_mw": p_it_mw, "p_loss_mw": p_loss_mw, "q_mvar": p_mw * self.q_per_p,
             "q_heat_mw": p_mw, "q_heat_liquid_mw": liquid_mw, "q_heat_air_mw": p_mw - liquid_mw,

@@ -67,8 +67,12 @@ class Scheduler:
 
     def start(self, job: int, time_s: float) -> None:
         """Give ``job`` all its GPUs (the caller checked they are free)."""
+        self._start(job, time_s, np.flatnonzero(self.owner < 0))
+
+    def _start(self, job: int, time_s: float, free_gpus: np.ndarray) -> int:
+        """:meth:`start` taking the lowest of ``free_gpus`` (the free GPUs, ascending); returns how many."""
         need = int(self.jobs.n_gpus[job])
-        free = np.flatnonzero(self.owner < 0)[:need]
+        free = free_gpus[:need]
         if len(free) < need:
             raise RuntimeError(f"job {job} needs {need} GPUs, {len(free)} free")
         self.owner[free] = job
@@ -79,14 +83,19 @@ class Scheduler:
             if self.jobs.submit_s[job] >= 0:
                 self.wait_sum_s += time_s - self.jobs.submit_s[job]
                 self.n_started += 1
+        return need
 
     def release(self, jobs: np.ndarray, new_state: int, time_s: float | np.ndarray | None = None) -> None:
         """Free the GPUs of running ``jobs`` and move them to ``new_state`` (done or paused)."""
         if len(jobs) == 0:
             return
-        held = np.isin(self.owner, jobs)
+        # a per-job lookup, not np.isin(owner, jobs), which sorts every GPU; a free GPU's
+        # owner -1 reads the spare last entry, never set
+        releasing = np.zeros(len(self.jobs) + 1, bool)
+        releasing[jobs] = True
+        held = np.flatnonzero(releasing[self.owner])
         self.owner[held] = -1
-        self.n_free += int(held.sum())
+        self.n_free += len(held)
         self.state[jobs] = new_state
         if new_state == DONE:
             self.end_s[jobs] = time_s
@@ -116,9 +125,10 @@ class Scheduler:
         order = self.queue_order()
         started: list[int] = []
         n_gpus = self.jobs.n_gpus
+        free_gpus = None  # listed at the pass's first start (_start_lowest)
         i = 0
         while i < len(order) and n_gpus[order[i]] <= self.n_free:
-            self.start(int(order[i]), time_s)
+            free_gpus = self._start_lowest(int(order[i]), time_s, free_gpus)
             started.append(int(order[i]))
             i += 1
         if i >= len(order) or self.policy == "fifo":
@@ -132,13 +142,21 @@ class Scheduler:
                 continue
             ends_in_time = end_s <= shadow_s
             if ends_in_time or need <= extra:
-                self.start(job, time_s)
+                free_gpus = self._start_lowest(job, time_s, free_gpus)
                 started.append(job)
                 if not ends_in_time:
                     extra -= need
             if self.n_free == 0:
                 break
         return started
+
+    def _start_lowest(self, job: int, time_s: float, free_gpus: np.ndarray | None) -> np.ndarray:
+        """:meth:`start` within a pass: the free GPUs are listed once (on the pass's first
+        start), each start takes the lowest of them as ``start`` would, and the rest is
+        returned; one scan of every GPU per pass instead of one per started job."""
+        if free_gpus is None:
+            free_gpus = np.flatnonzero(self.owner < 0)
+        return free_gpus[self._start(job, time_s, free_gpus):]
 
     def _reservation(self, need: int, time_s: float) -> tuple[float, int]:
         """Shadow time for a head needing ``need`` GPUs, and the GPUs spare at that time."""
