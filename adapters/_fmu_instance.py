@@ -105,13 +105,16 @@ class FmuInstance:
         if self.log:
             LOG.info("%s: %s", self.label, text)
 
-    def _call(self, what: str, fn, variable: str | None = None):
+    def _call(self, what, fn, variable: str | None = None):
+        """``fn()``, its failure raised as an FmuError naming ``what`` (a text, or a callable
+        giving it: the hot path formats nothing unless the call fails)."""
         start = _time.perf_counter()
         try:
             return fn()
         except (FmuError, FmuEnded):
             raise
         except Exception as exc:  # fmpy raises FMICallException, OSError, ctypes errors
+            what = what() if callable(what) else what
             raise FmuError(f"{self.label} at t = {self.time_s:g} s{self._var(variable)}: {what} failed: "
                            f"{exc}{self._said()}") from exc
         finally:
@@ -207,7 +210,7 @@ class FmuInstance:
                 self._array(port)[port.index] = si
                 arrays[port.vr] = port
                 continue
-            self._call(f"{what} ({port.attr} = {number:g})", lambda: self._set_one(port, [si]), port.var)
+            self._call(lambda: f"{what} ({port.attr} = {number:g})", lambda: self._set_one(port, [si]), port.var)
         for vr, port in arrays.items():
             self._call(f"{what} ({port.var}, {port.size} elements)", lambda: self._set_one(port, self._arrays[vr]),
                        port.var)

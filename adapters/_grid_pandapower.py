@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 import pandapower as pp
+from scipy import sparse
 from lightsim2grid.algorithm import NRSing_KLU
 from pandapower.pd2ppc import _pd2ppc
 from pandapower.pf.ppci_variables import _get_pf_variables_from_ppci
@@ -156,13 +157,15 @@ class PowerFlow:
 
     def _results(self, v: np.ndarray, sbus: np.ndarray) -> None:
         self.vm_pu = np.append(np.abs(v), np.nan)[self._bus_map]
-        i_f, i_t = self._yf @ v, self._yt @ v
+        currents = self._y_out @ v  # [Yf; Yt; Ybus rows of the slack]: one product a step
+        n_br = self._n_br
+        i_f, i_t = currents[:n_br], currents[n_br:2 * n_br]
         loading = np.append(np.maximum(np.abs(i_f) * self._c_f, np.abs(i_t) * self._c_t), 0.0)
         self.line_loading_pct = loading[self._line_br]
         self.trafo_loading_pct = loading[self._trafo_br]
         s_loss = v[self._f] * np.conj(i_f) + v[self._t] * np.conj(i_t)
         self.losses_mw = float(s_loss.real[self._loss_br].sum() * self._base_mva)
-        s_ref = v[self._ref] * np.conj(self._y_ref @ v)
+        s_ref = v[self._ref] * np.conj(currents[2 * n_br:])
         s_import = ((s_ref - sbus[self._ref]).sum() + self._s_gen_ref) * self._base_mva
         self.p_import_mw, self.q_import_mvar = float(s_import.real), float(s_import.imag)
 
@@ -221,7 +224,8 @@ class PowerFlow:
         n = self._n_bus = bus.shape[0]
         self._base_mva = float(base_mva)
         self._ybus, self._yf, self._yt = ybus.tocsc(), yf.tocsr(), yt.tocsr()
-        self._y_ref = ybus.tocsr()[ref, :]
+        self._n_br = yf.shape[0]
+        self._y_out = sparse.vstack([self._yf, self._yt, ybus.tocsr()[ref, :]], format="csr")
         self._ref, self._pv, self._pq = ref.astype(int), pv.astype(int), pq.astype(int)
         weights = bus[:, SL_FAC].astype(float)
         if not weights[ref].any():

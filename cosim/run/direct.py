@@ -257,6 +257,8 @@ class DirectEngine:
 
     def _prune(self) -> None:
         """Drop cached outputs no reader can ask for again (keeps memory flat; never needed data)."""
+        if all(len(sim.cache) <= 2 for sim in self.sims):
+            return  # the usual case (last output, maybe a seed): nothing worth the scan below
         earliest: dict[int, int] = {}
         for sim in self.sims:
             if sim.next_t is None:
