@@ -4,6 +4,7 @@ Run by hand (never in the tests)::
 
     .venv/bin/python bench/bench_sweep.py              # 8 runs, 2 workers
     .venv/bin/python bench/bench_sweep.py --runs 16 --workers 4
+    .venv/bin/python bench/bench_sweep.py --engine direct   # the in-process engine in every run
 
 Prints three wall times and two speed-ups: serial (in this process, one run after
 another, after a 1-minute warm-up run), Dask from cold (``run_sweep`` starting its own
@@ -30,11 +31,12 @@ from cosim.studies.sweep import run_sweep  # noqa: E402
 SCENARIO = ROOT / "scenarios" / "default.toml"
 
 
-def warm_up(folder: str) -> bool:
+def warm_up(folder: str, engine: str = "mosaik") -> bool:
     """One 1-minute run of the scenario: imports, data caches and FMU loading done before timing."""
     from cosim.studies.sweep import run_variant
 
-    row = run_variant(str(SCENARIO), {"scenario.duration_s": 60}, f"{folder}/warm-{os.getpid()}")
+    row = run_variant(str(SCENARIO), {"scenario.duration_s": 60, "scenario.engine": engine},
+                      f"{folder}/warm-{os.getpid()}")
     return row["status"] == "ok"
 
 
@@ -61,7 +63,7 @@ def machine_parallelism(workers: int) -> float:
 
 
 def timed_sweep(variants, out: Path, **kwargs) -> tuple[float, str]:
-    """Wall time of a sweep, and a note: runs ok and the mean mosaik wall time per run."""
+    """Wall time of a sweep, and a note: runs ok and the mean engine wall time per run."""
     started = time.perf_counter()
     table = run_sweep(SCENARIO, variants, out, progress=False, **kwargs)
     wall_s = time.perf_counter() - started
@@ -72,13 +74,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=8)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--engine", choices=("mosaik", "direct"), default="mosaik")
     args = parser.parse_args()
-    variants = [{"scenario.seed": seed} for seed in range(1, args.runs + 1)]
-    print(f"{args.runs} one-day runs of {SCENARIO.name} (1,440 steps each); {os.cpu_count()} cores, "
+    variants = [{"scenario.seed": seed, "scenario.engine": args.engine} for seed in range(1, args.runs + 1)]
+    print(f"{args.runs} one-day runs of {SCENARIO.name} (1,440 steps each) on the {args.engine} engine; "
+          f"{os.cpu_count()} cores, "
           f"load average before: {os.getloadavg()[0]:.2f}")
     with tempfile.TemporaryDirectory() as tmp:
         tmp_path = Path(tmp)
-        warm_up(tmp)  # this process too: serial and warm Dask both start with imports done
+        warm_up(tmp, args.engine)  # this process too: serial and warm Dask both start with imports done
         serial_s, ok = timed_sweep(variants, tmp_path / "serial", workers=0)
         print(f"serial (in-process):          {serial_s:7.1f} s  ({ok})")
 
@@ -93,7 +97,7 @@ def main() -> None:
         with worker_config(), LocalCluster(n_workers=args.workers, threads_per_worker=1, dashboard_address=":0",
                                            silence_logs=40) as cluster, Client(cluster) as client:
             workers = list(client.scheduler_info()["workers"])  # a task, not client.run: mosaik needs its own loop
-            assert all(client.gather([client.submit(warm_up, tmp, workers=[w], pure=False) for w in workers]))
+            assert all(client.gather([client.submit(warm_up, tmp, args.engine, workers=[w], pure=False) for w in workers]))
             warm_s, ok = timed_sweep(variants, tmp_path / "warm", scheduler=cluster.scheduler_address)
         print(f"dask warm ({args.workers} workers, up already): {warm_s:7.1f} s  ({ok})  "
               f"speed-up {serial_s / warm_s:.2f}x")

@@ -350,12 +350,19 @@ def _actions(scn: Scenario, value: Any, where: str, problems: list[Problem]) -> 
     return found
 
 
-def _action(scn: Scenario, body: Any, where: str, problems: list[Problem]) -> ActionSpec | None:
+def _is_table(body: Any, where: str, keys, example: str, problems: list[Problem]) -> bool:
+    """True for a table (its unknown keys reported); False, with a problem, for anything else."""
     if not isinstance(body, dict):
-        problems.append(Problem(where, 'must be a table, e.g. { input = "bess.p_set_mw" }', body))
-        return None
+        problems.append(Problem(where, f"must be a table, e.g. {example}", body))
+        return False
+    _unknown(body, where, keys, problems)
+    return True
+
+
+def _action(scn: Scenario, body: Any, where: str, problems: list[Problem]) -> ActionSpec | None:
     before = len(problems)
-    _unknown(body, where, ACTION_KEYS, problems)
+    if not _is_table(body, where, ACTION_KEYS, '{ input = "bess.p_set_mw" }', problems):
+        return None
     eid, attr = _input_name(scn, body.get("input"), f"{where}.input", problems)
     if eid is None:
         return None
@@ -475,11 +482,9 @@ def _forecasts(scn: Scenario, value: Any, where: str, problems: list[Problem]) -
 
 
 def _forecast(scn: Scenario, body: Any, where: str, problems: list[Problem]) -> ForecastSpec | None:
-    if not isinstance(body, dict):
-        problems.append(Problem(where, 'must be a table, e.g. { signal = "grid_ci.ci_g_kwh", n = 6 }', body))
-        return None
     before = len(problems)
-    _unknown(body, where, FORECAST_KEYS, problems)
+    if not _is_table(body, where, FORECAST_KEYS, '{ signal = "grid_ci.ci_g_kwh", n = 6 }', problems):
+        return None
     n, step_s = body.get("n", 1), body.get("step_s", 3600)
     for key, number in (("n", n), ("step_s", step_s)):
         if not isinstance(number, int) or isinstance(number, bool) or number < 1:
