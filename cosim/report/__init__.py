@@ -90,7 +90,7 @@ def _read_series(path: Path, top_lines: int, batch_rows: int) -> pd.DataFrame | 
 
 
 def _meta_table(meta: dict[str, Any]) -> str:
-    keys = ("scenario", "status", "reason", "engine", "start_utc", "duration_s", "step_s", "seed", "steps", "wall_s",
+    keys = ("scenario", "status", "reason", "engine", "start_utc", "duration_s", "step_s", "tick_s", "seed", "steps", "wall_s",
             "steps_per_s", "started_utc", "git_commit")
     rows = "".join(f"<tr><td>{k}</td><td>{esc(fmt(meta.get(k)))}</td></tr>" for k in keys if k in meta)
     versions = meta.get("versions") or {}
