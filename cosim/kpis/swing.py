@@ -35,11 +35,16 @@ def _columns(columns: list[str], roles: RunRoles) -> list[str]:
     return ending(columns, ".p_mw")
 
 
+def welch_psd(p: np.ndarray, dt_s: float) -> tuple[np.ndarray, np.ndarray]:
+    """One-sided Welch PSD of ``p`` [MW] sampled every ``dt_s``: ``(f [Hz], S [MW²/Hz])``."""
+    x = np.asarray(p, float) - np.mean(p)
+    nper = min(len(x), int(round(WINDOW_S / dt_s)))
+    return signal.welch(x, fs=1.0 / dt_s, window="hann", nperseg=nper, detrend="constant")
+
+
 def band_rms(p: np.ndarray, dt_s: float, band_hz: tuple[float, float] = BAND_HZ) -> tuple[float, float]:
     """``(rms in the band [MW], frequency of the band's spectral peak [Hz])`` of ``p`` [MW]."""
-    x = p - np.mean(p)
-    nper = min(len(x), int(round(WINDOW_S / dt_s)))
-    freqs, psd = signal.welch(x, fs=1.0 / dt_s, window="hann", nperseg=nper, detrend="constant")
+    freqs, psd = welch_psd(p, dt_s)
     inside = (freqs >= band_hz[0]) & (freqs <= band_hz[1])
     if inside.sum() < 2:
         return float("nan"), float("nan")

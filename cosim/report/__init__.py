@@ -167,7 +167,7 @@ def render(run_dir: Path) -> str:
         if isinstance(drawn, str):
             parts.append(f"<section id='fig-{fig.name}' data-figure='{fig.name}'><h2>{fig.title}</h2>"
                          f"<img alt='{fig.title} figure' src='data:image/png;base64,{drawn}'></section>")
-        elif ts is not None:
+        elif ts is not None and not fig.optional:
             absent.append(drawn.reason if isinstance(drawn, Absent) else fig.absent)
     if ts is None:
         absent = ["no readable timeseries.parquet: no figures"]
