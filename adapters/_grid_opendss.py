@@ -314,7 +314,7 @@ class OpenDssFlow:
         self.dss.Text.Command(f"{verb} Line.{line} 2")
 
     # -- solving ---------------------------------------------------------------------------
-    def solve(self, p_mw: dict[str, np.ndarray], q_mvar: dict[str, np.ndarray], time_s: int = 0) -> bool:
+    def solve(self, p_mw: dict[str, np.ndarray], q_mvar: dict[str, np.ndarray], time_s: float = 0) -> bool:
         """Solve with these element powers (consumer sign for load/storage, producer for sgen).
 
         ``time_s`` is the simulation time [s], the clock of ``control_mode = "time"``.

@@ -245,5 +245,5 @@ class BatterySim(SingleModelSim):
             return {}
         return {"p_set_mw": (-params.p_discharge_max_mw, params.p_charge_max_mw)}
 
-    def advance(self, battery: Battery, time_s: int, inputs: dict[str, Any]) -> dict[str, float]:
+    def advance(self, battery: Battery, time_s: float, inputs: dict[str, Any]) -> dict[str, float]:
         return battery.outputs(battery.step(battery.setpoint_mw(inputs), self.step_s))

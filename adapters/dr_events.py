@@ -32,13 +32,13 @@ from __future__ import annotations
 import csv
 import math
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
 
-from cosim.sdk import Params, ScenarioContext, SingleModelSim, parse_utc
+from cosim.sdk import Params, ScenarioContext, SingleModelSim, parse_utc, ticks_per_s, to_ticks
 from cosim.sdk import DataFile
 
 COLUMNS = ("program", "notice_utc", "start_utc", "end_utc", "reduction_mw", "cap_mw")
@@ -170,16 +170,25 @@ def off_grid_problems(schedule: EventSchedule, ctx: ScenarioContext, name: str) 
     """Events in the run window whose start or end falls inside a step (outputs are sampled
     at each step's start, so such an edge would be missed or stretched to the step)."""
     problems = []
+    n_per_s = ticks_per_s(ctx.tick_s)
+    step = to_ticks(ctx.step_s, n_per_s)
     for e in schedule.events:
         if e.end <= ctx.start_utc or e.start >= ctx.end_utc:
             continue
         for label, edge in (("start", e.start), ("end", e.end)):
-            offset_s = (edge - ctx.start_utc).total_seconds()
-            if ctx.start_utc < edge < ctx.end_utc and offset_s % ctx.step_s:
+            offset_ms = (edge - ctx.start_utc) // timedelta(milliseconds=1)  # exact, whole milliseconds
+            offset = offset_ms * n_per_s / 1000  # ticks (a whole number at whole seconds)
+            if ctx.start_utc < edge < ctx.end_utc and offset % step:
+                hint = math.gcd(int(offset), step) if offset == int(offset) else 0
                 problems.append(f"{name}: {e.program} event {label} {edge:%Y-%m-%d %H:%M:%S} UTC falls inside a "
-                                f"{ctx.step_s} s step; give this sim a step_s that divides {int(offset_s)} s "
-                                f"(e.g. step_s = {math.gcd(int(offset_s), ctx.step_s) or 1})")
+                                f"{ctx.step_s} s step; give this sim a step_s that divides {_s(offset_ms / 1000)} s "
+                                f"(e.g. step_s = {_s(hint / n_per_s if hint else ctx.tick_s)})")
     return problems
+
+
+def _s(seconds: float) -> str:
+    """Seconds as the scenario would write them (``60``, ``0.1``)."""
+    return str(int(seconds)) if seconds == int(seconds) else repr(round(seconds, 6))
 
 
 def schedule_from_params(params: EventsParams) -> EventSchedule:
@@ -207,5 +216,5 @@ class DrEventsSim(SingleModelSim):
     def build(self, eid: str, params: EventsParams) -> EventSchedule:
         return schedule_from_params(params)
 
-    def advance(self, schedule: EventSchedule, time_s: int, inputs: dict[str, Any]) -> dict[str, Any]:
+    def advance(self, schedule: EventSchedule, time_s: float, inputs: dict[str, Any]) -> dict[str, Any]:
         return schedule.at(self.utc(time_s))

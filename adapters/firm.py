@@ -282,7 +282,7 @@ class FirmSim(CosimSim):
     def create_entity(self, eid: str, model: str, params: BaseModel | None) -> None:
         self.units[eid] = {"GasTurbine": GasTurbine, "Smr": Smr}[model](params)
 
-    def step_entities(self, time_s: int, inputs: dict[str, dict[str, Any]]) -> None:
+    def step_entities(self, time_s: float, inputs: dict[str, dict[str, Any]]) -> None:
         for eid, unit in self.units.items():
             if "p_set_mw" in inputs.get(eid, {}):
                 unit.target_mw = float(inputs[eid]["p_set_mw"])

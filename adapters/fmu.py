@@ -208,7 +208,7 @@ class FmuSim(SingleModelSim):
         return FmuInstance(self.iface, self.unzipdir, eid, dict(params.model_extra or {}), step_s=self.step_s,
                            solver=p.solver, solver_step_s=p.solver_step_s, rtol=p.rtol, log=p.log)
 
-    def advance(self, inst: FmuInstance, time_s: int, inputs: dict[str, Any]) -> dict[str, Any]:
+    def advance(self, inst: FmuInstance, time_s: float, inputs: dict[str, Any]) -> dict[str, Any]:
         inst.set_inputs(inputs)
         if self.params.outputs_at == "step_start":
             out = inst.outputs()

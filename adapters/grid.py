@@ -270,7 +270,7 @@ class GridSim(CosimSim):
         self.attached[eid] = entity
         self.out[eid] = {"p_mw": math.nan, "q_mvar": math.nan, "vm_pu": math.nan}
 
-    def step_entities(self, time_s: int, inputs: dict[str, dict[str, Any]]) -> None:
+    def step_entities(self, time_s: float, inputs: dict[str, dict[str, Any]]) -> None:
         self._apply_inputs(inputs)
         p_mw, q_mvar = self._injections(time_s)
         clock = {"time_s": time_s} if self.params.engine == "opendss" else {}
@@ -305,7 +305,7 @@ class GridSim(CosimSim):
             if "q_mvar" in values:
                 entity.q_mvar = float(values["q_mvar"])
 
-    def _injections(self, time_s: int) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    def _injections(self, time_s: float) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
         """Element powers for this step: tables, then profiles, then entity values."""
         p, q = self._injection_buffers()
         if self._profiles:
@@ -335,7 +335,7 @@ class GridSim(CosimSim):
                              {k: v.copy() for k, v in self.flow.q0.items()})
         return self._buffers
 
-    def _profile_row(self, time_s: int) -> int:
+    def _profile_row(self, time_s: float) -> int:
         """Row of the profile year at the same day of year and time of day. [-]"""
         t = self.utc(time_s)
         seconds = (t.timetuple().tm_yday - 1) * 86_400 + t.hour * 3600 + t.minute * 60 + t.second

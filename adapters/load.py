@@ -105,13 +105,13 @@ class LoadSim(SingleModelSim):
         return series_problems(lambda: facility_from_params(params), ctx)[1]
 
     def build(self, eid: str, params: FacilityLoadParams) -> FacilityLoad:
-        ctx = ScenarioContext(self.start_utc, self.duration_s, self.step_s, self.seed)
+        ctx = ScenarioContext(self.start_utc, self.duration_s, self.step_s, self.seed, self.tick_s)
         facility, problems = series_problems(lambda: facility_from_params(params), ctx)
         problems = errors_only(problems)
         if problems:
             raise ValueError(f"{eid}: " + "; ".join(problems))
         return facility
 
-    def advance(self, facility: FacilityLoad, time_s: int, inputs: dict[str, Any]) -> dict[str, float]:
+    def advance(self, facility: FacilityLoad, time_s: float, inputs: dict[str, Any]) -> dict[str, float]:
         p_mw, q_mvar = facility.power_at(self.utc(time_s))
         return {"p_mw": p_mw, "q_mvar": q_mvar, "p_it_mw": p_mw}  # the trace is IT power: all of it

@@ -235,18 +235,18 @@ class PvSim(SingleModelSim):
     def build(self, eid: str, params: PvPlantParams) -> _Geometry:
         return _Geometry(PvPlant(params))
 
-    def _geometry_row(self, geo: _Geometry, time_s: int) -> dict[str, float]:
+    def _geometry_row(self, geo: _Geometry, time_s: float) -> dict[str, float]:
         """Geometry at the middle of the step starting at ``time_s`` (the run's computed on first use)."""
-        k = time_s // self.step_s
+        k = self.time_ticks // self.step_ticks  # exact: the step's index
         if k >= len(geo.rows):  # first step (or, defensively, one past the scenario's end)
-            n_steps = max(-(-self.duration_s // self.step_s), k + 1)
+            n_steps = max(-(-self.duration_s * self.ticks_per_s // self.step_ticks), k + 1)
             times = pd.date_range(self.utc(0) + pd.Timedelta(seconds=self.step_s / 2.0), periods=n_steps,
                                   freq=pd.Timedelta(seconds=self.step_s))
             frame = geo.plant.geometry(times)
             geo.names, geo.rows = list(frame.columns), frame.to_numpy(dtype=float)
         return dict(zip(geo.names, geo.rows[k].tolist()))
 
-    def advance(self, geo: _Geometry, time_s: int, inputs: dict[str, Any]) -> dict[str, float]:
+    def advance(self, geo: _Geometry, time_s: float, inputs: dict[str, Any]) -> dict[str, float]:
         out = geo.plant.power(self._geometry_row(geo, time_s), inputs.get("ghi_w_m2", 0.0),
                               inputs.get("dni_w_m2", 0.0), inputs.get("dhi_w_m2", 0.0),
                               inputs.get("t_dry_c", DEFAULT_T_AIR_C), inputs.get("wind_m_s", DEFAULT_WIND_M_S))

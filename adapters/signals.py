@@ -429,7 +429,7 @@ class SignalsSim(SingleModelSim):
 
     def setup(self) -> None:
         super().setup()
-        ctx = ScenarioContext(self.start_utc, self.duration_s, self.step_s, self.seed)
+        ctx = ScenarioContext(self.start_utc, self.duration_s, self.step_s, self.seed, self.tick_s)
         self.series, problems = series_problems(lambda: self.make_series(self.params), ctx)
         problems = errors_only(problems)
         if problems:
@@ -449,7 +449,7 @@ class SignalsSim(SingleModelSim):
                 values.append(values[-1] if values else float(self.series.values[-1, column]))
         return values
 
-    def step_entities(self, time_s: int, inputs: dict[str, dict[str, Any]]) -> None:
+    def step_entities(self, time_s: float, inputs: dict[str, dict[str, Any]]) -> None:
         values = self.series.at(self.utc(time_s))  # one file: the same values for every entity
         for eid in self.entities:
             self.out[eid] = dict(values)

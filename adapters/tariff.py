@@ -226,7 +226,7 @@ class TariffSim(SingleModelSim):
             return None
         return [float(self.tariff.outputs(start_utc + timedelta(seconds=k * step_s))[attr]) for k in range(n)]
 
-    def step_entities(self, time_s: int, inputs: dict[str, dict[str, Any]]) -> None:
+    def step_entities(self, time_s: float, inputs: dict[str, dict[str, Any]]) -> None:
         values = self.tariff.outputs(self.utc(time_s))  # the same for every entity
         for eid in self.entities:
             self.out[eid] = dict(values)

@@ -161,7 +161,7 @@ class WindSim(SingleModelSim):
     OUTPUTS = ("p_mw", "p_avail_mw", "p_curtailed_mw", "v_hub_m_s")
     EXAMPLE = {"models": {"WindFarm": {"turbine": "iea_3p3mw", "n_turbines": 2}}}
 
-    def advance(self, farm: WindFarm, time_s: int, inputs: dict[str, Any]) -> dict[str, float]:
+    def advance(self, farm: WindFarm, time_s: float, inputs: dict[str, Any]) -> dict[str, float]:
         wind = float(inputs.get("wind_m_s", 0.0))
         p_avail = farm.power_mw(wind)
         p_mw = min(p_avail, max(float(inputs["p_limit_mw"]), 0.0)) if "p_limit_mw" in inputs else p_avail

@@ -42,7 +42,14 @@ A step that raises :class:`EndRun` ends the run early and cleanly (status ``ok``
 exception's message as the reason); any other exception fails it.
 
 Every ``init`` receives ``start_utc`` (ISO 8601), ``step_s``, ``duration_s`` and
-``seed`` from the scenario, besides the simulator's own params.
+``seed`` from the scenario, besides the simulator's own params, and mosaik's
+``time_resolution``: the scenario's ``tick_s``, the seconds of one integer mosaik time step
+(1.0 by default; 0.1 or 0.01 for sub-second studies, any ``1/n`` s down to 1 ms). mosaik counts
+time in ticks; :class:`CosimSim` converts at the boundary, so ``step_entities`` and
+``advance`` get ``time_s`` in **seconds** (an int at whole seconds, as always; else the float
+``ticks / ticks_per_s``) and ``self.step_s`` is the step in seconds (an int, or a float as the
+scenario gave it). Where a count of steps is needed, use the exact integers ``self.time_ticks`` (the current
+step's time in ticks) and ``self.step_ticks``, never ``time_s // step_s`` on floats.
 """
 
 from __future__ import annotations
@@ -64,7 +71,7 @@ from cosim.units import DIMENSIONLESS, UNIT_SUFFIXES, has_unit_suffix, unit_of
 
 __all__ = ["CosimSim", "DataFile", "DIMENSIONLESS", "EndRun", "NoParams", "meta", "POWER_ATTR", "Params", "ROLES",
            "STRICT_PARAMS", "ScenarioContext", "SingleModelSim", "TimeZone", "as_tuple", "UNIT_SUFFIXES",
-           "has_unit_suffix", "model_meta", "parse_utc", "sum_inputs", "unit_of"]
+           "has_unit_suffix", "model_meta", "parse_utc", "sum_inputs", "ticks_per_s", "to_ticks", "unit_of"]
 
 
 #: Folders whose files are devices or the system's own state, never data.
@@ -168,14 +175,57 @@ class Params(BaseModel):
         return self
 
 
+#: The finest tick: 1 ms (the recorder's time stamps are in milliseconds). [1/s]
+MAX_TICKS_PER_S = 1000
+
+
+def ticks_per_s(tick_s: float) -> int:
+    """Ticks in one second for a tick of ``tick_s`` seconds (1.0 -> 1, 0.1 -> 10, 0.01 -> 100).
+
+    Raises:
+        ValueError: ``tick_s`` is not ``1/n`` of a second that is a whole number of milliseconds
+            (``n`` divides 1000: 1, 0.5, 0.25, 0.2, 0.1, 0.05, 0.02, 0.01, ..., 0.001).
+    """
+    if isinstance(tick_s, bool) or not isinstance(tick_s, (int, float)) or not 0 < tick_s <= 1.0:
+        raise ValueError(f"tick_s = {tick_s!r}: give the tick as 1/n of a second, e.g. 1.0, 0.1 or 0.01")
+    n = round(1.0 / tick_s)
+    if n > MAX_TICKS_PER_S or MAX_TICKS_PER_S % n or abs(n * tick_s - 1.0) > 1e-9:
+        raise ValueError(f"tick_s = {tick_s!r}: give the tick as 1/n of a second in whole milliseconds "
+                         "(n divides 1000), e.g. 1.0, 0.5, 0.1, 0.01 or 0.001")
+    return n
+
+
+def to_ticks(seconds: float, n_per_s: int) -> int:
+    """``seconds`` as a whole number of ticks (``n_per_s`` ticks a second); never rounds silently.
+
+    Raises:
+        ValueError: ``seconds`` is not a whole number of ticks (0.25 s at a 0.1 s tick).
+    """
+    exact = seconds * n_per_s
+    n = round(exact)
+    if abs(exact - n) > 1e-9 * max(1.0, abs(exact)):
+        raise ValueError(f"{seconds!r} s is not a whole number of {1 / n_per_s:g} s ticks; give a multiple of the "
+                         "tick (scenario.tick_s)")
+    return int(n)
+
+
 @dataclass(frozen=True)
 class ScenarioContext:
-    """What an adapter's ``check`` may need to know about the scenario."""
+    """What an adapter's ``check`` may need to know about the scenario.
+
+    Attributes:
+        start_utc: the run's start.
+        duration_s: its length. [s]
+        step_s: the step (of the sim being checked, in ``check_entity``). [s]
+        seed: the scenario seed. [-]
+        tick_s: the time resolution (one mosaik time step). [s]
+    """
 
     start_utc: datetime
     duration_s: int
-    step_s: int
+    step_s: float
     seed: int
+    tick_s: float = 1.0
 
     @property
     def end_utc(self) -> datetime:
@@ -274,11 +324,14 @@ class CosimSim(mosaik_api_v3.Simulator):
 
     # -- mosaik API -------------------------------------------------------------------
     def init(self, sid, time_resolution=1.0, *, start_utc, step_s, duration_s, seed, **params):
-        if time_resolution != 1.0:
-            raise ValueError("cosim adapters run at time_resolution = 1.0 (one tick = 1 s)")
         self.sid = sid
+        #: seconds of one mosaik time step (the scenario's tick_s) and ticks in a second
+        self.tick_s = float(time_resolution)
+        self.ticks_per_s = ticks_per_s(self.tick_s)
         self.start_utc = parse_utc(start_utc)
-        self.step_s = int(step_s)
+        self.step_s = step_s  # [s], as the scenario gave it (an int, or a float below a second)
+        self.step_ticks = to_ticks(step_s, self.ticks_per_s)
+        self.time_ticks = 0  # the current step's time in ticks
         self.duration_s = int(duration_s)
         self.seed = int(seed)
         self.params = self.SimParams.model_validate(params)
@@ -302,8 +355,15 @@ class CosimSim(mosaik_api_v3.Simulator):
         return created
 
     def step(self, time, inputs, max_advance):
-        self.step_entities(int(time), sum_inputs(inputs))
-        return int(time) + self.step_s
+        self.time_ticks = int(time)
+        self.step_entities(self.seconds(self.time_ticks), sum_inputs(inputs))
+        return self.time_ticks + self.step_ticks
+
+    def seconds(self, ticks: int) -> int | float:
+        """Simulation time of mosaik time ``ticks`` in seconds: an int at whole seconds (what
+        adapters always got at a 1 s tick), else ``ticks / ticks_per_s``. [s]"""
+        whole, part = divmod(ticks, self.ticks_per_s)
+        return whole if not part else ticks / self.ticks_per_s
 
     def get_data(self, outputs):
         return {eid: {attr: self.out[eid].get(attr) for attr in attrs} for eid, attrs in outputs.items()}
@@ -315,10 +375,10 @@ class CosimSim(mosaik_api_v3.Simulator):
     def create_entity(self, eid: str, model: str, params: BaseModel | None) -> None:
         raise NotImplementedError
 
-    def step_entities(self, time_s: int, inputs: dict[str, dict[str, Any]]) -> None:
+    def step_entities(self, time_s: float, inputs: dict[str, dict[str, Any]]) -> None:
         raise NotImplementedError
 
-    def utc(self, time_s: int) -> datetime:
+    def utc(self, time_s: float) -> datetime:
         """The UTC datetime of simulation time ``time_s``."""
         return self.start_utc + timedelta(seconds=time_s)
 
@@ -379,11 +439,11 @@ class SingleModelSim(CosimSim):
         """The model object of one entity (default ``PHYSICS(params)``; None without PHYSICS)."""
         return self.PHYSICS(params) if self.PHYSICS is not None else None
 
-    def step_entities(self, time_s: int, inputs: dict[str, dict[str, Any]]) -> None:
+    def step_entities(self, time_s: float, inputs: dict[str, dict[str, Any]]) -> None:
         for eid, obj in self.entities.items():
             self.out[eid] = self.advance(obj, time_s, inputs.get(eid, {}))
 
-    def advance(self, obj: Any, time_s: int, inputs: dict[str, Any]) -> dict[str, Any]:
+    def advance(self, obj: Any, time_s: float, inputs: dict[str, Any]) -> dict[str, Any]:
         """One step of one entity over ``[time_s, time_s + step_s)``: its outputs."""
         raise NotImplementedError
 

@@ -137,7 +137,7 @@ class Dispatcher:
         self.plan_start_s: float | None = None
         self.e_over_mwh = 0.0
 
-    def step(self, time_s: int, when, m: dict[str, Any]) -> dict[str, Any]:
+    def step(self, time_s: float, when, m: dict[str, Any]) -> dict[str, Any]:
         p = self.p
         net = float(m.get("p_load_mw", 0.0)) - float(m.get("p_gen_mw", 0.0))
         soc = m.get("soc_frac")
@@ -190,5 +190,5 @@ class BatteryDispatchSim(SingleModelSim):
         series = forecast_series(params.forecast, "signal") if params.forecast else None
         return Dispatcher(params, self.step_s, series)
 
-    def advance(self, dispatcher: Dispatcher, time_s: int, inputs: dict[str, Any]) -> dict[str, Any]:
+    def advance(self, dispatcher: Dispatcher, time_s: float, inputs: dict[str, Any]) -> dict[str, Any]:
         return dispatcher.step(time_s, self.utc(time_s), inputs)

@@ -218,7 +218,7 @@ class CapacityController:
         self.limits_mw = np.zeros(HOURS)
         self.plan_start_s = None
 
-    def step(self, time_s: int, when: datetime, p_inflexible_mw: float | None) -> dict[str, Any]:
+    def step(self, time_s: float, when: datetime, p_inflexible_mw: float | None) -> dict[str, Any]:
         if self.plan_start_s is None or time_s - self.plan_start_s >= HOURS * 3600:
             self.plan_start_s = time_s
             ci = hourly_forecast(self.series, when)
@@ -240,7 +240,7 @@ class FlexLoad:
         self.served_mwh = 0.0
         self.day_start_s: int | None = None
 
-    def step(self, time_s: int, dt_s: float, p_limit_mw: float | None) -> dict[str, float]:
+    def step(self, time_s: float, dt_s: float, p_limit_mw: float | None) -> dict[str, float]:
         if self.day_start_s is None or time_s - self.day_start_s >= HOURS * 3600:
             self.day_start_s = time_s
             self.backlog_mwh += self.p.e_day_mwh
@@ -292,7 +292,7 @@ class CarbonCapacitySim(CosimSim):
         else:
             self.entities[eid] = FlexLoad(params)
 
-    def step_entities(self, time_s: int, inputs: dict[str, dict[str, Any]]) -> None:
+    def step_entities(self, time_s: float, inputs: dict[str, dict[str, Any]]) -> None:
         for eid, entity in self.entities.items():
             got = inputs.get(eid, {})
             if isinstance(entity, CapacityController):

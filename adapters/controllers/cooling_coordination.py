@@ -183,7 +183,7 @@ class CoolingCoordinationSim(SingleModelSim):
     INPUTS, OUTPUTS = INPUTS, OUTPUTS
     EXAMPLE = {"models": {"CoolingCoordination": {"peak_windows_h_utc": [[17.0, 21.0]]}}}
 
-    def advance(self, coord: CoolingCoordinator, time_s: int, inputs: dict[str, Any]) -> dict[str, Any]:
+    def advance(self, coord: CoolingCoordinator, time_s: float, inputs: dict[str, Any]) -> dict[str, Any]:
         when = self.utc(time_s)
         hour = when.hour + when.minute / 60.0 + when.second / 3600.0
         q_coil, t_inlet = inputs.get("q_coil_mw"), inputs.get("t_rack_inlet_c")

@@ -280,5 +280,5 @@ class DrResponderSim(SingleModelSim):
     def build(self, eid: str, params: ResponderParams) -> Responder:
         return Responder(params, self.step_s)
 
-    def advance(self, responder: Responder, time_s: int, inputs: dict[str, Any]) -> dict[str, Any]:
+    def advance(self, responder: Responder, time_s: float, inputs: dict[str, Any]) -> dict[str, Any]:
         return responder.step(time_s, inputs)

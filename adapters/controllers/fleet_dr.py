@@ -294,7 +294,7 @@ class FleetDrSim(SingleModelSim):
     def build(self, eid: str, params: AllocatorParams) -> AllocatorParams:
         return params
 
-    def advance(self, p: AllocatorParams, time_s: int, inputs: dict[str, Any]) -> dict[str, Any]:
+    def advance(self, p: AllocatorParams, time_s: float, inputs: dict[str, Any]) -> dict[str, Any]:
         asked = float(inputs.get("dr_reduction_mw") or 0.0)
         key = (asked, p.n_grid)
         if key not in self.cache:

@@ -129,6 +129,6 @@ class PolcaSim(SingleModelSim):
     INPUTS, OUTPUTS = ("p_mw",), OUTPUTS
     EXAMPLE = {"models": {"Polca": {"p_budget_mw": 1.4}}}
 
-    def advance(self, policy: PolcaPolicy, time_s: int, inputs: dict[str, Any]) -> dict[str, Any]:
+    def advance(self, policy: PolcaPolicy, time_s: float, inputs: dict[str, Any]) -> dict[str, Any]:
         p_mw = inputs.get("p_mw")
         return policy.outputs(None if p_mw is None else float(p_mw))

@@ -137,7 +137,7 @@ class VoltageAwareSim(SingleModelSim):
     INPUTS, OUTPUTS = INPUTS, OUTPUTS
     EXAMPLE = {"models": {"VoltageAware": {"p_cap_min_w": 250.0}}}
 
-    def advance(self, ctl: VoltageController, time_s: int, inputs: dict[str, Any]) -> dict[str, Any]:
+    def advance(self, ctl: VoltageController, time_s: float, inputs: dict[str, Any]) -> dict[str, Any]:
         ctl.update(_number(inputs.get("vm_min_pu")), _number(inputs.get("vm_max_pu")))
         return ctl.knobs()
 

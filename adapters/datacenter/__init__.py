@@ -366,7 +366,7 @@ class DatacenterSim(SingleModelSim):
         cluster = build_cluster(params, self.rng(eid), self.duration_s, hour)
         return _Entity(eid, cluster, {"p_cap_w": params.p_cap_w, "p_limit_mw": params.p_limit_mw})
 
-    def advance(self, entity: "_Entity", time_s: int, inputs: dict[str, Any]) -> dict[str, float]:
+    def advance(self, entity: "_Entity", time_s: float, inputs: dict[str, Any]) -> dict[str, float]:
         names = [f.name for f in entity.cluster.fleets]
         unknown = set(inputs) - set(INPUTS) - set(fleet_inputs(names))
         if unknown:

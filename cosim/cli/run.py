@@ -37,7 +37,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     print_warnings(scn)
     s = scn.scenario
     print(f"{args.scenario}: ok — {s.name}: {len(scn.sims)} sims, {len(scn.entities)} entities, "
-          f"{len(scn.connect)} connections, {s.duration_s // s.step_s} steps of {s.step_s} s from {s.start:%Y-%m-%d %H:%M} UTC")
+          f"{len(scn.connect)} connections, {scn.until_ticks // scn.ticks(s.step_s)} steps of {s.step_s} s from {s.start:%Y-%m-%d %H:%M} UTC")
     return 0
 
 

@@ -187,7 +187,12 @@ def start_utc(scn: Scenario, day: date | datetime | str) -> datetime:
 # -- the episode ------------------------------------------------------------------------------
 def episode_spec(scn: Scenario, table: dict[str, Any], where: str, problems: list[Problem]) -> EpisodeSpec:
     """The episode keys of ``table`` (problems appended, defaults where a key is wrong)."""
-    step_s = math.lcm(scn.scenario.step_s, scn.record_step_s)
+    steps = (scn.scenario.step_s, scn.record_step_s)
+    if scn.scenario.tick_s != 1.0 or not all(isinstance(s, int) for s in steps):
+        problems.append(Problem("scenario.tick_s", "the learning environments step whole seconds: give tick_s = 1.0 "
+                                "and whole-second steps for a scenario with [agent]", scn.scenario.tick_s))
+        steps = tuple(max(1, int(s)) for s in steps)
+    step_s = math.lcm(*steps)
     decision_s = _decision_s(scn, table.get("decision_s", step_s), step_s, f"{where}.decision_s", problems)
     window = _window(scn, table.get("start_window"), f"{where}.start_window", problems)
     evals = _eval_starts(scn, table.get("eval_starts", []), f"{where}.eval_starts", problems)

@@ -90,7 +90,7 @@ def _read_series(path: Path, top_lines: int, batch_rows: int) -> pd.DataFrame | 
 
 
 def _meta_table(meta: dict[str, Any]) -> str:
-    keys = ("scenario", "status", "reason", "engine", "start_utc", "duration_s", "step_s", "seed", "steps", "wall_s",
+    keys = ("scenario", "status", "reason", "engine", "start_utc", "duration_s", "step_s", "tick_s", "seed", "steps", "wall_s",
             "steps_per_s", "started_utc", "git_commit")
     rows = "".join(f"<tr><td>{k}</td><td>{esc(fmt(meta.get(k)))}</td></tr>" for k in keys if k in meta)
     versions = meta.get("versions") or {}
@@ -167,7 +167,7 @@ def render(run_dir: Path) -> str:
         if isinstance(drawn, str):
             parts.append(f"<section id='fig-{fig.name}' data-figure='{fig.name}'><h2>{fig.title}</h2>"
                          f"<img alt='{fig.title} figure' src='data:image/png;base64,{drawn}'></section>")
-        elif ts is not None:
+        elif ts is not None and not fig.optional:
             absent.append(drawn.reason if isinstance(drawn, Absent) else fig.absent)
     if ts is None:
         absent = ["no readable timeseries.parquet: no figures"]

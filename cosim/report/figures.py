@@ -14,6 +14,10 @@ run recorded:
   that the network has no line ratings);
 * ``temperature`` — one panel each for air, water/coolant, weather and other temperatures;
 * ``soc`` — every ``*soc_frac``; ``signals`` — carbon intensity and prices;
+* ``frequency`` — every ``f_hz`` (a balancing area) with its ``f_nadir_hz``/``f_zenith_hz``
+  and ±0.2 Hz around its start, and ``rocof_hz_s`` below (only when recorded);
+* ``spectrum`` — at recording steps ≤ 0.5 s, the Welch power spectral density of every
+  ``p_mw`` column with the 0.1–2 Hz band of :mod:`cosim.kpis.swing` shaded (only then);
 * DR events (``event_active``) shaded on every time plot.
 
 Adding a figure is one entry of :data:`FIGURES` (and its draw function).
@@ -32,6 +36,7 @@ import numpy as np
 import pandas as pd
 
 from cosim.kpis import V_HIGH_PU, V_LOW_PU
+from cosim.kpis.swing import BAND_HZ, MAX_STEP_S, welch_psd
 from cosim.roles import RunRoles
 
 MAX_POINTS = 3000
@@ -69,6 +74,8 @@ class Figure:
     title: str
     absent: str
     draw: Callable[[FigureInput], "str | Absent | None"]
+    #: drawn only when the run has its outputs, never listed as missing (sub-second studies)
+    optional: bool = False
 
 
 # -- picking columns ---------------------------------------------------------------------------
@@ -93,8 +100,8 @@ def is_loading(column: str) -> bool:
 def used(column: str) -> bool:
     """A column some figure may draw."""
     attr = attr_of(column)
-    return attr.endswith(("_mw", "_pu", "_pct", "_c", "_frac", "_g_kwh", "_usd_mwh")) or attr in ("event_active",
-                                                                                                  "converged")
+    return attr.endswith(("_mw", "_pu", "_pct", "_c", "_frac", "_g_kwh", "_usd_mwh", "_hz", "_hz_s")) or attr in (
+        "event_active", "converged")
 
 
 #: role -> (label in the legend, colour, stacked side)
@@ -397,6 +404,59 @@ def fig_signals(f: FigureInput) -> str | None:
     return _png(plt, fig)
 
 
+def fig_frequency(f: FigureInput) -> str | None:
+    ts = f.ts
+    cols = [c for c in ts.columns if attr_of(c) == "f_hz"]
+    if not cols:
+        return None
+    rocof = [c for c in ts.columns if attr_of(c) == "rocof_hz_s"]
+    plt = _plt()
+    fig, axes = _axes(plt, "System frequency (balancing areas)", "frequency [Hz]", rows=2 if rocof else 1)
+    for column in cols[:8]:
+        series = thin(ts[column])
+        axes[0].plot(series.index, series.to_numpy(), lw=1.2, label=column)
+    f0 = float(ts[cols[0]].iloc[0])
+    for level in (f0 - 0.2, f0 + 0.2):
+        axes[0].axhline(level, color="tab:red", ls="--", lw=0.8)
+    axes[0].plot([], [], color="tab:red", ls="--", lw=0.8, label=f"{f0:g} ± 0.2 Hz")
+    _shade_and_legend(axes[0], f.events)
+    if rocof:
+        for column in rocof[:8]:
+            series = thin(ts[column])
+            axes[1].plot(series.index, series.to_numpy(), lw=1, label=column)
+        axes[1].set_ylabel("RoCoF [Hz/s]")
+        _shade_and_legend(axes[1], f.events)
+    return _png(plt, fig)
+
+
+def fig_spectrum(f: FigureInput) -> str | None:
+    ts = f.ts
+    if len(ts) < 8:
+        return None
+    dt_s = (ts.index[1] - ts.index[0]).total_seconds()
+    cols = [c for c in ts.columns if attr_of(c) == "p_mw" and np.isfinite(ts[c].to_numpy(float)).all()]
+    if dt_s > MAX_STEP_S + 1e-9 or not cols:
+        return None
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(11, 3.6))
+    ax.set_title("Power spectrum of every p_mw (Welch), 0.1-2 Hz band shaded", fontsize=11, loc="left")
+    for column in cols[:8]:
+        x = ts[column].to_numpy(float)
+        freqs, psd = welch_psd(x, dt_s)
+        if np.any(psd[1:] > 0):
+            ax.semilogy(freqs[1:], psd[1:], lw=1, label=column)
+    ax.axvspan(*BAND_HZ, color="tab:orange", alpha=0.15, lw=0)
+    ax.set_xlabel("frequency [Hz]")
+    ax.set_ylabel("PSD [MW²/Hz]")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=90)
+    plt.close(fig)
+    return base64.b64encode(buf.getvalue()).decode("ascii")
+
+
 FIGURES: tuple[Figure, ...] = (
     Figure("power", "Power", "no site powers (IT, loads, cooling, generation, storage by role) or grid import "
            "recorded", fig_power),
@@ -407,6 +467,9 @@ FIGURES: tuple[Figure, ...] = (
     Figure("soc", "State of charge", "no state of charge (*soc_frac) recorded", fig_soc),
     Figure("signals", "Carbon and price", "no carbon intensity (*_g_kwh) or price (*price_usd_mwh) recorded",
            fig_signals),
+    Figure("frequency", "System frequency", "no system frequency (f_hz) recorded", fig_frequency, optional=True),
+    Figure("spectrum", "Power spectrum", "no power (p_mw) recorded at steps of 0.5 s or less", fig_spectrum,
+           optional=True),
 )
 
 

@@ -113,7 +113,7 @@ class DirectEngine:
 
     def __init__(self, scn: Scenario, run_dir: Path | None, progress: bool = False):
         self.scn = scn
-        self.until = scn.scenario.duration_s
+        self.until = scn.until_ticks  # mosaik time: ticks of scenario.tick_s
         self.graph: Graph = build_graph(scn)
         self.run_dir = run_dir
         self.progress = progress
@@ -121,7 +121,7 @@ class DirectEngine:
         self.order: list[_Sim] = []  # in stepping order at one time
         self.by_sid: dict[str, _Sim] = {}
         self.entity_sim: dict[str, _Sim] = {}
-        self.time_s = 0
+        self.time = 0  # the last stepped time [ticks]
         self.started = False
 
     # -- building --------------------------------------------------------------------------
@@ -133,7 +133,8 @@ class DirectEngine:
         grouped = [sid for group in self.graph.weak_groups for sid in sorted(group)]
         for sid in [*grouped, *(s for s in scn.sims if s not in grouped)]:
             obj = registry.adapter_class(scn.sims[sid].adapter)()
-            obj.init(sid, time_resolution=1.0, step_s=scn.sim_step_s(sid), **common, **scn.sim_params[sid])
+            obj.init(sid, time_resolution=scn.scenario.tick_s, step_s=scn.sim_step_s(sid), **common,
+                     **scn.sim_params[sid])
             self._add(sid, obj)
         for eid, spec in scn.entities.items():
             self.by_sid[spec.sim].obj.create(1, spec.model, eid=eid, **scn.entity_params[eid])
@@ -157,7 +158,7 @@ class DirectEngine:
     def _start_recorder(self, common: dict[str, Any]) -> None:
         scn = self.scn
         rec = RecorderSim()
-        rec.init(RECORDER_SID, time_resolution=1.0, step_s=scn.record_step_s, **common,
+        rec.init(RECORDER_SID, time_resolution=scn.scenario.tick_s, step_s=scn.record_step_s, **common,
                  path=str(self.run_dir / "timeseries.parquet"), columns=self.graph.columns,
                  chunk_rows=scn.record.chunk_rows, flush_s=scn.record.flush_s, progress=self.progress,
                  label=scn.scenario.name,
@@ -189,19 +190,19 @@ class DirectEngine:
     # -- stepping --------------------------------------------------------------------------
     @property
     def next_time(self) -> int | None:
-        """The next time any simulator steps at (None: the run is over)."""
+        """The next time any simulator steps at, in ticks (None: the run is over)."""
         times = [s.next_t for s in self.sims if s.next_t is not None]
         return min(times) if times else None
 
     def step(self) -> int | None:
-        """Step every simulator due at the next time; return that time (None when finished)."""
+        """Step every simulator due at the next time; return that time in ticks (None when finished)."""
         t = self.next_time
         if t is None:
             return None
         for sim in self.order:
             if sim.next_t == t:
                 self._step_sim(sim, t)
-        self.time_s = t
+        self.time = t
         self._prune()
         return t
 
@@ -293,7 +294,7 @@ class DirectEngine:
 def run_direct(scn: Scenario, run_dir: Path, progress: bool = True) -> Outcome:
     """Run ``scn`` on the direct engine into ``run_dir`` (``timeseries.parquet``); see the module docstring."""
     engine = DirectEngine(scn, run_dir, progress)
-    n_steps = scn.scenario.duration_s // scn.record_step_s
+    n_steps = scn.n_record_steps
     rt_factor = scn.scenario.rt_factor
     started_at = time.perf_counter()
     STOP.install()
@@ -302,7 +303,7 @@ def run_direct(scn: Scenario, run_dir: Path, progress: bool = True) -> Outcome:
         engine.start()
         while (t := engine.next_time) is not None:
             if rt_factor:
-                _sleep_until(started_at + rt_factor * t)
+                _sleep_until(started_at + rt_factor * t / scn.ticks_per_s)
             engine.step()
         engine.finalize()
     except StopRequested as exc:

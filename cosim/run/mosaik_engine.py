@@ -106,7 +106,7 @@ def run_world(scn: Scenario, run_dir: Path, progress: bool = True) -> Outcome:
     graph = build_graph(scn)
     columns = graph.columns
     record_step = scn.record_step_s
-    n_steps = scn.scenario.duration_s // record_step
+    n_steps = scn.n_record_steps
     processes = SimProcesses(run_dir / "simulators.log", scn.scenario.start_timeout_s)
     watchdog: Watchdog | None = None
     world = None
@@ -114,7 +114,7 @@ def run_world(scn: Scenario, run_dir: Path, progress: bool = True) -> Outcome:
     STOP.install()
     status, reason = "ok", None
     try:
-        world = mosaik.World(_sim_config(scn, processes), time_resolution=1.0, skip_greetings=True,
+        world = mosaik.World(_sim_config(scn, processes), time_resolution=scn.scenario.tick_s, skip_greetings=True,
                              configure_logging=False, mosaik_config={"start_timeout": processes.start_timeout_s})
         sims = _start_sims(world, scn, graph)
         entities = {
@@ -138,7 +138,7 @@ def run_world(scn: Scenario, run_dir: Path, progress: bool = True) -> Outcome:
             # with rt_factor mosaik warns after every step that falls behind: the lag is measured
             # once, by the recorder, and reported in metadata.json instead
             warnings.filterwarnings("ignore", message="Simulation too slow for real-time factor")
-            world.run(until=scn.scenario.duration_s, print_progress=False, lazy_stepping=True,
+            world.run(until=scn.until_ticks, print_progress=False, lazy_stepping=True,
                       **({"rt_factor": rt_factor} if rt_factor else {}))
         if errors:
             status, reason = _remote_outcome(errors[0], run_dir / "simulators.log")

@@ -265,7 +265,7 @@ class RecorderSim(CosimSim):
         # column of each (attr, source) pair, learnt on first sight: the name is built once per pair
         self._column_pos = {column: pos for pos, column in enumerate(self.recorder.columns)}
         self._slots: defaultdict[str, dict[str, int]] = defaultdict(dict)
-        n_steps = self.duration_s // self.step_s
+        n_steps = self.duration_s * self.ticks_per_s // self.step_ticks
         self.bar = tqdm(total=n_steps, unit="step", desc=p.label or "run", disable=not p.progress,
                         dynamic_ncols=True, mininterval=0.5, smoothing=0.1)
         self._wall0: float | None = None
@@ -289,25 +289,29 @@ class RecorderSim(CosimSim):
         return self.record_cells(int(time), cells)
 
     def record_cells(self, time: int, cells: list[Any]) -> int:
-        """Write one row, one value per recorded column in column order, at ``time``; the next
-        step time. The direct engine calls this with the cells it read from the caches,
-        skipping mosaik's input format."""
+        """Write one row, one value per recorded column in column order, at mosaik time ``time``
+        (in ticks); the next step time. The direct engine calls this with the cells it read from
+        the caches, skipping mosaik's input format."""
         STOP.check()  # SIGTERM / Ctrl-C stop the run here, at a step boundary (cosim.run.stopping)
         LAST_STEP_MONOTONIC[0] = time_module.monotonic()
-        stamp = self.start_utc + timedelta(seconds=int(time))
+        ticks = int(time)
+        # whole seconds and whole milliseconds of the tick: timedelta(seconds=0.1 * k) rounds to µs
+        stamp = self.start_utc + timedelta(seconds=ticks // self.ticks_per_s,
+                                           milliseconds=(ticks % self.ticks_per_s) * 1000 // self.ticks_per_s)
         self.recorder.append_cells(stamp, cells)
         if self.params.rt_factor is not None:
-            self._track_lag(int(time))
+            self._track_lag(self.seconds(ticks))
         self.bar.update(1)
         if not self.bar.disable:  # the label is only ever shown on an enabled bar
-            self.bar.set_postfix_str(stamp.strftime("%Y-%m-%d %H:%M UTC"), refresh=False)
-        return int(time) + self.step_s
+            self.bar.set_postfix_str(stamp.strftime("%Y-%m-%d %H:%M:%S UTC" if self.step_ticks < self.ticks_per_s
+                                                    else "%Y-%m-%d %H:%M UTC"), refresh=False)
+        return ticks + self.step_ticks
 
     def _slot_of(self, full_id: str, attr: str) -> int:
         """Column position of ``<eid>.<attr>`` (``full_id`` is ``<sid>.<eid>``); -1 if not recorded."""
         return self._column_pos.get(f"{full_id.split('.', 1)[1]}.{attr}", -1)
 
-    def _track_lag(self, time_s: int) -> None:
+    def _track_lag(self, time_s: float) -> None:
         """How far the wall clock is past ``rt_factor * time_s`` once this step's data is in. [s]"""
         now = time_module.perf_counter()
         if self._wall0 is None:

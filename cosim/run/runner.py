@@ -87,6 +87,7 @@ def run_metadata(scn: Scenario) -> dict[str, Any]:
         "start_utc": s.start.isoformat(),
         "duration_s": s.duration_s,
         "step_s": s.step_s,
+        "tick_s": s.tick_s,
         "record_step_s": scn.record_step_s,
         "roles": scn.roles().to_json(),
         "entities": scn.entity_info(),

@@ -68,10 +68,14 @@ class Session:
 
     # -- where the run is ------------------------------------------------------------------
     @property
-    def time_s(self) -> int:
-        """Simulation time of the next step; the scenario's duration once it is over. [s]"""
+    def time_s(self) -> int | float:
+        """Simulation time of the next step (an int at whole seconds); the scenario's duration once
+        it is over. [s]"""
         nxt = self.engine.next_time
-        return self.scn.scenario.duration_s if nxt is None else nxt
+        if nxt is None:
+            return self.scn.scenario.duration_s
+        whole, part = divmod(nxt, self.scn.ticks_per_s)
+        return whole if not part else nxt / self.scn.ticks_per_s
 
     @property
     def utc(self) -> datetime:
@@ -84,7 +88,7 @@ class Session:
         return self.ended is not None or self.engine.next_time is None
 
     # -- moving ----------------------------------------------------------------------------
-    def step(self) -> int:
+    def step(self) -> int | float:
         """Step every simulator due at :attr:`time_s`; the new :attr:`time_s`.
 
         A simulator that ends the run on purpose (:class:`cosim.sdk.EndRun`, e.g. an FMU that
@@ -99,7 +103,7 @@ class Session:
             self.ended = str(exc)
         return self.time_s
 
-    def run_until(self, t_s: float) -> int:
+    def run_until(self, t_s: float) -> int | float:
         """Step until :attr:`time_s` >= ``t_s`` (or the end); the new :attr:`time_s`. [s]"""
         self._check_open()
         while not self.done and self.time_s < t_s:

@@ -20,7 +20,7 @@ from pydantic import (
 )
 
 from cosim.roles import ROLES, RunRoles
-from cosim.sdk import ScenarioContext, as_tuple
+from cosim.sdk import ScenarioContext, as_tuple, ticks_per_s, to_ticks
 
 #: Keys of ``[sims.<id>]`` that belong to cosim, not to the adapter.
 SIM_KEYS = ("adapter", "step_s", "cmd", "connect", "process")
@@ -54,7 +54,10 @@ class ScenarioSection(_Strict):
     description: str = ""
     start: datetime
     duration_s: int = Field(gt=0, le=MAX_DURATION_S)
-    step_s: int = Field(gt=0)
+    #: a step in seconds: whole (60) or, with a sub-second tick, a multiple of it (0.1) [s]
+    step_s: int | float = Field(gt=0)
+    #: the time resolution: seconds of one mosaik time step, 1/n s (1.0, 0.1, 0.01, ... 0.001) [s]
+    tick_s: float = 1.0
     seed: int = Field(default=0, ge=0, le=2**32 - 1)
     engine: Literal["mosaik", "direct"] = "mosaik"
     rt_factor: float | None = Field(default=None, gt=0, le=1e6)
@@ -72,6 +75,12 @@ class ScenarioSection(_Strict):
             raise ValueError("use letters, digits, '_', '.' or '-' (it names the run folder), e.g. 'campus_day'")
         if len(value) > MAX_NAME_CHARS:
             raise ValueError(f"{len(value)} characters; it names the run folder: use at most {MAX_NAME_CHARS}")
+        return value
+
+    @field_validator("tick_s")
+    @classmethod
+    def _tick(cls, value: float) -> float:
+        ticks_per_s(value)  # raises with the fix
         return value
 
     @field_validator("start")
@@ -95,7 +104,7 @@ class SimSpec(_Strict):
     """``[sims.<id>]``: which adapter, where it runs, its own params."""
 
     adapter: str
-    step_s: int | None = Field(default=None, gt=0, le=MAX_DURATION_S)
+    step_s: int | float | None = Field(default=None, gt=0, le=MAX_DURATION_S)
     cmd: str | None = None
     connect: str | None = Field(default=None, pattern=r"^[^:\s]+:\d+$")
     process: str = Field(default="inline", pattern=r"^(inline|subprocess)$")
@@ -161,7 +170,7 @@ class RecordSpec(_Strict):
 
     include: list[str] = ["*"]
     exclude: list[str] = []
-    step_s: int | None = Field(default=None, gt=0, le=MAX_DURATION_S)
+    step_s: int | float | None = Field(default=None, gt=0, le=MAX_DURATION_S)
     chunk_rows: int = Field(default=1440, gt=0, le=10_000_000)
     #: write what is buffered (closing a crash-safe segment) at least this often: a killed run
     #: loses at most this much wall time of recording [s]
@@ -197,17 +206,36 @@ class Scenario:
     @property
     def context(self) -> ScenarioContext:
         s = self.scenario
-        return ScenarioContext(s.start, s.duration_s, s.step_s, s.seed)
+        return ScenarioContext(s.start, s.duration_s, s.step_s, s.seed, s.tick_s)
 
-    def sim_step_s(self, sim_id: str) -> int:
+    def sim_step_s(self, sim_id: str) -> int | float:
         return self.sims[sim_id].step_s or self.scenario.step_s
+
+    @property
+    def ticks_per_s(self) -> int:
+        """mosaik time steps in one second (1 / ``tick_s``). [1/s]"""
+        return ticks_per_s(self.scenario.tick_s)
+
+    def ticks(self, seconds: float) -> int:
+        """``seconds`` in whole mosaik time steps (validation made every step a whole number). [-]"""
+        return to_ticks(seconds, self.ticks_per_s)
+
+    @property
+    def until_ticks(self) -> int:
+        """The run's end in mosaik time steps (nothing steps at it). [-]"""
+        return self.ticks(self.scenario.duration_s)
+
+    @property
+    def n_record_steps(self) -> int:
+        """Rows a complete run records. [-]"""
+        return self.until_ticks // self.ticks(self.record_step_s)
 
     @property
     def engine(self) -> str:
         return self.scenario.engine
 
     @property
-    def record_step_s(self) -> int:
+    def record_step_s(self) -> int | float:
         """The recorder's step: ``[record] step_s`` or the scenario's."""
         return self.record.step_s or self.scenario.step_s
 

@@ -29,6 +29,7 @@ from cosim.scenario.schema import (
     ScenarioSection,
     SimSpec,
 )
+from cosim.sdk import ticks_per_s, to_ticks
 from cosim.units import has_unit_suffix, unit_of
 
 #: An adapter's ``check`` text with this prefix is a warning, not a problem (:meth:`cosim.sdk.CosimSim.check`).
@@ -59,7 +60,7 @@ def validate(raw: dict[str, Any], path: Path, allow_commands: bool = False) -> S
     record = _model(RecordSpec, raw.get("record", {}), "record", problems)
     scn = Scenario(path, base_dir, section, sims, entities, connects, record or RecordSpec(), raw)
 
-    _check_timing(raw.get("scenario"), scn.record, problems)
+    _check_timing(raw.get("scenario"), scn.record, sims, problems)
     if not sims and isinstance(raw.get("sims", {}), dict) and not raw.get("sims"):
         problems.append(Problem("sims", "no simulators: a scenario needs at least one [sims.<id>] with an adapter"))
     _check_step_lengths(raw.get("scenario"), sims, problems)
@@ -148,18 +149,49 @@ def _connects(data: Any, problems: list[Problem]) -> list[ConnectSpec]:
     return found
 
 
-def _check_timing(raw: Any, record: RecordSpec, problems: list[Problem]) -> None:
-    """Step arithmetic, from the raw values so it is checked even when another key is wrong."""
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
+
+
+def _tick_count(value: Any, n_per_s: int) -> int | None:
+    """``value`` seconds in ticks, None when it is not a whole number of them."""
+    try:
+        return to_ticks(value, n_per_s)
+    except ValueError:
+        return None
+
+
+def _check_timing(raw: Any, record: RecordSpec, sims: dict[str, SimSpec], problems: list[Problem]) -> None:
+    """Step arithmetic in whole ticks, from the raw values so it is checked even when another key is wrong."""
     if not isinstance(raw, dict):
         return
-    duration, step = raw.get("duration_s"), raw.get("step_s")
-    if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in (duration, step)):
+    duration, step, tick = raw.get("duration_s"), raw.get("step_s"), raw.get("tick_s", 1.0)
+    try:
+        n_per_s = ticks_per_s(tick)
+    except ValueError:
+        return  # the schema names the bad tick_s
+    for where, value in [("scenario.step_s", step), *((f"sims.{sid}.step_s", spec.step_s) for sid, spec in sims.items()),
+                         ("record.step_s", record.step_s)]:
+        if _number(value) and _tick_count(value, n_per_s) is None:
+            problems.append(Problem(where, f"not a whole number of ticks (scenario.tick_s = {tick:g} s); give a "
+                                    f"multiple of {tick:g} s, or a finer tick_s", value))
+    if not (isinstance(duration, int) and not isinstance(duration, bool) and duration > 0 and _number(step)):
         return
-    if duration % step:
-        low = duration - duration % step
-        problems.append(Problem("scenario.duration_s", f"not a multiple of step_s = {step}; use {low or step} or {low + step}", duration))
-    if record.step_s and record.step_s % step:
+    step_ticks, until = _tick_count(step, n_per_s), duration * n_per_s
+    if step_ticks is None:
+        return
+    if until % step_ticks:
+        low = (until - until % step_ticks) / n_per_s
+        high = low + step_ticks / n_per_s
+        problems.append(Problem("scenario.duration_s", f"not a multiple of step_s = {step}; use {_seconds(low or high)} "
+                                f"or {_seconds(high)}", duration))
+    record_ticks = _tick_count(record.step_s, n_per_s) if _number(record.step_s) else None
+    if record_ticks is not None and record_ticks % step_ticks:
         problems.append(Problem("record.step_s", f"must be a multiple of scenario.step_s = {step}", record.step_s))
+
+
+def _seconds(value: float) -> str:
+    return f"{value:g}" if value != int(value) else str(int(value))
 
 
 def _route(scn: Scenario, where: str, texts: list[str], problems: list[Problem]) -> None:
@@ -444,13 +476,15 @@ def _pruning_hazards(scn: Scenario) -> list[str]:
     connection from a slower source into a faster destination can then deliver None at their
     common step times, depending on its scheduling. The direct engine reads the cache cleanly."""
     found = []
+    until = scn.until_ticks
     for i, conn in enumerate(scn.connect):
         if not (conn.time_shifted or conn.weak):
             continue
-        src_step, dst_step = scn.sim_step_s(scn.entities[conn.src].sim), scn.sim_step_s(scn.entities[conn.dst].sim)
+        src_s, dst_s = scn.sim_step_s(scn.entities[conn.src].sim), scn.sim_step_s(scn.entities[conn.dst].sim)
+        src_step, dst_step = scn.ticks(src_s), scn.ticks(dst_s)
         common = src_step * dst_step // gcd(src_step, dst_step)
-        if src_step > dst_step and common < scn.scenario.duration_s:
-            found.append(f"connect[{i}]: a delayed connection from a {src_step} s simulator into a {dst_step} s one: "
-                         f"mosaik 3.6 may deliver None at their common steps (every {common} s); the direct engine "
-                         "does not (scenario.engine = \"direct\"), or give both the same step")
+        if src_step > dst_step and common < until:
+            found.append(f"connect[{i}]: a delayed connection from a {src_s} s simulator into a {dst_s} s one: "
+                         f"mosaik 3.6 may deliver None at their common steps (every {_seconds(common / scn.ticks_per_s)} "
+                         "s); the direct engine does not (scenario.engine = \"direct\"), or give both the same step")
     return found

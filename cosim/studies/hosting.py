@@ -181,7 +181,8 @@ def _replay_toml(scn: Scenario, grid_sim: str, driven: list[str]) -> str:
     lines = ["# Written by cosim hosting-capacity: the grid of", f"# {scn.file}",
              "# with its fed elements replaying the base run (replay.csv).", "",
              "[scenario]", f"name = {_toml(s.name + '_replay')}", f"start = {s.start.isoformat().replace('+00:00', 'Z')}",
-             f"duration_s = {s.duration_s}", f"step_s = {s.step_s}", f"seed = {s.seed}", "",
+             f"duration_s = {s.duration_s}", f"step_s = {s.step_s}", f"seed = {s.seed}",
+             *([f"tick_s = {s.tick_s}"] if s.tick_s != 1.0 else []), "",
              f"[sims.{grid_sim}]", 'adapter = "grid"']
     if scn.sims[grid_sim].step_s:
         lines.append(f"step_s = {scn.sims[grid_sim].step_s}")

@@ -21,7 +21,7 @@ from cosim.report.figures import BAND_HIGH, BAND_LOW, event_spans
 from cosim.roles import RunRoles
 from cosim.run import run
 
-NAMES = [f.name for f in FIGURES]
+NAMES = [f.name for f in FIGURES if not f.optional]  # optional: drawn only when their outputs exist
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT = ROOT / "scenarios" / "default.toml"
@@ -165,6 +165,21 @@ def test_absent_parts_are_named(full_run, tmp_path):
     page = render(folder)
     assert sorted(figure_pngs(page)) == sorted(set(NAMES) - {"soc"})
     assert "no state of charge (*soc_frac) recorded" in page
+
+
+def test_frequency_and_spectrum_panels_of_a_sub_second_run(tmp_path):
+    """ffr_trip for 12 s at 0.1 s: the frequency panel (areas' f_hz, RoCoF) and the spectrum panel."""
+    result = run(ROOT / "scenarios" / "ffr_trip.toml", tmp_path, overrides={"scenario.duration_s": 12,
+                                                                            "scenario.engine": "direct"})
+    assert result.ok, result.reason
+    pngs = figure_pngs(write_report(result.run_dir).read_text())
+    assert {"frequency", "spectrum"} <= set(pngs)
+    assert all(len(pngs[name]) > 5000 for name in ("frequency", "spectrum"))
+
+
+def test_optional_panels_are_not_listed_as_missing(full_run):
+    page = render(full_run)
+    assert "no system frequency" not in page and "0.5 s or less" not in page
 
 
 def test_failed_run_without_series_still_reports(tmp_path):

@@ -35,6 +35,7 @@ WINDOWS = {
     "fleet_dr": 14_400,              # whole: the 0.5 MW request of 16 July 19-22 UTC
     "ieee13_llm_campus": 1_200,      # 20 min at 1 s: the regulators' delayed tap changes happen early
     "ieee13_voltage_aware": 1_200,   # the controller settles within minutes
+    "load_loss_event": 120,          # whole (0.1 s steps): the third fault's transfer at 34 s and the response
     "oversubscription": 86_400,      # the day: POLCA caps at the inference peaks
     "precooling": 43_200,            # whole: pre-cooling before and through the 17-21 UTC peak
     "thermal_capping": 43_200,       # whole: the afternoon with one chiller left
@@ -46,8 +47,10 @@ DEFAULT_WINDOW_S = 21_600
 def _window(path: Path) -> dict[str, int]:
     scn = cosim.load_scenario(path)
     window = WINDOWS.get(path.stem, DEFAULT_WINDOW_S)
-    step = scn.scenario.step_s
-    duration = min(scn.scenario.duration_s, max(step, window // step * step))
+    step = scn.ticks(scn.scenario.step_s)  # in ticks: exact also for sub-second steps
+    whole = scn.until_ticks if window >= scn.scenario.duration_s else max(step, scn.ticks(window) // step * step)
+    duration = -(-whole // scn.ticks_per_s)  # duration_s is whole seconds
+    duration = min(scn.scenario.duration_s, duration)
     return {"scenario.duration_s": duration}
 
 

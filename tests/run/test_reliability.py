@@ -177,7 +177,8 @@ REFUSED = [  # (override, the key the message names, a piece of the message)
     ({"scenario.start": 123}, "scenario.start", "valid datetime"),
     ({"scenario.seed": True}, "scenario.seed", "valid integer"),
     ({"scenario.seed": -1}, "scenario.seed", "greater than or equal to 0"),
-    ({"sims.grid.step_s": 1e9}, "sims.grid.step_s", "valid integer"),
+    ({"sims.grid.step_s": 1e9}, "sims.grid.step_s", "longer than the run"),  # a float step is allowed (tick_s)
+    ({"sims.grid.step_s": 0.25}, "sims.grid.step_s", "not a whole number of ticks"),
     ({"sims.grid.step_s": 10**9}, "sims.grid.step_s", "longer than the run"),
     ({"entities.campus.training.warmup_h": float("inf")}, "entities.campus.training.warmup_h", "finite"),
     ({"entities.campus.training.warmup_h": 1e300}, "entities.campus", "beyond any real plant"),

@@ -1,0 +1,102 @@
+"""Faults: grid-side disturbances as a voltage sag of given depth and duration (events).
+
+A steady-state power flow cannot compute the voltage during a fault, so faults come as events:
+each is ``(t_s, duration_s, vm_pu)``, the retained voltage at the point of connection while the
+fault lasts (from a short-circuit study, or a PMU record). Give them in the entity param
+``events = [[t_s, duration_s, vm_pu], ...]`` or in a CSV file with the columns ``t_s,
+duration_s, vm_pu`` (seconds from the scenario start; ``#`` lines are comments).
+
+Over a step ``[t, t + step_s)`` the outputs are the deepest sag that overlaps the step,
+``vm_sag_pu`` (1.0 without one), and how long it lasts inside the step, ``t_sag_s``, so a
+ride-through check (``adapters/ride_through.py``) measures a 100 ms sag as 100 ms also at 1 s
+steps. ``n_faults`` counts the faults begun so far.
+
+Example ``[entities]`` entry (three auto-reclose attempts onto a permanent fault)::
+
+    line = { sim = "faults", model = "Faults", events = [[5.0, 0.1, 0.75], [20.0, 0.1, 0.75], [35.0, 0.1, 0.75]] }
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator, model_validator
+
+from cosim.sdk import DataFile, Params, SingleModelSim, as_tuple
+
+OUTPUTS = ("vm_sag_pu", "t_sag_s", "n_faults")
+
+
+def _triples(value: Any) -> Any:
+    return tuple(as_tuple(v) for v in value) if isinstance(value, list) else value
+
+
+class FaultsParams(Params):
+    """Params of one ``Faults`` entity.
+
+    Attributes:
+        events: ``[[t_s, duration_s, vm_pu], ...]``: start, length and retained voltage. [s, s, pu]
+        file: a CSV with the columns ``t_s,duration_s,vm_pu`` (added to ``events``).
+    """
+
+    events: Annotated[tuple[tuple[float, float, float], ...], BeforeValidator(_triples)] = ()
+    file: DataFile | None = None
+
+    @model_validator(mode="after")
+    def _check(self):
+        for t_s, duration_s, vm_pu in self.all_events():
+            if t_s < 0 or duration_s <= 0 or not 0 <= vm_pu < 1:
+                raise ValueError(f"fault ({t_s}, {duration_s}, {vm_pu}): give t_s >= 0, duration_s > 0 and "
+                                 "0 <= vm_pu < 1 (the retained voltage)")
+        return self
+
+    def all_events(self) -> list[tuple[float, float, float]]:
+        return sorted([*self.events, *(read_faults(self.file) if self.file else [])])
+
+
+def read_faults(path: Path) -> list[tuple[float, float, float]]:
+    """The faults of a CSV file (``t_s,duration_s,vm_pu``).
+
+    Raises:
+        ValueError: naming the file and row.
+    """
+    rows = [line for line in Path(path).read_text(encoding="utf-8-sig").splitlines() if not line.startswith("#")]
+    reader = csv.DictReader(rows)
+    if [c for c in ("t_s", "duration_s", "vm_pu") if c not in (reader.fieldnames or [])]:
+        raise ValueError(f"{Path(path).name}: the header must name t_s, duration_s and vm_pu")
+    found = []
+    for number, row in enumerate(reader, start=2):
+        try:
+            found.append((float(row["t_s"]), float(row["duration_s"]), float(row["vm_pu"])))
+        except (TypeError, ValueError):
+            raise ValueError(f"{Path(path).name}: row {number}: t_s, duration_s and vm_pu must be numbers") from None
+    return found
+
+
+class Faults:
+    """The sag seen over each step (plain Python)."""
+
+    def __init__(self, p: FaultsParams):
+        self.events = p.all_events()
+
+    def over(self, t0: float, dt: float) -> dict[str, float]:
+        vm, t_sag = 1.0, 0.0
+        for start, length, retained in self.events:
+            overlap = min(t0 + dt, start + length) - max(t0, start)
+            if overlap > 1e-9 and retained < vm:
+                vm, t_sag = retained, overlap
+        begun = sum(1 for start, _, _ in self.events if start < t0 + dt - 1e-9)
+        return {"vm_sag_pu": vm, "t_sag_s": t_sag, "n_faults": begun}
+
+
+class FaultsSim(SingleModelSim):
+    """Fault events (model ``Faults``)."""
+
+    MODEL, PARAMS, ROLE, PHYSICS = "Faults", FaultsParams, "signal", Faults
+    OUTPUTS = OUTPUTS
+    EXAMPLE = {"models": {"Faults": {"events": [[2.0, 0.1, 0.5], [5.0, 0.2, 0.8]]}}}
+
+    def advance(self, faults: Faults, time_s: float, inputs: dict[str, Any]) -> dict[str, float]:
+        return faults.over(float(time_s), float(self.step_s))

@@ -1,0 +1,51 @@
+"""Frequency and load-loss KPI blocks on hand-made 0.1 s series (cosim/kpis/frequency.py,
+cosim/kpis/load_loss.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from cosim import kpis
+from cosim.roles import RunRoles
+
+ROLES = RunRoles({"area": "other", "ups": "other", "net": "grid"})
+
+
+def _series(n: int, **columns) -> pd.DataFrame:
+    index = pd.date_range("2024-07-10T23:00:00Z", periods=n, freq=pd.Timedelta(milliseconds=100))
+    return pd.DataFrame(columns, index=index)
+
+
+def test_frequency_block_counts_real_seconds_outside_the_bands():
+    f = np.full(100, 60.0)
+    f[20:50] = 60.25  # 3 s above +200 mHz
+    f[50:60] = 60.15  # then 1 s between 100 and 200 mHz
+    f[60] = 59.4      # one sample 600 mHz low
+    rocof = np.zeros(100)
+    rocof[20] = 0.3
+    out = kpis.compute(_series(100, **{"area.f_hz": f, "area.rocof_hz_s": rocof}), 0.1, ROLES)["frequency"]["area"]
+    assert out["f_zenith_hz"] == 60.25 and out["t_zenith_s"] == pytest.approx(2.0)
+    assert out["f_nadir_hz"] == 59.4 and out["t_nadir_s"] == pytest.approx(6.0)
+    assert out["outside_100mhz_s"] == pytest.approx(4.1)
+    assert out["outside_200mhz_s"] == pytest.approx(3.1)
+    assert out["outside_500mhz_s"] == pytest.approx(0.1)
+    assert out["rocof_max_hz_s"] == 0.3 and out["dev_max_hz"] == pytest.approx(0.6)
+
+
+def test_load_loss_block_reports_mw_lost_duration_energy_and_overvoltage():
+    n = 100
+    on = np.array([True] * 30 + [False] * 70)
+    lost = np.where(on, 0.0, 200.0)
+    vm = np.where(on, 1.02, 1.05)
+    ts = _series(n, **{"ups.in_service": on, "ups.p_lost_mw": lost, "ups.n_trips": (~on).astype(int),
+                       "ups.t_backup_s": np.cumsum(~on) * 0.1, "ups.p_ups_mw": np.where(on, 0.0, 200.0),
+                       "net.vm_max_pu": vm})
+    out = kpis.compute(ts, 0.1, ROLES)["load_loss"]["ups"]
+    assert out["n_trips"] == 1 and out["first_trip_s"] == pytest.approx(3.0)
+    assert out["lost_mw"] == 200.0 and out["backup_s"] == pytest.approx(7.0) and out["returned"] is False
+    assert out["ups_mwh"] == pytest.approx(200.0 * 7.0 / 3600.0)
+    assert (out["vm_before_max_pu"], out["vm_after_max_pu"]) == (1.02, 1.05)
+    quiet = kpis.compute(_series(5, **{"ups.in_service": [True] * 5, "ups.p_lost_mw": [0.0] * 5}), 0.1, ROLES)
+    assert quiet["load_loss"]["ups"] == {"n_trips": 0}
