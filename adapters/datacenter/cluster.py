@@ -4,7 +4,9 @@ One :meth:`GpuCluster.step` advances a step of ``dt_s`` seconds:
 
 1. queue the jobs submitted by now; release paused jobs the knobs and the limit allow back;
 2. apply ``pause_flexible_frac`` (checkpoint: lost work; restore: extra work on restart);
-3. schedule (:class:`~adapters.datacenter.scheduler.Scheduler`);
+3. schedule (:class:`~adapters.datacenter.scheduler.Scheduler` with the chosen policy of
+   :mod:`.policies`); with ``sleep`` on, nodes empty long enough go to a low-power state
+   and wake (``wake_s``) when a job is placed on them (:mod:`.nodes`);
 4. serve inference (:class:`~adapters.datacenter.inference.Fleet`);
 5. set training caps from the knobs, then enforce the facility limit ``p_limit_mw`` by, in
    order: capping low-priority jobs, pausing flexible jobs (low priority first), capping
@@ -28,6 +30,8 @@ import numpy as np
 from cosim.adapters.datacenter.checkpoints import checkpoint_share, split_levels
 from cosim.adapters.datacenter.hardware import DeliveryLosses, GpuSpec, NodeSpec
 from cosim.adapters.datacenter.inference import Fleet, arrival_rate
+from cosim.adapters.datacenter.nodes import NodeSleep, SleepParams, Topology
+from cosim.adapters.datacenter.observe import SCHEDULING_OUTPUTS, scheduling_outputs
 from cosim.adapters.datacenter.scheduler import (
     DONE,
     PAUSED,
@@ -37,7 +41,7 @@ from cosim.adapters.datacenter.scheduler import (
     Scheduler,
 )
 from cosim.adapters.datacenter.stragglers import COMPUTE_FRAC, StragglerModel
-from cosim.adapters.datacenter.training import CLASSES, Jobs, capped
+from cosim.adapters.datacenter.training import CLASSES, POLICY_STREAM, Jobs, capped, substream
 
 #: Bisection steps when searching the cap that meets the facility limit (resolution
 #: (TDP - min) / 2**20, far below a watt).
@@ -113,6 +117,11 @@ class GpuCluster:
         checkpoint_duration_s: length of a checkpoint (GPUs idle, no progress); 0 = none. [s]
         stragglers: draw straggler stalls at steps <= 1 s (PAI per-worker times). [-]
         rng: seeded generator (swing phases, straggler cycles).
+        policy_params: params of ``policy`` (:mod:`.policies`).
+        nodes_per_rack: nodes per rack, for rack locality. [-]
+        locality: ``any``, ``node`` or ``rack`` (:class:`~.scheduler.Scheduler`).
+        sleep: low-power state of empty nodes, or ``None`` (always awake).
+        report_scheduling: add :data:`.observe.SCHEDULING_OUTPUTS` to the outputs.
     """
 
     def __init__(self, node: NodeSpec, gpu: GpuSpec, n_gpus: int, jobs: Jobs, fleets: list[FleetSetup], *,
@@ -120,10 +129,17 @@ class GpuCluster:
                  rated_mw: float | None = None, checkpoint_loss_s: float = 900.0, restore_s: float = 300.0,
                  swing_frac: float = 0.3, iteration_s: float = 2.0, checkpoint_interval_s=1800.0,
                  checkpoint_duration_s: float = 60.0, checkpoint_stagger: bool = True, stragglers: bool = True,
-                 rng: np.random.Generator | None = None):
+                 rng: np.random.Generator | None = None, policy_params: dict | None = None, nodes_per_rack: int = 4,
+                 locality: str = "any", sleep: SleepParams | None = None, report_scheduling: bool = False):
         self.node, self.gpu, self.jobs, self.fleets = node, gpu, jobs, fleets
         self.n_gpus = int(n_gpus)
-        self.sched = Scheduler(jobs, n_gpus, policy)
+        topology = Topology(self.n_gpus, node.gpus_per_node, nodes_per_rack)
+        self.sleep = NodeSleep(topology, sleep) if sleep is not None else None
+        # the policy's own stream: every other random quantity of the run stays as it was
+        policy_rng = substream(rng or np.random.default_rng(0), POLICY_STREAM)
+        self.sched = Scheduler(jobs, n_gpus, policy, policy_params=policy_params, topology=topology,
+                               locality=locality, sleep=self.sleep, rng=policy_rng)
+        self.report_scheduling = report_scheduling
         self.start_hour_utc = start_hour_utc
         self.q_per_p = math.tan(math.acos(power_factor))
         self.checkpoint_loss_s, self.restore_s = checkpoint_loss_s, restore_s
@@ -170,6 +186,8 @@ class GpuCluster:
         self._release_limit_paused(knobs)
         self._pause_flexible(knobs, time_s)
         sched.schedule(time_s)
+        if self.sleep is not None:
+            self.sleep.update(time_s, sched.free_per_node())
         infer = self._serve(time_s, dt_s, knobs)
         run = sched.running()
         caps = self._class_caps(run, knobs)
@@ -177,7 +195,11 @@ class GpuCluster:
         if knobs.p_limit_mw is not None:
             run, caps, excess_mw = self._enforce_limit(run, caps, knobs.p_limit_mw, infer["p_it_w"], time_s)
         train = self._advance(run, caps, time_s, dt_s)
-        return self._outputs(train, infer, excess_mw, dt_s)
+        sched.account(dt_s, time_s)
+        out = self._outputs(train, infer, excess_mw, dt_s)
+        if self.report_scheduling:
+            out.update(scheduling_outputs(self, run, caps, out["p_it_mw"]))
+        return out
 
     def _check_knobs(self, knobs: Knobs) -> None:
         for name, cap in [("p_cap_w", knobs.p_cap_w), *((f"p_cap_{c}_w", v) for c, v in knobs.p_cap_class_w.items())]:
@@ -242,15 +264,15 @@ class GpuCluster:
             self._resume(paused)
             return
         order = paused[np.lexsort((paused, self.jobs.prio[paused]))]
-        need_mw = np.cumsum(self._saving_w(order, self.p_unc_w[order])) / 1e6
+        need_mw = np.cumsum(self._saving_w(self.jobs.n_gpus[order], self.p_unc_w[order])) / 1e6
         room_mw = 0.97 * knobs.p_limit_mw - self.p_last_mw  # margin against flapping
         self._resume(order[need_mw <= room_mw])
 
-    def _saving_w(self, jobs: np.ndarray, p_gpu_w: np.ndarray) -> np.ndarray:
-        """Power freed by stopping ``jobs`` drawing ``p_gpu_w`` per GPU (GPU and node share). [W]"""
+    def _saving_w(self, n_gpus: np.ndarray, p_gpu_w: np.ndarray) -> np.ndarray:
+        """Power freed by stopping jobs of ``n_gpus`` GPUs drawing ``p_gpu_w`` per GPU (GPU and node share). [W]"""
         node_share_w = (self.node.other_full_w - self.node.other_idle_w) / self.node.gpus_per_node
         per_gpu = p_gpu_w - self.gpu.idle_w + node_share_w
-        return self.jobs.n_gpus[jobs] * per_gpu
+        return n_gpus * per_gpu
 
     # -- caps and the facility limit ------------------------------------------------------------
     def _class_caps(self, run: np.ndarray, knobs: Knobs) -> np.ndarray:
@@ -271,10 +293,16 @@ class GpuCluster:
     def _train_it_w(self, run: np.ndarray, caps: np.ndarray) -> float:
         """Training partition IT power with every running job busy all step. [W]"""
         _, p_gpu = self._gpu_power(run, caps)
-        busy = float(self.jobs.n_gpus[run].sum())
-        return (float(self.jobs.n_gpus[run] @ p_gpu) + (self.n_gpus - busy) * self.gpu.idle_w
+        n_alloc = self.sched.n_alloc[run]
+        busy = float(n_alloc.sum())
+        it_w = (float(n_alloc @ p_gpu) + (self.n_gpus - busy) * self.gpu.idle_w
                 + self.n_nodes * self.node.other_idle_w
                 + (self.node.other_full_w - self.node.other_idle_w) * busy / self.node.gpus_per_node)
+        return it_w - self._sleep_saving_w() if self.sleep is not None else it_w
+
+    def _sleep_saving_w(self) -> float:
+        """What the sleeping nodes save against their idle draw. [W]"""
+        return self.sleep.saving_w(self.gpu.idle_w, self.node.other_idle_w)
 
     def _facility_mw(self, it_w: float) -> float:
         return it_w / 1e6 + float(self.losses.loss_mw(it_w / 1e6))
@@ -320,7 +348,7 @@ class GpuCluster:
         jobs = run[cand]
         order = np.lexsort((-self.sched.first_start_s[jobs], -self.jobs.prio[jobs]))
         _, p_gpu = self._gpu_power(run, caps)
-        saving_mw = np.cumsum(self._saving_w(jobs[order], p_gpu[cand][order])) / 1e6
+        saving_mw = np.cumsum(self._saving_w(self.sched.n_alloc[jobs[order]], p_gpu[cand][order])) / 1e6
         excess_mw = total_mw(run, caps) - limit_mw
         n = min(int(np.searchsorted(saving_mw, excess_mw)) + 1, len(order))
         self._pause(jobs[order[:n]], 2, time_s)
@@ -370,17 +398,24 @@ class GpuCluster:
             p_gpu, progress, stall = self._fine(run, caps, p_gpu, time_s, dt_s)
         else:
             progress, stall = np.ones(len(run)), self._mean_stall(run)
+        progress = progress * sched.rate_frac[run]  # elastic jobs off their requested size; 1 otherwise
+        if self.sleep is not None:
+            p_gpu, progress = self._waking(run, p_gpu, progress, time_s, dt_s)
         rem = sched.remaining_s[run]
         active = np.minimum(1.0, rem / np.maximum(speed * progress * dt_s, 1e-12))
-        sched.remaining_s[run] = rem - speed * progress * dt_s * active
+        work_s = speed * progress * dt_s * active
+        sched.remaining_s[run] = rem - work_s
+        sched.work_done_s[run] += work_s
         self.ran_s[run] += dt_s * active
         done = run[sched.remaining_s[run] <= 1e-6]
+        g = sched.n_alloc[run].astype(float)
         sched.release(done, DONE, time_s + dt_s * active[np.isin(run, done)])
-        g = jobs.n_gpus[run].astype(float)
         busy_gpus = float(g @ active)
         gpu_w = float(g @ (p_gpu * active)) + (self.n_gpus - busy_gpus) * self.gpu.idle_w
         it_w = gpu_w + self.n_nodes * self.node.other_idle_w + (
             self.node.other_full_w - self.node.other_idle_w) * busy_gpus / self.node.gpus_per_node
+        if self.sleep is not None:
+            it_w -= self._sleep_saving_w()
         waiting = (sched.state == QUEUED) | (sched.state == PAUSED)
         hours = dt_s / 3600.0
         slow = float(g @ ((1.0 - speed) * active)) * hours
@@ -390,6 +425,13 @@ class GpuCluster:
         stall_gpus = np.array([float(g @ (active * s)) for s in stall])
         return {"it_w": it_w, "gpu_w": gpu_w, "busy_gpus": busy_gpus, "by_class_w": by_class_w,
                 "stall_gpus": stall_gpus}
+
+    def _waking(self, run, p_gpu, progress, time_s, dt_s):
+        """Jobs on waking nodes: no progress and idle GPUs until their nodes are up."""
+        ready = np.clip((time_s + dt_s - self.sched.ready_s[run]) / dt_s, 0.0, 1.0)
+        if (ready >= 1.0).all():
+            return p_gpu, progress
+        return ready * p_gpu + (1.0 - ready) * self.gpu.idle_w, progress * ready
 
     def _mean_stall(self, run: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Long-run ``(straggler stall, checkpoint)`` shares of each running job's time. [-]"""

@@ -1,25 +1,34 @@
-"""Gang scheduler for training jobs: priority-ordered FIFO with EASY backfill, pausable jobs.
+"""Gang scheduler state for training jobs: GPUs on nodes, job states, and the mechanics of a pass.
 
-Every job gets all its GPUs at once or none (gang). The queue is ordered by priority class,
-then submission time. The first job that does not fit is the *head*: it gets a reservation at
-the earliest time enough GPUs free up (the *shadow time*, from the running jobs' expected
-ends), and later jobs may start now only if they fit in the free GPUs and either end before
-the shadow time or use only GPUs the head will not need (EASY backfill: Lifka, "The ANL/IBM SP
-scheduling system", JSSPP 1995; Mu'alem & Feitelson, IEEE TPDS 12(6), 2001). Runtime
-estimates are the jobs' true remaining work at their current speed (perfect estimates).
+Every job gets all its GPUs at once or none (gang). *Which* jobs start and *where* is the
+policy's decision (:mod:`.policies`, chosen by ``training.policy``; the default ``easy`` is
+priority FIFO with EASY backfill, ``fifo`` the same without backfill). This module holds
+what every policy shares: the job states, ``owner[g]`` (the job holding GPU ``g``, -1 =
+free, so a GPU can never be booked twice), the nodes the GPUs sit on (:mod:`.nodes`), and
+the operations a policy may use: start a job on given GPUs, release, requeue, preempt,
+resize (elastic jobs).
 
-State lives in arrays; ``owner[g]`` is the job holding GPU ``g`` (-1 = free), so a GPU can
-never be booked twice.
+Runtime estimates are the jobs' true remaining work at their current speed (perfect
+estimates); a policy that wants noisy ones draws its own (``srpt``).
 """
 
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
 
+from cosim.adapters.datacenter.nodes import NodeSleep, Topology, pod_sizes
+from cosim.adapters.datacenter.policies import Policy, make_policy
+from cosim.adapters.datacenter.states import DONE, FUTURE, PAUSED, QUEUED, REJECTED, RUNNING, STATE_NAMES
 from cosim.adapters.datacenter.training import Jobs
 
-FUTURE, QUEUED, RUNNING, PAUSED, DONE, REJECTED = range(6)
-STATE_NAMES = ("future", "queued", "running", "paused", "done", "rejected")
+__all__ = ["DONE", "FUTURE", "PAUSED", "QUEUED", "REJECTED", "RUNNING", "STATE_NAMES", "Scheduler"]
+
+#: Jobs whose pods estimate the target workload of the fragmentation measure (FGD's
+#: "typical pods", here a sliding window of the latest arrivals). [-]
+MIX_WINDOW_JOBS = 200
+LOCALITIES = ("any", "node", "rack")
 
 
 class Scheduler:
@@ -28,30 +37,49 @@ class Scheduler:
     Args:
         jobs: the job table (sorted by ``submit_s``); its ``work_s`` is copied, not changed.
         n_gpus: GPUs in the partition. [-]
-        policy: ``"easy"`` (FIFO + EASY backfill) or ``"fifo"`` (strict order).
-        backfill_depth: how many queued jobs behind the head a pass looks at. [-]
+        policy: a policy name of :mod:`.policies` (``"easy"``, ``"fifo"``, ...) or a policy object.
+        policy_params: the named policy's params (validated by it).
+        topology: nodes and racks; default 8-GPU nodes, 4 per rack.
+        locality: ``any`` (GPUs anywhere), ``node`` (a job that fits a node gets one node,
+            larger jobs whole nodes), ``rack`` (as ``node``, and a multi-node job that fits a
+            rack stays in one rack).
+        sleep: idle-node low-power state, or ``None`` (nodes always awake).
+        rng: seeded generator for policies that draw (noisy runtimes); never drawn from here.
     """
 
-    def __init__(self, jobs: Jobs, n_gpus: int, policy: str = "easy", backfill_depth: int = 200):
-        if policy not in ("easy", "fifo"):
-            raise ValueError(f"policy = {policy!r}: choose 'easy' or 'fifo'")
+    def __init__(self, jobs: Jobs, n_gpus: int, policy: str | Policy = "easy", *, policy_params: dict | None = None,
+                 topology: Topology | None = None, locality: str = "any", sleep: NodeSleep | None = None,
+                 rng: np.random.Generator | None = None):
+        if locality not in LOCALITIES:
+            raise ValueError(f"locality = {locality!r}: choose one of {', '.join(LOCALITIES)}")
         self.jobs = jobs
         self.n_gpus = int(n_gpus)
-        self.policy = policy
-        self.backfill_depth = backfill_depth
+        self.topology = topology or Topology(self.n_gpus, 8)
+        self.locality, self.sleep = locality, sleep
         n = len(jobs)
         self.state = np.full(n, FUTURE, np.int8)
         self.remaining_s = np.asarray(jobs.work_s, float).copy()
         self.speed = np.ones(n)  # current speed (cap), for expected end times
         self.first_start_s = np.full(n, np.nan)
         self.end_s = np.full(n, np.nan)
+        self.n_alloc = np.asarray(jobs.n_gpus, np.int64).copy()  # GPUs held (elastic jobs: may differ)
+        self.rate_frac = np.ones(n)  # progress per second relative to the requested GPU count
+        self.ready_s = np.full(n, -np.inf)  # no progress before (waking nodes)
+        self.extra_work_s = np.zeros(n)  # restore, preemption and rescale costs added to the work
+        self.work_done_s = np.zeros(n)  # work done so far (the cluster adds each step's progress)
+        self.life_s = np.zeros(n)  # time submitted and unfinished, after time 0
+        self.contention_s = np.zeros(n)  # integral of the number of active jobs over that time
         self.owner = np.full(self.n_gpus, -1, np.int64)
         self.n_free = self.n_gpus
         self.next_arrival = 0
         self.dirty = True  # something changed since the last pass
+        self._free_node: np.ndarray | None = None
+        self._mix: tuple[int, np.ndarray, np.ndarray] | None = None
         # sums over jobs submitted at or after time 0 (not during a warm-up)
         self.wait_sum_s, self.n_started = 0.0, 0
         self.jct_sum_s, self.n_finished = 0.0, 0
+        self.policy = policy if isinstance(policy, Policy) else make_policy(policy, policy_params or {}, rng)
+        self.policy.bind(self)
 
     # -- events --------------------------------------------------------------------------
     def admit(self, time_s: float) -> None:
@@ -65,15 +93,22 @@ class Scheduler:
             self.next_arrival = last
             self.dirty = True
 
-    def start(self, job: int, time_s: float) -> None:
-        """Give ``job`` all its GPUs (the caller checked they are free)."""
-        need = int(self.jobs.n_gpus[job])
-        free = np.flatnonzero(self.owner < 0)[:need]
-        if len(free) < need:
-            raise RuntimeError(f"job {job} needs {need} GPUs, {len(free)} free")
-        self.owner[free] = job
-        self.n_free -= need
+    def start(self, job: int, time_s: float, gpus: np.ndarray | None = None) -> None:
+        """Give ``job`` the GPUs ``gpus`` (default: the first free ones; the caller checked they are free)."""
+        if gpus is None:
+            need = int(self.jobs.n_gpus[job])
+            gpus = np.flatnonzero(self.owner < 0)[:need]
+            if len(gpus) < need:
+                raise RuntimeError(f"job {job} needs {need} GPUs, {len(gpus)} free")
+        if (self.owner[gpus] >= 0).any():
+            raise RuntimeError(f"job {job}: GPUs {gpus[self.owner[gpus] >= 0].tolist()} are held by other jobs")
+        self.owner[gpus] = job
+        self.n_free -= len(gpus)
+        self.n_alloc[job] = len(gpus)
+        self._free_node = None
         self.state[job] = RUNNING
+        if self.sleep is not None:
+            self.ready_s[job] = self.sleep.wake(self.topology.node_of_gpu[gpus], time_s)
         if np.isnan(self.first_start_s[job]):
             self.first_start_s[job] = time_s
             if self.jobs.submit_s[job] >= 0:
@@ -87,6 +122,7 @@ class Scheduler:
         held = np.isin(self.owner, jobs)
         self.owner[held] = -1
         self.n_free += int(held.sum())
+        self._free_node = None
         self.state[jobs] = new_state
         if new_state == DONE:
             self.end_s[jobs] = time_s
@@ -100,7 +136,33 @@ class Scheduler:
         if len(jobs):
             self.state[jobs] = QUEUED
             self.remaining_s[jobs] += extra_work_s
+            self.extra_work_s[jobs] += extra_work_s
             self.dirty = True
+
+    def preempt(self, jobs: np.ndarray, time_s: float, loss_s: float) -> None:
+        """Take running ``jobs`` off their GPUs back into the queue; each redoes ``loss_s`` of work."""
+        jobs = np.asarray(jobs, np.int64)
+        if len(jobs):
+            self.release(jobs, QUEUED, time_s)
+            self.remaining_s[jobs] += loss_s
+            self.extra_work_s[jobs] += loss_s
+
+    def resize(self, job: int, gpus: np.ndarray, time_s: float, rate_frac: float, cost_s: float) -> None:
+        """Move running ``job`` onto ``gpus`` (its own or free ones) at a new progress rate."""
+        self.release(np.array([job]), QUEUED, time_s)
+        self.start(job, time_s, gpus)
+        self.rate_frac[job] = rate_frac
+        self.remaining_s[job] += cost_s
+        self.extra_work_s[job] += cost_s
+
+    def account(self, dt_s: float, time_s: float) -> None:
+        """Add a step to each unfinished job's lifetime and contention (finish-time fairness)."""
+        if time_s < 0:
+            return
+        active = (self.state >= QUEUED) & (self.state <= PAUSED)
+        n_active = float(np.count_nonzero(active))
+        self.life_s[active] += dt_s
+        self.contention_s[active] += n_active * dt_s
 
     # -- the scheduling pass ---------------------------------------------------------------
     def queue_order(self) -> np.ndarray:
@@ -109,43 +171,18 @@ class Scheduler:
         return queued[np.lexsort((queued, self.jobs.submit_s[queued], self.jobs.prio[queued]))]
 
     def schedule(self, time_s: float) -> list[int]:
-        """Start what fits, in order; backfill around the head's reservation. Returns started jobs."""
-        if not self.dirty:
+        """Run the policy's pass when something changed (or the policy asks). Returns started jobs."""
+        if not self.dirty and not self.policy.wants_pass(self, time_s):
             return []
         self.dirty = False
-        order = self.queue_order()
-        started: list[int] = []
-        n_gpus = self.jobs.n_gpus
-        i = 0
-        while i < len(order) and n_gpus[order[i]] <= self.n_free:
-            self.start(int(order[i]), time_s)
-            started.append(int(order[i]))
-            i += 1
-        if i >= len(order) or self.policy == "fifo":
-            return started
-        shadow_s, extra = self._reservation(int(n_gpus[order[i]]), time_s)
-        behind = order[i + 1: i + 1 + self.backfill_depth]
-        behind = behind[n_gpus[behind] <= self.n_free]  # free GPUs only shrink during the pass
-        ends_s = time_s + self.remaining_s[behind] / np.maximum(self.speed[behind], 1e-9)
-        for job, need, end_s in zip(behind.tolist(), n_gpus[behind].tolist(), ends_s.tolist()):
-            if need > self.n_free:
-                continue
-            ends_in_time = end_s <= shadow_s
-            if ends_in_time or need <= extra:
-                self.start(job, time_s)
-                started.append(job)
-                if not ends_in_time:
-                    extra -= need
-            if self.n_free == 0:
-                break
-        return started
+        return self.policy.schedule(self, time_s)
 
-    def _reservation(self, need: int, time_s: float) -> tuple[float, int]:
+    def reservation(self, need: int, time_s: float) -> tuple[float, int]:
         """Shadow time for a head needing ``need`` GPUs, and the GPUs spare at that time."""
         running = np.flatnonzero(self.state == RUNNING)
         ends = time_s + self.remaining_s[running] / np.maximum(self.speed[running], 1e-9)
         order = np.argsort(ends, kind="stable")
-        freed = self.n_free + np.cumsum(self.jobs.n_gpus[running][order])
+        freed = self.n_free + np.cumsum(self.n_alloc[running][order])
         k = int(np.searchsorted(freed, need))
         if k >= len(order):  # cannot happen for jobs that fit the partition; be safe
             return np.inf, 0
@@ -157,6 +194,23 @@ class Scheduler:
 
     def count(self, state: int) -> int:
         return int(np.count_nonzero(self.state == state))
+
+    def free_per_node(self) -> np.ndarray:
+        """Free GPUs on each node (cached until the next start or release). [-]"""
+        if self._free_node is None:
+            self._free_node = self.topology.free_per_node(self.owner)
+        return self._free_node
+
+    def pod_mix(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(pod sizes, probabilities)`` of the latest :data:`MIX_WINDOW_JOBS` arrivals (FGD's target workload)."""
+        if self._mix is None or self._mix[0] != self.next_arrival:
+            first = max(self.next_arrival - MIX_WINDOW_JOBS, 0)
+            gpn = self.topology.gpus_per_node
+            counts = Counter(p for n in self.jobs.n_gpus[first:self.next_arrival].tolist() for p in pod_sizes(n, gpn))
+            sizes = np.array(sorted(counts), float)
+            probs = np.array([counts[s] for s in sorted(counts)], float)
+            self._mix = (self.next_arrival, sizes, probs / probs.sum() if len(probs) else probs)
+        return self._mix[1], self._mix[2]
 
     def wait_mean_s(self) -> float:
         """Mean queueing wait of the jobs started so far (submitted at or after 0). [s]"""
