@@ -30,7 +30,7 @@ import numpy as np
 from cosim.adapters.datacenter.checkpoints import checkpoint_share, split_levels
 from cosim.adapters.datacenter.hardware import DeliveryLosses, GpuSpec, NodeSpec
 from cosim.adapters.datacenter.inference import Fleet, arrival_rate
-from cosim.adapters.datacenter.nodes import NodeSleep, SleepParams, Topology
+from cosim.adapters.datacenter.nodes import NodePower, NodeSleep, SleepParams, Topology
 from cosim.adapters.datacenter.observe import SCHEDULING_OUTPUTS, scheduling_outputs
 from cosim.adapters.datacenter.scheduler import (
     DONE,
@@ -137,8 +137,11 @@ class GpuCluster:
         self.sleep = NodeSleep(topology, sleep) if sleep is not None else None
         # the policy's own stream: every other random quantity of the run stays as it was
         policy_rng = substream(rng or np.random.default_rng(0), POLICY_STREAM)
+        node_power = NodePower(gpu.idle_w, gpu.tdp_w, node.other_idle_w,
+                               (node.other_full_w - node.other_idle_w) / node.gpus_per_node,
+                               sleep.p_sleep_w if sleep is not None else None)
         self.sched = Scheduler(jobs, n_gpus, policy, policy_params=policy_params, topology=topology,
-                               locality=locality, sleep=self.sleep, rng=policy_rng)
+                               locality=locality, sleep=self.sleep, rng=policy_rng, node_power=node_power)
         self.report_scheduling = report_scheduling
         self.start_hour_utc = start_hour_utc
         self.q_per_p = math.tan(math.acos(power_factor))

@@ -97,6 +97,32 @@ def frag_gpus(free: np.ndarray, sizes: np.ndarray, probs: np.ndarray) -> float:
 
 
 @dataclass(frozen=True)
+class NodePower:
+    """Per-node power numbers for placement decisions (the cluster's model, :mod:`.cluster`).
+
+    Attributes:
+        gpu_idle_w, gpu_tdp_w: a GPU idle and at its default limit. [W]
+        node_idle_w: non-GPU power of a node with no busy GPU. [W]
+        node_busy_share_w: extra non-GPU power per busy GPU (``(other_full - other_idle) / gpus_per_node``). [W]
+        p_sleep_w: a sleeping node, GPUs included; None when nodes do not sleep. [W]
+    """
+
+    gpu_idle_w: float = 80.0
+    gpu_tdp_w: float = 700.0
+    node_idle_w: float = 1400.0
+    node_busy_share_w: float = 400.0
+    p_sleep_w: float | None = None
+
+    def node_w(self, free: np.ndarray, gpus_on_node: np.ndarray, gpu_job_w: float) -> np.ndarray:
+        """Steady-state power of nodes with ``free`` GPUs free, busy ones drawing ``gpu_job_w``;
+        an empty node sleeps when nodes sleep, else draws its idle power. [W]"""
+        busy = gpus_on_node - free
+        awake_w = self.node_idle_w + busy * (gpu_job_w + self.node_busy_share_w) + free * self.gpu_idle_w
+        empty_w = awake_w if self.p_sleep_w is None else np.full(len(free), float(self.p_sleep_w))
+        return np.where(busy > 0, awake_w, empty_w)
+
+
+@dataclass(frozen=True)
 class SleepParams:
     """Low-power state of empty nodes.
 

@@ -18,7 +18,7 @@ from collections import Counter
 
 import numpy as np
 
-from cosim.adapters.datacenter.nodes import NodeSleep, Topology, pod_sizes
+from cosim.adapters.datacenter.nodes import NodePower, NodeSleep, Topology, pod_sizes
 from cosim.adapters.datacenter.policies import Policy, make_policy
 from cosim.adapters.datacenter.states import DONE, FUTURE, PAUSED, QUEUED, REJECTED, RUNNING, STATE_NAMES
 from cosim.adapters.datacenter.training import Jobs
@@ -45,17 +45,19 @@ class Scheduler:
             rack stays in one rack).
         sleep: idle-node low-power state, or ``None`` (nodes always awake).
         rng: seeded generator for policies that draw (noisy runtimes); never drawn from here.
+        node_power: per-node power numbers for power-aware policies (default: DGX H100, no sleep).
     """
 
     def __init__(self, jobs: Jobs, n_gpus: int, policy: str | Policy = "easy", *, policy_params: dict | None = None,
                  topology: Topology | None = None, locality: str = "any", sleep: NodeSleep | None = None,
-                 rng: np.random.Generator | None = None):
+                 rng: np.random.Generator | None = None, node_power: NodePower | None = None):
         if locality not in LOCALITIES:
             raise ValueError(f"locality = {locality!r}: choose one of {', '.join(LOCALITIES)}")
         self.jobs = jobs
         self.n_gpus = int(n_gpus)
         self.topology = topology or Topology(self.n_gpus, 8)
         self.locality, self.sleep = locality, sleep
+        self.node_power = node_power or NodePower()
         n = len(jobs)
         self.state = np.full(n, FUTURE, np.int8)
         self.remaining_s = np.asarray(jobs.work_s, float).copy()
@@ -146,6 +148,19 @@ class Scheduler:
             self.release(jobs, QUEUED, time_s)
             self.remaining_s[jobs] += loss_s
             self.extra_work_s[jobs] += loss_s
+
+    def place_as_if_free(self, job: int, place) -> np.ndarray | None:
+        """``place()`` with running ``job``'s own GPUs counted free (to resize it); nothing changes."""
+        own = np.flatnonzero(self.owner == job)
+        self.owner[own] = -1
+        self.n_free += len(own)
+        self._free_node = None
+        try:
+            return place()
+        finally:
+            self.owner[own] = job
+            self.n_free -= len(own)
+            self._free_node = None
 
     def resize(self, job: int, gpus: np.ndarray, time_s: float, rate_frac: float, cost_s: float) -> None:
         """Move running ``job`` onto ``gpus`` (its own or free ones) at a new progress rate."""

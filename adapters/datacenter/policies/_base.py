@@ -30,13 +30,16 @@ class Policy:
 
     Class attributes:
         PARAMS: the params model (``training.policy_params``).
-        PRIORITY_ORDER: the policy starts queued jobs in priority-class order (a higher class
-            never waits for a lower one that it could have replaced); the tests hold it to it.
+        PRIORITY_ORDER: the policy ranks queued jobs by priority class first.
+        STRICT_PARAMS: params under which every pass starts a prefix of that ranking (no
+            backfill), so no job starts while one of a higher class waits; None when the
+            policy makes no priority promise. The tests hold each policy to it.
         BACKFILL: the default pass backfills (EASY).
     """
 
     PARAMS: ClassVar[type[PolicyParams]] = PolicyParams
     PRIORITY_ORDER: ClassVar[bool] = True
+    STRICT_PARAMS: ClassVar[dict | None] = {}
     BACKFILL: ClassVar[bool] = False
     #: queued jobs behind the head a backfill pass looks at. [-]
     N_BACKFILL_JOBS: ClassVar[int] = 200
@@ -63,6 +66,10 @@ class Policy:
     def queue_order(self, sched, time_s: float) -> np.ndarray:
         """Queued jobs in the order the pass tries them (default: priority, submission, id)."""
         return sched.queue_order()
+
+    def end_estimate_s(self, sched, jobs: np.ndarray, time_s: float) -> np.ndarray:
+        """When ``jobs`` would end if started now (default: the true remaining work). [s]"""
+        return time_s + sched.remaining_s[jobs] / np.maximum(sched.speed[jobs], 1e-9)
 
     def place(self, sched, job: int, need: int, time_s: float) -> np.ndarray | None:
         """GPUs for ``need`` GPUs of ``job``, or None when it cannot be placed now (default: first fit)."""
@@ -97,7 +104,7 @@ class Policy:
         shadow_s, extra = sched.reservation(int(n_gpus[order[head]]), time_s)
         behind = order[head + 1: head + 1 + self.n_backfill_jobs()]
         behind = behind[n_gpus[behind] <= sched.n_free]  # free GPUs only shrink during the pass
-        ends_s = time_s + sched.remaining_s[behind] / np.maximum(sched.speed[behind], 1e-9)
+        ends_s = self.end_estimate_s(sched, behind, time_s)
         started = []
         for job, need, end_s in zip(behind.tolist(), n_gpus[behind].tolist(), ends_s.tolist()):
             if need > sched.n_free:

@@ -24,6 +24,7 @@ class Easy(Policy):
     """Priority FIFO + EASY backfill, first-fit placement (the default)."""
 
     PARAMS = EasyParams
+    STRICT_PARAMS = {"n_backfill_jobs": 0}
     BACKFILL = True
 
     def n_backfill_jobs(self) -> int:
