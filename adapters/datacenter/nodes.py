@@ -168,7 +168,7 @@ class NodeSleep:
                              & (self.awake_at_s <= time_s))
         n_spare_awake = int(np.count_nonzero(empty & ~self.asleep)) - len(due)
         keep = max(self.params.n_awake_spare - n_spare_awake, 0)
-        due = due[::-1][keep:]  # spares: the lowest-numbered nodes stay awake
+        due = due[keep:]  # spares: the lowest-numbered empty nodes stay awake
         self.asleep[due] = True
         self.empty_since_s[due] = np.nan
 

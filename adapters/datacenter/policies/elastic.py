@@ -27,6 +27,7 @@ from pydantic import Field
 
 from cosim.adapters.datacenter.goodput import GoodputModel, allowed_sizes
 from cosim.adapters.datacenter.policies._base import Policy, PolicyParams
+from cosim.adapters.datacenter.policies._lease import next_lease_s
 from cosim.adapters.datacenter.states import QUEUED, RUNNING
 
 
@@ -92,7 +93,7 @@ class Elastic(Policy):
         return False
 
     def schedule(self, sched, time_s: float) -> list[int]:
-        self.next_grow_s = time_s + self.params.rescale_interval_s
+        self.next_grow_s = next_lease_s(time_s, self.params.rescale_interval_s)  # a fixed grid of passes
         order = self.queue_order(sched, time_s)
         started: list[int] = []
         i = 0

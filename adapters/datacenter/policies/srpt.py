@@ -5,7 +5,7 @@ Distributed Deep Learning Workload Scheduling in GPU Clusters", arXiv 2501.05563
 predicted iteration counts from a random forest, preemptive SRPT on a single-machine
 relaxation guiding the cluster schedule). Here the predictor is noise around the truth:
 each job's runtime estimate is ``work x exp(sigma Z)``, ``Z`` standard normal from the
-policy's seeded stream (``runtime_noise_sigma_ln = 0`` is a perfect predictor). A job whose
+policy's seeded stream (``runtime_noise_sigma_frac = 0`` is a perfect predictor). A job whose
 estimate is used up before it ends is re-estimated at twice the work it has done (so an
 under-estimated long job does not keep top priority for ever; naive SRPT on estimates can
 be arbitrarily bad, Scully, Grosof & Mitzenmacher, ITCS 2022).
@@ -30,13 +30,13 @@ from cosim.adapters.datacenter.states import QUEUED, RUNNING
 
 class SrptParams(PolicyParams):
     """Attributes:
-        runtime_noise_sigma_ln: sigma of the log-normal prediction error (0 = exact). [-]
+        runtime_noise_sigma_frac: sigma of ln(estimate / true runtime), about the relative error when small (0 = exact). [-]
         backfill: EASY backfill behind the head.
         lease_s: preempt at lease ends of this length; 0 = never preempt. [s]
         preempt_loss_s: work a preempted job redoes (restore from its checkpoint). [s]
     """
 
-    runtime_noise_sigma_ln: float = Field(default=0.5, ge=0)
+    runtime_noise_sigma_frac: float = Field(default=0.5, ge=0)
     backfill: bool = True
     lease_s: float = Field(default=0.0, ge=0)
     preempt_loss_s: float = Field(default=300.0, ge=0)
@@ -51,7 +51,7 @@ class Srpt(Policy):
     def bind(self, sched) -> None:
         rng = self.rng if self.rng is not None else np.random.default_rng(0)
         noise = rng.standard_normal(len(sched.jobs))
-        self.estimate_s = np.asarray(sched.jobs.work_s, float) * np.exp(self.params.runtime_noise_sigma_ln * noise)
+        self.estimate_s = np.asarray(sched.jobs.work_s, float) * np.exp(self.params.runtime_noise_sigma_frac * noise)
         self.next_lease_s = -math.inf
 
     def predicted_remaining_s(self, sched, jobs: np.ndarray) -> np.ndarray:
