@@ -40,6 +40,8 @@ from pydantic import BaseModel, Field, field_validator
 from cosim.sdk import DataFile, Params, ScenarioContext, SingleModelSim
 from cosim.adapters.datacenter.cluster import OUTPUTS, FleetSetup, GpuCluster, Knobs
 from cosim.adapters.datacenter.hardware import GPUS, NODES, gpu_spec, node_spec
+from cosim.adapters.datacenter.mig import MigPool, SliceCurves, kv_frac, mig_problems, place_instances
+from cosim.adapters.datacenter.mig import profiles as mig_profiles
 from cosim.adapters.datacenter.nodes import SleepParams
 from cosim.adapters.datacenter.observe import SCHEDULING_OUTPUTS
 from cosim.adapters.datacenter.policies import describe as describe_policies
@@ -160,6 +162,9 @@ class FleetParams(Params):
         input_tokens: mean prompt tokens per request (prefill, TTFT); default from the trace
             (synthetic: 1,155, the Azure conversation trace's mean). [-]
         itl_slo_ms, ttft_slo_s, max_wait_s: p99 ITL deadline, TTFT deadline, drop after. [ms, s, s]
+        mig_profile: run each replica on one MIG instance of this profile (e.g. ``"3g.40gb"`` on
+            H100; :mod:`.mig` lists them per GPU); the cluster's MIG fleets share a pool of GPUs
+            placed by ``mig_placement``. Models of one GPU per replica only.
     """
 
     name: str = "fleet"
@@ -184,6 +189,7 @@ class FleetParams(Params):
     itl_slo_ms: float = Field(default=100.0, gt=0)
     ttft_slo_s: float = Field(default=2.0, gt=0)
     max_wait_s: float = Field(default=120.0, ge=0)
+    mig_profile: str | None = None
 
 
 class NodesParams(Params):
@@ -230,6 +236,8 @@ class ClusterParams(Params):
             per-worker mini-batch times (:mod:`.stragglers`); ``none`` turns them off.
         p_cap_w: static per-GPU cap on every GPU, used while no ``p_cap_w`` input arrives. [W]
         p_limit_mw: static facility limit, used while no ``p_limit_mw`` input arrives. [MW]
+        mig_placement: how MIG fleets' instances are placed on their GPUs: ``first_fit`` or
+            ``frag_aware`` (:mod:`.mig`).
     """
 
     node: str = "DGX-H100"
@@ -244,6 +252,7 @@ class ClusterParams(Params):
     stragglers: Literal["alibaba_pai", "none"] = "alibaba_pai"
     p_cap_w: float | None = Field(default=None, gt=0)
     p_limit_mw: float | None = Field(default=None, ge=0)
+    mig_placement: Literal["first_fit", "frag_aware"] = "first_fit"
 
 
 # -- building ---------------------------------------------------------------------------------
@@ -277,13 +286,25 @@ def make_fleet(p: FleetParams, cluster_node: str, rng: np.random.Generator) -> F
     node = node_spec(p.node or cluster_node)
     gpu = gpu_spec(node.gpu)
     curves = batch_curves(p.model, gpu.name)
+    profile = None
+    if p.mig_profile is not None:
+        profile = mig_profiles(gpu.name, gpu.memory_gb)[p.mig_profile]
+        curves = SliceCurves(curves, profile, curves.b_max * kv_frac(profile, p.model, gpu.memory_gb))
     tokens = p.output_tokens or (211.0 if p.arrivals == "synthetic" else trace_profile(p.arrivals)[1])
     prompt = p.input_tokens if p.input_tokens is not None else (
         trace_input_tokens("azure_conv" if p.arrivals == "synthetic" else p.arrivals))
     fleet = Fleet(curves, p.replicas, p.max_batch, tokens, gpu.idle_w, gpu.tdp_w, itl_slo_ms=p.itl_slo_ms,
                   ttft_slo_s=p.ttft_slo_s, max_wait_s=p.max_wait_s, input_tokens=prompt,
-                  prefill_tok_s=prefill_tokens_per_s(p.model, gpu.name, curves.gpus_per_replica))
-    return FleetSetup(p.name, fleet, node, gpu, p.arrivals, p.rate_req_s, p.diurnal_amp_frac, p.peak_hour_utc, rng)
+                  prefill_tok_s=prefill_tokens_per_s(p.model, gpu.name, curves.gpus_per_replica)
+                  * (profile.speed_frac if profile else 1.0))
+    return FleetSetup(p.name, fleet, node, gpu, p.arrivals, p.rate_req_s, p.diurnal_amp_frac, p.peak_hour_utc, rng,
+                      mig=profile)
+
+
+def make_mig_pool(params: ClusterParams, fleets: list[FleetSetup]) -> MigPool | None:
+    """The GPUs of the MIG fleets, their instances placed by ``params.mig_placement``."""
+    requests = [(i, f.mig, f.fleet.replicas) for i, f in enumerate(fleets) if f.mig is not None]
+    return place_instances(requests, params.mig_placement) if requests else None
 
 
 def build_cluster(params: ClusterParams, rng: np.random.Generator, duration_s: float,
@@ -292,6 +313,7 @@ def build_cluster(params: ClusterParams, rng: np.random.Generator, duration_s: f
     node = node_spec(params.node)
     jobs = make_jobs(params, rng, duration_s)
     fleets = [make_fleet(f, params.node, np.random.default_rng(rng.integers(2**63))) for f in params.inference]
+    mig_pool = make_mig_pool(params, fleets)
     cluster = GpuCluster(node, gpu_spec(node.gpu), params.n_gpus, jobs, fleets, start_hour_utc=start_hour_utc,
                          policy=params.training.policy, power_factor=params.power_factor, rated_mw=params.rated_mw,
                          checkpoint_loss_s=params.training.checkpoint_loss_s, restore_s=params.training.restore_s,
@@ -302,7 +324,7 @@ def build_cluster(params: ClusterParams, rng: np.random.Generator, duration_s: f
                          stragglers=params.stragglers != "none", rng=rng,
                          policy_params=params.training.policy_params, nodes_per_rack=params.nodes.n_nodes_per_rack,
                          locality=params.training.locality, sleep=params.nodes.sleep_params(),
-                         report_scheduling=report_scheduling)
+                         report_scheduling=report_scheduling, mig_pool=mig_pool)
     cluster.warm_up(params.training.warmup_h * 3600.0)
     return cluster
 
@@ -331,11 +353,17 @@ def cluster_problems(params: ClusterParams, duration_s: float) -> list[str]:
         elif NODES[node].gpu not in MLENERGY_GPUS:
             problems.append(f"{where}: no ML.ENERGY inference data for {NODES[node].gpu} (node {node}); "
                             f"use a node with {' or '.join(MLENERGY_GPUS)}")
+        elif f.mig_profile is not None and (problem := mig_problems(NODES[node].gpu, GPUS[NODES[node].gpu].memory_gb,
+                                                                      f.model, f.mig_profile)):
+            problems.extend(f"{where}.{text}" for text in problem)
         elif params.p_cap_w is not None:  # the fleet's GPUs take p_cap_w too
             try:
                 gpu_spec(NODES[node].gpu).check_cap(params.p_cap_w, f"p_cap_w (on {where}'s GPUs)")
             except ValueError as exc:
                 problems.append(str(exc))
+    mig_nodes = {f.node or params.node for f in params.inference if f.mig_profile is not None}
+    if len(mig_nodes) > 1:
+        problems.append(f"inference: MIG fleets share one pool of GPUs, so one node type; found {sorted(mig_nodes)}")
     t = params.training
     problems.extend(param_problems(t.policy, t.policy_params))
     if t.checkpoint_duration_s >= t.checkpoint_interval_s:

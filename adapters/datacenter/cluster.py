@@ -30,6 +30,7 @@ import numpy as np
 from cosim.adapters.datacenter.checkpoints import checkpoint_share, split_levels
 from cosim.adapters.datacenter.hardware import DeliveryLosses, GpuSpec, NodeSpec
 from cosim.adapters.datacenter.inference import Fleet, arrival_rate
+from cosim.adapters.datacenter.mig import MigPool, Profile
 from cosim.adapters.datacenter.nodes import NodePower, NodeSleep, SleepParams, Topology
 from cosim.adapters.datacenter.observe import SCHEDULING_OUTPUTS, scheduling_outputs
 from cosim.adapters.datacenter.scheduler import (
@@ -93,6 +94,7 @@ class FleetSetup:
     diurnal_amp_frac: float = 0.0
     peak_hour_utc: float = 18.0
     rng: np.random.Generator | None = None
+    mig: Profile | None = None  # each replica on one MIG instance of this profile (:mod:`.mig`)
 
 
 class GpuCluster:
@@ -122,6 +124,7 @@ class GpuCluster:
         locality: ``any``, ``node`` or ``rack`` (:class:`~.scheduler.Scheduler`).
         sleep: low-power state of empty nodes, or ``None`` (always awake).
         report_scheduling: add :data:`.observe.SCHEDULING_OUTPUTS` to the outputs.
+        mig_pool: the GPUs the MIG fleets' instances sit on (all MIG fleets on one node type).
     """
 
     def __init__(self, node: NodeSpec, gpu: GpuSpec, n_gpus: int, jobs: Jobs, fleets: list[FleetSetup], *,
@@ -130,7 +133,8 @@ class GpuCluster:
                  swing_frac: float = 0.3, iteration_s: float = 2.0, checkpoint_interval_s=1800.0,
                  checkpoint_duration_s: float = 60.0, checkpoint_stagger: bool = True, stragglers: bool = True,
                  rng: np.random.Generator | None = None, policy_params: dict | None = None, nodes_per_rack: int = 4,
-                 locality: str = "any", sleep: SleepParams | None = None, report_scheduling: bool = False):
+                 locality: str = "any", sleep: SleepParams | None = None, report_scheduling: bool = False,
+                 mig_pool: MigPool | None = None):
         self.node, self.gpu, self.jobs, self.fleets = node, gpu, jobs, fleets
         self.n_gpus = int(n_gpus)
         topology = Topology(self.n_gpus, node.gpus_per_node, nodes_per_rack)
@@ -162,10 +166,18 @@ class GpuCluster:
         self.ran_s = np.zeros(len(jobs))  # running (wall) time of each job, for its checkpoints
         self.p_unc_w = gpu.idle_w + jobs.power_frac * (gpu.tdp_w - gpu.idle_w)
         self.n_nodes = math.ceil(n_gpus / node.gpus_per_node)
-        self.fleet_nodes = [math.ceil(f.fleet.n_gpus / f.node.gpus_per_node) for f in fleets]
+        self.fleet_nodes = [0 if f.mig is not None else math.ceil(f.fleet.n_gpus / f.node.gpus_per_node)
+                            for f in fleets]
+        self.fleet_gpus = [0 if f.mig is not None else f.fleet.n_gpus for f in fleets]
+        self.mig_pool = mig_pool
+        self.mig_setup = next((f for f in fleets if f.mig is not None), None)
+        self.mig_nodes = math.ceil(mig_pool.n_gpus / self.mig_setup.node.gpus_per_node) if mig_pool else 0
         full_mw = (self.n_nodes * node.other_full_w + n_gpus * gpu.tdp_w
-                   + sum(n * f.node.other_full_w + f.fleet.n_gpus * f.gpu.tdp_w
-                         for n, f in zip(self.fleet_nodes, fleets))) / 1e6
+                   + sum(n * f.node.other_full_w + g * f.gpu.tdp_w
+                         for n, g, f in zip(self.fleet_nodes, self.fleet_gpus, fleets))) / 1e6
+        if mig_pool is not None:
+            full_mw += (self.mig_nodes * self.mig_setup.node.other_full_w
+                        + mig_pool.n_gpus * self.mig_setup.gpu.tdp_w) / 1e6
         self.losses = DeliveryLosses(rated_mw or max(full_mw, 1e-6))
         self.paused_by = np.zeros(len(jobs), np.int8)  # 0 none, 1 knob, 2 limit
         self.p_last_mw = 0.0
@@ -363,6 +375,7 @@ class GpuCluster:
         out = {"p_it_w": 0.0, "p_gpu_w": 0.0, "tokens_per_s": 0.0, "good_req": 0.0, "done_req": 0.0,
                "dropped_req": 0.0, "queued_req": 0.0, "itl_p99_ms": 0.0, "n_gpus_busy": 0.0, "liquid_w": 0.0,
                "ttft_good_req": 0.0, "itl_good_req": 0.0, "ttft_p99_ms": 0.0}
+        mig_active: list = []
         for setup, n_nodes in zip(self.fleets, self.fleet_nodes):
             fleet = setup.fleet
             rate = arrival_rate(setup.arrivals, setup.rate_req_s, time_s, dt_s, self.start_hour_utc,
@@ -373,6 +386,10 @@ class GpuCluster:
             max_batch = _tighter(knobs.n_batch_max, knobs.fleet_batch_max.get(setup.name))
             res = fleet.step(dt_s, rate, active_frac=active, max_batch=max_batch,
                              p_cap_w=knobs.p_cap_infer_w if knobs.p_cap_infer_w is not None else knobs.p_cap_w)
+            self._count_requests(out, res)
+            if setup.mig is not None:
+                mig_active.append((len(mig_active), round(fleet.replicas * active), res.p_gpu_w, setup))
+                continue
             n_active_gpus = round(fleet.replicas * active) * fleet.curves.gpus_per_replica
             gpu_w = n_active_gpus * res.p_gpu_w + (fleet.n_gpus - n_active_gpus) * setup.gpu.idle_w
             busy_frac = n_active_gpus / max(fleet.n_gpus, 1)
@@ -380,17 +397,39 @@ class GpuCluster:
             fleet_it_w = gpu_w + n_nodes * setup.node.other_w(busy_frac)
             out["p_it_w"] += fleet_it_w
             out["liquid_w"] += setup.node.liquid_frac * fleet_it_w
-            out["tokens_per_s"] += res.tokens_per_s
-            out["good_req"] += res.good_req
-            out["done_req"] += res.served_req + res.dropped_req
-            out["dropped_req"] += res.dropped_req
-            out["queued_req"] += res.queued_req
-            out["itl_p99_ms"] = max(out["itl_p99_ms"], res.itl_p99_ms)
-            out["ttft_p99_ms"] = max(out["ttft_p99_ms"], res.ttft_p99_ms)
-            out["ttft_good_req"] += res.ttft_good_req
-            out["itl_good_req"] += res.itl_good_req
             out["n_gpus_busy"] += n_active_gpus
+        if self.mig_pool is not None:
+            self._serve_mig(out, mig_active)
         return out
+
+    @staticmethod
+    def _count_requests(out: dict[str, float], res) -> None:
+        out["tokens_per_s"] += res.tokens_per_s
+        out["good_req"] += res.good_req
+        out["done_req"] += res.served_req + res.dropped_req
+        out["dropped_req"] += res.dropped_req
+        out["queued_req"] += res.queued_req
+        out["itl_p99_ms"] = max(out["itl_p99_ms"], res.itl_p99_ms)
+        out["ttft_p99_ms"] = max(out["ttft_p99_ms"], res.ttft_p99_ms)
+        out["ttft_good_req"] += res.ttft_good_req
+        out["itl_good_req"] += res.itl_good_req
+
+    def _serve_mig(self, out: dict[str, float], active: list) -> None:
+        """The MIG pool's power: idle GPUs, plus per active instance its share of the full GPU's dynamic power."""
+        setup = self.mig_setup
+        fleet_index = {id(f): i for i, f in enumerate(self.fleets)}
+        dynamic_w, busy = 0.0, set()
+        for _, n_active, p_gpu_w, fsetup in active:
+            mine = [g for f, g, _, _ in self.mig_pool.instances if f == fleet_index[id(fsetup)]][:n_active]
+            busy.update(mine)
+            dynamic_w += n_active * fsetup.mig.speed_frac * max(p_gpu_w - fsetup.gpu.idle_w, 0.0)
+        gpu_w = self.mig_pool.n_gpus * setup.gpu.idle_w + dynamic_w
+        busy_frac = len(busy) / max(self.mig_pool.n_gpus, 1)
+        it_w = gpu_w + self.mig_nodes * setup.node.other_w(busy_frac)
+        out["p_gpu_w"] += gpu_w
+        out["p_it_w"] += it_w
+        out["liquid_w"] += setup.node.liquid_frac * it_w
+        out["n_gpus_busy"] += len(busy)
 
     # -- training progress ------------------------------------------------------------------------
     def _advance(self, run: np.ndarray, caps: np.ndarray, time_s: float, dt_s: float) -> dict:
@@ -476,7 +515,7 @@ class GpuCluster:
         p_mw = p_it_mw + p_loss_mw
         self.p_last_mw = p_mw
         liquid_mw = (self.node.liquid_frac * train["it_w"] + infer["liquid_w"]) / 1e6
-        total_gpus = self.n_gpus + sum(f.fleet.n_gpus for f in self.fleets)
+        total_gpus = self.n_gpus + sum(self.fleet_gpus) + (self.mig_pool.n_gpus if self.mig_pool else 0)
         counts = np.bincount(state, minlength=6)
         by_class = np.bincount(state * len(CLASSES) + prio, minlength=6 * len(CLASSES)).reshape(6, len(CLASSES))
         out = {

@@ -23,6 +23,8 @@ Reported (:data:`SCHEDULING_OUTPUTS`) only when the datacenter sim asks for them
   ``p_shed_mw``: pausing the running flexible jobs (their checkpoint loss is the cost) and
   capping the rest at that limit. Sleep is not counted: nodes sleep only after
   ``idle_before_sleep_s``.
+* ``n_gpus_mig``, ``n_mig_slices_frag``: GPUs of the MIG pool and their free memory slices
+  the deployment's profile mix cannot use (:mod:`.mig`; 0 without MIG fleets).
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from cosim.adapters.datacenter.states import DONE, RUNNING
 SCHEDULING_OUTPUTS: tuple[str, ...] = (
     "n_gpus_idle", "n_gpus_frag", "gpu_frag_of_idle_frac", "n_nodes_empty", "n_nodes_asleep", "p_train_idle_mw",
     "jct_p99_h", "wait_p99_h", "ftf_rho_mean_ratio", "ftf_rho_max_ratio", "done_gpu_h",
-    "p_shed_cap_mw", "p_shed_mw",
+    "p_shed_cap_mw", "p_shed_mw", "n_gpus_mig", "n_mig_slices_frag",
 )
 
 
@@ -52,7 +54,20 @@ def scheduling_outputs(cluster, run: np.ndarray, caps: np.ndarray, p_it_mw: floa
            "p_train_idle_mw": _idle_w(cluster, free) / 1e6}
     out.update(_tails_and_fairness(sched, cluster.n_gpus))
     out.update(_shed_mw(cluster, run, caps, p_it_mw))
+    out.update(_mig(cluster))
     return out
+
+
+def _mig(cluster) -> dict[str, float]:
+    pool = cluster.mig_pool
+    if pool is None:
+        return {"n_gpus_mig": 0.0, "n_mig_slices_frag": 0.0}
+    counts: dict[str, int] = {}
+    for _, _, _, profile in pool.instances:
+        counts[profile.name] = counts.get(profile.name, 0) + 1
+    by_name = {p.name: p for _, _, _, p in pool.instances}
+    mix = [(by_name[n], c / len(pool.instances)) for n, c in counts.items()]
+    return {"n_gpus_mig": float(pool.n_gpus), "n_mig_slices_frag": pool.frag_slices(mix)}
 
 
 def _idle_w(cluster, free: np.ndarray) -> float:
