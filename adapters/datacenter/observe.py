@@ -13,7 +13,9 @@ Reported (:data:`SCHEDULING_OUTPUTS`) only when the datacenter sim asks for them
   that finished (JCT) or started (wait) so far.
 * ``ftf_rho_mean_ratio``, ``ftf_rho_max_ratio``: finish-time fairness of the finished jobs,
   ``rho = T_sh / T_id`` (Mahajan et al., "Themis: Fair and Efficient GPU Cluster
-  Scheduling", NSDI 2020): ``T_sh`` the job's completion time, ``T_id`` its time alone on a
+  Scheduling", NSDI 2020): ``T_sh`` the job's completion time counted from the step at which
+  the cluster first sees it (so a step's rounding of a short job's submission is not counted
+  as unfairness; JCT keeps it), ``T_id`` its time alone on a
   ``1/N`` share of the partition, ``N`` its mean contention (active jobs) over its life:
   ``T_id = work_s * d / min(C / N, d)`` for a job of ``d`` GPUs on ``C`` (the simplification of
   the notes' third-party simulators; the paper's own estimate of ``T_id`` is not reproduced).
@@ -85,7 +87,7 @@ def _tails_and_fairness(sched, n_gpus_partition: int) -> dict[str, float]:
     started = np.flatnonzero(counted & ~np.isnan(sched.first_start_s))
     jct_s = sched.end_s[done] - jobs.submit_s[done]
     wait_s = sched.first_start_s[started] - jobs.submit_s[started]
-    rho = finish_time_fairness(jct_s, jobs.work_s[done], jobs.n_gpus[done],
+    rho = finish_time_fairness(sched.end_s[done] - sched.admit_s[done], jobs.work_s[done], jobs.n_gpus[done],
                                sched.contention_s[done] / np.maximum(sched.life_s[done], 1e-9), n_gpus_partition)
     return {"jct_p99_h": _p99(jct_s) / 3600.0, "wait_p99_h": _p99(wait_s) / 3600.0,
             "ftf_rho_mean_ratio": float(rho.mean()) if len(rho) else 0.0,

@@ -63,6 +63,7 @@ class Scheduler:
         self.remaining_s = np.asarray(jobs.work_s, float).copy()
         self.speed = np.ones(n)  # current speed (cap), for expected end times
         self.first_start_s = np.full(n, np.nan)
+        self.admit_s = np.full(n, np.nan)  # the step at which the job was first seen (submission rounded up)
         self.end_s = np.full(n, np.nan)
         self.n_alloc = np.asarray(jobs.n_gpus, np.int64).copy()  # GPUs held (elastic jobs: may differ)
         self.rate_frac = np.ones(n)  # progress per second relative to the requested GPU count
@@ -92,6 +93,7 @@ class Scheduler:
             new = slice(first, last)
             too_big = self.jobs.n_gpus[new] > self.n_gpus
             self.state[new] = np.where(too_big, REJECTED, QUEUED)
+            self.admit_s[new] = time_s
             self.next_arrival = last
             self.dirty = True
 

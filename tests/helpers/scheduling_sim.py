@@ -7,8 +7,19 @@ import math
 import numpy as np
 
 from cosim.adapters.datacenter.scheduler import DONE, PAUSED, QUEUED, REJECTED, RUNNING, Scheduler
+from cosim.adapters.datacenter.training import Jobs
 
 GPN = 8
+
+
+def random_jobs(seed: int, n: int = 40, n_gpus: int = 32) -> Jobs:
+    rng = np.random.default_rng(seed)
+    sizes = rng.choice([1, 2, 3, 4, 8, 12, 16, 24, 40], n, p=[.2, .15, .1, .15, .15, .05, .1, .05, .05])
+    submit = np.sort(rng.uniform(0, 3000, n))
+    works = rng.uniform(50, 1500, n)
+    prio = rng.integers(0, 3, n)
+    return Jobs(submit, sizes.astype(np.int64), works, prio.astype(np.int64), rng.random(n) < 0.3,
+                np.full(n, 0.5), elastic=rng.random(n) < 0.5)
 
 
 def check_state(s: Scheduler) -> None:

@@ -32,7 +32,8 @@ def fgd_score(sizes: np.ndarray, probs: np.ndarray) -> Score:
     """``(free, pod) -> Delta_n``: how much placing ``pod`` lowers each node's fragmentation. [GPUs]"""
     def score(free: np.ndarray, pod: int) -> np.ndarray:
         after = np.maximum(free - pod, 0)
-        return node_frag_gpus(free, sizes, probs) - node_frag_gpus(after, sizes, probs)
+        # rounded so that changes equal on paper are equal in floating point (exact ties -> lowest node)
+        return np.round(node_frag_gpus(free, sizes, probs) - node_frag_gpus(after, sizes, probs), 9)
     return score
 
 

@@ -70,6 +70,7 @@ class Pwr(Policy):
 
         def combined(free: np.ndarray, pod: int) -> np.ndarray:
             feasible = free >= pod
-            return (weight * minmax_0_100(s_pwr(free, pod), feasible)
-                    + (1.0 - weight) * minmax_0_100(s_fgd(free, pod), feasible) - 1e-3 * asleep)
+            score = (weight * minmax_0_100(s_pwr(free, pod), feasible)
+                     + (1.0 - weight) * minmax_0_100(s_fgd(free, pod), feasible))
+            return np.round(score, 6) - 1e-3 * asleep  # rounded: ties on paper stay ties
         return place_pods(sched, need, combined)

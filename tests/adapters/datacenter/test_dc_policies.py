@@ -14,19 +14,9 @@ from cosim.adapters.datacenter.nodes import NodeSleep, SleepParams, Topology
 from cosim.adapters.datacenter.policies import available, make_policy, param_problems, policy_class
 from cosim.adapters.datacenter.scheduler import DONE, QUEUED, REJECTED, Scheduler
 from cosim.adapters.datacenter.training import Jobs
-from scheduling_sim import GPN, simulate
+from scheduling_sim import GPN, random_jobs, simulate
 
 POLICIES = sorted(available())
-
-
-def random_jobs(seed: int, n: int = 40, n_gpus: int = 32) -> Jobs:
-    rng = np.random.default_rng(seed)
-    sizes = rng.choice([1, 2, 3, 4, 8, 12, 16, 24, 40], n, p=[.2, .15, .1, .15, .15, .05, .1, .05, .05])
-    submit = np.sort(rng.uniform(0, 3000, n))
-    works = rng.uniform(50, 1500, n)
-    prio = rng.integers(0, 3, n)
-    return Jobs(submit, sizes.astype(np.int64), works, prio.astype(np.int64), rng.random(n) < 0.3,
-                np.full(n, 0.5), elastic=rng.random(n) < 0.5)
 
 
 def make(policy: str, jobs: Jobs, n_gpus: int = 32, locality: str = "any", sleep: bool = False, params=None,

@@ -15,7 +15,7 @@ from cosim.adapters.datacenter.nodes import NodePower, NodeSleep, SleepParams, T
 from cosim.adapters.datacenter.policies.pwr import pwr_score
 from cosim.adapters.datacenter.scheduler import DONE, QUEUED, RUNNING, Scheduler
 from cosim.adapters.datacenter.training import Jobs
-from scheduling_sim import simulate
+from scheduling_sim import random_jobs, simulate
 
 
 def jobs(sizes, works, submits=None, prios=None, elastic=None) -> Jobs:
@@ -216,3 +216,15 @@ def test_rigid_jobs_are_not_resized():
     s = Scheduler(jobs([8], [1000], elastic=[False]), 16, "elastic", topology=Topology(16, 8))
     simulate(s, dt=100.0, steps=3)
     assert s.n_alloc[0] == 8 and s.rate_frac[0] == 1.0 and s.state[0] in (RUNNING, DONE)
+
+
+def test_pwr_places_as_fgd_when_nodes_do_not_sleep():
+    """pwr.py's docstring: with sleep off every feasible node adds the same power, so PWR's term is
+    flat and pwr's whole schedule is fgd's (the same GPUs for every job at every time)."""
+    schedules = []
+    for policy in ("pwr", "fgd"):
+        s = Scheduler(random_jobs(7, n=60), 32, policy, topology=Topology(32, 8), locality="node")
+        owners = []
+        simulate(s, on_pass=lambda s, q, started: owners.append(s.owner.copy()))
+        schedules.append(np.array(owners))
+    np.testing.assert_array_equal(schedules[0], schedules[1])
