@@ -88,7 +88,7 @@ def _tails_and_fairness(sched, n_gpus_partition: int) -> dict[str, float]:
     jct_s = sched.end_s[done] - jobs.submit_s[done]
     wait_s = sched.first_start_s[started] - jobs.submit_s[started]
     rho = finish_time_fairness(sched.end_s[done] - sched.admit_s[done], jobs.work_s[done], jobs.n_gpus[done],
-                               sched.contention_s[done] / np.maximum(sched.life_s[done], 1e-9), n_gpus_partition)
+                               sched.mean_contention(done), n_gpus_partition)
     return {"jct_p99_h": _p99(jct_s) / 3600.0, "wait_p99_h": _p99(wait_s) / 3600.0,
             "ftf_rho_mean_ratio": float(rho.mean()) if len(rho) else 0.0,
             "ftf_rho_max_ratio": float(rho.max()) if len(rho) else 0.0,

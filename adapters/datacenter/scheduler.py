@@ -70,8 +70,13 @@ class Scheduler:
         self.ready_s = np.full(n, -np.inf)  # no progress before (waking nodes)
         self.extra_work_s = np.zeros(n)  # restore, preemption and rescale costs added to the work
         self.work_done_s = np.zeros(n)  # work done so far (the cluster adds each step's progress)
-        self.life_s = np.zeros(n)  # time submitted and unfinished, after time 0
-        self.contention_s = np.zeros(n)  # integral of the number of active jobs over that time
+        # finish-time fairness: the running integral of the number of active jobs since time 0,
+        # read when each job is admitted and when it ends (O(1) a step, not a pass over all jobs)
+        self.active_integral_s = 0.0
+        self.c_admit_s = np.full(n, np.nan)
+        self.c_end_s = np.full(n, np.nan)
+        self.n_active = 0
+        self._ended: list[tuple[np.ndarray, np.ndarray]] = []
         self.owner = np.full(self.n_gpus, -1, np.int64)
         self.n_free = self.n_gpus
         self.next_arrival = 0
@@ -94,6 +99,8 @@ class Scheduler:
             too_big = self.jobs.n_gpus[new] > self.n_gpus
             self.state[new] = np.where(too_big, REJECTED, QUEUED)
             self.admit_s[new] = time_s
+            self.c_admit_s[new] = self.active_integral_s
+            self.n_active += int(np.count_nonzero(~too_big))
             self.next_arrival = last
             self.dirty = True
 
@@ -130,6 +137,8 @@ class Scheduler:
         self.state[jobs] = new_state
         if new_state == DONE:
             self.end_s[jobs] = time_s
+            self.n_active -= len(jobs)
+            self._ended.append((np.asarray(jobs), np.asarray(self.end_s[jobs])))
             counted = self.jobs.submit_s[jobs] >= 0
             self.jct_sum_s += float(np.sum((self.end_s[jobs] - self.jobs.submit_s[jobs])[counted]))
             self.n_finished += int(counted.sum())
@@ -173,13 +182,21 @@ class Scheduler:
         self.extra_work_s[job] += cost_s
 
     def account(self, dt_s: float, time_s: float) -> None:
-        """Add a step to each unfinished job's lifetime and contention (finish-time fairness)."""
-        if time_s < 0:
-            return
-        active = (self.state >= QUEUED) & (self.state <= PAUSED)
-        n_active = float(np.count_nonzero(active))
-        self.life_s[active] += dt_s
-        self.contention_s[active] += n_active * dt_s
+        """Integrate the number of active jobs over the step ``[time_s, time_s + dt_s)`` (finish-time fairness).
+
+        Jobs that ended in the step count for the step, up to their end.
+        """
+        n_ended = sum(len(jobs) for jobs, _ in self._ended)
+        n_step = float(self.n_active + n_ended) if time_s >= 0 else 0.0
+        for jobs, end_s in self._ended:
+            self.c_end_s[jobs] = self.active_integral_s + n_step * np.clip(end_s - time_s, 0.0, dt_s)
+        self._ended.clear()
+        self.active_integral_s += n_step * dt_s
+
+    def mean_contention(self, jobs: np.ndarray) -> np.ndarray:
+        """Mean number of active jobs over each finished job's life (>= 1). [-]"""
+        life_s = self.end_s[jobs] - self.admit_s[jobs]
+        return np.maximum((self.c_end_s[jobs] - self.c_admit_s[jobs]) / np.maximum(life_s, 1e-9), 1.0)
 
     # -- the scheduling pass ---------------------------------------------------------------
     def queue_order(self) -> np.ndarray:
