@@ -13,13 +13,13 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
+import numpy as np
 from pydantic import field_validator
 
 from cosim import thermal_fmus
 from cosim.thermal_fmus import build as fmu_build
 
-from cosim.sdk import Params
-from cosim.sdk import has_unit_suffix
+from cosim.sdk import EndRun, Params, has_unit_suffix, unit_of
 
 LOG = logging.getLogger("cosim.fmu")
 SHIPPED_DIR = Path(thermal_fmus.__file__).resolve().parent
@@ -47,7 +47,22 @@ UNIT_MAP: dict[str, tuple[str, dict[str, tuple[float, float]]]] = {
     "V": ("v", {"v": (1.0, 0.0), "kv": (1e-3, 0.0)}),
     "A": ("a", {"a": (1.0, 0.0), "ka": (1e-3, 0.0)}),
     "1": ("ratio", {"ratio": (1.0, 0.0), "frac": (1.0, 0.0), "pct": (100.0, 0.0)}),
+    "%": ("pct", {"pct": (1.0, 0.0), "frac": (0.01, 0.0), "ratio": (0.01, 0.0)}),
+    "1/s": ("per_s", {"per_s": (1.0, 0.0)}),
+    "Hz": ("hz", {"hz": (1.0, 0.0)}),
+    "N": ("kn", {"kn": (1e-3, 0.0), "n": (1.0, 0.0)}),
+    "rad": ("rad", {"rad": (1.0, 0.0)}),
+    "deg": ("deg", {"deg": (1.0, 0.0)}),
+    "kWh": ("mwh", {"mwh": (1e-3, 0.0), "kwh": (1.0, 0.0)}),
+    "MWh": ("mwh", {"mwh": (1.0, 0.0), "kwh": (1e3, 0.0)}),
+    "bar": ("kpa", {"kpa": (100.0, 0.0), "bar": (1.0, 0.0), "pa": (1e5, 0.0)}),
+    "kPa": ("kpa", {"kpa": (1.0, 0.0), "pa": (1e3, 0.0), "bar": (0.01, 0.0)}),
+    "h": ("h", {"h": (1.0, 0.0), "s": (3600.0, 0.0), "min": (60.0, 0.0)}),
+    "kg/h": ("kg_s", {"kg_s": (1 / 3600, 0.0)}),
+    "l/s": ("l_s", {"l_s": (1.0, 0.0), "m3_s": (1e-3, 0.0)}),
 }
+#: Any other unit keeps its SI value under a suffix derived from the unit string
+#: (:func:`derived_suffix`: ``m/s2`` -> ``_m_s2``), when ``cosim.units`` accepts it as one.
 _REAL = {"Real", "Float64", "Float32"}
 _INT = {"Integer", "Int8", "UInt8", "Int16", "UInt16", "Int32", "UInt32", "Int64", "UInt64", "Enumeration"}
 _BOOL = {"Boolean"}
@@ -56,6 +71,10 @@ _BOOL = {"Boolean"}
 class FmuError(RuntimeError):
     """An FMU that cannot be loaded, or a call into it that failed (names FMU, variable, time)."""
 
+
+class FmuEnded(EndRun):
+    """The FMU ended the simulation itself: it asked to terminate, or discarded a step. The
+    run ends cleanly (status ``ok``) with this message, naming FMU and time, as its reason."""
 
 
 class AttrSpec(Params):
@@ -154,7 +173,7 @@ def _relative_names(path: str, mtime_ns: int) -> frozenset[str]:
 
 @dataclass
 class Port:
-    """One FMU variable as a scenario attribute."""
+    """One FMU variable (or one element of an FMI 3.0 array variable) as a scenario attribute."""
 
     var: str
     attr: str
@@ -165,6 +184,15 @@ class Port:
     scale: float = 1.0
     offset: float = 0.0
     accessor: str = "Float64"  # fmpy's get<accessor>/set<accessor>: Real, Float32, Int16, Boolean, ...
+    index: int = 0  # position in the flattened array (row-major); 0 for a scalar
+    size: int = 1  # elements of the variable: 1 for a scalar
+    start: float = 0.0  # the model description's start value, an array's element before it is set [FMU unit]
+
+    @property
+    def continuous_input(self) -> bool:
+        """A Real input that model exchange may set in continuous-time mode (FMI 2.0 3.2.3, 3.0 3.2.1);
+        every other settable variable waits for event mode."""
+        return self.kind == "real" and self.causality == "input" and self.variability == "continuous"
 
     def to_fmu(self, value: float) -> float:
         return (value - self.offset) / self.scale
@@ -175,13 +203,15 @@ class Port:
 
 @dataclass
 class Interface:
-    """What the scenario sees of one FMU: its model name and ports, by attribute name."""
+    """What the scenario sees of one FMU: its model name and ports, by attribute name, and the
+    variables it leaves out (``left_out``: ``"name (why)"``, shown as a validation warning)."""
 
     path: Path
     description: Any
     model: str
     kind: Literal["cs", "me"]
     ports: dict[str, Port] = field(default_factory=dict)
+    left_out: list[str] = field(default_factory=list)
 
     @property
     def inputs(self) -> list[str]:
@@ -201,6 +231,16 @@ class Interface:
         return {"public": True, "params": ["eid", *self.settable], "attrs": [*inputs, *outputs],
                 "inputs": inputs, "outputs": outputs, "role": role or infer_role(outputs)}
 
+    def warnings(self) -> list[str]:
+        """What validation should say about this FMU without refusing it (empty when nothing)."""
+        found = []
+        if self.left_out:
+            found.append(f"{self.path.name} leaves out {len(self.left_out)} variable(s) cosim cannot map: "
+                         f"{'; '.join(self.left_out)}")
+        if not self.ports:
+            found.append(f"{self.path.name} has no input, output or parameter cosim can connect or record")
+        return found
+
 
 def infer_role(outputs: list[str]) -> str:
     """An FMU's role from what it reports: a cooling plant's electricity (``p_cooling_mw``, its
@@ -213,6 +253,40 @@ def infer_role(outputs: list[str]) -> str:
     return "other"
 
 
+# -- naming --------------------------------------------------------------------------------------------
+@dataclass
+class _Name:
+    """A variable's scenario name as stem + unit suffix (array elements go between the two)."""
+
+    stem: str
+    suffix: str
+    scale: float = 1.0
+    offset: float = 0.0
+
+    def attr(self, index: tuple[int, ...] = ()) -> str:
+        return "_".join([self.stem, *(str(i) for i in index), *([self.suffix] if self.suffix else [])])
+
+
+class _Refused(str):
+    """Why a variable named explicitly (``attrs``) cannot be mapped: a problem of the scenario."""
+
+
+class _LeftOut(str):
+    """Why a variable named automatically cannot be mapped: it is left out, with a warning."""
+
+
+def _split(name: str) -> tuple[str, str]:
+    """``("t_room", "c")`` for ``t_room_c``; a dimensionless name (``n_jobs``) is all stem."""
+    suffix = unit_of(name) or ""
+    return (name[: -len(suffix) - 1], suffix) if suffix else (name, "")
+
+
+def derived_suffix(unit: str) -> str:
+    """A unit string as a suffix: ``m/s2`` -> ``m_s2``, ``W/(m2.K)`` -> ``w_m2_k`` (lower case, every
+    run of other characters one ``_``). It names the unit; it does not parse it."""
+    return re.sub(r"[^a-z0-9]+", "_", unit.lower()).strip("_")
+
+
 def _unit(var, relative_names: frozenset[str] = frozenset()) -> tuple[str | None, bool]:
     declared = getattr(var, "declaredType", None)
     unit = var.unit or (declared.unit if declared is not None else None)
@@ -220,39 +294,42 @@ def _unit(var, relative_names: frozenset[str] = frozenset()) -> tuple[str | None
     return unit, relative
 
 
-def _auto_name(var, kind: str, relative_names: frozenset[str]) -> tuple[str, float, float] | str:
-    """``(attr, scale, offset)`` for a variable without explicit mapping, or a problem text."""
+def _auto_name(var, kind: str, relative_names: frozenset[str]) -> _Name | _LeftOut:
+    """The scenario name of a variable without explicit mapping, or why it is left out."""
     base = re.sub(r"\W+", "_", var.name).strip("_").lower()
     unit, relative = _unit(var, relative_names)
     if kind != "real" or unit in (None, "", "1"):
         if has_unit_suffix(base):
-            return base, 1.0, 0.0
-        return f"{base}_ratio" if kind != "bool" else f"{base}_frac", 1.0, 0.0
-    if unit not in UNIT_MAP:
-        return (f"variable {var.name!r} has unit {unit!r}, which has no automatic mapping (known: "
-                f"{', '.join(UNIT_MAP)}); map it in attrs: \"{var.name}\" = {{ name = \"{base}_<suffix>\", "
-                "scale = ..., offset = ... } or \"skip\"")
-    suffix = "k" if unit == "K" and relative else UNIT_MAP[unit][0]
-    scale, offset = UNIT_MAP[unit][1][suffix]
-    return f"{base}_{suffix}", scale, offset
+            return _Name(*_split(base))
+        return _Name(base, "ratio" if kind != "bool" else "frac")
+    if unit in UNIT_MAP:
+        suffix = "k" if unit == "K" and relative else UNIT_MAP[unit][0]
+        return _Name(base, suffix, *UNIT_MAP[unit][1][suffix])
+    suffix = derived_suffix(unit)  # SI as it is, under the unit's own name
+    if not suffix or not has_unit_suffix(f"{base}_{suffix}"):
+        return _LeftOut(f"{var.name!r} (unit {unit!r}: no unit suffix follows from it; map it in attrs: "
+                        f"\"{var.name}\" = {{ name = \"{base}_<suffix>\", scale = ..., offset = ... }})")
+    return _Name(base, suffix)
 
 
-def _explicit(var, spec: str | AttrSpec, kind: str, relative_names: frozenset[str]) -> tuple[str, float, float] | str:
+def _explicit(var, spec: str | AttrSpec, kind: str, relative_names: frozenset[str]) -> _Name | _Refused:
     spec = AttrSpec(name=spec) if isinstance(spec, str) else spec
     if not has_unit_suffix(spec.name):
-        return f"attrs.{var.name} = {spec.name!r}: the attribute needs a unit suffix (e.g. _mw, _c, _kg_s)"
+        return _Refused(f"attrs.{var.name} = {spec.name!r}: the attribute needs a unit suffix (e.g. _mw, _c, _kg_s)")
+    stem, suffix = _split(spec.name)
     if spec.scale is not None or spec.offset is not None:
-        return spec.name, spec.scale if spec.scale is not None else 1.0, spec.offset or 0.0
+        return _Name(stem, suffix, spec.scale if spec.scale is not None else 1.0, spec.offset or 0.0)
     unit, relative = _unit(var, relative_names)
     if kind != "real" or unit in (None, "", "1"):
-        return spec.name, 1.0, 0.0
-    table = UNIT_MAP.get(unit, ("", {}))[1]
-    for suffix in sorted(table, key=len, reverse=True):
-        if spec.name.endswith("_" + suffix):
-            scale, offset = table[suffix]
-            return spec.name, scale, 0.0 if relative else offset
-    return (f"attrs.{var.name} = {spec.name!r}: no conversion from the FMU unit {unit!r} to this "
-            f"suffix; use one of {', '.join('_' + s for s in table) or 'none'} or give scale and offset")
+        return _Name(stem, suffix)
+    table = dict(UNIT_MAP.get(unit, ("", {}))[1])
+    table.setdefault(derived_suffix(unit), (1.0, 0.0))
+    for known in sorted(table, key=len, reverse=True):
+        if known and spec.name.endswith("_" + known):
+            scale, offset = table[known]
+            return _Name(spec.name[: -len(known) - 1], known, scale, 0.0 if relative else offset)
+    return _Refused(f"attrs.{var.name} = {spec.name!r}: no conversion from the FMU unit {unit!r} to this "
+                    f"suffix; use one of {', '.join('_' + s for s in table if s)} or give scale and offset")
 
 
 def _accessor(var_type: str, fmi_version: str) -> str:
@@ -262,58 +339,111 @@ def _accessor(var_type: str, fmi_version: str) -> str:
     return var_type
 
 
+def _kind(var_type: str) -> Literal["real", "int", "bool"] | None:
+    return "real" if var_type in _REAL else "int" if var_type in _INT else "bool" if var_type in _BOOL else None
+
+
+def _starts(var, size: int) -> list[float]:
+    """The start value(s) of a variable as numbers (0 where none is given). [FMU unit]"""
+    text = (var.start or "").replace("true", "1").replace("false", "0").split()
+    try:
+        values = [float(v) for v in text]
+    except ValueError:
+        values = []
+    return values if len(values) == size else [values[0] if len(values) == 1 else 0.0] * size
+
+
+def _elements(var) -> list[tuple[int, ...]]:
+    """1-based indices of every element of an array variable, row-major (``[()]`` for a scalar)."""
+    shape = tuple(getattr(var, "shape", None) or ())
+    return [()] if not shape else [tuple(int(i) + 1 for i in idx) for idx in np.ndindex(*shape)]
+
+
+# -- describing one FMU ------------------------------------------------------------------------------
+def _interface_kind(path: Path, md, interface: str) -> Literal["cs", "me"]:
+    offered = [k for k, part in (("cs", md.coSimulation), ("me", md.modelExchange)) if part is not None]
+    if not offered and getattr(md, "scheduledExecution", None) is not None:
+        raise FmuError(f"{path.name}: scheduled execution is not supported; cosim runs co-simulation or model "
+                       "exchange FMUs (this one offers only scheduled execution)")
+    kind = offered[0] if interface == "auto" and offered else interface
+    if kind not in offered:
+        raise FmuError(f"{path.name}: interface = {interface!r} but the FMU offers "
+                       f"{', '.join(offered) or 'neither co-simulation nor model exchange'}")
+    return kind
+
+
 def describe(fmu: str, attrs: AttrMap | None = None, interface: str = "auto") -> Interface:
     """Read an FMU's model description and map its variables to scenario attributes.
 
+    A variable named automatically that cannot be mapped (a string, binary or clock; an array
+    without a fixed size; a unit that gives no suffix; a name taken by another) is left out and
+    listed in :attr:`Interface.left_out`; an explicit mapping (``attrs``) that cannot be
+    followed is an error.
+
     Raises:
         FmuError: unreadable FMU, invalid model description, unsupported interface or FMI
-            version, or variables that cannot be named (all problems in one message).
+            version, or explicit mappings that cannot be followed (all problems in one message).
     """
     path = fmu_file(fmu)
     md = read_description(path)
     if not md.fmiVersion or md.fmiVersion.split(".")[0] not in ("2", "3"):
         raise FmuError(f"{path.name}: FMI {md.fmiVersion} is not supported; export FMI 2.0 or 3.0")
-    offered = [k for k, part in (("cs", md.coSimulation), ("me", md.modelExchange)) if part is not None]
-    kind = offered[0] if interface == "auto" and offered else interface
-    if kind not in offered:
-        raise FmuError(f"{path.name}: interface = {interface!r} but the FMU offers "
-                       f"{', '.join(offered) or 'neither co-simulation nor model exchange'}")
+    kind = _interface_kind(path, md, interface)
     mapping = {**sidecar_attrs(path), **(attrs or {})}
     relative = _relative_names(str(path), path.stat().st_mtime_ns)
     unknown = sorted(set(mapping) - {v.name for v in md.modelVariables})
     problems = [f"attrs.{name}: the FMU has no variable of that name" for name in unknown]
-    model = re.sub(r"\W", "_", md.modelName or path.stem)
-    result = Interface(path, md, model, kind)
+    result = Interface(path, md, re.sub(r"\W", "_", md.modelName or path.stem), kind)
+    explicit: set[str] = set()
     for var in md.modelVariables:
         if var.causality not in ("input", "output", "parameter") or mapping.get(var.name) == "skip":
             continue
-        kind_of = "real" if var.type in _REAL else "int" if var.type in _INT else "bool" if var.type in _BOOL else None
-        if kind_of is None or getattr(var, "dimensions", None):
-            continue  # strings, binaries, clocks and arrays have no scalar attribute
+        kind_of = _kind(var.type)
+        if kind_of is None:
+            result.left_out.append(f"{var.name!r} ({var.type}: no numeric column)")
+            continue
         named = (_explicit(var, mapping[var.name], kind_of, relative) if var.name in mapping
                  else _auto_name(var, kind_of, relative))
-        if isinstance(named, str):
+        if isinstance(named, _Refused):
             problems.append(named)
             continue
-        attr, scale, offset = named
-        if attr in result.ports:
-            problems.append(f"variables {result.ports[attr].var!r} and {var.name!r} both map to {attr!r}; rename one in attrs")
+        if isinstance(named, _LeftOut):
+            result.left_out.append(named)
             continue
-        result.ports[attr] = Port(var.name, attr, var.valueReference, kind_of, var.causality,
-                                  var.variability or "continuous", scale, offset, _accessor(var.type, md.fmiVersion))
+        elements = _elements(var)
+        starts = _starts(var, len(elements))
+        for i, index in enumerate(elements):
+            attr = named.attr(index)
+            if attr in result.ports:
+                taken = result.ports[attr].var
+                if var.name in mapping or taken in explicit:
+                    problems.append(f"variables {taken!r} and {var.name!r} both map to {attr!r}; rename one in attrs")
+                else:
+                    result.left_out.append(f"{var.name!r} (its name {attr!r} is taken by {taken!r}; rename one in attrs)")
+                break
+            result.ports[attr] = Port(var.name, attr, var.valueReference, kind_of, var.causality,
+                                      var.variability or "continuous", named.scale, named.offset,
+                                      _accessor(var.type, md.fmiVersion), i, len(elements), starts[i])
+        if var.name in mapping:
+            explicit.add(var.name)
     if problems:
         raise FmuError(f"{path.name}: " + "; ".join(problems))
     return result
 
 
-def binary_problems(iface: Interface) -> list[str]:
-    """Whether the FMU holds a shared library for this platform (empty list when it does)."""
+def binary_path(iface: Interface) -> str:
+    """Where this platform's shared library sits inside the FMU (``binaries/linux64/x.so``)."""
     import fmpy  # fmpy loads ctypes and lxml: only when an FMU is looked at
 
     md = iface.description
     part = md.coSimulation if iface.kind == "cs" else md.modelExchange
     folder = fmpy.platform if md.fmiVersion.startswith("2") else fmpy.platform_tuple
-    wanted = f"binaries/{folder}/{part.modelIdentifier}{fmpy.sharedLibraryExtension}"
+    return f"binaries/{folder}/{part.modelIdentifier}{fmpy.sharedLibraryExtension}"
+
+
+def binary_problems(iface: Interface) -> list[str]:
+    """Whether the FMU holds a shared library for this platform (empty list when it does)."""
+    wanted = binary_path(iface)
     with zipfile.ZipFile(iface.path) as zf:
         names = zf.namelist()
     if wanted in names:
@@ -323,4 +453,3 @@ def binary_problems(iface: Interface) -> list[str]:
         n.startswith("sources/") for n in names) else ""
     return [f"{iface.path.name}: no binary for this platform ({wanted}); it has binaries for "
             f"{', '.join(present) or 'no platform'}{hint}"]
-

@@ -1,23 +1,55 @@
 """One running FMU instance (fmpy): set inputs, advance by doStep or the model-exchange
-solver, read outputs; every failure becomes an FmuError naming FMU, variable and time."""
+solver, read outputs; every failure becomes an FmuError naming FMU, variable and time, and
+an FMU that ends the simulation itself raises FmuEnded (the run ends cleanly)."""
 
 from __future__ import annotations
 
+import os
 import time as _time
+from contextlib import contextmanager
 from ctypes import byref, c_double, c_uint32
 from typing import Any
 
 from cosim.adapters._fmu_describe import (
     LOG,
+    FmuEnded,
     FmuError,
     Interface,
     Port,
+    binary_path,
 )
+
+DISCARD = 2  # fmi2Discard = fmi3Discard: the FMU could not do what was asked, and says so
+FMI2_LAST_SUCCESSFUL_TIME, FMI2_TERMINATED = 2, 3  # fmi2StatusKind values
+#: CVode's internal steps per communication step at most (SUNDIALS' default, 500, is too few
+#: for a communication step many times the model's time scale: "mxstep steps taken before reaching tout")
+MAX_CVODE_STEPS = 100_000
+
+
+@contextmanager
+def keep_cwd():
+    """Restore the working directory after an fmpy call. fmpy changes into the FMU's binary
+    folder to load the library and stays there when loading fails; cosim deletes that folder
+    when the simulator ends, which would leave the process in a deleted directory."""
+    try:
+        cwd = os.getcwd()
+    except OSError:  # already gone before this call: nothing to restore
+        cwd = None
+    try:
+        yield
+    finally:
+        if cwd is not None:
+            os.chdir(cwd)
 
 
 # -- running one instance ------------------------------------------------------------------------------
 class FmuInstance:
     """One running FMU instance (no mosaik): set inputs, step, read outputs, in scenario units.
+
+    Model exchange follows the FMI mode rules: continuous inputs are set in continuous-time
+    mode; discrete inputs and tunable parameters only in event mode (an input that changed
+    enters it, the event iteration runs before the next integration). The solver keeps its
+    state from one step to the next and restarts only after an input changed or an event.
 
     Args:
         iface: the FMU as :func:`describe` maps it.
@@ -40,20 +72,29 @@ class FmuInstance:
         self.n_steps = 0
         self.time_s = start_s
         self.fmi3 = iface.description.fmiVersion.startswith("3")
+        self.me = iface.kind == "me"
         self.solver_name = solver
         self.solver_step_s = solver_step_s or step_s / 10
         self.rtol = rtol
         self.log = log
+        self.solver = None
+        self.n_restarts = 0  # model exchange: solver restarts after the first start [-]
+        self._mode: str | None = None  # model exchange: "event", "continuous" (or "ended") once initialized
+        self._restart = False  # model exchange: an input changed, the solver must restart
+        self._held: dict[str, float] = {}  # model exchange: the value last set of each attribute [FMU unit]
+        self._arrays: dict[int, list[float]] = {}  # array variables by value reference, every element [FMU unit]
+        self._ending: str | None = None  # the FMU ended the simulation at the end of the last step
+        self._callback_error: BaseException | None = None
         bad = sorted(set(start_values) - set(iface.settable))
         if bad:
             raise FmuError(f"{self.label}: no input or parameter {', '.join(bad)}; settable: {', '.join(iface.settable)}")
         outputs = [iface.ports[a] for a in iface.outputs]
-        fast = "Float64" if self.fmi3 else "Real"  # read with one preallocated call per step
-        self._out_real = [p for p in outputs if p.accessor == fast]
-        self._out_other = [p for p in outputs if p.accessor != fast]
+        fast = "Float64" if self.fmi3 else "Real"  # scalars read with one preallocated call per step
+        self._out_real = [p for p in outputs if p.accessor == fast and p.size == 1]
+        self._out_other = [p for p in outputs if p not in self._out_real]
         self._out_vr = (c_uint32 * len(self._out_real))(*[p.vr for p in self._out_real])
         self._out_buf = (c_double * len(self._out_real))()
-        self._call("instantiate", lambda: self._instantiate(unzipdir, log))
+        self._instantiate(unzipdir, log)
         self._initialize(start_values, start_s)
 
     # -- errors -----------------------------------------------------------------------------------
@@ -68,14 +109,23 @@ class FmuInstance:
         start = _time.perf_counter()
         try:
             return fn()
-        except FmuError:
+        except (FmuError, FmuEnded):
             raise
         except Exception as exc:  # fmpy raises FMICallException, OSError, ctypes errors
-            said = f"; the FMU said: {' | '.join(self.messages[-3:])}" if self.messages else ""
-            var = f", variable {variable!r}" if variable else ""
-            raise FmuError(f"{self.label} at t = {self.time_s:g} s{var}: {what} failed: {exc}{said}") from exc
+            raise FmuError(f"{self.label} at t = {self.time_s:g} s{self._var(variable)}: {what} failed: "
+                           f"{exc}{self._said()}") from exc
         finally:
             self.fmu_time_s += _time.perf_counter() - start
+
+    def _said(self) -> str:
+        return f"; the FMU said: {' | '.join(self.messages[-3:])}" if self.messages else ""
+
+    @staticmethod
+    def _var(variable: str | None) -> str:
+        return f", variable {variable!r}" if variable else ""
+
+    def _ended(self, time_s: float, why: str) -> FmuEnded:
+        return FmuEnded(f"{self.label} ended the run at t = {time_s:g} s: {why}{self._said()}")
 
     # -- lifecycle ----------------------------------------------------------------------------------
     def _instantiate(self, unzipdir: str, log: bool) -> None:
@@ -86,14 +136,28 @@ class FmuInstance:
         common = dict(unzipDirectory=unzipdir, modelIdentifier=part.modelIdentifier, instanceName=self.name)
         if self.fmi3:
             cls = fmi3.FMU3Slave if self.iface.kind == "cs" else fmi3.FMU3Model
-            self.fmu = cls(guid=md.instantiationToken, **common)
+            self.fmu = self._load(lambda: cls(guid=md.instantiationToken, **common), unzipdir)
             self._log_cb = lambda env, status, category, message: self._logger(status, category, message)
-            self.fmu.instantiate(loggingOn=log, logMessage=self._log_cb)
+            self._call("instantiate", lambda: self.fmu.instantiate(loggingOn=log, logMessage=self._log_cb))
             return
         cls = fmi2.FMU2Slave if self.iface.kind == "cs" else fmi2.FMU2Model
-        self.fmu = cls(guid=md.guid, **common)
+        self.fmu = self._load(lambda: cls(guid=md.guid, **common), unzipdir)
         self._callbacks = _fmi2_callbacks(self._logger)
-        self.fmu.instantiate(callbacks=self._callbacks, loggingOn=log)
+        self._call("instantiate", lambda: self.fmu.instantiate(callbacks=self._callbacks, loggingOn=log))
+
+    def _load(self, make, unzipdir: str):
+        """fmpy's FMU object, which loads the shared library (and may change the working directory)."""
+        inside = binary_path(self.iface)
+        library = os.path.join(os.path.abspath(unzipdir), inside)
+        if not os.path.isfile(library):
+            raise FmuError(f"{self.label}: its binary {inside} is missing: the FMU has no binary for this platform")
+        try:
+            with keep_cwd():
+                return make()
+        except Exception as exc:  # fmpy wraps the OSError of dlopen (or a missing symbol) in Exception
+            cause = exc.__context__ if isinstance(exc.__context__, OSError) else exc
+            detail = str(cause).replace(library + ": ", "").replace(library, inside)
+            raise FmuError(f"{self.label}: its binary {inside} does not load: {detail}") from exc
 
     def _initialize(self, start_values: dict[str, Any], start_s: float) -> None:
         ports = self.iface.ports
@@ -106,8 +170,8 @@ class FmuInstance:
         else:
             self._call("fmi2EnterInitializationMode", self.fmu.enterInitializationMode)
         self._call("ExitInitializationMode", self.fmu.exitInitializationMode)
-        if self.iface.kind == "me":
-            self._start_continuous_time(start_s)
+        if self.me:
+            self._mode = "event"  # model exchange leaves initialization in event mode (FMI 2.0 3.2.3, 3.0 3.2.1)
 
     def close(self) -> None:
         """Terminate and free the instance (errors here are ignored: the run is over)."""
@@ -121,22 +185,59 @@ class FmuInstance:
                 pass
 
     # -- values -------------------------------------------------------------------------------------
-    def _set(self, values: list[tuple[Port, Any]], what: str) -> None:
-        for port, value in values:
-            try:
-                number = float(value)
-            except (TypeError, ValueError):
-                raise FmuError(f"{self.label} at t = {self.time_s:g} s, variable {port.var!r} "
-                               f"({port.attr} = {value!r}): {what}: not a number") from None
-            if number != number or number in (float("inf"), float("-inf")):
-                raise FmuError(f"{self.label} at t = {self.time_s:g} s, variable {port.var!r} "
-                               f"({port.attr} = {value!r}): {what}: not finite")
-            si = port.to_fmu(number)
-            self._call(f"{what} ({port.attr} = {number:g})", lambda: self._set_one(port, si), port.var)
+    def _number(self, port: Port, value: Any, what: str) -> float:
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            raise FmuError(f"{self.label} at t = {self.time_s:g} s, variable {port.var!r} "
+                           f"({port.attr} = {value!r}): {what}: not a number") from None
+        if number != number or number in (float("inf"), float("-inf")):
+            raise FmuError(f"{self.label} at t = {self.time_s:g} s, variable {port.var!r} "
+                           f"({port.attr} = {value!r}): {what}: not finite")
+        return number
 
-    def _set_one(self, port: Port, si: float) -> None:
-        value = si if port.kind == "real" else int(round(si)) if port.kind == "int" else bool(si)
-        getattr(self.fmu, "set" + port.accessor)([port.vr], [value])
+    def _set(self, values: list[tuple[Port, Any]], what: str) -> None:
+        pending = [(port, self._number(port, value, what)) for port, value in values]
+        if self._mode is not None:
+            pending = self._changed(pending)
+        arrays: dict[int, Port] = {}
+        for port, number in pending:
+            si = port.to_fmu(number)
+            if port.size > 1:  # an FMI 3.0 array is set whole, once, after its elements are gathered
+                self._array(port)[port.index] = si
+                arrays[port.vr] = port
+                continue
+            self._call(f"{what} ({port.attr} = {number:g})", lambda: self._set_one(port, [si]), port.var)
+        for vr, port in arrays.items():
+            self._call(f"{what} ({port.var}, {port.size} elements)", lambda: self._set_one(port, self._arrays[vr]),
+                       port.var)
+
+    def _changed(self, pending: list[tuple[Port, float]]) -> list[tuple[Port, float]]:
+        """Model exchange: the values that changed; a discrete one enters event mode first."""
+        changed = [(port, number) for port, number in pending if self._held.get(port.attr) != number]
+        if any(not port.continuous_input for port, _ in changed) and self._mode == "continuous":
+            self._call("EnterEventMode (a discrete input changed)", self.fmu.enterEventMode)
+            self._mode = "event"
+        for port, number in changed:
+            self._held[port.attr] = number
+        self._restart = self._restart or bool(changed)
+        return changed
+
+    def _array(self, port: Port) -> list[float]:
+        if port.vr not in self._arrays:
+            ports = [p for p in self.iface.ports.values() if p.vr == port.vr]
+            values = [0.0] * port.size
+            for p in ports:
+                values[p.index] = p.start
+            self._arrays[port.vr] = values
+        return self._arrays[port.vr]
+
+    def _set_one(self, port: Port, values: list[float]) -> None:
+        if port.kind == "int":
+            values = [int(round(v)) for v in values]
+        elif port.kind == "bool":
+            values = [bool(v) for v in values]
+        getattr(self.fmu, "set" + port.accessor)([port.vr], values)
 
     def set_inputs(self, values: dict[str, Any]) -> None:
         """Set inputs and tunable parameters. [scenario units]"""
@@ -144,15 +245,22 @@ class FmuInstance:
         self._set([(ports[a], v) for a, v in values.items() if a in ports], "setting an input")
 
     def outputs(self) -> dict[str, Any]:
-        """Every output. [scenario units]"""
+        """Every output (model exchange: after the pending event iteration). [scenario units]"""
+        if self._mode == "event":
+            self._call("event iteration", lambda: self._settle(self.time_s))
         out: dict[str, Any] = {}
         if self._out_real:
             self._call("getting outputs", self._read_reals)
             for port, value in zip(self._out_real, self._out_buf):
                 out[port.attr] = port.from_fmu(value)
+        read: dict[int, list] = {}
         for port in self._out_other:
-            getter = getattr(self.fmu, "get" + port.accessor)
-            out[port.attr] = port.from_fmu(self._call("getting outputs", lambda: getter([port.vr])[0], port.var))
+            if port.vr not in read:
+                getter = getattr(self.fmu, "get" + port.accessor)
+                n = port.size
+                read[port.vr] = self._call("getting outputs", lambda: getter([port.vr], n) if self.fmi3 else getter([port.vr]),
+                                           port.var)
+            out[port.attr] = port.from_fmu(read[port.vr][port.index])
         return out
 
     def _read_reals(self) -> None:
@@ -164,73 +272,166 @@ class FmuInstance:
 
     # -- time -----------------------------------------------------------------------------------------
     def step(self, time_s: float, step_s: float) -> None:
-        """Advance from ``time_s`` over ``step_s`` with the inputs as set. [s]"""
+        """Advance from ``time_s`` over ``step_s`` with the inputs as set. [s]
+
+        Raises:
+            FmuError: a call failed.
+            FmuEnded: the FMU asked to terminate, or discarded the step (the run ends cleanly).
+        """
+        if self._ending:
+            raise FmuEnded(self._ending)
         self.time_s = time_s
-        if self.iface.kind == "cs":
-            self._call("doStep", lambda: self._do_step(time_s, step_s))
+        if self.me:
+            self._call("model-exchange step", lambda: self._me_step(time_s + step_s))
         else:
-            self._call("model-exchange step", lambda: self._integrate(time_s + step_s))
+            self._call("doStep", lambda: self._do_step(time_s, step_s))
         self.time_s = time_s + step_s
         self.n_steps += 1
 
     def _do_step(self, time_s: float, step_s: float) -> None:
+        end_s = time_s + step_s
+        try:
+            if not self.fmi3:
+                self.fmu.doStep(currentCommunicationPoint=time_s, communicationStepSize=step_s)
+                return
+            _event, terminate, _early, last_s = self.fmu.doStep(time_s, step_s)
+        except Exception as exc:
+            if getattr(exc, "status", None) != DISCARD:
+                raise
+            raise self._discarded(time_s) from exc
+        if terminate:
+            ended = self._ended(last_s, "it asked to terminate the simulation (fmi3DoStep)")
+            if last_s < end_s - 1e-9:
+                raise ended
+            self._ending = str(ended)  # the step itself completed: its outputs are reported first
+
+    def _discarded(self, time_s: float) -> FmuEnded:
+        """A doStep that returned discard: the FMU stops (FMI 2.0 4.2.3; fmi2Terminated says whether it asked to)."""
+        name = "fmi3DoStep" if self.fmi3 else "fmi2DoStep"
         if self.fmi3:
-            event, terminate, early, last = self.fmu.doStep(time_s, step_s)
-            if terminate:
-                raise FmuError(f"{self.label} at t = {time_s:g} s: the FMU asked to terminate the simulation")
+            return self._ended(time_s, f"{name} from t = {time_s:g} s returned discard")
+        try:
+            terminated = self.fmu.getBooleanStatus(FMI2_TERMINATED)
+            last_s = self.fmu.getRealStatus(FMI2_LAST_SUCCESSFUL_TIME)
+        except Exception:  # an FMU need not answer these
+            terminated, last_s = False, time_s
+        why = "it asked to terminate the simulation" if terminated else "it could not complete the step"
+        return self._ended(last_s, f"{why} ({name} from t = {time_s:g} s returned discard)")
+
+    # -- model exchange ---------------------------------------------------------------------------------
+    def _settle(self, time_s: float) -> None:
+        """Finish event mode (the event iteration) and enter continuous-time mode; the solver is
+        made on the first call and restarted after any later event."""
+        self._event_update(time_s)
+        self.fmu.enterContinuousTimeMode()
+        self._mode = "continuous"
+        if self.solver is None:
+            self.solver = self._make_solver(time_s)
+            self._restart = False
         else:
-            self.fmu.doStep(currentCommunicationPoint=time_s, communicationStepSize=step_s)
+            self._restart = True
 
-    def _start_continuous_time(self, time_s: float) -> None:
-        from fmpy.simulation import ForwardEuler  # fmpy: loaded only when an FMU runs
-
-        self._event_update()
-        self._call("EnterContinuousTimeMode", self.fmu.enterContinuousTimeMode)
-        md = self.iface.description
-        nx, nz = md.numberOfContinuousStates, md.numberOfEventIndicators
-        args = dict(nx=nx, nz=nz, get_x=self.fmu.getContinuousStates, set_x=self.fmu.setContinuousStates,
-                    get_dx=self.fmu.getContinuousStateDerivatives if self.fmi3 else self.fmu.getDerivatives,
-                    get_z=self.fmu.getEventIndicators, input=_NoInput())
-        if self.solver_name == "Euler" or nx == 0:
-            self.solver = ForwardEuler(**args)
-        else:
-            from fmpy.sundials import CVodeSolver  # fmpy: loaded only when an FMU runs
-
-            self.solver = CVodeSolver(get_nominals=self.fmu.getNominalsOfContinuousStates, set_time=self.fmu.setTime,
-                                      startTime=time_s, maxStep=self.solver_step_s, relativeTolerance=self.rtol, **args)
-
-    def _event_update(self) -> None:
+    def _event_update(self, time_s: float) -> None:
         update = self.fmu.updateDiscreteStates if self.fmi3 else self.fmu.newDiscreteStates
         self.next_event_s = None
         for _ in range(100):
             needed, terminate, _nominals, _values, defined, next_time = update()
             if terminate:
-                raise FmuError(f"{self.label} at t = {self.time_s:g} s: the FMU asked to terminate the simulation")
+                raise self._ended(time_s, "it asked to terminate the simulation (in its event iteration)")
             self.next_event_s = next_time if defined else None
             if not needed:
                 return
-        raise FmuError(f"{self.label} at t = {self.time_s:g} s: event iteration did not converge in 100 rounds")
+        raise FmuError(f"{self.label} at t = {time_s:g} s: event iteration did not converge in 100 rounds")
 
-    def _integrate(self, end_s: float) -> None:
-        fixed = self.solver_name == "Euler" or self.iface.description.numberOfContinuousStates == 0
+    def _make_solver(self, time_s: float):
+        from fmpy.simulation import ForwardEuler  # fmpy: loaded only when an FMU runs
+
+        md = self.iface.description
+        nx, nz = md.numberOfContinuousStates, md.numberOfEventIndicators
+        fmu = self.fmu
+        get_dx = fmu.getContinuousStateDerivatives if self.fmi3 else fmu.getDerivatives
+        if self._fixed_step:
+            return ForwardEuler(nx=nx, nz=nz, get_x=fmu.getContinuousStates, set_x=fmu.setContinuousStates,
+                                get_dx=get_dx, get_z=fmu.getEventIndicators, input=_NoInput())
+        from fmpy.sundials import CVodeSolver  # fmpy: loaded only when an FMU runs
+
+        # CVode calls these from C: an exception there would be printed and lost, so it is kept
+        # and raised after the solver returns (a failing or discarding FMU never goes unnoticed)
+        guard = self._guarded
+        return CVodeSolver(nx=nx, nz=nz, get_x=guard(fmu.getContinuousStates), set_x=guard(fmu.setContinuousStates),
+                           get_dx=guard(get_dx), get_z=guard(fmu.getEventIndicators),
+                           get_nominals=guard(fmu.getNominalsOfContinuousStates), set_time=guard(fmu.setTime),
+                           input=_NoInput(), startTime=time_s, maxStep=self.solver_step_s,
+                           relativeTolerance=self.rtol, maxNumSteps=MAX_CVODE_STEPS)
+
+    @property
+    def _fixed_step(self) -> bool:
+        return self.solver_name == "Euler" or self.iface.description.numberOfContinuousStates == 0
+
+    def _guarded(self, fn):
+        def call(*args):
+            try:
+                return fn(*args)
+            except Exception as exc:  # noqa: BLE001 — re-raised by _solver_step
+                if self._callback_error is None:
+                    self._callback_error = exc
+                return None
+        return call
+
+    def _solver_step(self, time_s: float, target_s: float) -> tuple[bool, float]:
+        state_event, _roots, reached_s = self.solver.step(time_s, target_s)
+        if self._callback_error is not None:
+            exc, self._callback_error = self._callback_error, None
+            if getattr(exc, "status", None) == DISCARD:
+                raise self._ended(time_s, f"it discarded an evaluation between t = {time_s:g} and {target_s:g} s "
+                                          f"({exc})") from exc
+            raise exc
+        return state_event, reached_s
+
+    def _me_step(self, end_s: float) -> None:
         time_s = self.time_s
+        if self._mode == "event":
+            self._settle(time_s)
         self.fmu.setTime(time_s)
-        if not fixed:  # inputs may have jumped since the last step: restart the multistep history
+        if self._restart:  # an input jumped since the last step: the multistep history no longer holds
             self.solver.reset(time_s)
+            self.n_restarts += 1
+            self._restart = False
+        self._integrate(time_s, end_s)
+
+    def _integrate(self, time_s: float, end_s: float) -> None:
+        fixed = self._fixed_step
         while time_s < end_s - 1e-9:
             target = min(end_s, time_s + self.solver_step_s) if fixed else end_s
             if self.next_event_s is not None and time_s < self.next_event_s < target:
                 target = self.next_event_s
-            state_event, _roots, time_s = self.solver.step(time_s, target)
+            state_event, time_s = self._solver_step(time_s, target)
             self.fmu.setTime(time_s)
-            completed = self.fmu.completedIntegratorStep()
-            step_event = completed[0]
+            step_event, terminate = self.fmu.completedIntegratorStep()
+            if terminate:
+                self._end_at(time_s, end_s, "it asked to terminate the simulation (completedIntegratorStep)")
+                return
             time_event = self.next_event_s is not None and abs(time_s - self.next_event_s) < 1e-9
             if state_event or step_event or time_event:
                 self.fmu.enterEventMode()
-                self._event_update()
-                self.fmu.enterContinuousTimeMode()
+                self._mode = "event"
+                try:
+                    self._settle(time_s)
+                except FmuEnded as ended:
+                    self._mode = "ended"  # stays in event mode: outputs are read as they are
+                    self._end_at(time_s, end_s, str(ended), whole=True)
+                    return
                 self.solver.reset(time_s)
+                self.n_restarts += 1
+                self._restart = False
+
+    def _end_at(self, time_s: float, end_s: float, why: str, whole: bool = False) -> None:
+        """The FMU ended the simulation at ``time_s``: at the end of the step its outputs are still
+        reported (the next step raises); inside it, the step raises now."""
+        ended = FmuEnded(why) if whole else self._ended(time_s, why)
+        if time_s < end_s - 1e-9:
+            raise ended
+        self._ending = str(ended)
 
 
 class _NoInput:
@@ -260,4 +461,3 @@ def _fmi2_callbacks(logger):
     except Exception:
         pass
     return callbacks
-

@@ -114,7 +114,11 @@ class PowerFlow:
 
     def bus_of(self, kind: str, pos: int) -> int:
         """Position in ``net.bus`` of the bus element ``pos`` of ``kind`` stands on."""
-        return int(self.net.bus.index.get_loc(self.net[kind]["bus"].iat[pos]))
+        # kept: the pandas lookups cost ~20 µs, and the adapter asks for every element each step
+        key = (kind, pos)
+        if key not in self._bus_pos:
+            self._bus_pos[key] = int(self.net.bus.index.get_loc(self.net[kind]["bus"].iat[pos]))
+        return self._bus_pos[key]
 
     def element_vm_pu(self, kind: str, pos: int) -> float:
         """Voltage at the bus of element ``pos`` of ``kind``. [pu]"""
@@ -187,6 +191,7 @@ class PowerFlow:
     # -- building the solver model ------------------------------------------------------
     def _read_tables(self) -> None:
         """The tabulated element powers (the values used when nothing overrides them)."""
+        self._bus_pos: dict[tuple[str, int], int] = {}  # bus_of, read again after an edit
         self.p0 = {k: self.net[k]["p_mw"].to_numpy(float).copy() for k in KINDS}
         self.q0 = {k: self.net[k]["q_mvar"].to_numpy(float).copy() for k in KINDS}
 
@@ -196,14 +201,16 @@ class PowerFlow:
         if not self._options_set:  # options of this pandapower version, not a JSON file's
             self._init_options()
             self._options_set = True
-        net._pd2ppc_lookups = {k: np.array([], dtype=np.int64)
-                               for k in ("bus", "bus_dc", "ext_grid", "gen", "branch", "branch_dc")}
+        # The first Newton start: DC angles of the net *with* its loads (a start from "all
+        # generation, no load" put case300's angles at +-178 deg and 8 pandapower cases never
+        # converged where runpp does); the model itself is built without the element injections.
+        ppci_loaded = self._ppci(net)
         saved = {k: (net[k]["p_mw"].copy(), net[k]["q_mvar"].copy()) for k in KINDS}
         for kind in KINDS:  # element injections are added per solve, the rest is constant
             net[kind]["p_mw"] = 0.0
             net[kind]["q_mvar"] = 0.0
         try:
-            _, ppci = _pd2ppc(net)
+            ppci = self._ppci(net)
         finally:
             for kind, (p, q) in saved.items():
                 net[kind]["p_mw"], net[kind]["q_mvar"] = p, q
@@ -220,7 +227,7 @@ class PowerFlow:
         if not weights[ref].any():
             weights[ref] = 1.0 / len(ref)
         self._slack_w = weights
-        self._V = self._initial_voltages(ppci, v0)
+        self._V = self._initial_voltages(ppci_loaded, v0)
         self._nr = NRSing_KLU()
 
         lookup = net._pd2ppc_lookups["bus"]
@@ -241,6 +248,13 @@ class PowerFlow:
         self._t = branch[:, T_BUS].real.astype(int)
         self._map_branches(ppci, bus[:, BASE_KV].real, base_mva)
         self._stale = False
+
+    @staticmethod
+    def _ppci(net):
+        """pandapower's internal model of ``net`` as it is now (``_pd2ppc`` with fresh lookups)."""
+        net._pd2ppc_lookups = {k: np.array([], dtype=np.int64)
+                               for k in ("bus", "bus_dc", "ext_grid", "gen", "branch", "branch_dc")}
+        return _pd2ppc(net)[1]
 
     @staticmethod
     def _initial_voltages(ppci, v0: np.ndarray) -> np.ndarray:

@@ -238,5 +238,12 @@ class BatterySim(SingleModelSim):
         "models": {"Battery": {"e_capacity_mwh": 4.0, "p_charge_max_mw": 1.0, "p_discharge_max_mw": 1.0}},
     }
 
+    @classmethod
+    def input_bounds(cls, model: str, params: BaseModel | None) -> dict[str, tuple[float, float]]:
+        """``p_set_mw`` within the power limits (consumer sign: discharge negative). [MW]"""
+        if params is None:
+            return {}
+        return {"p_set_mw": (-params.p_discharge_max_mw, params.p_charge_max_mw)}
+
     def advance(self, battery: Battery, time_s: int, inputs: dict[str, Any]) -> dict[str, float]:
         return battery.outputs(battery.step(battery.setpoint_mw(inputs), self.step_s))

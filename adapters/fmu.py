@@ -18,10 +18,35 @@ and units are mapped once, at this boundary:
 Shipped FMUs (``thermal_fmus/``) are named (``fmu = "ChillerPlant"``) and built on first use
 when missing or stale; any other FMU is a path (relative to the scenario's folder).
 
+Units: the common SI units are mapped to cosim's suffixes (``UNIT_MAP``); any other unit
+keeps its SI value under a suffix derived from the unit string (``m/s2`` -> ``accel_m_s2``).
+A variable that cannot be named automatically is left out with a warning at validation, never
+refused: strings, binaries and clocks (no numeric column), an array without a fixed size, a
+unit no suffix follows from, a name already taken. FMI 3.0 arrays of numbers become one
+attribute per element, ``<name>_<i>_<unit>`` (1-based, row-major: ``temps_2_c``,
+``gain_1_3_ratio``), as FMI 2.0's structured names ``x[2]`` do. An explicit mapping that
+cannot be followed is an error.
+
 Timing: at mosaik time ``t`` the inputs are set and the FMU advances over ``[t, t + step_s)``
-(``fmi2DoStep``, or the model-exchange solver); the outputs reported at ``t`` are the
-values at the end of that interval, so a quasi-steady output (plant power) matches the
-inputs it was computed from.
+(``fmi2DoStep``, or the model-exchange solver). With ``outputs_at = "step_end"`` (the
+default) the outputs reported at ``t`` are the values at the end of that interval, so a
+quasi-steady output (plant power) matches the inputs it was computed from; the values at
+``t = 0`` (the initial state) are then not in the time series, because the engines record
+each simulator's outputs after its step at ``t``, and the first one already ends at
+``step_s``. With ``outputs_at = "step_start"`` they are the values at ``t`` itself, after the
+inputs at ``t`` are set and before the step: the row at ``t = 0`` holds the initial outputs,
+a state (a room temperature) is sampled at the row's own time, and an output the FMU
+computes only in its step lags one step behind its inputs.
+
+Model exchange: continuous inputs are set in continuous-time mode, discrete inputs and
+tunable parameters in event mode (FMI 2.0 3.2.3, FMI 3.0 3.2.1); the solver keeps its state
+across steps and restarts only when an input changed or at an event.
+
+An FMU that asks to terminate the simulation (``terminateSimulation``, ``fmi2Terminated``
+after a discarded ``fmi2DoStep``, FMI 3.0's ``terminate``) or returns ``discard`` from a step
+ends the run cleanly: status ``ok``, the rows up to then kept, the reason naming the FMU and
+the time. A binary that does not load is one error naming the FMU, the binary's path inside
+it and the OS's reason.
 
 Example ``[sims]`` entry::
 
@@ -34,7 +59,7 @@ import shutil
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from cosim.sdk import ROLES, Params, ScenarioContext, SingleModelSim
 from cosim.adapters._fmu_describe import (
@@ -66,16 +91,19 @@ class SimParams(Params):
         log: pass the FMU's debug log messages on (errors are always kept). [-]
         role: the model's role (``cosim.roles``); default from its outputs: ``air_handler``
             with ``p_fans_mw``, ``cooling`` with ``p_cooling_mw``, else ``other``.
+        outputs_at: ``step_end`` reports at ``t`` the outputs at the end of the step from ``t``;
+            ``step_start`` those at ``t`` (the row at 0 holds the initial values; see above).
     """
 
     fmu: str
     attrs: AttrMap = {}
     interface: Literal["auto", "cs", "me"] = "auto"
     solver: Literal["CVode", "Euler"] = "CVode"
-    solver_step_s: float | None = None
-    rtol: float = 1e-6
+    solver_step_s: float | None = Field(default=None, gt=0)
+    rtol: float = Field(default=1e-6, gt=0, lt=1)
     log: bool = False
     role: Literal[ROLES] | None = None
+    outputs_at: Literal["step_end", "step_start"] = "step_end"
 
     @field_validator("fmu")
     @classmethod
@@ -86,8 +114,11 @@ class SimParams(Params):
         base_dir = (info.context or {}).get("base_dir")
         if not path.is_absolute() and base_dir is not None:
             path = Path(base_dir) / path
-        path = path.resolve()
-        if not path.is_file():
+        try:
+            found = (path := path.resolve()).is_file()
+        except OSError as exc:  # a name too long for the file system
+            raise ValueError(f"not a usable FMU path ({exc.strerror or exc})") from None
+        if not found:
             raise ValueError(f"FMU file not found: {path}")
         return str(path)
 
@@ -133,11 +164,13 @@ class FmuSim(SingleModelSim):
 
     @classmethod
     def check(cls, sim_params: SimParams, ctx: ScenarioContext | None) -> list[str]:
-        """Problems found before anything starts: a binary for this platform must be inside."""
+        """Problems found before anything starts: a binary for this platform must be inside.
+        Variables left out are warnings (``"warning: ..."``), not problems."""
         try:
-            return binary_problems(describe(sim_params.fmu, sim_params.attrs, sim_params.interface))
+            iface = describe(sim_params.fmu, sim_params.attrs, sim_params.interface)
         except FmuError as exc:
             return [str(exc)]
+        return [*binary_problems(iface), *("warning: " + text for text in iface.warnings())]
 
     @classmethod
     def meta_for(cls, sim_params: SimParams) -> dict[str, Any]:
@@ -177,6 +210,10 @@ class FmuSim(SingleModelSim):
 
     def advance(self, inst: FmuInstance, time_s: int, inputs: dict[str, Any]) -> dict[str, Any]:
         inst.set_inputs(inputs)
+        if self.params.outputs_at == "step_start":
+            out = inst.outputs()
+            inst.step(float(time_s), float(self.step_s))
+            return out
         inst.step(float(time_s), float(self.step_s))
         return inst.outputs()
 

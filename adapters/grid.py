@@ -244,6 +244,8 @@ class GridSim(CosimSim):
         self._line_attrs = [f"line_{i}_loading_pct" for i in self.flow.ids["line"]]
         self._trafo_attrs = [f"trafo_{i}_loading_pct" for i in self.flow.ids["trafo"]]
         self._profiles = self._load_profiles() if p.profiles and p.engine == "pandapower" else []
+        self._buffers_of: list[np.ndarray] | None = None  # the tables the injection buffers copy
+        self._element_attrs = [*self._bus_attrs, *self._line_attrs, *self._trafo_attrs]
 
     def create_entity(self, eid: str, model: str, params: ElementParams | None) -> None:
         if model == "Grid":
@@ -305,8 +307,7 @@ class GridSim(CosimSim):
 
     def _injections(self, time_s: int) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
         """Element powers for this step: tables, then profiles, then entity values."""
-        p = {k: v.copy() for k, v in self.flow.p0.items()}
-        q = {k: v.copy() for k, v in self.flow.q0.items()}
+        p, q = self._injection_buffers()
         if self._profiles:
             row = self._profile_row(time_s)
             for target, kind, pos, values in self._profiles:
@@ -318,6 +319,21 @@ class GridSim(CosimSim):
             if e.q_mvar is not None:
                 q[e.kind][e.pos] = e.q_mvar
         return p, q
+
+    def _injection_buffers(self) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+        """Per-kind power arrays holding the tables, kept from step to step.
+
+        Every step writes the same positions (each profile's elements, each entity with a
+        value; an entity never goes back to its profile), so the other positions keep the
+        tabulated value and the tables need copying only when the engine's change (an
+        element attached), not every step.
+        """
+        tables = [*self.flow.p0.values(), *self.flow.q0.values()]
+        if self._buffers_of is None or any(a is not b for a, b in zip(self._buffers_of, tables, strict=True)):
+            self._buffers_of = tables
+            self._buffers = ({k: v.copy() for k, v in self.flow.p0.items()},
+                             {k: v.copy() for k, v in self.flow.q0.items()})
+        return self._buffers
 
     def _profile_row(self, time_s: int) -> int:
         """Row of the profile year at the same day of year and time of day. [-]"""
@@ -350,15 +366,24 @@ class GridSim(CosimSim):
         vm = f.vm_pu
         loadings = np.concatenate([f.line_loading_pct, f.trafo_loading_pct])
         extremes = getattr(f, "node_vm_pu", vm)  # OpenDSS: extremes over every phase
-        out["vm_min_pu"] = float(np.nanmin(extremes)) if np.isfinite(extremes).any() else math.nan
-        out["vm_max_pu"] = float(np.nanmax(extremes)) if np.isfinite(extremes).any() else math.nan
+        out["vm_min_pu"], out["vm_max_pu"] = _nan_extremes(extremes)
         out["p_import_mw"], out["q_import_mvar"], out["losses_mw"] = f.p_import_mw, f.q_import_mvar, f.losses_mw
-        out["max_loading_pct"] = float(np.nanmax(loadings)) if np.isfinite(loadings).any() else math.nan
-        out.update(zip(self._bus_attrs, vm.tolist()))
-        out.update(zip(self._line_attrs, f.line_loading_pct.tolist()))
-        out.update(zip(self._trafo_attrs, f.trafo_loading_pct.tolist()))
+        out["max_loading_pct"] = _nan_extremes(loadings)[1]
+        # one list and one update for every element's value (bus, line, trafo order)
+        out.update(zip(self._element_attrs, np.concatenate([vm, loadings]).tolist()))
         if self.params.engine == "opendss":
             out.update(f.device_outputs())
+
+
+def _nan_extremes(values: np.ndarray) -> tuple[float, float]:
+    """``(np.nanmin, np.nanmax)`` of ``values``; NaN for both when none is finite.
+
+    One NaN filter for both (min and max are exact, so the numbers are nanmin's and nanmax's).
+    """
+    if not np.isfinite(values).any():
+        return math.nan, math.nan
+    present = values[~np.isnan(values)]
+    return float(present.min()), float(present.max())
 
 
 def _opendss_entity_problems(model: str, params: ElementParams, sim_params: SimParams) -> list[str]:

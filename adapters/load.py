@@ -20,7 +20,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from cosim.sdk import DataFile, ScenarioContext, SingleModelSim
-from cosim.adapters.signals import DataError, SeriesOptions, TimeSeries, series_problems
+from cosim.adapters.signals import DataError, SeriesOptions, TimeSeries, errors_only, series_problems
 
 
 class FacilityLoadParams(SeriesOptions):
@@ -107,6 +107,7 @@ class LoadSim(SingleModelSim):
     def build(self, eid: str, params: FacilityLoadParams) -> FacilityLoad:
         ctx = ScenarioContext(self.start_utc, self.duration_s, self.step_s, self.seed)
         facility, problems = series_problems(lambda: facility_from_params(params), ctx)
+        problems = errors_only(problems)
         if problems:
             raise ValueError(f"{eid}: " + "; ".join(problems))
         return facility

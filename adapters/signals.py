@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, field_validator, model_validator
 
-from cosim.sdk import Params, ScenarioContext, SingleModelSim, parse_utc
+from cosim.sdk import Params, ScenarioContext, SingleModelSim, TimeZone, parse_utc
 from cosim.sdk import DataFile
 from cosim.sdk import has_unit_suffix, unit_of
 
@@ -80,7 +80,7 @@ class SeriesOptions(Params):
     """How a file's time axis is read and mapped onto the scenario (shared with ``load``)."""
 
     time_column: str = "time_utc"
-    tz: str | None = None
+    tz: TimeZone | None = None
     interpolation: Literal["hold", "linear"] = "hold"
     align_year: bool = False
     repeat: bool = False
@@ -168,11 +168,11 @@ def _read_table_cached(path: str, mtime_ns: int, size: int, time_column: str, tz
         else:
             frame = pd.read_csv(path)
     except Exception as exc:  # pandas raises many types for a bad file
-        raise DataError(f"{name}: cannot read as CSV/Parquet: {exc}") from exc
+        raise DataError(f"{name}: cannot read as CSV/Parquet: {_quote(exc, 150)}") from exc
     if time_column not in frame.columns:
         raise DataError(
-            f"{name}: no time column {time_column!r}; columns: {', '.join(map(str, frame.columns))} "
-            "(set time_column)"
+            f"{name}: no time column {time_column!r}; columns: {_quote_names(frame.columns)} "
+            "(set time_column; is this the data file you meant?)"
         )
     if len(frame) < 2:
         raise DataError(f"{name}: needs at least two rows, has {len(frame)}")
@@ -182,12 +182,23 @@ def _read_table_cached(path: str, mtime_ns: int, size: int, time_column: str, tz
         row = int(np.argmax(steps <= 0)) + 1
         raise DataError(
             f"{name}: timestamps must increase strictly; row {row} "
-            f"({frame[time_column].iloc[row]}) does not follow row {row - 1} "
-            f"({frame[time_column].iloc[row - 1]}); sort the file and drop duplicates"
+            f"({_quote(frame[time_column].iloc[row])}) does not follow row {row - 1} "
+            f"({_quote(frame[time_column].iloc[row - 1])}); sort the file and drop duplicates"
         )
     frame = frame.drop(columns=[time_column]).reset_index(drop=True)
     frame.attrs["name"] = name
     return times, frame
+
+
+def _quote(value: object, limit: int = 40) -> str:
+    """At most ``limit`` characters of something read from a file (which may not be data at all)."""
+    text = str(value)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _quote_names(names, limit: int = 8) -> str:
+    shown = ", ".join(_quote(n) for n in list(names)[:limit])
+    return shown + (f", ... ({len(names)} in all)" if len(names) > limit else "")
 
 
 def _parse_times(raw: pd.Series, name: str, tz: str | None) -> np.ndarray:
@@ -207,14 +218,14 @@ def _parse_times(raw: pd.Series, name: str, tz: str | None) -> np.ndarray:
         if bad.any():
             row = int(np.argmax(bad.to_numpy()))
             raise DataError(
-                f"{name}: timestamp {raw.iloc[row]!r} in row {row} is not ISO 8601 "
+                f"{name}: timestamp {_quote(repr(raw.iloc[row]))} in row {row} is not ISO 8601 "
                 "(e.g. 2024-07-15T13:00:00Z)"
             )
     if parsed.dt.tz is None:
         try:
             parsed = parsed.dt.tz_localize(tz or "UTC", ambiguous="raise", nonexistent="raise")
         except Exception as exc:
-            raise DataError(f"{name}: cannot place naive timestamps in tz {tz!r}: {exc}") from exc
+            raise DataError(f"{name}: cannot place naive timestamps in tz {tz!r}: {_quote(exc, 150)}") from exc
     utc = parsed.dt.tz_convert("UTC").dt.tz_localize(None)
     return utc.to_numpy(dtype="datetime64[ns]").astype(np.int64) / 1e9
 
@@ -272,7 +283,7 @@ class TimeSeries:
         if missing:
             raise DataError(
                 f"{self.path.name}: no column {', '.join(map(repr, missing))}; available: "
-                f"{', '.join(map(str, frame.columns))}"
+                f"{_quote_names(frame.columns, 20)}"
             )
         self.names = list(columns)
         arrays = []
@@ -309,7 +320,7 @@ class TimeSeries:
     def problems(self, start: datetime, end: datetime) -> list[str]:
         """What keeps this series from covering the run ``[start, end)``; empty when fine."""
         if self.options.repeat:
-            return []
+            return self._period_problems()
         span = f"{self.path.name} covers {_iso(self.start_s)} to {_iso(self.end_s)}"
         need = f"the run needs {_iso(_epoch(start))} to {_iso(_epoch(end))}"
         if self.options.align_year:
@@ -331,6 +342,19 @@ class TimeSeries:
             else "shorten or move the run to fit, or set repeat = true to loop the data"
         )
         return [f"{span} but {need}; {hint}"]
+
+    def _period_problems(self) -> list[str]:
+        """``repeat`` loops the file with its own span: a span that is neither whole days nor an
+        even part of one (a truncated day, 23.5 h) shifts the time of day at every loop: a
+        warning (a short trace without a daily shape is looped on purpose)."""
+        period_s = self.end_s - self.start_s
+        whole_days = period_s % 86_400 == 0
+        part_of_day = period_s <= 86_400 and 86_400 % period_s == 0
+        if whole_days or part_of_day:
+            return []
+        return [f"warning: repeat = true loops {self.path.name} every {period_s / 3600:.4g} h (its span), which is "
+                "neither whole days nor an even part of a day: the time of day shifts at every loop (fine for a "
+                "trace without a daily shape; for a daily one give a file spanning whole days)"]
 
     def _covers(self, seconds: float) -> bool:
         return self.start_s <= seconds < self.end_s
@@ -359,12 +383,18 @@ class TimeSeries:
 
 
 def series_problems(make_series, ctx: ScenarioContext) -> tuple[Any, list[str]]:
-    """Build a series with ``make_series()`` and check it covers the scenario window."""
+    """Build a series with ``make_series()`` and check it covers the scenario window (texts
+    starting with ``"warning: "`` are warnings, the rest problems)."""
     try:
         series = make_series()
     except DataError as exc:
         return None, [str(exc)]
     return series, series.problems(ctx.start_utc, ctx.end_utc)
+
+
+def errors_only(problems: list[str]) -> list[str]:
+    """The problems that stop a run (warnings were shown at validation)."""
+    return [p for p in problems if not p.startswith("warning: ")]
 
 
 # -- mosaik adapter ---------------------------------------------------------------------------
@@ -401,8 +431,23 @@ class SignalsSim(SingleModelSim):
         super().setup()
         ctx = ScenarioContext(self.start_utc, self.duration_s, self.step_s, self.seed)
         self.series, problems = series_problems(lambda: self.make_series(self.params), ctx)
+        problems = errors_only(problems)
         if problems:
             raise ValueError("; ".join(problems))
+
+    def forecast(self, attr: str, start_utc: datetime, n: int, step_s: float) -> list[float] | None:
+        """The next ``n`` values of column ``attr`` from ``start_utc``, ``step_s`` apart (a perfect
+        forecast read ahead from the file); times past the data repeat the last value it covers."""
+        if attr not in self.series.names:
+            return None
+        column = self.series.names.index(attr)
+        values: list[float] = []
+        for k in range(n):
+            try:
+                values.append(float(self.series.values_at(start_utc + timedelta(seconds=k * step_s))[column]))
+            except ValueError:  # past the end of the data
+                values.append(values[-1] if values else float(self.series.values[-1, column]))
+        return values
 
     def step_entities(self, time_s: int, inputs: dict[str, dict[str, Any]]) -> None:
         values = self.series.at(self.utc(time_s))  # one file: the same values for every entity

@@ -38,13 +38,13 @@ Example (a summer TOU with an on-peak demand charge; ``[[sims.tariff.periods]]``
 from __future__ import annotations
 
 import re
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
-from cosim.sdk import Params, SingleModelSim
+from cosim.sdk import Params, SingleModelSim, TimeZone
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
@@ -130,7 +130,7 @@ class SimParams(Params):
         demand_charges: demand charges.
     """
 
-    tz: str = "UTC"
+    tz: TimeZone = "UTC"
     default_usd_mwh: float
     export_usd_mwh: float = 0.0
     periods: list[Period] = Field(default_factory=list)
@@ -219,6 +219,12 @@ class TariffSim(SingleModelSim):
     def setup(self) -> None:
         super().setup()
         self.tariff = Tariff(self.params)
+
+    def forecast(self, attr: str, start_utc: datetime, n: int, step_s: float) -> list[float] | None:
+        """The tariff's ``attr`` at ``start_utc + k * step_s`` for ``k < n`` (it is known ahead)."""
+        if attr not in self.tariff.outputs(start_utc):
+            return None
+        return [float(self.tariff.outputs(start_utc + timedelta(seconds=k * step_s))[attr]) for k in range(n)]
 
     def step_entities(self, time_s: int, inputs: dict[str, dict[str, Any]]) -> None:
         values = self.tariff.outputs(self.utc(time_s))  # the same for every entity

@@ -22,15 +22,25 @@ and implements ``setup()`` (after init), ``create_entity(eid, model, params)`` a
 * ``meta_for(sim_params)`` — when the attributes depend on the parameters
   (a grid's buses, a CSV file's columns).
 * ``check(sim_params, ctx)`` — extra validation needing the scenario's time window
-  (e.g. does the data cover the run?). Returns problem strings.
+  (e.g. does the data cover the run?). Returns problem strings; one starting with
+  ``"warning: "`` is a warning (printed, kept in metadata.json), not a problem.
 * ``check_entity(model, params, ctx, sim_params)`` — the same, for one entity's params.
 * ``entity_inputs(model, params)`` — inputs that exist only for some entities (a cluster's
   per-fleet knobs); declare the model ``any_inputs`` for mosaik, and cosim's validator still
   accepts only ``inputs`` plus these.
 * ``listing()`` — extra lines for ``cosim list`` (the datacenter's scheduling policies).
+* ``input_bounds(model, params)`` — ``{input: (low, high)}`` an entity accepts (a GPU's cap
+  range, a battery's power limits): the default bounds of a learning agent's actions
+  (:mod:`cosim.gym`); default none.
+* ``forecast(attr, start_utc, n, step_s)`` — the next ``n`` values of an output, ``step_s``
+  apart from ``start_utc`` (a signal read ahead from its file): a learning agent's forecast
+  window; default None (this simulator cannot look ahead).
 * ``EXAMPLE`` — params the contract test uses to start it: ``{"sim": {...},
   "models": {model: {...}}, "single": [models created once per sim]}``; relative paths
   resolve from ``scenarios/``, ``{tmp}`` is a temporary folder.
+
+A step that raises :class:`EndRun` ends the run early and cleanly (status ``ok``, the
+exception's message as the reason); any other exception fails it.
 
 Every ``init`` receives ``start_utc`` (ISO 8601), ``step_s``, ``duration_s`` and
 ``seed`` from the scenario, besides the simulator's own params.
@@ -44,17 +54,30 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Annotated, Any, ClassVar
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import mosaik_api_v3
 import numpy as np
-from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationInfo
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, ValidationInfo, model_validator
 
 from cosim.roles import POWER_ATTR, ROLES, check_role
 from cosim.units import DIMENSIONLESS, UNIT_SUFFIXES, has_unit_suffix, unit_of
 
-__all__ = ["CosimSim", "DataFile", "DIMENSIONLESS", "NoParams", "meta", "POWER_ATTR", "Params", "ROLES",
-           "ScenarioContext", "SingleModelSim", "UNIT_SUFFIXES", "has_unit_suffix", "model_meta", "parse_utc",
-           "sum_inputs", "unit_of"]
+__all__ = ["CosimSim", "DataFile", "DIMENSIONLESS", "EndRun", "NoParams", "meta", "POWER_ATTR", "Params", "ROLES",
+           "STRICT_PARAMS", "ScenarioContext", "SingleModelSim", "TimeZone", "as_tuple", "UNIT_SUFFIXES",
+           "has_unit_suffix", "model_meta", "parse_utc", "sum_inputs", "unit_of"]
+
+
+#: Folders whose files are devices or the system's own state, never data.
+SYSTEM_DIRS = ("/proc", "/sys", "/dev")
+
+
+def _as_path(value: Any) -> Any:
+    if isinstance(value, str):
+        return Path(value)
+    if not isinstance(value, Path):
+        raise ValueError("give a file path as a string, e.g. \"data/loads/trace.csv\"")
+    return value
 
 
 def _resolve_existing_file(value: Path, info: ValidationInfo) -> Path:
@@ -62,27 +85,88 @@ def _resolve_existing_file(value: Path, info: ValidationInfo) -> Path:
     path = Path(value).expanduser()
     if not path.is_absolute() and base_dir is not None:
         path = Path(base_dir) / path
-    path = path.resolve()
-    if not path.is_file():
+    try:
+        path = path.resolve()
+        if any(path == Path(d) or Path(d) in path.parents for d in SYSTEM_DIRS):
+            raise ValueError(f"{path} is a device or system file, not data; give a data file (CSV, Parquet, ...)")
+        found = path.is_file()
+    except OSError as exc:  # a name too long for the file system, a loop of links
+        raise ValueError(f"not a usable file path ({exc.strerror or exc})") from None
+    if not found:
         raise ValueError(f"data file not found: {path}")
     return path
 
 
 #: A data file path. Relative paths resolve from the scenario file's folder (passed as
-#: ``context={"base_dir": ...}`` to ``model_validate``); the file must exist.
-DataFile = Annotated[Path, AfterValidator(_resolve_existing_file)]
+#: ``context={"base_dir": ...}`` to ``model_validate``); the file must exist and be a regular
+#: file outside /proc, /sys and /dev.
+DataFile = Annotated[Path, BeforeValidator(_as_path), AfterValidator(_resolve_existing_file)]
+
+
+def _known_time_zone(value: str | None) -> str | None:
+    if value is None:
+        return None
+    try:
+        ZoneInfo(value)
+    except (ZoneInfoNotFoundError, ValueError, OSError):  # OSError: a "name" too long to be a file
+        raise ValueError("unknown time zone; give an IANA name such as 'America/New_York', 'Europe/Berlin' or "
+                         "'Etc/GMT+5'") from None
+    return value
+
+
+#: A time zone of the IANA database (checked when the scenario is validated, also when unused).
+TimeZone = Annotated[str, AfterValidator(_known_time_zone)]
+
+
+def as_tuple(value: Any) -> Any:
+    """A TOML array as a tuple (strict models take tuples only; use with ``BeforeValidator``)."""
+    return tuple(value) if isinstance(value, list) else value
+
+
+#: Parameter models: unknown keys are an error; numbers are numbers (a quoted "2.4" or a
+#: ``true`` is refused, not coerced) and finite (inf and NaN are refused unless a field says so).
+STRICT_PARAMS = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+
+
+class EndRun(Exception):
+    """Raised by a simulator's step to end the run cleanly (an FMU that asks to terminate): the
+    engines stop, keep the rows recorded so far, and report status ``ok`` with ``reason`` = the
+    message. Name the simulator and the time in it."""
 
 
 class NoParams(BaseModel):
     """No parameters accepted."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = STRICT_PARAMS
+
+
+#: The largest magnitude a parameter of each unit may have: past any real plant or study, so a
+#: typo (1e300 hours of warm-up, 10^15 replicas) is refused before it hangs a run. Sentinels
+#: meaning "no limit" (1e9 MW) stay inside.
+MAGNITUDE_LIMITS: dict[str, float] = {
+    "mw": 1e9, "mvar": 1e9, "mva": 1e9, "kw": 1e12, "w": 1e15, "mwh": 1e12, "kwh": 1e15, "gwh": 1e9,
+    "h": 87_600.0, "min": 5.3e7, "s": 3.2e9, "ms": 3.2e12, "c": 1e4, "gpu_h": 1e12, "": 1e9,
+}
 
 
 class Params(BaseModel):
-    """Base for parameter models: unknown keys are an error."""
+    """Base for parameter models: unknown keys are an error; numbers strict, finite and within
+    :data:`MAGNITUDE_LIMITS` for their unit (counts ``n_*``: at most 1e9)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = STRICT_PARAMS
+
+    @model_validator(mode="after")
+    def _physical_magnitudes(self):
+        for name in type(self).model_fields:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                continue
+            limit = MAGNITUDE_LIMITS.get(unit_of(name) or "")
+            if limit is not None and abs(value) > limit:
+                unit = unit_of(name) or "count"
+                raise ValueError(f"{name} = {value!r} is beyond any real plant or study (at most {limit:g} for a "
+                                 f"value in {unit}); check the number and its unit")
+        return self
 
 
 @dataclass(frozen=True)
@@ -165,7 +249,8 @@ class CosimSim(mosaik_api_v3.Simulator):
 
     @classmethod
     def check(cls, sim_params: BaseModel, ctx: ScenarioContext) -> list[str]:
-        """Extra problems with these params for this scenario window."""
+        """Extra problems with these params for this scenario window. A text starting with
+        ``"warning: "`` is not a problem: validation adds it to the scenario's warnings."""
         return []
 
     @classmethod
@@ -183,6 +268,15 @@ class CosimSim(mosaik_api_v3.Simulator):
     def listing(cls) -> list[str]:
         """Extra lines ``cosim list`` shows under the adapter (its plug-in choices; default: none)."""
         return []
+
+    @classmethod
+    def input_bounds(cls, model: str, params: BaseModel | None) -> dict[str, tuple[float, float]]:
+        """``{input: (low, high)}`` one entity accepts, from its params (default: none known). [input units]"""
+        return {}
+
+    def forecast(self, attr: str, start_utc: datetime, n: int, step_s: float) -> list[float] | None:
+        """The next ``n`` values of output ``attr`` at ``start_utc + k * step_s`` (None: cannot look ahead)."""
+        return None
 
     # -- mosaik API -------------------------------------------------------------------
     def init(self, sid, time_resolution=1.0, *, start_utc, step_s, duration_s, seed, **params):

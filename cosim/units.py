@@ -2,10 +2,14 @@
 
 The rule is the one pandapower follows (``p_mw``, ``vm_pu``, ``loading_pct``): the last
 underscore-separated token(s) of a name state its unit. A few dimensionless names are
-allowed as they are (counts start with ``n_``; flags are listed in ``DIMENSIONLESS``).
+allowed as they are (counts start with ``n_``; flags are listed in ``DIMENSIONLESS``). A
+unit without a listed suffix may be written with its symbols (``accel_m_s2``, see
+``UNIT_SYMBOLS``): the FMU adapter names such variables after their unit string.
 """
 
 from __future__ import annotations
+
+import re
 
 #: Unit suffixes understood across cosim, longest first so ``_kg_s`` wins over ``_s``.
 UNIT_SUFFIXES: tuple[str, ...] = tuple(
@@ -34,6 +38,18 @@ UNIT_SUFFIXES: tuple[str, ...] = tuple(
     )
 )
 
+#: Unit symbols a *derived* suffix is built from: an FMU unit string cosim has no suffix for
+#: becomes ``_`` + its symbols (``m/s2`` -> ``_m_s2``, ``kg/m3`` -> ``_kg_m3``, ``mol/s`` ->
+#: ``_mol_s``). Each token of such a suffix is one of these, optionally with an integer
+#: exponent (``s2``, ``m3``). SI symbols and their common prefixed forms, lower case.
+UNIT_SYMBOLS: frozenset[str] = frozenset({
+    "m", "s", "g", "kg", "a", "k", "mol", "cd", "hz", "n", "pa", "j", "w", "c", "v", "f", "ohm", "wb",
+    "t", "h", "lm", "lx", "bq", "gy", "sv", "kat", "rad", "sr", "l", "min", "bar", "deg", "degc",
+    "km", "cm", "mm", "um", "nm", "mg", "ms", "us", "ns", "kn", "kpa", "mpa", "gpa", "hpa", "kj", "mj",
+    "gj", "kw", "mw", "gw", "wh", "kwh", "mwh", "kv", "mv", "ka", "ma", "khz", "mhz", "ml", "kmol", "mmol",
+    "ppm", "ppb", "rpm", "rev", "pct",
+})
+
 #: Names that carry no unit on purpose (flags and states).
 DIMENSIONLESS: frozenset[str] = frozenset({"converged", "in_service", "event_active"})
 
@@ -49,7 +65,21 @@ def unit_of(name: str) -> str | None:
     for suffix in UNIT_SUFFIXES:
         if name.endswith("_" + suffix) and len(name) > len(suffix) + 1:
             return suffix
-    return None
+    return _derived_unit(name)
+
+
+def _derived_unit(name: str) -> str | None:
+    """The derived suffix of ``name`` (trailing tokens that are :data:`UNIT_SYMBOLS` with optional
+    exponents, a non-empty name before them), or None. Only asked when no listed suffix fits,
+    so a name with a listed suffix keeps it."""
+    tokens = name.split("_")
+    n = 0
+    while n < len(tokens) - 1 and re.fullmatch(r"[a-z]+\d*", tokens[-1 - n]) \
+            and tokens[-1 - n].rstrip("0123456789") in UNIT_SYMBOLS:
+        n += 1
+    if n == 0 or not "".join(tokens[:-n]):
+        return None
+    return "_".join(tokens[-n:])
 
 
 def has_unit_suffix(name: str) -> bool:

@@ -13,7 +13,8 @@ sys.path.insert(0, str(HERE / "helpers"))
 from cosim import registry  # noqa: E402
 
 TOYS = {"toy_ramp": "toy_sims:RampSim", "toy_sink": "toy_sims:SinkSim", "toy_faulty": "toy_sims:FaultySim",
-        "toy_noise": "toy_sims:NoiseSim"}
+        "toy_noise": "toy_sims:NoiseSim", "toy_slow": "toy_sims:SlowStartSim",
+        "toy_ending": "toy_sims:EndingSim"}
 
 
 def pytest_addoption(parser):

@@ -34,11 +34,11 @@ Example ``[entities]`` entry::
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, Field, field_validator, model_validator
 
-from cosim.sdk import Params, SingleModelSim
+from cosim.sdk import Params, SingleModelSim, as_tuple
 
 INPUTS = ("q_coil_mw", "t_rack_inlet_c", "event_active", "dr_notice_s")
 OUTPUTS = ("q_charge_cmd_mw", "t_air_supply_setpoint_c", "p_cap_w", "p_limit_mw", "allowance_frac", "n_mode")
@@ -67,7 +67,7 @@ class CoolingCoordinationParams(Params):
         thermal_capping: run the capping rule (``false``: allowance held at 1).
     """
 
-    peak_windows_h_utc: list[tuple[float, float]] = [(17.0, 21.0)]
+    peak_windows_h_utc: list[Annotated[tuple[float, float], BeforeValidator(as_tuple)]] = [(17.0, 21.0)]
     precool_h: float = Field(default=4.0, ge=0, le=24)
     q_charge_mw: float = Field(default=1.0, ge=0)
     q_discharge_max_mw: float = Field(default=2.0, ge=0)

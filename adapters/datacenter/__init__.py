@@ -35,9 +35,9 @@ import re
 from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, BeforeValidator, Field, field_validator
 
-from cosim.sdk import DataFile, Params, ScenarioContext, SingleModelSim
+from cosim.sdk import DataFile, Params, ScenarioContext, SingleModelSim, as_tuple
 from cosim.adapters.datacenter.cluster import OUTPUTS, FleetSetup, GpuCluster, Knobs
 from cosim.adapters.datacenter.hardware import GPUS, NODES, gpu_spec, node_spec
 from cosim.adapters.datacenter.mig import MigPool, SliceCurves, kv_frac, mig_problems, place_instances
@@ -123,7 +123,8 @@ class TrainingParams(Params):
     duration_max_h: float = Field(default=168.0, gt=0)
     sizes_gpus: list[Annotated[int, Field(ge=1)]] = list(SIZES_GPUS)
     size_weights: list[Annotated[float, Field(ge=0)]] = list(SIZE_WEIGHTS)
-    class_fracs: tuple[Annotated[float, Field(ge=0)], Annotated[float, Field(ge=0)], Annotated[float, Field(ge=0)]] = (
+    class_fracs: Annotated[tuple[Annotated[float, Field(ge=0)], Annotated[float, Field(ge=0)],
+                                 Annotated[float, Field(ge=0)]], BeforeValidator(as_tuple)] = (
         0.2, 0.6, 0.2)
 
     @field_validator("size_weights", "class_fracs")
@@ -178,7 +179,7 @@ class FleetParams(Params):
         return value
     model: str = "llama-3.1-70b"
     node: str | None = None
-    replicas: int = Field(default=8, ge=0)
+    replicas: int = Field(default=8, ge=0, le=1_000_000)
     max_batch: int = Field(default=256, ge=1)
     arrivals: Literal["azure_conv", "azure_code", "mooncake_conv", "synthetic"] = "azure_conv"
     rate_req_s: float = Field(default=10.0, ge=0)
@@ -450,6 +451,29 @@ class DatacenterSim(SingleModelSim):
     def entity_inputs(cls, model: str, params: BaseModel | None) -> list[str]:
         """Per-fleet knobs of one Cluster: ``n_batch_max_<fleet>``, ``replicas_<fleet>_frac``."""
         return fleet_inputs([f.name for f in params.inference]) if params is not None else []
+
+    @classmethod
+    def input_bounds(cls, model: str, params: BaseModel | None) -> dict[str, tuple[float, float]]:
+        """Knob ranges of one Cluster: caps within its GPUs' settable limits (``p_cap_w`` one that
+        every GPU takes), fractions in [0, 1], batch caps from 1 to the fleets' ``max_batch``. [W, -, -]"""
+        if params is None or params.node not in NODES or any((f.node or params.node) not in NODES
+                                                              for f in params.inference):
+            return {}
+        train = gpu_spec(NODES[params.node].gpu)
+        fleet_gpus = [gpu_spec(NODES[f.node or params.node].gpu) for f in params.inference]
+        every = [train, *fleet_gpus]
+        bounds = {"p_cap_w": (max(g.p_limit_min_w for g in every), min(g.tdp_w for g in every)),
+                  **{f"p_cap_{c}_w": (train.p_limit_min_w, train.tdp_w) for c in CLASSES},
+                  "pause_flexible_frac": (0.0, 1.0), "replicas_frac": (0.0, 1.0)}
+        if params.inference:
+            bounds["p_cap_infer_w"] = (max(g.p_limit_min_w for g in fleet_gpus), min(g.tdp_w for g in fleet_gpus))
+            bounds["n_batch_max"] = (1.0, float(max(f.max_batch for f in params.inference)))
+        for f in params.inference:
+            bounds[f"n_batch_max_{f.name}"] = (1.0, float(f.max_batch))
+            bounds[f"replicas_{f.name}_frac"] = (0.0, 1.0)
+        if params.rated_mw is not None:
+            bounds["p_limit_mw"] = (0.0, params.rated_mw)
+        return bounds
 
     def build(self, eid: str, params: ClusterParams) -> "_Entity":
         problems = cluster_problems(params, self.duration_s)

@@ -42,7 +42,15 @@ from cosim.adapters.datacenter.scheduler import (
     Scheduler,
 )
 from cosim.adapters.datacenter.stragglers import COMPUTE_FRAC, StragglerModel
-from cosim.adapters.datacenter.training import CLASSES, POLICY_STREAM, Jobs, capped, substream
+from cosim.adapters.datacenter.training import (
+    CLASSES,
+    POLICY_STREAM,
+    Jobs,
+    capped,
+    capped_power,
+    capped_speed,
+    substream,
+)
 
 #: Bisection steps when searching the cap that meets the facility limit (resolution
 #: (TDP - min) / 2**20, far below a watt).
@@ -165,6 +173,9 @@ class GpuCluster:
         self.busy_mean_frac = np.full(len(jobs), np.nan)  # long-run straggler busy share, filled on first run
         self.ran_s = np.zeros(len(jobs))  # running (wall) time of each job, for its checkpoints
         self.p_unc_w = gpu.idle_w + jobs.power_frac * (gpu.tdp_w - gpu.idle_w)
+        # speed and power of each job at the default (TDP) limit, the reference of every cap:
+        # fixed per job, so looked up instead of interpolated every step
+        self._speed_tdp_frac, self._power_tdp_frac = capped(gpu.tdp_w / self.p_unc_w)
         self.n_nodes = math.ceil(n_gpus / node.gpus_per_node)
         self.fleet_nodes = [0 if f.mig is not None else math.ceil(f.fleet.n_gpus / f.node.gpus_per_node)
                             for f in fleets]
@@ -260,13 +271,16 @@ class GpuCluster:
         state = self.sched.state
         frac = knobs.pause_flexible_frac or 0.0
         knob_paused = np.flatnonzero(self.paused_by == 1)
-        pool = np.flatnonzero(self.jobs.flexible & np.isin(state, (QUEUED, RUNNING, PAUSED)))
+        if frac == 0.0 and len(knob_paused) == 0:
+            return  # the target is 0 paused and none are: nothing to do (most steps)
+        # == per state, not np.isin: isin on a tuple costs ~10x more on every job
+        pool = np.flatnonzero(self.jobs.flexible & ((state == QUEUED) | (state == RUNNING) | (state == PAUSED)))
         target = int(round(frac * len(pool)))
         if target < len(knob_paused):  # release the most important first
             order = knob_paused[np.lexsort((knob_paused, self.jobs.prio[knob_paused]))]
             self._resume(order[: len(knob_paused) - target])
         elif target > len(knob_paused):  # pause running low-priority jobs first, then queued
-            cand = pool[(self.paused_by[pool] == 0) & np.isin(state[pool], (QUEUED, RUNNING))]
+            cand = pool[(self.paused_by[pool] == 0) & ((state[pool] == QUEUED) | (state[pool] == RUNNING))]
             key = (-cand, -self.jobs.prio[cand], state[cand] != RUNNING)
             chosen = cand[np.lexsort(key)][: target - len(knob_paused)]
             self._pause(chosen, 1, time_s)
@@ -298,16 +312,25 @@ class GpuCluster:
 
     def _gpu_power(self, run: np.ndarray, caps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(speed_frac, per-GPU power)`` of running jobs under ``caps`` (Zeus curves). [-, W]"""
-        p_unc = self.p_unc_w[run]
-        speed, power = capped(caps / p_unc)
         # Relative to the same job at the default (TDP) limit: uncapped means speed 1.
-        speed_tdp, power_tdp = capped(self.gpu.tdp_w / p_unc)
-        speed, power = np.minimum(speed / speed_tdp, 1.0), np.minimum(power / power_tdp, 1.0)
-        return speed, np.maximum(np.minimum(p_unc * power, caps), self.gpu.idle_w)
+        speed_tdp = self._speed_tdp_frac[run]
+        speed = speed_tdp if self._uncapped(caps) else capped_speed(caps / self.p_unc_w[run])
+        return np.minimum(speed / speed_tdp, 1.0), self._gpu_w(run, caps)
+
+    def _gpu_w(self, run: np.ndarray, caps: np.ndarray) -> np.ndarray:
+        """Per-GPU power of running jobs under ``caps`` (the power half of :meth:`_gpu_power`). [W]"""
+        p_unc, power_tdp = self.p_unc_w[run], self._power_tdp_frac[run]
+        power = power_tdp if self._uncapped(caps) else capped_power(caps / p_unc)
+        return np.maximum(np.minimum(p_unc * np.minimum(power / power_tdp, 1.0), caps), self.gpu.idle_w)
+
+    def _uncapped(self, caps: np.ndarray) -> bool:
+        """Every cap at TDP (most steps): the curves' points are the precomputed TDP ones."""
+        return bool((caps == self.gpu.tdp_w).all())
 
     def _train_it_w(self, run: np.ndarray, caps: np.ndarray) -> float:
         """Training partition IT power with every running job busy all step. [W]"""
-        _, p_gpu = self._gpu_power(run, caps)
+        # the limit search calls this ~20 times per tier: power only, GPU counts gathered once
+        p_gpu = self._gpu_w(run, caps)
         n_alloc = self.sched.n_alloc[run]
         busy = float(n_alloc.sum())
         it_w = (float(n_alloc @ p_gpu) + (self.n_gpus - busy) * self.gpu.idle_w
@@ -362,7 +385,7 @@ class GpuCluster:
             return run, caps
         jobs = run[cand]
         order = np.lexsort((-self.sched.first_start_s[jobs], -self.jobs.prio[jobs]))
-        _, p_gpu = self._gpu_power(run, caps)
+        p_gpu = self._gpu_w(run, caps)
         saving_mw = np.cumsum(self._saving_w(self.sched.n_alloc[jobs[order]], p_gpu[cand][order])) / 1e6
         excess_mw = total_mw(run, caps) - limit_mw
         n = min(int(np.searchsorted(saving_mw, excess_mw)) + 1, len(order))
@@ -449,9 +472,9 @@ class GpuCluster:
         sched.remaining_s[run] = rem - work_s
         sched.work_done_s[run] += work_s
         self.ran_s[run] += dt_s * active
-        done = run[sched.remaining_s[run] <= 1e-6]
+        finished = sched.remaining_s[run] <= 1e-6  # (run holds distinct jobs: no isin needed)
         g = sched.n_alloc[run].astype(float)
-        sched.release(done, DONE, time_s + dt_s * active[np.isin(run, done)])
+        sched.release(run[finished], DONE, time_s + dt_s * active[finished])
         busy_gpus = float(g @ active)
         gpu_w = float(g @ (p_gpu * active)) + (self.n_gpus - busy_gpus) * self.gpu.idle_w
         it_w = gpu_w + self.n_nodes * self.node.other_idle_w + (
@@ -516,8 +539,8 @@ class GpuCluster:
         self.p_last_mw = p_mw
         liquid_mw = (self.node.liquid_frac * train["it_w"] + infer["liquid_w"]) / 1e6
         total_gpus = self.n_gpus + sum(self.fleet_gpus) + (self.mig_pool.n_gpus if self.mig_pool else 0)
-        counts = np.bincount(state, minlength=6)
         by_class = np.bincount(state * len(CLASSES) + prio, minlength=6 * len(CLASSES)).reshape(6, len(CLASSES))
+        counts = by_class.sum(axis=1)  # jobs per state (one pass over the jobs, not two)
         out = {
             "p_mw": p_mw, "p_it_mw": p_it_mw, "p_loss_mw": p_loss_mw, "q_mvar": p_mw * self.q_per_p,
             "q_heat_mw": p_mw, "q_heat_liquid_mw": liquid_mw, "q_heat_air_mw": p_mw - liquid_mw,

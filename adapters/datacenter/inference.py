@@ -54,29 +54,59 @@ class BatchCurves:
     coef_itl_p99: np.ndarray
     points: pd.DataFrame
 
+    # A fleet evaluates these at one batch per step: a scalar takes plain-float branches
+    # (min/max for np.clip, an if for np.where, Horner in _polyval), the same arithmetic
+    # without numpy's per-call cost on 0-d values; ln and exp stay numpy's.
     def _inside(self, batch):
+        if np.ndim(batch) == 0:
+            return np.log(min(max(float(batch), self.b_min), self.b_max))
         return np.log(np.clip(batch, self.b_min, self.b_max))
+
+    @functools.cached_property
+    def _power_at_b_min(self) -> float:
+        """The fitted power at ``b_min``, where the ramp from idle ends. [W]"""
+        return _polyval(self.coef_power, np.log(self.b_min))
 
     def power_w(self, batch, idle_w: float):
         """Per-GPU power at running batch ``batch``; linear from ``idle_w`` at 0 to ``b_min``. [W]"""
+        at_b_min = self._power_at_b_min
+        if np.ndim(batch) == 0:
+            b = float(batch)
+            return idle_w + (at_b_min - idle_w) * b / self.b_min if b < self.b_min else _polyval(
+                self.coef_power, self._inside(b))
         batch = np.asarray(batch, float)
-        fitted = np.polyval(self.coef_power, self._inside(batch))
-        ramp = idle_w + (np.polyval(self.coef_power, np.log(self.b_min)) - idle_w) * batch / self.b_min
+        fitted = _polyval(self.coef_power, self._inside(batch))
+        ramp = idle_w + (at_b_min - idle_w) * batch / self.b_min
         return np.where(batch < self.b_min, ramp, fitted)
 
     def tokens_per_s(self, batch):
         """Output tokens/s of one replica; proportional to ``batch`` below ``b_min``. [1/s]"""
+        if np.ndim(batch) == 0:
+            b = float(batch)
+            fitted = np.exp(_polyval(self.coef_tput, self._inside(b)))
+            return fitted * b / self.b_min if b < self.b_min else fitted
         batch = np.asarray(batch, float)
-        fitted = np.exp(np.polyval(self.coef_tput, self._inside(batch)))
+        fitted = np.exp(_polyval(self.coef_tput, self._inside(batch)))
         return np.where(batch < self.b_min, fitted * batch / self.b_min, fitted)
 
     def itl_ms(self, batch):
         """Median inter-token latency. [ms]"""
-        return np.exp(np.polyval(self.coef_itl, self._inside(batch)))
+        return np.exp(_polyval(self.coef_itl, self._inside(batch)))
 
     def itl_p99_ms(self, batch):
         """99th-percentile inter-token latency. [ms]"""
-        return np.exp(np.polyval(self.coef_itl_p99, self._inside(batch)))
+        return np.exp(_polyval(self.coef_itl_p99, self._inside(batch)))
+
+
+def _polyval(coef: np.ndarray, x):
+    """``np.polyval``; a scalar by Horner's rule on Python floats, the multiply-then-add
+    sequence np.polyval runs, in the same double precision (no fused multiply-add)."""
+    if np.ndim(x):
+        return np.polyval(coef, x)
+    x, y = float(x), 0.0
+    for c in coef.tolist():
+        y = y * x + c
+    return y
 
 
 @functools.lru_cache(maxsize=None)
@@ -201,6 +231,7 @@ class Fleet:
         self.waits = WaitQueue()
         self._grid = np.geomspace(0.05, curves.b_max, 400)
         self._tput = np.maximum.accumulate(curves.tokens_per_s(self._grid))
+        self._table_for: tuple[float, np.ndarray, np.ndarray] | None = None  # (max_batch, grid, tput)
 
     @property
     def n_gpus(self) -> int:
@@ -210,10 +241,21 @@ class Fleet:
         """Smallest running batch whose throughput meets ``tokens_per_s`` (<= ``max_batch``). [-]"""
         if tokens_per_s <= 0:
             return 0.0
-        inside = self._grid < max_batch
-        grid = np.append(self._grid[inside], max_batch)
-        tput = np.maximum.accumulate(np.append(self._tput[inside], self.curves.tokens_per_s(max_batch)))
+        grid, tput = self._table(max_batch)
         return float(np.interp(tokens_per_s, tput, grid, right=max_batch))
+
+    def _table(self, max_batch: float) -> tuple[np.ndarray, np.ndarray]:
+        """Batch grid up to ``max_batch`` and its (non-decreasing) throughput. [-, 1/s]
+
+        Kept for the last ``max_batch``: it changes only with a knob, and rebuilding the
+        table was most of a step's inference cost.
+        """
+        if self._table_for is None or self._table_for[0] != max_batch:
+            inside = self._grid < max_batch
+            grid = np.append(self._grid[inside], max_batch)
+            tput = np.maximum.accumulate(np.append(self._tput[inside], self.curves.tokens_per_s(max_batch)))
+            self._table_for = (max_batch, grid, tput)
+        return self._table_for[1], self._table_for[2]
 
     def step(self, dt_s: float, rate_req_s: float, *, active_frac: float = 1.0, max_batch: int | None = None,
              p_cap_w: float | None = None) -> FleetStep:

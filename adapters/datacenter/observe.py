@@ -121,8 +121,8 @@ def _shed_mw(cluster, run: np.ndarray, caps: np.ndarray, p_it_mw: float) -> dict
     if len(run) == 0:
         return {"p_shed_cap_mw": 0.0, "p_shed_mw": 0.0}
     n_alloc = cluster.sched.n_alloc[run].astype(float)
-    _, p_now = cluster._gpu_power(run, caps)
-    _, p_min = cluster._gpu_power(run, np.full(len(run), cluster.gpu.p_limit_min_w))
+    p_now = cluster._gpu_w(run, caps)
+    p_min = cluster._gpu_w(run, np.full(len(run), cluster.gpu.p_limit_min_w))
     cap_w = n_alloc * np.maximum(p_now - p_min, 0.0)
     flexible = cluster.jobs.flexible[run]
     pause_w = cluster._saving_w(n_alloc, p_now)

@@ -81,6 +81,9 @@ class Scheduler:
         self.n_free = self.n_gpus
         self.next_arrival = 0
         self.dirty = True  # something changed since the last pass
+        # caches of the free GPUs (ascending) and of the free GPUs per node, kept up to date by
+        # start and release instead of scanning every GPU per placement (None: recompute)
+        self._free_gpus: np.ndarray | None = None
         self._free_node: np.ndarray | None = None
         self._mix: tuple[int, np.ndarray, np.ndarray] | None = None
         # sums over jobs submitted at or after time 0 (not during a warm-up)
@@ -108,7 +111,7 @@ class Scheduler:
         """Give ``job`` the GPUs ``gpus`` (default: the first free ones; the caller checked they are free)."""
         if gpus is None:
             need = int(self.jobs.n_gpus[job])
-            gpus = np.flatnonzero(self.owner < 0)[:need]
+            gpus = self.free_gpus()[:need]
             if len(gpus) < need:
                 raise RuntimeError(f"job {job} needs {need} GPUs, {len(gpus)} free")
         if (self.owner[gpus] >= 0).any():
@@ -116,7 +119,7 @@ class Scheduler:
         self.owner[gpus] = job
         self.n_free -= len(gpus)
         self.n_alloc[job] = len(gpus)
-        self._free_node = None
+        self._took(gpus)
         self.state[job] = RUNNING
         if self.sleep is not None:
             self.ready_s[job] = self.sleep.wake(self.topology.node_of_gpu[gpus], time_s)
@@ -130,10 +133,14 @@ class Scheduler:
         """Free the GPUs of running ``jobs`` and move them to ``new_state`` (done or paused)."""
         if len(jobs) == 0:
             return
-        held = np.isin(self.owner, jobs)
+        # a per-job lookup, not np.isin(owner, jobs), which sorts every GPU; a free GPU's
+        # owner -1 reads the spare last entry, never set
+        releasing = np.zeros(len(self.jobs) + 1, bool)
+        releasing[jobs] = True
+        held = np.flatnonzero(releasing[self.owner])
         self.owner[held] = -1
-        self.n_free += int(held.sum())
-        self._free_node = None
+        self.n_free += len(held)
+        self._freed(held)
         self.state[jobs] = new_state
         if new_state == DONE:
             self.end_s[jobs] = time_s
@@ -165,13 +172,13 @@ class Scheduler:
         own = np.flatnonzero(self.owner == job)
         self.owner[own] = -1
         self.n_free += len(own)
-        self._free_node = None
+        self._free_gpus = self._free_node = None
         try:
             return place()
         finally:
             self.owner[own] = job
             self.n_free -= len(own)
-            self._free_node = None
+            self._free_gpus = self._free_node = None
 
     def resize(self, job: int, gpus: np.ndarray, time_s: float, rate_frac: float, cost_s: float) -> None:
         """Move running ``job`` onto ``gpus`` (its own or free ones) at a new progress rate."""
@@ -229,11 +236,41 @@ class Scheduler:
     def count(self, state: int) -> int:
         return int(np.count_nonzero(self.state == state))
 
+    def free_gpus(self) -> np.ndarray:
+        """The free GPUs, ascending (cached; do not modify). [GPU ids]"""
+        if self._free_gpus is None:
+            self._free_gpus = np.flatnonzero(self.owner < 0)
+        return self._free_gpus
+
     def free_per_node(self) -> np.ndarray:
-        """Free GPUs on each node (cached until the next start or release). [-]"""
+        """Free GPUs on each node (cached; do not modify). [-]"""
         if self._free_node is None:
             self._free_node = self.topology.free_per_node(self.owner)
         return self._free_node
+
+    def _took(self, gpus: np.ndarray) -> None:
+        """Update the free caches after ``gpus`` were booked.
+
+        A start that takes the lowest free GPUs (first fit under ``any``, the default) keeps
+        the rest of the list, so a pass lists the free GPUs once, not once per started job;
+        any other start drops the list. The per-node counts are updated, not recounted.
+        """
+        cached = self._free_gpus
+        n = len(gpus)
+        if cached is not None and n <= len(cached) and np.array_equal(cached[:n], gpus):
+            self._free_gpus = cached[n:]
+        else:
+            self._free_gpus = None
+        if self._free_node is not None:
+            self._free_node = self._free_node - np.bincount(self.topology.node_of_gpu[gpus],
+                                                            minlength=self.topology.n_nodes)
+
+    def _freed(self, gpus: np.ndarray) -> None:
+        """Update the free caches after ``gpus`` were released (the list is rebuilt when next needed)."""
+        self._free_gpus = None
+        if self._free_node is not None:
+            self._free_node = self._free_node + np.bincount(self.topology.node_of_gpu[gpus],
+                                                            minlength=self.topology.n_nodes)
 
     def pod_mix(self) -> tuple[np.ndarray, np.ndarray]:
         """``(pod sizes, probabilities)`` of the latest :data:`MIX_WINDOW_JOBS` arrivals (FGD's target workload)."""

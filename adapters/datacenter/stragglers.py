@@ -141,8 +141,9 @@ class StragglerModel:
 
     def busy_mean(self, n_gpus: np.ndarray) -> np.ndarray:
         """Long-run busy share of each job's GPUs (1 - stall share). [-]"""
-        sizes, inverse = np.unique(n_gpus, return_inverse=True)
-        return np.array([self.cycle(n).busy_mean_frac for n in sizes], float)[inverse]
+        # the cycles are cached per size: a lookup per job beats np.unique for the few jobs
+        # that start in a step
+        return np.array([self.cycle(n).busy_mean_frac for n in np.asarray(n_gpus).tolist()], float)
 
     def shares(self, n_gpus: np.ndarray, phase_frac: np.ndarray, time_s: float, dt_s: float):
         """``(compute, communication, stall, busy_mean)`` shares of ``[time_s, time_s + dt_s)``. [-]

@@ -281,5 +281,16 @@ def cap_curves() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def capped(cap_over_uncapped):
     """``(speed_frac, power_frac)`` at ``x = cap / uncapped power`` (arrays welcome). [-]"""
-    xs, speed, power = cap_curves()
-    return np.interp(cap_over_uncapped, xs, speed), np.interp(cap_over_uncapped, xs, power)
+    return capped_speed(cap_over_uncapped), capped_power(cap_over_uncapped)
+
+
+def capped_speed(cap_over_uncapped):
+    """``speed_frac`` of :func:`capped` alone. [-]"""
+    xs, speed, _ = cap_curves()
+    return np.interp(cap_over_uncapped, xs, speed)
+
+
+def capped_power(cap_over_uncapped):
+    """``power_frac`` of :func:`capped` alone (the facility-limit search needs only power). [-]"""
+    xs, _, power = cap_curves()
+    return np.interp(cap_over_uncapped, xs, power)

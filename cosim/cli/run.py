@@ -9,8 +9,10 @@ from typing import Any
 
 from cosim import grid_models, registry
 from cosim.errors import few
+from cosim.gym import check_scenario as check_agent_sections
 from cosim.run import run_scenario
 from cosim.scenario import load_scenario, parse_set
+from cosim.scenario.schema import FOREIGN_SECTIONS
 
 
 def engine_overrides(args: argparse.Namespace) -> dict[str, Any]:
@@ -29,7 +31,9 @@ def print_warnings(scn) -> None:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    scn = load_scenario(args.scenario, engine_overrides(args))
+    scn = load_scenario(args.scenario, engine_overrides(args), args.allow_commands)
+    if any(section in scn.raw for section in FOREIGN_SECTIONS):
+        check_agent_sections(scn)  # [agent] / [agents.<name>]: read by cosim.gym, checked by it
     print_warnings(scn)
     s = scn.scenario
     print(f"{args.scenario}: ok — {s.name}: {len(scn.sims)} sims, {len(scn.entities)} entities, "
@@ -38,7 +42,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    scn = load_scenario(args.scenario, engine_overrides(args))
+    scn = load_scenario(args.scenario, engine_overrides(args), args.allow_commands)
     print_warnings(scn)
     result = run_scenario(scn, args.out, progress=not args.quiet, report=not args.no_report)
     if not args.quiet or not result.ok:
@@ -51,11 +55,22 @@ def cmd_run(args: argparse.Namespace) -> int:
     if behind is not None and behind > 0.5 * (scn.scenario.rt_factor or 0) * scn.scenario.step_s:
         print(f"warning: the run fell behind real time by up to {behind:.2f} s (rt_factor {scn.scenario.rt_factor:g})",
               file=sys.stderr)
+    if result.degraded:
+        print(f"warning: run degraded: {result.reason}", file=sys.stderr)
+        return DEGRADED_EXIT
+    if result.ok and result.reason:  # a simulator ended the run early, on purpose (cosim.sdk.EndRun)
+        print(f"note: the run ended early: {result.reason}", file=sys.stderr)
     if not result.ok:
-        print(f"run failed: {result.reason}\n(what was recorded up to then is in {result.run_dir / 'timeseries.parquet'})",
-              file=sys.stderr)
+        rows = result.folder.n_rows()
+        kept = (f"the {rows} steps recorded up to then are in {result.folder.series_path}" if rows else
+                "nothing was recorded before it stopped")
+        print(f"run {result.status}: {result.reason}\n({kept})", file=sys.stderr)
         return 1
     return 0
+
+
+#: Exit code of a run that finished but is partly unknown (``status = "degraded"``).
+DEGRADED_EXIT = 3
 
 
 def format_kpis(kpis: dict[str, Any], indent: str = "") -> str:
@@ -111,6 +126,11 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def add_allow_commands(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--allow-commands", action="store_true",
+                        help="let the scenario start programs (a sim's cmd); off by default: a scenario runs no code")
+
+
 def add_engine_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--engine", choices=("mosaik", "direct"),
                         help="orchestrator: mosaik (default, the one of record) or the in-process direct loop "
@@ -138,6 +158,7 @@ def add_parsers(sub) -> None:
     p_run.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                        help="override a scenario key, e.g. --set scenario.seed=3")
     add_engine_argument(p_run)
+    add_allow_commands(p_run)
     p_run.add_argument("--rt-factor", type=positive_float, metavar="F",
                        help="real time: F wall seconds per simulated second (scenario.rt_factor)")
     p_run.set_defaults(func=cmd_run)
@@ -145,6 +166,7 @@ def add_parsers(sub) -> None:
     p_val.add_argument("scenario", type=Path)
     p_val.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     add_engine_argument(p_val)
+    add_allow_commands(p_val)
     p_val.set_defaults(func=cmd_validate)
     p_list = sub.add_parser("list", help="adapters, their models and attributes; the grid catalogue")
     p_list.set_defaults(func=cmd_list)

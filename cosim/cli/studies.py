@@ -11,9 +11,10 @@ import sys
 import tomllib
 from pathlib import Path
 
-from cosim.cli.run import add_engine_argument, engine_overrides
+from cosim.cli.run import add_allow_commands, add_engine_argument, engine_overrides
 from cosim.errors import Problem, ScenarioError
 from cosim.report import write_report
+from cosim.run.repair import repair
 from cosim.scenario import parse_set
 from cosim.studies.compare import compare, format_table, write_compare_html
 from cosim.studies.hosting import Limits, hosting_capacity
@@ -45,12 +46,17 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     variants = spec.variants()
     out = args.out or Path("runs") / f"sweep-{args.file.stem}"
     table = run_sweep(spec.scenario, variants, out, workers=args.workers, scheduler=args.scheduler,
-                      progress=not args.quiet, retry_failed=not args.keep_failed, reports=args.reports)
+                      progress=not args.quiet, retry_failed=not args.keep_failed, reports=args.reports,
+                      allow_commands=args.allow_commands)
     failed = table[table["status"] != "ok"]
     for _, row in failed.iterrows():
-        print(f"failed: {row['variant']}: {row['reason']}", file=sys.stderr)
+        print(f"{row['status']}: {row['variant']}: {row['reason']}", file=sys.stderr)
     print(f"{len(table)} variants, {len(table) - len(failed)} ok, {len(failed)} failed; table: {out / 'sweep.parquet'}")
-    return 1 if len(failed) == len(table) else 0
+    return SOME_FAILED_EXIT if len(failed) else 0
+
+
+#: Exit code of a sweep or hosting study in which some run did not finish ok (the table has them all).
+SOME_FAILED_EXIT = 2
 
 
 def cmd_hosting(args: argparse.Namespace) -> int:
@@ -58,9 +64,23 @@ def cmd_hosting(args: argparse.Namespace) -> int:
     table = hosting_capacity(args.scenario, args.load, out, buses=args.bus or None, size_param=args.param,
                              bus_entity=args.bus_entity, min_mw=args.min_mw, max_mw=args.max_mw, tol_mw=args.tol_mw,
                              limits=Limits(args.v_low, args.v_high, args.loading_max), overrides=engine_overrides(args),
-                             workers=args.workers, scheduler=args.scheduler, progress=not args.quiet)
+                             workers=args.workers, scheduler=args.scheduler, progress=not args.quiet,
+                             allow_commands=args.allow_commands)
     print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     print(f"table: {out / 'hosting.csv'}; figure: {out / 'hosting.png'}")
+    base = table[table["bound"] == "base case fails"]
+    if len(base) and len(base) == len(table):
+        print(f"warning: every bus fails already without the load: {base.iloc[0]['limited_by']}", file=sys.stderr)
+    errors = table[table["bound"].isin(["error", "not run"])]
+    if len(errors):
+        print(f"{len(errors)} of {len(table)} buses have no answer (errors above)", file=sys.stderr)
+        return SOME_FAILED_EXIT
+    return 0
+
+
+def cmd_repair(args: argparse.Namespace) -> int:
+    done = repair(args.run, report=not args.no_report)
+    print(f"{done.run_dir}: {done.status}, {done.rows} rows" + "".join(f"; {n}" for n in done.notes))
     return 0
 
 
@@ -92,6 +112,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--keep-failed", action="store_true", help="do not re-run variants that failed before")
     p.add_argument("--reports", action="store_true", help="write report.html in every run folder")
     add_engine_argument(p)
+    add_allow_commands(p)
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_sweep)
 
@@ -109,11 +130,18 @@ def add_parsers(sub) -> None:
     p.add_argument("--loading-max", type=float, default=100.0, help="highest line/trafo loading allowed [%%]")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override for every run")
     add_engine_argument(p)
+    add_allow_commands(p)
     p.add_argument("--out", type=Path)
     p.add_argument("--workers", type=non_negative_int, help="local Dask worker processes [2]; 0 runs in this process")
     p.add_argument("--scheduler", metavar="ADDRESS")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_hosting)
+
+    p = sub.add_parser("repair", help="make a killed run's folder whole: assemble what it recorded, "
+                                      "mark it failed, write KPIs and report")
+    p.add_argument("run", type=Path)
+    p.add_argument("--no-report", action="store_true")
+    p.set_defaults(func=cmd_repair)
 
     p = sub.add_parser("report", help="write report.html for a run folder")
     p.add_argument("run", type=Path)

@@ -19,8 +19,8 @@ SCOPE = "grid import at the feeder's slack: the whole feeder (background loads i
 
 def _columns(columns: list[str], roles: RunRoles) -> list[str]:
     names = set(columns)
-    return [*ending(columns, ".ci_g_kwh"), *(f"{g}.p_import_mw" for g in roles.entities_with("grid")
-                                            if f"{g}.p_import_mw" in names)]
+    return [*ending(columns, ".ci_g_kwh"), *(f"{g}.{a}" for g in roles.entities_with("grid")
+                                            for a in ("p_import_mw", "converged") if f"{g}.{a}" in names)]
 
 
 def _compute(inp: KpiInput) -> dict[str, Any]:
@@ -29,8 +29,10 @@ def _compute(inp: KpiInput) -> dict[str, Any]:
     if not (ci and grids):
         return {}
     p_import = inp.ts[f"{grids[0]}.p_import_mw"]
-    return {"carbon": {"scope": SCOPE, "signal": ci[0], "grid": grids[0],
-                       "feeder_import_t": finite(carbon_t(p_import, inp.ts[ci[0]], inp.dt_h)),
+    flag = f"{grids[0]}.converged"
+    unsolved = flag in inp.ts and bool((inp.ts[flag].to_numpy(float) < 0.5).any())
+    feeder_t = None if unsolved else finite(carbon_t(p_import, inp.ts[ci[0]], inp.dt_h))  # unknown import: unknown carbon
+    return {"carbon": {"scope": SCOPE, "signal": ci[0], "grid": grids[0], "feeder_import_t": feeder_t,
                        "mean_ci_g_kwh": finite(inp.ts[ci[0]].mean())}}
 
 

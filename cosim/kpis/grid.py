@@ -6,6 +6,13 @@ Per grid: ``import_mwh`` = Σ max(p_import_mw, 0)·Δt, ``export_mwh`` = Σ max(
 ``voltage_violation_s`` (and ``undervoltage_s``/``overvoltage_s``), ``voltage_violation_pu_s``,
 ``max_loading_pct``, ``line_overload_s``, ``n_nonconverged``.
 
+Steps whose power flow did not converge hold the last solved values in the grid's outputs:
+they say nothing about the grid. When there are any (from the recorded ``converged`` flag,
+else the ``n_nonconverged`` counter), every KPI above that depends on them is null — never a
+silently clean 0 — and ``n_nonconverged_steps``, ``nonconverged_frac`` and
+``first_nonconverged_utc`` say how many and since when; ``over_converged_steps`` gives the same
+KPIs over the converged steps alone, for reference.
+
 Every value is held over its step, so a duration is ``#steps * dt_s`` and an integral is
 ``sum(value) * dt_s``. Formulas (``dt`` the step in seconds):
 
@@ -79,7 +86,7 @@ def line_overload_s(max_loading_pct, dt_s: float, limit_pct: float = 100.0) -> f
 def load_factor_frac(p_mw) -> float:
     """Mean over peak of a draw; NaN for a series that never draws. [-]"""
     p = _values(p_mw)
-    peak = np.nanmax(p) if p.size else np.nan
+    peak = np.nanmax(p) if np.isfinite(p).any() else np.nan  # all NaN (a degraded grid): no factor
     return float(np.nanmean(p) / peak) if peak > 0 else float("nan")
 
 
@@ -153,7 +160,11 @@ def versus_baseline(ts: pd.DataFrame, baseline: pd.DataFrame) -> dict:
 
 
 #: The Grid outputs the block reads.
-GRID_ATTRS = ("p_import_mw", "losses_mw", "vm_min_pu", "vm_max_pu", "max_loading_pct", "n_nonconverged")
+GRID_ATTRS = ("p_import_mw", "losses_mw", "vm_min_pu", "vm_max_pu", "max_loading_pct", "n_nonconverged", "converged")
+#: The KPIs a non-converged step makes unknown.
+SOLVED_KPIS = ("import_mwh", "export_mwh", "import_peak_mw", "losses_mwh", "vm_min_pu", "vm_max_pu",
+               "voltage_violation_s", "undervoltage_s", "overvoltage_s", "voltage_violation_pu_s", "max_loading_pct",
+               "line_overload_s")
 
 
 def _columns(columns: list[str], roles: RunRoles) -> list[str]:
@@ -167,7 +178,27 @@ def grid_entities(inp: KpiInput) -> list[str]:
 
 
 def grid_block(ts: pd.DataFrame, grid: str, dt_h: float) -> dict[str, Any]:
-    """The KPIs of one grid entity (see the module docstring)."""
+    """The KPIs of one grid entity (see the module docstring), with non-converged steps nulled."""
+    out = solved_kpis(ts, grid, dt_h)
+    counter = f"{grid}.n_nonconverged"
+    if counter in ts:
+        out["n_nonconverged"] = int(np.nan_to_num(ts[counter].max()))
+    flag = f"{grid}.converged"
+    failed = (ts[flag].to_numpy(float) < 0.5) if flag in ts else None
+    n_failed = int(failed.sum()) if failed is not None else out.get("n_nonconverged", 0)
+    if n_failed:
+        out.update({k: None for k in SOLVED_KPIS if k in out})
+        out["n_nonconverged_steps"] = n_failed
+        if failed is not None:
+            out["nonconverged_frac"] = finite(n_failed / len(ts))
+            out["first_nonconverged_utc"] = ts.index[int(np.argmax(failed))].isoformat()
+            if (~failed).any():
+                out["over_converged_steps"] = solved_kpis(ts[~failed], grid, dt_h)
+    return out
+
+
+def solved_kpis(ts: pd.DataFrame, grid: str, dt_h: float) -> dict[str, Any]:
+    """The KPIs that need a solved power flow, over the rows of ``ts``."""
     col = lambda attr: f"{grid}.{attr}"  # noqa: E731
     p_import = ts[col("p_import_mw")]
     out: dict[str, Any] = {
@@ -188,8 +219,6 @@ def grid_block(ts: pd.DataFrame, grid: str, dt_h: float) -> dict[str, Any]:
     if col("max_loading_pct") in ts:
         out["max_loading_pct"] = finite(ts[col("max_loading_pct")].max())
         out["line_overload_s"] = finite(line_overload_s(ts[col("max_loading_pct")], dt_h * 3600.0))
-    if col("n_nonconverged") in ts:
-        out["n_nonconverged"] = int(np.nan_to_num(ts[col("n_nonconverged")].max()))
     return out
 
 

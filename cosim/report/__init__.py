@@ -105,9 +105,34 @@ def _status_banner(meta: dict[str, Any], meta_problem: str | None, has_series: b
     if status == "ok":
         return "<div class='status ok' id='status'>Run finished: ok</div>"
     reason = meta.get("reason") or meta_problem or "no metadata.json: the run did not finish"
-    css = "degraded" if status == "degraded" else "failed"
-    tail = " — figures show what was recorded until then" if has_series and status != "degraded" else ""
-    return f"<div class='status {css}' id='status'>Run {esc(status)}: {esc(reason)}{tail}</div>"
+    if status == "degraded":  # finished, but partly unknown: as loud as a failure
+        tail = " — those steps are drawn as gaps"
+    elif status == "running":
+        reason, tail = ("metadata.json still says running: the run was killed or is still going "
+                        "(`cosim repair RUN` assembles what a killed run recorded)"), ""
+    else:
+        tail = " — figures show what was recorded until then" if has_series else ""
+    return f"<div class='status failed' id='status'>Run {esc(status)}: {esc(reason)}{tail}</div>"
+
+
+def mask_unsolved(ts: pd.DataFrame, entities: dict[str, dict[str, Any]], roles) -> pd.DataFrame:
+    """NaN where a grid did not converge, in its own and its elements' columns (they hold the last
+    solved values there, which say nothing): the figures draw gaps instead."""
+    out = ts
+    for grid in roles.entities_with("grid"):
+        flag = f"{grid}.converged"
+        if flag not in ts.columns:
+            continue
+        bad = ts[flag].astype(float).to_numpy() < 0.5
+        if not bad.any():
+            continue
+        sim = (entities.get(grid) or {}).get("sim")
+        mates = {e for e, info in entities.items() if sim is not None and info.get("sim") == sim} | {grid}
+        columns = [c for c in ts.columns if c.partition(".")[0] in mates and c != flag]
+        columns += [c for c in (BAND_LOW, BAND_HIGH) if c in ts.columns]
+        out = out.copy() if out is ts else out
+        out.loc[bad, columns] = np.nan
+    return out
 
 
 def render(run_dir: Path) -> str:
@@ -130,7 +155,9 @@ def render(run_dir: Path) -> str:
     figures: dict[str, Any] = {}
     if ts is not None:
         try:
-            figures = build_figures(FigureInput(ts, folder.roles(), folder.entity_info(), event_spans(ts)))
+            roles, entities = folder.roles(), folder.entity_info()
+            ts = mask_unsolved(ts, entities, roles)
+            figures = build_figures(FigureInput(ts, roles, entities, event_spans(ts)))
         except Exception as exc:  # noqa: BLE001 — odd values in a damaged series: the page still says what there is
             parts.append(f"<section id='unreadable-figures'><h2>Figures not drawn</h2><p class='absent'>"
                          f"{esc(type(exc).__name__)}: {esc(exc)}</p></section>")

@@ -93,7 +93,8 @@ def is_loading(column: str) -> bool:
 def used(column: str) -> bool:
     """A column some figure may draw."""
     attr = attr_of(column)
-    return attr.endswith(("_mw", "_pu", "_pct", "_c", "_frac", "_g_kwh", "_usd_mwh")) or attr == "event_active"
+    return attr.endswith(("_mw", "_pu", "_pct", "_c", "_frac", "_g_kwh", "_usd_mwh")) or attr in ("event_active",
+                                                                                                  "converged")
 
 
 #: role -> (label in the legend, colour, stacked side)

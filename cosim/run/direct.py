@@ -25,7 +25,8 @@ their places in mosaik's source are in DESIGN's engine notes):
   re-steps come only from trigger inputs, which time-based models do not have).
 
 No mosaik is imported here. A simulator that raises ends the run as ``failed`` with what was
-recorded kept; SIGTERM or Ctrl-C stops it at the next recorded step (:mod:`.stopping`).
+recorded kept (``ok``, with the reason, when it raises :class:`cosim.sdk.EndRun`); SIGTERM or
+Ctrl-C stops it at the next recorded step (:mod:`.stopping`).
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from cosim.run.outcome import Outcome, check_complete
 from cosim.run.recorder import RecorderSim
 from cosim.run.stopping import STOP, StopRequested
 from cosim.scenario import Scenario
+from cosim.sdk import EndRun
 
 RECORDER_SID = "_recorder"
 RECORDER_EID = "recorder"
@@ -66,14 +68,14 @@ class _Pull:
     shift: int
     #: (source eid, source attr, destination eid, destination attr, "sid.eid" of the source)
     entries: list[tuple[str, str, str, str, str]] = field(default_factory=list)
-    _by_entity: list[tuple[str, list[tuple[str, str]]]] | None = None
+    _by_entity: list[tuple[str, list[tuple[str, int]]]] | None = None
 
-    def columns(self) -> list[tuple[str, list[tuple[str, str]]]]:
-        """``[(source eid, [(attr, "<eid>.<attr>"), ...]), ...]``: the entries as the recorder's columns."""
+    def slots(self, slot_of: dict[str, int]) -> list[tuple[str, list[tuple[str, int]]]]:
+        """``[(source eid, [(attr, recorder column position), ...]), ...]`` of the entries."""
         if self._by_entity is None:
-            grouped: dict[str, list[tuple[str, str]]] = {}
+            grouped: dict[str, list[tuple[str, int]]] = {}
             for src_eid, src_attr, _, _, _ in self.entries:
-                grouped.setdefault(src_eid, []).append((src_attr, f"{src_eid}.{src_attr}"))
+                grouped.setdefault(src_eid, []).append((src_attr, slot_of[f"{src_eid}.{src_attr}"]))
             self._by_entity = list(grouped.items())
         return self._by_entity
 
@@ -157,10 +159,13 @@ class DirectEngine:
         rec = RecorderSim()
         rec.init(RECORDER_SID, time_resolution=1.0, step_s=scn.record_step_s, **common,
                  path=str(self.run_dir / "timeseries.parquet"), columns=self.graph.columns,
-                 chunk_rows=scn.record.chunk_rows, progress=self.progress, label=scn.scenario.name,
+                 chunk_rows=scn.record.chunk_rows, flush_s=scn.record.flush_s, progress=self.progress,
+                 label=scn.scenario.name,
                  **({"rt_factor": scn.scenario.rt_factor} if scn.scenario.rt_factor else {}))
         rec.create(1, "Recorder", eid=RECORDER_EID)
         self._add(RECORDER_SID, rec)
+        self._column_slot = {column: pos for pos, column in enumerate(self.graph.columns)}
+        self._n_columns = len(self.graph.columns)
         for eid, attrs in self.graph.recorded.items():
             self._connect(eid, RECORDER_EID, tuple((a, a) for a in attrs), "direct", {},
                           self.by_sid[RECORDER_SID])
@@ -215,21 +220,22 @@ class DirectEngine:
             inputs.setdefault(dst_eid, {})[dst_attr] = {"session": value}
         return inputs
 
-    def _recorded_row(self, sim: _Sim, t: int) -> dict[str, Any]:
-        """The recorder's row ``{"<entity>.<attr>": value}``: what ``_inputs`` would give it, flat."""
-        row: dict[str, Any] = {}
+    def _recorded_cells(self, sim: _Sim, t: int) -> list[Any]:
+        """The recorder's row as one value per column, in column order: what ``_inputs`` would
+        give it, without building mosaik's input dicts."""
+        cells: list[Any] = [None] * self._n_columns
         empty: dict[str, Any] = {}
         for pull in sim.pulls:
             data = pull.src.output_at(t - pull.shift)
-            for src_eid, attrs in pull.columns():
+            for src_eid, attrs in pull.slots(self._column_slot):
                 values = data.get(src_eid, empty)
-                for attr, column in attrs:
-                    row[column] = values.get(attr)
-        return row
+                for attr, slot in attrs:
+                    cells[slot] = values.get(attr)
+        return cells
 
     def _step_sim(self, sim: _Sim, t: int) -> None:
         if sim.sid == RECORDER_SID:
-            nxt = sim.obj.record(t, self._recorded_row(sim, t))
+            nxt = sim.obj.record_cells(t, self._recorded_cells(sim, t))
         else:
             nxt = sim.obj.step(t, self._inputs(sim, t), self.until)
         if nxt is None:
@@ -302,6 +308,9 @@ def run_direct(scn: Scenario, run_dir: Path, progress: bool = True) -> Outcome:
         _finalize_quietly(engine)
     except KeyboardInterrupt:
         status, reason = "interrupted", "interrupted (Ctrl-C or SIGTERM, twice)"
+        _finalize_quietly(engine)
+    except EndRun as exc:  # a simulator ended the run on purpose: what was recorded is the result
+        status, reason = "ok", str(exc)
         _finalize_quietly(engine)
     except Exception as exc:  # a simulator failed mid-run: keep what was recorded
         status, reason = "failed", f"{type(exc).__name__}: {exc}"

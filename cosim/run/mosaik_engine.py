@@ -7,6 +7,7 @@ and the only one for simulators in another process or on another host).
 from __future__ import annotations
 
 import asyncio
+import re
 import sys
 import time
 import warnings
@@ -22,8 +23,10 @@ from cosim.run import recorder as recorder_module
 from cosim.run.graph import Graph
 from cosim.run.graph import build as build_graph
 from cosim.run.outcome import Outcome, check_complete
+from cosim.run.processes import SimProcesses, Watchdog
 from cosim.run.stopping import STOP, StopRequested
 from cosim.scenario import Scenario
+from cosim.sdk import EndRun
 
 RECORDER_SID = "_recorder"
 
@@ -39,9 +42,15 @@ def _configure_logging() -> None:
 
 
 _configure_logging()
+# After a failure the world is shut down by hand (_shutdown_quietly); when a dead remote simulator
+# makes that fail, mosaik's AsyncWorld warns at garbage collection that it "was never shut down":
+# the run's status already says what happened.
+warnings.filterwarnings("ignore", message="AsyncWorld was never shut down", category=UserWarning)
 
 
-def _sim_config(scn: Scenario) -> dict[str, dict[str, Any]]:
+def _sim_config(scn: Scenario, processes: SimProcesses) -> dict[str, dict[str, Any]]:
+    """mosaik's sim config; ``process = "subprocess"`` sims are started here, by cosim (which then
+    owns and watches them), and mosaik connects to them."""
     config: dict[str, dict[str, Any]] = {}
     for sid, spec in scn.sims.items():
         if spec.connect:
@@ -49,7 +58,7 @@ def _sim_config(scn: Scenario) -> dict[str, dict[str, Any]]:
         elif spec.cmd:
             config[sid] = {"cmd": spec.cmd, "cwd": str(scn.base_dir)}
         elif spec.process == "subprocess":
-            config[sid] = {"cmd": f"{sys.executable} -m cosim.run.remote {registry.target(spec.adapter)} %(addr)s"}
+            config[sid] = {"connect": processes.start(sid, registry.target(spec.adapter))}
         else:
             config[sid] = {"python": registry.target(spec.adapter)}
     config[RECORDER_SID] = {"python": "cosim.run.recorder:RecorderSim"}
@@ -85,8 +94,10 @@ def _connect_all(world: mosaik.World, graph: Graph, entities: dict[str, Any]) ->
 def run_world(scn: Scenario, run_dir: Path, progress: bool = True) -> Outcome:
     """Build the world of ``scn``, run it, and stream outputs to ``run_dir/timeseries.parquet``.
 
-    A simulator that raises mid-run ends the run with status ``failed``; what was recorded
-    up to then is written and readable.
+    A simulator that raises mid-run ends the run with status ``failed`` (``ok`` with the reason
+    when an in-process one raises :class:`cosim.sdk.EndRun`); what was recorded up to then is
+    written and readable. A simulator process that dies (or a run that stops making progress
+    with remote simulators) ends it within a second (:mod:`.processes`).
     """
     errors: list[str] = []
     sink_id = logger.add(lambda msg: errors.append(msg.record["message"]), level="ERROR",
@@ -96,11 +107,15 @@ def run_world(scn: Scenario, run_dir: Path, progress: bool = True) -> Outcome:
     columns = graph.columns
     record_step = scn.record_step_s
     n_steps = scn.scenario.duration_s // record_step
-    world = mosaik.World(_sim_config(scn), time_resolution=1.0, skip_greetings=True, configure_logging=False)
+    processes = SimProcesses(run_dir / "simulators.log", scn.scenario.start_timeout_s)
+    watchdog: Watchdog | None = None
+    world = None
     started_at = time.perf_counter()
     STOP.install()
     status, reason = "ok", None
     try:
+        world = mosaik.World(_sim_config(scn, processes), time_resolution=1.0, skip_greetings=True,
+                             configure_logging=False, mosaik_config={"start_timeout": processes.start_timeout_s})
         sims = _start_sims(world, scn, graph)
         entities = {
             eid: getattr(sims[spec.sim], spec.model).create(1, eid=eid, **scn.entity_params[eid])[0]
@@ -111,11 +126,14 @@ def run_world(scn: Scenario, run_dir: Path, progress: bool = True) -> Outcome:
         rec_sim = world.start(RECORDER_SID, sim_id=RECORDER_SID, start_utc=scn.scenario.start.isoformat(),
                               step_s=record_step, duration_s=scn.scenario.duration_s, seed=scn.scenario.seed,
                               path=str(run_dir / "timeseries.parquet"), columns=columns,
-                              chunk_rows=scn.record.chunk_rows, progress=progress, label=scn.scenario.name,
+                              chunk_rows=scn.record.chunk_rows, flush_s=scn.record.flush_s, progress=progress,
+                              label=scn.scenario.name,
                               **({"rt_factor": rt_factor} if rt_factor else {}))
         rec = rec_sim.Recorder.create(1, eid="recorder")[0]
         for eid, attrs in graph.recorded.items():
             world.connect(entities[eid], rec, *attrs)
+        if any(s.process == "subprocess" or s.cmd or s.connect for s in scn.sims.values()):
+            watchdog = _watch(world, processes, scn.scenario.stall_timeout_s)
         with warnings.catch_warnings():
             # with rt_factor mosaik warns after every step that falls behind: the lag is measured
             # once, by the recorder, and reported in metadata.json instead
@@ -123,18 +141,31 @@ def run_world(scn: Scenario, run_dir: Path, progress: bool = True) -> Outcome:
             world.run(until=scn.scenario.duration_s, print_progress=False, lazy_stepping=True,
                       **({"rt_factor": rt_factor} if rt_factor else {}))
         if errors:
-            status, reason = "failed", errors[0]
+            status, reason = _remote_outcome(errors[0], run_dir / "simulators.log")
+            _shutdown_quietly(world)  # mosaik logged the error and returned: its other tasks still wait
     except StopRequested as exc:  # SIGTERM / Ctrl-C at a step: keep what was recorded; the runner re-raises
         status, reason = "interrupted", str(exc)
         _shutdown_quietly(world)
     except KeyboardInterrupt:  # a second signal: stopped wherever it was
         status, reason = "interrupted", "interrupted (Ctrl-C or SIGTERM, twice)"
         _shutdown_quietly(world)
+    except asyncio.CancelledError:  # the watchdog cancelled the run: a simulator process died or stalled
+        status, reason = "failed", watchdog.reason if watchdog and watchdog.reason else "the run was cancelled"
+        _shutdown_quietly(world)
+    except EndRun as exc:  # an in-process simulator ended the run on purpose: what was recorded is the result
+        status, reason = "ok", str(exc)
+        _shutdown_quietly(world)
     except Exception as exc:  # a simulator failed mid-run: keep what was recorded
         status, reason = "failed", f"{type(exc).__name__}: {exc}"
+        died = _death_of(processes)  # mosaik may see the broken socket before the watchdog polls
+        if watchdog and watchdog.reason or died:
+            reason = (watchdog.reason if watchdog and watchdog.reason else None) or died
         _shutdown_quietly(world)
     finally:
+        if watchdog is not None:
+            watchdog.stop()
         recorder_module.close_all()
+        processes.stop()
         STOP.restore()
         logger.remove(sink_id)
     wall_s = time.perf_counter() - started_at
@@ -144,16 +175,74 @@ def run_world(scn: Scenario, run_dir: Path, progress: bool = True) -> Outcome:
     return Outcome(status, reason, wall_s, rows, rows, behind)
 
 
-def _shutdown_quietly(world: mosaik.World) -> None:
-    """After a failure: cancel mosaik's pending simulator tasks, then shut the world down."""
+def _death_of(processes: SimProcesses) -> str | None:
+    """Why a simulator process is gone (waiting a moment for the OS to report it), or None."""
+    for _ in range(20):
+        dead = processes.dead()
+        if dead:
+            return Watchdog.death_reason(processes, *dead)
+        if not processes.procs:
+            return None
+        time.sleep(0.05)
+    return None
+
+
+def _watch(world: mosaik.World, processes: SimProcesses, stall_timeout_s: float | None) -> Watchdog:
+    """Start the watchdog; on a failure it cancels every task of mosaik's loop (world.run returns)."""
+    def cancel_everything(reason: str) -> None:
+        loop = world.loop
+
+        def cancel() -> None:
+            for task in asyncio.all_tasks(loop):
+                task.cancel()
+
+        loop.call_soon_threadsafe(cancel)
+
+    recorder_module.LAST_STEP_MONOTONIC[0] = time.monotonic()
+    watchdog = Watchdog(processes, lambda: recorder_module.LAST_STEP_MONOTONIC[0], stall_timeout_s,
+                        cancel_everything)
+    watchdog.start()
+    return watchdog
+
+
+_REMOTE_END = re.compile(r"Simulator (?P<sid>\S+) aborted the simulation with error EndRun\((?P<msg>.*?)\)\."
+                         r"(?: Further information provided:|$)", re.DOTALL)
+
+
+def _remote_outcome(message: str, log: Path) -> tuple[str, str]:
+    """Status and reason from the error mosaik logs when a simulator in another process raised.
+
+    A simulator process that ended the run on purpose (:class:`cosim.sdk.EndRun`, sent under that
+    name by :mod:`cosim.run.remote`) ends it ``ok`` with its message, as an in-process one does.
+    The remote traceback goes to ``simulators.log``; the reason keeps the error's one line."""
+    ended = _REMOTE_END.match(message)
+    if ended:
+        return "ok", ended["msg"]
+    head, sep, details = message.partition(" Further information provided:")
+    if sep:
+        with log.open("a", encoding="utf-8") as out:
+            out.write(f"{head}\n{details.strip()}\n")
+        head = f"{head} (its traceback is in simulators.log)"
+    return "failed", head
+
+
+def _shutdown_quietly(world: mosaik.World | None) -> None:
+    """After a failure: cancel mosaik's pending simulator tasks, then shut the world down (each
+    wait bounded: a dead remote simulator must not hang the shutdown either)."""
+    if world is None:
+        return
     loop = world.loop
+    # a dead simulator's reader task fails with "connection reset": expected here, not news
+    loop.set_exception_handler(lambda _loop, _context: None)
+    if loop.is_closed():  # mosaik shut the world down itself (it logged a remote error and returned):
+        return            # its abandoned tasks are garbage now, and say nothing when collected
     pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
     for task in pending:
         task.cancel()
     try:
-        loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
-        world.shutdown()
-    except Exception:  # finalize of a broken simulator may fail too; the recorder is closed below
+        loop.run_until_complete(asyncio.wait_for(asyncio.gather(*pending, return_exceptions=True), 5.0))
+        loop.run_until_complete(asyncio.wait_for(world._async_world.shutdown(), 10.0))  # world.shutdown, bounded
+    except BaseException:  # noqa: BLE001 — finalize of a broken simulator may fail too; the recorder is closed after
         pass
 
 

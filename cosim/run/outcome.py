@@ -11,7 +11,7 @@ class Outcome:
 
     Attributes:
         status: ``ok``, ``failed`` or ``interrupted``.
-        reason: why it is not ``ok`` (None when it is).
+        reason: why it is not ``ok``, or why an ``ok`` run ended early (else None).
         wall_s: wall time of the engine. [s]
         n_steps: recorded steps. [-]
         rows_recorded: rows in ``timeseries.parquet``. [-]
@@ -33,7 +33,8 @@ class Outcome:
 
 def check_complete(status: str, reason: str | None, rows: int, n_steps: int) -> tuple[str, str | None]:
     """A run that says ``ok`` but recorded fewer rows than steps stopped early (a remote simulator
-    that quit without an exception): it is ``failed``."""
-    if status == "ok" and rows < n_steps:
+    that quit without an exception): it is ``failed``. One that says ``ok`` with a reason was
+    ended on purpose by a simulator (:class:`cosim.sdk.EndRun`) and stays ``ok``."""
+    if status == "ok" and reason is None and rows < n_steps:
         return "failed", f"the run stopped after {rows} of {n_steps} steps"
     return status, reason

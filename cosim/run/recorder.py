@@ -4,9 +4,21 @@ Part of the run, not a user-visible adapter: the engine connects each recorded
 ``<entity>.<attr>`` to the one ``Recorder`` entity.
 Rows are buffered and written every ``chunk_rows`` steps, so memory stays flat over a
 year-long run; ``close()`` writes what is buffered and the Parquet footer, and is called
-on ``finalize`` and by the world when a run fails, so a failed run stays readable.
+on ``finalize`` and by the engines when a run fails, so a failed run stays readable.
+
+Crash safety: a Parquet file is readable only once its footer is written, so a run killed
+by SIGKILL or the out-of-memory killer used to leave a 4-byte file. Rows are written into
+*segments* (``.timeseries.part-00001.parquet``, ... in the run folder): buffered rows are
+flushed every ``chunk_rows`` rows and at least every ``flush_s`` seconds of wall time, and a
+time-based flush closes its segment (footer and all). A killed run therefore loses at most
+its last ``flush_s`` (and the segment being written); ``close()`` assembles the segments into
+``timeseries.parquet`` (:func:`assemble`), and ``cosim repair RUN`` does it for a killed one.
 The schema is fixed up front from the column list: flags (``converged``, ``*_in_service``)
 are booleans, everything else float64; the index column ``time_utc`` is a UTC timestamp.
+
+The buffer is columnar: one preallocated float64 block of ``columns x chunk_rows`` that a
+row fills in one numpy assignment, NaN standing for null (flags are stored as numbers and
+become booleans, NaN as the null mask, when a row group is written).
 """
 
 from __future__ import annotations
@@ -14,10 +26,12 @@ from __future__ import annotations
 import math
 import time as time_module
 import weakref
+from collections import defaultdict
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 from tqdm import tqdm
@@ -37,51 +51,163 @@ class ParquetRecorder:
     """Buffers rows of fixed columns and appends them to a Parquet file as row groups.
 
     Args:
-        path: output file.
+        path: the final file (segments are written beside it, see the module docstring).
         columns: ``<entity>.<attr>`` names, in order.
         chunk_rows: rows per row group (what is held in memory at most).
+        flush_s: write what is buffered, and close the segment, at least this often. [s]
     """
 
-    def __init__(self, path: Path, columns: list[str], chunk_rows: int = 1440):
+    def __init__(self, path: Path, columns: list[str], chunk_rows: int = 1440, flush_s: float = 30.0):
         self.path = Path(path)
         self.columns = list(columns)
         self.chunk_rows = chunk_rows
+        self.flush_s = flush_s
         fields = [pa.field("time_utc", pa.timestamp("ms", tz="UTC"))]
         fields += [pa.field(c, pa.bool_() if _is_flag(c) else pa.float64()) for c in self.columns]
         self.schema = pa.schema(fields)
-        self._writer = pq.ParquetWriter(self.path, self.schema, compression="zstd")
-        self._buffer: dict[str, list[Any]] = {f.name: [] for f in fields}
-        self._flag = {c: _is_flag(c) for c in self.columns}
+        self._writer: pq.ParquetWriter | None = None  # the segment being written
+        self._n_segments = 0
+        self._closed = False
+        self._last_flush = time_module.monotonic()
+        self._flag = [_is_flag(c) for c in self.columns]
+        # time stamps stay Python objects until written: pyarrow converts them as it always did
+        self._stamps: list[Any] = []
+        self._values = np.empty((len(self.columns), chunk_rows))  # NaN = null
         self.rows_written = 0
         _OPEN.add(self)
 
     def append(self, time_utc, values: dict[str, Any]) -> None:
         """Add one row; columns missing from ``values`` are null."""
-        self._buffer["time_utc"].append(time_utc)
-        for column in self.columns:
-            self._buffer[column].append(_cell(values.get(column), self._flag[column]))
-        if len(self._buffer["time_utc"]) >= self.chunk_rows:
+        self.append_cells(time_utc, [values.get(column) for column in self.columns])
+
+    def append_cells(self, time_utc, cells: list[Any]) -> None:
+        """Add one row given as one value per column, in column order (``None`` = null)."""
+        row = len(self._stamps)
+        if _PLAIN_TYPES.issuperset(map(type, cells)):
+            # numpy converts these types as float() does (None becomes NaN, i.e. null), so
+            # the row goes in as one assignment instead of a Python call per cell
+            self._values[:, row] = cells
+        else:
+            self._values[:, row] = [_number(value, flag) for value, flag in zip(cells, self._flag)]
+        self._stamps.append(time_utc)
+        if row + 1 >= self.chunk_rows:
             self.flush()
+        elif time_module.monotonic() - self._last_flush >= self.flush_s:
+            self.flush(close_segment=True)
 
-    def flush(self) -> None:
-        if self._writer is None or not self._buffer["time_utc"]:
+    def flush(self, close_segment: bool = False) -> None:
+        """Write the buffered rows as a row group of the current segment (and close it)."""
+        if self._closed:
             return
-        arrays = [pa.array(self._buffer[f.name], type=f.type, from_pandas=True) for f in self.schema]
-        self._writer.write_table(pa.Table.from_arrays(arrays, schema=self.schema))
-        self.rows_written += len(self._buffer["time_utc"])
-        for column in self._buffer.values():
-            column.clear()
+        if self._stamps:
+            self._write_row_group()
+        if close_segment or time_module.monotonic() - self._last_flush >= self.flush_s:
+            self._close_segment()
+            self._last_flush = time_module.monotonic()
 
-    def close(self) -> None:
-        """Write what is buffered and the footer; safe to call twice."""
+    def _write_row_group(self) -> None:
         if self._writer is None:
-            return
-        try:
-            self.flush()
-        finally:
+            self._n_segments += 1
+            # No dictionary pages: float time series rarely repeat, so they took half the write time
+            # and made the file larger (default day: 1.42 -> 1.18 MB); values are the same.
+            self._writer = pq.ParquetWriter(segment_path(self.path, self._n_segments), self.schema,
+                                            compression="zstd", use_dictionary=False)
+        n_rows = len(self._stamps)
+        arrays = [pa.array(self._stamps, type=self.schema.field(0).type, from_pandas=True)]
+        for values, flag in zip(self._values[:, :n_rows], self._flag):
+            if flag:
+                arrays.append(pa.array(values != 0.0, mask=np.isnan(values), type=pa.bool_()))
+            else:
+                arrays.append(pa.array(values, type=pa.float64(), from_pandas=True))  # NaN -> null
+        self._writer.write_table(pa.Table.from_arrays(arrays, schema=self.schema))
+        self.rows_written += n_rows
+        self._stamps.clear()
+
+    def _close_segment(self) -> None:
+        if self._writer is not None:
             self._writer.close()
             self._writer = None
+
+    def close(self) -> None:
+        """Write what is buffered, close the segment and assemble ``timeseries.parquet``; safe to call twice."""
+        if self._closed:
+            return
+        try:
+            if self._stamps:
+                self._write_row_group()
+        finally:
+            self._close_segment()
+            self._closed = True
             _OPEN.discard(self)
+            assemble(self.path, self.schema, self.chunk_rows)
+
+
+def _write_joined(writer: pq.ParquetWriter, tables: list[pa.Table]) -> int:
+    if not tables:
+        return 0
+    table = tables[0] if len(tables) == 1 else pa.concat_tables(tables)
+    writer.write_table(table)
+    tables.clear()
+    return table.num_rows
+
+
+def segment_path(path: Path, n: int) -> Path:
+    """The ``n``-th segment of ``path`` (hidden beside it)."""
+    return path.with_name(f".{path.stem}.part-{n:05d}{path.suffix}")
+
+
+def segment_files(path: Path) -> list[Path]:
+    """The segments of ``path`` on disk, in order."""
+    return sorted(path.parent.glob(f".{path.stem}.part-[0-9][0-9][0-9][0-9][0-9]{path.suffix}"))
+
+
+def assemble(path: Path, schema: pa.Schema | None = None, group_rows: int = 1440) -> tuple[int, list[str]]:
+    """Join the segments of ``path`` into ``path`` (in order, row groups as they are) and remove
+    them. Unreadable segments (the one a killed run was writing) are skipped and named.
+
+    Row groups smaller than ``group_rows`` (time-based flushes of a slow run) are joined up to
+    that size.
+
+    Returns:
+        ``(rows in path, problems)``; with no segment at all, ``path`` is left as it is (or,
+        given ``schema``, written with no rows).
+    """
+    parts = segment_files(path)
+    problems: list[str] = []
+    readable = []
+    for part in parts:
+        try:
+            readable.append((part, pq.ParquetFile(part)))
+        except (OSError, pa.ArrowException) as exc:
+            problems.append(f"{part.name} is unreadable (the run stopped while writing it): {exc}")
+    if not parts:
+        if schema is not None and not path.exists():
+            pq.write_table(schema.empty_table(), path, compression="zstd")
+        return (pq.ParquetFile(path).metadata.num_rows if path.exists() else 0), problems
+    if len(readable) == 1 and not problems:
+        readable[0][0].replace(path)
+        return readable[0][1].metadata.num_rows, problems
+    target_schema = schema or (readable[0][1].schema_arrow if readable else None)
+    if target_schema is None:  # nothing readable at all
+        return 0, problems
+    tmp = path.with_name(f".{path.name}.assembling")
+    rows, pending = 0, []
+    with pq.ParquetWriter(tmp, target_schema, compression="zstd", use_dictionary=False) as writer:
+        for _, parquet in readable:
+            for group in range(parquet.num_row_groups):  # one row group at a time: memory stays flat
+                pending.append(parquet.read_row_group(group, use_threads=False))
+                if sum(t.num_rows for t in pending) >= group_rows:
+                    rows += _write_joined(writer, pending)
+        rows += _write_joined(writer, pending)
+    tmp.replace(path)
+    for part in parts:
+        part.unlink(missing_ok=True)
+    return rows, problems
+
+
+#: Cell types numpy turns into float64 exactly as ``float()`` does (and ``None`` into NaN).
+#: Anything else (strings, arrays, datetimes, ...) takes the per-cell path of :func:`_cell`.
+_PLAIN_TYPES = frozenset({float, int, bool, type(None), np.float64, np.float32, np.int64, np.int32, np.bool_})
 
 
 def _cell(value: Any, flag: bool) -> Any:
@@ -98,6 +224,12 @@ def _cell(value: Any, flag: bool) -> Any:
     return number
 
 
+def _number(value: Any, flag: bool) -> float:
+    """:func:`_cell` as the float64 buffer holds it: a flag as 0/1, null as NaN."""
+    cell = _cell(value, flag)
+    return math.nan if cell is None else float(cell)
+
+
 def close_all() -> None:
     """Close every open recorder of this process (the world calls it when a run fails)."""
     for recorder in list(_OPEN):
@@ -108,6 +240,7 @@ class SimParams(Params):
     path: str
     columns: list[str]
     chunk_rows: int = 1440
+    flush_s: float = 30.0
     progress: bool = False
     label: str = ""
     rt_factor: float | None = None  # wall seconds per simulated second: the lag is measured when set
@@ -115,6 +248,8 @@ class SimParams(Params):
 
 #: Worst real-time lag per recorder file of this process (read by the engines after a run). [s]
 RT_BEHIND_MAX_S: dict[str, float] = {}
+#: Monotonic time of the last recorded step (the watchdog's heartbeat of a run's progress). [s]
+LAST_STEP_MONOTONIC: list[float] = [0.0]
 
 
 class RecorderSim(CosimSim):
@@ -126,7 +261,10 @@ class RecorderSim(CosimSim):
 
     def setup(self) -> None:
         p = self.params
-        self.recorder = ParquetRecorder(Path(p.path), p.columns, p.chunk_rows)
+        self.recorder = ParquetRecorder(Path(p.path), p.columns, p.chunk_rows, p.flush_s)
+        # column of each (attr, source) pair, learnt on first sight: the name is built once per pair
+        self._column_pos = {column: pos for pos, column in enumerate(self.recorder.columns)}
+        self._slots: defaultdict[str, dict[str, int]] = defaultdict(dict)
         n_steps = self.duration_s // self.step_s
         self.bar = tqdm(total=n_steps, unit="step", desc=p.label or "run", disable=not p.progress,
                         dynamic_ncols=True, mininterval=0.5, smoothing=0.1)
@@ -138,26 +276,36 @@ class RecorderSim(CosimSim):
         pass
 
     def step(self, time, inputs, max_advance):
-        row: dict[str, Any] = {}
+        cells: list[Any] = [None] * len(self.recorder.columns)
         for attrs in inputs.values():
             for attr, sources in attrs.items():
+                slots = self._slots[attr]
                 for full_id, value in sources.items():
-                    row[f"{full_id.split('.', 1)[1]}.{attr}"] = value
-        return self.record(int(time), row)
+                    slot = slots.get(full_id)
+                    if slot is None:
+                        slot = slots[full_id] = self._slot_of(full_id, attr)
+                    if slot >= 0:
+                        cells[slot] = value
+        return self.record_cells(int(time), cells)
 
-    def record(self, time: int, row: dict[str, Any]) -> int:
-        """Write one row ``{"<entity>.<attr>": value}`` at ``time``; the next step time.
-
-        The direct engine calls this with the row it read from the caches, skipping mosaik's
-        input format (and its flattening here), which cost ~half its per-step time."""
+    def record_cells(self, time: int, cells: list[Any]) -> int:
+        """Write one row, one value per recorded column in column order, at ``time``; the next
+        step time. The direct engine calls this with the cells it read from the caches,
+        skipping mosaik's input format."""
         STOP.check()  # SIGTERM / Ctrl-C stop the run here, at a step boundary (cosim.run.stopping)
+        LAST_STEP_MONOTONIC[0] = time_module.monotonic()
         stamp = self.start_utc + timedelta(seconds=int(time))
-        self.recorder.append(stamp, row)
+        self.recorder.append_cells(stamp, cells)
         if self.params.rt_factor is not None:
             self._track_lag(int(time))
         self.bar.update(1)
-        self.bar.set_postfix_str(stamp.strftime("%Y-%m-%d %H:%M UTC"), refresh=False)
+        if not self.bar.disable:  # the label is only ever shown on an enabled bar
+            self.bar.set_postfix_str(stamp.strftime("%Y-%m-%d %H:%M UTC"), refresh=False)
         return int(time) + self.step_s
+
+    def _slot_of(self, full_id: str, attr: str) -> int:
+        """Column position of ``<eid>.<attr>`` (``full_id`` is ``<sid>.<eid>``); -1 if not recorded."""
+        return self._column_pos.get(f"{full_id.split('.', 1)[1]}.{attr}", -1)
 
     def _track_lag(self, time_s: int) -> None:
         """How far the wall clock is past ``rt_factor * time_s`` once this step's data is in. [s]"""

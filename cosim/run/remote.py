@@ -14,6 +14,24 @@ import sys
 import mosaik_api_v3
 
 from cosim import registry
+from cosim.sdk import EndRun
+
+
+def _ending_as_endrun(sim):
+    """Wrap ``sim.step`` so any :class:`EndRun` (an FMU's ``FmuEnded`` too) reaches mosaik under
+    the name ``EndRun``: the engine then ends the run ``ok`` with its message, not ``failed``."""
+    step = sim.step
+
+    def wrapped(*args, **kwargs):
+        try:
+            return step(*args, **kwargs)
+        except EndRun as exc:
+            if type(exc) is EndRun:
+                raise
+            raise EndRun(str(exc)) from None
+
+    sim.step = wrapped
+    return sim
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -28,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         cls = registry.adapter_class(adapter)
     sys.argv = [sys.argv[0], *rest]
-    return mosaik_api_v3.start_simulation(cls(), f"cosim adapter {adapter}") or 0
+    return mosaik_api_v3.start_simulation(_ending_as_endrun(cls()), f"cosim adapter {adapter}") or 0
 
 
 if __name__ == "__main__":

@@ -43,6 +43,11 @@ class RunResult:
         return self.status == "ok"
 
     @property
+    def degraded(self) -> bool:
+        """Finished, but part of it is unknown (a grid that did not converge at some steps)."""
+        return self.status == "degraded"
+
+    @property
     def folder(self) -> RunFolder:
         return RunFolder(self.run_dir)
 
@@ -82,8 +87,10 @@ def run_metadata(scn: Scenario) -> dict[str, Any]:
         "start_utc": s.start.isoformat(),
         "duration_s": s.duration_s,
         "step_s": s.step_s,
+        "record_step_s": scn.record_step_s,
         "roles": scn.roles().to_json(),
         "entities": scn.entity_info(),
+        "links": {src: sorted(dst) for src, dst in scn.links().items()},
         "warnings": list(scn.warnings),
     }
 
@@ -123,10 +130,11 @@ def finish_run(scn: Scenario, folder: RunFolder, outcome: Outcome, started: date
             kpis, kpi_blocks = compute_kpis(scn, folder)
         except Exception as exc:  # noqa: BLE001 — the series is on disk; metadata must still say what happened
             kpi_error = f"{type(exc).__name__}: {exc}"
+    status, reason = _degraded(scn, kpis, kpi_blocks, outcome)
     meta = {
         **run_metadata(scn),
-        "status": outcome.status,
-        "reason": outcome.reason,
+        "status": status,
+        "reason": reason,
         "started_utc": started.isoformat(timespec="seconds"),
         "wall_s": round(outcome.wall_s, 3),
         "steps": outcome.n_steps,
@@ -142,7 +150,24 @@ def finish_run(scn: Scenario, folder: RunFolder, outcome: Outcome, started: date
     folder.write_metadata(meta)
     if report and outcome.status != "interrupted":
         _write_report_quietly(folder)
-    return RunResult(folder.path, outcome.status, outcome.reason, kpis, meta)
+    return RunResult(folder.path, status, reason, kpis, meta)
+
+
+def _degraded(scn: Scenario, kpis: dict[str, Any], blocks: dict[str, Any], outcome: Outcome) -> tuple[str, str | None]:
+    """An ``ok`` run whose grid did not converge at more than ``nonconverged_max_frac`` of its
+    steps is ``degraded``: its grid KPIs over those steps are unknown (null), and it says so."""
+    if outcome.status != "ok":
+        return outcome.status, outcome.reason
+    notes = []
+    for grid in blocks.get("grid", {}).get("keys", []):
+        n = kpis.get(grid, {}).get("n_nonconverged_steps") or 0
+        frac = n / max(outcome.rows_recorded, 1)
+        if n and frac > scn.scenario.nonconverged_max_frac:
+            first = kpis[grid].get("first_nonconverged_utc")
+            notes.append(f"grid {grid!r}: the power flow did not converge at {n} of {outcome.rows_recorded} "
+                         f"steps{f' (first at {first})' if first else ''}; its voltages, loadings and import "
+                         "there are unknown (their KPIs are null)")
+    return ("degraded", "; ".join(notes)) if notes else (outcome.status, outcome.reason)
 
 
 def run_engine(scn: Scenario, run_dir: Path, progress: bool) -> Outcome:
@@ -171,10 +196,13 @@ def _write_report_quietly(folder: RunFolder) -> None:
 
 
 def run(path: str | Path, out_dir: str | Path = "runs", progress: bool = False,
-        overrides: dict[str, Any] | None = None, report: bool = False) -> RunResult:
+        overrides: dict[str, Any] | None = None, report: bool = False, allow_commands: bool = False) -> RunResult:
     """Validate and run a scenario file; the Python face of ``cosim run``.
+
+    Args:
+        allow_commands: let the scenario start programs (a sim's ``cmd``), as ``--allow-commands``.
 
     Raises:
         ScenarioError: the scenario has problems (nothing was started).
     """
-    return run_scenario(load_scenario(path, overrides), out_dir, progress, report=report)
+    return run_scenario(load_scenario(path, overrides, allow_commands), out_dir, progress, report=report)

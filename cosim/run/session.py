@@ -32,6 +32,7 @@ from cosim.run.direct import DirectEngine
 from cosim.run.outcome import Outcome
 from cosim.run.runner import RunResult, finish_run, open_run_folder
 from cosim.scenario import Scenario, load_scenario
+from cosim.sdk import EndRun
 
 
 class Session:
@@ -62,6 +63,7 @@ class Session:
         self._wall0 = time.perf_counter()
         self.engine.start()
         self.result: RunResult | None = None
+        self.ended: str | None = None  # why a simulator ended the run early (EndRun), if one did
         self._closed = False
 
     # -- where the run is ------------------------------------------------------------------
@@ -78,21 +80,30 @@ class Session:
 
     @property
     def done(self) -> bool:
-        """The run reached the scenario's end."""
-        return self.engine.next_time is None
+        """The run reached the scenario's end, or a simulator ended it (:attr:`ended`)."""
+        return self.ended is not None or self.engine.next_time is None
 
     # -- moving ----------------------------------------------------------------------------
     def step(self) -> int:
-        """Step every simulator due at :attr:`time_s`; the new :attr:`time_s`."""
+        """Step every simulator due at :attr:`time_s`; the new :attr:`time_s`.
+
+        A simulator that ends the run on purpose (:class:`cosim.sdk.EndRun`, e.g. an FMU that
+        asks to terminate) makes :attr:`done` true and :attr:`ended` its message; stepping
+        further does nothing, and :meth:`close` writes an ``ok`` run with that reason."""
         self._check_open()
-        self.engine.step()
+        if self.done:
+            return self.time_s
+        try:
+            self.engine.step()
+        except EndRun as exc:
+            self.ended = str(exc)
         return self.time_s
 
     def run_until(self, t_s: float) -> int:
         """Step until :attr:`time_s` >= ``t_s`` (or the end); the new :attr:`time_s`. [s]"""
         self._check_open()
         while not self.done and self.time_s < t_s:
-            self.engine.step()
+            self.step()
         return self.time_s
 
     # -- reading and setting ---------------------------------------------------------------
@@ -164,7 +175,7 @@ class Session:
         if failure:
             status, reason = "failed", failure
         elif self.done:
-            status, reason = "ok", None
+            status, reason = "ok", self.ended
         else:
             status, reason = "stopped", f"session closed at t = {self.time_s} s of {self.scn.scenario.duration_s} s"
         outcome = Outcome(status, reason, time.perf_counter() - self._wall0, rows, rows)

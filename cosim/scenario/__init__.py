@@ -19,18 +19,21 @@ __all__ = ["ENTITY_KEYS", "Problem", "SIM_KEYS", "Scenario", "ScenarioError", "l
            "read_toml", "set_dotted", "validate"]
 
 
-def load_scenario(path: str | Path, overrides: dict[str, Any] | None = None) -> Scenario:
+def load_scenario(path: str | Path, overrides: dict[str, Any] | None = None, allow_commands: bool = False
+                  ) -> Scenario:
     """Read, validate and resolve a scenario file.
 
     Args:
         path: the scenario's TOML file.
         overrides: dotted keys to replace before validation, e.g. ``{"scenario.seed": 3}``.
+        allow_commands: let the scenario start programs (a sim's ``cmd``); off unless the user
+            says so on the command line (``--allow-commands``): nothing in a scenario runs code.
 
     Raises:
         ScenarioError: with every problem found.
     """
     path = Path(path)
     raw = apply_overrides(read_toml(path), overrides)
-    scn = validate(raw, path)
+    scn = validate(raw, path, allow_commands)
     scn.overrides = dict(overrides or {})
     return scn

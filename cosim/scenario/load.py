@@ -24,6 +24,9 @@ def read_toml(path: Path) -> dict[str, Any]:
         raise ScenarioError(path, [Problem("(file)", f"not valid TOML: {exc}")]) from None
     except UnicodeDecodeError:
         raise ScenarioError(path, [Problem("(file)", "not a UTF-8 text file")]) from None
+    except RecursionError:
+        raise ScenarioError(path, [Problem("(file)", "nested too deeply to read (arrays or tables inside "
+                                                     "each other hundreds of levels deep)")]) from None
 
 
 def toml_value(text: str) -> Any:

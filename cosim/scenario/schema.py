@@ -2,15 +2,25 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    field_validator,
+    model_validator,
+)
 
 from cosim.roles import ROLES, RunRoles
-from cosim.sdk import ScenarioContext
+from cosim.sdk import ScenarioContext, as_tuple
 
 #: Keys of ``[sims.<id>]`` that belong to cosim, not to the adapter.
 SIM_KEYS = ("adapter", "step_s", "cmd", "connect", "process")
@@ -18,10 +28,23 @@ SIM_KEYS = ("adapter", "step_s", "cmd", "connect", "process")
 #: entity another role than its model's, ``roles`` a role per output column.
 ENTITY_KEYS = ("sim", "model", "role", "roles")
 SECTIONS = ("scenario", "sims", "entities", "connect", "record")
+#: Tables the core accepts without interpreting them: ``[agent]`` and ``[agents.<name>]`` are read
+#: (and validated) by :mod:`cosim.gym`; a plain run ignores them.
+FOREIGN_SECTIONS = ("agent", "agents")
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # numbers are numbers and finite: a quoted "3600", a `true` for a seed, inf are refused
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+
+
+#: Dates a run may cover (the data, pandas and the time zone database all handle these). [UTC]
+FIRST_START = datetime(1900, 1, 1, tzinfo=timezone.utc)
+LAST_END = datetime(2200, 1, 1, tzinfo=timezone.utc)
+#: The longest run: 100 years of simulated time. [s]
+MAX_DURATION_S = 100 * 366 * 86_400
+#: The run folder is ``<name>-<UTC stamp>``: keep the name well below the file system's 255.
+MAX_NAME_CHARS = 100
 
 
 class ScenarioSection(_Strict):
@@ -30,17 +53,25 @@ class ScenarioSection(_Strict):
     name: str
     description: str = ""
     start: datetime
-    duration_s: StrictInt = Field(gt=0)
-    step_s: StrictInt = Field(gt=0)
-    seed: int = 0
+    duration_s: int = Field(gt=0, le=MAX_DURATION_S)
+    step_s: int = Field(gt=0)
+    seed: int = Field(default=0, ge=0, le=2**32 - 1)
     engine: Literal["mosaik", "direct"] = "mosaik"
-    rt_factor: float | None = Field(default=None, gt=0)
+    rt_factor: float | None = Field(default=None, gt=0, le=1e6)
+    #: share of non-converged grid steps above which the run is "degraded" rather than "ok" [-]
+    nonconverged_max_frac: float = Field(default=0.0, ge=0, le=1)
+    #: how long a simulator process may take to start (default: 30 s, more on a busy machine) [s]
+    start_timeout_s: float | None = Field(default=None, gt=0, le=3600)
+    #: with simulators in other processes: a run without a finished step for this long fails [s]
+    stall_timeout_s: float | None = Field(default=300.0, gt=0)
 
     @field_validator("name")
     @classmethod
     def _folder_safe(cls, value: str) -> str:
         if not value or not all(c.isalnum() or c in "_.-" for c in value):
             raise ValueError("use letters, digits, '_', '.' or '-' (it names the run folder), e.g. 'campus_day'")
+        if len(value) > MAX_NAME_CHARS:
+            raise ValueError(f"{len(value)} characters; it names the run folder: use at most {MAX_NAME_CHARS}")
         return value
 
     @field_validator("start")
@@ -48,14 +79,23 @@ class ScenarioSection(_Strict):
     def _utc(cls, value: datetime) -> datetime:
         if value.tzinfo is None:
             raise ValueError("give the start in UTC, e.g. 2024-07-15T00:00:00Z")
-        return value.astimezone(timezone.utc)
+        value = value.astimezone(timezone.utc)
+        if not FIRST_START <= value < LAST_END:
+            raise ValueError(f"give a start between {FIRST_START:%Y} and {LAST_END:%Y}, e.g. 2024-07-15T00:00:00Z")
+        return value
+
+    @model_validator(mode="after")
+    def _end_in_range(self) -> "ScenarioSection":
+        if self.start + timedelta(seconds=self.duration_s) > LAST_END:
+            raise ValueError(f"start + duration_s ends after {LAST_END:%Y-%m-%d}; shorten the run or start earlier")
+        return self
 
 
 class SimSpec(_Strict):
     """``[sims.<id>]``: which adapter, where it runs, its own params."""
 
     adapter: str
-    step_s: int | None = Field(default=None, gt=0)
+    step_s: int | None = Field(default=None, gt=0, le=MAX_DURATION_S)
     cmd: str | None = None
     connect: str | None = Field(default=None, pattern=r"^[^:\s]+:\d+$")
     process: str = Field(default="inline", pattern=r"^(inline|subprocess)$")
@@ -91,15 +131,26 @@ class EntitySpec(_Strict):
         return value
 
 
+def _no_infinity(value: Any) -> Any:
+    if isinstance(value, float) and math.isinf(value):
+        raise ValueError("give a finite number (or nan for 'no value yet': knobs read it as unconstrained)")
+    return value
+
+
+#: A delayed connection's start value: a number, a flag, or nan ("no value yet"; a knob such as
+#: ``p_limit_mw`` reads NaN as unconstrained); infinities are refused.
+InitialValue = Annotated[StrictBool | Annotated[float, Field(allow_inf_nan=True)], AfterValidator(_no_infinity)]
+
+
 class ConnectSpec(_Strict):
     """``[[connect]]``: attributes from ``src`` to ``dst``; feedback edges are delayed."""
 
     src: str
     dst: str
-    attrs: list[str | tuple[str, str]] = Field(min_length=1)
+    attrs: list[str | Annotated[tuple[str, str], BeforeValidator(as_tuple)]] = Field(min_length=1)
     time_shifted: bool = False
     weak: bool = False
-    initial_data: dict[str, StrictBool | float] = {}
+    initial_data: dict[str, InitialValue] = {}
 
     def pairs(self) -> list[tuple[str, str]]:
         return [(a, a) if isinstance(a, str) else (a[0], a[1]) for a in self.attrs]
@@ -110,8 +161,11 @@ class RecordSpec(_Strict):
 
     include: list[str] = ["*"]
     exclude: list[str] = []
-    step_s: int | None = Field(default=None, gt=0)
-    chunk_rows: int = Field(default=1440, gt=0)
+    step_s: int | None = Field(default=None, gt=0, le=MAX_DURATION_S)
+    chunk_rows: int = Field(default=1440, gt=0, le=10_000_000)
+    #: write what is buffered (closing a crash-safe segment) at least this often: a killed run
+    #: loses at most this much wall time of recording [s]
+    flush_s: float = Field(default=30.0, gt=0, le=86_400)
 
 
 @dataclass

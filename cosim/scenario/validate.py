@@ -19,6 +19,7 @@ from cosim.errors import Problem, ScenarioError, few
 from cosim.roles import ROLES, missing_outputs
 from cosim.scenario.schema import (
     ENTITY_KEYS,
+    FOREIGN_SECTIONS,
     SECTIONS,
     SIM_KEYS,
     ConnectSpec,
@@ -30,6 +31,9 @@ from cosim.scenario.schema import (
 )
 from cosim.units import has_unit_suffix, unit_of
 
+#: An adapter's ``check`` text with this prefix is a warning, not a problem (:meth:`cosim.sdk.CosimSim.check`).
+WARNING = "warning: "
+
 
 def _declared(scn: Scenario, section: str) -> dict[str, Any]:
     """The ids declared in a section (empty when the section is not a table: reported elsewhere)."""
@@ -37,13 +41,16 @@ def _declared(scn: Scenario, section: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def validate(raw: dict[str, Any], path: Path) -> Scenario:
+def validate(raw: dict[str, Any], path: Path, allow_commands: bool = False) -> Scenario:
     """Validate raw TOML data; see :func:`load_scenario`."""
     problems: list[Problem] = []
     base_dir = path.resolve().parent
     for key in raw:
-        if key not in SECTIONS:
-            problems.append(Problem(key, f"unknown section; allowed: {', '.join(SECTIONS)}"))
+        if key in FOREIGN_SECTIONS:  # read by cosim.gym (cosim validate checks them through it)
+            if not isinstance(raw[key], dict):
+                problems.append(Problem(key, f"must be a table ([{key}] ...), read by cosim.gym", raw[key]))
+        elif key not in SECTIONS:
+            problems.append(Problem(key, f"unknown section; allowed: {', '.join((*SECTIONS, *FOREIGN_SECTIONS))}"))
 
     section = _model(ScenarioSection, raw.get("scenario"), "scenario", problems)
     sims = _table(raw.get("sims", {}), "sims", SimSpec, SIM_KEYS, problems)
@@ -53,6 +60,10 @@ def validate(raw: dict[str, Any], path: Path) -> Scenario:
     scn = Scenario(path, base_dir, section, sims, entities, connects, record or RecordSpec(), raw)
 
     _check_timing(raw.get("scenario"), scn.record, problems)
+    if not sims and isinstance(raw.get("sims", {}), dict) and not raw.get("sims"):
+        problems.append(Problem("sims", "no simulators: a scenario needs at least one [sims.<id>] with an adapter"))
+    _check_step_lengths(raw.get("scenario"), sims, problems)
+    _check_commands(sims, allow_commands, problems)
     _check_sims(scn, problems)
     _check_entities(scn, problems)
     _check_roles(scn, problems)
@@ -151,6 +162,35 @@ def _check_timing(raw: Any, record: RecordSpec, problems: list[Problem]) -> None
         problems.append(Problem("record.step_s", f"must be a multiple of scenario.step_s = {step}", record.step_s))
 
 
+def _route(scn: Scenario, where: str, texts: list[str], problems: list[Problem]) -> None:
+    """An adapter's check results: ``"warning: ..."`` texts are warnings, the rest problems."""
+    for text in texts:
+        if text.startswith("warning: "):
+            scn.warnings.append(f"{where}: {text.removeprefix('warning: ')}")
+        else:
+            problems.append(Problem(where, text))
+
+
+def _check_step_lengths(raw: Any, sims: dict[str, SimSpec], problems: list[Problem]) -> None:
+    """A simulator whose step is longer than the run steps once, at the start: a typo, not a study."""
+    duration = raw.get("duration_s") if isinstance(raw, dict) else None
+    if not (isinstance(duration, int) and not isinstance(duration, bool) and duration > 0):
+        return
+    for sid, spec in sims.items():
+        if spec.step_s is not None and spec.step_s > duration:
+            problems.append(Problem(f"sims.{sid}.step_s", f"longer than the run (duration_s = {duration}): it would "
+                                    f"step once, at the start; give a step <= {duration}", spec.step_s))
+
+
+def _check_commands(sims: dict[str, SimSpec], allow_commands: bool, problems: list[Problem]) -> None:
+    """``cmd`` starts a program of the scenario's choosing: only when the user allows it."""
+    for sid, spec in sims.items():
+        if spec.cmd and not allow_commands:
+            problems.append(Problem(f"sims.{sid}.cmd", "starts a program, and a scenario runs programs only when "
+                                    "asked: pass --allow-commands on the command line (allow_commands=True in "
+                                    "Python) if you trust this scenario", spec.cmd))
+
+
 def _check_sims(scn: Scenario, problems: list[Problem]) -> None:
     for sim_id, spec in list(scn.sims.items()):
         where = f"sims.{sim_id}"
@@ -173,7 +213,7 @@ def _check_sims(scn: Scenario, problems: list[Problem]) -> None:
         try:
             scn.metas[sim_id] = cls.meta_for(params)
             if scn.scenario is not None:
-                problems.extend(Problem(where, text) for text in cls.check(params, scn.context))
+                _route(scn, where, cls.check(params, scn.context), problems)
         except ValueError as exc:
             problems.append(Problem(where, str(exc)))
             del scn.sims[sim_id]
@@ -244,8 +284,7 @@ def _check_entities(scn: Scenario, problems: list[Problem]) -> None:
         if scn.scenario is not None:
             try:
                 ctx = dataclasses.replace(scn.context, step_s=scn.sim_step_s(spec.sim))  # the sim's own step
-                problems.extend(Problem(where, text) for text in cls.check_entity(spec.model, params, ctx,
-                                                                                   scn.sim_models.get(spec.sim)))
+                _route(scn, where, cls.check_entity(spec.model, params, ctx, scn.sim_models.get(spec.sim)), problems)
             except ValueError as exc:
                 problems.append(Problem(where, str(exc)))
 
@@ -293,6 +332,10 @@ def _check_attr_pairs(scn: Scenario, conn: ConnectSpec, where: str, problems: li
         if (conn.time_shifted or conn.weak) and src_attr not in conn.initial_data:
             problems.append(Problem(f"{where}.initial_data", f"a delayed connection needs a start value for {src_attr!r}"))
     sources = [a for a, _ in conn.pairs()]
+    if conn.initial_data and not (conn.time_shifted or conn.weak):
+        problems.append(Problem(f"{where}.initial_data", "start values apply to delayed connections only; mark it "
+                                "time_shifted = true (or weak = true), or drop initial_data"))
+        return
     for key in conn.initial_data:
         if key not in sources:
             problems.append(Problem(f"{where}.initial_data.{key}", f"not an attribute this connection carries; "

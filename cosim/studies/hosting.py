@@ -76,10 +76,12 @@ class Setup:
     overrides: dict[str, Any]
     mw_per_unit: float = 1.0    # replay: the recorded peak, the scales being fractions of it
     replay_of: str | None = None
+    allow_commands: bool = False  # the scenario may start programs (--allow-commands)
 
 
 def resolve_setup(scenario: str | Path, load_entity: str, size_param: str | None = None,
-                  bus_entity: str | None = None, overrides: dict[str, Any] | None = None) -> tuple[Setup, Scenario]:
+                  bus_entity: str | None = None, overrides: dict[str, Any] | None = None,
+                  allow_commands: bool = False) -> tuple[Setup, Scenario]:
     """Find the size param, the entity carrying ``bus`` and the Grid entity in a scenario.
 
     Args:
@@ -95,7 +97,7 @@ def resolve_setup(scenario: str | Path, load_entity: str, size_param: str | None
     Raises:
         ScenarioError: naming what is missing and what to pass instead.
     """
-    scn = load_scenario(scenario, overrides)
+    scn = load_scenario(scenario, overrides, allow_commands)
     where = "hosting-capacity"
     if load_entity not in scn.entities:
         known = ", ".join(scn.entities)
@@ -115,7 +117,8 @@ def resolve_setup(scenario: str | Path, load_entity: str, size_param: str | None
         raise ScenarioError(scn.file, [Problem(where, f"{load_entity} is not connected to a grid element with a bus; "
                                                       "name it with bus_entity (e.g. the point of connection 'pcc')")])
     setup = Setup(str(scn.file.resolve()), (f"entities.{load_entity}.{size_param}",), f"entities.{bus_entity}.bus",
-                  _grid_entity(scn, scn.entities[bus_entity].sim), dict(overrides or {}))
+                  _grid_entity(scn, scn.entities[bus_entity].sim), dict(overrides or {}),
+                  allow_commands=allow_commands)
     return setup, scn
 
 
@@ -136,7 +139,8 @@ def driven_elements(scn: Scenario, sim: str) -> list[str]:
 
 
 # -- replay mode -----------------------------------------------------------------------
-def replay_setup(scn: Scenario, load_entity: str, out: Path, overrides: dict[str, Any] | None = None) -> Setup:
+def replay_setup(scn: Scenario, load_entity: str, out: Path, overrides: dict[str, Any] | None = None,
+                 allow_commands: bool = False) -> Setup:
     """Run the scenario once, then write a grid-only scenario replaying what it drew.
 
     The point of connection's recorded ``p_mw``/``q_mvar`` (IT, cooling, whatever fed it)
@@ -153,7 +157,7 @@ def replay_setup(scn: Scenario, load_entity: str, out: Path, overrides: dict[str
     record = [f"{e}.{a}" for e in driven for a in ("p_mw", "q_mvar")]
     base = out / "base_run"
     row = run_variant(str(scn.file), {**(overrides or {}), "record.include": record, "record.exclude": [],
-                                      "record.step_s": None}, str(base))
+                                      "record.step_s": None}, str(base), allow_commands=allow_commands)
     if row["status"] != "ok":
         raise ScenarioError(scn.file, [Problem("hosting-capacity", f"the base run failed: {row['reason']}")])
     ts = RunFolder(base).timeseries(record)
@@ -260,7 +264,7 @@ def verdict(run_dir: Path, grid_entity: str, limits: Limits, element: str | None
         meta, problem = folder.metadata_checked()
         if problem or not meta:
             raise ValueError(problem or "no metadata.json")
-        if meta.get("status") != "ok":
+        if meta.get("status") not in ("ok", "degraded"):  # degraded: the grid did not converge somewhere
             reason = str(meta.get("reason"))
             if meta.get("status") == "failed" and GRID_FAILURE in reason:
                 return False, "nonconvergence", {}
@@ -287,27 +291,55 @@ def verdict(run_dir: Path, grid_entity: str, limits: Limits, element: str | None
     return not broken, "+".join(broken), grid
 
 
+def base_case_detail(run_dir: Path, grid_entity: str, limits: Limits) -> str | None:
+    """Where the feeder breaks the voltage band with (almost) no load: the worst bus, its voltage,
+    and the band that study could use instead (the feeder's own level, rounded down)."""
+    folder = RunFolder(run_dir)
+    columns = [c for c in folder.column_names() if c.startswith(f"{grid_entity}.bus_") and c.endswith("_vm_pu")]
+    if not columns:
+        return None
+    ts = folder.numeric_columns(columns)
+    lows, highs = ts.min(), ts.max()
+    worst_low, worst_high = lows.idxmin(), highs.idxmax()
+    name = lambda column: column.removeprefix(f"{grid_entity}.bus_").removesuffix("_vm_pu")  # noqa: E731
+    if lows[worst_low] < limits.v_low_pu:
+        floor = math.floor(lows[worst_low] * 100) / 100
+        return (f"without the load, bus {name(worst_low)} is already at {lows[worst_low]:.3f} pu, below "
+                f"{limits.v_low_pu:g}; to study from the feeder's own level pass --v-low {floor:.2f}")
+    if highs[worst_high] > limits.v_high_pu:
+        ceiling = math.ceil(highs[worst_high] * 100) / 100
+        return (f"without the load, bus {name(worst_high)} is already at {highs[worst_high]:.3f} pu, above "
+                f"{limits.v_high_pu:g}; pass --v-high {ceiling:.2f} to study from there")
+    return None
+
+
 def bisect_bus(setup: Setup, bus: str | int, min_mw: float, max_mw: float, tol_mw: float, limits: Limits,
                out_dir: str, keep_runs: bool = True) -> dict[str, Any]:
     """The hosting capacity at one bus (runs in a Dask worker; see the module docstring)."""
     folder = Path(out_dir) / "runs" / f"bus_{bus}"
     element = setup.bus_key.split(".")[1]  # "entities.<element>.bus"
     record = [f"{element}.p_mw", *(f"{setup.grid_entity}.{a}" for a in ("p_import_mw", "vm_min_pu", "vm_max_pu",
-                                                                         "max_loading_pct", "n_nonconverged"))]
+                                                                         "max_loading_pct", "n_nonconverged",
+                                                                         "converged"))]
     n_runs = 0
 
     def trial(size_mw: float) -> tuple[bool, str, dict[str, Any]]:
         nonlocal n_runs
         n_runs += 1
         run_dir = folder / f"{size_mw:.6f}MW"
-        # every step is checked: only the grid's summary columns, at the scenario's own step
+        # every step is checked: only the grid's summary columns, at the scenario's own step; the
+        # base case also records each bus, to say where the feeder already breaks a limit
+        base = n_runs == 1
+        buses = [f"{setup.grid_entity}.bus_*_vm_pu"] if base else []
         sizes = {key: size_mw / setup.mw_per_unit for key in setup.size_keys}
-        overrides = {**setup.overrides, **sizes, setup.bus_key: bus, "record.include": record,
+        overrides = {**setup.overrides, **sizes, setup.bus_key: bus, "record.include": record + buses,
                      "record.exclude": [], "record.step_s": None}
-        row = run_variant(setup.scenario, overrides, str(run_dir))
+        row = run_variant(setup.scenario, overrides, str(run_dir), allow_commands=setup.allow_commands)
         if row["status"] != "ok" and str(row.get("reason", "")).startswith("invalid scenario"):
             raise TrialFailed(row["reason"])  # the bus or the size is not accepted: not a grid limit
         result = verdict(run_dir, setup.grid_entity, limits, element)
+        if base and not result[0]:
+            result[2]["base_case"] = base_case_detail(run_dir, setup.grid_entity, limits)
         if not keep_runs:
             shutil.rmtree(run_dir, ignore_errors=True)
         return result
@@ -327,7 +359,9 @@ def _bisect(trial, row: dict[str, Any], min_mw: float, max_mw: float, tol_mw: fl
             runs) -> dict[str, Any]:
     ok, broken, grid = trial(min_mw)
     if not ok:
-        row.update(limited_by=f"base case: {broken}", bound="base case fails", n_runs=runs(), **_grid_row(grid))
+        detail = grid.get("base_case")
+        row.update(limited_by=f"base case: {broken}" + (f" ({detail})" if detail else ""), bound="base case fails",
+                   n_runs=runs(), **_grid_row(grid))
         return row
     lo, lo_grid = min_mw, grid
     passed.append(lo)
@@ -358,7 +392,8 @@ def hosting_capacity(scenario: str | Path, load_entity: str, out_dir: str | Path
                      size_param: str | None = None, bus_entity: str | None = None, min_mw: float = 0.001,
                      max_mw: float = 50.0, tol_mw: float = 0.1, limits: Limits = Limits(),
                      overrides: dict[str, Any] | None = None, workers: int | None = None,
-                     scheduler: str | None = None, keep_runs: bool = True, progress: bool = True) -> pd.DataFrame:
+                     scheduler: str | None = None, keep_runs: bool = True, progress: bool = True,
+                     allow_commands: bool = False) -> pd.DataFrame:
     """Hosting capacity at each bus; writes ``hosting.parquet``, ``hosting.csv`` and ``hosting.png``.
 
     Args:
@@ -385,11 +420,11 @@ def hosting_capacity(scenario: str | Path, load_entity: str, out_dir: str | Path
         raise ScenarioError("hosting-capacity", [Problem("hosting-capacity", "need 0 < min_mw < max_mw and tol_mw > 0",
                                                          (min_mw, max_mw, tol_mw))])
     check_workers(workers)
-    setup, scn = resolve_setup(scenario, load_entity, size_param, bus_entity, overrides)
+    setup, scn = resolve_setup(scenario, load_entity, size_param, bus_entity, overrides, allow_commands)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     if setup is None:
-        setup = replay_setup(scn, load_entity, out, overrides)
+        setup = replay_setup(scn, load_entity, out, overrides, allow_commands)
     buses = list(buses) if buses else feeder_buses(scn, setup.grid_entity)
     calls = [(setup, bus, min_mw, max_mw, tol_mw, limits, str(out), keep_runs) for bus in buses]
     (out / "hosting.json").write_text(json.dumps({"setup": asdict(setup), "limits": asdict(limits), "min_mw": min_mw,

@@ -36,7 +36,8 @@ TABLE_NAME = "sweep.parquet"
 
 
 # -- one variant (runs on a worker) ------------------------------------------------------
-def run_variant(scenario_path: str, overrides: dict[str, Any], run_dir: str, report: bool = False) -> dict[str, Any]:
+def run_variant(scenario_path: str, overrides: dict[str, Any], run_dir: str, report: bool = False,
+                allow_commands: bool = False) -> dict[str, Any]:
     """Run one variant into ``run_dir`` and return its row (never raises).
 
     An invalid variant (the overrides break validation) or a crash is recorded in the
@@ -46,7 +47,7 @@ def run_variant(scenario_path: str, overrides: dict[str, Any], run_dir: str, rep
     folder.set_aside()
     folder.path.mkdir(parents=True)
     try:
-        scn = load_scenario(scenario_path, overrides)
+        scn = load_scenario(scenario_path, overrides, allow_commands)
     except ScenarioError as exc:
         folder.write_failed("invalid scenario: " + "; ".join(str(p) for p in exc.problems))
         return folder.sweep_row()
@@ -94,7 +95,7 @@ class Progress:
 def run_sweep(scenario: str | Path, variants: list[dict[str, Any]], out_dir: str | Path,
               workers: int | None = None, scheduler: str | None = None, progress: bool = True,
               retry_failed: bool = True, on_result: Callable[[dict[str, Any], Progress], None] | None = None,
-              reports: bool = False) -> pd.DataFrame:
+              reports: bool = False, allow_commands: bool = False) -> pd.DataFrame:
     """Run every variant of ``scenario`` and merge the results into ``out_dir/sweep.parquet``.
 
     Args:
@@ -110,6 +111,7 @@ def run_sweep(scenario: str | Path, variants: list[dict[str, Any]], out_dir: str
         retry_failed: run variants that failed last time again (else keep their rows).
         on_result: called with each new row and the counts (for callers with their own UI).
         reports: write each run's ``report.html`` (off by default: ~1 s of plotting per run).
+        allow_commands: let the scenario start programs (a sim's ``cmd``), as ``--allow-commands``.
 
     Returns:
         The table written to ``sweep.parquet`` (one row per variant, in variant order).
@@ -152,7 +154,7 @@ def run_sweep(scenario: str | Path, variants: list[dict[str, Any]], out_dir: str
 
     try:
         if todo:
-            _execute(str(scenario), todo, workers, scheduler, record, reports)
+            _execute(str(scenario), todo, workers, scheduler, record, reports, allow_commands)
     finally:  # interrupted or not, the table holds every row there is ("not run" for the rest)
         if bar is not None:
             bar.close()
@@ -182,8 +184,9 @@ def _bar(counts: Progress, progress: bool):
 
 
 def _execute(scenario: str, todo: list[tuple[str, dict[str, Any], Path]], workers: int | None,
-             scheduler: str | None, record: Callable[[str, dict[str, Any]], None], reports: bool = False) -> None:
-    calls = [(scenario, overrides, str(folder), reports) for _, overrides, folder in todo]
+             scheduler: str | None, record: Callable[[str, dict[str, Any]], None], reports: bool = False,
+             allow_commands: bool = False) -> None:
+    calls = [(scenario, overrides, str(folder), reports, allow_commands) for _, overrides, folder in todo]
     for i, row, error in run_tasks(run_variant, calls, workers, scheduler, [f"run-{vid}" for vid, _, _ in todo]):
         if error is not None:  # the worker died (out of memory, killed): recorded, the others go on
             row = {"status": "failed", "reason": f"task failed: {error}", "wall_s": None, "run_dir": calls[i][2]}

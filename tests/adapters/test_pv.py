@@ -87,6 +87,34 @@ def test_dc_losses_and_temperature_derating():
     assert want < 0.9  # ~10 % lost to 30 °C of heat
 
 
+@pytest.mark.parametrize("tracking", ["fixed", "single_axis"])
+@pytest.mark.parametrize("model", ["haydavies", "isotropic", "reindl", "perez", "klucher"])
+def test_plane_irradiance_is_get_total_irradiances_bit_for_bit(tracking, model):
+    """The time-only terms (angle of incidence, Hay-Davies projection ratio) are computed once
+    per run; the irradiance on the plane must still be exactly pvlib's
+    ``get_total_irradiance``, over a whole day as arrays and step by step as scalars."""
+    from pvlib import irradiance
+
+    plant = PvPlant(PvPlantParams(**SITE, p_dc_mw=1.0, p_ac_mw=1.0, tracking=tracking, transposition=model))
+    weather = _clear_day(freq="10min")
+    geo = plant.geometry(weather.index)
+    ghi, dni, dhi = (weather[c] for c in ("ghi_w_m2", "dni_w_m2", "dhi_w_m2"))
+
+    def reference(g, ghi_, dni_, dhi_):
+        return irradiance.get_total_irradiance(g["surface_tilt"], g["surface_azimuth"], g["apparent_zenith"],
+                                               g["azimuth"], dni_, ghi_, dhi_, dni_extra=g["dni_extra"],
+                                               airmass=g["airmass"], albedo=0.25, model=model)
+
+    got, want = plant.poa_irradiance(geo, ghi, dni, dhi), reference(geo, ghi, dni, dhi)
+    for key in ("poa_global", "poa_direct", "poa_diffuse"):
+        np.testing.assert_array_equal(np.asarray(got[key]), np.asarray(want[key]))
+    for k in range(0, len(geo), 7):
+        if ghi.iloc[k] > 0:  # klucher divides by ghi (a scalar 0 raises in pvlib)
+            row = {c: float(geo[c].iloc[k]) for c in geo.columns}
+            args = (float(ghi.iloc[k]), float(dni.iloc[k]), float(dhi.iloc[k]))
+            assert plant.poa_irradiance(row, *args)["poa_global"] == reference(row, *args)["poa_global"]
+
+
 def _run_sim(params: dict, weather: pd.DataFrame, step_s: int, limit_mw=None) -> pd.DataFrame:
     sim = PvSim()
     sim.init("pv", time_resolution=1.0, start_utc=weather.index[0].isoformat(), step_s=step_s,

@@ -34,6 +34,9 @@ def check_state(s: Scheduler) -> None:
         rigid = running
     np.testing.assert_array_equal(s.n_alloc[rigid], s.jobs.n_gpus[rigid])
     assert (s.first_start_s[~np.isnan(s.first_start_s)] >= s.jobs.submit_s[~np.isnan(s.first_start_s)]).all()
+    # the free-GPU caches start and release keep (instead of a scan per placement) match a recount
+    np.testing.assert_array_equal(s.free_gpus(), np.flatnonzero(s.owner < 0))
+    np.testing.assert_array_equal(s.free_per_node(), s.topology.free_per_node(s.owner))
 
 
 def check_locality(s: Scheduler) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cosim.sdk import CosimSim, Params, model_meta
+from cosim.sdk import CosimSim, EndRun, Params, model_meta
 
 
 class RampParams(Params):
@@ -80,3 +80,41 @@ class NoiseSim(CosimSim):
     def step_entities(self, time_s, inputs):
         for eid, (rng, sigma) in self._gen.items():
             self.out[eid] = {"p_mw": float(rng.normal(0.0, sigma))}
+
+
+class SlowStartSim(RampSim):
+    """A ramp whose module takes seconds to import in a fresh process (COSIM_TEST_SLOW_START_S):
+    for the start-timeout test."""
+
+
+def _slow_import() -> None:
+    """Sleep at import, only in a simulator process (``python -m cosim.run.remote ...``)."""
+    import os
+    import sys
+    import time
+
+    delay = float(os.environ.get("COSIM_TEST_SLOW_START_S", "0"))
+    if delay and sys.argv and sys.argv[0].endswith("remote.py"):
+        time.sleep(delay)
+
+
+_slow_import()
+
+
+class EndingParams(Params):
+    end_at_s: int = 600
+
+
+class EndingSim(CosimSim):
+    """A ramp that ends the run on purpose (:class:`cosim.sdk.EndRun`) at ``end_at_s``, as an FMU
+    that asks to terminate does."""
+
+    META = {"api_version": "3.0", "type": "time-based", "models": {"Ending": model_meta(outputs=["p_mw"], role="load")}}
+    SimParams = EndingParams
+
+    def create_entity(self, eid, model, params):
+        self.out[eid] = {"p_mw": 1.0}
+
+    def step_entities(self, time_s, inputs):
+        if time_s >= self.params.end_at_s:
+            raise EndRun(f"toy {self.sid} reached its end at t = {time_s} s")

@@ -10,42 +10,11 @@ import pandas as pd
 import pytest
 
 import cosim
+from toy_scenarios import ramp_sink
 
 ENGINES = ("mosaik", "direct")
 
-BASE = """
-[scenario]
-name = "toy"
-start = 2024-07-15T00:00:00Z
-duration_s = {duration_s}
-step_s = {step_s}
-seed = 1
-
-[sims]
-src = {{ adapter = "toy_ramp"{src_step} }}
-sink = {{ adapter = "toy_sink"{sink_step} }}
-
-[entities]
-a = {{ sim = "src", model = "Ramp", p0_mw = 1.0 }}
-b = {{ sim = "src", model = "Ramp", p0_mw = 2.0, slope_mw_h = 0.0 }}
-s = {{ sim = "sink", model = "Sink" }}
-
-[[connect]]
-src = "a"
-dst = "s"
-attrs = ["p_mw"]
-
-[[connect]]
-src = "b"
-dst = "s"
-attrs = ["p_mw"]
-"""
-
-
-def scenario(duration_s=3600, step_s=60, src_step_s=None, sink_step_s=None, extra=""):
-    return BASE.format(duration_s=duration_s, step_s=step_s,
-                       src_step=f", step_s = {src_step_s}" if src_step_s else "",
-                       sink_step=f", step_s = {sink_step_s}" if sink_step_s else "") + extra
+scenario = ramp_sink
 
 
 def run_both(write_scenario, tmp_path, text, **overrides):
@@ -76,9 +45,16 @@ def test_mixed_step_sizes(toy_adapters, write_scenario, tmp_path):
 
 
 def test_a_source_that_stops_stepping_keeps_delivering(toy_adapters, write_scenario, tmp_path):
-    """A source whose step (2 h) is past the end steps once, at 0; its output holds."""
-    ts = same(run_both(write_scenario, tmp_path, scenario(src_step_s=7200)))
-    assert (ts["a.p_mw"] == 1.0).all() and (ts["s.p_sum_mw"] == 3.0).all()
+    """A 2,400 s source in a 3,600 s run steps at 0 and 2,400 (its next, 4,800, is past the end);
+    its last output holds to the end."""
+    ts = same(run_both(write_scenario, tmp_path, scenario(src_step_s=2400)))
+    assert (ts["a.p_mw"].iloc[:40] == 1.0).all() and (ts["a.p_mw"].iloc[40:] == 1.0 + 2400 / 3600).all()
+    assert (ts["s.p_sum_mw"] == ts["a.p_mw"] + 2.0).all()
+
+
+def test_a_step_longer_than_the_run_is_refused(toy_adapters, write_scenario):
+    with pytest.raises(cosim.ScenarioError, match=r"sims.src.step_s = 7200: longer than the run"):
+        cosim.load_scenario(write_scenario(scenario(src_step_s=7200)))
 
 
 FEEDBACK = """
@@ -155,11 +131,12 @@ def test_failure_mid_run_on_both_engines(toy_adapters, write_scenario, tmp_path)
 def test_several_sources_are_summed_in_mosaiks_order(toy_adapters, write_scenario, tmp_path):
     """Three sources of different magnitude into one input: floats are not associative, so the
     sums agree to the last bit only when both engines add in the same order."""
-    extra = '\n[entities.c]\nsim = "src"\nmodel = "Ramp"\np0_mw = 1e16\nslope_mw_h = 0.0\n' \
+    extra = '\n[entities.c]\nsim = "src"\nmodel = "Ramp"\np0_mw = 1e8\nslope_mw_h = 0.0\n' \
         '\n[[connect]]\nsrc = "c"\ndst = "s"\nattrs = ["p_mw"]\n'
-    text = scenario(extra=extra).replace('p0_mw = 1.0 }', 'p0_mw = 0.1 }').replace('p0_mw = 2.0,', 'p0_mw = -1e16,')
+    text = scenario(extra=extra).replace('p0_mw = 1.0 }', 'p0_mw = 0.1 }').replace('p0_mw = 2.0,', 'p0_mw = -1e8,')
     ts = same(run_both(write_scenario, tmp_path, text))
     assert (ts["s.p_sum_mw"] == (ts["a.p_mw"] + ts["b.p_mw"]) + ts["c.p_mw"]).all()
+    assert not (ts["s.p_sum_mw"] == ts["a.p_mw"] + (ts["b.p_mw"] + ts["c.p_mw"])).all()  # the order shows
 
 
 def test_engine_choice_is_validated(toy_adapters, write_scenario):

@@ -37,7 +37,7 @@ def gpus_on_nodes(sched, nodes: list[int], sizes: list[int]) -> np.ndarray:
 
 def first_free(sched, need: int) -> np.ndarray | None:
     """The ``need`` lowest-numbered free GPUs, anywhere."""
-    free = np.flatnonzero(sched.owner < 0)
+    free = sched.free_gpus()  # listed once per pass while starts take its lowest GPUs
     return free[:need] if len(free) >= need else None
 
 

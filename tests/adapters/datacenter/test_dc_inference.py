@@ -55,6 +55,16 @@ def test_measured_anchor_points():
     assert b200.gpus_per_replica == 2 and b200.power_w(127.7, 120.0) == pytest.approx(956.5, rel=0.08)
 
 
+@pytest.mark.parametrize("model, gpu", SMOOTH + NOISY)
+def test_one_batch_gives_the_array_evaluation_bit_for_bit(model, gpu):
+    """A fleet evaluates the curves at one batch a step through plain-float branches; they must
+    give exactly the numbers of the array path (below b_min, inside, above b_max, at 0)."""
+    curves = batch_curves(model, gpu)
+    batches = np.concatenate([[0.0, curves.b_min, curves.b_max], np.geomspace(0.01, 2 * curves.b_max, 300)])
+    for curve in (lambda b: curves.power_w(b, 80.0), curves.tokens_per_s, curves.itl_ms, curves.itl_p99_ms):
+        assert [float(curve(b)) for b in batches] == curve(batches).tolist()
+
+
 def test_unknown_model_and_gpu_list_the_known():
     with pytest.raises(ValueError, match="known: llama"):
         batch_curves("gpt-5", "H100-SXM")

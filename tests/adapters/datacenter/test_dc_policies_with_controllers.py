@@ -6,6 +6,7 @@ mosaik engine's results (tests/run/test_engines_equal.py) and is faster.
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -27,7 +28,8 @@ def _run(name: str, policy: str, tmp_path, **over):
 @pytest.mark.parametrize("policy", sorted(available()))
 def test_controllers_run_with_every_policy(policy, tmp_path):
     # dr_event: 1.5 h of baseline, then the first 30 minutes of the 0.5 MW event
-    dr = _run("dr_event", policy, tmp_path, **{"scenario.start": "2024-07-16T17:30:00Z", "scenario.duration_s": 7200})
+    dr = _run("dr_event", policy, tmp_path, **{"scenario.start": datetime(2024, 7, 16, 17, 30, tzinfo=timezone.utc),
+                                                    "scenario.duration_s": 7200})
     assert dr.kpis["dr"]["responder"]["delivered_frac"] > 0.9
     # fleet_dr: an hour before and the first hour of the event; the allocator's split lowers the draw
     ts = _run("fleet_dr", policy, tmp_path, **{"scenario.duration_s": 7200}).timeseries()

@@ -103,3 +103,21 @@ def test_job_larger_than_partition_is_rejected_not_clipped():
     s = Scheduler(make_jobs([16, 2], [10, 10], [0, 0], [0, 0]), 8)
     s.admit(0.0)
     assert s.state.tolist() == [REJECTED, QUEUED]
+
+
+def test_a_pass_gives_each_job_the_lowest_free_gpus_as_start_does():
+    """schedule() lists the free GPUs once per pass; every job it starts must get the GPUs
+    start() would give it, one job after another (checked on a fragmented partition)."""
+    jobs = make_jobs([4, 2, 8, 1, 4, 2, 8], [100, 50, 300, 20, 200, 80, 60], [0, 0, 0, 0, 10, 10, 10], [0] * 7)
+    s, by_hand = Scheduler(jobs, 24, "easy"), Scheduler(jobs, 24, "easy")
+    for sched in (s, by_hand):
+        sched.admit(0.0)
+        for job in range(4):
+            sched.start(job, 0.0)
+        sched.release(np.array([1, 3]), DONE, 5.0)  # holes at the GPUs of jobs 1 and 3
+        sched.admit(10.0)
+    started = s.schedule(10.0)
+    assert len(started) >= 2
+    for job in started:
+        by_hand.start(job, 10.0)
+    np.testing.assert_array_equal(s.owner, by_hand.owner)

@@ -1,4 +1,5 @@
-"""Fixtures for the FMU adapter tests: a foreign FMU compiled from ``foreign/`` sources."""
+"""Fixtures for the FMU adapter tests: foreign FMUs compiled from the C sources and model
+descriptions in ``foreign/`` (each written for these tests, independent of ``thermal_fmus/``)."""
 
 from __future__ import annotations
 
@@ -48,23 +49,50 @@ def _fmi3_stubs(headers: Path, implemented: str) -> str:
     return "\n".join(f"int {name}(void) {{ return 3; }}" for name in missing) + "\n"
 
 
-@pytest.fixture(scope="session")
-def foreign_fmu3(tmp_path_factory) -> Path:
-    """``rc_room3.fmu`` (FMI 3.0, model exchange + co-simulation), independent sources."""
+def _build_fmi3(folder: Path, identifier: str, xml: str, sources: list[Path] | None = None) -> Path:
+    """``<identifier>.fmu`` from FMI 3.0 C sources (stubs added for what they lack) and a model description."""
     from thermal_fmus.build import fmi_headers_dir
 
     headers = fmi_headers_dir()
-    folder = tmp_path_factory.mktemp("foreign3")
-    source = FOREIGN / "rc_room3.c"
-    stubs = folder / "stubs.c"
-    stubs.write_text(_fmi3_stubs(headers, source.read_text()))
-    library = folder / "rc_room3.so"
+    sources = sources or [FOREIGN / f"{identifier}.c"]
+    stubs = folder / f"{identifier}_stubs.c"
+    stubs.write_text(_fmi3_stubs(headers, "".join(p.read_text() for p in sources)))
+    library = folder / f"{identifier}.so"
     subprocess.run(["gcc", "-std=c99", "-O2", "-fPIC", "-shared", f"-I{headers}", "-o", str(library),
-                    str(source), str(stubs), "-lm"], check=True, capture_output=True)
-    fmu = folder / "rc_room3.fmu"
+                    *map(str, sources), str(stubs), "-lm"], check=True, capture_output=True)
+    fmu = folder / f"{identifier}.fmu"
     with zipfile.ZipFile(fmu, "w") as zf:
-        zf.write(FOREIGN / "modelDescription3.xml", "modelDescription.xml")
-        zf.write(library, "binaries/x86_64-linux/rc_room3.so")
+        zf.write(FOREIGN / xml, "modelDescription.xml")
+        zf.write(library, f"binaries/x86_64-linux/{identifier}.so")
+    return fmu
+
+
+@pytest.fixture(scope="session")
+def foreign_fmu3(tmp_path_factory) -> Path:
+    """``rc_room3.fmu`` (FMI 3.0, model exchange + co-simulation), independent sources."""
+    return _build_fmi3(tmp_path_factory.mktemp("foreign3"), "rc_room3", "modelDescription3.xml")
+
+
+@pytest.fixture(scope="session")
+def arrays_fmu3(tmp_path_factory) -> Path:
+    """``arrays3.fmu`` (FMI 3.0 co-simulation): arrays, a string, a binary, units without a suffix, t_stop."""
+    return _build_fmi3(tmp_path_factory.mktemp("arrays3"), "arrays3", "arrays3.xml")
+
+
+@pytest.fixture(scope="session")
+def vdp_fmu(tmp_path_factory) -> Path:
+    """``vdp.fmu`` (FMI 2.0, model exchange + co-simulation): Van der Pol with discrete inputs that
+    must be set in event mode, and t_stop (see ``foreign/vdp.c``)."""
+    from thermal_fmus.build import fmi_headers_dir
+
+    folder = tmp_path_factory.mktemp("vdp")
+    library = folder / "vdp.so"
+    subprocess.run(["gcc", "-std=c99", "-O2", "-fPIC", "-shared", f"-I{fmi_headers_dir()}", "-o", str(library),
+                    str(FOREIGN / "vdp.c"), "-lm"], check=True, capture_output=True)
+    fmu = folder / "vdp.fmu"
+    with zipfile.ZipFile(fmu, "w") as zf:
+        zf.write(FOREIGN / "vdp.xml", "modelDescription.xml")
+        zf.write(library, "binaries/linux64/vdp.so")
     return fmu
 
 

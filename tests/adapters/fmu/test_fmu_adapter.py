@@ -173,13 +173,11 @@ def test_missing_binary_is_found_by_validation(foreign_fmu, tmp_path, unzip):
         xml = zf.read("modelDescription.xml")
     broken = _zip(tmp_path / "nobinary.fmu", {"modelDescription.xml": xml})
     params = SimParams.model_validate({"fmu": str(broken)})
-    problems = FmuSim.check(params, None)
-    assert "no automatic mapping" in problems[0] and '"R" = { name = "r_<suffix>"' in problems[0]
-    params = SimParams.model_validate({"fmu": str(broken), "attrs": {"R": "skip"}})
-    problems = FmuSim.check(params, None)
+    problems = FmuSim.check(params, None)  # R [K/W] has no listed suffix: derived (r_k_w), not refused
     assert len(problems) == 1 and "nobinary.fmu" in problems[0] and "binaries/linux64/rc_room.so" in problems[0]
-    with pytest.raises(FmuError, match=r"nobinary.fmu \(x\) at t = 0 s: instantiate failed"):
-        FmuInstance(describe(str(broken), {"R": "skip"}), unzip(broken), "x", {})
+    assert "r_k_w" in describe(str(broken)).inputs
+    with pytest.raises(FmuError, match=r"nobinary.fmu \(x\): its binary binaries/linux64/rc_room.so is missing"):
+        FmuInstance(describe(str(broken)), unzip(broken), "x", {})
 
 
 def test_error_status_from_a_step_names_fmu_variable_and_time(shipped_fmus, unzip):

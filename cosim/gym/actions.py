@@ -1,0 +1,89 @@
+"""Actions: the space an agent acts in, and its action turned into held entity inputs.
+
+The space is a ``Box(low, high)`` in the inputs' own units, one coordinate per action in
+the order listed; an action with ``values`` takes, in a Box, the value nearest to the
+coordinate. When every action has ``values`` the space is ``MultiDiscrete`` (each
+coordinate an index into its ``values``).
+
+An action outside the space is clipped to it (to the nearest index for MultiDiscrete) and
+an :class:`ActionClippedWarning` says which coordinates were clipped; the step's info counts
+them (``n_actions_clipped``). Nothing is rejected, so a policy whose Gaussian overshoots
+keeps running.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+from gymnasium import spaces
+
+from cosim.gym.spec import ActionSpec
+
+
+class ActionClippedWarning(UserWarning):
+    """An action was outside its bounds and was clipped to them."""
+
+
+class Actuator:
+    """One agent's action space and decoding (see the module docstring).
+
+    Args:
+        actions: the agent's actions, in order.
+    """
+
+    def __init__(self, actions: tuple[ActionSpec, ...]):
+        self.actions = actions
+        self.discrete = all(a.values is not None for a in actions)
+        if self.discrete:
+            self.space = spaces.MultiDiscrete([len(a.values) for a in actions])
+        else:
+            self.space = spaces.Box(np.array([a.low for a in actions], np.float32),
+                                    np.array([a.high for a in actions], np.float32), dtype=np.float32)
+
+    def idle(self) -> np.ndarray:
+        """The action that leaves every knob as if unset (each action's ``idle``)."""
+        if self.discrete:
+            return np.array([a.values.index(a.idle) for a in self.actions], dtype=self.space.dtype)
+        return np.array([a.idle for a in self.actions], dtype=np.float32)
+
+    def settings(self, action) -> tuple[list[tuple[str, str, float]], int]:
+        """``[(entity, input, value)]`` for ``action`` and how many coordinates were clipped."""
+        raw = np.asarray(action, dtype=float).reshape(-1)
+        if raw.shape != (len(self.actions),):
+            raise ValueError(f"action has shape {np.shape(action)}; this env takes {self.space.shape} "
+                             f"({', '.join(a.name for a in self.actions)})")
+        if self.discrete:
+            return self._discrete(raw)
+        return self._continuous(raw)
+
+    def _continuous(self, raw: np.ndarray) -> tuple[list[tuple[str, str, float]], int]:
+        low, high = self.space.low.astype(float), self.space.high.astype(float)
+        outside = ~np.isfinite(raw) | (raw < low) | (raw > high)
+        out = []
+        for a, value in zip(self.actions, np.clip(np.where(np.isfinite(raw), raw, low), low, high)):
+            value = min(max(float(value), a.low), a.high)  # float32 bounds may round past the input's own
+            if a.values is not None:
+                value = min(a.values, key=lambda v: abs(v - value))
+            out.append((a.entity, a.attr, value))
+        self._warn(outside, raw)
+        return out, int(outside.sum())
+
+    def _discrete(self, raw: np.ndarray) -> tuple[list[tuple[str, str, float]], int]:
+        index = np.where(np.isfinite(raw), np.rint(raw), 0)
+        top = np.array([len(a.values) - 1 for a in self.actions])
+        outside = ~np.isfinite(raw) | (index < 0) | (index > top) | (index != raw)
+        index = np.clip(index, 0, top).astype(int)
+        self._warn(outside, raw)
+        return [(a.entity, a.attr, a.values[i]) for a, i in zip(self.actions, index)], int(outside.sum())
+
+    def _warn(self, outside: np.ndarray, raw: np.ndarray) -> None:
+        if outside.any():
+            named = ", ".join(f"{a.name} = {v:g} (allowed {self._allowed(a)})"
+                              for a, v, o in zip(self.actions, raw, outside) if o)
+            warnings.warn(f"action clipped to its bounds: {named}", ActionClippedWarning, stacklevel=5)  # at the caller of env.step
+
+    def _allowed(self, action: ActionSpec) -> str:
+        if self.discrete:
+            return f"index 0..{len(action.values) - 1} of {list(action.values)}"
+        return f"[{action.low:g}, {action.high:g}]"

@@ -1,0 +1,537 @@
+"""The ``[agent]`` and ``[agents.<name>]`` sections: parsed and validated into what an env needs.
+
+A scenario's core validator accepts these tables without reading them; this module checks
+them against the validated scenario (its entities, inputs, outputs, roles and data window)
+and collects every problem into one :class:`~cosim.errors.ScenarioError`, as the core does.
+
+``[agent]`` holds the episode keys (shared by every agent of the scenario) and, for a
+single-agent env, the agent keys; each ``[agents.<name>]`` holds the agent keys of one agent
+of a parallel env (whose episode keys come from ``[agent]``):
+
+* episode: ``decision_s`` (default the scenario step), ``start_window = [first, last]``
+  (start days drawn at reset), ``eval_starts = [...]`` (held-out start days for
+  :mod:`cosim.gym.evaluate`), ``max_decisions`` (a time limit: ``truncated``), ``record``.
+* agent: ``actions`` (``[[agent.actions]]`` with ``input``, ``low``, ``high``, ``values``,
+  ``idle``), ``observations``, ``time_features``, ``forecasts``, ``reward``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+import math
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta, timezone
+from typing import Any
+
+from cosim import registry
+from cosim.errors import Problem, ScenarioError, few
+from cosim.gym.rewards import TERMS, available_terms
+from cosim.scenario import Scenario
+from cosim.sdk import CosimSim
+
+EPISODE_KEYS = ("decision_s", "start_window", "eval_starts", "max_decisions", "record")
+AGENT_KEYS = ("actions", "observations", "time_features", "forecasts", "reward")
+ACTION_KEYS = ("input", "low", "high", "values", "idle")
+FORECAST_KEYS = ("signal", "n", "step_s")
+#: Names of the time features, in observation order.
+TIME_FEATURES = ("time.hour_sin", "time.hour_cos", "time.dow_sin", "time.dow_cos")
+
+
+@dataclass(frozen=True)
+class ActionSpec:
+    """One action: an entity input, its bounds, optional discrete values and its idle value.
+
+    Attributes:
+        entity, attr: the input set with ``Session.set``.
+        low, high: the bounds (clipped to, with a warning). [the input's unit]
+        values: the discrete choices, or None for a continuous action. [the input's unit]
+        idle: the value that leaves the knob as if unset (the do-nothing baseline). [the input's unit]
+    """
+
+    entity: str
+    attr: str
+    low: float
+    high: float
+    values: tuple[float, ...] | None
+    idle: float
+
+    @property
+    def name(self) -> str:
+        return f"{self.entity}.{self.attr}"
+
+
+@dataclass(frozen=True)
+class ForecastSpec:
+    """The next ``n`` values of a signal output, ``step_s`` apart from the decision time."""
+
+    entity: str
+    attr: str
+    n: int
+    step_s: int
+
+    @property
+    def names(self) -> list[str]:
+        return [f"{self.entity}.{self.attr}@+{k * self.step_s}s" for k in range(self.n)]
+
+
+@dataclass(frozen=True)
+class AgentSpec:
+    """What one agent sets, sees and is rewarded for."""
+
+    actions: tuple[ActionSpec, ...]
+    observations: tuple[str, ...]
+    time_features: bool
+    forecasts: tuple[ForecastSpec, ...]
+    reward: dict[str, float]
+
+    @property
+    def observation_names(self) -> list[str]:
+        """The order of the observation vector: outputs, time features, forecast windows."""
+        names = list(self.observations) + (list(TIME_FEATURES) if self.time_features else [])
+        return names + [n for f in self.forecasts for n in f.names]
+
+
+@dataclass(frozen=True)
+class EpisodeSpec:
+    """How an episode runs.
+
+    Attributes:
+        decision_s: how long each action is held. [s]
+        start_window: first and last start day drawn at reset (UTC dates), or None.
+        eval_starts: held-out start days for evaluation (UTC dates).
+        max_decisions: decisions after which an episode is truncated, or None.
+        record: write each episode's run folder.
+    """
+
+    decision_s: int
+    start_window: tuple[date, date] | None
+    eval_starts: tuple[date, ...]
+    max_decisions: int | None
+    record: bool
+
+
+# -- entry points ---------------------------------------------------------------------------
+def single_agent(scn: Scenario, agent: dict[str, Any] | None = None,
+                 keys: dict[str, Any] | None = None) -> tuple[EpisodeSpec, AgentSpec]:
+    """The episode and the agent of a single-agent env: ``[agent]`` (or ``agent``, replacing it),
+    with ``keys`` replacing single keys.
+
+    Raises:
+        ScenarioError: every problem of the section, each naming its key, value and fix.
+    """
+    table = merged(scn.raw.get("agent") if agent is None else agent, keys)
+    problems: list[Problem] = []
+    _unknown(table, "agent", (*EPISODE_KEYS, *AGENT_KEYS), problems)
+    episode = episode_spec(scn, table, "agent", problems)
+    if "actions" not in table:
+        problems.append(Problem("agent.actions", "required: the inputs the agent sets, e.g. "
+                                                 '[[agent.actions]] input = "bess.p_set_mw"'))
+    spec = agent_spec(scn, table, "agent", problems)
+    _raise(scn, problems)
+    return episode, spec
+
+
+def parallel_agents(scn: Scenario, agents: dict[str, dict[str, Any]] | None = None,
+                    keys: dict[str, Any] | None = None) -> tuple[EpisodeSpec, dict[str, AgentSpec]]:
+    """The episode (``[agent]``'s episode keys, ``keys`` replacing them) and every
+    ``[agents.<name>]`` of a parallel env (``agents`` replacing them).
+
+    Raises:
+        ScenarioError: every problem, each naming its key, value and fix.
+    """
+    problems: list[Problem] = []
+    shared = merged({k: v for k, v in _table(scn.raw.get("agent")).items() if k in EPISODE_KEYS}, keys)
+    _unknown(shared, "agent", EPISODE_KEYS, problems)
+    episode = episode_spec(scn, shared, "agent", problems)
+    tables = _table(scn.raw.get("agents") if agents is None else agents)
+    if not tables:
+        problems.append(Problem("agents", "no agents: give one [agents.<name>] section per agent, e.g. "
+                                          "[agents.battery] with its actions, observations and reward"))
+    specs = _agents(scn, tables, problems)
+    _raise(scn, problems)
+    return episode, specs
+
+
+def check_scenario(scn: Scenario) -> None:
+    """Validate whichever of ``[agent]`` and ``[agents.<name>]`` the scenario has (``cosim validate``).
+
+    Raises:
+        ScenarioError: every problem found.
+    """
+    problems: list[Problem] = []
+    table = _table(scn.raw.get("agent"))
+    if "agent" in scn.raw:
+        _unknown(table, "agent", (*EPISODE_KEYS, *AGENT_KEYS), problems)
+        episode_spec(scn, table, "agent", problems)
+        if any(k in table for k in AGENT_KEYS):
+            agent_spec(scn, table, "agent", problems)
+    if "agents" in scn.raw:
+        _agents(scn, _table(scn.raw.get("agents")), problems)
+    _raise(scn, problems)
+
+
+def merged(table: Any, keys: dict[str, Any] | None) -> dict[str, Any]:
+    """A section's keys with ``keys`` replacing single ones (keyword arguments of an env)."""
+    return {**_table(table), **(keys or {})}
+
+
+def start_utc(scn: Scenario, day: date | datetime | str) -> datetime:
+    """The start of an episode on ``day``: that UTC date at the scenario's own start time of day."""
+    parsed = _as_date(day)
+    if parsed is None:
+        raise ScenarioError(scn.file, [Problem("start", "give a date, e.g. 2024-08-05", day)])
+    return datetime.combine(parsed, scn.scenario.start.timetz()).astimezone(timezone.utc)
+
+
+# -- the episode ------------------------------------------------------------------------------
+def episode_spec(scn: Scenario, table: dict[str, Any], where: str, problems: list[Problem]) -> EpisodeSpec:
+    """The episode keys of ``table`` (problems appended, defaults where a key is wrong)."""
+    step_s = math.lcm(scn.scenario.step_s, scn.record_step_s)
+    decision_s = _decision_s(scn, table.get("decision_s", step_s), step_s, f"{where}.decision_s", problems)
+    window = _window(scn, table.get("start_window"), f"{where}.start_window", problems)
+    evals = _eval_starts(scn, table.get("eval_starts", []), f"{where}.eval_starts", problems)
+    limit = table.get("max_decisions")
+    if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
+        problems.append(Problem(f"{where}.max_decisions", "give a whole number >= 1 (decisions before the "
+                                                          "episode is truncated), or leave it out", limit))
+        limit = None
+    record = table.get("record", False)
+    if not isinstance(record, bool):
+        problems.append(Problem(f"{where}.record", "give true or false", record))
+        record = False
+    return EpisodeSpec(decision_s, window, evals, limit, record)
+
+
+def _decision_s(scn: Scenario, value: Any, step_s: int, where: str, problems: list[Problem]) -> int:
+    duration = scn.scenario.duration_s
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        problems.append(Problem(where, f"give whole seconds > 0, a multiple of the step ({step_s} s)", value))
+        return step_s
+    if value % step_s:
+        lower = max(step_s, value // step_s * step_s)
+        problems.append(Problem(where, f"not a multiple of the scenario's step {step_s} s (scenario.step_s and "
+                                       f"record.step_s); use {lower} or {lower + step_s}", value))
+        return step_s
+    if value > duration:
+        problems.append(Problem(where, f"longer than the episode (scenario.duration_s = {duration}); "
+                                       f"use at most {duration}", value))
+        return step_s
+    return value
+
+
+def _window(scn: Scenario, value: Any, where: str, problems: list[Problem]) -> tuple[date, date] | None:
+    if value is None:
+        return None
+    days = [_as_date(v) for v in value] if isinstance(value, list) else []
+    if len(days) != 2 or None in days or days[0] > days[1]:
+        problems.append(Problem(where, "give [first, last] start days, first <= last, e.g. "
+                                       "[2024-06-03, 2024-07-28]", value))
+        return None
+    for day in days:
+        _check_start(scn, day, where, problems)
+    return days[0], days[1]
+
+
+def _eval_starts(scn: Scenario, value: Any, where: str, problems: list[Problem]) -> tuple[date, ...]:
+    days = [_as_date(v) for v in value] if isinstance(value, list) else [None]
+    if None in days:
+        problems.append(Problem(where, "give a list of start days, e.g. [2024-08-05, 2024-08-06]", value))
+        return ()
+    for day in days:
+        _check_start(scn, day, where, problems)
+    return tuple(days)
+
+
+def _check_start(scn: Scenario, day: date, where: str, problems: list[Problem]) -> None:
+    """An episode starting on ``day`` must pass the adapters' window checks too (data coverage)."""
+    start = start_utc(scn, day)
+    if start == scn.scenario.start:
+        return
+    found = shifted_problems(scn, start)
+    if found:
+        problems.append(Problem(where, f"an episode starting {day} would not run: {found[0]} "
+                                       f"({len(found)} problem(s)); move the day into the data", str(day)))
+
+
+def shifted_problems(scn: Scenario, start: datetime) -> list[Problem]:
+    """What the adapters' window checks (``check``, ``check_entity``) say of ``scn`` moved to ``start``."""
+    ctx = dataclasses.replace(scn.context, start_utc=start)
+    found = []
+    for sid, sim in scn.sims.items():
+        cls = registry.adapter_class(sim.adapter)
+        found += [Problem(f"sims.{sid}", text) for text in cls.check(scn.sim_models[sid], ctx)]
+    for eid, entity in scn.entities.items():
+        cls = registry.adapter_class(scn.sims[entity.sim].adapter)
+        sim_ctx = dataclasses.replace(ctx, step_s=scn.sim_step_s(entity.sim))
+        texts = cls.check_entity(entity.model, _entity_model(scn, eid), sim_ctx, scn.sim_models.get(entity.sim))
+        found += [Problem(f"entities.{eid}", text) for text in texts]
+    return found
+
+
+def _entity_model(scn: Scenario, eid: str):
+    """An entity's params as its adapter's pydantic model (None for a model without params)."""
+    entity = scn.entities[eid]
+    params_cls = registry.adapter_class(scn.sims[entity.sim].adapter).ModelParams.get(entity.model)
+    if params_cls is None:
+        return None
+    return params_cls.model_validate(scn.entity_params[eid], context={"base_dir": scn.base_dir})
+
+
+def _as_date(value: Any) -> date | None:
+    if isinstance(value, datetime):
+        return value.astimezone(timezone.utc).date() if value.tzinfo else value.date()
+    if isinstance(value, date):
+        return value
+    if isinstance(value, str):
+        try:
+            return date.fromisoformat(value[:10])
+        except ValueError:
+            return None
+    return None
+
+
+# -- one agent ---------------------------------------------------------------------------------
+def agent_spec(scn: Scenario, table: dict[str, Any], where: str, problems: list[Problem]) -> AgentSpec:
+    """The agent keys of ``table`` (problems appended; what is wrong is left out)."""
+    actions = _actions(scn, table.get("actions", []), f"{where}.actions", problems)
+    observations = _observations(scn, table.get("observations", []), f"{where}.observations", problems)
+    time_features = table.get("time_features", True)
+    if not isinstance(time_features, bool):
+        problems.append(Problem(f"{where}.time_features", "give true or false (hour of day and day of week as "
+                                                          "sin/cos)", time_features))
+        time_features = True
+    forecasts = _forecasts(scn, table.get("forecasts", []), f"{where}.forecasts", problems)
+    reward = _reward(scn, table.get("reward", {}), f"{where}.reward", problems)
+    return AgentSpec(tuple(actions), tuple(observations), time_features, tuple(forecasts), reward)
+
+
+def _agents(scn: Scenario, tables: dict[str, Any], problems: list[Problem]) -> dict[str, AgentSpec]:
+    specs: dict[str, AgentSpec] = {}
+    owner: dict[str, str] = {}
+    for name, body in tables.items():
+        where = f"agents.{name}"
+        if not isinstance(body, dict):
+            problems.append(Problem(where, "must be a table ([agents.<name>] with actions, observations, reward)",
+                                    body))
+            continue
+        shared = [k for k in body if k in EPISODE_KEYS]
+        for key in shared:
+            problems.append(Problem(f"{where}.{key}", "an episode key: the agents decide together, so it goes "
+                                                      "in [agent]", body[key]))
+        _unknown({k: v for k, v in body.items() if k not in EPISODE_KEYS}, where, AGENT_KEYS, problems)
+        if "actions" not in body:
+            problems.append(Problem(f"{where}.actions", "required: the inputs this agent sets"))
+        specs[name] = agent_spec(scn, body, where, problems)
+        for action in specs[name].actions:
+            if action.name in owner:
+                problems.append(Problem(f"{where}.actions", f"{action.name} is already set by agent "
+                                                            f"{owner[action.name]!r}; give each input one agent",
+                                        action.name))
+            owner.setdefault(action.name, name)
+    return specs
+
+
+def _actions(scn: Scenario, value: Any, where: str, problems: list[Problem]) -> list[ActionSpec]:
+    if not isinstance(value, list) or not value:
+        problems.append(Problem(where, 'give a non-empty list of [[...actions]] tables, each with input = '
+                                       '"<entity>.<input>"', value))
+        return []
+    found: list[ActionSpec] = []
+    for i, body in enumerate(value):
+        action = _action(scn, body, f"{where}[{i}]", problems)
+        if action is None:
+            continue
+        if any(a.name == action.name for a in found):
+            problems.append(Problem(f"{where}[{i}].input", "set by an earlier action already; give each input "
+                                                           "once", action.name))
+            continue
+        found.append(action)
+    return found
+
+
+def _action(scn: Scenario, body: Any, where: str, problems: list[Problem]) -> ActionSpec | None:
+    if not isinstance(body, dict):
+        problems.append(Problem(where, 'must be a table, e.g. { input = "bess.p_set_mw" }', body))
+        return None
+    before = len(problems)
+    _unknown(body, where, ACTION_KEYS, problems)
+    eid, attr = _input_name(scn, body.get("input"), f"{where}.input", problems)
+    if eid is None:
+        return None
+    values = _values(body.get("values"), f"{where}.values", problems)
+    default = _default_bounds(scn, eid, attr)
+    low, high = _bounds(body, values, default, where, f"{eid}.{attr}", problems)
+    if len(problems) > before:
+        return None
+    idle = _idle(body.get("idle"), low, high, values, f"{where}.idle", problems)
+    if values is not None and any(not low <= v <= high for v in values):
+        problems.append(Problem(f"{where}.values", f"outside [low, high] = [{low:g}, {high:g}]", list(values)))
+    return None if len(problems) > before else ActionSpec(eid, attr, low, high, values, idle)
+
+
+def _input_name(scn: Scenario, name: Any, where: str, problems: list[Problem]) -> tuple[str | None, str]:
+    if not isinstance(name, str) or "." not in name:
+        problems.append(Problem(where, 'give "<entity>.<input>", e.g. "bess.p_set_mw"', name))
+        return None, ""
+    eid, attr = name.split(".", 1)
+    if eid not in scn.entities:
+        problems.append(Problem(where, f"unknown entity {eid!r}; known: {few(list(scn.entities))}", name))
+        return None, ""
+    inputs = scn.inputs(eid)
+    if attr not in inputs:
+        problems.append(Problem(where, f"{eid} has no input {attr!r}; inputs: {few(inputs) or 'none'}", name))
+        return None, ""
+    return eid, attr
+
+
+def _default_bounds(scn: Scenario, eid: str, attr: str) -> tuple[float, float] | None:
+    """The adapter's bounds of the input (``CosimSim.input_bounds``), when it knows them."""
+    entity = scn.entities[eid]
+    cls = registry.adapter_class(scn.sims[entity.sim].adapter)
+    bounds = cls.input_bounds(entity.model, _entity_model(scn, eid))
+    return tuple(map(float, bounds[attr])) if attr in bounds else None
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _values(value: Any, where: str, problems: list[Problem]) -> tuple[float, ...] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list) or not value or not all(_number(v) for v in value):
+        problems.append(Problem(where, "give a non-empty list of numbers (the discrete choices), e.g. "
+                                       "[0.0, 0.5, 1.0]", value))
+        return None
+    return tuple(float(v) for v in value)
+
+
+def _bounds(body: dict[str, Any], values: tuple[float, ...] | None, default: tuple[float, float] | None,
+            where: str, name: str, problems: list[Problem]) -> tuple[float, float]:
+    fallback = (min(values), max(values)) if values else default
+    bounds = []
+    for i, key in enumerate(("low", "high")):
+        given = body.get(key)
+        if given is None and fallback is None:
+            problems.append(Problem(f"{where}.{key}", f"the adapter gives no default bounds for {name}; give low "
+                                                      "and high in the input's unit"))
+            bounds.append(0.0)
+        elif given is not None and not _number(given):
+            problems.append(Problem(f"{where}.{key}", "give a finite number in the input's unit", given))
+            bounds.append(0.0)
+        else:
+            bounds.append(float(given if given is not None else fallback[i]))
+    low, high = bounds
+    if not low < high and not any(p.path.startswith(where) for p in problems):
+        problems.append(Problem(f"{where}.high", f"must be above low = {low:g}", high))
+    if default is not None and not any(p.path.startswith(where) for p in problems):
+        for key, value, inside in (("low", low, low >= default[0]), ("high", high, high <= default[1])):
+            if not inside:
+                problems.append(Problem(f"{where}.{key}", f"outside what {name} accepts, [{default[0]:g}, "
+                                                          f"{default[1]:g}] (from its adapter); bound it inside", value))
+    return low, high
+
+
+def _idle(value: Any, low: float, high: float, values: tuple[float, ...] | None, where: str,
+          problems: list[Problem]) -> float:
+    if value is None:
+        value = 0.0 if low <= 0.0 <= high else high
+        return min(values, key=lambda v: abs(v - value)) if values else value
+    if not _number(value) or not low <= value <= high or (values and float(value) not in values):
+        allowed = f"one of {list(values)}" if values else f"a number in [{low:g}, {high:g}]"
+        problems.append(Problem(where, f"give {allowed} (the value that leaves the knob as if unset)", value))
+        return low
+    return float(value)
+
+
+def _observations(scn: Scenario, value: Any, where: str, problems: list[Problem]) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        problems.append(Problem(where, 'give a list of "<entity>.<output>" names or glob patterns, e.g. '
+                                       '["bess.soc_frac", "feeder.bus_*_vm_pu"]', value))
+        return []
+    outputs = [f"{eid}.{attr}" for eid in scn.entities for attr in scn.outputs(eid)]
+    found: list[str] = []
+    for i, pattern in enumerate(value):
+        hits = [name for name in outputs if fnmatch.fnmatchcase(name, pattern)]
+        if not hits:
+            near = [o for o in outputs if o.split(".")[0] == pattern.split(".")[0]] or outputs
+            problems.append(Problem(f"{where}[{i}]", f"matches no output; e.g. {few(near, 8)}", pattern))
+        found += [h for h in hits if h not in found]
+    return found
+
+
+def _forecasts(scn: Scenario, value: Any, where: str, problems: list[Problem]) -> list[ForecastSpec]:
+    if not isinstance(value, list):
+        problems.append(Problem(where, 'give a list of tables, e.g. [{ signal = "grid_ci.ci_g_kwh", n = 6, '
+                                       'step_s = 3600 }]', value))
+        return []
+    found = []
+    for i, body in enumerate(value):
+        spec = _forecast(scn, body, f"{where}[{i}]", problems)
+        if spec is not None:
+            found.append(spec)
+    return found
+
+
+def _forecast(scn: Scenario, body: Any, where: str, problems: list[Problem]) -> ForecastSpec | None:
+    if not isinstance(body, dict):
+        problems.append(Problem(where, 'must be a table, e.g. { signal = "grid_ci.ci_g_kwh", n = 6 }', body))
+        return None
+    before = len(problems)
+    _unknown(body, where, FORECAST_KEYS, problems)
+    n, step_s = body.get("n", 1), body.get("step_s", 3600)
+    for key, number in (("n", n), ("step_s", step_s)):
+        if not isinstance(number, int) or isinstance(number, bool) or number < 1:
+            problems.append(Problem(f"{where}.{key}", "give a whole number >= 1", number))
+    name = body.get("signal")
+    eid, _, attr = name.partition(".") if isinstance(name, str) else ("", "", "")
+    if eid not in scn.entities or attr not in scn.outputs(eid):
+        problems.append(Problem(f"{where}.signal", 'give "<entity>.<output>" of a signal, e.g. "grid_ci.ci_g_kwh"',
+                                name))
+    else:
+        cls = registry.adapter_class(scn.sims[scn.entities[eid].sim].adapter)
+        if getattr(cls, "forecast", CosimSim.forecast) is CosimSim.forecast:
+            problems.append(Problem(f"{where}.signal", f"{eid}'s adapter ({scn.sims[scn.entities[eid].sim].adapter}) "
+                                                       "cannot look ahead; forecast a signals or tariff output", name))
+    return None if len(problems) > before else ForecastSpec(eid, attr, n, step_s)
+
+
+def _reward(scn: Scenario, value: Any, where: str, problems: list[Problem]) -> dict[str, float]:
+    if not isinstance(value, dict):
+        problems.append(Problem(where, "give a table of term = weight, e.g. { energy_cost_usd = -1.0 }", value))
+        return {}
+    available = available_terms(scn)
+    weights = {}
+    for term, weight in value.items():
+        if term not in TERMS:
+            problems.append(Problem(f"{where}.{term}", f"unknown reward term; terms: {', '.join(TERMS)}", weight))
+        elif not _number(weight):
+            problems.append(Problem(f"{where}.{term}", "give a finite number (costs take negative weights)", weight))
+        elif available[term] is not None:
+            problems.append(Problem(f"{where}.{term}", f"not available in this scenario: {available[term]}", weight))
+        else:
+            weights[term] = float(weight)
+    return weights
+
+
+# -- helpers -----------------------------------------------------------------------------------
+def _table(value: Any) -> dict[str, Any]:
+    return dict(value) if isinstance(value, dict) else {}
+
+
+def _unknown(table: dict[str, Any], where: str, allowed: tuple[str, ...], problems: list[Problem]) -> None:
+    for key in table:
+        if key not in allowed:
+            problems.append(Problem(f"{where}.{key}", f"unknown key; allowed: {', '.join(allowed)}", table[key]))
+
+
+def _raise(scn: Scenario, problems: list[Problem]) -> None:
+    if problems:
+        raise ScenarioError(scn.file, problems)
+
+
+def window_days(window: tuple[date, date]) -> list[date]:
+    """Every start day of a window, first to last."""
+    first, last = window
+    return [first + timedelta(days=k) for k in range((last - first).days + 1)]

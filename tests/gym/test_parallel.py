@@ -1,0 +1,36 @@
+"""CosimParallelEnv (cosim/gym/parallel.py): PettingZoo's own API test, and the agents' shares."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from pettingzoo.test import parallel_api_test
+
+from cosim.gym import CosimParallelEnv
+
+SITE = Path(__file__).resolve().parents[2] / "scenarios" / "rl_site.toml"
+TWO_HOURS = {"scenario.duration_s": 7200}
+
+
+def test_pettingzoo_parallel_api_test_passes():
+    env = CosimParallelEnv(SITE, TWO_HOURS)
+    parallel_api_test(env, num_cycles=20)
+    env.close()
+
+
+def test_each_agent_has_its_own_spaces_and_reward_over_shared_terms():
+    env = CosimParallelEnv(SITE, TWO_HOURS)
+    assert env.possible_agents == ["battery", "workload"]
+    assert env.action_space("battery").shape == (1,) and env.action_space("workload").nvec.tolist() == [3]
+    obs, infos = env.reset(seed=3)
+    assert {a: o.shape for a, o in obs.items()} == {"battery": (15,), "workload": (9,)}
+    actions = {"battery": np.array([0.5], np.float32), "workload": np.array([2])}
+    obs, rewards, terminations, truncations, infos = env.step(actions)
+    terms = infos["battery"]["terms"]
+    assert infos["workload"]["terms"] == terms
+    assert rewards["battery"] == -terms["energy_cost_usd"] - 190.0 * terms["carbon_t"]
+    assert rewards["workload"] == rewards["battery"] - 500.0 * terms["slo_loss_h"] - 0.05 * terms["delay_gpu_h"]
+    for _ in range(7):
+        obs, rewards, terminations, truncations, infos = env.step(actions)
+    assert all(terminations.values()) and env.agents == []
