@@ -28,6 +28,7 @@ and implements ``setup()`` (after init), ``create_entity(eid, model, params)`` a
 * ``entity_inputs(model, params)`` — inputs that exist only for some entities (a cluster's
   per-fleet knobs); declare the model ``any_inputs`` for mosaik, and cosim's validator still
   accepts only ``inputs`` plus these.
+* ``listing()`` — extra lines for ``cosim list`` (the datacenter's scheduling policies).
 * ``input_bounds(model, params)`` — ``{input: (low, high)}`` an entity accepts (a GPU's cap
   range, a battery's power limits): the default bounds of a learning agent's actions
   (:mod:`cosim.gym`); default none.
@@ -311,6 +312,11 @@ class CosimSim(mosaik_api_v3.Simulator):
     @classmethod
     def entity_inputs(cls, model: str, params: BaseModel | None) -> list[str]:
         """Extra input attributes of one entity, from its params (default: none)."""
+        return []
+
+    @classmethod
+    def listing(cls) -> list[str]:
+        """Extra lines ``cosim list`` shows under the adapter (its plug-in choices; default: none)."""
         return []
 
     @classmethod

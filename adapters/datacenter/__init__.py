@@ -2,9 +2,15 @@
 
 The physics lives in plain modules (no mosaik): :mod:`.hardware` (GPU and node catalogue,
 UPS/PDU losses), :mod:`.training` (jobs, Acme power, Zeus cap curves), :mod:`.scheduler`
-(gang FIFO + EASY backfill), :mod:`.inference` (arrivals, continuous batching, ML.ENERGY
-curves) and :mod:`.cluster` (:class:`GpuCluster`, one step of everything). This module only
-declares the params and translates mosaik calls.
+(gang scheduling state on nodes, :mod:`.nodes`) with its policies as plug-ins
+(:mod:`.policies`: ``easy``, ``fifo``, ``pwr``, ``fgd``, ``compass_abs``, ``themis``, ``srpt``,
+``elastic``, ...), :mod:`.inference` (arrivals, continuous batching, ML.ENERGY curves; MIG
+slices in :mod:`.mig`) and :mod:`.cluster` (:class:`GpuCluster`, one step of everything).
+This module only declares the params and translates mosaik calls.
+
+Sim param ``scheduling_outputs = true`` adds :data:`.observe.SCHEDULING_OUTPUTS` (idle and
+fragmented GPUs, JCT/wait tails, finish-time fairness, sheddable power) to every cluster's
+outputs; off by default, so existing scenarios record the columns they always had.
 
 Model ``Cluster``. Inputs (optional knobs; absent means unconstrained): ``p_cap_w`` (every
 GPU), ``p_cap_high_w`` / ``p_cap_normal_w`` / ``p_cap_low_w`` (training classes),
@@ -34,6 +40,12 @@ from pydantic import BaseModel, BeforeValidator, Field, field_validator
 from cosim.sdk import DataFile, Params, ScenarioContext, SingleModelSim, as_tuple
 from cosim.adapters.datacenter.cluster import OUTPUTS, FleetSetup, GpuCluster, Knobs
 from cosim.adapters.datacenter.hardware import GPUS, NODES, gpu_spec, node_spec
+from cosim.adapters.datacenter.mig import MigPool, SliceCurves, kv_frac, mig_problems, place_instances
+from cosim.adapters.datacenter.mig import profiles as mig_profiles
+from cosim.adapters.datacenter.nodes import SleepParams
+from cosim.adapters.datacenter.observe import SCHEDULING_OUTPUTS
+from cosim.adapters.datacenter.policies import describe as describe_policies
+from cosim.adapters.datacenter.policies import param_problems
 from cosim.adapters.datacenter.inference import (
     MLENERGY_GPUS,
     MODELS,
@@ -45,6 +57,7 @@ from cosim.adapters.datacenter.inference import (
 from cosim.adapters.datacenter.prefill import prefill_tokens_per_s
 from cosim.adapters.datacenter.training import (
     CLASSES,
+    ELASTIC_STREAM,
     PHILLY_FILE,
     SIZE_WEIGHTS,
     SIZES_GPUS,
@@ -53,6 +66,7 @@ from cosim.adapters.datacenter.training import (
     jobs_from_trace,
     read_job_trace,
     sample_power_frac,
+    substream,
     synthetic_jobs,
 )
 
@@ -78,7 +92,15 @@ class TrainingParams(Params):
         trace_skip_h: start a trace this long after its first submission (jobs submitted
             earlier are dropped; the Philly sample's first weeks are sparse). [h]
         gpu_scale: multiply traced GPU counts. [-]
-        policy: ``easy`` (FIFO + EASY backfill) or ``fifo``.
+        policy: a scheduling policy of :mod:`.policies` (``cosim list`` shows them and their
+            params): ``easy`` (priority FIFO + EASY backfill, the default), ``fifo``, ``pwr``,
+            ``fgd``, ``compass_abs``, ``themis``, ``srpt``, ``elastic``, ...
+        policy_params: the policy's params, e.g. ``{ pwr_weight_frac = 0.5 }``.
+        locality: where a gang's GPUs may be: ``any`` (anywhere, the default), ``node`` (a job
+            that fits a node on one node, larger jobs on whole nodes), ``rack`` (as ``node``,
+            and a multi-node job that fits a rack in one rack).
+        elastic_frac: share of jobs that may run on fewer or more GPUs than requested (only the
+            ``elastic`` policy resizes them; a trace column ``elastic`` overrides it). [-]
         checkpoint_loss_s, restore_s: work lost at a pause, and added at restart. [s]
         checkpoint_interval_s, checkpoint_duration_s: every job checkpoints every
             ``checkpoint_interval_s`` of running time (a trace column of that name overrides it
@@ -115,7 +137,10 @@ class TrainingParams(Params):
     speedup_ratio: float = Field(default=1.0, gt=0)
     trace_skip_h: float = Field(default=0.0, ge=0)
     gpu_scale: int = Field(default=1, ge=1)
-    policy: Literal["easy", "fifo"] = "easy"
+    policy: str = "easy"
+    policy_params: dict[str, Any] = {}
+    locality: Literal["any", "node", "rack"] = "any"
+    elastic_frac: float = Field(default=0.0, ge=0, le=1)
     checkpoint_loss_s: float = Field(default=900.0, ge=0)
     restore_s: float = Field(default=300.0, ge=0)
     checkpoint_interval_s: float = Field(default=1800.0, gt=0)
@@ -138,6 +163,9 @@ class FleetParams(Params):
         input_tokens: mean prompt tokens per request (prefill, TTFT); default from the trace
             (synthetic: 1,155, the Azure conversation trace's mean). [-]
         itl_slo_ms, ttft_slo_s, max_wait_s: p99 ITL deadline, TTFT deadline, drop after. [ms, s, s]
+        mig_profile: run each replica on one MIG instance of this profile (e.g. ``"3g.40gb"`` on
+            H100; :mod:`.mig` lists them per GPU); the cluster's MIG fleets share a pool of GPUs
+            placed by ``mig_placement``. Models of one GPU per replica only.
     """
 
     name: str = "fleet"
@@ -162,6 +190,35 @@ class FleetParams(Params):
     itl_slo_ms: float = Field(default=100.0, gt=0)
     ttft_slo_s: float = Field(default=2.0, gt=0)
     max_wait_s: float = Field(default=120.0, ge=0)
+    mig_profile: str | None = None
+
+
+class NodesParams(Params):
+    """The nodes of the training partition (GPUs per node, idle and non-GPU power come from ``node``).
+
+    Attributes:
+        n_nodes_per_rack: nodes per rack or pod, for ``training.locality = "rack"``. [-]
+        sleep: put nodes that stay empty into a low-power state (off: always awake, the power
+            of every scenario unchanged).
+        p_sleep_w: power of a sleeping node, GPUs included (*estimate*: BMC and power-supply
+            standby of a powered-down server; no measurement found). [W]
+        wake_s: time from waking a node until jobs on it progress (*estimate*: boot and GPU
+            driver initialisation of a server). [s]
+        idle_before_sleep_s: how long a node stays empty before it sleeps. [s]
+        n_awake_spare: empty nodes kept awake for arriving jobs. [-]
+    """
+
+    n_nodes_per_rack: int = Field(default=4, ge=1)
+    sleep: bool = False
+    p_sleep_w: float = Field(default=60.0, ge=0)
+    wake_s: float = Field(default=300.0, ge=0)
+    idle_before_sleep_s: float = Field(default=600.0, ge=0)
+    n_awake_spare: int = Field(default=0, ge=0)
+
+    def sleep_params(self) -> SleepParams | None:
+        if not self.sleep:
+            return None
+        return SleepParams(self.p_sleep_w, self.wake_s, self.idle_before_sleep_s, self.n_awake_spare)
 
 
 class ClusterParams(Params):
@@ -171,6 +228,7 @@ class ClusterParams(Params):
         node: node type of the training partition (``NODES``).
         n_gpus: GPUs of the training partition. [-]
         training: the training workload.
+        nodes: racks and the idle-node low-power state of the training partition.
         inference: inference fleets (their GPUs come on top of ``n_gpus``).
         power_factor: lagging displacement power factor. [-]
         rated_mw: UPS/PDU rating; default the all-busy IT power. [MW]
@@ -179,11 +237,14 @@ class ClusterParams(Params):
             per-worker mini-batch times (:mod:`.stragglers`); ``none`` turns them off.
         p_cap_w: static per-GPU cap on every GPU, used while no ``p_cap_w`` input arrives. [W]
         p_limit_mw: static facility limit, used while no ``p_limit_mw`` input arrives. [MW]
+        mig_placement: how MIG fleets' instances are placed on their GPUs: ``first_fit`` or
+            ``frag_aware`` (:mod:`.mig`).
     """
 
     node: str = "DGX-H100"
     n_gpus: int = Field(default=1024, ge=0)
     training: TrainingParams = TrainingParams()
+    nodes: NodesParams = NodesParams()
     inference: list[FleetParams] = []
     power_factor: float = Field(default=0.98, gt=0, le=1)
     rated_mw: float | None = Field(default=None, gt=0)
@@ -192,6 +253,7 @@ class ClusterParams(Params):
     stragglers: Literal["alibaba_pai", "none"] = "alibaba_pai"
     p_cap_w: float | None = Field(default=None, gt=0)
     p_limit_mw: float | None = Field(default=None, ge=0)
+    mig_placement: Literal["first_fit", "frag_aware"] = "first_fit"
 
 
 # -- building ---------------------------------------------------------------------------------
@@ -215,6 +277,9 @@ def make_jobs(params: ClusterParams, rng: np.random.Generator, duration_s: float
                                gpu_scale=t.gpu_scale)
     jobs.submit_s = jobs.submit_s - t.warmup_h * 3600.0
     jobs.power_frac = sample_power_frac(rng, len(jobs))
+    if jobs.elastic is None and t.elastic_frac > 0:
+        # a stream of its own, so the other draws are those of a run without elastic jobs
+        jobs.elastic = substream(rng, ELASTIC_STREAM).random(len(jobs)) < t.elastic_frac
     return jobs
 
 
@@ -222,21 +287,34 @@ def make_fleet(p: FleetParams, cluster_node: str, rng: np.random.Generator) -> F
     node = node_spec(p.node or cluster_node)
     gpu = gpu_spec(node.gpu)
     curves = batch_curves(p.model, gpu.name)
+    profile = None
+    if p.mig_profile is not None:
+        profile = mig_profiles(gpu.name, gpu.memory_gb)[p.mig_profile]
+        curves = SliceCurves(curves, profile, curves.b_max * kv_frac(profile, p.model, gpu.memory_gb))
     tokens = p.output_tokens or (211.0 if p.arrivals == "synthetic" else trace_profile(p.arrivals)[1])
     prompt = p.input_tokens if p.input_tokens is not None else (
         trace_input_tokens("azure_conv" if p.arrivals == "synthetic" else p.arrivals))
     fleet = Fleet(curves, p.replicas, p.max_batch, tokens, gpu.idle_w, gpu.tdp_w, itl_slo_ms=p.itl_slo_ms,
                   ttft_slo_s=p.ttft_slo_s, max_wait_s=p.max_wait_s, input_tokens=prompt,
-                  prefill_tok_s=prefill_tokens_per_s(p.model, gpu.name, curves.gpus_per_replica))
-    return FleetSetup(p.name, fleet, node, gpu, p.arrivals, p.rate_req_s, p.diurnal_amp_frac, p.peak_hour_utc, rng)
+                  prefill_tok_s=prefill_tokens_per_s(p.model, gpu.name, curves.gpus_per_replica)
+                  * (profile.speed_frac if profile else 1.0))
+    return FleetSetup(p.name, fleet, node, gpu, p.arrivals, p.rate_req_s, p.diurnal_amp_frac, p.peak_hour_utc, rng,
+                      mig=profile)
+
+
+def make_mig_pool(params: ClusterParams, fleets: list[FleetSetup]) -> MigPool | None:
+    """The GPUs of the MIG fleets, their instances placed by ``params.mig_placement``."""
+    requests = [(i, f.mig, f.fleet.replicas) for i, f in enumerate(fleets) if f.mig is not None]
+    return place_instances(requests, params.mig_placement) if requests else None
 
 
 def build_cluster(params: ClusterParams, rng: np.random.Generator, duration_s: float,
-                  start_hour_utc: float = 0.0) -> GpuCluster:
+                  start_hour_utc: float = 0.0, report_scheduling: bool = False) -> GpuCluster:
     """A :class:`GpuCluster` from validated params (plain Python, no mosaik)."""
     node = node_spec(params.node)
     jobs = make_jobs(params, rng, duration_s)
     fleets = [make_fleet(f, params.node, np.random.default_rng(rng.integers(2**63))) for f in params.inference]
+    mig_pool = make_mig_pool(params, fleets)
     cluster = GpuCluster(node, gpu_spec(node.gpu), params.n_gpus, jobs, fleets, start_hour_utc=start_hour_utc,
                          policy=params.training.policy, power_factor=params.power_factor, rated_mw=params.rated_mw,
                          checkpoint_loss_s=params.training.checkpoint_loss_s, restore_s=params.training.restore_s,
@@ -244,7 +322,10 @@ def build_cluster(params: ClusterParams, rng: np.random.Generator, duration_s: f
                          checkpoint_interval_s=jobs.checkpoint_interval_s(params.training.checkpoint_interval_s),
                          checkpoint_duration_s=params.training.checkpoint_duration_s,
                          checkpoint_stagger=params.training.checkpoint_stagger,
-                         stragglers=params.stragglers != "none", rng=rng)
+                         stragglers=params.stragglers != "none", rng=rng,
+                         policy_params=params.training.policy_params, nodes_per_rack=params.nodes.n_nodes_per_rack,
+                         locality=params.training.locality, sleep=params.nodes.sleep_params(),
+                         report_scheduling=report_scheduling, mig_pool=mig_pool)
     cluster.warm_up(params.training.warmup_h * 3600.0)
     return cluster
 
@@ -273,12 +354,19 @@ def cluster_problems(params: ClusterParams, duration_s: float) -> list[str]:
         elif NODES[node].gpu not in MLENERGY_GPUS:
             problems.append(f"{where}: no ML.ENERGY inference data for {NODES[node].gpu} (node {node}); "
                             f"use a node with {' or '.join(MLENERGY_GPUS)}")
+        elif f.mig_profile is not None and (problem := mig_problems(NODES[node].gpu, GPUS[NODES[node].gpu].memory_gb,
+                                                                      f.model, f.mig_profile)):
+            problems.extend(f"{where}.{text}" for text in problem)
         elif params.p_cap_w is not None:  # the fleet's GPUs take p_cap_w too
             try:
                 gpu_spec(NODES[node].gpu).check_cap(params.p_cap_w, f"p_cap_w (on {where}'s GPUs)")
             except ValueError as exc:
                 problems.append(str(exc))
+    mig_nodes = {f.node or params.node for f in params.inference if f.mig_profile is not None}
+    if len(mig_nodes) > 1:
+        problems.append(f"inference: MIG fleets share one pool of GPUs, so one node type; found {sorted(mig_nodes)}")
     t = params.training
+    problems.extend(param_problems(t.policy, t.policy_params))
     if t.checkpoint_duration_s >= t.checkpoint_interval_s:
         problems.append(f"training.checkpoint_duration_s = {t.checkpoint_duration_s:g} s is not shorter than "
                         f"checkpoint_interval_s = {t.checkpoint_interval_s:g} s; shorten it (0 turns dips off)")
@@ -307,10 +395,23 @@ def cluster_problems(params: ClusterParams, duration_s: float) -> list[str]:
 
 
 # -- mosaik adapter ---------------------------------------------------------------------------------
+class DatacenterSimParams(Params):
+    """``[sims.<id>]`` keys of the datacenter adapter.
+
+    Attributes:
+        scheduling_outputs: every cluster also reports :data:`.observe.SCHEDULING_OUTPUTS`
+            (what the ``scheduling`` KPI block reads); off by default, so existing scenarios
+            record the columns they always had.
+    """
+
+    scheduling_outputs: bool = False
+
+
 class DatacenterSim(SingleModelSim):
     """GPU clusters (model ``Cluster``): training + inference power, heat and performance."""
 
     MODEL, PARAMS, ROLE = "Cluster", ClusterParams, "it"
+    SimParams = DatacenterSimParams
     INPUTS, OUTPUTS = INPUTS, OUTPUTS
     # any_inputs: per-fleet knob names depend on the entity's fleets; cosim's validator
     # still checks every connection against INPUTS + entity_inputs()
@@ -322,7 +423,24 @@ class DatacenterSim(SingleModelSim):
                          "size_weights": [0.5, 0.4, 0.1]},
             "inference": [{"name": "chat", "model": "llama-3.1-8b", "replicas": 4, "rate_req_s": 5.0}],
         }},
+        "sim": {"scheduling_outputs": True},
     }
+
+    @classmethod
+    def meta_for(cls, sim_params: DatacenterSimParams) -> dict[str, Any]:
+        if not sim_params.scheduling_outputs:
+            return cls.META
+        return cls.single_meta(outputs=(*OUTPUTS, *SCHEDULING_OUTPUTS))
+
+    @classmethod
+    def listing(cls) -> list[str]:
+        """Lines ``cosim list`` adds: the training scheduling policies and their params."""
+        lines = ["training.policy (adapters/datacenter/policies/, one file each):"]
+        for name, (summary, params) in describe_policies().items():
+            lines.append(f"  {name}: {summary}")
+            if params:
+                lines.append(f"    policy_params: {', '.join(params)}")
+        return lines
 
     @classmethod
     def check_entity(cls, model: str, params: ClusterParams, ctx: ScenarioContext,
@@ -363,7 +481,8 @@ class DatacenterSim(SingleModelSim):
             raise ValueError(f"{eid}: " + "; ".join(problems))
         start = self.start_utc
         hour = start.hour + start.minute / 60 + start.second / 3600
-        cluster = build_cluster(params, self.rng(eid), self.duration_s, hour)
+        cluster = build_cluster(params, self.rng(eid), self.duration_s, hour,
+                                report_scheduling=self.params.scheduling_outputs)
         return _Entity(eid, cluster, {"p_cap_w": params.p_cap_w, "p_limit_mw": params.p_limit_mw})
 
     def advance(self, entity: "_Entity", time_s: float, inputs: dict[str, Any]) -> dict[str, float]:

@@ -4,7 +4,9 @@ One :meth:`GpuCluster.step` advances a step of ``dt_s`` seconds:
 
 1. queue the jobs submitted by now; release paused jobs the knobs and the limit allow back;
 2. apply ``pause_flexible_frac`` (checkpoint: lost work; restore: extra work on restart);
-3. schedule (:class:`~adapters.datacenter.scheduler.Scheduler`);
+3. schedule (:class:`~adapters.datacenter.scheduler.Scheduler` with the chosen policy of
+   :mod:`.policies`); with ``sleep`` on, nodes empty long enough go to a low-power state
+   and wake (``wake_s``) when a job is placed on them (:mod:`.nodes`);
 4. serve inference (:class:`~adapters.datacenter.inference.Fleet`);
 5. set training caps from the knobs, then enforce the facility limit ``p_limit_mw`` by, in
    order: capping low-priority jobs, pausing flexible jobs (low priority first), capping
@@ -28,6 +30,9 @@ import numpy as np
 from cosim.adapters.datacenter.checkpoints import checkpoint_share, split_levels
 from cosim.adapters.datacenter.hardware import DeliveryLosses, GpuSpec, NodeSpec
 from cosim.adapters.datacenter.inference import Fleet, arrival_rate
+from cosim.adapters.datacenter.mig import MigPool, Profile
+from cosim.adapters.datacenter.nodes import NodePower, NodeSleep, SleepParams, Topology
+from cosim.adapters.datacenter.observe import SCHEDULING_OUTPUTS, scheduling_outputs
 from cosim.adapters.datacenter.scheduler import (
     DONE,
     PAUSED,
@@ -37,7 +42,15 @@ from cosim.adapters.datacenter.scheduler import (
     Scheduler,
 )
 from cosim.adapters.datacenter.stragglers import COMPUTE_FRAC, StragglerModel
-from cosim.adapters.datacenter.training import CLASSES, Jobs, capped, capped_power, capped_speed
+from cosim.adapters.datacenter.training import (
+    CLASSES,
+    POLICY_STREAM,
+    Jobs,
+    capped,
+    capped_power,
+    capped_speed,
+    substream,
+)
 
 #: Bisection steps when searching the cap that meets the facility limit (resolution
 #: (TDP - min) / 2**20, far below a watt).
@@ -89,6 +102,7 @@ class FleetSetup:
     diurnal_amp_frac: float = 0.0
     peak_hour_utc: float = 18.0
     rng: np.random.Generator | None = None
+    mig: Profile | None = None  # each replica on one MIG instance of this profile (:mod:`.mig`)
 
 
 class GpuCluster:
@@ -113,6 +127,12 @@ class GpuCluster:
         checkpoint_duration_s: length of a checkpoint (GPUs idle, no progress); 0 = none. [s]
         stragglers: draw straggler stalls at steps <= 1 s (PAI per-worker times). [-]
         rng: seeded generator (swing phases, straggler cycles).
+        policy_params: params of ``policy`` (:mod:`.policies`).
+        nodes_per_rack: nodes per rack, for rack locality. [-]
+        locality: ``any``, ``node`` or ``rack`` (:class:`~.scheduler.Scheduler`).
+        sleep: low-power state of empty nodes, or ``None`` (always awake).
+        report_scheduling: add :data:`.observe.SCHEDULING_OUTPUTS` to the outputs.
+        mig_pool: the GPUs the MIG fleets' instances sit on (all MIG fleets on one node type).
     """
 
     def __init__(self, node: NodeSpec, gpu: GpuSpec, n_gpus: int, jobs: Jobs, fleets: list[FleetSetup], *,
@@ -120,10 +140,21 @@ class GpuCluster:
                  rated_mw: float | None = None, checkpoint_loss_s: float = 900.0, restore_s: float = 300.0,
                  swing_frac: float = 0.3, iteration_s: float = 2.0, checkpoint_interval_s=1800.0,
                  checkpoint_duration_s: float = 60.0, checkpoint_stagger: bool = True, stragglers: bool = True,
-                 rng: np.random.Generator | None = None):
+                 rng: np.random.Generator | None = None, policy_params: dict | None = None, nodes_per_rack: int = 4,
+                 locality: str = "any", sleep: SleepParams | None = None, report_scheduling: bool = False,
+                 mig_pool: MigPool | None = None):
         self.node, self.gpu, self.jobs, self.fleets = node, gpu, jobs, fleets
         self.n_gpus = int(n_gpus)
-        self.sched = Scheduler(jobs, n_gpus, policy)
+        topology = Topology(self.n_gpus, node.gpus_per_node, nodes_per_rack)
+        self.sleep = NodeSleep(topology, sleep) if sleep is not None else None
+        # the policy's own stream: every other random quantity of the run stays as it was
+        policy_rng = substream(rng or np.random.default_rng(0), POLICY_STREAM)
+        node_power = NodePower(gpu.idle_w, gpu.tdp_w, node.other_idle_w,
+                               (node.other_full_w - node.other_idle_w) / node.gpus_per_node,
+                               sleep.p_sleep_w if sleep is not None else None)
+        self.sched = Scheduler(jobs, n_gpus, policy, policy_params=policy_params, topology=topology,
+                               locality=locality, sleep=self.sleep, rng=policy_rng, node_power=node_power)
+        self.report_scheduling = report_scheduling
         self.start_hour_utc = start_hour_utc
         self.q_per_p = math.tan(math.acos(power_factor))
         self.checkpoint_loss_s, self.restore_s = checkpoint_loss_s, restore_s
@@ -146,10 +177,18 @@ class GpuCluster:
         # fixed per job, so looked up instead of interpolated every step
         self._speed_tdp_frac, self._power_tdp_frac = capped(gpu.tdp_w / self.p_unc_w)
         self.n_nodes = math.ceil(n_gpus / node.gpus_per_node)
-        self.fleet_nodes = [math.ceil(f.fleet.n_gpus / f.node.gpus_per_node) for f in fleets]
+        self.fleet_nodes = [0 if f.mig is not None else math.ceil(f.fleet.n_gpus / f.node.gpus_per_node)
+                            for f in fleets]
+        self.fleet_gpus = [0 if f.mig is not None else f.fleet.n_gpus for f in fleets]
+        self.mig_pool = mig_pool
+        self.mig_setup = next((f for f in fleets if f.mig is not None), None)
+        self.mig_nodes = math.ceil(mig_pool.n_gpus / self.mig_setup.node.gpus_per_node) if mig_pool else 0
         full_mw = (self.n_nodes * node.other_full_w + n_gpus * gpu.tdp_w
-                   + sum(n * f.node.other_full_w + f.fleet.n_gpus * f.gpu.tdp_w
-                         for n, f in zip(self.fleet_nodes, fleets))) / 1e6
+                   + sum(n * f.node.other_full_w + g * f.gpu.tdp_w
+                         for n, g, f in zip(self.fleet_nodes, self.fleet_gpus, fleets))) / 1e6
+        if mig_pool is not None:
+            full_mw += (self.mig_nodes * self.mig_setup.node.other_full_w
+                        + mig_pool.n_gpus * self.mig_setup.gpu.tdp_w) / 1e6
         self.losses = DeliveryLosses(rated_mw or max(full_mw, 1e-6))
         self.paused_by = np.zeros(len(jobs), np.int8)  # 0 none, 1 knob, 2 limit
         self.p_last_mw = 0.0
@@ -173,6 +212,8 @@ class GpuCluster:
         self._release_limit_paused(knobs)
         self._pause_flexible(knobs, time_s)
         sched.schedule(time_s)
+        if self.sleep is not None:
+            self.sleep.update(time_s, sched.free_per_node())
         infer = self._serve(time_s, dt_s, knobs)
         run = sched.running()
         caps = self._class_caps(run, knobs)
@@ -180,7 +221,11 @@ class GpuCluster:
         if knobs.p_limit_mw is not None:
             run, caps, excess_mw = self._enforce_limit(run, caps, knobs.p_limit_mw, infer["p_it_w"], time_s)
         train = self._advance(run, caps, time_s, dt_s)
-        return self._outputs(train, infer, excess_mw, dt_s)
+        sched.account(dt_s, time_s)
+        out = self._outputs(train, infer, excess_mw, dt_s)
+        if self.report_scheduling:
+            out.update(scheduling_outputs(self, run, caps, out["p_it_mw"]))
+        return out
 
     def _check_knobs(self, knobs: Knobs) -> None:
         for name, cap in [("p_cap_w", knobs.p_cap_w), *((f"p_cap_{c}_w", v) for c, v in knobs.p_cap_class_w.items())]:
@@ -248,15 +293,15 @@ class GpuCluster:
             self._resume(paused)
             return
         order = paused[np.lexsort((paused, self.jobs.prio[paused]))]
-        need_mw = np.cumsum(self._saving_w(order, self.p_unc_w[order])) / 1e6
+        need_mw = np.cumsum(self._saving_w(self.jobs.n_gpus[order], self.p_unc_w[order])) / 1e6
         room_mw = 0.97 * knobs.p_limit_mw - self.p_last_mw  # margin against flapping
         self._resume(order[need_mw <= room_mw])
 
-    def _saving_w(self, jobs: np.ndarray, p_gpu_w: np.ndarray) -> np.ndarray:
-        """Power freed by stopping ``jobs`` drawing ``p_gpu_w`` per GPU (GPU and node share). [W]"""
+    def _saving_w(self, n_gpus: np.ndarray, p_gpu_w: np.ndarray) -> np.ndarray:
+        """Power freed by stopping jobs of ``n_gpus`` GPUs drawing ``p_gpu_w`` per GPU (GPU and node share). [W]"""
         node_share_w = (self.node.other_full_w - self.node.other_idle_w) / self.node.gpus_per_node
         per_gpu = p_gpu_w - self.gpu.idle_w + node_share_w
-        return self.jobs.n_gpus[jobs] * per_gpu
+        return n_gpus * per_gpu
 
     # -- caps and the facility limit ------------------------------------------------------------
     def _class_caps(self, run: np.ndarray, knobs: Knobs) -> np.ndarray:
@@ -286,11 +331,16 @@ class GpuCluster:
         """Training partition IT power with every running job busy all step. [W]"""
         # the limit search calls this ~20 times per tier: power only, GPU counts gathered once
         p_gpu = self._gpu_w(run, caps)
-        n_gpus = self.jobs.n_gpus[run]
-        busy = float(n_gpus.sum())
-        return (float(n_gpus @ p_gpu) + (self.n_gpus - busy) * self.gpu.idle_w
+        n_alloc = self.sched.n_alloc[run]
+        busy = float(n_alloc.sum())
+        it_w = (float(n_alloc @ p_gpu) + (self.n_gpus - busy) * self.gpu.idle_w
                 + self.n_nodes * self.node.other_idle_w
                 + (self.node.other_full_w - self.node.other_idle_w) * busy / self.node.gpus_per_node)
+        return it_w - self._sleep_saving_w() if self.sleep is not None else it_w
+
+    def _sleep_saving_w(self) -> float:
+        """What the sleeping nodes save against their idle draw. [W]"""
+        return self.sleep.saving_w(self.gpu.idle_w, self.node.other_idle_w)
 
     def _facility_mw(self, it_w: float) -> float:
         return it_w / 1e6 + float(self.losses.loss_mw(it_w / 1e6))
@@ -336,7 +386,7 @@ class GpuCluster:
         jobs = run[cand]
         order = np.lexsort((-self.sched.first_start_s[jobs], -self.jobs.prio[jobs]))
         p_gpu = self._gpu_w(run, caps)
-        saving_mw = np.cumsum(self._saving_w(jobs[order], p_gpu[cand][order])) / 1e6
+        saving_mw = np.cumsum(self._saving_w(self.sched.n_alloc[jobs[order]], p_gpu[cand][order])) / 1e6
         excess_mw = total_mw(run, caps) - limit_mw
         n = min(int(np.searchsorted(saving_mw, excess_mw)) + 1, len(order))
         self._pause(jobs[order[:n]], 2, time_s)
@@ -348,6 +398,7 @@ class GpuCluster:
         out = {"p_it_w": 0.0, "p_gpu_w": 0.0, "tokens_per_s": 0.0, "good_req": 0.0, "done_req": 0.0,
                "dropped_req": 0.0, "queued_req": 0.0, "itl_p99_ms": 0.0, "n_gpus_busy": 0.0, "liquid_w": 0.0,
                "ttft_good_req": 0.0, "itl_good_req": 0.0, "ttft_p99_ms": 0.0}
+        mig_active: list = []
         for setup, n_nodes in zip(self.fleets, self.fleet_nodes):
             fleet = setup.fleet
             rate = arrival_rate(setup.arrivals, setup.rate_req_s, time_s, dt_s, self.start_hour_utc,
@@ -358,6 +409,10 @@ class GpuCluster:
             max_batch = _tighter(knobs.n_batch_max, knobs.fleet_batch_max.get(setup.name))
             res = fleet.step(dt_s, rate, active_frac=active, max_batch=max_batch,
                              p_cap_w=knobs.p_cap_infer_w if knobs.p_cap_infer_w is not None else knobs.p_cap_w)
+            self._count_requests(out, res)
+            if setup.mig is not None:
+                mig_active.append((len(mig_active), round(fleet.replicas * active), res.p_gpu_w, setup))
+                continue
             n_active_gpus = round(fleet.replicas * active) * fleet.curves.gpus_per_replica
             gpu_w = n_active_gpus * res.p_gpu_w + (fleet.n_gpus - n_active_gpus) * setup.gpu.idle_w
             busy_frac = n_active_gpus / max(fleet.n_gpus, 1)
@@ -365,17 +420,39 @@ class GpuCluster:
             fleet_it_w = gpu_w + n_nodes * setup.node.other_w(busy_frac)
             out["p_it_w"] += fleet_it_w
             out["liquid_w"] += setup.node.liquid_frac * fleet_it_w
-            out["tokens_per_s"] += res.tokens_per_s
-            out["good_req"] += res.good_req
-            out["done_req"] += res.served_req + res.dropped_req
-            out["dropped_req"] += res.dropped_req
-            out["queued_req"] += res.queued_req
-            out["itl_p99_ms"] = max(out["itl_p99_ms"], res.itl_p99_ms)
-            out["ttft_p99_ms"] = max(out["ttft_p99_ms"], res.ttft_p99_ms)
-            out["ttft_good_req"] += res.ttft_good_req
-            out["itl_good_req"] += res.itl_good_req
             out["n_gpus_busy"] += n_active_gpus
+        if self.mig_pool is not None:
+            self._serve_mig(out, mig_active)
         return out
+
+    @staticmethod
+    def _count_requests(out: dict[str, float], res) -> None:
+        out["tokens_per_s"] += res.tokens_per_s
+        out["good_req"] += res.good_req
+        out["done_req"] += res.served_req + res.dropped_req
+        out["dropped_req"] += res.dropped_req
+        out["queued_req"] += res.queued_req
+        out["itl_p99_ms"] = max(out["itl_p99_ms"], res.itl_p99_ms)
+        out["ttft_p99_ms"] = max(out["ttft_p99_ms"], res.ttft_p99_ms)
+        out["ttft_good_req"] += res.ttft_good_req
+        out["itl_good_req"] += res.itl_good_req
+
+    def _serve_mig(self, out: dict[str, float], active: list) -> None:
+        """The MIG pool's power: idle GPUs, plus per active instance its share of the full GPU's dynamic power."""
+        setup = self.mig_setup
+        fleet_index = {id(f): i for i, f in enumerate(self.fleets)}
+        dynamic_w, busy = 0.0, set()
+        for _, n_active, p_gpu_w, fsetup in active:
+            mine = [g for f, g, _, _ in self.mig_pool.instances if f == fleet_index[id(fsetup)]][:n_active]
+            busy.update(mine)
+            dynamic_w += n_active * fsetup.mig.speed_frac * max(p_gpu_w - fsetup.gpu.idle_w, 0.0)
+        gpu_w = self.mig_pool.n_gpus * setup.gpu.idle_w + dynamic_w
+        busy_frac = len(busy) / max(self.mig_pool.n_gpus, 1)
+        it_w = gpu_w + self.mig_nodes * setup.node.other_w(busy_frac)
+        out["p_gpu_w"] += gpu_w
+        out["p_it_w"] += it_w
+        out["liquid_w"] += setup.node.liquid_frac * it_w
+        out["n_gpus_busy"] += len(busy)
 
     # -- training progress ------------------------------------------------------------------------
     def _advance(self, run: np.ndarray, caps: np.ndarray, time_s: float, dt_s: float) -> dict:
@@ -386,17 +463,24 @@ class GpuCluster:
             p_gpu, progress, stall = self._fine(run, caps, p_gpu, time_s, dt_s)
         else:
             progress, stall = np.ones(len(run)), self._mean_stall(run)
+        progress = progress * sched.rate_frac[run]  # elastic jobs off their requested size; 1 otherwise
+        if self.sleep is not None:
+            p_gpu, progress = self._waking(run, p_gpu, progress, time_s, dt_s)
         rem = sched.remaining_s[run]
         active = np.minimum(1.0, rem / np.maximum(speed * progress * dt_s, 1e-12))
-        sched.remaining_s[run] = rem - speed * progress * dt_s * active
+        work_s = speed * progress * dt_s * active
+        sched.remaining_s[run] = rem - work_s
+        sched.work_done_s[run] += work_s
         self.ran_s[run] += dt_s * active
         finished = sched.remaining_s[run] <= 1e-6  # (run holds distinct jobs: no isin needed)
+        g = sched.n_alloc[run].astype(float)
         sched.release(run[finished], DONE, time_s + dt_s * active[finished])
-        g = jobs.n_gpus[run].astype(float)
         busy_gpus = float(g @ active)
         gpu_w = float(g @ (p_gpu * active)) + (self.n_gpus - busy_gpus) * self.gpu.idle_w
         it_w = gpu_w + self.n_nodes * self.node.other_idle_w + (
             self.node.other_full_w - self.node.other_idle_w) * busy_gpus / self.node.gpus_per_node
+        if self.sleep is not None:
+            it_w -= self._sleep_saving_w()
         waiting = (sched.state == QUEUED) | (sched.state == PAUSED)
         hours = dt_s / 3600.0
         slow = float(g @ ((1.0 - speed) * active)) * hours
@@ -406,6 +490,13 @@ class GpuCluster:
         stall_gpus = np.array([float(g @ (active * s)) for s in stall])
         return {"it_w": it_w, "gpu_w": gpu_w, "busy_gpus": busy_gpus, "by_class_w": by_class_w,
                 "stall_gpus": stall_gpus}
+
+    def _waking(self, run, p_gpu, progress, time_s, dt_s):
+        """Jobs on waking nodes: no progress and idle GPUs until their nodes are up."""
+        ready = np.clip((time_s + dt_s - self.sched.ready_s[run]) / dt_s, 0.0, 1.0)
+        if (ready >= 1.0).all():
+            return p_gpu, progress
+        return ready * p_gpu + (1.0 - ready) * self.gpu.idle_w, progress * ready
 
     def _mean_stall(self, run: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Long-run ``(straggler stall, checkpoint)`` shares of each running job's time. [-]"""
@@ -447,7 +538,7 @@ class GpuCluster:
         p_mw = p_it_mw + p_loss_mw
         self.p_last_mw = p_mw
         liquid_mw = (self.node.liquid_frac * train["it_w"] + infer["liquid_w"]) / 1e6
-        total_gpus = self.n_gpus + sum(f.fleet.n_gpus for f in self.fleets)
+        total_gpus = self.n_gpus + sum(self.fleet_gpus) + (self.mig_pool.n_gpus if self.mig_pool else 0)
         by_class = np.bincount(state * len(CLASSES) + prio, minlength=6 * len(CLASSES)).reshape(6, len(CLASSES))
         counts = by_class.sum(axis=1)  # jobs per state (one pass over the jobs, not two)
         out = {

@@ -1,25 +1,34 @@
-"""Gang scheduler for training jobs: priority-ordered FIFO with EASY backfill, pausable jobs.
+"""Gang scheduler state for training jobs: GPUs on nodes, job states, and the mechanics of a pass.
 
-Every job gets all its GPUs at once or none (gang). The queue is ordered by priority class,
-then submission time. The first job that does not fit is the *head*: it gets a reservation at
-the earliest time enough GPUs free up (the *shadow time*, from the running jobs' expected
-ends), and later jobs may start now only if they fit in the free GPUs and either end before
-the shadow time or use only GPUs the head will not need (EASY backfill: Lifka, "The ANL/IBM SP
-scheduling system", JSSPP 1995; Mu'alem & Feitelson, IEEE TPDS 12(6), 2001). Runtime
-estimates are the jobs' true remaining work at their current speed (perfect estimates).
+Every job gets all its GPUs at once or none (gang). *Which* jobs start and *where* is the
+policy's decision (:mod:`.policies`, chosen by ``training.policy``; the default ``easy`` is
+priority FIFO with EASY backfill, ``fifo`` the same without backfill). This module holds
+what every policy shares: the job states, ``owner[g]`` (the job holding GPU ``g``, -1 =
+free, so a GPU can never be booked twice), the nodes the GPUs sit on (:mod:`.nodes`), and
+the operations a policy may use: start a job on given GPUs, release, requeue, preempt,
+resize (elastic jobs).
 
-State lives in arrays; ``owner[g]`` is the job holding GPU ``g`` (-1 = free), so a GPU can
-never be booked twice.
+Runtime estimates are the jobs' true remaining work at their current speed (perfect
+estimates); a policy that wants noisy ones draws its own (``srpt``).
 """
 
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
 
+from cosim.adapters.datacenter.nodes import NodePower, NodeSleep, Topology, pod_sizes
+from cosim.adapters.datacenter.policies import Policy, make_policy
+from cosim.adapters.datacenter.states import DONE, FUTURE, PAUSED, QUEUED, REJECTED, RUNNING, STATE_NAMES
 from cosim.adapters.datacenter.training import Jobs
 
-FUTURE, QUEUED, RUNNING, PAUSED, DONE, REJECTED = range(6)
-STATE_NAMES = ("future", "queued", "running", "paused", "done", "rejected")
+__all__ = ["DONE", "FUTURE", "PAUSED", "QUEUED", "REJECTED", "RUNNING", "STATE_NAMES", "Scheduler"]
+
+#: Jobs whose pods estimate the target workload of the fragmentation measure (FGD's
+#: "typical pods", here a sliding window of the latest arrivals). [-]
+MIX_WINDOW_JOBS = 200
+LOCALITIES = ("any", "node", "rack")
 
 
 class Scheduler:
@@ -28,30 +37,60 @@ class Scheduler:
     Args:
         jobs: the job table (sorted by ``submit_s``); its ``work_s`` is copied, not changed.
         n_gpus: GPUs in the partition. [-]
-        policy: ``"easy"`` (FIFO + EASY backfill) or ``"fifo"`` (strict order).
-        backfill_depth: how many queued jobs behind the head a pass looks at. [-]
+        policy: a policy name of :mod:`.policies` (``"easy"``, ``"fifo"``, ...) or a policy object.
+        policy_params: the named policy's params (validated by it).
+        topology: nodes and racks; default 8-GPU nodes, 4 per rack.
+        locality: ``any`` (GPUs anywhere), ``node`` (a job that fits a node gets one node,
+            larger jobs whole nodes), ``rack`` (as ``node``, and a multi-node job that fits a
+            rack stays in one rack).
+        sleep: idle-node low-power state, or ``None`` (nodes always awake).
+        rng: seeded generator for policies that draw (noisy runtimes); never drawn from here.
+        node_power: per-node power numbers for power-aware policies (default: DGX H100, no sleep).
     """
 
-    def __init__(self, jobs: Jobs, n_gpus: int, policy: str = "easy", backfill_depth: int = 200):
-        if policy not in ("easy", "fifo"):
-            raise ValueError(f"policy = {policy!r}: choose 'easy' or 'fifo'")
+    def __init__(self, jobs: Jobs, n_gpus: int, policy: str | Policy = "easy", *, policy_params: dict | None = None,
+                 topology: Topology | None = None, locality: str = "any", sleep: NodeSleep | None = None,
+                 rng: np.random.Generator | None = None, node_power: NodePower | None = None):
+        if locality not in LOCALITIES:
+            raise ValueError(f"locality = {locality!r}: choose one of {', '.join(LOCALITIES)}")
         self.jobs = jobs
         self.n_gpus = int(n_gpus)
-        self.policy = policy
-        self.backfill_depth = backfill_depth
+        self.topology = topology or Topology(self.n_gpus, 8)
+        self.locality, self.sleep = locality, sleep
+        self.node_power = node_power or NodePower()
         n = len(jobs)
         self.state = np.full(n, FUTURE, np.int8)
         self.remaining_s = np.asarray(jobs.work_s, float).copy()
         self.speed = np.ones(n)  # current speed (cap), for expected end times
         self.first_start_s = np.full(n, np.nan)
+        self.admit_s = np.full(n, np.nan)  # the step at which the job was first seen (submission rounded up)
         self.end_s = np.full(n, np.nan)
+        self.n_alloc = np.asarray(jobs.n_gpus, np.int64).copy()  # GPUs held (elastic jobs: may differ)
+        self.rate_frac = np.ones(n)  # progress per second relative to the requested GPU count
+        self.ready_s = np.full(n, -np.inf)  # no progress before (waking nodes)
+        self.extra_work_s = np.zeros(n)  # restore, preemption and rescale costs added to the work
+        self.work_done_s = np.zeros(n)  # work done so far (the cluster adds each step's progress)
+        # finish-time fairness: the running integral of the number of active jobs since time 0,
+        # read when each job is admitted and when it ends (O(1) a step, not a pass over all jobs)
+        self.active_integral_s = 0.0
+        self.c_admit_s = np.full(n, np.nan)
+        self.c_end_s = np.full(n, np.nan)
+        self.n_active = 0
+        self._ended: list[tuple[np.ndarray, np.ndarray]] = []
         self.owner = np.full(self.n_gpus, -1, np.int64)
         self.n_free = self.n_gpus
         self.next_arrival = 0
         self.dirty = True  # something changed since the last pass
+        # caches of the free GPUs (ascending) and of the free GPUs per node, kept up to date by
+        # start and release instead of scanning every GPU per placement (None: recompute)
+        self._free_gpus: np.ndarray | None = None
+        self._free_node: np.ndarray | None = None
+        self._mix: tuple[int, np.ndarray, np.ndarray] | None = None
         # sums over jobs submitted at or after time 0 (not during a warm-up)
         self.wait_sum_s, self.n_started = 0.0, 0
         self.jct_sum_s, self.n_finished = 0.0, 0
+        self.policy = policy if isinstance(policy, Policy) else make_policy(policy, policy_params or {}, rng)
+        self.policy.bind(self)
 
     # -- events --------------------------------------------------------------------------
     def admit(self, time_s: float) -> None:
@@ -62,28 +101,33 @@ class Scheduler:
             new = slice(first, last)
             too_big = self.jobs.n_gpus[new] > self.n_gpus
             self.state[new] = np.where(too_big, REJECTED, QUEUED)
+            self.admit_s[new] = time_s
+            self.c_admit_s[new] = self.active_integral_s
+            self.n_active += int(np.count_nonzero(~too_big))
             self.next_arrival = last
             self.dirty = True
 
-    def start(self, job: int, time_s: float) -> None:
-        """Give ``job`` all its GPUs (the caller checked they are free)."""
-        self._start(job, time_s, np.flatnonzero(self.owner < 0))
-
-    def _start(self, job: int, time_s: float, free_gpus: np.ndarray) -> int:
-        """:meth:`start` taking the lowest of ``free_gpus`` (the free GPUs, ascending); returns how many."""
-        need = int(self.jobs.n_gpus[job])
-        free = free_gpus[:need]
-        if len(free) < need:
-            raise RuntimeError(f"job {job} needs {need} GPUs, {len(free)} free")
-        self.owner[free] = job
-        self.n_free -= need
+    def start(self, job: int, time_s: float, gpus: np.ndarray | None = None) -> None:
+        """Give ``job`` the GPUs ``gpus`` (default: the first free ones; the caller checked they are free)."""
+        if gpus is None:
+            need = int(self.jobs.n_gpus[job])
+            gpus = self.free_gpus()[:need]
+            if len(gpus) < need:
+                raise RuntimeError(f"job {job} needs {need} GPUs, {len(gpus)} free")
+        if (self.owner[gpus] >= 0).any():
+            raise RuntimeError(f"job {job}: GPUs {gpus[self.owner[gpus] >= 0].tolist()} are held by other jobs")
+        self.owner[gpus] = job
+        self.n_free -= len(gpus)
+        self.n_alloc[job] = len(gpus)
+        self._took(gpus)
         self.state[job] = RUNNING
+        if self.sleep is not None:
+            self.ready_s[job] = self.sleep.wake(self.topology.node_of_gpu[gpus], time_s)
         if np.isnan(self.first_start_s[job]):
             self.first_start_s[job] = time_s
             if self.jobs.submit_s[job] >= 0:
                 self.wait_sum_s += time_s - self.jobs.submit_s[job]
                 self.n_started += 1
-        return need
 
     def release(self, jobs: np.ndarray, new_state: int, time_s: float | np.ndarray | None = None) -> None:
         """Free the GPUs of running ``jobs`` and move them to ``new_state`` (done or paused)."""
@@ -96,9 +140,12 @@ class Scheduler:
         held = np.flatnonzero(releasing[self.owner])
         self.owner[held] = -1
         self.n_free += len(held)
+        self._freed(held)
         self.state[jobs] = new_state
         if new_state == DONE:
             self.end_s[jobs] = time_s
+            self.n_active -= len(jobs)
+            self._ended.append((np.asarray(jobs), np.asarray(self.end_s[jobs])))
             counted = self.jobs.submit_s[jobs] >= 0
             self.jct_sum_s += float(np.sum((self.end_s[jobs] - self.jobs.submit_s[jobs])[counted]))
             self.n_finished += int(counted.sum())
@@ -109,7 +156,54 @@ class Scheduler:
         if len(jobs):
             self.state[jobs] = QUEUED
             self.remaining_s[jobs] += extra_work_s
+            self.extra_work_s[jobs] += extra_work_s
             self.dirty = True
+
+    def preempt(self, jobs: np.ndarray, time_s: float, loss_s: float) -> None:
+        """Take running ``jobs`` off their GPUs back into the queue; each redoes ``loss_s`` of work."""
+        jobs = np.asarray(jobs, np.int64)
+        if len(jobs):
+            self.release(jobs, QUEUED, time_s)
+            self.remaining_s[jobs] += loss_s
+            self.extra_work_s[jobs] += loss_s
+
+    def place_as_if_free(self, job: int, place) -> np.ndarray | None:
+        """``place()`` with running ``job``'s own GPUs counted free (to resize it); nothing changes."""
+        own = np.flatnonzero(self.owner == job)
+        self.owner[own] = -1
+        self.n_free += len(own)
+        self._free_gpus = self._free_node = None
+        try:
+            return place()
+        finally:
+            self.owner[own] = job
+            self.n_free -= len(own)
+            self._free_gpus = self._free_node = None
+
+    def resize(self, job: int, gpus: np.ndarray, time_s: float, rate_frac: float, cost_s: float) -> None:
+        """Move running ``job`` onto ``gpus`` (its own or free ones) at a new progress rate."""
+        self.release(np.array([job]), QUEUED, time_s)
+        self.start(job, time_s, gpus)
+        self.rate_frac[job] = rate_frac
+        self.remaining_s[job] += cost_s
+        self.extra_work_s[job] += cost_s
+
+    def account(self, dt_s: float, time_s: float) -> None:
+        """Integrate the number of active jobs over the step ``[time_s, time_s + dt_s)`` (finish-time fairness).
+
+        Jobs that ended in the step count for the step, up to their end.
+        """
+        n_ended = sum(len(jobs) for jobs, _ in self._ended)
+        n_step = float(self.n_active + n_ended) if time_s >= 0 else 0.0
+        for jobs, end_s in self._ended:
+            self.c_end_s[jobs] = self.active_integral_s + n_step * np.clip(end_s - time_s, 0.0, dt_s)
+        self._ended.clear()
+        self.active_integral_s += n_step * dt_s
+
+    def mean_contention(self, jobs: np.ndarray) -> np.ndarray:
+        """Mean number of active jobs over each finished job's life (>= 1). [-]"""
+        life_s = self.end_s[jobs] - self.admit_s[jobs]
+        return np.maximum((self.c_end_s[jobs] - self.c_admit_s[jobs]) / np.maximum(life_s, 1e-9), 1.0)
 
     # -- the scheduling pass ---------------------------------------------------------------
     def queue_order(self) -> np.ndarray:
@@ -118,52 +212,18 @@ class Scheduler:
         return queued[np.lexsort((queued, self.jobs.submit_s[queued], self.jobs.prio[queued]))]
 
     def schedule(self, time_s: float) -> list[int]:
-        """Start what fits, in order; backfill around the head's reservation. Returns started jobs."""
-        if not self.dirty:
+        """Run the policy's pass when something changed (or the policy asks). Returns started jobs."""
+        if not self.dirty and not self.policy.wants_pass(self, time_s):
             return []
         self.dirty = False
-        order = self.queue_order()
-        started: list[int] = []
-        n_gpus = self.jobs.n_gpus
-        free_gpus = None  # listed at the pass's first start (_start_lowest)
-        i = 0
-        while i < len(order) and n_gpus[order[i]] <= self.n_free:
-            free_gpus = self._start_lowest(int(order[i]), time_s, free_gpus)
-            started.append(int(order[i]))
-            i += 1
-        if i >= len(order) or self.policy == "fifo":
-            return started
-        shadow_s, extra = self._reservation(int(n_gpus[order[i]]), time_s)
-        behind = order[i + 1: i + 1 + self.backfill_depth]
-        behind = behind[n_gpus[behind] <= self.n_free]  # free GPUs only shrink during the pass
-        ends_s = time_s + self.remaining_s[behind] / np.maximum(self.speed[behind], 1e-9)
-        for job, need, end_s in zip(behind.tolist(), n_gpus[behind].tolist(), ends_s.tolist()):
-            if need > self.n_free:
-                continue
-            ends_in_time = end_s <= shadow_s
-            if ends_in_time or need <= extra:
-                free_gpus = self._start_lowest(job, time_s, free_gpus)
-                started.append(job)
-                if not ends_in_time:
-                    extra -= need
-            if self.n_free == 0:
-                break
-        return started
+        return self.policy.schedule(self, time_s)
 
-    def _start_lowest(self, job: int, time_s: float, free_gpus: np.ndarray | None) -> np.ndarray:
-        """:meth:`start` within a pass: the free GPUs are listed once (on the pass's first
-        start), each start takes the lowest of them as ``start`` would, and the rest is
-        returned; one scan of every GPU per pass instead of one per started job."""
-        if free_gpus is None:
-            free_gpus = np.flatnonzero(self.owner < 0)
-        return free_gpus[self._start(job, time_s, free_gpus):]
-
-    def _reservation(self, need: int, time_s: float) -> tuple[float, int]:
+    def reservation(self, need: int, time_s: float) -> tuple[float, int]:
         """Shadow time for a head needing ``need`` GPUs, and the GPUs spare at that time."""
         running = np.flatnonzero(self.state == RUNNING)
         ends = time_s + self.remaining_s[running] / np.maximum(self.speed[running], 1e-9)
         order = np.argsort(ends, kind="stable")
-        freed = self.n_free + np.cumsum(self.jobs.n_gpus[running][order])
+        freed = self.n_free + np.cumsum(self.n_alloc[running][order])
         k = int(np.searchsorted(freed, need))
         if k >= len(order):  # cannot happen for jobs that fit the partition; be safe
             return np.inf, 0
@@ -175,6 +235,53 @@ class Scheduler:
 
     def count(self, state: int) -> int:
         return int(np.count_nonzero(self.state == state))
+
+    def free_gpus(self) -> np.ndarray:
+        """The free GPUs, ascending (cached; do not modify). [GPU ids]"""
+        if self._free_gpus is None:
+            self._free_gpus = np.flatnonzero(self.owner < 0)
+        return self._free_gpus
+
+    def free_per_node(self) -> np.ndarray:
+        """Free GPUs on each node (cached; do not modify). [-]"""
+        if self._free_node is None:
+            self._free_node = self.topology.free_per_node(self.owner)
+        return self._free_node
+
+    def _took(self, gpus: np.ndarray) -> None:
+        """Update the free caches after ``gpus`` were booked.
+
+        A start that takes the lowest free GPUs (first fit under ``any``, the default) keeps
+        the rest of the list, so a pass lists the free GPUs once, not once per started job;
+        any other start drops the list. The per-node counts are updated, not recounted.
+        """
+        cached = self._free_gpus
+        n = len(gpus)
+        if cached is not None and n <= len(cached) and np.array_equal(cached[:n], gpus):
+            self._free_gpus = cached[n:]
+        else:
+            self._free_gpus = None
+        if self._free_node is not None:
+            self._free_node = self._free_node - np.bincount(self.topology.node_of_gpu[gpus],
+                                                            minlength=self.topology.n_nodes)
+
+    def _freed(self, gpus: np.ndarray) -> None:
+        """Update the free caches after ``gpus`` were released (the list is rebuilt when next needed)."""
+        self._free_gpus = None
+        if self._free_node is not None:
+            self._free_node = self._free_node + np.bincount(self.topology.node_of_gpu[gpus],
+                                                            minlength=self.topology.n_nodes)
+
+    def pod_mix(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(pod sizes, probabilities)`` of the latest :data:`MIX_WINDOW_JOBS` arrivals (FGD's target workload)."""
+        if self._mix is None or self._mix[0] != self.next_arrival:
+            first = max(self.next_arrival - MIX_WINDOW_JOBS, 0)
+            gpn = self.topology.gpus_per_node
+            counts = Counter(p for n in self.jobs.n_gpus[first:self.next_arrival].tolist() for p in pod_sizes(n, gpn))
+            sizes = np.array(sorted(counts), float)
+            probs = np.array([counts[s] for s in sorted(counts)], float)
+            self._mix = (self.next_arrival, sizes, probs / probs.sum() if len(probs) else probs)
+        return self._mix[1], self._mix[2]
 
     def wait_mean_s(self) -> float:
         """Mean queueing wait of the jobs started so far (submitted at or after 0). [s]"""

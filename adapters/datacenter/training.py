@@ -48,6 +48,7 @@ class Jobs:
         flexible: may be paused (checkpoint, later restore). [-]
         power_frac: per-GPU activity, 0 = idle power, 1 = TDP. [-]
         ckpt_interval_s: per-job checkpoint interval from a trace; NaN or ``None`` = the default. [s]
+        elastic: may run on more or fewer GPUs than ``n_gpus`` (the ``elastic`` policy); ``None`` = none. [-]
     """
 
     submit_s: np.ndarray
@@ -57,6 +58,7 @@ class Jobs:
     flexible: np.ndarray
     power_frac: np.ndarray = field(default=None)
     ckpt_interval_s: np.ndarray | None = None
+    elastic: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.submit_s)
@@ -66,6 +68,22 @@ class Jobs:
         if self.ckpt_interval_s is None:
             return np.full(len(self), float(default_s))
         return np.where(np.isnan(self.ckpt_interval_s), float(default_s), self.ckpt_interval_s)
+
+
+def substream(rng: np.random.Generator, tag: int) -> np.random.Generator:
+    """A generator of its own, derived from ``rng``'s seed and ``tag``; ``rng`` is neither
+    advanced nor spawned from, so every other draw of a run stays as it was.
+
+    Args:
+        rng: the entity's seeded generator.
+        tag: names the stream (far above the spawn counters numpy uses). [-]
+    """
+    seq = rng.bit_generator.seed_seq
+    return np.random.default_rng(np.random.SeedSequence(seq.entropy, spawn_key=(*seq.spawn_key, 2**31 + tag)))
+
+
+#: Stream tags of :func:`substream`.
+ELASTIC_STREAM, POLICY_STREAM = 1, 2
 
 
 # -- synthetic generator -----------------------------------------------------------------------
@@ -105,7 +123,7 @@ def read_job_trace(path: Path, *, time_scale: float = 1.0) -> pd.DataFrame:
 
     Columns: ``submitted_time`` (datetime text; or ``submit_s``, seconds), ``runtime_s`` and
     ``num_gpus`` (the Philly extract's names); optional ``priority`` (``high``/``normal``/
-    ``low``), ``flexible`` (0/1) and ``checkpoint_interval_s`` (>= 1 s). Submission times are shifted so the first is 0 and divided
+    ``low``), ``flexible`` (0/1), ``elastic`` (0/1) and ``checkpoint_interval_s`` (>= 1 s). Submission times are shifted so the first is 0 and divided
     by ``time_scale`` (a compression factor: 10 replays the trace ten times faster).
 
     Raises:
@@ -132,6 +150,8 @@ def read_job_trace(path: Path, *, time_scale: float = 1.0) -> pd.DataFrame:
         out["prio"] = _classes(frame["priority"], path)
     if "flexible" in frame.columns:
         out["flexible"] = _numbers(frame["flexible"], path, "flexible", minimum=0.0, integer=True) > 0
+    if "elastic" in frame.columns:
+        out["elastic"] = _numbers(frame["elastic"], path, "elastic", minimum=0.0, integer=True) > 0
     if "checkpoint_interval_s" in frame.columns:
         out["ckpt_interval_s"] = _numbers(frame["checkpoint_interval_s"], path, "checkpoint_interval_s", minimum=1.0)
     return out.sort_values("submit_s", kind="stable").reset_index(drop=True)
@@ -195,9 +215,10 @@ def jobs_from_trace(frame: pd.DataFrame, rng: np.random.Generator, *, class_frac
         len(CLASSES), n, p=np.asarray(class_fracs) / np.sum(class_fracs))
     flexible = frame["flexible"].to_numpy() if "flexible" in frame else (prio > 0) & (rng.random(n) < flexible_frac)
     ckpt = frame["ckpt_interval_s"].to_numpy(float) if "ckpt_interval_s" in frame else None
+    elastic = frame["elastic"].to_numpy(bool) if "elastic" in frame else None
     return Jobs(frame["submit_s"].to_numpy(float), frame["n_gpus"].to_numpy(np.int64) * gpu_scale,
                 frame["work_s"].to_numpy(float), np.asarray(prio, np.int64), np.asarray(flexible, bool),
-                ckpt_interval_s=ckpt)
+                ckpt_interval_s=ckpt, elastic=elastic)
 
 
 # -- measured power ---------------------------------------------------------------------------------

@@ -118,6 +118,8 @@ def cmd_list(args: argparse.Namespace) -> int:
             ins = "any" if desc.get("any_inputs") else few(desc.get("inputs", [])) or "-"
             print(f"      inputs:  {ins}")
             print(f"      outputs: {few(desc.get('outputs', [])) or '-'}")
+        for line in cls.listing():  # the adapter's own choices (e.g. the datacenter's scheduling policies)
+            print(f"    {line}")
     print("\ngrid catalogue (network = ...; also simbench:<code> or a pandapower JSON path):")
     for name, text in grid_models.catalogue().items():
         print(f"  {name:<14} {text}")

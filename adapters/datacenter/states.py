@@ -1,0 +1,13 @@
+"""Job states of the training scheduler, shared by :mod:`.scheduler` and the :mod:`.policies`.
+
+A job is ``FUTURE`` (not yet submitted), ``QUEUED``, ``RUNNING`` (holding its GPUs),
+``PAUSED`` (by a knob or the facility limit; holds nothing), ``DONE`` or ``REJECTED``
+(larger than the partition). The values index ``STATE_NAMES`` and the output counters.
+"""
+
+from __future__ import annotations
+
+FUTURE, QUEUED, RUNNING, PAUSED, DONE, REJECTED = range(6)
+STATE_NAMES = ("future", "queued", "running", "paused", "done", "rejected")
+#: States of a job that is in the system (submitted, not finished): what "contention" counts.
+ACTIVE = (QUEUED, RUNNING, PAUSED)
