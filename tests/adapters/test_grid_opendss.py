@@ -112,7 +112,8 @@ def test_per_phase_load_unbalances_the_feeder():
     coupling (the familiar effect of single-phase loading on a four-wire feeder); import rises by the
     load plus losses."""
     base = dict(step(make_sim(regulators="fixed")))
-    out = step(make_sim(regulators="fixed", entities=[("ev", "Load", {"bus": "671", "phases": "a", "p_mw": 0.3})]))
+    out = step(make_sim(regulators="fixed", entities=[("ev", "Load", {"bus": "671", "phases": "a", "p_mw": 0.3,
+                                                                           "vmin_pu": 0.5})]))
     drop = {ph: base[f"bus_671_{ph}_vm_pu"] - out[f"bus_671_{ph}_vm_pu"] for ph in "abc"}
     assert drop["a"] > drop["c"] > 0 > drop["b"]
     assert drop["a"] > 0.01
@@ -120,11 +121,13 @@ def test_per_phase_load_unbalances_the_feeder():
 
 
 def test_sign_conventions_match_the_pandapower_engine():
-    """Load and Storage draw (consumer convention), Sgen produces, at a named bus."""
+    """Load and Storage draw (consumer convention), Sgen produces, at a named bus (constant power
+    held over 0.5-1.5 pu here: 675 a/c sit below OpenDSS's default 0.95 pu with the initial taps)."""
     base = step(make_sim(regulators="fixed"))["p_import_mw"]
-    load = step(make_sim(regulators="fixed", entities=[("x", "Load", {"bus": "675", "p_mw": 0.5})]))
-    storage = step(make_sim(regulators="fixed", entities=[("x", "Storage", {"bus": "675", "p_mw": 0.5})]))
-    sgen = step(make_sim(regulators="fixed", entities=[("x", "Sgen", {"bus": "675", "p_mw": 0.5})]))
+    wide = {"bus": "675", "p_mw": 0.5, "vmin_pu": 0.5, "vmax_pu": 1.5}
+    load = step(make_sim(regulators="fixed", entities=[("x", "Load", wide)]))
+    storage = step(make_sim(regulators="fixed", entities=[("x", "Storage", wide)]))
+    sgen = step(make_sim(regulators="fixed", entities=[("x", "Sgen", wide)]))
     assert load["p_import_mw"] > base + 0.5
     assert storage["p_import_mw"] == pytest.approx(load["p_import_mw"])
     assert base - 0.55 < sgen["p_import_mw"] < base - 0.5
@@ -212,7 +215,7 @@ def test_check_names_engine_mismatch_and_bad_tap_options():
 
 
 def test_two_sims_in_one_process_do_not_share_a_circuit():
-    a = make_sim(regulators="fixed", entities=[("dc", "Load", {"bus": "671", "p_mw": 1.0})])
+    a = make_sim(regulators="fixed", entities=[("dc", "Load", {"bus": "671", "p_mw": 1.0, "vmin_pu": 0.5})])
     b = make_sim(regulators="fixed")
     out_a, out_b = dict(step(a)), dict(step(b))
     assert out_a["p_import_mw"] > out_b["p_import_mw"] + 1.0
