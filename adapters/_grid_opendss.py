@@ -23,10 +23,14 @@ What it reports, named like the pandapower engine (ids are OpenDSS names sanitis
 
 Attached elements (the adapter's Load, Sgen and Storage) are OpenDSS loads at a named bus,
 Y-connected: one three-phase load for ``phases="abc"``, one single-phase load per phase
-otherwise (the power split equally between the phases). By default they are constant
-power (``model=1``) between ``vminpu = 0.5`` and ``vmaxpu = 1.5``, constant impedance
-outside that range; ``load_model``, ``vmin_pu`` and ``vmax_pu`` change them per element.
-A generator is a load with negative power.
+otherwise (the power split equally between the phases). By default they are OpenDSS's
+default load: constant power (``model=1``) between ``vminpu = 0.95`` and ``vmaxpu = 1.05``,
+constant impedance outside (OpenDSS's own defaults, so an attached element behaves as a load
+written in any ``.dss`` file does, and as OpenG2G's datacenter loads do); ``load_model``,
+``vmin_pu`` and ``vmax_pu`` change them per element. Below ``vmin_pu`` OpenDSS serves the
+element as an impedance: the feeder then carries ``p_mw · (v / vmin_pu)²``, less than the
+element's ``p_mw`` (which reports the setpoint; ``p_import_mw`` shows what the feeder
+carried). cosim used 0.5-1.5 pu before 2026-12. A generator is a load with negative power.
 
 Monitored bus-phases (the all-bus voltage outputs of the grid adapter): every phase node of
 every bus except the circuit's source bus(es) (the buses of its Vsources) and both terminal
@@ -48,8 +52,9 @@ NODE_PHASE = {v: k for k, v in PHASE_NODES.items()}
 KINDS = ("load", "sgen", "storage")
 #: Sign turning an element's p_mw (consumer convention for load and storage) into load kW.
 LOAD_SIGN = {"load": 1.0, "sgen": -1.0, "storage": 1.0}
-#: Attached loads: constant power (model 1) inside [vminpu, vmaxpu], constant impedance outside. [-, pu, pu]
-LOAD_MODEL, V_MIN_PU, V_MAX_PU = 1, 0.5, 1.5
+#: Attached loads: constant power (model 1) inside [vminpu, vmaxpu], constant impedance outside;
+#: OpenDSS's defaults (cosim used 0.5-1.5 pu before 2026-12). [-, pu, pu]
+LOAD_MODEL, V_MIN_PU, V_MAX_PU = 1, 0.95, 1.05
 #: Power-flow iterations per solve (OpenDSS's default is 15). [-]
 MAX_ITERATIONS = 30
 #: Below this a node counts as de-energised (OpenDSS leaves ~1e-100 pu on isolated buses). [pu]

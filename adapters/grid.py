@@ -16,8 +16,9 @@ names and KPIs are the same, so swapping the grid is changing two keys):
   ``vm_min_pu``/``vm_max_pu`` span every phase. Elements take ``phases = "abc"``
   (balanced three-phase, default) or a subset (``"a"``, ``"bc"``…, power split equally),
   and OpenDSS's load model: ``load_model = "constant_power"`` (default), ``"constant_current"``
-  or ``"constant_impedance"``, held between ``vmin_pu`` and ``vmax_pu`` (default 0.5 and
-  1.5 pu; constant impedance outside).
+  or ``"constant_impedance"``, held between ``vmin_pu`` and ``vmax_pu`` (default 0.95 and
+  1.05 pu, OpenDSS's defaults; constant impedance outside, so below 0.95 pu the feeder
+  carries less than the element's ``p_mw``: see ``_grid_opendss``).
 
 All-bus voltage outputs (both engines), over the *monitored* bus-phases: every phase of every
 bus except ``exclude_buses`` (default: the source bus, i.e. the slack / Vsource bus, and the
