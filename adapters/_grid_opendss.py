@@ -256,6 +256,7 @@ class OpenDssFlow:
         self.p0: dict[str, np.ndarray] = {k: np.zeros(0) for k in KINDS}
         self.q0: dict[str, np.ndarray] = {k: np.zeros(0) for k in KINDS}
         self._regs_fixed = regulators == "fixed"
+        self._held_taps: dict[int, int | None] = {}
         self._fix_taps(tap_positions or {})
         self._node_map_stale = True
         self._attrs = device_attrs(self.info)
@@ -396,6 +397,26 @@ class OpenDssFlow:
                 dss.Transformers.Tap(float(tap))
                 changed = True
         return changed
+
+    def set_tap_count(self, reg_pos: int, steps: float | None) -> None:
+        """Hold regulator ``reg_pos`` at ``steps`` from neutral (its RegControl disabled), or hand
+        it back to its RegControl (``None``/NaN; with ``regulators = "auto"``). Acts on changes only."""
+        held = None if steps is None or not math.isfinite(steps) else int(round(steps))
+        if self._held_taps.get(reg_pos) == held:
+            return
+        self._held_taps[reg_pos] = held
+        dss, reg = self.dss, self.info.regs[reg_pos]
+        if held is None:
+            if not self._regs_fixed:
+                dss.Text.Command(f"RegControl.{reg}.enabled=true")
+            return
+        dss.RegControls.Name(reg)
+        trafo, winding = dss.RegControls.Transformer(), dss.RegControls.TapWinding()
+        dss.Text.Command(f"RegControl.{reg}.enabled=false")
+        dss.Transformers.Name(trafo)
+        dss.Transformers.Wdg(winding)
+        step = (dss.Transformers.MaxTap() - dss.Transformers.MinTap()) / dss.Transformers.NumTaps()
+        dss.Transformers.Tap(1.0 + held * step)
 
     def set_line_in_service(self, pos: int, in_service: bool) -> None:
         """Close (True) or open (False) both terminals of line ``pos``."""

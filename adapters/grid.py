@@ -13,6 +13,8 @@ names and KPIs are the same, so swapping the grid is changing two keys):
   ``bus_<id>_<a|b|c>_vm_pu`` per phase, ``reg_<id>_tap_count`` (tap position, steps from
   neutral) and ``reg_<id>_tap_pu`` per regulator, ``cap_<id>_in_service`` and
   ``cap_<id>_q_mvar`` per capacitor and ``n_tap_changes`` (cumulative tap operations);
+  input ``reg_<id>_tap_set_count`` holds a regulator at that tap [steps from neutral] from
+  the step it arrives (its RegControl off; NaN hands it back), e.g. from ``tap_schedule``;
   ``vm_min_pu``/``vm_max_pu`` span every phase. Elements take ``phases = "abc"``
   (balanced three-phase, default) or a subset (``"a"``, ``"bc"``…, power split equally),
   and OpenDSS's load model: ``load_model = "constant_power"`` (default), ``"constant_current"``
@@ -227,7 +229,7 @@ class GridSim(CosimSim):
     def meta_for(cls, sim_params: SimParams) -> dict[str, Any]:
         if sim_params.engine == "opendss":
             info = opendss_circuit_info(grid_models.dss_file(sim_params.network))
-            return _build_meta(info.ids, opendss_grid_outputs(info))
+            return _build_meta(info.ids, opendss_grid_outputs(info), [tap_set_attr(i) for i in info.ids["reg"]])
         key = json.dumps([sim_params.network, sim_params.network_params], sort_keys=True, default=str)
         if key not in cls._META_CACHE:
             net = grid_models.load_network(sim_params.network, **sim_params.network_params)
@@ -298,6 +300,7 @@ class GridSim(CosimSim):
         self.attached: dict[str, _Attached] = {}
         self.n_nonconverged = 0
         self._line_attr = {f"line_{i}_in_service": pos for pos, i in enumerate(self.flow.ids["line"])}
+        self._tap_attr = {tap_set_attr(i): pos for pos, i in enumerate(self.flow.ids.get("reg", []))}
         self._bus_attrs = [f"bus_{i}_vm_pu" for i in self.flow.ids["bus"]]
         self._line_attrs = [f"line_{i}_loading_pct" for i in self.flow.ids["line"]]
         self._trafo_attrs = [f"trafo_{i}_loading_pct" for i in self.flow.ids["trafo"]]
@@ -356,7 +359,10 @@ class GridSim(CosimSim):
         for eid, values in inputs.items():
             if eid == self.grid_eid:
                 for attr, value in values.items():
-                    self.flow.set_line_in_service(self._line_attr[attr], bool(value >= 0.5))
+                    if attr in self._tap_attr:
+                        self.flow.set_tap_count(self._tap_attr[attr], None if value is None else float(value))
+                    else:
+                        self.flow.set_line_in_service(self._line_attr[attr], bool(value >= 0.5))
                 continue
             entity = self.attached[eid]
             if "p_mw" in values:
@@ -438,6 +444,11 @@ class GridSim(CosimSim):
             out.update(f.device_outputs())
 
 
+def tap_set_attr(reg_id: str) -> str:
+    """The Grid input that holds regulator ``reg_id`` at a tap (OpenDSS engine). [steps]"""
+    return f"reg_{reg_id}_tap_set_count"
+
+
 def _band_stats(vm: np.ndarray, low: float, high: float) -> dict[str, float]:
     """Lowest, highest, Σ distance outside ``[low, high]`` and count strictly outside, NaN-safe. [pu, pu, pu, -]"""
     finite = vm[np.isfinite(vm)]
@@ -472,12 +483,12 @@ def _opendss_entity_problems(model: str, params: ElementParams, sim_params: SimP
     return []
 
 
-def _build_meta(ids: dict[str, list[str]], extra_outputs: list[str] = ()) -> dict[str, Any]:
+def _build_meta(ids: dict[str, list[str]], extra_outputs: list[str] = (), extra_inputs: list[str] = ()) -> dict[str, Any]:
     grid_outputs = [*GRID_OUTPUTS, *(f"bus_{i}_vm_pu" for i in ids["bus"]),
                     *(f"line_{i}_loading_pct" for i in ids["line"]),
                     *(f"trafo_{i}_loading_pct" for i in ids["trafo"]), *extra_outputs]
-    models = {"Grid": model_meta(inputs=[f"line_{i}_in_service" for i in ids["line"]], outputs=grid_outputs,
-                                 role="grid")}
+    models = {"Grid": model_meta(inputs=[*(f"line_{i}_in_service" for i in ids["line"]), *extra_inputs],
+                                 outputs=grid_outputs, role="grid")}
     for model in MODEL_KIND:
         models[model] = model_meta(inputs=ELEMENT_ATTRS, outputs=[*ELEMENT_ATTRS, *ELEMENT_VOLTAGE_OUTPUTS],
                                    params=ElementParams,
