@@ -21,11 +21,21 @@ What it reports, named like the pandapower engine (ids are OpenDSS names sanitis
 * regulators (transformers driven by a RegControl): tap position [steps from neutral]
   and tap ratio [pu]; capacitors: in service (any step closed) and Mvar delivered.
 
-Attached elements (the adapter's Load, Sgen and Storage) are OpenDSS constant-PQ loads
-(``model=1``) at a named bus, Y-connected: one three-phase load for ``phases="abc"``, one
-single-phase load per phase otherwise (the power split equally between the phases).
-They keep constant power between 0.5 and 1.5 pu (``vminpu``/``vmaxpu``). A generator is
-a load with negative power.
+Attached elements (the adapter's Load, Sgen and Storage) are OpenDSS loads at a named bus,
+Y-connected: one three-phase load for ``phases="abc"``, one single-phase load per phase
+otherwise (the power split equally between the phases). By default they are OpenDSS's
+default load: constant power (``model=1``) between ``vminpu = 0.95`` and ``vmaxpu = 1.05``,
+constant impedance outside (OpenDSS's own defaults, so an attached element behaves as a load
+written in any ``.dss`` file does, and as OpenG2G's datacenter loads do); ``load_model``,
+``vmin_pu`` and ``vmax_pu`` change them per element. Below ``vmin_pu`` OpenDSS serves the
+element as an impedance: the feeder then carries ``p_mw · (v / vmin_pu)²``, less than the
+element's ``p_mw`` (which reports the setpoint; ``p_import_mw`` shows what the feeder
+carried). cosim used 0.5-1.5 pu before 2026-12. A generator is a load with negative power.
+
+Monitored bus-phases (the all-bus voltage outputs of the grid adapter): every phase node of
+every bus except the circuit's source bus(es) (the buses of its Vsources) and both terminal
+buses of every regulator transformer (those a RegControl drives), as OpenG2G excludes
+``sourcebus``, ``650`` and ``rg60`` on IEEE 13 (:meth:`OpenDssFlow.default_excluded_buses`).
 """
 
 from __future__ import annotations
@@ -42,8 +52,9 @@ NODE_PHASE = {v: k for k, v in PHASE_NODES.items()}
 KINDS = ("load", "sgen", "storage")
 #: Sign turning an element's p_mw (consumer convention for load and storage) into load kW.
 LOAD_SIGN = {"load": 1.0, "sgen": -1.0, "storage": 1.0}
-#: Voltage range over which attached loads keep constant power. [pu]
-V_MIN_PU, V_MAX_PU = 0.5, 1.5
+#: Attached loads: constant power (model 1) inside [vminpu, vmaxpu], constant impedance outside;
+#: OpenDSS's defaults (cosim used 0.5-1.5 pu before 2026-12). [-, pu, pu]
+LOAD_MODEL, V_MIN_PU, V_MAX_PU = 1, 0.95, 1.05
 #: Power-flow iterations per solve (OpenDSS's default is 15). [-]
 MAX_ITERATIONS = 30
 #: Below this a node counts as de-energised (OpenDSS leaves ~1e-100 pu on isolated buses). [pu]
@@ -98,6 +109,9 @@ class CircuitInfo:
     regs: list[str]
     caps: list[str]
     loads: list[str]
+    #: positions (in ``buses``) of the Vsources' buses and of the regulator transformers' terminals
+    source_buses: tuple[int, ...] = ()
+    reg_buses: tuple[int, ...] = ()
 
     @property
     def ids(self) -> dict[str, list[str]]:
@@ -179,13 +193,30 @@ def circuit_info(dss) -> CircuitInfo:
         reg_trafos.add(dss.RegControls.Transformer().lower())
     all_trafos = dss.Transformers.AllNames() if dss.Transformers.Count() else []
     trafos = [t for t in all_trafos if t.lower() not in reg_trafos]
+    position = {b.lower(): i for i, b in enumerate(buses)}
+    sources = [f"vsource.{n}" for n in (dss.Vsources.AllNames() if dss.Vsources.Count() else [])]
     return CircuitInfo(
         buses=buses, bus_phases=phases,
         lines=list(dss.Lines.AllNames()) if dss.Lines.Count() else [],
         trafos=trafos, regs=regs,
         caps=list(dss.Capacitors.AllNames()) if dss.Capacitors.Count() else [],
         loads=list(dss.Loads.AllNames()) if dss.Loads.Count() else [],
+        source_buses=_terminal_buses(dss, sources, position, first_only=True),
+        reg_buses=_terminal_buses(dss, [f"transformer.{t}" for t in sorted(reg_trafos)], position),
     )
+
+
+def _terminal_buses(dss, elements: list[str], position: dict[str, int], first_only: bool = False) -> tuple[int, ...]:
+    """Positions of the buses the named circuit elements connect (only the first terminal's: sources)."""
+    found: list[int] = []
+    for element in elements:
+        dss.Circuit.SetActiveElement(element)
+        names = dss.CktElement.BusNames()
+        for name in names[:1] if first_only else names:
+            pos = position.get(name.split(".")[0].lower())
+            if pos is not None and pos not in found:
+                found.append(pos)
+    return tuple(sorted(found))
 
 
 class OpenDssFlow:
@@ -225,6 +256,7 @@ class OpenDssFlow:
         self.p0: dict[str, np.ndarray] = {k: np.zeros(0) for k in KINDS}
         self.q0: dict[str, np.ndarray] = {k: np.zeros(0) for k in KINDS}
         self._regs_fixed = regulators == "fixed"
+        self._held_taps: dict[int, int | None] = {}
         self._fix_taps(tap_positions or {})
         self._node_map_stale = True
         self._attrs = device_attrs(self.info)
@@ -252,8 +284,14 @@ class OpenDssFlow:
         raise ValueError(unknown_bus_message(text, self.info.buses, self.path.name))
 
     def attach(self, kind: str, bus: str | int, p_mw: float, q_mvar: float, name: str,
-               phases: str = "abc") -> int:
-        """Add a constant-power load for a ``kind`` element at ``bus`` on ``phases``; return its position."""
+               phases: str = "abc", load_model: int = LOAD_MODEL, vmin_pu: float = V_MIN_PU,
+               vmax_pu: float = V_MAX_PU) -> int:
+        """Add an OpenDSS load for a ``kind`` element at ``bus`` on ``phases``; return its position.
+
+        ``load_model`` is OpenDSS's load ``model`` (1 constant P and Q, 2 constant impedance,
+        5 constant current, ...), held between ``vmin_pu`` and ``vmax_pu`` (constant impedance
+        outside). [-, pu, pu]
+        """
         bus_pos = self.locate_bus(bus)
         bus_name = self.info.buses[bus_pos]
         have = self.bus_phases[bus_pos]
@@ -266,7 +304,7 @@ class OpenDssFlow:
         if not kv_ln > 0:
             raise ValueError(f"bus {bus_name!r} has no base voltage: add it to 'Set VoltageBases' in {self.path.name}")
         stem = f"cosim_{sanitise(name)}_{sum(len(v) for v in self.elements.values())}"
-        common = f"conn=wye model=1 vminpu={V_MIN_PU} vmaxpu={V_MAX_PU} kw=0 kvar=0"
+        common = f"conn=wye model={int(load_model)} vminpu={vmin_pu:g} vmaxpu={vmax_pu:g} kw=0 kvar=0"
         if phases == "abc":
             loads = [stem]
             self.dss.Text.Command(
@@ -305,6 +343,80 @@ class OpenDssFlow:
         """Mean voltage over the phases the element is connected to. [pu]"""
         nodes = self.elements[kind][pos].nodes
         return float(np.mean(self.node_vm_pu[nodes])) if nodes and len(self.node_vm_pu) else math.nan
+
+    def element_node_vm_pu(self, kind: str, pos: int) -> np.ndarray:
+        """Voltage of each phase the element is connected to. [pu]"""
+        nodes = self.elements[kind][pos].nodes
+        return self.node_vm_pu[nodes] if nodes and len(self.node_vm_pu) else np.full(1, np.nan)
+
+    @property
+    def node_bus(self) -> np.ndarray:
+        """Bus position of each entry of ``node_vm_pu`` (valid after the first converged solve)."""
+        return self._node_bus if not self._node_map_stale else np.zeros(0, dtype=np.int64)
+
+    def default_excluded_buses(self) -> list[int]:
+        """Bus positions left out of the all-bus voltage outputs: source buses, regulator terminals."""
+        return sorted({*self.info.source_buses, *self.info.reg_buses})
+
+    @property
+    def phase_attrs(self) -> list[str]:
+        """``bus_<id>_<phase>_vm_pu`` of every phase node, in :meth:`phase_vm_pu`'s order."""
+        return self._attrs[0]
+
+    def phase_vm_pu(self) -> np.ndarray:
+        """The last solve's voltage of every phase node, named by :attr:`phase_attrs`. [pu]"""
+        if not len(self.node_vm_pu):
+            return np.full(len(self.phase_attrs), np.nan)
+        return np.append(self.node_vm_pu, np.nan)[self._phase_attr_nodes]
+
+    def monitored_phase_attrs(self, exclude_buses: list[str] | None = None) -> list[str]:
+        """The per-phase voltage names of the monitored bus-phases: all but ``exclude_buses``
+        (default: :meth:`default_excluded_buses`, the source and regulator terminals)."""
+        excluded = (self.default_excluded_buses() if exclude_buses is None
+                    else [self.locate_bus(b) for b in exclude_buses])
+        skip = {self.ids["bus"][i] for i in excluded}
+        return [f"bus_{i}_{ph}_vm_pu" for i, phases in zip(self.ids["bus"], self.bus_phases) if i not in skip
+                for ph in phases]
+
+    def hold_taps_pu(self, taps_pu: dict[str, float]) -> bool:
+        """Disable the RegControls and set the regulators' taps (ratio, pu) by regulator id or
+        name; True when any tap changed (the operating point moved)."""
+        dss, changed = self.dss, False
+        by_id = dict(zip(self.ids["reg"], self.info.regs))
+        names = {r.lower(): r for r in self.info.regs}
+        for key, tap in taps_pu.items():
+            reg = by_id.get(key) or names.get(str(key).lower())
+            if reg is None:
+                raise ValueError(f"unknown regulator {key!r}; the circuit's RegControls: {', '.join(self.info.regs)}")
+            dss.RegControls.Name(reg)
+            trafo, winding = dss.RegControls.Transformer(), dss.RegControls.TapWinding()
+            dss.Text.Command(f"RegControl.{reg}.enabled=false")
+            dss.Transformers.Name(trafo)
+            dss.Transformers.Wdg(winding)
+            if abs(dss.Transformers.Tap() - float(tap)) > 1e-9:
+                dss.Transformers.Tap(float(tap))
+                changed = True
+        return changed
+
+    def set_tap_count(self, reg_pos: int, steps: float | None) -> None:
+        """Hold regulator ``reg_pos`` at ``steps`` from neutral (its RegControl disabled), or hand
+        it back to its RegControl (``None``/NaN; with ``regulators = "auto"``). Acts on changes only."""
+        held = None if steps is None or not math.isfinite(steps) else int(round(steps))
+        if self._held_taps.get(reg_pos) == held:
+            return
+        self._held_taps[reg_pos] = held
+        dss, reg = self.dss, self.info.regs[reg_pos]
+        if held is None:
+            if not self._regs_fixed:
+                dss.Text.Command(f"RegControl.{reg}.enabled=true")
+            return
+        dss.RegControls.Name(reg)
+        trafo, winding = dss.RegControls.Transformer(), dss.RegControls.TapWinding()
+        dss.Text.Command(f"RegControl.{reg}.enabled=false")
+        dss.Transformers.Name(trafo)
+        dss.Transformers.Wdg(winding)
+        step = (dss.Transformers.MaxTap() - dss.Transformers.MinTap()) / dss.Transformers.NumTaps()
+        dss.Transformers.Tap(1.0 + held * step)
 
     def set_line_in_service(self, pos: int, in_service: bool) -> None:
         """Close (True) or open (False) both terminals of line ``pos``."""

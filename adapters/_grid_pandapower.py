@@ -29,8 +29,12 @@ MODEL_KIND = {"Load": "load", "Sgen": "sgen", "Storage": "storage"}
 GRID_OUTPUTS = (
     "vm_min_pu", "vm_max_pu", "p_import_mw", "q_import_mvar", "losses_mw", "max_loading_pct",
     "converged", "n_nonconverged",
+    "allbus_vm_min_pu", "allbus_vm_max_pu", "allbus_violation_pu", "n_allbus_violating",
 )
 ELEMENT_ATTRS = ("p_mw", "q_mvar")
+#: What an element reports besides its powers: mean, lowest and highest voltage over its phases and
+#: the sum over its phases of the distance outside the band. [pu]
+ELEMENT_VOLTAGE_OUTPUTS = ("vm_pu", "vm_phase_min_pu", "vm_phase_max_pu", "vm_violation_pu")
 #: pandapower's ``runpp`` defaults, kept so results agree with it.
 MAX_ITERATION = 10
 TOLERANCE_MVA = 1e-8
@@ -124,6 +128,25 @@ class PowerFlow:
     def element_vm_pu(self, kind: str, pos: int) -> float:
         """Voltage at the bus of element ``pos`` of ``kind``. [pu]"""
         return float(self.vm_pu[self.bus_of(kind, pos)])
+
+    def element_node_vm_pu(self, kind: str, pos: int) -> np.ndarray:
+        """The element's phase voltages: one, its bus's (a balanced net). [pu]"""
+        return self.vm_pu[self.bus_of(kind, pos):self.bus_of(kind, pos) + 1]
+
+    @property
+    def node_vm_pu(self) -> np.ndarray:
+        """Voltage per node: per bus (one node per bus in a balanced net). [pu]"""
+        return self.vm_pu
+
+    @property
+    def node_bus(self) -> np.ndarray:
+        """Bus position of each node."""
+        return np.arange(len(self.vm_pu), dtype=np.int64)
+
+    def default_excluded_buses(self) -> list[int]:
+        """Bus positions left out of the all-bus voltage outputs: the slack (``ext_grid``) buses."""
+        buses = self.net.ext_grid.bus[self.net.ext_grid.in_service.astype(bool)] if len(self.net.ext_grid) else []
+        return sorted({int(self.net.bus.index.get_loc(b)) for b in buses})
 
     # -- solving -----------------------------------------------------------------------
     def solve(self, p_mw: dict[str, np.ndarray], q_mvar: dict[str, np.ndarray]) -> bool:

@@ -13,8 +13,25 @@ names and KPIs are the same, so swapping the grid is changing two keys):
   ``bus_<id>_<a|b|c>_vm_pu`` per phase, ``reg_<id>_tap_count`` (tap position, steps from
   neutral) and ``reg_<id>_tap_pu`` per regulator, ``cap_<id>_in_service`` and
   ``cap_<id>_q_mvar`` per capacitor and ``n_tap_changes`` (cumulative tap operations);
+  input ``reg_<id>_tap_set_count`` holds a regulator at that tap [steps from neutral] from
+  the step it arrives (its RegControl off; NaN hands it back), e.g. from ``tap_schedule``;
   ``vm_min_pu``/``vm_max_pu`` span every phase. Elements take ``phases = "abc"``
-  (balanced three-phase, default) or a subset (``"a"``, ``"bc"``…, power split equally).
+  (balanced three-phase, default) or a subset (``"a"``, ``"bc"``…, power split equally),
+  and OpenDSS's load model: ``load_model = "constant_power"`` (default), ``"constant_current"``
+  or ``"constant_impedance"``, held between ``vmin_pu`` and ``vmax_pu`` (default 0.95 and
+  1.05 pu, OpenDSS's defaults; constant impedance outside, so below 0.95 pu the feeder
+  carries less than the element's ``p_mw``: see ``_grid_opendss``).
+
+All-bus voltage outputs (both engines), over the *monitored* bus-phases: every phase of every
+bus except ``exclude_buses`` (default: the source bus, i.e. the slack / Vsource bus, and the
+terminal buses of every regulator transformer; on IEEE 13 these are 650 and rg60, as
+OpenG2G excludes ``sourcebus``, ``650`` and ``rg60`` on its variant), against the band
+``[v_low_pu, v_high_pu]`` (default [0.95, 1.05] pu): ``allbus_vm_min_pu``,
+``allbus_vm_max_pu``, ``allbus_violation_pu`` = Σ over monitored bus-phases of
+max(v_low − v, 0) + max(v − v_high, 0) [pu] and ``n_allbus_violating`` (bus-phases strictly
+outside the band). Each Load/Sgen/Storage reports the same over the phases it connects to:
+``vm_phase_min_pu``, ``vm_phase_max_pu``, ``vm_violation_pu`` (its point of connection).
+The KPIs (``cosim/kpis/grid.py``) integrate these over time.
 
 The pandapower engine:
 
@@ -56,11 +73,11 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 import numpy as np
-from pydantic import ValidationInfo, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from cosim import grid_models
 from cosim.sdk import CosimSim, Params, ScenarioContext, meta, model_meta
-from cosim.adapters._grid_opendss import OpenDssFlow, unknown_bus_message
+from cosim.adapters._grid_opendss import V_MAX_PU, V_MIN_PU, OpenDssFlow, unknown_bus_message
 from cosim.adapters._grid_opendss import sanitise as dss_sanitise
 from cosim.adapters._grid_backend import (
     GridBackend,
@@ -69,6 +86,7 @@ from cosim.adapters._grid_backend import (
 )
 from cosim.adapters._grid_pandapower import (  # noqa: F401 — re-exported for tests and benchmarks
     ELEMENT_ATTRS,
+    ELEMENT_VOLTAGE_OUTPUTS,
     GRID_OUTPUTS,
     KINDS,
     MAX_ITERATION,
@@ -79,6 +97,12 @@ from cosim.adapters._grid_pandapower import (  # noqa: F401 — re-exported for 
     locate_in,
     sanitise,
 )
+
+
+#: The band of the all-bus voltage outputs: ANSI C84.1 range A (the KPIs' band too). [pu]
+V_LOW_PU, V_HIGH_PU = 0.95, 1.05
+#: OpenDSS load ``model`` numbers of the element's ``load_model``.
+DSS_LOAD_MODELS = {"constant_power": 1, "constant_impedance": 2, "constant_current": 5}
 
 
 class SimParams(Params):
@@ -104,6 +128,11 @@ class SimParams(Params):
     regulators: Literal["auto", "fixed"] = "auto"
     tap_positions: dict[str, int] = {}
     control_mode: Literal["static", "time"] = "static"
+    #: the band of the all-bus voltage outputs [pu]
+    v_low_pu: float = Field(default=V_LOW_PU, gt=0)
+    v_high_pu: float = Field(default=V_HIGH_PU, gt=0)
+    #: buses left out of the all-bus outputs; None: the source bus and the regulator terminals
+    exclude_buses: list[str] | None = None
 
     @field_validator("network")
     @classmethod
@@ -116,6 +145,8 @@ class SimParams(Params):
 
     @model_validator(mode="after")
     def _engine_options(self) -> "SimParams":
+        if self.v_low_pu >= self.v_high_pu:
+            raise ValueError(f"v_low_pu = {self.v_low_pu:g} is not below v_high_pu = {self.v_high_pu:g}")
         if self.engine == "pandapower" and (self.regulators != "auto" or self.tap_positions
                                             or self.control_mode != "static"):
             raise ValueError('regulators, tap_positions and control_mode apply to engine = "opendss"')
@@ -139,6 +170,10 @@ class ElementParams(Params):
     p_mw: float = 0.0
     q_mvar: float = 0.0
     phases: str = "abc"
+    #: OpenDSS load model and the range it holds in (engine = "opendss", new elements only) [-, pu, pu]
+    load_model: Literal["constant_power", "constant_current", "constant_impedance"] | None = None
+    vmin_pu: float | None = Field(default=None, gt=0, lt=2)
+    vmax_pu: float | None = Field(default=None, gt=0, lt=10)
 
     @field_validator("phases")
     @classmethod
@@ -153,7 +188,18 @@ class ElementParams(Params):
     def _exactly_one_place(self) -> "ElementParams":
         if (self.bus is None) == (self.element is None):
             raise ValueError("give exactly one of bus (attach a new element) or element (an existing one)")
+        if self.element is not None and self.dss_load_options():
+            raise ValueError("load_model, vmin_pu and vmax_pu apply to new elements (bus = ...); an existing "
+                             "element keeps the model its network file gives it")
+        vmin, vmax = self.vmin_pu or V_MIN_PU, self.vmax_pu or V_MAX_PU
+        if vmin >= vmax:
+            raise ValueError(f"vmin_pu = {vmin:g} is not below vmax_pu = {vmax:g}")
         return self
+
+    def dss_load_options(self) -> dict[str, Any]:
+        """The OpenDSS load options given (keywords of ``OpenDssFlow.attach``)."""
+        given = {"load_model": DSS_LOAD_MODELS.get(self.load_model), "vmin_pu": self.vmin_pu, "vmax_pu": self.vmax_pu}
+        return {k: v for k, v in given.items() if v is not None}
 
 
 @dataclass
@@ -183,7 +229,7 @@ class GridSim(CosimSim):
     def meta_for(cls, sim_params: SimParams) -> dict[str, Any]:
         if sim_params.engine == "opendss":
             info = opendss_circuit_info(grid_models.dss_file(sim_params.network))
-            return _build_meta(info.ids, opendss_grid_outputs(info))
+            return _build_meta(info.ids, opendss_grid_outputs(info), [tap_set_attr(i) for i in info.ids["reg"]])
         key = json.dumps([sim_params.network, sim_params.network_params], sort_keys=True, default=str)
         if key not in cls._META_CACHE:
             net = grid_models.load_network(sim_params.network, **sim_params.network_params)
@@ -203,6 +249,17 @@ class GridSim(CosimSim):
                             f"{', '.join(info.regs) or 'none'}"]
                 if sim_params.tap_positions and sim_params.regulators != "fixed":
                     return ['tap_positions apply with regulators = "fixed"; set it, or drop tap_positions']
+                known = info.buses
+            else:
+                net = grid_models.load_network(sim_params.network, **sim_params.network_params)
+                known = [str(n) for n in net.bus.name] if "name" in net.bus else []
+                known += [str(i) for i in net.bus.index]
+            unknown = [b for b in sim_params.exclude_buses or ()
+                       if b.lower() not in {k.lower() for k in known} and dss_sanitise(b) not in
+                       {dss_sanitise(k) for k in known}]
+            if unknown:
+                return [f"exclude_buses: unknown bus(es) {unknown} in {sim_params.network} "
+                        f"(e.g. {', '.join(known[:8])})"]
         except (ValueError, TypeError, OSError) as exc:
             return [f"network {sim_params.network!r}: {exc}"]
         return []
@@ -215,6 +272,9 @@ class GridSim(CosimSim):
             return []
         if sim_params.engine == "opendss":
             return _opendss_entity_problems(model, params, sim_params)
+        if params.dss_load_options():
+            return ['load_model, vmin_pu and vmax_pu apply to engine = "opendss" (pandapower elements are '
+                    "constant power at any voltage); drop them"]
         if params.phases != "abc":
             return [f"phases = {params.phases!r}: the pandapower engine is balanced; "
                     'use phases = "abc" or engine = "opendss"']
@@ -240,6 +300,7 @@ class GridSim(CosimSim):
         self.attached: dict[str, _Attached] = {}
         self.n_nonconverged = 0
         self._line_attr = {f"line_{i}_in_service": pos for pos, i in enumerate(self.flow.ids["line"])}
+        self._tap_attr = {tap_set_attr(i): pos for pos, i in enumerate(self.flow.ids.get("reg", []))}
         self._bus_attrs = [f"bus_{i}_vm_pu" for i in self.flow.ids["bus"]]
         self._line_attrs = [f"line_{i}_loading_pct" for i in self.flow.ids["line"]]
         self._trafo_attrs = [f"trafo_{i}_loading_pct" for i in self.flow.ids["trafo"]]
@@ -258,7 +319,7 @@ class GridSim(CosimSim):
         if params.phases != "abc" and self.params.engine != "opendss":
             raise ValueError(f"{eid}: phases = {params.phases!r} needs engine = \"opendss\" (pandapower is balanced)")
         if params.bus is not None:
-            extra = {"phases": params.phases} if self.params.engine == "opendss" else {}
+            extra = {"phases": params.phases, **params.dss_load_options()} if self.params.engine == "opendss" else {}
             pos = self.flow.attach(kind, params.bus, params.p_mw, params.q_mvar, name=eid, **extra)
             entity = _Attached(kind, pos, self.flow.bus_of(kind, pos), params.p_mw, params.q_mvar)
         else:
@@ -268,7 +329,7 @@ class GridSim(CosimSim):
                                params.p_mw if "p_mw" in given else None,
                                params.q_mvar if "q_mvar" in given else None)
         self.attached[eid] = entity
-        self.out[eid] = {"p_mw": math.nan, "q_mvar": math.nan, "vm_pu": math.nan}
+        self.out[eid] = {"p_mw": math.nan, "q_mvar": math.nan, **dict.fromkeys(ELEMENT_VOLTAGE_OUTPUTS, math.nan)}
 
     def step_entities(self, time_s: float, inputs: dict[str, dict[str, Any]]) -> None:
         self._apply_inputs(inputs)
@@ -284,9 +345,12 @@ class GridSim(CosimSim):
                 )
         self._fill_grid_outputs(converged)
         if converged:
+            low, high = self.params.v_low_pu, self.params.v_high_pu
             for eid, e in self.attached.items():
+                stats = _band_stats(self.flow.element_node_vm_pu(e.kind, e.pos), low, high)
+                stats.pop("n_violating")
                 self.out[eid] = {"p_mw": float(p_mw[e.kind][e.pos]), "q_mvar": float(q_mvar[e.kind][e.pos]),
-                                 "vm_pu": self.flow.element_vm_pu(e.kind, e.pos)}
+                                 "vm_pu": self.flow.element_vm_pu(e.kind, e.pos), **stats}
 
     def finalize(self) -> None:
         if self.params.engine == "opendss":
@@ -297,7 +361,10 @@ class GridSim(CosimSim):
         for eid, values in inputs.items():
             if eid == self.grid_eid:
                 for attr, value in values.items():
-                    self.flow.set_line_in_service(self._line_attr[attr], bool(value >= 0.5))
+                    if attr in self._tap_attr:
+                        self.flow.set_tap_count(self._tap_attr[attr], None if value is None else float(value))
+                    else:
+                        self.flow.set_line_in_service(self._line_attr[attr], bool(value >= 0.5))
                 continue
             entity = self.attached[eid]
             if "p_mw" in values:
@@ -341,6 +408,21 @@ class GridSim(CosimSim):
         seconds = (t.timetuple().tm_yday - 1) * 86_400 + t.hour * 3600 + t.minute * 60 + t.second
         return seconds // self._profile_step_s
 
+    def _allbus(self, node_vm: np.ndarray) -> dict[str, float]:
+        """The all-bus voltage outputs over the monitored bus-phases (module docstring)."""
+        if getattr(self, "_monitored", None) is None or len(self._monitored) != len(node_vm):
+            excluded = self._excluded_buses()
+            self._monitored = ~np.isin(self.flow.node_bus, excluded) if len(node_vm) else np.zeros(0, bool)
+        stats = _band_stats(node_vm[self._monitored], self.params.v_low_pu, self.params.v_high_pu)
+        return {"allbus_vm_min_pu": stats["vm_phase_min_pu"], "allbus_vm_max_pu": stats["vm_phase_max_pu"],
+                "allbus_violation_pu": stats["vm_violation_pu"], "n_allbus_violating": stats["n_violating"]}
+
+    def _excluded_buses(self) -> list[int]:
+        names = self.params.exclude_buses
+        if names is None:
+            return self.flow.default_excluded_buses()
+        return [self.flow.locate_bus(name) for name in names]
+
     def _load_profiles(self) -> list[tuple[str, str, np.ndarray, np.ndarray]]:
         tables = grid_models.load_profiles(self.params.network, **self.params.network_params)
         self._profile_step_s = grid_models.profile_step_s(self.params.network) or 900
@@ -369,6 +451,7 @@ class GridSim(CosimSim):
         out["vm_min_pu"], out["vm_max_pu"] = _nan_extremes(extremes)
         out["p_import_mw"], out["q_import_mvar"], out["losses_mw"] = f.p_import_mw, f.q_import_mvar, f.losses_mw
         out["max_loading_pct"] = _nan_extremes(loadings)[1]
+        out.update(self._allbus(extremes))
         # one list and one update for every element's value (bus, line, trafo order)
         out.update(zip(self._element_attrs, np.concatenate([vm, loadings]).tolist()))
         if self.params.engine == "opendss":
@@ -384,6 +467,22 @@ def _nan_extremes(values: np.ndarray) -> tuple[float, float]:
         return math.nan, math.nan
     present = values[~np.isnan(values)]
     return float(present.min()), float(present.max())
+
+
+def tap_set_attr(reg_id: str) -> str:
+    """The Grid input that holds regulator ``reg_id`` at a tap (OpenDSS engine). [steps]"""
+    return f"reg_{reg_id}_tap_set_count"
+
+
+def _band_stats(vm: np.ndarray, low: float, high: float) -> dict[str, float]:
+    """Lowest, highest, Σ distance outside ``[low, high]`` and count strictly outside, NaN-safe. [pu, pu, pu, -]"""
+    finite = vm[np.isfinite(vm)]
+    if not len(finite):
+        return {"vm_phase_min_pu": math.nan, "vm_phase_max_pu": math.nan, "vm_violation_pu": math.nan,
+                "n_violating": 0}
+    under, over = np.clip(low - finite, 0.0, None), np.clip(finite - high, 0.0, None)
+    return {"vm_phase_min_pu": float(finite.min()), "vm_phase_max_pu": float(finite.max()),
+            "vm_violation_pu": float(under.sum() + over.sum()), "n_violating": int(((under > 0) | (over > 0)).sum())}
 
 
 def _opendss_entity_problems(model: str, params: ElementParams, sim_params: SimParams) -> list[str]:
@@ -409,13 +508,14 @@ def _opendss_entity_problems(model: str, params: ElementParams, sim_params: SimP
     return []
 
 
-def _build_meta(ids: dict[str, list[str]], extra_outputs: list[str] = ()) -> dict[str, Any]:
+def _build_meta(ids: dict[str, list[str]], extra_outputs: list[str] = (), extra_inputs: list[str] = ()) -> dict[str, Any]:
     grid_outputs = [*GRID_OUTPUTS, *(f"bus_{i}_vm_pu" for i in ids["bus"]),
                     *(f"line_{i}_loading_pct" for i in ids["line"]),
                     *(f"trafo_{i}_loading_pct" for i in ids["trafo"]), *extra_outputs]
-    models = {"Grid": model_meta(inputs=[f"line_{i}_in_service" for i in ids["line"]], outputs=grid_outputs,
-                                 role="grid")}
+    models = {"Grid": model_meta(inputs=[*(f"line_{i}_in_service" for i in ids["line"]), *extra_inputs],
+                                 outputs=grid_outputs, role="grid")}
     for model in MODEL_KIND:
-        models[model] = model_meta(inputs=ELEMENT_ATTRS, outputs=[*ELEMENT_ATTRS, "vm_pu"], params=ElementParams,
+        models[model] = model_meta(inputs=ELEMENT_ATTRS, outputs=[*ELEMENT_ATTRS, *ELEMENT_VOLTAGE_OUTPUTS],
+                                   params=ElementParams,
                                    role="grid_element")
     return meta(models)

@@ -194,6 +194,7 @@ def test_an_entity_role_needs_that_roles_power(extended):
 def test_kpi_block_order_and_discovery():
     """Every shipped block is found by scanning, in kpis.json order; none is listed by hand."""
     names = [b.name for b in kpis.blocks()]
-    assert names[:7] == ["energy", "grid", "carbon", "datacenter", "facility", "dr", "accounting"]
+    assert names[:8] == ["energy", "grid", "points_of_connection", "carbon", "datacenter", "facility", "dr",
+                         "accounting"]
     assert len(set(names)) == len(names)
     assert np.all(np.diff([b.order for b in kpis.blocks()]) >= 0)

@@ -4,7 +4,12 @@ voltage band, overloads, load factor, and what a controller costs against a base
 Per grid: ``import_mwh`` = Σ max(p_import_mw, 0)·Δt, ``export_mwh`` = Σ max(−p_import_mw, 0)·Δt,
 ``import_peak_mw``, ``losses_mwh``, ``vm_min_pu``/``vm_max_pu`` over the run,
 ``voltage_violation_s`` (and ``undervoltage_s``/``overvoltage_s``), ``voltage_violation_pu_s``,
-``max_loading_pct``, ``line_overload_s``, ``n_nonconverged``.
+``max_loading_pct``, ``line_overload_s``, ``n_nonconverged``, and over every *monitored*
+bus-phase (OpenG2G's all-bus metric; the grid adapter leaves out the source bus and the
+regulator terminals unless its ``exclude_buses`` says otherwise): ``allbus_violation_s``,
+``allbus_violation_pu_s``, ``allbus_undervoltage_s``, ``allbus_overvoltage_s``,
+``allbus_vm_min_pu``/``allbus_vm_max_pu``. The same per point of connection is the
+``points_of_connection`` block (:mod:`cosim.kpis.pcc`).
 
 Steps whose power flow did not converge hold the last solved values in the grid's outputs:
 they say nothing about the grid. When there are any (from the recorded ``converged`` flag,
@@ -19,6 +24,11 @@ Every value is held over its step, so a duration is ``#steps * dt_s`` and an int
 * ``voltage_violation_s`` = dt · #steps where the lowest bus < ``v_low`` or the highest > ``v_high``.
 * ``voltage_violation_pu_s`` = Σ [max(v_low − vm_min, 0) + max(vm_max − v_high, 0)] · dt:
   how far outside the band, for how long (the worst bus of each step). [pu·s]
+* ``allbus_violation_s`` = dt · #steps where some monitored bus-phase is strictly outside the
+  grid's band (its ``allbus_violation_pu`` > 0); ``allbus_violation_pu_s`` = Σ_t Σ_(bus-phase j)
+  [max(v_low − v_j, 0) + max(v_j − v_high, 0)] · dt, the distance outside the band summed over
+  *every* monitored bus-phase (not only the worst), as OpenG2G's ``compute_allbus_voltage_stats``
+  defines its violation time and integral (gpu2grid/openg2g, ``openg2g/metrics/voltage.py``).
 * ``line_overload_s`` = dt · #steps where the most loaded branch exceeds ``limit_pct``.
 * ``load_factor_frac`` = mean(p) / max(p) (1 is a flat draw).
 * ``throughput_loss_frac`` = 1 − Σ tokens / Σ tokens_baseline (same steps; positive = lost).
@@ -159,12 +169,35 @@ def versus_baseline(ts: pd.DataFrame, baseline: pd.DataFrame) -> dict:
     return out
 
 
+def band_kpis(vm_min_pu, vm_max_pu, violation_pu, dt_s: float, v_low: float = V_LOW_PU,
+              v_high: float = V_HIGH_PU) -> dict[str, float | None]:
+    """Violation KPIs from per-step lowest and highest voltage and the summed distance outside the
+    band over a set of bus-phases (the grid's all-bus outputs, or one element's phases).
+
+    Returns ``violation_s`` (steps with ``violation_pu`` > 0, times dt), ``violation_pu_s``
+    (Σ violation_pu·dt), ``undervoltage_s``/``overvoltage_s`` (lowest below ``v_low``, highest
+    above ``v_high``) and the extremes over the run. [s, pu·s, s, s, pu, pu]
+    """
+    _check_dt(dt_s)
+    viol, low, high = _values(violation_pu), _values(vm_min_pu), _values(vm_max_pu)
+    return {"violation_s": finite(float((viol > 0).sum() * dt_s)),
+            "violation_pu_s": finite(float(np.nansum(viol) * dt_s)),
+            "undervoltage_s": finite(float((low < v_low).sum() * dt_s)),
+            "overvoltage_s": finite(float((high > v_high).sum() * dt_s)),
+            "vm_min_pu": finite(np.nanmin(low)) if np.isfinite(low).any() else None,
+            "vm_max_pu": finite(np.nanmax(high)) if np.isfinite(high).any() else None}
+
+
+#: The Grid's all-bus outputs the block reads.
+ALLBUS_ATTRS = ("allbus_vm_min_pu", "allbus_vm_max_pu", "allbus_violation_pu")
 #: The Grid outputs the block reads.
-GRID_ATTRS = ("p_import_mw", "losses_mw", "vm_min_pu", "vm_max_pu", "max_loading_pct", "n_nonconverged", "converged")
+GRID_ATTRS = ("p_import_mw", "losses_mw", "vm_min_pu", "vm_max_pu", "max_loading_pct", "n_nonconverged", "converged",
+              *ALLBUS_ATTRS)
 #: The KPIs a non-converged step makes unknown.
 SOLVED_KPIS = ("import_mwh", "export_mwh", "import_peak_mw", "losses_mwh", "vm_min_pu", "vm_max_pu",
                "voltage_violation_s", "undervoltage_s", "overvoltage_s", "voltage_violation_pu_s", "max_loading_pct",
-               "line_overload_s")
+               "line_overload_s", *(f"allbus_{k}" for k in ("violation_s", "violation_pu_s", "undervoltage_s",
+                                                             "overvoltage_s", "vm_min_pu", "vm_max_pu")))
 
 
 def _columns(columns: list[str], roles: RunRoles) -> list[str]:
@@ -216,6 +249,10 @@ def solved_kpis(ts: pd.DataFrame, grid: str, dt_h: float) -> dict[str, Any]:
         out["undervoltage_s"] = finite(voltage_violation_s(vmin, vmin * 0 + 1.0, dt_s))
         out["overvoltage_s"] = finite(voltage_violation_s(vmax * 0 + 1.0, vmax, dt_s))
         out["voltage_violation_pu_s"] = finite(voltage_violation_pu_s(vmin, vmax, dt_s))
+    if all(col(a) in ts for a in ALLBUS_ATTRS):
+        allbus = band_kpis(ts[col("allbus_vm_min_pu")], ts[col("allbus_vm_max_pu")], ts[col("allbus_violation_pu")],
+                           dt_h * 3600.0)
+        out.update({f"allbus_{k}": v for k, v in allbus.items()})
     if col("max_loading_pct") in ts:
         out["max_loading_pct"] = finite(ts[col("max_loading_pct")].max())
         out["line_overload_s"] = finite(line_overload_s(ts[col("max_loading_pct")], dt_h * 3600.0))
@@ -227,4 +264,5 @@ def _compute(inp: KpiInput) -> dict[str, Any]:
 
 
 BLOCK = Block("grid", "Grid", 20, _columns, _compute,
-              headline=("vm_min_pu", "vm_max_pu", "voltage_violation_s", "import_mwh", "import_peak_mw"))
+              headline=("vm_min_pu", "vm_max_pu", "voltage_violation_s", "allbus_violation_s", "import_mwh",
+                        "import_peak_mw"))

@@ -35,6 +35,7 @@ WINDOWS = {
     "fleet_dr": 14_400,              # whole: the 0.5 MW request of 16 July 19-22 UTC
     "ieee13_llm_campus": 1_200,      # 20 min at 1 s: the regulators' delayed tap changes happen early
     "ieee13_voltage_aware": 1_200,   # the controller settles within minutes
+    "ieee13_ofo": 600,               # OFO settles within seconds; its first tap-free 10 min
     "load_loss_event": 120,          # whole (0.1 s steps): the third fault's transfer at 34 s and the response
     "oversubscription": 86_400,      # the day: POLCA caps at the inference peaks
     "precooling": 43_200,            # whole: pre-cooling before and through the 17-21 UTC peak

@@ -32,14 +32,19 @@ PHASES = [f"feeder.bus_671_{p}_vm_pu" for p in "abc"]
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory) -> dict[str, pd.DataFrame]:
+def results(tmp_path_factory) -> dict:
     out = tmp_path_factory.mktemp("ieee13_voltage_aware")
-    series = {}
+    found = {}
     for name, overrides in {"controlled": {}, "baseline": {"entities.vctl.enabled": False}}.items():
         result = run(SCENARIO, out_dir=out, overrides={"scenario.duration_s": DURATION_S, **overrides})
         assert result.ok, (name, result.reason)
-        series[name] = result.timeseries()
-    return series
+        found[name] = result
+    return found
+
+
+@pytest.fixture(scope="module")
+def runs(results) -> dict[str, pd.DataFrame]:
+    return {name: result.timeseries() for name, result in results.items()}
 
 
 def _pcc(ts: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
@@ -82,3 +87,22 @@ def test_the_pcc_reading_is_the_lowest_phase_and_the_feeder_is_out_of_band_anywa
         # downstream phase-c buses stay below 0.95 and the regulator output above 1.05 in both runs
         assert (ts["feeder.vm_min_pu"] < kpis_grid.V_LOW_PU).mean() > 0.9
         assert (ts["feeder.vm_max_pu"] > kpis_grid.V_HIGH_PU).all()
+
+
+def test_kpis_json_reports_the_pcc_and_the_all_bus_figures(results, runs):
+    """The header's figures come from kpis.json: the PCC block equals the under-voltage computed
+    here from 671's three phases, and the all-bus figures (every bus-phase but 650 and rg60,
+    OpenG2G's metric) stay out of band in both runs: phase c of 611/675/684 sits below 671c."""
+    for name, result in results.items():
+        low, high = _pcc(runs[name])
+        pcc = result.kpis["points_of_connection"]["pcc"]
+        by_hand = kpis_grid.voltage_kpis(low, high, DT_S)
+        assert pcc["violation_s"] == by_hand["violation_s"]
+        assert pcc["vm_min_pu"] == pytest.approx(by_hand["vm_min_pu"])
+        feeder = result.kpis["feeder"]
+        assert feeder["allbus_vm_min_pu"] < pcc["vm_min_pu"]
+        assert feeder["allbus_violation_pu_s"] > pcc["violation_pu_s"]
+        assert feeder["allbus_undervoltage_s"] > 0.9 * DURATION_S
+        assert feeder["import_mwh"] > 0
+    base, ctl = (results[n].kpis["feeder"]["allbus_violation_pu_s"] for n in ("baseline", "controlled"))
+    assert ctl < 0.2 * base  # the integral falls though the seconds do not

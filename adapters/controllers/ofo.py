@@ -1,0 +1,350 @@
+"""Online feedback optimisation (OFO): hold every monitored bus-phase in band with a
+datacenter's compute and a battery's active and reactive power, at the least cost.
+
+The method is the primal-dual *optimal power flow pursuit* of Dall'Anese & Simonetto
+("Optimal power flow pursuit", IEEE Trans. Smart Grid 9(2):942-952, 2018; see also
+Hauswirth et al., "Optimization algorithms as robust feedback controllers", Annual Reviews
+in Control, 2024), the algorithm OpenG2G's ``OFOBatchSizeController`` runs for GPU batch
+sizes (GPU-to-Grid, Liang et al., arXiv:2602.05116, 2026: voltage duals per bus-phase,
+Eqs. 5-6; primal step, Eq. 8): a gradient step on the Lagrangian each control step, with
+*measured* voltages in the dual update (feedback) and a *model* only for the sensitivities.
+
+Controls, normalised (``x``): the datacenter's allowance ``u`` in ``[u_min_frac, 1]`` (as
+:mod:`.voltage_aware`: it sets the batch cap ``n_batch_max``, the per-GPU cap ``p_cap_w`` and
+optionally the facility limit ``p_limit_mw`` linearly between their min and max), and when a
+battery is given its active power ``x_p = p / p_bat_max_mw`` (consumer sign: > 0 charges)
+and reactive power ``x_q = q / s_bat_max_mva`` (consumer sign: > 0 absorbs), inside the
+inverter's circle ``p² + q² <= s_bat_max_mva²``. The problem, at each step::
+
+    minimise  f(x) = cost_compute_frac · (1 - u) + cost_battery_frac / 2 · (x_p² + x_q²)
+                     + regularisation_frac / 2 · ‖x - x_rest‖²        (x_rest: u = 1, battery idle)
+    s.t.      v_low_pu + margin_pu <= v_j(x) <= v_high_pu - margin_pu  for every monitored j
+
+The iteration (Dall'Anese & Simonetto's regularised primal-dual, their Eq. 20; dual first,
+then the primal with the new duals, as OpenG2G does)::
+
+    λ_j  <- [λ_j  + ρ_v · (v_low + m - v̂_j - ε_d · λ_j)]+      (under-voltage dual)
+    λ̄_j <- [λ̄_j + ρ_v · (v̂_j - v_high + m - ε_d · λ̄_j)]+     (over-voltage dual)
+    x    <- Proj_X [x - ρ_x · (∇f(x) + Jᵀ (λ̄ - λ))]
+
+with ``v̂`` the grid's measured bus-phase voltages (the ``bus_<id>_<ph>_vm_pu`` inputs
+connected), ``ρ_v = dual_step_per_pu``, ``ρ_x = primal_step_frac``, ``ε_d =
+dual_decay_pu`` (keeps the duals bounded when the band cannot be met: the price of a
+violation the controls cannot remove stops growing) and ``J = ∂v/∂x``. The duals are
+non-negative by construction. The regularisation and the dual decay also damp the loop
+(an unregularised primal-dual on a linear model is a marginally stable double integrator).
+
+Sensitivities ``J`` come from the engine: a copy of the feeder (``network``, OpenDSS) with
+the datacenter and the battery attached at their buses, solved at the measured operating
+point (their measured ``p``/``q``, the regulators held at the grid's measured
+``reg_<id>_tap_pu`` when those are connected, else where the model's own RegControls settle
+at the first operating point) and perturbed by ``±perturbation_mw`` (central difference); the
+datacenter's ``q`` follows ``p`` at its measured power factor, as OpenG2G perturbs P and Q
+together. The column of ``u`` is ``p_flex_mw`` times the datacenter's: ``p_flex_mw`` is how
+far the whole allowance range moves its power (measure it once: the campus at ``u = 1`` and
+at ``u = 0``). ``J`` is recomputed whenever a tap changes and every
+``sensitivity_interval_s`` (0: taps only). The model has only the feeder's own loads and the
+two sites: what else the grid carries is model error the feedback absorbs.
+
+Model ``OFO``. Inputs: the bus-phase voltages it should hold (default monitored set: every
+bus-phase except the source bus and the regulator terminals, or all but ``exclude_buses``;
+only the connected ones are used), ``reg_<id>_tap_pu``, ``p_dc_mw`` and ``q_dc_mvar`` (the
+datacenter's draw), ``p_bat_mw`` (the battery's actual power). Outputs: the datacenter knobs,
+``allowance_frac``, ``p_bat_set_mw`` (to the battery's ``p_set_mw``), ``q_bat_mvar`` (to the
+grid Storage element's ``q_mvar``), ``lambda_under_sum_per_pu`` / ``lambda_over_sum_per_pu``
+(the duals' sums), ``n_duals_active`` and ``n_sensitivity_updates``.
+
+Example ``[entities]`` entry::
+
+    ofo = { sim = "ctl", model = "OFO", network = "ieee13", dc_bus = "671", p_flex_mw = 0.3 }
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+import numpy as np
+from pydantic import Field, model_validator
+
+from cosim import grid_models
+from cosim.adapters._grid_backend import opendss_circuit_info
+from cosim.adapters._grid_opendss import OpenDssFlow, device_attrs
+from cosim.sdk import Params, SingleModelSim
+
+OUTPUTS = ("n_batch_max", "p_cap_w", "p_limit_mw", "allowance_frac", "p_bat_set_mw", "q_bat_mvar",
+           "lambda_under_sum_per_pu", "lambda_over_sum_per_pu", "n_duals_active", "n_sensitivity_updates")
+SITE_INPUTS = ("p_dc_mw", "q_dc_mvar", "p_bat_mw")
+_PHASE_ATTR = re.compile(r"^bus_.+_[abc]_vm_pu$")
+_TAP_ATTR = re.compile(r"^reg_(.+)_tap_pu$")
+
+
+class OFOParams(Params):
+    """Params of one ``OFO`` entity.
+
+    Attributes:
+        network: the feeder model for the sensitivities: an OpenDSS catalogue feeder or a
+            ``.dss`` path (keep it the grid's ``network``).
+        dc_bus, dc_phases: where the datacenter connects (keep them the grid element's).
+        bat_bus, bat_phases: where the battery connects; unset = no battery control.
+        p_bat_max_mw, s_bat_max_mva: the battery's power and inverter ratings. [MW, MVA]
+        exclude_buses: buses not monitored; unset = the source bus and the regulator terminals.
+        v_low_pu, v_high_pu: the band; margin_pu: aim this far inside it. [pu]
+        p_flex_mw: the datacenter's power swing over the allowance range. [MW]
+        u_min_frac: the lowest allowance. [-]
+        cost_compute_frac: cost of the whole allowance range (throughput). [-]
+        cost_battery_frac: quadratic cost of the battery's normalised P and Q. [-]
+        regularisation_frac: ε of the primal regularisation (and damping). [-]
+        primal_step_frac: ρ_x. [-]
+        dual_step_per_pu: ρ_v, dual change per pu of violation per step. [1/pu]
+        dual_decay_pu: ε_d, the dual regularisation. [pu]
+        perturbation_mw: finite-difference step of the sensitivities. [MW]
+        sensitivity_interval_s: recompute J this often besides after tap changes (0: only then). [s]
+        n_batch_min, n_batch_max, p_cap_min_w, p_cap_max_w, p_limit_min_mw, p_limit_max_mw:
+            the knob ranges at allowance 0 and 1 (as :mod:`.voltage_aware`). [-, -, W, W, MW, MW]
+        dc_control, battery_control: ``false`` holds that site at rest (compare the controls).
+        enabled: ``false`` holds every control at rest (the no-control baseline).
+    """
+
+    network: str = "ieee13"
+    dc_bus: str
+    dc_phases: str = "abc"
+    bat_bus: str | None = None
+    bat_phases: str = "abc"
+    p_bat_max_mw: float = Field(default=0.0, ge=0)
+    s_bat_max_mva: float = Field(default=0.0, ge=0)
+    exclude_buses: list[str] | None = None
+    v_low_pu: float = Field(default=0.95, gt=0)
+    v_high_pu: float = Field(default=1.05, gt=0)
+    margin_pu: float = Field(default=0.002, ge=0)
+    p_flex_mw: float = Field(default=0.3, gt=0)
+    u_min_frac: float = Field(default=0.0, ge=0, le=1)
+    cost_compute_frac: float = Field(default=1.0, ge=0)
+    cost_battery_frac: float = Field(default=0.1, ge=0)
+    regularisation_frac: float = Field(default=1.0, ge=0)
+    primal_step_frac: float = Field(default=0.1, gt=0)
+    dual_step_per_pu: float = Field(default=2000.0, gt=0)
+    dual_decay_pu: float = Field(default=1e-6, ge=0)
+    perturbation_mw: float = Field(default=0.05, gt=0)
+    sensitivity_interval_s: float = Field(default=0.0, ge=0)
+    n_batch_min: float = Field(default=8.0, ge=1)
+    n_batch_max: float = Field(default=256.0, ge=1)
+    p_cap_min_w: float = Field(default=200.0, gt=0)
+    p_cap_max_w: float = Field(default=700.0, gt=0)
+    p_limit_min_mw: float | None = Field(default=None, ge=0)
+    p_limit_max_mw: float | None = Field(default=None, gt=0)
+    dc_control: bool = True
+    battery_control: bool = True
+    enabled: bool = True
+
+    @model_validator(mode="after")
+    def _ranges(self):
+        pairs = [("v_low_pu", "v_high_pu"), ("n_batch_min", "n_batch_max"), ("p_cap_min_w", "p_cap_max_w")]
+        if (self.p_limit_min_mw is None) != (self.p_limit_max_mw is None):
+            raise ValueError("set both p_limit_min_mw and p_limit_max_mw, or neither (no facility limit)")
+        if self.p_limit_min_mw is not None:
+            pairs.append(("p_limit_min_mw", "p_limit_max_mw"))
+        for low, high in pairs:
+            if getattr(self, low) > getattr(self, high):
+                raise ValueError(f"{low} = {getattr(self, low):g} is above {high} = {getattr(self, high):g}")
+        if self.bat_bus is not None and not (self.p_bat_max_mw > 0 or self.s_bat_max_mva > 0):
+            raise ValueError("bat_bus is set: give the battery's p_bat_max_mw and s_bat_max_mva")
+        if self.s_bat_max_mva and self.p_bat_max_mw > self.s_bat_max_mva:
+            raise ValueError(f"p_bat_max_mw = {self.p_bat_max_mw:g} is above s_bat_max_mva = {self.s_bat_max_mva:g}")
+        return self
+
+    @property
+    def has_battery(self) -> bool:
+        return self.bat_bus is not None
+
+
+class FeederSensitivity:
+    """∂v/∂(p, q) of the datacenter and the battery on a copy of the feeder, by perturbation.
+
+    Args:
+        params: where the sites are and the network.
+    """
+
+    def __init__(self, params: OFOParams):
+        self.p = params
+        self.flow = OpenDssFlow(grid_models.dss_file(params.network), regulators="auto")
+        self.dc = self.flow.attach("load", params.dc_bus, 0.0, 0.0, "ofo_dc", phases=params.dc_phases,
+                                   vmin_pu=0.5, vmax_pu=1.5)
+        self.bat = (self.flow.attach("storage", params.bat_bus, 0.0, 0.0, "ofo_bat", phases=params.bat_phases,
+                                     vmin_pu=0.5, vmax_pu=1.5) if params.has_battery else None)
+        self.n_updates = 0
+
+    def _voltages(self, p_mw: dict[str, np.ndarray], q_mvar: dict[str, np.ndarray]) -> np.ndarray:
+        if not self.flow.solve(p_mw, q_mvar):
+            raise RuntimeError(f"OFO: the feeder model {self.flow.path.name} did not converge at the operating point")
+        return self.flow.phase_vm_pu()
+
+    def compute(self, dc_mw: float, dc_mvar: float, bat_mw: float, bat_mvar: float,
+                taps_pu: dict[str, float]) -> dict[str, np.ndarray]:
+        """Columns ``dc`` (per MW of datacenter power at its power factor), ``bat_p`` (per MW),
+        ``bat_q`` (per Mvar), one row per :attr:`OpenDssFlow.phase_attrs`, central differences. [pu/MW, pu/Mvar]"""
+        d = self.p.perturbation_mw
+        tan_phi = dc_mvar / dc_mw if dc_mw > 1e-9 else 0.0
+        point = {"load": np.array([dc_mw]), "storage": np.array([bat_mw]), "sgen": np.zeros(0)}
+        reactive = {"load": np.array([dc_mvar]), "storage": np.array([bat_mvar]), "sgen": np.zeros(0)}
+        if self.bat is None:
+            point["storage"], reactive["storage"] = np.zeros(0), np.zeros(0)
+        if not taps_pu and self.n_updates == 0:  # no taps measured: settle the model's own once, then hold
+            self._voltages(point, reactive)
+            taps_pu = dict(zip(self.flow.ids["reg"], self.flow.tap_pu.tolist()))
+        if taps_pu:  # held, so a perturbation never moves a tap
+            self.flow.hold_taps_pu(taps_pu)
+
+        def diff(kind: str, dp: float, dq: float) -> np.ndarray:
+            up = {k: v.copy() for k, v in point.items()}, {k: v.copy() for k, v in reactive.items()}
+            down = {k: v.copy() for k, v in point.items()}, {k: v.copy() for k, v in reactive.items()}
+            up[0][kind] += dp
+            up[1][kind] += dq
+            down[0][kind] -= dp
+            down[1][kind] -= dq
+            return (self._voltages(*up) - self._voltages(*down)) / (2 * d)
+
+        columns = {"dc": diff("load", d, d * tan_phi)}
+        if self.bat is not None:
+            columns["bat_p"] = diff("storage", d, 0.0)
+            columns["bat_q"] = diff("storage", 0.0, d)
+        self._voltages(point, reactive)  # leave the model at the operating point
+        self.n_updates += 1
+        return columns
+
+
+class OFOController:
+    """The primal-dual iteration (plain Python, the model's solves aside).
+
+    Args:
+        params: band, steps, costs, ratings and knob ranges.
+        sensitivity: the feeder model (None: :meth:`set_sensitivity` gives ``J`` directly).
+    """
+
+    def __init__(self, params: OFOParams, sensitivity: FeederSensitivity | None = None):
+        self.p = params
+        self.model = sensitivity
+        self.u, self.x_p, self.x_q = 1.0, 0.0, 0.0
+        self.rows: list[str] = []          # the monitored bus-phases measured, in J's row order
+        self.lam = np.zeros(0)
+        self.lam_bar = np.zeros(0)
+        self.jac: np.ndarray | None = None  # (n_rows, n_controls) pu per unit of x
+        self._taps: dict[str, float] = {}
+        self._sensed_at_s: float | None = None
+
+    # -- sensitivities ---------------------------------------------------------------
+    def set_sensitivity(self, rows: list[str], jac: np.ndarray) -> None:
+        """``J`` (pu per unit of each control: u, then x_p, x_q with a battery), by row name."""
+        if self.rows != rows:
+            self.rows, self.lam, self.lam_bar = list(rows), np.zeros(len(rows)), np.zeros(len(rows))
+        jac = np.asarray(jac, dtype=float)
+        self.jac = jac.reshape(len(rows), len(self.controls())) if jac.size or rows else np.zeros((0, len(self.controls())))
+
+    def _sense(self, time_s: float, measured: dict[str, float], site: dict[str, float],
+               taps: dict[str, float]) -> None:
+        p, model = self.p, self.model
+        due = (self.jac is None or taps != self._taps
+               or (p.sensitivity_interval_s > 0 and time_s - self._sensed_at_s >= p.sensitivity_interval_s))
+        if model is None or not due:
+            return
+        dc_mw = site.get("p_dc_mw", 0.0)
+        cols = model.compute(dc_mw, site.get("q_dc_mvar", 0.0), site.get("p_bat_mw", self.x_p * p.p_bat_max_mw),
+                             self.x_q * p.s_bat_max_mva, taps)
+        wanted = set(model.flow.monitored_phase_attrs(p.exclude_buses))
+        names = model.flow.phase_attrs
+        keep = [i for i, n in enumerate(names) if n in wanted and n in measured]
+        jac = [p.p_flex_mw * cols["dc"]]
+        if p.has_battery:
+            jac += [p.p_bat_max_mw * cols["bat_p"], p.s_bat_max_mva * cols["bat_q"]]
+        self.set_sensitivity([names[i] for i in keep], np.column_stack(jac)[keep])
+        self._taps, self._sensed_at_s = dict(taps), time_s
+
+    # -- one step --------------------------------------------------------------------
+    def update(self, time_s: float, measured: dict[str, float], site: dict[str, float] | None = None,
+               taps: dict[str, float] | None = None) -> None:
+        """One dual and one primal step on the measured voltages (``bus_<id>_<ph>_vm_pu``). [pu]"""
+        p = self.p
+        if not p.enabled:
+            self.u, self.x_p, self.x_q = 1.0, 0.0, 0.0
+            return
+        self._sense(time_s, measured, site or {}, taps or {})
+        if self.jac is None or not self.rows:
+            return
+        v = np.array([measured.get(r, math.nan) for r in self.rows])
+        seen = np.isfinite(v)
+        v = np.where(seen, v, 0.5 * (p.v_low_pu + p.v_high_pu))  # a missing reading adds no pressure
+        rho, decay = p.dual_step_per_pu, p.dual_decay_pu
+        self.lam = np.maximum(self.lam + rho * (p.v_low_pu + p.margin_pu - v - decay * self.lam), 0.0)
+        self.lam_bar = np.maximum(self.lam_bar + rho * (v - p.v_high_pu + p.margin_pu - decay * self.lam_bar), 0.0)
+        x = self.controls()
+        rest = np.zeros_like(x)
+        rest[0] = 1.0
+        grad_f = p.regularisation_frac * (x - rest)
+        grad_f[0] -= p.cost_compute_frac
+        grad_f[1:] += p.cost_battery_frac * x[1:]
+        grad = grad_f + self.jac.T @ (self.lam_bar - self.lam)
+        if not p.dc_control:
+            grad[0] = 0.0
+        if not p.battery_control:
+            grad[1:] = 0.0
+        self._set_controls(x - p.primal_step_frac * grad)
+
+    def controls(self) -> np.ndarray:
+        """The normalised controls: ``u`` and, with a battery, ``x_p``, ``x_q``. [-]"""
+        return np.array([self.u, self.x_p, self.x_q] if self.p.has_battery else [self.u])
+
+    def _set_controls(self, x: np.ndarray) -> None:
+        """Project onto X: the allowance range, the battery's P rating and its inverter circle."""
+        p = self.p
+        self.u = float(min(max(x[0], p.u_min_frac), 1.0))
+        if not p.has_battery:
+            return
+        x_p = float(np.clip(x[1], -1.0, 1.0)) if p.p_bat_max_mw > 0 else 0.0
+        x_q = float(np.clip(x[2], -1.0, 1.0)) if p.s_bat_max_mva > 0 else 0.0
+        p_mw, q_mvar = x_p * p.p_bat_max_mw, x_q * p.s_bat_max_mva
+        s = math.hypot(p_mw, q_mvar)
+        if p.s_bat_max_mva > 0 and s > p.s_bat_max_mva:  # radial projection onto the circle
+            p_mw, q_mvar = p_mw * p.s_bat_max_mva / s, q_mvar * p.s_bat_max_mva / s
+        self.x_p = p_mw / p.p_bat_max_mw if p.p_bat_max_mw > 0 else 0.0
+        self.x_q = q_mvar / p.s_bat_max_mva if p.s_bat_max_mva > 0 else 0.0
+
+    def outputs(self, n_updates: int = 0) -> dict[str, float]:
+        """The knobs at the current controls and the duals' summary."""
+        p, u = self.p, self.u
+        limit = math.nan if p.p_limit_min_mw is None else p.p_limit_min_mw + u * (p.p_limit_max_mw - p.p_limit_min_mw)
+        return {"n_batch_max": float(round(p.n_batch_min + u * (p.n_batch_max - p.n_batch_min))),
+                "p_cap_w": p.p_cap_min_w + u * (p.p_cap_max_w - p.p_cap_min_w), "p_limit_mw": limit,
+                "allowance_frac": u, "p_bat_set_mw": self.x_p * p.p_bat_max_mw,
+                "q_bat_mvar": self.x_q * p.s_bat_max_mva,
+                "lambda_under_sum_per_pu": float(self.lam.sum()), "lambda_over_sum_per_pu": float(self.lam_bar.sum()),
+                "n_duals_active": int((self.lam > 0).sum() + (self.lam_bar > 0).sum()),
+                "n_sensitivity_updates": n_updates}
+
+
+class OFOSim(SingleModelSim):
+    """Online feedback optimisation over every monitored bus-phase (model ``OFO``)."""
+
+    MODEL, PARAMS, ROLE = "OFO", OFOParams, "controller"
+    INPUTS, OUTPUTS = SITE_INPUTS, OUTPUTS
+    ANY_INPUTS = True  # the feeder's bus-phase voltages and tap ratios, named after its buses
+    EXAMPLE = {"models": {"OFO": {"network": "ieee13", "dc_bus": "671"}}}
+
+    @classmethod
+    def entity_inputs(cls, model: str, params: OFOParams | None) -> list[str]:
+        if params is None:
+            return []
+        per_phase, _, tap_pu, _, _ = device_attrs(opendss_circuit_info(grid_models.dss_file(params.network)))
+        return [*per_phase, *tap_pu]
+
+    def build(self, eid: str, params: OFOParams) -> OFOController:
+        return OFOController(params, FeederSensitivity(params) if params.enabled else None)
+
+    def advance(self, ctl: OFOController, time_s: int, inputs: dict[str, Any]) -> dict[str, Any]:
+        measured = {k: float(v) for k, v in inputs.items() if _PHASE_ATTR.match(k) and v is not None}
+        taps = {m.group(1): float(v) for k, v in inputs.items() if (m := _TAP_ATTR.match(k)) and v is not None
+                and math.isfinite(float(v))}
+        site = {k: float(inputs[k]) for k in SITE_INPUTS if inputs.get(k) is not None
+                and math.isfinite(float(inputs[k]))}
+        ctl.update(time_s, measured, site, taps)
+        return ctl.outputs(ctl.model.n_updates if ctl.model is not None else 0)
