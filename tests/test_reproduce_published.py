@@ -1,0 +1,37 @@
+"""Every published case (scenarios/published/) reproduces in its quick form: a change that breaks a
+published result fails here. ``cosim reproduce`` (full runs) gives the README's table.
+
+The quick runs use the direct engine (identical results to mosaik, tests/run/test_engines_equal.py;
+faster to start). A case that does not reproduce even in its full form is listed in
+:data:`KNOWN_FAILING` with the reason (the README table states it): those must still run and
+fail the same way, so a fix shows up as a change here too.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from cosim.studies.reproduce import case_files, load_cases, run_cases
+
+CASES = [p.stem for p in case_files()]
+#: case -> figures that do not reproduce (quick form), and why (README "Published results").
+KNOWN_FAILING: dict[str, dict[str, str]] = {}
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    cases = load_cases()
+    out = tmp_path_factory.mktemp("reproduce")
+    return {r.name: r for r in run_cases(cases, out, quick=True, extra={"scenario.engine": "direct"}, progress=None)}
+
+
+def test_there_are_published_cases():
+    assert "polca" in CASES
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_published_case_reproduces_in_its_quick_form(results, name):
+    res = results[name]
+    assert all(r["status"] == "ok" for r in res.runs.values()), res.runs
+    failing = {f.name: f.reason for f in res.figures if f.passed is False}
+    assert set(failing) == set(KNOWN_FAILING.get(name, {})), failing
