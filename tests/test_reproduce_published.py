@@ -15,7 +15,13 @@ from cosim.studies.reproduce import case_files, load_cases, run_cases
 
 CASES = [p.stem for p in case_files()]
 #: case -> figures that do not reproduce (quick form), and why (README "Published results").
-KNOWN_FAILING: dict[str, dict[str, str]] = {}
+_DUKE = ("one year (2022) of EIA-930 net generation stands in for nine years (2016-2024) of demand: the "
+         "thresholds are that year's own peaks and the years of lower load are absent (duke_headroom.toml header)")
+KNOWN_FAILING: dict[str, dict[str, str]] = {
+    "duke_headroom": {name: _DUKE for name in (
+        *(f"{ba} headroom at 0.5 %" for ba in ("PJM", "MISO", "ERCOT", "CAISO", "NYISO", "SOCO", "BPA", "AZPS")),
+        *(f"sum of the 8 authorities at {limit} %" for limit in ("0.25", "0.5", "1")))},
+}
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +32,8 @@ def results(tmp_path_factory):
 
 
 def test_there_are_published_cases():
-    assert "polca" in CASES
+    assert {"polca", "emerald_phoenix", "emerald_london", "carbon_aware", "carbon_responder", "dr_event",
+            "duke_headroom"} <= set(CASES)
 
 
 @pytest.mark.parametrize("name", CASES)
