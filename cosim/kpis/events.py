@@ -16,8 +16,8 @@ step of Δt. Entries of ``events``:
   ``tracking_rmse_mw`` = sqrt(mean (metered − target)²) over the windows, ``tracking_rmse_frac``
   (over the mean ``p_baseline_mw`` when reported, else the mean target), ``tracking_max_mw``,
   ``response_max_s``: over the windows, the longest time from a window's start (or a step
-  change of the target inside it) until the meter is within ``RESPONSE_BAND_FRAC`` of the
-  baseline of the target, and ``cut_frac`` = 1 − mean metered / mean baseline; the same per
+  change of the target inside it) until the meter is at most ``RESPONSE_BAND_FRAC`` of the
+  baseline above the target (a reduction target is a ceiling: below it counts as met), and ``cut_frac`` = 1 − mean metered / mean baseline; the same per
   window under ``windows[i].<entity>``.
 """
 
@@ -56,7 +56,9 @@ def growth(series: np.ndarray, spans: list[tuple[int, int]]) -> float:
 
 def response_s(metered: np.ndarray, target: np.ndarray, band_mw: float, spans: list[tuple[int, int]],
                dt_s: float) -> float | None:
-    """Longest time from a window start or a target step until the meter is within ``band_mw``. [s]
+    """Longest time from a window start or a target step until the meter is at most ``band_mw`` above it. [s]
+
+    A reduction target is a ceiling: a meter below it has met it.
 
     None when some target is never reached before the window ends or the target changes again.
     """
@@ -65,7 +67,7 @@ def response_s(metered: np.ndarray, target: np.ndarray, band_mw: float, spans: l
         starts = [a] + [k for k in range(a + 1, b) if target[k] != target[k - 1]]
         for i, s in enumerate(starts):
             end = starts[i + 1] if i + 1 < len(starts) else b
-            inside = np.flatnonzero(np.abs(metered[s:end] - target[s:end]) <= band_mw)
+            inside = np.flatnonzero(metered[s:end] - target[s:end] <= band_mw)  # a ceiling: below is met
             if len(inside) == 0:
                 return None
             worst = max(worst, float(inside[0]) * dt_s)

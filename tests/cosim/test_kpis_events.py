@@ -59,6 +59,13 @@ def test_the_block_by_hand():
     assert first["cut_frac"] == pytest.approx(0.2) and second["cut_frac"] == pytest.approx(1 - 2.4 / 3)
 
 
+def test_a_meter_below_its_target_has_met_it():
+    """A reduction target is a ceiling: overshooting it (0.3 MW under a 0.6 MW target) is a response."""
+    inp = _input()
+    inp.ts["resp.p_metered_mw"] = [1.0, 1.0, 0.3, 0.3, 1.0, 0.3, 0.3, 0.3]
+    assert events._compute(inp)["events"]["resp"]["response_max_s"] == 0.0
+
+
 def test_a_target_never_met_has_no_response_time_and_no_events_no_block():
     inp = _input()
     inp.ts["resp.p_metered_mw"] = 1.0
