@@ -459,7 +459,6 @@ class GpuCluster:
             out[f"p_train_{name}_mw"] = float(train["by_class_w"][level]) / 1e6
             out[f"n_jobs_running_{name}"] = int(by_class[RUNNING, level])
             out[f"n_jobs_queued_{name}"] = int(by_class[QUEUED, level])
-            out[f"work_{name}_gpu_h"] = float(self.work_class_gpu_h[level])
         busy = max(train["busy_gpus"], 1e-12)
         done = infer["done_req"]
         out.update({
@@ -469,6 +468,7 @@ class GpuCluster:
             "ttft_attainment_frac": infer["ttft_good_req"] / done if done > 0 else 1.0,
             "itl_attainment_frac": infer["itl_good_req"] / done if done > 0 else 1.0,
             "p_gpu_mw": (train["gpu_w"] + infer["p_gpu_w"]) / 1e6, "work_gpu_h": self.work_gpu_h,
+            **{f"work_{name}_gpu_h": float(self.work_class_gpu_h[level]) for level, name in enumerate(CLASSES)},
         })
         # plain Python numbers: mosaik may serialise them (remote simulators)
         return {k: v if isinstance(v, int) else float(v) for k, v in out.items()}

@@ -155,5 +155,5 @@ def _compute(inp: KpiInput) -> dict[str, Any]:
     return {"events": out}
 
 
-BLOCK = Block("events", "Event windows", 65, _columns, _compute,
+BLOCK = Block("events", "Event windows", 80, _columns, _compute,
               headline=("energy_mwh", "slowdown_frac", "tracking_rmse_frac", "response_max_s"))

@@ -123,5 +123,5 @@ def _compute(inp: KpiInput) -> dict[str, Any]:
     return {"headroom": out} if out else {}
 
 
-BLOCK = Block("headroom", "Headroom for flexible load (Duke method)", 75, _columns, _compute,
+BLOCK = Block("headroom", "Headroom for flexible load (Duke method)", 85, _columns, _compute,
               headline=("peak_mw", "load_factor_frac"))
