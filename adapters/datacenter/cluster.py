@@ -194,13 +194,16 @@ class GpuCluster:
         self.p_last_mw = 0.0
         self.delay_gpu_h = 0.0
         self.slowdown_gpu_h = 0.0
+        self.work_gpu_h = 0.0
+        self.work_class_gpu_h = np.zeros(len(CLASSES))  # useful GPU-hours per training class
 
     def warm_up(self, span_s: float, dt_s: float = 300.0) -> None:
         """Run ``[-span_s, 0)`` uncapped, unrecorded, so time 0 finds the cluster in use."""
         steps = int(math.ceil(span_s / dt_s))
         for k in range(steps):
             self.step(-span_s + k * dt_s, min(dt_s, span_s - k * dt_s))
-        self.delay_gpu_h = self.slowdown_gpu_h = 0.0
+        self.delay_gpu_h = self.slowdown_gpu_h = self.work_gpu_h = 0.0
+        self.work_class_gpu_h[:] = 0.0
 
     # -- the step ---------------------------------------------------------------------------
     def step(self, time_s: float, dt_s: float, knobs: Knobs | None = None) -> dict[str, float]:
@@ -485,6 +488,8 @@ class GpuCluster:
         hours = dt_s / 3600.0
         slow = float(g @ ((1.0 - speed) * active)) * hours
         self.slowdown_gpu_h += slow
+        self.work_gpu_h += float(g @ (speed * active)) * hours
+        self.work_class_gpu_h += np.bincount(jobs.prio[run], weights=g * speed * active, minlength=len(CLASSES)) * hours
         self.delay_gpu_h += slow + float(jobs.n_gpus[waiting].sum()) * hours
         by_class_w = np.bincount(jobs.prio[run], weights=g * p_gpu * active, minlength=len(CLASSES))
         stall_gpus = np.array([float(g @ (active * s)) for s in stall])
@@ -569,6 +574,8 @@ class GpuCluster:
             "ttft_p99_ms": infer["ttft_p99_ms"],
             "ttft_attainment_frac": infer["ttft_good_req"] / done if done > 0 else 1.0,
             "itl_attainment_frac": infer["itl_good_req"] / done if done > 0 else 1.0,
+            "p_gpu_mw": (train["gpu_w"] + infer["p_gpu_w"]) / 1e6, "work_gpu_h": self.work_gpu_h,
+            **{f"work_{name}_gpu_h": float(self.work_class_gpu_h[level]) for level, name in enumerate(CLASSES)},
         })
         # plain Python numbers: mosaik may serialise them (remote simulators)
         return {k: v if isinstance(v, int) else float(v) for k, v in out.items()}
@@ -582,4 +589,5 @@ OUTPUTS: tuple[str, ...] = (
     "slo_attainment_frac", "itl_p99_ms", "n_requests_queued", "n_requests_dropped",
     *(name for c in CLASSES for name in (f"p_train_{c}_mw", f"n_jobs_running_{c}", f"n_jobs_queued_{c}")),
     "train_stall_frac", "train_checkpoint_frac", "ttft_p99_ms", "ttft_attainment_frac", "itl_attainment_frac",
+    "p_gpu_mw", "work_gpu_h", *(f"work_{c}_gpu_h" for c in CLASSES),
 )

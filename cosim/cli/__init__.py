@@ -1,5 +1,5 @@
 """The ``cosim`` command: ``run``, ``validate``, ``list`` (:mod:`.run`); ``sweep``,
-``hosting-capacity``, ``report``, ``compare`` (:mod:`.studies`).
+``hosting-capacity``, ``report``, ``compare`` (:mod:`.studies`); ``reproduce`` (:mod:`.reproduce`).
 
 A user mistake prints one message naming the file, key, value and fix, and exits 1 —
 never a traceback (set ``COSIM_DEBUG=1`` to see one for a bug report).
@@ -12,6 +12,7 @@ import os
 import sys
 import traceback
 
+from cosim.cli import reproduce as reproduce_commands
 from cosim.cli import run as run_commands
 from cosim.cli import studies as study_commands
 from cosim.errors import ScenarioError
@@ -25,6 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     run_commands.add_parsers(sub)
     study_commands.add_parsers(sub)
+    reproduce_commands.add_parsers(sub)
     return parser
 
 

@@ -13,6 +13,7 @@ from cosim.gym import check_scenario as check_agent_sections
 from cosim.run import run_scenario
 from cosim.scenario import load_scenario, parse_set
 from cosim.scenario.schema import FOREIGN_SECTIONS
+from cosim.studies.reproduce import load_case
 
 
 def engine_overrides(args: argparse.Namespace) -> dict[str, Any]:
@@ -34,6 +35,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
     scn = load_scenario(args.scenario, engine_overrides(args), args.allow_commands)
     if any(section in scn.raw for section in FOREIGN_SECTIONS):
         check_agent_sections(scn)  # [agent] / [agents.<name>]: read by cosim.gym, checked by it
+    if "reproduce" in scn.raw:
+        load_case(args.scenario)  # [reproduce]: a published case, checked by cosim reproduce
     print_warnings(scn)
     s = scn.scenario
     print(f"{args.scenario}: ok — {s.name}: {len(scn.sims)} sims, {len(scn.entities)} entities, "

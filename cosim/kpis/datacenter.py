@@ -2,7 +2,8 @@
 
 From the cluster's own outputs: ``gpu_util_mean_frac`` (mean), the cumulative counters at
 the end of the run (``delay_gpu_h``, ``jct_mean_h``, ``wait_mean_h``),
-``slo_attainment_mean_frac`` (mean) and ``n_tokens`` = Σ tokens_per_s·Δt.
+``slo_attainment_mean_frac`` (mean), ``n_tokens`` = Σ tokens_per_s·Δt and ``p_gpu_mean_mw`` (the
+GPUs' own mean draw, when the cluster reports ``p_gpu_mw``).
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ from cosim.kpis._block import Block, KpiInput, finite, last_value
 from cosim.roles import RunRoles
 
 ATTRS = ("p_it_mw", "gpu_util_frac", "delay_gpu_h", "jct_mean_h", "wait_mean_h", "slo_attainment_frac",
-         "tokens_per_s")
-MEANS = {"gpu_util_mean_frac": "gpu_util_frac", "slo_attainment_mean_frac": "slo_attainment_frac"}
+         "tokens_per_s", "p_gpu_mw")
+MEANS = {"gpu_util_mean_frac": "gpu_util_frac", "slo_attainment_mean_frac": "slo_attainment_frac",
+         "p_gpu_mean_mw": "p_gpu_mw"}
 LASTS = ("delay_gpu_h", "jct_mean_h", "wait_mean_h")
 
 
@@ -38,7 +40,7 @@ def cluster_kpis(inp: KpiInput, eid: str) -> dict[str, Any]:
     if inp.col(eid, "tokens_per_s"):
         out["n_tokens"] = finite(float(np.nansum(ts[f"{eid}.tokens_per_s"].to_numpy(float))) * inp.dt_h * 3600.0)
     ordered = ("gpu_util_mean_frac", "delay_gpu_h", "jct_mean_h", "wait_mean_h", "slo_attainment_mean_frac",
-               "n_tokens")
+               "n_tokens", "p_gpu_mean_mw")
     return {k: out[k] for k in ordered if out.get(k) is not None}
 
 

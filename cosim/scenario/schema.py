@@ -29,8 +29,8 @@ SIM_KEYS = ("adapter", "step_s", "cmd", "connect", "process")
 ENTITY_KEYS = ("sim", "model", "role", "roles")
 SECTIONS = ("scenario", "sims", "entities", "connect", "record")
 #: Tables the core accepts without interpreting them: ``[agent]`` and ``[agents.<name>]`` are read
-#: (and validated) by :mod:`cosim.gym`; a plain run ignores them.
-FOREIGN_SECTIONS = ("agent", "agents")
+#: (and validated) by :mod:`cosim.gym`, ``[reproduce]`` by ``cosim reproduce``; a plain run ignores them.
+FOREIGN_SECTIONS = ("agent", "agents", "reproduce")
 
 
 class _Strict(BaseModel):

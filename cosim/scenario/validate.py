@@ -47,9 +47,10 @@ def validate(raw: dict[str, Any], path: Path, allow_commands: bool = False) -> S
     problems: list[Problem] = []
     base_dir = path.resolve().parent
     for key in raw:
-        if key in FOREIGN_SECTIONS:  # read by cosim.gym (cosim validate checks them through it)
+        if key in FOREIGN_SECTIONS:  # read by cosim.gym / cosim reproduce (cosim validate checks them through them)
             if not isinstance(raw[key], dict):
-                problems.append(Problem(key, f"must be a table ([{key}] ...), read by cosim.gym", raw[key]))
+                reader = "cosim reproduce" if key == "reproduce" else "cosim.gym"
+                problems.append(Problem(key, f"must be a table ([{key}] ...), read by {reader}", raw[key]))
         elif key not in SECTIONS:
             problems.append(Problem(key, f"unknown section; allowed: {', '.join((*SECTIONS, *FOREIGN_SECTIONS))}"))
 

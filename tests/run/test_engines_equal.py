@@ -1,6 +1,7 @@
 """Both engines give identical results on every catalogue scenario and the golden scenarios.
 
-Every ``scenarios/*.toml`` runs on mosaik and on the direct engine, cut to a window that still
+Every ``scenarios/*.toml`` (and every published case in ``scenarios/published/`` that is a
+scenario itself) runs on mosaik and on the direct engine, cut to a window that still
 passes through what the scenario is about (its DR event, its peak hours, the regulators' first
 tap changes; :data:`WINDOWS`, a new scenario gets :data:`DEFAULT_WINDOW_S`), and the time series
 must be equal **exactly**, column by column (same floats to the last bit: the direct engine
@@ -21,7 +22,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "helpers"))
 from kpi_units import unitless_kpis  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
-SCENARIOS = sorted((ROOT / "scenarios").glob("*.toml"))
+#: the catalogue, and the published cases that are scenarios themselves (not sidecars of one)
+SCENARIOS = sorted((ROOT / "scenarios").glob("*.toml")) + [
+    p for p in sorted((ROOT / "scenarios" / "published").glob("*.toml")) if "[scenario]" in p.read_text()]
 GOLDEN = [ROOT / "tests" / "scenarios" / "golden_short.toml", ROOT / "tests" / "scenarios" / "datacenter_short.toml"]
 #: seconds of each scenario run here (from its own start), and why that window
 WINDOWS = {
@@ -41,6 +44,11 @@ WINDOWS = {
     "precooling": 43_200,            # whole: pre-cooling before and through the 17-21 UTC peak
     "thermal_capping": 43_200,       # whole: the afternoon with one chiller left
     "voltage_aware": 28_800,         # whole: the midday violation window at bus 22
+    # scenarios/published/
+    "duke_headroom": 604_800,        # a week of the eight authorities' hourly series
+    "emerald_london": 5_400,         # the first, 30 % event at 5-second steps, and the hour before
+    "emerald_phoenix": 21_600,       # whole: the 3-hour event with the hours around it
+    "mlenergy_curves": 1_200,        # whole: 20 minutes of 42 saturated replicas
 }
 DEFAULT_WINDOW_S = 21_600
 

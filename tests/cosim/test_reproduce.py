@@ -1,0 +1,181 @@
+"""cosim reproduce: figure expressions, case files (every mistake named), judging, a toy case end to end."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from cosim.cli import main
+from cosim.errors import ScenarioError
+from cosim.studies import figure_expr as fx
+from cosim.studies.reproduce import Figure, judge_figure, load_case, load_cases, run_cases
+
+KPIS = {"a": {"x_mw": 2.0, "ys": [{"z_h": 4.0}]}, "b": {"x_mw": 0.5}}
+
+
+def value(text, kpis=None):
+    kpis = kpis or {"run": KPIS, "other": {"a": {"x_mw": 3.0}}}
+    return fx.evaluate(fx.parse(text), lambda v: kpis[v or "run"])
+
+
+def test_expressions_follow_arithmetic_precedence_and_read_paths():
+    assert value("1 + 2 * 3") == 7.0
+    assert value("(1 + 2) * 3") == 9.0
+    assert value("-2 - -3") == 1.0
+    assert value("1e3 / 4") == 250.0
+    assert value("a.x_mw / b.x_mw") == 4.0                          # bare path: the first variant
+    assert value("other:a.x_mw - run:a.x_mw") == 1.0
+    assert value("a.ys.0.z_h") == 4.0                                # list index
+    assert value("mean(abs(1 - 3), max(1, 5), min(2, 7))") == pytest.approx((2 + 5 + 2) / 3)
+
+
+@pytest.mark.parametrize("text, fragment", [
+    ("", "give an expression"), ("1 +", "expected"), ("a.x_mw )", "unexpected"),
+    ("sqrt(4)", "unknown function"), ("1 $ 2", "cannot read"), ("abs(1, 2)", "takes 1 argument"),
+    ("__import__('os')", "cannot read"),
+])
+def test_bad_expressions_say_what_is_wrong(text, fragment):
+    with pytest.raises(fx.ExprError, match=fragment):
+        value(text)
+
+
+def test_a_missing_kpi_names_what_is_there():
+    with pytest.raises(fx.MissingKpi, match=r"no 'q_mw' under a; there: x_mw, ys"):
+        value("a.q_mw")
+    with pytest.raises(fx.MissingKpi, match="not a number"):
+        value("a.ys")
+    with pytest.raises(ZeroDivisionError):
+        value("1 / (a.x_mw - 2)")
+
+
+@pytest.mark.parametrize("check, published, tol, ours, passed", [
+    ("within", 10.0, 1.0, 10.9, True), ("within", 10.0, 1.0, 11.1, False),
+    ("at_most", 1.0, 0.0, 1.0, True), ("at_most", 1.0, 0.0, 1.0001, False),
+    ("at_least", 0.99, 0.0, 0.99, True), ("at_least", 0.99, 0.01, 0.979, False),
+])
+def test_judging_each_check(check, published, tol, ours, passed):
+    fig = Figure("f", "a.x_mw", published, "s", check, tolerance=tol)
+    result = judge_figure(fig, lambda v: {"a": {"x_mw": ours}}, quick=False)
+    assert result.ours == ours and result.passed is passed
+    assert (result.reason == "") is passed
+
+
+def test_relative_tolerance_and_quick_only_figures():
+    fig = Figure("f", "a.x_mw", 200.0, "s", tolerance_frac=0.02)
+    assert fig.tol == 4.0 and fig.tolerance_text() == "±2 %"
+    skipped = judge_figure(Figure("g", "a.x_mw", 1.0, "s", tolerance=0.0, quick=False), lambda v: KPIS, quick=True)
+    assert skipped.passed is None and skipped.ours is None
+    failed_run = judge_figure(Figure("h", "a.x_mw", 1.0, "s", tolerance=0.0), lambda v: None, quick=False)
+    assert failed_run.passed is False and "did not finish ok" in failed_run.reason
+
+
+BAD_CASE = """
+[reproduce]
+title = ""
+colour = "red"
+variants = { "bad name" = {}, ok = 3 }
+
+[[reproduce.figures]]
+name = "f"
+expr = "nope:a.b + "
+published = "1"
+source = "s"
+check = "roughly"
+
+[[reproduce.figures]]
+name = "g"
+expr = "ok:a.b"
+published = 1.0
+source = "s"
+"""
+
+
+def test_a_malformed_case_lists_every_problem_with_key_value_and_fix(tmp_path):
+    path = tmp_path / "bad.toml"
+    path.write_text(BAD_CASE)
+    with pytest.raises(ScenarioError) as err:
+        load_case(path)
+    text = str(err.value)
+    assert str(path) in text
+    for fragment in ("reproduce.colour: unknown key; allowed: title", "reproduce.title = '': give a non-empty",
+                     "reproduce.source = None", "reproduce.scenario: this file has no [scenario]",
+                     "reproduce.variants.bad name: use letters", "reproduce.variants.ok = 3: give a table",
+                     "reproduce.figures[0].published = '1': give the paper's number",
+                     "reproduce.figures[0].check = 'roughly': use one of within, at_most, at_least",
+                     "reproduce.figures[0].expr = 'nope:a.b + ': expected",
+                     "reproduce.figures[1].tolerance: a 'within' figure needs tolerance"):
+        assert fragment in text, fragment
+
+
+TOY = """
+[scenario]
+name = "toy"
+start = 2024-07-15T00:00:00Z
+duration_s = 7200
+step_s = 600
+
+[sims]
+src = { adapter = "toy_ramp" }
+
+[entities]
+a = { sim = "src", model = "Ramp", p0_mw = 1.0, slope_mw_h = 1.0 }
+
+[reproduce]
+title = "toy"
+source = "hand-computed"
+
+[reproduce.variants]
+base = {}
+flat = { "entities.a.slope_mw_h" = 0.0 }
+
+[reproduce.quick]
+"scenario.duration_s" = 3600
+
+[[reproduce.figures]]
+name = "energy, full"        # p = 1 + t_h held over 10-minute steps: sum(1 + k/6, k < 12) / 6 = 3.8333 MWh
+expr = "base:entities.a.energy_mwh"
+published = 3.8333333
+tolerance = 1e-6
+source = "hand"
+quick = false
+
+[[reproduce.figures]]
+name = "ramp over flat"      # full: 3.8333 / 2; quick: (1 + 15/36) / 1 = 1.41667
+expr = "base:entities.a.energy_mwh / flat:entities.a.energy_mwh"
+published = 1.9166667
+tolerance = 1e-6
+source = "hand"
+"""
+
+
+def test_a_toy_case_runs_its_variants_and_judges_its_figures(tmp_path, toy_adapters):
+    cases = tmp_path / "published"
+    cases.mkdir()
+    (cases / "toy.toml").write_text(TOY)
+    (full,) = run_cases(load_cases(None, cases), tmp_path / "out", progress=None)
+    assert [f.passed for f in full.figures] == [True, True] and full.passed
+    assert set(full.runs) == {"base", "flat"} and all(r["status"] == "ok" for r in full.runs.values())
+    (quick,) = run_cases(load_cases(["toy"], cases), tmp_path / "q", quick=True, progress=None)
+    assert quick.figures[0].passed is None
+    assert quick.figures[1].ours == pytest.approx(1 + 15 / 36) and quick.figures[1].passed is False
+    assert not quick.passed
+
+
+def test_the_command_writes_json_and_html_and_exits_1_on_a_failure(tmp_path, toy_adapters, capsys):
+    cases = tmp_path / "published"
+    cases.mkdir()
+    (cases / "toy.toml").write_text(TOY)
+    out = tmp_path / "out"
+    assert main(["reproduce", "--cases", str(cases), "--out", str(out), "--quiet"]) == 0
+    data = json.loads((out / "reproduce.json").read_text())
+    assert data["passed"] and data["cases"][0]["figures"][1]["ours"] == pytest.approx(1.9166667, abs=1e-6)
+    page = (out / "reproduce.html").read_text()
+    assert "ramp over flat" in page and "reproduces" in page and "<script" not in page
+    assert main(["reproduce", "--cases", str(cases), "--out", str(tmp_path / "q"), "--quick", "--quiet"]) == 1
+    printed = capsys.readouterr().out
+    assert "FAIL ramp over flat: 1.417 is outside 1.917 ± 1e-06" in printed
+    assert main(["reproduce", "nosuch", "--cases", str(cases)]) == 1
+    assert "NAME = 'nosuch': no such case; known: toy" in capsys.readouterr().err
+    assert not math.isnan(data["cases"][0]["figures"][0]["ours"])
