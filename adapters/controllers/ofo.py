@@ -71,6 +71,7 @@ from pydantic import Field, model_validator
 from cosim import grid_models
 from cosim.adapters._grid_backend import opendss_circuit_info
 from cosim.adapters._grid_opendss import OpenDssFlow, device_attrs
+from cosim.adapters.controllers._campus_knobs import check_band_and_knobs
 from cosim.sdk import Params, SingleModelSim
 
 OUTPUTS = ("n_batch_max", "p_cap_w", "p_limit_mw", "allowance_frac", "p_bat_set_mw", "q_bat_mvar",
@@ -140,14 +141,7 @@ class OFOParams(Params):
 
     @model_validator(mode="after")
     def _ranges(self):
-        pairs = [("v_low_pu", "v_high_pu"), ("n_batch_min", "n_batch_max"), ("p_cap_min_w", "p_cap_max_w")]
-        if (self.p_limit_min_mw is None) != (self.p_limit_max_mw is None):
-            raise ValueError("set both p_limit_min_mw and p_limit_max_mw, or neither (no facility limit)")
-        if self.p_limit_min_mw is not None:
-            pairs.append(("p_limit_min_mw", "p_limit_max_mw"))
-        for low, high in pairs:
-            if getattr(self, low) > getattr(self, high):
-                raise ValueError(f"{low} = {getattr(self, low):g} is above {high} = {getattr(self, high):g}")
+        check_band_and_knobs(self)
         if self.bat_bus is not None and not (self.p_bat_max_mw > 0 or self.s_bat_max_mva > 0):
             raise ValueError("bat_bus is set: give the battery's p_bat_max_mw and s_bat_max_mva")
         if self.s_bat_max_mva and self.p_bat_max_mw > self.s_bat_max_mva:

@@ -44,6 +44,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, model_validator
 
+from cosim.adapters.controllers._campus_knobs import check_band_and_knobs
 from cosim.sdk import Params, SingleModelSim
 
 INPUTS = ("vm_min_pu", "vm_max_pu")
@@ -82,14 +83,7 @@ class VoltageAwareParams(Params):
 
     @model_validator(mode="after")
     def _ranges(self):
-        pairs = [("v_low_pu", "v_high_pu"), ("n_batch_min", "n_batch_max"), ("p_cap_min_w", "p_cap_max_w")]
-        if (self.p_limit_min_mw is None) != (self.p_limit_max_mw is None):
-            raise ValueError("set both p_limit_min_mw and p_limit_max_mw, or neither (no facility limit)")
-        if self.p_limit_min_mw is not None:
-            pairs.append(("p_limit_min_mw", "p_limit_max_mw"))
-        for low, high in pairs:
-            if getattr(self, low) > getattr(self, high):
-                raise ValueError(f"{low} = {getattr(self, low):g} is above {high} = {getattr(self, high):g}")
+        check_band_and_knobs(self)
         return self
 
 
