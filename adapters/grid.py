@@ -461,8 +461,13 @@ class GridSim(CosimSim):
 def _nan_extremes(values: np.ndarray) -> tuple[float, float]:
     """``(np.nanmin, np.nanmax)`` of ``values``; NaN for both when none is finite.
 
-    One NaN filter for both (min and max are exact, so the numbers are nanmin's and nanmax's).
+    One NaN filter for both (min and max are exact, so the numbers are nanmin's and nanmax's),
+    and none when every value is finite (the usual case).
     """
+    if len(values):
+        lowest, highest = float(values.min()), float(values.max())
+        if math.isfinite(lowest) and math.isfinite(highest):
+            return lowest, highest
     if not np.isfinite(values).any():
         return math.nan, math.nan
     present = values[~np.isnan(values)]
@@ -478,17 +483,33 @@ def _band_stats(vm: np.ndarray, low: float, high: float) -> dict[str, float]:
     """Lowest, highest, Σ distance outside ``[low, high]`` and count strictly outside, NaN-safe. [pu, pu, pu, -]"""
     if len(vm) < 8:  # an element's phases: plain floats beat numpy's per-call cost, same sums (in order)
         return _band_stats_few(vm.tolist(), low, high)
-    finite = vm[np.isfinite(vm)]
-    if not len(finite):
-        return {"vm_phase_min_pu": math.nan, "vm_phase_max_pu": math.nan, "vm_violation_pu": math.nan,
-                "n_violating": 0}
-    under, over = np.clip(low - finite, 0.0, None), np.clip(finite - high, 0.0, None)
-    return {"vm_phase_min_pu": float(finite.min()), "vm_phase_max_pu": float(finite.max()),
-            "vm_violation_pu": float(under.sum() + over.sum()), "n_violating": int(((under > 0) | (over > 0)).sum())}
+    lowest, highest = float(vm.min()), float(vm.max())
+    finite = vm
+    if not (math.isfinite(lowest) and math.isfinite(highest)):  # a NaN (or inf) reading: leave it out
+        finite = vm[np.isfinite(vm)]
+        if not len(finite):
+            return {"vm_phase_min_pu": math.nan, "vm_phase_max_pu": math.nan, "vm_violation_pu": math.nan,
+                    "n_violating": 0}
+        lowest, highest = float(finite.min()), float(finite.max())
+    # a side nobody crosses sums to exactly 0.0, so it is skipped; the other is numpy's own sum
+    under = float(np.maximum(low - finite, 0.0).sum()) if lowest < low else 0.0
+    over = float(np.maximum(finite - high, 0.0).sum()) if highest > high else 0.0
+    n_under = int(np.count_nonzero(finite < low)) if lowest < low else 0
+    n_over = int(np.count_nonzero(finite > high)) if highest > high else 0
+    return {"vm_phase_min_pu": lowest, "vm_phase_max_pu": highest, "vm_violation_pu": under + over,
+            "n_violating": n_under + n_over}
 
 
 def _band_stats_few(vm: list[float], low: float, high: float) -> dict[str, float]:
     """:func:`_band_stats` for a few values (numpy sums fewer than 8 numbers in order, as here)."""
+    if len(vm) == 1:  # a balanced net's element: one reading
+        v = vm[0]
+        if not math.isfinite(v):
+            return {"vm_phase_min_pu": math.nan, "vm_phase_max_pu": math.nan, "vm_violation_pu": math.nan,
+                    "n_violating": 0}
+        under, over = max(low - v, 0.0), max(v - high, 0.0)
+        return {"vm_phase_min_pu": v, "vm_phase_max_pu": v, "vm_violation_pu": under + over,
+                "n_violating": 1 if under > 0 or over > 0 else 0}
     finite = [v for v in vm if math.isfinite(v)]
     if not finite:
         return {"vm_phase_min_pu": math.nan, "vm_phase_max_pu": math.nan, "vm_violation_pu": math.nan,
