@@ -493,6 +493,11 @@ def sum_inputs(inputs: dict[str, dict[str, dict[str, Any]]]) -> dict[str, dict[s
     for eid, attrs in inputs.items():
         values: dict[str, Any] = {}
         for attr, sources in attrs.items():
+            if len(sources) == 1:  # the usual case: one source, no list to build
+                for only in sources.values():
+                    if only is not None:
+                        values[attr] = only
+                continue
             present = [v for v in sources.values() if v is not None]
             if not present:
                 continue

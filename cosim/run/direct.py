@@ -212,15 +212,23 @@ class DirectEngine:
 
     def _inputs(self, sim: _Sim, t: int) -> dict[str, dict[str, dict[str, Any]]]:
         inputs: dict[str, dict[str, dict[str, Any]]] = {}
+        empty: dict[str, Any] = {}
         for pull in sim.pulls:
             data = pull.src.output_at(t - pull.shift)
             for src_eid, src_attr, dst_eid, dst_attr, full_id in pull.entries:
-                value = data.get(src_eid, {}).get(src_attr, _MISSING)
+                value = data.get(src_eid, empty).get(src_attr, _MISSING)
                 if value is _MISSING:
                     warnings.warn(f"Simulator {pull.src.sid}'s entity {src_eid} did not produce output on its "
                                   f"persistent attribute {src_attr} during its last step.", UserWarning)
                     value = None
-                inputs.setdefault(dst_eid, {}).setdefault(dst_attr, {})[full_id] = value
+                # setdefault without its default dicts: they would be built for every entry
+                dst = inputs.get(dst_eid)
+                if dst is None:
+                    dst = inputs[dst_eid] = {}
+                sources = dst.get(dst_attr)
+                if sources is None:
+                    sources = dst[dst_attr] = {}
+                sources[full_id] = value
         for (dst_eid, dst_attr), value in sim.held.items():
             inputs.setdefault(dst_eid, {})[dst_attr] = {"session": value}
         return inputs
