@@ -210,7 +210,7 @@ class RideThrough:
 class RideThroughSim(SingleModelSim):
     """Ride-through at points of connection (model ``RideThrough``)."""
 
-    MODEL, PARAMS, ROLE, PHYSICS = "RideThrough", RideThroughParams, "other", RideThrough
+    MODEL, PARAMS, ROLE, PHYSICS = "RideThrough", RideThroughParams, "backup", RideThrough
     INPUTS, OUTPUTS = INPUTS, OUTPUTS
     EXAMPLE = {"models": {"RideThrough": {"curve": "itic", "n_dips_to_trip": 3, "off_s": 5.0, "ramp_s": 2.0,
                                           "recharge_mw": 0.5}}}
