@@ -117,6 +117,10 @@ class PowerFlow:
             self.net.line.loc[self.net.line.index[pos], "in_service"] = in_service
             self._stale = True
 
+    def n_lines_out(self) -> int:
+        """Lines out of service (``net.line.in_service`` False, the network's own included). [-]"""
+        return int((~self.net.line["in_service"].astype(bool)).sum())
+
     def bus_of(self, kind: str, pos: int) -> int:
         """Position in ``net.bus`` of the bus element ``pos`` of ``kind`` stands on."""
         # kept: the pandas lookups cost ~20 µs, and the adapter asks for every element each step
