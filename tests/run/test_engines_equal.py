@@ -40,6 +40,7 @@ WINDOWS = {
     "ieee13_voltage_aware": 1_200,   # the controller settles within minutes
     "ieee13_ofo": 600,               # OFO settles within seconds; its first tap-free 10 min
     "load_loss_event": 120,          # whole (0.1 s steps): the third fault's transfer at 34 s and the response
+    "openg2g_ieee13": 60,            # the OFO's sensitivity solve and its first minute of batch steps
     "oversubscription": 86_400,      # the day: POLCA caps at the inference peaks
     "precooling": 43_200,            # whole: pre-cooling before and through the 17-21 UTC peak
     "thermal_capping": 43_200,       # whole: the afternoon with one chiller left
