@@ -18,13 +18,13 @@ Example ``[entities]`` entry (three auto-reclose attempts onto a permanent fault
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import BeforeValidator, model_validator
 
 from cosim.sdk import DataFile, Params, SingleModelSim, as_tuple
+from cosim.adapters._event_csv import read_events
 
 OUTPUTS = ("vm_sag_pu", "t_sag_s", "n_faults")
 
@@ -62,17 +62,7 @@ def read_faults(path: Path) -> list[tuple[float, float, float]]:
     Raises:
         ValueError: naming the file and row.
     """
-    rows = [line for line in Path(path).read_text(encoding="utf-8-sig").splitlines() if not line.startswith("#")]
-    reader = csv.DictReader(rows)
-    if [c for c in ("t_s", "duration_s", "vm_pu") if c not in (reader.fieldnames or [])]:
-        raise ValueError(f"{Path(path).name}: the header must name t_s, duration_s and vm_pu")
-    found = []
-    for number, row in enumerate(reader, start=2):
-        try:
-            found.append((float(row["t_s"]), float(row["duration_s"]), float(row["vm_pu"])))
-        except (TypeError, ValueError):
-            raise ValueError(f"{Path(path).name}: row {number}: t_s, duration_s and vm_pu must be numbers") from None
-    return found
+    return read_events(path, "vm_pu", float, "t_s, duration_s and vm_pu must be numbers")  # type: ignore[return-value]
 
 
 class Faults:

@@ -76,7 +76,6 @@ their last values, ``converged`` is False and ``n_nonconverged`` counts up (or, 
 """
 from __future__ import annotations
 
-import csv
 import json
 import math
 from dataclasses import dataclass
@@ -89,6 +88,7 @@ from pydantic import BeforeValidator, Field, ValidationInfo, field_validator, mo
 from cosim import grid_models
 from cosim.sdk import CosimSim, DataFile, Params, ScenarioContext, as_tuple, meta, model_meta
 from cosim.adapters._grid_opendss import V_MAX_PU, V_MIN_PU, OpenDssFlow, unknown_bus_message
+from cosim.adapters._event_csv import read_events
 from cosim.adapters._grid_opendss import sanitise as dss_sanitise
 from cosim.adapters._grid_backend import (
     GridBackend,
@@ -128,17 +128,7 @@ def read_line_trips(path: Path) -> list[tuple[float, float, str]]:
     Raises:
         ValueError: naming the file and row.
     """
-    rows = [line for line in Path(path).read_text(encoding="utf-8-sig").splitlines() if not line.startswith("#")]
-    reader = csv.DictReader(rows)
-    if [c for c in ("t_s", "duration_s", "line") if c not in (reader.fieldnames or [])]:
-        raise ValueError(f"{Path(path).name}: the header must name t_s, duration_s and line")
-    found = []
-    for number, row in enumerate(reader, start=2):
-        try:
-            found.append((float(row["t_s"]), float(row["duration_s"]), str(row["line"]).strip()))
-        except (TypeError, ValueError):
-            raise ValueError(f"{Path(path).name}: row {number}: t_s and duration_s must be numbers") from None
-    return found
+    return read_events(path, "line", lambda text: str(text).strip(), "t_s and duration_s must be numbers")  # type: ignore[return-value]
 
 
 class SimParams(Params):
