@@ -109,6 +109,9 @@ class TrainingParams(Params):
         checkpoint_stagger: shift each job's checkpoint schedule by a seeded offset in
             ``[0, interval)`` so jobs started together do not all dip at once (off: every job
             checkpoints at the end of each interval of its own running time).
+        hold_paused_gpus: a job paused by ``pause_flexible_frac`` or the facility limit (DR)
+            keeps its GPUs booked and idle until it resumes, so queued jobs do not backfill
+            them and the power cut holds; ``false``: the freed GPUs go to queued jobs.
         warmup_h: run the workload this long before the scenario starts (at 5-minute steps,
             unrecorded), so the cluster starts busy instead of empty; synthetic arrivals and
             traces are shifted to begin that much earlier. [h]
@@ -147,6 +150,7 @@ class TrainingParams(Params):
     checkpoint_duration_s: float = Field(default=60.0, ge=0)
     checkpoint_stagger: bool = True
     warmup_h: float = Field(default=0.0, ge=0)
+    hold_paused_gpus: bool = True
 
 
 class FleetParams(Params):
@@ -325,7 +329,8 @@ def build_cluster(params: ClusterParams, rng: np.random.Generator, duration_s: f
                          stragglers=params.stragglers != "none", rng=rng,
                          policy_params=params.training.policy_params, nodes_per_rack=params.nodes.n_nodes_per_rack,
                          locality=params.training.locality, sleep=params.nodes.sleep_params(),
-                         report_scheduling=report_scheduling, mig_pool=mig_pool)
+                         report_scheduling=report_scheduling, mig_pool=mig_pool,
+                         hold_paused_gpus=params.training.hold_paused_gpus)
     cluster.warm_up(params.training.warmup_h * 3600.0)
     return cluster
 

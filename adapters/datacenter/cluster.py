@@ -133,6 +133,9 @@ class GpuCluster:
         sleep: low-power state of empty nodes, or ``None`` (always awake).
         report_scheduling: add :data:`.observe.SCHEDULING_OUTPUTS` to the outputs.
         mig_pool: the GPUs the MIG fleets' instances sit on (all MIG fleets on one node type).
+        hold_paused_gpus: a job paused by ``pause_flexible_frac`` or the limit keeps its GPUs,
+            idle, until it resumes, so queued jobs do not backfill them and the cut holds
+            (off: the freed GPUs go to queued jobs, as before).
     """
 
     def __init__(self, node: NodeSpec, gpu: GpuSpec, n_gpus: int, jobs: Jobs, fleets: list[FleetSetup], *,
@@ -142,7 +145,7 @@ class GpuCluster:
                  checkpoint_duration_s: float = 60.0, checkpoint_stagger: bool = True, stragglers: bool = True,
                  rng: np.random.Generator | None = None, policy_params: dict | None = None, nodes_per_rack: int = 4,
                  locality: str = "any", sleep: SleepParams | None = None, report_scheduling: bool = False,
-                 mig_pool: MigPool | None = None):
+                 mig_pool: MigPool | None = None, hold_paused_gpus: bool = False):
         self.node, self.gpu, self.jobs, self.fleets = node, gpu, jobs, fleets
         self.n_gpus = int(n_gpus)
         topology = Topology(self.n_gpus, node.gpus_per_node, nodes_per_rack)
@@ -191,6 +194,7 @@ class GpuCluster:
                         + mig_pool.n_gpus * self.mig_setup.gpu.tdp_w) / 1e6
         self.losses = DeliveryLosses(rated_mw or max(full_mw, 1e-6))
         self.paused_by = np.zeros(len(jobs), np.int8)  # 0 none, 1 knob, 2 limit
+        self.hold_paused_gpus = hold_paused_gpus
         self.p_last_mw = 0.0
         self.delay_gpu_h = 0.0
         self.slowdown_gpu_h = 0.0
@@ -259,15 +263,21 @@ class GpuCluster:
     def _pause(self, jobs: np.ndarray, reason: int, time_s: float) -> None:
         running = jobs[self.sched.state[jobs] == RUNNING]
         self.sched.remaining_s[running] += self.checkpoint_loss_s
-        self.sched.release(running, PAUSED, time_s)
+        if self.hold_paused_gpus:  # the GPUs stay booked and idle: the cut holds
+            self.sched.hold(running)
+        else:
+            self.sched.release(running, PAUSED, time_s)
         self.sched.state[jobs] = PAUSED
         self.sched.dirty = True
         self.paused_by[jobs] = reason
 
     def _resume(self, jobs: np.ndarray) -> None:
-        started = ~np.isnan(self.sched.first_start_s[jobs])
-        self.sched.requeue(jobs[started], self.restore_s)
-        self.sched.requeue(jobs[~started])
+        held = self.sched.held[jobs]
+        self.sched.unhold(jobs[held], self.restore_s)
+        off = jobs[~held]
+        started = ~np.isnan(self.sched.first_start_s[off])
+        self.sched.requeue(off[started], self.restore_s)
+        self.sched.requeue(off[~started])
         self.paused_by[jobs] = 0
 
     def _pause_flexible(self, knobs: Knobs, time_s: float) -> None:

@@ -6,7 +6,7 @@ priority FIFO with EASY backfill, ``fifo`` the same without backfill). This modu
 what every policy shares: the job states, ``owner[g]`` (the job holding GPU ``g``, -1 =
 free, so a GPU can never be booked twice), the nodes the GPUs sit on (:mod:`.nodes`), and
 the operations a policy may use: start a job on given GPUs, release, requeue, preempt,
-resize (elastic jobs).
+resize (elastic jobs), hold (a DR pause that keeps the job's GPUs booked and idle) and unhold.
 
 Runtime estimates are the jobs' true remaining work at their current speed (perfect
 estimates); a policy that wants noisy ones draws its own (``srpt``).
@@ -70,6 +70,7 @@ class Scheduler:
         self.ready_s = np.full(n, -np.inf)  # no progress before (waking nodes)
         self.extra_work_s = np.zeros(n)  # restore, preemption and rescale costs added to the work
         self.work_done_s = np.zeros(n)  # work done so far (the cluster adds each step's progress)
+        self.held = np.zeros(n, bool)  # paused on its own GPUs (hold): they stay booked, idle
         # finish-time fairness: the running integral of the number of active jobs since time 0,
         # read when each job is admitted and when it ends (O(1) a step, not a pass over all jobs)
         self.active_integral_s = 0.0
@@ -166,6 +167,26 @@ class Scheduler:
             self.release(jobs, QUEUED, time_s)
             self.remaining_s[jobs] += loss_s
             self.extra_work_s[jobs] += loss_s
+
+    def hold(self, jobs: np.ndarray) -> None:
+        """Pause running ``jobs`` on their GPUs: nothing is freed, so no queued job gets them.
+
+        The GPUs stay booked (``owner``) and idle until :meth:`unhold`.
+        """
+        jobs = np.asarray(jobs, np.int64)
+        if len(jobs):
+            self.state[jobs] = PAUSED
+            self.held[jobs] = True
+
+    def unhold(self, jobs: np.ndarray, extra_work_s: float = 0.0) -> None:
+        """Held ``jobs`` run again on the GPUs they kept, with a restore cost added to their work."""
+        jobs = np.asarray(jobs, np.int64)
+        if len(jobs):
+            self.state[jobs] = RUNNING
+            self.held[jobs] = False
+            self.remaining_s[jobs] += extra_work_s
+            self.extra_work_s[jobs] += extra_work_s
+            self.dirty = True
 
     def place_as_if_free(self, job: int, place) -> np.ndarray | None:
         """``place()`` with running ``job``'s own GPUs counted free (to resize it); nothing changes."""

@@ -1,8 +1,9 @@
 """Job states of the training scheduler, shared by :mod:`.scheduler` and the :mod:`.policies`.
 
 A job is ``FUTURE`` (not yet submitted), ``QUEUED``, ``RUNNING`` (holding its GPUs),
-``PAUSED`` (by a knob or the facility limit; holds nothing), ``DONE`` or ``REJECTED``
-(larger than the partition). The values index ``STATE_NAMES`` and the output counters.
+``PAUSED`` (by a knob or the facility limit; holds nothing, or, with the cluster's
+``hold_paused_gpus``, keeps its GPUs idle and booked so no queued job backfills them),
+``DONE`` or ``REJECTED`` (larger than the partition). The values index ``STATE_NAMES`` and the output counters.
 """
 
 from __future__ import annotations
