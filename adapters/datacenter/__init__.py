@@ -112,6 +112,12 @@ class TrainingParams(Params):
         hold_paused_gpus: a job paused by ``pause_flexible_frac`` or the facility limit (DR)
             keeps its GPUs booked and idle until it resumes, so queued jobs do not backfill
             them and the power cut holds; ``false``: the freed GPUs go to queued jobs.
+        failure_rate_per_gpu_h: failures per GPU-hour of a running job, any GPU interrupting
+            its gang (a job of n GPUs running t hours fails with probability 1 - exp(-rate n t));
+            the job loses its work since its last checkpoint (:mod:`.failures`, which gives
+            sources to pick a value from); 0 = jobs never fail. [1/GPU-h]
+        failure_end_frac: share of failed jobs that end (state ``failed``) instead of
+            restarting from their last checkpoint. [-]
         warmup_h: run the workload this long before the scenario starts (at 5-minute steps,
             unrecorded), so the cluster starts busy instead of empty; synthetic arrivals and
             traces are shifted to begin that much earlier. [h]
@@ -151,6 +157,8 @@ class TrainingParams(Params):
     checkpoint_stagger: bool = True
     warmup_h: float = Field(default=0.0, ge=0)
     hold_paused_gpus: bool = True
+    failure_rate_per_gpu_h: float = Field(default=0.0, ge=0)
+    failure_end_frac: float = Field(default=0.0, ge=0, le=1)
 
 
 class FleetParams(Params):
@@ -330,7 +338,9 @@ def build_cluster(params: ClusterParams, rng: np.random.Generator, duration_s: f
                          policy_params=params.training.policy_params, nodes_per_rack=params.nodes.n_nodes_per_rack,
                          locality=params.training.locality, sleep=params.nodes.sleep_params(),
                          report_scheduling=report_scheduling, mig_pool=mig_pool,
-                         hold_paused_gpus=params.training.hold_paused_gpus)
+                         hold_paused_gpus=params.training.hold_paused_gpus,
+                         failure_rate_per_gpu_h=params.training.failure_rate_per_gpu_h,
+                         failure_end_frac=params.training.failure_end_frac)
     cluster.warm_up(params.training.warmup_h * 3600.0)
     return cluster
 

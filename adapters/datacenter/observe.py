@@ -27,6 +27,8 @@ Reported (:data:`SCHEDULING_OUTPUTS`) only when the datacenter sim asks for them
   ``idle_before_sleep_s``.
 * ``n_gpus_mig``, ``n_mig_slices_frag``: GPUs of the MIG pool and their free memory slices
   the deployment's profile mix cannot use (:mod:`.mig`; 0 without MIG fleets).
+* ``n_job_failures`` (failures so far, restarts included), ``n_jobs_failed`` (jobs ended by a
+  failure), ``lost_gpu_h`` (work lost since the jobs' last checkpoints; :mod:`.failures`).
 """
 
 from __future__ import annotations
@@ -34,12 +36,13 @@ from __future__ import annotations
 import numpy as np
 
 from cosim.adapters.datacenter.nodes import frag_gpus
-from cosim.adapters.datacenter.states import DONE, RUNNING
+from cosim.adapters.datacenter.states import DONE, FAILED, RUNNING
 
 SCHEDULING_OUTPUTS: tuple[str, ...] = (
     "n_gpus_idle", "n_gpus_frag", "gpu_frag_of_idle_frac", "n_nodes_empty", "n_nodes_asleep", "p_train_idle_mw",
     "jct_p99_h", "wait_p99_h", "ftf_rho_mean_ratio", "ftf_rho_max_ratio", "done_gpu_h",
     "p_shed_cap_mw", "p_shed_mw", "n_gpus_mig", "n_mig_slices_frag",
+    "n_job_failures", "n_jobs_failed", "lost_gpu_h",
 )
 
 
@@ -57,6 +60,8 @@ def scheduling_outputs(cluster, run: np.ndarray, caps: np.ndarray, p_it_mw: floa
     out.update(_tails_and_fairness(sched, cluster.n_gpus))
     out.update(_shed_mw(cluster, run, caps, p_it_mw))
     out.update(_mig(cluster))
+    out.update({"n_job_failures": float(cluster.n_job_failures),
+                "n_jobs_failed": float(np.count_nonzero(sched.state == FAILED)), "lost_gpu_h": cluster.lost_gpu_h})
     return out
 
 

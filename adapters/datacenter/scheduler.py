@@ -20,10 +20,10 @@ import numpy as np
 
 from cosim.adapters.datacenter.nodes import NodePower, NodeSleep, Topology, pod_sizes
 from cosim.adapters.datacenter.policies import Policy, make_policy
-from cosim.adapters.datacenter.states import DONE, FUTURE, PAUSED, QUEUED, REJECTED, RUNNING, STATE_NAMES
+from cosim.adapters.datacenter.states import DONE, FAILED, FUTURE, PAUSED, QUEUED, REJECTED, RUNNING, STATE_NAMES
 from cosim.adapters.datacenter.training import Jobs
 
-__all__ = ["DONE", "FUTURE", "PAUSED", "QUEUED", "REJECTED", "RUNNING", "STATE_NAMES", "Scheduler"]
+__all__ = ["DONE", "FAILED", "FUTURE", "PAUSED", "QUEUED", "REJECTED", "RUNNING", "STATE_NAMES", "Scheduler"]
 
 #: Jobs whose pods estimate the target workload of the fragmentation measure (FGD's
 #: "typical pods", here a sliding window of the latest arrivals). [-]
@@ -131,7 +131,7 @@ class Scheduler:
                 self.n_started += 1
 
     def release(self, jobs: np.ndarray, new_state: int, time_s: float | np.ndarray | None = None) -> None:
-        """Free the GPUs of running ``jobs`` and move them to ``new_state`` (done or paused)."""
+        """Free the GPUs of running ``jobs`` and move them to ``new_state`` (done, failed, paused or queued)."""
         if len(jobs) == 0:
             return
         # a per-job lookup, not np.isin(owner, jobs), which sorts every GPU; a free GPU's
@@ -150,6 +150,10 @@ class Scheduler:
             counted = self.jobs.submit_s[jobs] >= 0
             self.jct_sum_s += float(np.sum((self.end_s[jobs] - self.jobs.submit_s[jobs])[counted]))
             self.n_finished += int(counted.sum())
+        elif new_state == FAILED:  # out of the system; not a completion (no JCT, no fairness)
+            self.end_s[jobs] = time_s
+            self.n_active -= len(jobs)
+            self._ended.append((np.asarray(jobs), np.asarray(self.end_s[jobs])))  # active up to the end
         self.dirty = True
 
     def requeue(self, jobs: np.ndarray, extra_work_s: float = 0.0) -> None:
