@@ -187,6 +187,7 @@ class GpuCluster:
         self.ran_s = np.zeros(len(jobs))  # running (wall) time of each job, for its checkpoints
         self.ckpt_work_s = np.zeros(len(jobs))  # work done at the last checkpoint (what a failure falls back to)
         self.n_job_failures = 0  # failures so far (a job may fail more than once)
+        self.n_jobs_failed = 0  # jobs a failure ended
         self.lost_s = np.zeros(len(jobs))  # work each job lost to failures [s]
         self.lost_gpu_h = 0.0  # GPU-hours of work lost to failures
         self.p_unc_w = gpu.idle_w + jobs.power_frac * (gpu.tdp_w - gpu.idle_w)
@@ -222,7 +223,7 @@ class GpuCluster:
             self.step(-span_s + k * dt_s, min(dt_s, span_s - k * dt_s))
         self.delay_gpu_h = self.slowdown_gpu_h = self.work_gpu_h = 0.0
         self.work_class_gpu_h[:] = 0.0
-        self.n_job_failures, self.lost_gpu_h = 0, 0.0
+        self.n_job_failures, self.n_jobs_failed, self.lost_gpu_h = 0, 0, 0.0
 
     # -- the step ---------------------------------------------------------------------------
     def step(self, time_s: float, dt_s: float, knobs: Knobs | None = None) -> dict[str, float]:
@@ -552,6 +553,7 @@ class GpuCluster:
         jobs, ends = run[failed], ends[failed]
         lost_s = np.maximum(sched.work_done_s[jobs] - self.ckpt_work_s[jobs], 0.0)
         self.n_job_failures += len(jobs)
+        self.n_jobs_failed += int(ends.sum())
         self.lost_gpu_h += float(sched.n_alloc[jobs] @ lost_s) / 3600.0
         self.lost_s[jobs] += lost_s
         sched.remaining_s[jobs] += lost_s  # redone from the checkpoint

@@ -28,7 +28,8 @@ Reported (:data:`SCHEDULING_OUTPUTS`) only when the datacenter sim asks for them
 * ``n_gpus_mig``, ``n_mig_slices_frag``: GPUs of the MIG pool and their free memory slices
   the deployment's profile mix cannot use (:mod:`.mig`; 0 without MIG fleets).
 * ``n_job_failures`` (failures so far, restarts included), ``n_jobs_failed`` (jobs ended by a
-  failure), ``lost_gpu_h`` (work lost since the jobs' last checkpoints; :mod:`.failures`).
+  failure), ``lost_gpu_h`` (work lost since the jobs' last checkpoints; :mod:`.failures`);
+  counted from the scenario start (not in the warm-up).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from __future__ import annotations
 import numpy as np
 
 from cosim.adapters.datacenter.nodes import frag_gpus
-from cosim.adapters.datacenter.states import DONE, FAILED, RUNNING
+from cosim.adapters.datacenter.states import DONE, RUNNING
 
 SCHEDULING_OUTPUTS: tuple[str, ...] = (
     "n_gpus_idle", "n_gpus_frag", "gpu_frag_of_idle_frac", "n_nodes_empty", "n_nodes_asleep", "p_train_idle_mw",
@@ -61,7 +62,7 @@ def scheduling_outputs(cluster, run: np.ndarray, caps: np.ndarray, p_it_mw: floa
     out.update(_shed_mw(cluster, run, caps, p_it_mw))
     out.update(_mig(cluster))
     out.update({"n_job_failures": float(cluster.n_job_failures),
-                "n_jobs_failed": float(np.count_nonzero(sched.state == FAILED)), "lost_gpu_h": cluster.lost_gpu_h})
+                "n_jobs_failed": float(cluster.n_jobs_failed), "lost_gpu_h": cluster.lost_gpu_h})
     return out
 
 
