@@ -55,6 +55,7 @@ from cosim.adapters.datacenter.inference import (
     trace_profile,
 )
 from cosim.adapters.datacenter.prefill import prefill_tokens_per_s
+from cosim.adapters.datacenter.transient import TransientSetup
 from cosim.adapters.datacenter.training import (
     CLASSES,
     ELASTIC_STREAM,
@@ -233,6 +234,34 @@ class NodesParams(Params):
         return SleepParams(self.p_sleep_w, self.wake_s, self.idle_before_sleep_s, self.n_awake_spare)
 
 
+class TransientParams(Params):
+    """Off-site transient (revocable) GPUs that short training jobs burst onto (:mod:`.transient`,
+    after CloudCoaster). Every default is an *assumption*.
+
+    Attributes:
+        n_gpus_max: transient GPUs in use at most; 0 = off. [-]
+        short_max_h: jobs with at most this much remaining work may burst. [h]
+        wait_before_s: how long a short job waits in the on-site queue before it bursts. [s]
+        provision_s: from the burst until the job runs (instance start). [s]
+        revoke_rate_per_h: revocations per transient job and hour; a revoked job loses its
+            off-site work and queues again. [1/h]
+        price_usd_per_gpu_h: price of a transient GPU-hour, billed from the burst. [USD/GPU-h]
+    """
+
+    n_gpus_max: int = Field(default=0, ge=0)
+    short_max_h: float = Field(default=1.0, gt=0)
+    wait_before_s: float = Field(default=300.0, ge=0)
+    provision_s: float = Field(default=120.0, ge=0)
+    revoke_rate_per_h: float = Field(default=0.0, ge=0)
+    price_usd_per_gpu_h: float = Field(default=1.0, ge=0)
+
+    def setup(self) -> TransientSetup | None:
+        if self.n_gpus_max == 0:
+            return None
+        return TransientSetup(self.n_gpus_max, self.short_max_h, self.wait_before_s, self.provision_s,
+                              self.revoke_rate_per_h, self.price_usd_per_gpu_h)
+
+
 class ClusterParams(Params):
     """Params of one ``Cluster`` entity.
 
@@ -251,6 +280,7 @@ class ClusterParams(Params):
         p_limit_mw: static facility limit, used while no ``p_limit_mw`` input arrives. [MW]
         mig_placement: how MIG fleets' instances are placed on their GPUs: ``first_fit`` or
             ``frag_aware`` (:mod:`.mig`).
+        transient: off-site burst GPUs for short jobs (:class:`TransientParams`; off by default).
     """
 
     node: str = "DGX-H100"
@@ -266,6 +296,7 @@ class ClusterParams(Params):
     p_cap_w: float | None = Field(default=None, gt=0)
     p_limit_mw: float | None = Field(default=None, ge=0)
     mig_placement: Literal["first_fit", "frag_aware"] = "first_fit"
+    transient: TransientParams = TransientParams()
 
 
 # -- building ---------------------------------------------------------------------------------
@@ -340,7 +371,8 @@ def build_cluster(params: ClusterParams, rng: np.random.Generator, duration_s: f
                          report_scheduling=report_scheduling, mig_pool=mig_pool,
                          hold_paused_gpus=params.training.hold_paused_gpus,
                          failure_rate_per_gpu_h=params.training.failure_rate_per_gpu_h,
-                         failure_end_frac=params.training.failure_end_frac)
+                         failure_end_frac=params.training.failure_end_frac,
+                         transient=params.transient.setup())
     cluster.warm_up(params.training.warmup_h * 3600.0)
     return cluster
 

@@ -45,10 +45,12 @@ from cosim.adapters.datacenter.scheduler import (
 )
 from cosim.adapters.datacenter.states import STATE_NAMES
 from cosim.adapters.datacenter.stragglers import COMPUTE_FRAC, StragglerModel
+from cosim.adapters.datacenter.transient import TransientPool, TransientSetup
 from cosim.adapters.datacenter.training import (
     CLASSES,
     FAILURE_STREAM,
     POLICY_STREAM,
+    TRANSIENT_STREAM,
     Jobs,
     capped,
     capped_power,
@@ -143,6 +145,7 @@ class GpuCluster:
         failure_rate_per_gpu_h: failures per GPU-hour of a running job; a failed job loses its
             work since its last checkpoint (:mod:`.failures`); 0 = jobs never fail. [1/GPU-h]
         failure_end_frac: share of failed jobs that end (state ``FAILED``) instead of restarting. [-]
+        transient: burst capacity off-site for short jobs (:mod:`.transient`), or ``None``.
     """
 
     def __init__(self, node: NodeSpec, gpu: GpuSpec, n_gpus: int, jobs: Jobs, fleets: list[FleetSetup], *,
@@ -153,7 +156,8 @@ class GpuCluster:
                  rng: np.random.Generator | None = None, policy_params: dict | None = None, nodes_per_rack: int = 4,
                  locality: str = "any", sleep: SleepParams | None = None, report_scheduling: bool = False,
                  mig_pool: MigPool | None = None, hold_paused_gpus: bool = False,
-                 failure_rate_per_gpu_h: float = 0.0, failure_end_frac: float = 0.0):
+                 failure_rate_per_gpu_h: float = 0.0, failure_end_frac: float = 0.0,
+                 transient: TransientSetup | None = None):
         self.node, self.gpu, self.jobs, self.fleets = node, gpu, jobs, fleets
         self.n_gpus = int(n_gpus)
         topology = Topology(self.n_gpus, node.gpus_per_node, nodes_per_rack)
@@ -162,6 +166,9 @@ class GpuCluster:
         policy_rng = substream(rng or np.random.default_rng(0), POLICY_STREAM)
         self.failures = FailureModel(failure_rate_per_gpu_h, failure_end_frac,
                                      substream(rng or np.random.default_rng(0), FAILURE_STREAM))
+        self.transient = (TransientPool(transient, substream(rng or np.random.default_rng(0), TRANSIENT_STREAM))
+                          if transient is not None and transient.n_gpus_max > 0 else None)
+        self.p_transient_mw = 0.0
         node_power = NodePower(gpu.idle_w, gpu.tdp_w, node.other_idle_w,
                                (node.other_full_w - node.other_idle_w) / node.gpus_per_node,
                                sleep.p_sleep_w if sleep is not None else None)
@@ -224,6 +231,8 @@ class GpuCluster:
         self.delay_gpu_h = self.slowdown_gpu_h = self.work_gpu_h = 0.0
         self.work_class_gpu_h[:] = 0.0
         self.n_job_failures, self.n_jobs_failed, self.lost_gpu_h = 0, 0, 0.0
+        if self.transient is not None:
+            self.transient.reset_counters()
 
     # -- the step ---------------------------------------------------------------------------
     def step(self, time_s: float, dt_s: float, knobs: Knobs | None = None) -> dict[str, float]:
@@ -235,6 +244,8 @@ class GpuCluster:
         self._release_limit_paused(knobs)
         self._pause_flexible(knobs, time_s)
         sched.schedule(time_s)
+        if self.transient is not None:  # after the on-site pass: short jobs still waiting burst
+            self.transient.offload(sched, time_s)
         if self.sleep is not None:
             self.sleep.update(time_s, sched.free_per_node())
         infer = self._serve(time_s, dt_s, knobs)
@@ -246,6 +257,11 @@ class GpuCluster:
         train = self._advance(run, caps, time_s, dt_s)
         if self.failures.enabled:
             self._fail(run[sched.state[run] == RUNNING], time_s, dt_s)
+        if self.transient is not None:
+            gpn = self.node.gpus_per_node
+            self.p_transient_mw = self.transient.advance(
+                sched, self.p_unc_w + self.node.other_full_w / gpn, self.gpu.idle_w + self.node.other_idle_w / gpn,
+                time_s, dt_s) / 1e6
         sched.account(dt_s, time_s)
         out = self._outputs(train, infer, excess_mw, dt_s)
         if self.report_scheduling:

@@ -20,10 +20,21 @@ import numpy as np
 
 from cosim.adapters.datacenter.nodes import NodePower, NodeSleep, Topology, pod_sizes
 from cosim.adapters.datacenter.policies import Policy, make_policy
-from cosim.adapters.datacenter.states import DONE, FAILED, FUTURE, PAUSED, QUEUED, REJECTED, RUNNING, STATE_NAMES
+from cosim.adapters.datacenter.states import (
+    DONE,
+    FAILED,
+    FUTURE,
+    PAUSED,
+    QUEUED,
+    REJECTED,
+    RUNNING,
+    STATE_NAMES,
+    TRANSIENT,
+)
 from cosim.adapters.datacenter.training import Jobs
 
-__all__ = ["DONE", "FAILED", "FUTURE", "PAUSED", "QUEUED", "REJECTED", "RUNNING", "STATE_NAMES", "Scheduler"]
+__all__ = ["DONE", "FAILED", "FUTURE", "PAUSED", "QUEUED", "REJECTED", "RUNNING", "STATE_NAMES", "Scheduler",
+           "TRANSIENT"]
 
 #: Jobs whose pods estimate the target workload of the fragmentation measure (FGD's
 #: "typical pods", here a sliding window of the latest arrivals). [-]
@@ -124,6 +135,15 @@ class Scheduler:
         self.state[job] = RUNNING
         if self.sleep is not None:
             self.ready_s[job] = self.sleep.wake(self.topology.node_of_gpu[gpus], time_s)
+        if np.isnan(self.first_start_s[job]):
+            self.first_start_s[job] = time_s
+            if self.jobs.submit_s[job] >= 0:
+                self.wait_sum_s += time_s - self.jobs.submit_s[job]
+                self.n_started += 1
+
+    def start_elsewhere(self, job: int, time_s: float, state: int) -> None:
+        """``job`` leaves the queue to run off the partition (``state``, e.g. transient); no GPU is booked."""
+        self.state[job] = state
         if np.isnan(self.first_start_s[job]):
             self.first_start_s[job] = time_s
             if self.jobs.submit_s[job] >= 0:

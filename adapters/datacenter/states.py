@@ -3,13 +3,14 @@
 A job is ``FUTURE`` (not yet submitted), ``QUEUED``, ``RUNNING`` (holding its GPUs),
 ``PAUSED`` (by a knob or the facility limit; holds nothing, or, with the cluster's
 ``hold_paused_gpus``, keeps its GPUs idle and booked so no queued job backfills them),
-``DONE``, ``REJECTED`` (larger than the partition) or ``FAILED`` (ended by a failure,
-:mod:`.failures`). The values index ``STATE_NAMES`` and the output counters.
+``DONE``, ``REJECTED`` (larger than the partition), ``FAILED`` (ended by a failure,
+:mod:`.failures`) or ``TRANSIENT`` (running off-site on burst capacity, :mod:`.transient`;
+holds no GPU of the partition). The values index ``STATE_NAMES`` and the output counters.
 """
 
 from __future__ import annotations
 
-FUTURE, QUEUED, RUNNING, PAUSED, DONE, REJECTED, FAILED = range(7)
-STATE_NAMES = ("future", "queued", "running", "paused", "done", "rejected", "failed")
+FUTURE, QUEUED, RUNNING, PAUSED, DONE, REJECTED, FAILED, TRANSIENT = range(8)
+STATE_NAMES = ("future", "queued", "running", "paused", "done", "rejected", "failed", "transient")
 #: States of a job that is in the system (submitted, not finished): what "contention" counts.
-ACTIVE = (QUEUED, RUNNING, PAUSED)
+ACTIVE = (QUEUED, RUNNING, PAUSED, TRANSIENT)
