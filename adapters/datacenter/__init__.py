@@ -112,7 +112,9 @@ class TrainingParams(Params):
             checkpoints at the end of each interval of its own running time).
         hold_paused_gpus: a job paused by ``pause_flexible_frac`` or the facility limit (DR)
             keeps its GPUs booked and idle until it resumes, so queued jobs do not backfill
-            them and the power cut holds; ``false``: the freed GPUs go to queued jobs.
+            them and the power cut holds (a curtailment such as FFR); ``false`` (the default,
+            every earlier result unchanged): the freed GPUs go to queued jobs, which the limit
+            then caps (tracks a moving target more closely, e.g. ``emerald_london``).
         failure_rate_per_gpu_h: failures per GPU-hour of a running job, any GPU interrupting
             its gang (a job of n GPUs running t hours fails with probability 1 - exp(-rate n t));
             the job loses its work since its last checkpoint (:mod:`.failures`, which gives
@@ -157,7 +159,7 @@ class TrainingParams(Params):
     checkpoint_duration_s: float = Field(default=60.0, ge=0)
     checkpoint_stagger: bool = True
     warmup_h: float = Field(default=0.0, ge=0)
-    hold_paused_gpus: bool = True
+    hold_paused_gpus: bool = False
     failure_rate_per_gpu_h: float = Field(default=0.0, ge=0)
     failure_end_frac: float = Field(default=0.0, ge=0, le=1)
 
