@@ -55,6 +55,7 @@ from cosim.adapters.datacenter.inference import (
     trace_profile,
 )
 from cosim.adapters.datacenter.prefill import prefill_tokens_per_s
+from cosim.adapters.datacenter.transient import TransientSetup
 from cosim.adapters.datacenter.training import (
     CLASSES,
     ELASTIC_STREAM,
@@ -109,6 +110,17 @@ class TrainingParams(Params):
         checkpoint_stagger: shift each job's checkpoint schedule by a seeded offset in
             ``[0, interval)`` so jobs started together do not all dip at once (off: every job
             checkpoints at the end of each interval of its own running time).
+        hold_paused_gpus: a job paused by ``pause_flexible_frac`` or the facility limit (DR)
+            keeps its GPUs booked and idle until it resumes, so queued jobs do not backfill
+            them and the power cut holds (a curtailment such as FFR); ``false`` (the default,
+            every earlier result unchanged): the freed GPUs go to queued jobs, which the limit
+            then caps (tracks a moving target more closely, e.g. ``emerald_london``).
+        failure_rate_per_gpu_h: failures per GPU-hour of a running job, any GPU interrupting
+            its gang (a job of n GPUs running t hours fails with probability 1 - exp(-rate n t));
+            the job loses its work since its last checkpoint (:mod:`.failures`, which gives
+            sources to pick a value from); 0 = jobs never fail. [1/GPU-h]
+        failure_end_frac: share of failed jobs that end (state ``failed``) instead of
+            restarting from their last checkpoint. [-]
         warmup_h: run the workload this long before the scenario starts (at 5-minute steps,
             unrecorded), so the cluster starts busy instead of empty; synthetic arrivals and
             traces are shifted to begin that much earlier. [h]
@@ -147,6 +159,9 @@ class TrainingParams(Params):
     checkpoint_duration_s: float = Field(default=60.0, ge=0)
     checkpoint_stagger: bool = True
     warmup_h: float = Field(default=0.0, ge=0)
+    hold_paused_gpus: bool = False
+    failure_rate_per_gpu_h: float = Field(default=0.0, ge=0)
+    failure_end_frac: float = Field(default=0.0, ge=0, le=1)
 
 
 class FleetParams(Params):
@@ -221,6 +236,34 @@ class NodesParams(Params):
         return SleepParams(self.p_sleep_w, self.wake_s, self.idle_before_sleep_s, self.n_awake_spare)
 
 
+class TransientParams(Params):
+    """Off-site transient (revocable) GPUs that short training jobs burst onto (:mod:`.transient`,
+    after CloudCoaster). Every default is an *assumption*.
+
+    Attributes:
+        n_gpus_max: transient GPUs in use at most; 0 = off. [-]
+        short_max_h: jobs with at most this much remaining work may burst. [h]
+        wait_before_s: how long a short job waits in the on-site queue before it bursts. [s]
+        provision_s: from the burst until the job runs (instance start). [s]
+        revoke_rate_per_h: revocations per transient job and hour; a revoked job loses its
+            off-site work and queues again. [1/h]
+        price_usd_per_gpu_h: price of a transient GPU-hour, billed from the burst. [USD/GPU-h]
+    """
+
+    n_gpus_max: int = Field(default=0, ge=0)
+    short_max_h: float = Field(default=1.0, gt=0)
+    wait_before_s: float = Field(default=300.0, ge=0)
+    provision_s: float = Field(default=120.0, ge=0)
+    revoke_rate_per_h: float = Field(default=0.0, ge=0)
+    price_usd_per_gpu_h: float = Field(default=1.0, ge=0)
+
+    def setup(self) -> TransientSetup | None:
+        if self.n_gpus_max == 0:
+            return None
+        return TransientSetup(self.n_gpus_max, self.short_max_h, self.wait_before_s, self.provision_s,
+                              self.revoke_rate_per_h, self.price_usd_per_gpu_h)
+
+
 class ClusterParams(Params):
     """Params of one ``Cluster`` entity.
 
@@ -239,6 +282,7 @@ class ClusterParams(Params):
         p_limit_mw: static facility limit, used while no ``p_limit_mw`` input arrives. [MW]
         mig_placement: how MIG fleets' instances are placed on their GPUs: ``first_fit`` or
             ``frag_aware`` (:mod:`.mig`).
+        transient: off-site burst GPUs for short jobs (:class:`TransientParams`; off by default).
     """
 
     node: str = "DGX-H100"
@@ -254,6 +298,7 @@ class ClusterParams(Params):
     p_cap_w: float | None = Field(default=None, gt=0)
     p_limit_mw: float | None = Field(default=None, ge=0)
     mig_placement: Literal["first_fit", "frag_aware"] = "first_fit"
+    transient: TransientParams = TransientParams()
 
 
 # -- building ---------------------------------------------------------------------------------
@@ -325,7 +370,11 @@ def build_cluster(params: ClusterParams, rng: np.random.Generator, duration_s: f
                          stragglers=params.stragglers != "none", rng=rng,
                          policy_params=params.training.policy_params, nodes_per_rack=params.nodes.n_nodes_per_rack,
                          locality=params.training.locality, sleep=params.nodes.sleep_params(),
-                         report_scheduling=report_scheduling, mig_pool=mig_pool)
+                         report_scheduling=report_scheduling, mig_pool=mig_pool,
+                         hold_paused_gpus=params.training.hold_paused_gpus,
+                         failure_rate_per_gpu_h=params.training.failure_rate_per_gpu_h,
+                         failure_end_frac=params.training.failure_end_frac,
+                         transient=params.transient.setup())
     cluster.warm_up(params.training.warmup_h * 3600.0)
     return cluster
 

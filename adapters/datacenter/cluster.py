@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from cosim.adapters.datacenter.checkpoints import checkpoint_share, split_levels
+from cosim.adapters.datacenter.failures import FailureModel
 from cosim.adapters.datacenter.hardware import DeliveryLosses, GpuSpec, NodeSpec
 from cosim.adapters.datacenter.inference import Fleet, arrival_rate
 from cosim.adapters.datacenter.mig import MigPool, Profile
@@ -35,16 +36,21 @@ from cosim.adapters.datacenter.nodes import NodePower, NodeSleep, SleepParams, T
 from cosim.adapters.datacenter.observe import SCHEDULING_OUTPUTS, scheduling_outputs
 from cosim.adapters.datacenter.scheduler import (
     DONE,
+    FAILED,
     PAUSED,
     QUEUED,
     REJECTED,
     RUNNING,
     Scheduler,
 )
+from cosim.adapters.datacenter.states import STATE_NAMES
 from cosim.adapters.datacenter.stragglers import COMPUTE_FRAC, StragglerModel
+from cosim.adapters.datacenter.transient import TransientPool, TransientSetup
 from cosim.adapters.datacenter.training import (
     CLASSES,
+    FAILURE_STREAM,
     POLICY_STREAM,
+    TRANSIENT_STREAM,
     Jobs,
     capped,
     capped_power,
@@ -133,6 +139,13 @@ class GpuCluster:
         sleep: low-power state of empty nodes, or ``None`` (always awake).
         report_scheduling: add :data:`.observe.SCHEDULING_OUTPUTS` to the outputs.
         mig_pool: the GPUs the MIG fleets' instances sit on (all MIG fleets on one node type).
+        hold_paused_gpus: a job paused by ``pause_flexible_frac`` or the limit keeps its GPUs,
+            idle, until it resumes, so queued jobs do not backfill them and the cut holds
+            (off: the freed GPUs go to queued jobs, as before).
+        failure_rate_per_gpu_h: failures per GPU-hour of a running job; a failed job loses its
+            work since its last checkpoint (:mod:`.failures`); 0 = jobs never fail. [1/GPU-h]
+        failure_end_frac: share of failed jobs that end (state ``FAILED``) instead of restarting. [-]
+        transient: burst capacity off-site for short jobs (:mod:`.transient`), or ``None``.
     """
 
     def __init__(self, node: NodeSpec, gpu: GpuSpec, n_gpus: int, jobs: Jobs, fleets: list[FleetSetup], *,
@@ -142,13 +155,20 @@ class GpuCluster:
                  checkpoint_duration_s: float = 60.0, checkpoint_stagger: bool = True, stragglers: bool = True,
                  rng: np.random.Generator | None = None, policy_params: dict | None = None, nodes_per_rack: int = 4,
                  locality: str = "any", sleep: SleepParams | None = None, report_scheduling: bool = False,
-                 mig_pool: MigPool | None = None):
+                 mig_pool: MigPool | None = None, hold_paused_gpus: bool = False,
+                 failure_rate_per_gpu_h: float = 0.0, failure_end_frac: float = 0.0,
+                 transient: TransientSetup | None = None):
         self.node, self.gpu, self.jobs, self.fleets = node, gpu, jobs, fleets
         self.n_gpus = int(n_gpus)
         topology = Topology(self.n_gpus, node.gpus_per_node, nodes_per_rack)
         self.sleep = NodeSleep(topology, sleep) if sleep is not None else None
         # the policy's own stream: every other random quantity of the run stays as it was
         policy_rng = substream(rng or np.random.default_rng(0), POLICY_STREAM)
+        self.failures = FailureModel(failure_rate_per_gpu_h, failure_end_frac,
+                                     substream(rng or np.random.default_rng(0), FAILURE_STREAM))
+        self.transient = (TransientPool(transient, substream(rng or np.random.default_rng(0), TRANSIENT_STREAM))
+                          if transient is not None and transient.n_gpus_max > 0 else None)
+        self.p_transient_mw = 0.0
         node_power = NodePower(gpu.idle_w, gpu.tdp_w, node.other_idle_w,
                                (node.other_full_w - node.other_idle_w) / node.gpus_per_node,
                                sleep.p_sleep_w if sleep is not None else None)
@@ -172,6 +192,11 @@ class GpuCluster:
         self.ckpt_offset_s = np.floor(self.phase * self.ckpt_interval_s) if checkpoint_stagger else np.zeros(len(jobs))
         self.busy_mean_frac = np.full(len(jobs), np.nan)  # long-run straggler busy share, filled on first run
         self.ran_s = np.zeros(len(jobs))  # running (wall) time of each job, for its checkpoints
+        self.ckpt_work_s = np.zeros(len(jobs))  # work done at the last checkpoint (what a failure falls back to)
+        self.n_job_failures = 0  # failures so far (a job may fail more than once)
+        self.n_jobs_failed = 0  # jobs a failure ended
+        self.lost_s = np.zeros(len(jobs))  # work each job lost to failures [s]
+        self.lost_gpu_h = 0.0  # GPU-hours of work lost to failures
         self.p_unc_w = gpu.idle_w + jobs.power_frac * (gpu.tdp_w - gpu.idle_w)
         # speed and power of each job at the default (TDP) limit, the reference of every cap:
         # fixed per job, so looked up instead of interpolated every step
@@ -191,6 +216,7 @@ class GpuCluster:
                         + mig_pool.n_gpus * self.mig_setup.gpu.tdp_w) / 1e6
         self.losses = DeliveryLosses(rated_mw or max(full_mw, 1e-6))
         self.paused_by = np.zeros(len(jobs), np.int8)  # 0 none, 1 knob, 2 limit
+        self.hold_paused_gpus = hold_paused_gpus
         self.p_last_mw = 0.0
         self.delay_gpu_h = 0.0
         self.slowdown_gpu_h = 0.0
@@ -204,6 +230,9 @@ class GpuCluster:
             self.step(-span_s + k * dt_s, min(dt_s, span_s - k * dt_s))
         self.delay_gpu_h = self.slowdown_gpu_h = self.work_gpu_h = 0.0
         self.work_class_gpu_h[:] = 0.0
+        self.n_job_failures, self.n_jobs_failed, self.lost_gpu_h = 0, 0, 0.0
+        if self.transient is not None:
+            self.transient.reset_counters()
 
     # -- the step ---------------------------------------------------------------------------
     def step(self, time_s: float, dt_s: float, knobs: Knobs | None = None) -> dict[str, float]:
@@ -215,6 +244,8 @@ class GpuCluster:
         self._release_limit_paused(knobs)
         self._pause_flexible(knobs, time_s)
         sched.schedule(time_s)
+        if self.transient is not None:  # after the on-site pass: short jobs still waiting burst
+            self.transient.offload(sched, time_s)
         if self.sleep is not None:
             self.sleep.update(time_s, sched.free_per_node())
         infer = self._serve(time_s, dt_s, knobs)
@@ -224,6 +255,13 @@ class GpuCluster:
         if knobs.p_limit_mw is not None:
             run, caps, excess_mw = self._enforce_limit(run, caps, knobs.p_limit_mw, infer["p_it_w"], time_s)
         train = self._advance(run, caps, time_s, dt_s)
+        if self.failures.enabled:
+            self._fail(run[sched.state[run] == RUNNING], time_s, dt_s)
+        if self.transient is not None:
+            gpn = self.node.gpus_per_node
+            self.p_transient_mw = self.transient.advance(
+                sched, self.p_unc_w + self.node.other_full_w / gpn, self.gpu.idle_w + self.node.other_idle_w / gpn,
+                time_s, dt_s) / 1e6
         sched.account(dt_s, time_s)
         out = self._outputs(train, infer, excess_mw, dt_s)
         if self.report_scheduling:
@@ -259,15 +297,22 @@ class GpuCluster:
     def _pause(self, jobs: np.ndarray, reason: int, time_s: float) -> None:
         running = jobs[self.sched.state[jobs] == RUNNING]
         self.sched.remaining_s[running] += self.checkpoint_loss_s
-        self.sched.release(running, PAUSED, time_s)
+        self.ckpt_work_s[running] = self.sched.work_done_s[running]  # the pause's loss is charged above
+        if self.hold_paused_gpus:  # the GPUs stay booked and idle: the cut holds
+            self.sched.hold(running)
+        else:
+            self.sched.release(running, PAUSED, time_s)
         self.sched.state[jobs] = PAUSED
         self.sched.dirty = True
         self.paused_by[jobs] = reason
 
     def _resume(self, jobs: np.ndarray) -> None:
-        started = ~np.isnan(self.sched.first_start_s[jobs])
-        self.sched.requeue(jobs[started], self.restore_s)
-        self.sched.requeue(jobs[~started])
+        held = self.sched.held[jobs]
+        self.sched.unhold(jobs[held], self.restore_s)
+        off = jobs[~held]
+        started = ~np.isnan(self.sched.first_start_s[off])
+        self.sched.requeue(off[started], self.restore_s)
+        self.sched.requeue(off[~started])
         self.paused_by[jobs] = 0
 
     def _pause_flexible(self, knobs: Knobs, time_s: float) -> None:
@@ -474,6 +519,8 @@ class GpuCluster:
         work_s = speed * progress * dt_s * active
         sched.remaining_s[run] = rem - work_s
         sched.work_done_s[run] += work_s
+        if self.failures.enabled:
+            self._mark_checkpoints(run, dt_s * active, work_s)
         self.ran_s[run] += dt_s * active
         finished = sched.remaining_s[run] <= 1e-6  # (run holds distinct jobs: no isin needed)
         g = sched.n_alloc[run].astype(float)
@@ -495,6 +542,41 @@ class GpuCluster:
         stall_gpus = np.array([float(g @ (active * s)) for s in stall])
         return {"it_w": it_w, "gpu_w": gpu_w, "busy_gpus": busy_gpus, "by_class_w": by_class_w,
                 "stall_gpus": stall_gpus}
+
+    # -- failures ----------------------------------------------------------------------------------
+    def _mark_checkpoints(self, run: np.ndarray, ran_s: np.ndarray, work_s: np.ndarray) -> None:
+        """Move the checkpoint reference of jobs whose checkpoint clock passes a checkpoint this step.
+
+        The clock is :meth:`_fine`'s (running time plus the seeded offset); the work at the last
+        checkpoint passed is the step's work before it, progress taken as even over the step.
+        """
+        interval = self.ckpt_interval_s[run]
+        before = self.ran_s[run] + self.ckpt_offset_s[run]
+        after = before + ran_s
+        crossed = np.floor(after / interval) > np.floor(before / interval)
+        if crossed.any():
+            since = np.mod(after, interval)  # running time since the last checkpoint
+            tail = np.clip(since / np.maximum(ran_s, 1e-12), 0.0, 1.0)
+            jobs = run[crossed]
+            self.ckpt_work_s[jobs] = self.sched.work_done_s[jobs] - (work_s * tail)[crossed]
+
+    def _fail(self, run: np.ndarray, time_s: float, dt_s: float) -> None:
+        """Draw failures among the jobs still running after the step (:mod:`.failures`)."""
+        sched = self.sched
+        failed, ends = self.failures.draw(sched.n_alloc[run], np.full(len(run), dt_s / 3600.0))
+        if not failed.any():
+            return
+        jobs, ends = run[failed], ends[failed]
+        lost_s = np.maximum(sched.work_done_s[jobs] - self.ckpt_work_s[jobs], 0.0)
+        self.n_job_failures += len(jobs)
+        self.n_jobs_failed += int(ends.sum())
+        self.lost_gpu_h += float(sched.n_alloc[jobs] @ lost_s) / 3600.0
+        self.lost_s[jobs] += lost_s
+        sched.remaining_s[jobs] += lost_s  # redone from the checkpoint
+        sched.extra_work_s[jobs] += lost_s
+        self.ckpt_work_s[jobs] = sched.work_done_s[jobs]
+        sched.release(jobs[ends], FAILED, time_s + dt_s)
+        sched.preempt(jobs[~ends], time_s + dt_s, self.restore_s)
 
     def _waking(self, run, p_gpu, progress, time_s, dt_s):
         """Jobs on waking nodes: no progress and idle GPUs until their nodes are up."""
@@ -544,7 +626,9 @@ class GpuCluster:
         self.p_last_mw = p_mw
         liquid_mw = (self.node.liquid_frac * train["it_w"] + infer["liquid_w"]) / 1e6
         total_gpus = self.n_gpus + sum(self.fleet_gpus) + (self.mig_pool.n_gpus if self.mig_pool else 0)
-        by_class = np.bincount(state * len(CLASSES) + prio, minlength=6 * len(CLASSES)).reshape(6, len(CLASSES))
+        n_states = len(STATE_NAMES)
+        by_class = np.bincount(state * len(CLASSES) + prio,
+                               minlength=n_states * len(CLASSES)).reshape(n_states, len(CLASSES))
         counts = by_class.sum(axis=1)  # jobs per state (one pass over the jobs, not two)
         out = {
             "p_mw": p_mw, "p_it_mw": p_it_mw, "p_loss_mw": p_loss_mw, "q_mvar": p_mw * self.q_per_p,

@@ -27,6 +27,13 @@ Reported (:data:`SCHEDULING_OUTPUTS`) only when the datacenter sim asks for them
   ``idle_before_sleep_s``.
 * ``n_gpus_mig``, ``n_mig_slices_frag``: GPUs of the MIG pool and their free memory slices
   the deployment's profile mix cannot use (:mod:`.mig`; 0 without MIG fleets).
+* ``n_job_failures`` (failures so far, restarts included), ``n_jobs_failed`` (jobs ended by a
+  failure), ``lost_gpu_h`` (work lost since the jobs' last checkpoints; :mod:`.failures`);
+  counted from the scenario start (not in the warm-up).
+* ``n_jobs_transient``, ``n_gpus_transient``, ``p_transient_mw`` (off-site, not in ``p_mw``),
+  ``transient_gpu_h`` and ``transient_cost_usd`` (billed), ``n_transient_revoked``: the burst
+  capacity of :mod:`.transient` (0 without it); ``wait_short_mean_h``: mean queueing wait of
+  the short jobs (work ≤ its ``short_max_h``, else 1 h) started so far.
 """
 
 from __future__ import annotations
@@ -34,12 +41,15 @@ from __future__ import annotations
 import numpy as np
 
 from cosim.adapters.datacenter.nodes import frag_gpus
-from cosim.adapters.datacenter.states import DONE, RUNNING
+from cosim.adapters.datacenter.states import DONE, RUNNING, TRANSIENT
 
 SCHEDULING_OUTPUTS: tuple[str, ...] = (
     "n_gpus_idle", "n_gpus_frag", "gpu_frag_of_idle_frac", "n_nodes_empty", "n_nodes_asleep", "p_train_idle_mw",
     "jct_p99_h", "wait_p99_h", "ftf_rho_mean_ratio", "ftf_rho_max_ratio", "done_gpu_h",
     "p_shed_cap_mw", "p_shed_mw", "n_gpus_mig", "n_mig_slices_frag",
+    "n_job_failures", "n_jobs_failed", "lost_gpu_h",
+    "n_jobs_transient", "n_gpus_transient", "p_transient_mw", "transient_gpu_h", "transient_cost_usd",
+    "n_transient_revoked", "wait_short_mean_h",
 )
 
 
@@ -57,6 +67,25 @@ def scheduling_outputs(cluster, run: np.ndarray, caps: np.ndarray, p_it_mw: floa
     out.update(_tails_and_fairness(sched, cluster.n_gpus))
     out.update(_shed_mw(cluster, run, caps, p_it_mw))
     out.update(_mig(cluster))
+    out.update({"n_job_failures": float(cluster.n_job_failures),
+                "n_jobs_failed": float(cluster.n_jobs_failed), "lost_gpu_h": cluster.lost_gpu_h})
+    out.update(_transient(cluster))
+    return out
+
+
+def _transient(cluster) -> dict[str, float]:
+    pool, sched = cluster.transient, cluster.sched
+    short_s = (pool.setup.short_max_h if pool is not None else 1.0) * 3600.0
+    jobs = sched.jobs
+    started = (jobs.submit_s >= 0) & ~np.isnan(sched.first_start_s) & (jobs.work_s <= short_s)
+    wait_s = sched.first_start_s[started] - jobs.submit_s[started]
+    out = {"n_jobs_transient": float(np.count_nonzero(sched.state == TRANSIENT)),
+           "n_gpus_transient": float(pool.n_gpus_used) if pool is not None else 0.0,
+           "p_transient_mw": cluster.p_transient_mw,
+           "transient_gpu_h": pool.gpu_h if pool is not None else 0.0,
+           "transient_cost_usd": pool.cost_usd if pool is not None else 0.0,
+           "n_transient_revoked": float(pool.n_revoked) if pool is not None else 0.0,
+           "wait_short_mean_h": float(wait_s.mean()) / 3600.0 if len(wait_s) else 0.0}
     return out
 
 

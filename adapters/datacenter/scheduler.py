@@ -6,7 +6,7 @@ priority FIFO with EASY backfill, ``fifo`` the same without backfill). This modu
 what every policy shares: the job states, ``owner[g]`` (the job holding GPU ``g``, -1 =
 free, so a GPU can never be booked twice), the nodes the GPUs sit on (:mod:`.nodes`), and
 the operations a policy may use: start a job on given GPUs, release, requeue, preempt,
-resize (elastic jobs).
+resize (elastic jobs), hold (a DR pause that keeps the job's GPUs booked and idle) and unhold.
 
 Runtime estimates are the jobs' true remaining work at their current speed (perfect
 estimates); a policy that wants noisy ones draws its own (``srpt``).
@@ -20,10 +20,21 @@ import numpy as np
 
 from cosim.adapters.datacenter.nodes import NodePower, NodeSleep, Topology, pod_sizes
 from cosim.adapters.datacenter.policies import Policy, make_policy
-from cosim.adapters.datacenter.states import DONE, FUTURE, PAUSED, QUEUED, REJECTED, RUNNING, STATE_NAMES
+from cosim.adapters.datacenter.states import (
+    DONE,
+    FAILED,
+    FUTURE,
+    PAUSED,
+    QUEUED,
+    REJECTED,
+    RUNNING,
+    STATE_NAMES,
+    TRANSIENT,
+)
 from cosim.adapters.datacenter.training import Jobs
 
-__all__ = ["DONE", "FUTURE", "PAUSED", "QUEUED", "REJECTED", "RUNNING", "STATE_NAMES", "Scheduler"]
+__all__ = ["DONE", "FAILED", "FUTURE", "PAUSED", "QUEUED", "REJECTED", "RUNNING", "STATE_NAMES", "Scheduler",
+           "TRANSIENT"]
 
 #: Jobs whose pods estimate the target workload of the fragmentation measure (FGD's
 #: "typical pods", here a sliding window of the latest arrivals). [-]
@@ -70,6 +81,7 @@ class Scheduler:
         self.ready_s = np.full(n, -np.inf)  # no progress before (waking nodes)
         self.extra_work_s = np.zeros(n)  # restore, preemption and rescale costs added to the work
         self.work_done_s = np.zeros(n)  # work done so far (the cluster adds each step's progress)
+        self.held = np.zeros(n, bool)  # paused on its own GPUs (hold): they stay booked, idle
         # finish-time fairness: the running integral of the number of active jobs since time 0,
         # read when each job is admitted and when it ends (O(1) a step, not a pass over all jobs)
         self.active_integral_s = 0.0
@@ -129,8 +141,17 @@ class Scheduler:
                 self.wait_sum_s += time_s - self.jobs.submit_s[job]
                 self.n_started += 1
 
+    def start_elsewhere(self, job: int, time_s: float, state: int) -> None:
+        """``job`` leaves the queue to run off the partition (``state``, e.g. transient); no GPU is booked."""
+        self.state[job] = state
+        if np.isnan(self.first_start_s[job]):
+            self.first_start_s[job] = time_s
+            if self.jobs.submit_s[job] >= 0:
+                self.wait_sum_s += time_s - self.jobs.submit_s[job]
+                self.n_started += 1
+
     def release(self, jobs: np.ndarray, new_state: int, time_s: float | np.ndarray | None = None) -> None:
-        """Free the GPUs of running ``jobs`` and move them to ``new_state`` (done or paused)."""
+        """Free the GPUs of running ``jobs`` and move them to ``new_state`` (done, failed, paused or queued)."""
         if len(jobs) == 0:
             return
         # a per-job lookup, not np.isin(owner, jobs), which sorts every GPU; a free GPU's
@@ -149,6 +170,10 @@ class Scheduler:
             counted = self.jobs.submit_s[jobs] >= 0
             self.jct_sum_s += float(np.sum((self.end_s[jobs] - self.jobs.submit_s[jobs])[counted]))
             self.n_finished += int(counted.sum())
+        elif new_state == FAILED:  # out of the system; not a completion (no JCT, no fairness)
+            self.end_s[jobs] = time_s
+            self.n_active -= len(jobs)
+            self._ended.append((np.asarray(jobs), np.asarray(self.end_s[jobs])))  # active up to the end
         self.dirty = True
 
     def requeue(self, jobs: np.ndarray, extra_work_s: float = 0.0) -> None:
@@ -166,6 +191,26 @@ class Scheduler:
             self.release(jobs, QUEUED, time_s)
             self.remaining_s[jobs] += loss_s
             self.extra_work_s[jobs] += loss_s
+
+    def hold(self, jobs: np.ndarray) -> None:
+        """Pause running ``jobs`` on their GPUs: nothing is freed, so no queued job gets them.
+
+        The GPUs stay booked (``owner``) and idle until :meth:`unhold`.
+        """
+        jobs = np.asarray(jobs, np.int64)
+        if len(jobs):
+            self.state[jobs] = PAUSED
+            self.held[jobs] = True
+
+    def unhold(self, jobs: np.ndarray, extra_work_s: float = 0.0) -> None:
+        """Held ``jobs`` run again on the GPUs they kept, with a restore cost added to their work."""
+        jobs = np.asarray(jobs, np.int64)
+        if len(jobs):
+            self.state[jobs] = RUNNING
+            self.held[jobs] = False
+            self.remaining_s[jobs] += extra_work_s
+            self.extra_work_s[jobs] += extra_work_s
+            self.dirty = True
 
     def place_as_if_free(self, job: int, place) -> np.ndarray | None:
         """``place()`` with running ``job``'s own GPUs counted free (to resize it); nothing changes."""

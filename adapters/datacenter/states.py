@@ -1,13 +1,16 @@
 """Job states of the training scheduler, shared by :mod:`.scheduler` and the :mod:`.policies`.
 
 A job is ``FUTURE`` (not yet submitted), ``QUEUED``, ``RUNNING`` (holding its GPUs),
-``PAUSED`` (by a knob or the facility limit; holds nothing), ``DONE`` or ``REJECTED``
-(larger than the partition). The values index ``STATE_NAMES`` and the output counters.
+``PAUSED`` (by a knob or the facility limit; holds nothing, or, with the cluster's
+``hold_paused_gpus``, keeps its GPUs idle and booked so no queued job backfills them),
+``DONE``, ``REJECTED`` (larger than the partition), ``FAILED`` (ended by a failure,
+:mod:`.failures`) or ``TRANSIENT`` (running off-site on burst capacity, :mod:`.transient`;
+holds no GPU of the partition). The values index ``STATE_NAMES`` and the output counters.
 """
 
 from __future__ import annotations
 
-FUTURE, QUEUED, RUNNING, PAUSED, DONE, REJECTED = range(6)
-STATE_NAMES = ("future", "queued", "running", "paused", "done", "rejected")
+FUTURE, QUEUED, RUNNING, PAUSED, DONE, REJECTED, FAILED, TRANSIENT = range(8)
+STATE_NAMES = ("future", "queued", "running", "paused", "done", "rejected", "failed", "transient")
 #: States of a job that is in the system (submitted, not finished): what "contention" counts.
-ACTIVE = (QUEUED, RUNNING, PAUSED)
+ACTIVE = (QUEUED, RUNNING, PAUSED, TRANSIENT)

@@ -83,7 +83,7 @@ def substream(rng: np.random.Generator, tag: int) -> np.random.Generator:
 
 
 #: Stream tags of :func:`substream`.
-ELASTIC_STREAM, POLICY_STREAM = 1, 2
+ELASTIC_STREAM, POLICY_STREAM, FAILURE_STREAM, TRANSIENT_STREAM = 1, 2, 3, 4
 
 
 # -- synthetic generator -----------------------------------------------------------------------

@@ -15,7 +15,12 @@ without them has no such block). With Δt the recording step [h]:
 * ``dr_shed_cap_mean_mw``, ``dr_shed_mean_mw``, ``dr_shed_min_mw``: what the cluster could shed
   within a step by caps alone, and by pausing flexible jobs and capping the rest (mean and
   worst over the run); ``dr_shed_mean_frac`` the latter over the facility's mean ``p_mw``;
-* ``n_gpus_mig``, ``n_mig_slices_frag``: the MIG pool's GPUs and unusable free memory slices.
+* ``n_gpus_mig``, ``n_mig_slices_frag``: the MIG pool's GPUs and unusable free memory slices;
+* ``n_job_failures``, ``n_jobs_failed``, ``lost_gpu_h``: failures so far, jobs they ended, and
+  the GPU-hours of work lost since the failed jobs' last checkpoints (the cluster's totals at the end);
+* transient burst capacity: ``n_gpus_transient_mean``, ``p_transient_mean_mw`` (off-site power,
+  not in the facility's), final ``transient_gpu_h``, ``transient_cost_usd``,
+  ``n_transient_revoked``, and ``wait_short_mean_h`` (mean wait of the short jobs).
 """
 
 from __future__ import annotations
@@ -31,12 +36,16 @@ from cosim.roles import RunRoles
 MARK = "n_gpus_frag"
 ATTRS = ("p_mw", "p_it_mw", "n_gpus_idle", "n_gpus_frag", "gpu_frag_of_idle_frac", "n_nodes_asleep",
          "p_train_idle_mw", "jct_mean_h", "jct_p99_h", "wait_mean_h", "wait_p99_h", "ftf_rho_mean_ratio",
-         "ftf_rho_max_ratio", "done_gpu_h", "p_shed_cap_mw", "p_shed_mw", "n_gpus_mig", "n_mig_slices_frag")
+         "ftf_rho_max_ratio", "done_gpu_h", "p_shed_cap_mw", "p_shed_mw", "n_gpus_mig", "n_mig_slices_frag",
+         "n_job_failures", "n_jobs_failed", "lost_gpu_h", "n_gpus_transient", "p_transient_mw",
+         "transient_gpu_h", "transient_cost_usd", "n_transient_revoked", "wait_short_mean_h")
 MEANS = {"n_gpus_frag_mean": "n_gpus_frag", "gpu_frag_of_idle_mean_frac": "gpu_frag_of_idle_frac",
          "p_it_mean_mw": "p_it_mw", "p_train_idle_mean_mw": "p_train_idle_mw", "n_nodes_asleep_mean": "n_nodes_asleep",
-         "dr_shed_cap_mean_mw": "p_shed_cap_mw", "dr_shed_mean_mw": "p_shed_mw"}
+         "dr_shed_cap_mean_mw": "p_shed_cap_mw", "dr_shed_mean_mw": "p_shed_mw",
+         "n_gpus_transient_mean": "n_gpus_transient", "p_transient_mean_mw": "p_transient_mw"}
 LASTS = ("jct_mean_h", "jct_p99_h", "wait_mean_h", "wait_p99_h", "ftf_rho_mean_ratio", "ftf_rho_max_ratio",
-         "done_gpu_h", "n_gpus_mig", "n_mig_slices_frag")
+         "done_gpu_h", "n_gpus_mig", "n_mig_slices_frag", "n_job_failures", "n_jobs_failed", "lost_gpu_h",
+         "transient_gpu_h", "transient_cost_usd", "n_transient_revoked", "wait_short_mean_h")
 
 
 def _columns(columns: list[str], roles: RunRoles) -> list[str]:

@@ -25,9 +25,11 @@ def random_jobs(seed: int, n: int = 40, n_gpus: int = 32) -> Jobs:
 def check_state(s: Scheduler) -> None:
     held = np.bincount(s.owner[s.owner >= 0], minlength=len(s.jobs))
     running = s.state == RUNNING
-    # gang: a running job holds exactly the GPUs it was given; nothing else holds any
-    np.testing.assert_array_equal(held[running], s.n_alloc[running])
-    assert held[~running].sum() == 0
+    kept = (s.state == PAUSED) & s.held  # paused on its own GPUs (a DR hold)
+    assert not (s.held & (s.state != PAUSED)).any()
+    # gang: a running (or held) job holds exactly the GPUs it was given; nothing else holds any
+    np.testing.assert_array_equal(held[running | kept], s.n_alloc[running | kept])
+    assert held[~(running | kept)].sum() == 0
     assert s.n_free == int((s.owner < 0).sum()) >= 0
     rigid = running & ~(s.jobs.elastic if s.jobs.elastic is not None else np.zeros(len(s.jobs), bool))
     if s.policy.name != "elastic":
@@ -57,8 +59,14 @@ def simulate(s: Scheduler, dt: float = 20.0, steps: int = 3000, pause_every: int
         s.admit(t)
         if pause_every and k % pause_every == 1 and t < 2000:  # a DR pause and restore, as the cluster does
             flex = s.running()[s.jobs.flexible[s.running()]]
-            s.release(flex[:1], PAUSED, t)
-            s.requeue(np.flatnonzero(s.state == PAUSED)[:1], 30.0)
+            if (k // pause_every) % 2:  # every other pause holds the job's GPUs (hold_paused_gpus)
+                s.hold(flex[:1])
+            else:
+                s.release(flex[:1], PAUSED, t)
+            back = np.flatnonzero(s.state == PAUSED)[:1]
+            kept = s.held[back]
+            s.unhold(back[kept], 30.0)
+            s.requeue(back[~kept], 30.0)
         queued_before = np.flatnonzero(s.state == QUEUED)
         started = s.schedule(t)
         if on_pass is not None:
