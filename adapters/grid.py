@@ -15,6 +15,9 @@ names and KPIs are the same, so swapping the grid is changing two keys):
   ``cap_<id>_q_mvar`` per capacitor and ``n_tap_changes`` (cumulative tap operations);
   input ``reg_<id>_tap_set_count`` holds a regulator at that tap [steps from neutral] from
   the step it arrives (its RegControl off; NaN hands it back), e.g. from ``tap_schedule``;
+  input ``cap_<id>_set_count`` closes that many of a capacitor's steps (0 = out of service,
+  1 = a one-step bank in; its CapControl, if any, off from the first command; NaN leaves it),
+  e.g. from ``cap_switch``;
   ``vm_min_pu``/``vm_max_pu`` span every phase. Elements take ``phases = "abc"``
   (balanced three-phase, default) or a subset (``"a"``, ``"bc"``…, power split equally),
   and OpenDSS's load model: ``load_model = "constant_power"`` (default), ``"constant_current"``
@@ -229,7 +232,8 @@ class GridSim(CosimSim):
     def meta_for(cls, sim_params: SimParams) -> dict[str, Any]:
         if sim_params.engine == "opendss":
             info = opendss_circuit_info(grid_models.dss_file(sim_params.network))
-            return _build_meta(info.ids, opendss_grid_outputs(info), [tap_set_attr(i) for i in info.ids["reg"]])
+            return _build_meta(info.ids, opendss_grid_outputs(info), [*(tap_set_attr(i) for i in info.ids["reg"]),
+                                                                      *(cap_set_attr(i) for i in info.ids["cap"])])
         key = json.dumps([sim_params.network, sim_params.network_params], sort_keys=True, default=str)
         if key not in cls._META_CACHE:
             net = grid_models.load_network(sim_params.network, **sim_params.network_params)
@@ -301,6 +305,7 @@ class GridSim(CosimSim):
         self.n_nonconverged = 0
         self._line_attr = {f"line_{i}_in_service": pos for pos, i in enumerate(self.flow.ids["line"])}
         self._tap_attr = {tap_set_attr(i): pos for pos, i in enumerate(self.flow.ids.get("reg", []))}
+        self._cap_attr = {cap_set_attr(i): pos for pos, i in enumerate(self.flow.ids.get("cap", []))}
         self._bus_attrs = [f"bus_{i}_vm_pu" for i in self.flow.ids["bus"]]
         self._line_attrs = [f"line_{i}_loading_pct" for i in self.flow.ids["line"]]
         self._trafo_attrs = [f"trafo_{i}_loading_pct" for i in self.flow.ids["trafo"]]
@@ -363,6 +368,8 @@ class GridSim(CosimSim):
                 for attr, value in values.items():
                     if attr in self._tap_attr:
                         self.flow.set_tap_count(self._tap_attr[attr], None if value is None else float(value))
+                    elif attr in self._cap_attr:
+                        self.flow.set_cap_count(self._cap_attr[attr], None if value is None else float(value))
                     else:
                         self.flow.set_line_in_service(self._line_attr[attr], bool(value >= 0.5))
                 continue
@@ -472,6 +479,11 @@ def _nan_extremes(values: np.ndarray) -> tuple[float, float]:
 def tap_set_attr(reg_id: str) -> str:
     """The Grid input that holds regulator ``reg_id`` at a tap (OpenDSS engine). [steps]"""
     return f"reg_{reg_id}_tap_set_count"
+
+
+def cap_set_attr(cap_id: str) -> str:
+    """The Grid input that sets capacitor ``cap_id``'s closed steps (OpenDSS engine). [steps]"""
+    return f"cap_{cap_id}_set_count"
 
 
 def _band_stats(vm: np.ndarray, low: float, high: float) -> dict[str, float]:
