@@ -7,12 +7,16 @@ OpenG2G's ``LoadShiftController`` (gpu2grid/openg2g, ``openg2g/controller/load_s
 1. **Warm start only**: a replica moves only to a site that already runs the model (at least one
    active replica) and has a warm spare for it, a deployed replica not serving
    (``spare = replicas - active``); nothing is cold-started, nothing is created.
-2. **Last resort**: a site shifts only while its own control is exhausted (the connected
+2. **Last resort**: a site starts shifting only when its own control is exhausted (the connected
    ``exhausted_<site>_frac``, e.g. ``rule_voltage``'s, is 1; a site with none connected has no
-   control of its own and counts as exhausted) and its voltage is still out of band.
+   control of its own and counts as exhausted) and its voltage is still out of band; it goes on
+   (a latch) until its voltage is ``margin_pu`` inside the band, even if its own control starts
+   releasing meanwhile (with ``margin_pu = 0``, the default, this is OpenG2G's condition).
 3. **Directional**: under-voltage (its ``vm_min`` < ``v_low_pu``) moves load *out* to the site with
    the highest ``vm_min`` that is itself in band; over-voltage (``vm_max`` > ``v_high_pu``) moves
-   load *in* from the site with the lowest ``vm_max`` that is in band.
+   load *in* from the site with the lowest ``vm_max`` that is in band. (``margin_pu`` is cosim's
+   addition: shifting carries a site a little inside the band, so its own control can release
+   without falling straight back out.)
 4. **Capacity-aware and incremental**: ``n = max(1, n_gpus_per_shift // n_gpus_per_replica)`` replicas
    per shift, cut to the destination's spares and to what the source may give while keeping
    ``n_active_min`` serving; one shift per violated site per step, then ``hold_s`` before that
@@ -90,6 +94,7 @@ class LoadShiftParams(Params):
         rate_req_s: each site's own mean demand (its fleet's ``rate_req_s``). [1/s]
         n_active_min: replicas a source keeps serving (>= 1 keeps the model warm there). [-]
         v_low_pu, v_high_pu: the band. [pu]
+        margin_pu: a violated site shifts until this far inside the band. [pu]
         hold_s: a site waits this long after a shift before it triggers another. [s]
         enabled: ``false`` never shifts (the no-coordination baseline).
     """
@@ -102,6 +107,7 @@ class LoadShiftParams(Params):
     n_active_min: int = Field(default=1, ge=0)
     v_low_pu: float = Field(default=0.95, gt=0)
     v_high_pu: float = Field(default=1.05, gt=0)
+    margin_pu: float = Field(default=0.0, ge=0)
     hold_s: float = Field(default=0.0, ge=0)
     enabled: bool = True
 
@@ -138,6 +144,7 @@ class Shifter:
         self.demand = dict(self.rate)
         self.n_shifts = 0
         self._last_s = dict.fromkeys(sites, -math.inf)
+        self._latched: dict[str, str | None] = dict.fromkeys(sites)
         self.n_per_shift = max(1, params.n_gpus_per_shift // params.n_gpus_per_replica)
 
     def spare(self, site: str) -> int:
@@ -178,23 +185,34 @@ class Shifter:
 
         for site in self.sites:
             ex = exhausted.get(site)
-            if not ready(site) or (ex is not None and math.isfinite(ex) and ex < 0.5):
+            saturated = ex is None or not math.isfinite(ex) or ex >= 0.5
+            under = math.isfinite(low[site]) and low[site] < p.v_low_pu
+            over = math.isfinite(high[site]) and high[site] > p.v_high_pu
+            # the latch: set by a violation with the site's control saturated, held until the site
+            # is margin_pu inside the band (with margin_pu = 0: exactly OpenG2G's condition)
+            if under and saturated:
+                self._latched[site] = "under"
+            elif over and saturated:
+                self._latched[site] = "over"
+            if self._latched[site] == "under" and not low[site] < p.v_low_pu + p.margin_pu:
+                self._latched[site] = None
+            if self._latched[site] == "over" and not high[site] > p.v_high_pu - p.margin_pu:
+                self._latched[site] = None
+            if not ready(site) or self._latched[site] is None:
                 continue
-            if math.isfinite(low[site]) and low[site] < p.v_low_pu:  # under: move load out
+            if self._latched[site] == "under":  # under: move load out
                 cands = [s for s in self.sites if s != site and in_band(s) and self.active[s] >= 1
                          and self.spare(s) >= 1 and ready(s)]
                 if not cands or self.movable(site) < 1:
                     continue
                 dst = max(cands, key=lambda s: (low[s], -self.sites.index(s)))
                 src = site
-            elif math.isfinite(high[site]) and high[site] > p.v_high_pu:  # over: move load in
+            else:  # over: move load in
                 cands = [s for s in self.sites if s != site and in_band(s) and self.movable(s) >= 1 and ready(s)]
                 if not cands or self.spare(site) < 1 or self.active[site] < 1:
                     continue
                 src = min(cands, key=lambda s: (high[s], self.sites.index(s)))
                 dst = site
-            else:
-                continue
             n = min(self.n_per_shift, self.movable(src), self.spare(dst))
             self.move(src, dst, n)
             self._last_s[src] = self._last_s[dst] = time_s

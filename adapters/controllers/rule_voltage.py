@@ -25,8 +25,9 @@ also sets ``p_cap_w`` between ``p_cap_min_w`` and ``p_cap_max_w`` (connect it to
 Model ``RuleVoltage``. Inputs ``vm_min_pu``, ``vm_max_pu`` (connect the grid's
 ``allbus_vm_min_pu`` / ``allbus_vm_max_pu``, renamed) and optional ``itl_p99_ms``. Outputs
 ``n_batch_max``, ``p_cap_w``, ``level_frac``, ``n_changes`` (state changes so far) and
-``exhausted_frac`` (1 while the state sits at its floor with an under-voltage, or at its
-ceiling with an over-voltage: the site's own control has run out; :mod:`.load_shift` reads it).
+``exhausted_frac`` (1 while the commanded batch is ``n_batch_min``, or, during an over-voltage,
+``n_batch_max``: OpenG2G's "saturated", the site's own control has run out in the direction it
+would need; judged before the step's move; :mod:`.load_shift` reads it).
 
 Example ``[entities]`` entry::
 
@@ -113,8 +114,9 @@ class RuleController:
         p = self.p
         under = p.v_low_pu - vm_min_pu if _finite(vm_min_pu) else -math.inf
         over = vm_max_pu - p.v_high_pu if _finite(vm_max_pu) else -math.inf
-        self.exhausted = ((under > p.deadband_pu and self.x <= self.x_min + 1e-12)
-                          or (under <= p.deadband_pu and over > p.deadband_pu and self.x >= self.x_max - 1e-12))
+        over_now = over > p.deadband_pu and not under > p.deadband_pu
+        batch = self.batch()
+        self.exhausted = batch >= p.n_batch_max if over_now else batch <= p.n_batch_min
         if not p.enabled or time_s - self._last_change_s < p.hold_s - 1e-9:
             return self.x
         if under > p.deadband_pu:
@@ -135,10 +137,14 @@ class RuleController:
             self._last_change_s = time_s
         return self.x
 
+    def batch(self) -> float:
+        """The commanded batch cap: the nearest power of two in log2, within the range. [-]"""
+        return float(min(max(2.0 ** round(self.x), self.p.n_batch_min), self.p.n_batch_max))
+
     def knobs(self) -> dict[str, float]:
         """The datacenter knobs at the current state."""
         p = self.p
-        batch = min(max(2.0 ** round(self.x), p.n_batch_min), p.n_batch_max)
+        batch = self.batch()
         level = 1.0 if self.x_max == self.x_min else (self.x - self.x_min) / (self.x_max - self.x_min)
         return {"n_batch_max": float(batch), "p_cap_w": p.p_cap_min_w + level * (p.p_cap_max_w - p.p_cap_min_w),
                 "level_frac": level, "n_changes": self.n_changes, "exhausted_frac": float(self.exhausted)}

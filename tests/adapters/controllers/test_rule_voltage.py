@@ -34,7 +34,9 @@ def test_rule_steps_log2_batch_by_hand():
                            "exhausted_frac": 0.0}  # exhaustion is judged before the step
     ctl.update(5, 0.80, 1.0)
     assert ctl.knobs()["exhausted_frac"] == 1.0
-    assert ctl.update(6, math.nan, math.nan) == 3.0  # no measurement: hold
+    ctl.update(6, 0.9495, 1.0)  # at the floor inside the deadband: still exhausted (nothing left to cut)
+    assert ctl.knobs()["exhausted_frac"] == 1.0
+    assert ctl.update(7, math.nan, math.nan) == 3.0  # no measurement: hold
 
 
 def test_release_hold_time_and_latency_guard():
