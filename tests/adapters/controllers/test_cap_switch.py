@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+import cosim
 from cosim.adapters.controllers.cap_switch import CapBank, CapSwitchParams
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -85,3 +86,59 @@ def test_bad_settings_are_refused():
         CapSwitchParams(on_below_pu=1.0, off_above_pu=0.99)
     with pytest.raises(ValidationError, match="n_steps"):
         CapSwitchParams(n_steps=1, schedule=[{"at_s": 0, "n_steps": 2}])
+
+
+CLOSED_LOOP = """
+[scenario]
+name = "cap_ieee13"
+start = 2024-07-15T12:00:00Z
+duration_s = 30
+step_s = 1
+
+[sims.grid]
+adapter = "grid"
+engine = "opendss"
+network = "ieee13"
+regulators = "fixed"
+[sims.caps]
+adapter = "cap_switch"
+
+[entities.feeder]
+sim = "grid"
+model = "Grid"
+[entities.cap]
+sim = "caps"
+model = "CapSwitch"
+on_below_pu = 0.98
+off_above_pu = 1.04
+delay_s = 5
+
+[[connect]]
+src = "feeder"
+dst = "cap"
+attrs = [["bus_675_a_vm_pu", "vm_pu"]]
+[[connect]]
+src = "cap"
+dst = "feeder"
+attrs = [["n_steps_closed", "cap_cap1_set_count"]]
+time_shifted = true
+initial_data = { n_steps_closed = 0.0 }
+
+[record]
+include = ["feeder.bus_675_a_vm_pu", "feeder.cap_cap1_in_service", "cap.*"]
+"""
+
+
+def test_closed_loop_switches_cap1_in_after_its_delay(tmp_path):
+    """IEEE 13 with cap1 switched out at the start: 675a sits below the 0.98 pu ON setting, so
+    after 5 s the controller closes the bank (one switching) and 675a rises by > 5 mpu."""
+    path = tmp_path / "cap.toml"
+    path.write_text(CLOSED_LOOP)
+    run = cosim.run(path, out_dir=tmp_path / "out", overrides={"scenario.engine": "direct"})
+    assert run.ok, run.reason
+    ts = run.timeseries()
+    v, closed = ts["feeder.bus_675_a_vm_pu"], ts["cap.n_steps_closed"]
+    assert closed.iloc[0] == 0 and closed.iloc[-1] == 1 and ts["cap.n_switchings"].iloc[-1] == 1
+    first = int(closed.to_numpy().nonzero()[0][0])
+    assert 4 <= first <= 6
+    assert v.iloc[-1] > v.iloc[0] + 0.005 and (v.iloc[:first] < 0.98).all()

@@ -139,3 +139,21 @@ def test_kpi_block_sums_the_moved_requests_to_zero():
     assert out["a"]["n_requests_moved_in"] == -600.0 and out["b"]["n_requests_moved_in"] == 600.0
     assert out["a"]["n_tokens"] == 26.0 * 60 and out["a"]["itl_p99_mean_ms"] == 45.0
     assert math.isclose(out["a"]["tokens_mean_per_s"], 26.0 / 3)
+
+
+def test_latch_carries_the_site_to_the_margin_even_as_its_own_control_releases():
+    """Started by a saturated violation, shifting goes on while the site is within margin_pu of
+    the band, even when its rule has begun releasing (exhausted 0); with margin 0 it stops at
+    the band (OpenG2G's condition)."""
+    sh = shifter(margin_pu=0.01)
+    sh.update(0, v(a=0.945, b=0.99, c=0.98), v(), {"a": 1.0})
+    assert sh.n_shifts == 1
+    sh.update(1, v(a=0.955, b=0.99, c=0.98), v(), {"a": 0.0})  # in band, released, inside the margin
+    assert sh.n_shifts == 2
+    sh.update(2, v(a=0.961, b=0.99, c=0.98), v(), {"a": 0.0})  # past the margin: latch cleared
+    sh.update(3, v(a=0.955, b=0.99, c=0.98), v(), {"a": 0.0})  # back inside the margin, not saturated
+    assert sh.n_shifts == 2
+    plain = shifter()
+    plain.update(0, v(a=0.945, b=0.99), v(), {"a": 1.0})
+    plain.update(1, v(a=0.951, b=0.99), v(), {"a": 1.0})  # in band: no shift without a margin
+    assert plain.n_shifts == 1
