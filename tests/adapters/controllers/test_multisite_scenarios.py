@@ -51,3 +51,24 @@ def test_ieee34_moved_replicas_and_demand_are_conserved(ieee34):
     assert moved.abs().max() < 1e-9
     shift = on.kpis["load_shift"]["shift"]
     assert shift["up"]["n_requests_moved_in"] == pytest.approx(-shift["down"]["n_requests_moved_in"], rel=1e-9)
+
+
+IEEE123 = ROOT / "scenarios" / "ieee123_multisite.toml"
+
+
+def test_ieee123_shifting_clears_the_mid_feeder_site_and_the_whole_feeder(tmp_path):
+    short = {"scenario.duration_s": 120, "scenario.engine": "direct"}
+    on = cosim.run(IEEE123, out_dir=tmp_path / "on", overrides=short)
+    local = cosim.run(IEEE123, out_dir=tmp_path / "local", overrides={**short, "entities.shift.enabled": False})
+    assert on.ok and local.ok, (on.reason, local.reason)
+    k_on, k_local = on.kpis, local.kpis
+    assert k_local["points_of_connection"]["pcc_z3"]["violation_s"] == 120
+    assert k_on["points_of_connection"]["pcc_z3"]["violation_s"] < 60
+    assert k_on["feeder"]["allbus_violation_s"] < 70 and k_local["feeder"]["allbus_violation_s"] == 120
+    ts = on.timeseries()
+    assert (ts["feeder.allbus_vm_min_pu"].iloc[-30:] >= 0.95).all()
+    active = ts[["shift.n_active_z1", "shift.n_active_z2", "shift.n_active_z3"]].sum(axis=1)
+    assert (active == 550).all()  # replicas only move
+    assert (ts["shift.n_active_z1"] <= 250).all() and (ts["shift.n_active_z2"] <= 250).all()  # within capacity
+    shift = k_on["load_shift"]["shift"]
+    assert sum(shift[s]["n_requests_moved_in"] for s in ("z1", "z2", "z3")) == pytest.approx(0.0, abs=1e-6)
