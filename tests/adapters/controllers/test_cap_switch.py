@@ -142,3 +142,24 @@ def test_closed_loop_switches_cap1_in_after_its_delay(tmp_path):
     first = int(closed.to_numpy().nonzero()[0][0])
     assert 4 <= first <= 6
     assert v.iloc[-1] > v.iloc[0] + 0.005 and (v.iloc[:first] < 0.98).all()
+
+
+def test_pandapower_shunt_steps_raise_the_bus_voltage(tmp_path):
+    """The pandapower engine's ``shunt_<id>_set_count``: a 3-step capacitor (q_mvar < 0 per step,
+    pandapower's sign) at the end of a 12.47 kV line; each step raises the bus strictly, as on OpenDSS."""
+    import pandapower as pp
+
+    net = pp.create_empty_network(f_hz=60.0)
+    b0, b1 = (pp.create_bus(net, vn_kv=12.47, name=f"b{i}") for i in range(2))
+    pp.create_ext_grid(net, b0, vm_pu=1.0)
+    pp.create_line_from_parameters(net, b0, b1, length_km=5.0, r_ohm_per_km=0.3, x_ohm_per_km=0.6,
+                                   c_nf_per_km=0.0, max_i_ka=0.4, name="l01")
+    pp.create_load(net, b1, p_mw=3.0, q_mvar=1.5, name="ld1")
+    pp.create_shunt(net, b1, q_mvar=-0.3, p_mw=0.0, step=0, max_step=3, name="bank")
+    pp.to_json(net, str(tmp_path / "small.json"))
+    sim = make_sim(str(tmp_path / "small.json"), engine="pandapower")
+    assert "shunt_bank_set_count" in sim.meta["models"]["Grid"]["attrs"]
+    vm = [dict(step(sim, k, {"grid": {"shunt_bank_set_count": float(k)}}))["bus_b1_vm_pu"] for k in range(4)]
+    assert all(b > a + 1e-3 for a, b in zip(vm, vm[1:])), vm
+    again = dict(step(sim, 4, {"grid": {"shunt_bank_set_count": 9.0}}))  # clipped to max_step
+    assert again["bus_b1_vm_pu"] == pytest.approx(vm[3], abs=1e-9)
