@@ -34,12 +34,19 @@ the totals are conserved per step exactly when the sites share the arrival trace
 parameters (as the catalogue scenarios do), on the mean otherwise. Replicas do not move back
 when the violation clears (as OpenG2G's).
 
+Carbon-aware variant (sites in different grid zones; off unless ``ci_gap_g_kwh`` is set): in a
+step where no site is shifting for voltage, one shift moves ``n`` replicas from the site with the
+highest connected carbon intensity ``ci_<site>_g_kwh`` to the one with the lowest, when the gap
+exceeds ``ci_gap_g_kwh`` and both are ``margin_pu`` inside the band (so the move cannot start a
+violation the voltage rules would then undo), warm spares and ``hold_s`` as above (the idea of
+Carbon Explorer / Google's carbon-aware load shifting between sites; the rule here is cosim's).
+
 Sites are named by the sim's ``sites`` (name them after the Cluster entities they steer: the
 ``load_shift`` KPI block then reports each site's throughput and latency from that entity).
 
 Model ``LoadShift``. Inputs per site ``vm_min_<site>_pu``, ``vm_max_<site>_pu`` (connect the
 site's grid element ``vm_phase_min_pu`` / ``vm_phase_max_pu``, renamed) and optional
-``exhausted_<site>_frac``. Outputs per site ``replicas_<site>_frac``, ``demand_<site>_ratio``,
+``exhausted_<site>_frac`` and ``ci_<site>_g_kwh`` (the carbon variant). Outputs per site ``replicas_<site>_frac``, ``demand_<site>_ratio``,
 ``n_active_<site>``, ``n_moved_in_<site>`` (net replicas received so far, negative = given away)
 and ``moved_in_<site>_per_s`` (net demand received [req/s]), and ``n_shifts``.
 
@@ -96,6 +103,7 @@ class LoadShiftParams(Params):
         v_low_pu, v_high_pu: the band. [pu]
         margin_pu: a violated site shifts until this far inside the band. [pu]
         hold_s: a site waits this long after a shift before it triggers another. [s]
+        ci_gap_g_kwh: carbon variant: shift when the sites' intensities differ by more; None = off. [g/kWh]
         enabled: ``false`` never shifts (the no-coordination baseline).
     """
 
@@ -109,6 +117,7 @@ class LoadShiftParams(Params):
     v_high_pu: float = Field(default=1.05, gt=0)
     margin_pu: float = Field(default=0.0, ge=0)
     hold_s: float = Field(default=0.0, ge=0)
+    ci_gap_g_kwh: float | None = Field(default=None, ge=0)
     enabled: bool = True
 
     @model_validator(mode="after")
@@ -169,8 +178,8 @@ class Shifter:
         return delta
 
     def update(self, time_s: float, vm_min: dict[str, float | None], vm_max: dict[str, float | None],
-               exhausted: dict[str, float | None]) -> None:
-        """Apply the rules once for the measured site voltages. [s, pu, pu, -]"""
+               exhausted: dict[str, float | None], ci: dict[str, float | None] | None = None) -> None:
+        """Apply the rules once for the measured site voltages (and carbon intensities). [s, pu, pu, -, g/kWh]"""
         p = self.p
         if not p.enabled:
             return
@@ -216,6 +225,27 @@ class Shifter:
             n = min(self.n_per_shift, self.movable(src), self.spare(dst))
             self.move(src, dst, n)
             self._last_s[src] = self._last_s[dst] = time_s
+        if p.ci_gap_g_kwh is not None and ci and not any(self._latched.values()):
+            self._carbon_shift(time_s, low, high, ci)
+
+    def _carbon_shift(self, time_s: float, low: dict[str, float], high: dict[str, float],
+                      ci: dict[str, float | None]) -> None:
+        """One move from the highest- to the lowest-carbon site, both with margin inside the band."""
+        p = self.p
+        known = {s: c for s, c in ci.items() if c is not None and math.isfinite(c) and s in self.active}
+        safe = [s for s in known if math.isfinite(low[s]) and math.isfinite(high[s])
+                and low[s] >= p.v_low_pu + p.margin_pu and high[s] <= p.v_high_pu - p.margin_pu
+                and time_s - self._last_s[s] >= p.hold_s - 1e-9]
+        srcs = [s for s in safe if self.movable(s) >= 1]
+        dsts = [s for s in safe if self.spare(s) >= 1 and self.active[s] >= 1]
+        if not srcs or not dsts:
+            return
+        src = max(srcs, key=lambda s: (known[s], -self.sites.index(s)))
+        dst = min(dsts, key=lambda s: (known[s], self.sites.index(s)))
+        if src == dst or known[src] - known[dst] <= p.ci_gap_g_kwh:
+            return
+        self.move(src, dst, min(self.n_per_shift, self.movable(src), self.spare(dst)))
+        self._last_s[src] = self._last_s[dst] = time_s
 
     def outputs(self) -> dict[str, float]:
         out: dict[str, float] = {"n_shifts": self.n_shifts}
@@ -229,7 +259,7 @@ class Shifter:
 
 
 def site_inputs(sites: list[str]) -> list[str]:
-    return [a for s in sites for a in (f"vm_min_{s}_pu", f"vm_max_{s}_pu", f"exhausted_{s}_frac")]
+    return [a for s in sites for a in (f"vm_min_{s}_pu", f"vm_max_{s}_pu", f"exhausted_{s}_frac", f"ci_{s}_g_kwh")]
 
 
 def site_outputs(sites: list[str]) -> list[str]:
@@ -273,7 +303,8 @@ class LoadShiftSim(SingleModelSim):
         sites = self.params.sites
         shifter.update(time_s, {s: _number(inputs.get(f"vm_min_{s}_pu")) for s in sites},
                        {s: _number(inputs.get(f"vm_max_{s}_pu")) for s in sites},
-                       {s: _number(inputs.get(f"exhausted_{s}_frac")) for s in sites})
+                       {s: _number(inputs.get(f"exhausted_{s}_frac")) for s in sites},
+                       {s: _number(inputs.get(f"ci_{s}_g_kwh")) for s in sites})
         return shifter.outputs()
 
 

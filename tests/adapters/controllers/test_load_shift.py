@@ -157,3 +157,21 @@ def test_latch_carries_the_site_to_the_margin_even_as_its_own_control_releases()
     plain.update(0, v(a=0.945, b=0.99), v(), {"a": 1.0})
     plain.update(1, v(a=0.951, b=0.99), v(), {"a": 1.0})  # in band: no shift without a margin
     assert plain.n_shifts == 1
+
+
+def test_carbon_variant_moves_toward_the_cleanest_site_only_with_voltage_room():
+    sh = shifter(ci_gap_g_kwh=100.0, margin_pu=0.01)
+    ci = {"a": 450.0, "b": 120.0, "c": 300.0}
+    sh.update(0, v(), v(), {}, ci)  # all at 1.0 pu: a (dirtiest) -> b (cleanest)
+    assert sh.active == {"a": 6, "b": 7, "c": 9}
+    assert sum(sh.demand.values()) == pytest.approx(220.0)
+    sh.update(1, v(b=0.955), v(), {}, ci)  # b within the margin: not a destination; c is
+    assert sh.active == {"a": 5, "b": 7, "c": 10}  # c had one spare
+    sh.update(2, v(b=0.955), v(), {}, {"a": 350.0, "b": 120.0, "c": 300.0})  # c full, b no room
+    assert sh.n_shifts == 2
+    small = shifter(ci_gap_g_kwh=200.0)
+    small.update(0, v(), v(), {}, {"a": 300.0, "b": 150.0, "c": 200.0})  # gap 150 <= 200
+    assert small.n_shifts == 0
+    volt = shifter(ci_gap_g_kwh=0.0)
+    volt.update(0, v(a=0.94), v(), {}, {"a": 100.0, "b": 500.0, "c": 500.0})  # voltage first, no carbon move
+    assert volt.n_shifts == 1 and volt.active["a"] == 6
