@@ -204,12 +204,28 @@ class FmuInstance:
         if self._mode is not None:
             pending = self._changed(pending)
         arrays: dict[int, Port] = {}
+        fast = "Float64" if self.fmi3 else "Real"
+        batch: list[tuple[Port, float, float]] = []  # scalar reals: one set call for all of them
         for port, number in pending:
             si = port.to_fmu(number)
             if port.size > 1:  # an FMI 3.0 array is set whole, once, after its elements are gathered
                 self._array(port)[port.index] = si
                 arrays[port.vr] = port
                 continue
+            if port.kind == "real" and port.accessor == fast:
+                batch.append((port, number, si))
+                continue
+            self._call(lambda: f"{what} ({port.attr} = {number:g})", lambda: self._set_one(port, [si]), port.var)
+        if len(batch) > 1:
+            start = _time.perf_counter()
+            try:
+                getattr(self.fmu, "set" + fast)([p.vr for p, _, _ in batch], [si for _, _, si in batch])
+                batch = []
+            except Exception:  # noqa: BLE001 — set them one by one below: the failing one is named
+                pass
+            finally:
+                self.fmu_time_s += _time.perf_counter() - start
+        for port, number, si in batch:
             self._call(lambda: f"{what} ({port.attr} = {number:g})", lambda: self._set_one(port, [si]), port.var)
         for vr, port in arrays.items():
             self._call(f"{what} ({port.var}, {port.size} elements)", lambda: self._set_one(port, self._arrays[vr]),

@@ -271,6 +271,7 @@ class OpenDssFlow:
         self.tap_count = np.full(len(self.info.regs), nan)
         self.tap_pu = np.full(len(self.info.regs), nan)
         self.cap_in_service = [False] * len(self.info.caps)
+        self._opened_lines: set[int] = set()  # lines set_line_in_service opened
         self.cap_q_mvar = np.full(len(self.info.caps), nan)
         self.p_import_mw = self.q_import_mvar = self.losses_mw = nan
 
@@ -447,6 +448,11 @@ class OpenDssFlow:
         line = self.info.lines[pos]
         self.dss.Text.Command(f"{verb} Line.{line} 1")
         self.dss.Text.Command(f"{verb} Line.{line} 2")
+        (self._opened_lines.discard if in_service else self._opened_lines.add)(pos)
+
+    def n_lines_out(self) -> int:
+        """Lines opened by :meth:`set_line_in_service` (a line the file leaves open is not counted). [-]"""
+        return len(self._opened_lines)
 
     # -- solving ---------------------------------------------------------------------------
     def solve(self, p_mw: dict[str, np.ndarray], q_mvar: dict[str, np.ndarray], time_s: float = 0) -> bool:

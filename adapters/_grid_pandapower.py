@@ -129,6 +129,10 @@ class PowerFlow:
             shunt.loc[shunt.index[pos], "step"] = value
             self._stale = True
 
+    def n_lines_out(self) -> int:
+        """Lines out of service (``net.line.in_service`` False, the network's own included). [-]"""
+        return int((~self.net.line["in_service"].astype(bool)).sum())
+
     def bus_of(self, kind: str, pos: int) -> int:
         """Position in ``net.bus`` of the bus element ``pos`` of ``kind`` stands on."""
         # kept: the pandas lookups cost ~20 µs, and the adapter asks for every element each step
@@ -191,11 +195,15 @@ class PowerFlow:
         return True
 
     def _results(self, v: np.ndarray, sbus: np.ndarray) -> None:
-        self.vm_pu = np.append(np.abs(v), np.nan)[self._bus_map]
+        # the solved values go into buffers one longer than needed: the last entry (NaN / 0)
+        # is what positions without a solved value (a bus out of service, no branch) read
+        vm_ext, loading = self._vm_ext, self._loading_ext
+        np.abs(v, out=vm_ext[:-1])
+        self.vm_pu = vm_ext[self._bus_map]
         currents = self._y_out @ v  # [Yf; Yt; Ybus rows of the slack]: one product a step
         n_br = self._n_br
         i_f, i_t = currents[:n_br], currents[n_br:2 * n_br]
-        loading = np.append(np.maximum(np.abs(i_f) * self._c_f, np.abs(i_t) * self._c_t), 0.0)
+        np.maximum(np.abs(i_f) * self._c_f, np.abs(i_t) * self._c_t, out=loading[:-1])
         self.line_loading_pct = loading[self._line_br]
         self.trafo_loading_pct = loading[self._trafo_br]
         s_loss = v[self._f] * np.conj(i_f) + v[self._t] * np.conj(i_t)
@@ -272,6 +280,7 @@ class PowerFlow:
         lookup = net._pd2ppc_lookups["bus"]
         bus_map = lookup[net.bus.index.to_numpy()]
         self._bus_map = np.where((bus_map >= 0) & (bus_map < n), bus_map, n)
+        self._vm_ext = np.append(np.zeros(n), np.nan)  # |V| per solved bus, then NaN (_results)
         inj_bus, inj_factor = [], []
         for kind in KINDS:
             table = net[kind]
@@ -318,6 +327,7 @@ class PowerFlow:
         position = np.where(in_service, np.cumsum(in_service) - 1, n_br)
         ranges = net._pd2ppc_lookups["branch"]
         self._c_f, self._c_t = np.zeros(n_br), np.zeros(n_br)
+        self._loading_ext = np.zeros(n_br + 1)  # loading per branch, then 0 (_results)
         kv_f, kv_t = base_kv[self._f], base_kv[self._t]
         loss = []
         for table in ("line", "trafo"):

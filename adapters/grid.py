@@ -64,23 +64,34 @@ Entities:
 Background profiles (SimBench's 15-minute year) are mapped to the scenario time by day of
 year and time of day, so any scenario year works; each value holds for its quarter hour.
 A line out of service (or in an island) reports 0 % loading; buses in an island report NaN
-voltages, as pandapower does. When the power flow does not converge the Grid outputs hold
+voltages, as pandapower does.
+
+Line trips (both engines) come as events in ``[sims.<id>]``: ``line_trips = [[t_s, duration_s,
+"line"], ...]`` and/or ``line_trips_file`` (a CSV with the columns ``t_s,duration_s,line``; ``#``
+lines are comments), the line by name, id or (pandapower) index. The line is out of service in
+every step whose time ``t`` lies in ``[t_s, t_s + duration_s)`` (the grid is a steady-state solve at
+each step's time, so a trip shorter than the grid's step is seen only when a step starts inside
+it) and back in service after, unless a ``line_<id>_in_service`` input holds it open. With trips
+given the Grid also outputs ``n_lines_out`` (lines out of service by a trip or an input) and
+``n_buses_islanded`` (buses left without a source: their ``bus_<id>_vm_pu`` is NaN, their loads are
+not served and not in ``p_import_mw``); an island is reported, never an error. When the power flow does not converge the Grid outputs hold
 their last values, ``converged`` is False and ``n_nonconverged`` counts up (or, with
 ``on_nonconvergence = "fail"``, the step raises).
 """
 from __future__ import annotations
 
+import csv
 import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import numpy as np
-from pydantic import Field, ValidationInfo, field_validator, model_validator
+from pydantic import BeforeValidator, Field, ValidationInfo, field_validator, model_validator
 
 from cosim import grid_models
-from cosim.sdk import CosimSim, Params, ScenarioContext, meta, model_meta
+from cosim.sdk import CosimSim, DataFile, Params, ScenarioContext, as_tuple, meta, model_meta
 from cosim.adapters._grid_opendss import V_MAX_PU, V_MIN_PU, OpenDssFlow, unknown_bus_message
 from cosim.adapters._grid_opendss import sanitise as dss_sanitise
 from cosim.adapters._grid_backend import (
@@ -107,6 +118,31 @@ from cosim.adapters._grid_pandapower import (  # noqa: F401 — re-exported for 
 V_LOW_PU, V_HIGH_PU = 0.95, 1.05
 #: OpenDSS load ``model`` numbers of the element's ``load_model``.
 DSS_LOAD_MODELS = {"constant_power": 1, "constant_impedance": 2, "constant_current": 5}
+#: Grid outputs added when line trips are given.
+TRIP_OUTPUTS = ("n_lines_out", "n_buses_islanded")
+
+
+def _triples(value: Any) -> Any:
+    return tuple(as_tuple(v) for v in value) if isinstance(value, list) else value
+
+
+def read_line_trips(path: Path) -> list[tuple[float, float, str]]:
+    """The line trips of a CSV file (``t_s,duration_s,line``).
+
+    Raises:
+        ValueError: naming the file and row.
+    """
+    rows = [line for line in Path(path).read_text(encoding="utf-8-sig").splitlines() if not line.startswith("#")]
+    reader = csv.DictReader(rows)
+    if [c for c in ("t_s", "duration_s", "line") if c not in (reader.fieldnames or [])]:
+        raise ValueError(f"{Path(path).name}: the header must name t_s, duration_s and line")
+    found = []
+    for number, row in enumerate(reader, start=2):
+        try:
+            found.append((float(row["t_s"]), float(row["duration_s"]), str(row["line"]).strip()))
+        except (TypeError, ValueError):
+            raise ValueError(f"{Path(path).name}: row {number}: t_s and duration_s must be numbers") from None
+    return found
 
 
 class SimParams(Params):
@@ -137,6 +173,14 @@ class SimParams(Params):
     v_high_pu: float = Field(default=V_HIGH_PU, gt=0)
     #: buses left out of the all-bus outputs; None: the source bus and the regulator terminals
     exclude_buses: list[str] | None = None
+    #: line trips ``[[t_s, duration_s, line], ...]``: the line is out of service in [t_s, t_s + duration_s) [s, s, -]
+    line_trips: Annotated[tuple[tuple[float, float, str], ...], BeforeValidator(_triples)] = ()
+    #: a CSV of line trips (``t_s,duration_s,line``), added to ``line_trips``
+    line_trips_file: DataFile | None = None
+
+    def all_line_trips(self) -> list[tuple[float, float, str]]:
+        """``line_trips`` and the file's, by start time."""
+        return sorted([*self.line_trips, *(read_line_trips(self.line_trips_file) if self.line_trips_file else [])])
 
     @field_validator("network")
     @classmethod
@@ -156,6 +200,10 @@ class SimParams(Params):
             raise ValueError('regulators, tap_positions and control_mode apply to engine = "opendss"')
         if self.engine == "opendss" and self.network_params:
             raise ValueError('network_params apply to engine = "pandapower" catalogue networks')
+        for t_s, duration_s, line in self.all_line_trips():
+            if t_s < 0 or duration_s <= 0:
+                raise ValueError(f"line trip ({t_s:g}, {duration_s:g}, {line!r}): give t_s >= 0 and duration_s > 0 "
+                                 "(seconds from the scenario start)")
         return self
 
 
@@ -231,15 +279,16 @@ class GridSim(CosimSim):
     # -- validation hooks ---------------------------------------------------------------
     @classmethod
     def meta_for(cls, sim_params: SimParams) -> dict[str, Any]:
+        trips = list(TRIP_OUTPUTS) if sim_params.all_line_trips() else []
         if sim_params.engine == "opendss":
             info = opendss_circuit_info(grid_models.dss_file(sim_params.network))
-            return _build_meta(info.ids, opendss_grid_outputs(info), [*(tap_set_attr(i) for i in info.ids["reg"]),
-                                                                      *(cap_set_attr(i) for i in info.ids["cap"])])
-        key = json.dumps([sim_params.network, sim_params.network_params], sort_keys=True, default=str)
+            return _build_meta(info.ids, [*opendss_grid_outputs(info), *trips],
+                               [*(tap_set_attr(i) for i in info.ids["reg"]), *(cap_set_attr(i) for i in info.ids["cap"])])
+        key = json.dumps([sim_params.network, sim_params.network_params, trips], sort_keys=True, default=str)
         if key not in cls._META_CACHE:
             net = grid_models.load_network(sim_params.network, **sim_params.network_params)
             shunts = [shunt_set_attr(i) for i in element_ids(net.shunt)] if len(net.shunt) else []
-            cls._META_CACHE[key] = _build_meta({t: element_ids(net[t]) for t in ("bus", "line", "trafo")},
+            cls._META_CACHE[key] = _build_meta({t: element_ids(net[t]) for t in ("bus", "line", "trafo")}, trips,
                                                extra_inputs=shunts)
         return cls._META_CACHE[key]
 
@@ -267,6 +316,9 @@ class GridSim(CosimSim):
             if unknown:
                 return [f"exclude_buses: unknown bus(es) {unknown} in {sim_params.network} "
                         f"(e.g. {', '.join(known[:8])})"]
+            problems = _unknown_trip_lines(sim_params)
+            if problems:
+                return problems
         except (ValueError, TypeError, OSError) as exc:
             return [f"network {sim_params.network!r}: {exc}"]
         return []
@@ -317,6 +369,32 @@ class GridSim(CosimSim):
         self._profiles = self._load_profiles() if p.profiles and p.engine == "pandapower" else []
         self._buffers_of: list[np.ndarray] | None = None  # the tables the injection buffers copy
         self._element_attrs = [*self._bus_attrs, *self._line_attrs, *self._trafo_attrs]
+        self._trips = [(t_s, t_s + duration_s, self._line_pos(line)) for t_s, duration_s, line in p.all_line_trips()]
+        self._line_held_open: set[int] = set()  # lines a line_<id>_in_service input opened
+        self._trip_state: dict[int, bool] = {}  # the state _switch_lines last gave a trip's line
+
+    def _line_pos(self, ref: str) -> int:
+        """Position of a trip's line: by name, sanitised id or (pandapower) index."""
+        ids = self.flow.ids["line"]
+        if self.params.engine == "pandapower":
+            return locate_in(self.flow.net, "line", ref, ids)
+        names = [n.lower() for n in self.flow.info.lines]
+        if ref.lower() in names:
+            return names.index(ref.lower())
+        if dss_sanitise(ref) in ids:
+            return ids.index(dss_sanitise(ref))
+        raise ValueError(f"line_trips: unknown line {ref!r}")
+
+    def _switch_lines(self, time_s: float) -> None:
+        """Lines out of service now: those held open by an input and those inside a trip."""
+        if not self._trips:
+            return
+        tripped = {pos for start, end, pos in self._trips if start - 1e-9 <= time_s < end - 1e-9}
+        for pos in sorted({pos for _, _, pos in self._trips}):
+            closed = pos not in tripped and pos not in self._line_held_open
+            if self._trip_state.get(pos) != closed:  # switch only on a change (OpenDSS: two commands)
+                self.flow.set_line_in_service(pos, closed)
+                self._trip_state[pos] = closed
 
     def create_entity(self, eid: str, model: str, params: ElementParams | None) -> None:
         if model == "Grid":
@@ -343,6 +421,7 @@ class GridSim(CosimSim):
 
     def step_entities(self, time_s: float, inputs: dict[str, dict[str, Any]]) -> None:
         self._apply_inputs(inputs)
+        self._switch_lines(float(time_s))
         p_mw, q_mvar = self._injections(time_s)
         clock = {"time_s": time_s} if self.params.engine == "opendss" else {}
         converged = self.flow.solve(p_mw, q_mvar, **clock)
@@ -378,7 +457,10 @@ class GridSim(CosimSim):
                     elif attr in self._shunt_attr:
                         self.flow.set_shunt_step(self._shunt_attr[attr], None if value is None else float(value))
                     else:
-                        self.flow.set_line_in_service(self._line_attr[attr], bool(value >= 0.5))
+                        pos, closed = self._line_attr[attr], bool(value >= 0.5)
+                        self.flow.set_line_in_service(pos, closed)
+                        (self._line_held_open.discard if closed else self._line_held_open.add)(pos)
+                        self._trip_state.pop(pos, None)
                 continue
             entity = self.attached[eid]
             if "p_mw" in values:
@@ -466,6 +548,9 @@ class GridSim(CosimSim):
         out["p_import_mw"], out["q_import_mvar"], out["losses_mw"] = f.p_import_mw, f.q_import_mvar, f.losses_mw
         out["max_loading_pct"] = _nan_extremes(loadings)[1]
         out.update(self._allbus(extremes))
+        if self._trips:
+            out["n_lines_out"] = self.flow.n_lines_out()
+            out["n_buses_islanded"] = int(np.isnan(vm).sum())
         # one list and one update for every element's value (bus, line, trafo order)
         out.update(zip(self._element_attrs, np.concatenate([vm, loadings]).tolist()))
         if self.params.engine == "opendss":
@@ -475,12 +560,43 @@ class GridSim(CosimSim):
 def _nan_extremes(values: np.ndarray) -> tuple[float, float]:
     """``(np.nanmin, np.nanmax)`` of ``values``; NaN for both when none is finite.
 
-    One NaN filter for both (min and max are exact, so the numbers are nanmin's and nanmax's).
+    One NaN filter for both (min and max are exact, so the numbers are nanmin's and nanmax's),
+    and none when every value is finite (the usual case).
     """
+    if len(values):
+        lowest, highest = float(values.min()), float(values.max())
+        if math.isfinite(lowest) and math.isfinite(highest):
+            return lowest, highest
     if not np.isfinite(values).any():
         return math.nan, math.nan
     present = values[~np.isnan(values)]
     return float(present.min()), float(present.max())
+
+
+def _unknown_trip_lines(sim_params: SimParams) -> list[str]:
+    """The trips' lines that the network does not have, named with the key and examples."""
+    refs = sorted({line for _, _, line in sim_params.all_line_trips()})
+    if not refs:
+        return []
+    if sim_params.engine == "opendss":
+        info = opendss_circuit_info(grid_models.dss_file(sim_params.network))
+        names, ids = [n.lower() for n in info.lines], info.ids["line"]
+        unknown = [r for r in refs if r.lower() not in names and dss_sanitise(r) not in ids]
+        sample = info.lines[:6]
+    else:
+        net = grid_models.load_network(sim_params.network, **sim_params.network_params)
+        ids = element_ids(net.line)
+        unknown = []
+        for ref in refs:
+            try:
+                locate_in(net, "line", ref, ids)
+            except ValueError:
+                unknown.append(ref)
+        sample = ids[:6]
+    if not unknown:
+        return []
+    return [f"line_trips: unknown line(s) {unknown} in {sim_params.network}; give a line name or id "
+            f"(e.g. {', '.join(sample)})"]
 
 
 def tap_set_attr(reg_id: str) -> str:
@@ -502,17 +618,33 @@ def _band_stats(vm: np.ndarray, low: float, high: float) -> dict[str, float]:
     """Lowest, highest, Σ distance outside ``[low, high]`` and count strictly outside, NaN-safe. [pu, pu, pu, -]"""
     if len(vm) < 8:  # an element's phases: plain floats beat numpy's per-call cost, same sums (in order)
         return _band_stats_few(vm.tolist(), low, high)
-    finite = vm[np.isfinite(vm)]
-    if not len(finite):
-        return {"vm_phase_min_pu": math.nan, "vm_phase_max_pu": math.nan, "vm_violation_pu": math.nan,
-                "n_violating": 0}
-    under, over = np.clip(low - finite, 0.0, None), np.clip(finite - high, 0.0, None)
-    return {"vm_phase_min_pu": float(finite.min()), "vm_phase_max_pu": float(finite.max()),
-            "vm_violation_pu": float(under.sum() + over.sum()), "n_violating": int(((under > 0) | (over > 0)).sum())}
+    lowest, highest = float(vm.min()), float(vm.max())
+    finite = vm
+    if not (math.isfinite(lowest) and math.isfinite(highest)):  # a NaN (or inf) reading: leave it out
+        finite = vm[np.isfinite(vm)]
+        if not len(finite):
+            return {"vm_phase_min_pu": math.nan, "vm_phase_max_pu": math.nan, "vm_violation_pu": math.nan,
+                    "n_violating": 0}
+        lowest, highest = float(finite.min()), float(finite.max())
+    # a side nobody crosses sums to exactly 0.0, so it is skipped; the other is numpy's own sum
+    under = float(np.maximum(low - finite, 0.0).sum()) if lowest < low else 0.0
+    over = float(np.maximum(finite - high, 0.0).sum()) if highest > high else 0.0
+    n_under = int(np.count_nonzero(finite < low)) if lowest < low else 0
+    n_over = int(np.count_nonzero(finite > high)) if highest > high else 0
+    return {"vm_phase_min_pu": lowest, "vm_phase_max_pu": highest, "vm_violation_pu": under + over,
+            "n_violating": n_under + n_over}
 
 
 def _band_stats_few(vm: list[float], low: float, high: float) -> dict[str, float]:
     """:func:`_band_stats` for a few values (numpy sums fewer than 8 numbers in order, as here)."""
+    if len(vm) == 1:  # a balanced net's element: one reading
+        v = vm[0]
+        if not math.isfinite(v):
+            return {"vm_phase_min_pu": math.nan, "vm_phase_max_pu": math.nan, "vm_violation_pu": math.nan,
+                    "n_violating": 0}
+        under, over = max(low - v, 0.0), max(v - high, 0.0)
+        return {"vm_phase_min_pu": v, "vm_phase_max_pu": v, "vm_violation_pu": under + over,
+                "n_violating": 1 if under > 0 or over > 0 else 0}
     finite = [v for v in vm if math.isfinite(v)]
     if not finite:
         return {"vm_phase_min_pu": math.nan, "vm_phase_max_pu": math.nan, "vm_violation_pu": math.nan,

@@ -26,11 +26,19 @@ first step's load) until the standby generator takes over after ``genset_start_s
 NFPA 110 "Type 10"; None: no generator); when the UPS is empty before that the load is lost
 (``p_unserved_mw``; the GPUs stop). After ``off_s`` on backup (None: it stays off, as in 2024
 when the reconnection was manual) the facility returns, ramping its grid draw back over
-``ramp_s``. UPS recharging after the return is not modelled.
+``ramp_s``. Back on the grid, the **UPS recharges** from the grid: it draws ``p_recharge_mw`` on top
+of the facility's demand (``recharge_mw``, default 10 % of the first step's load: our pick, not
+a standard) and stores ``recharge_efficiency_frac`` of it (default 0.95, our pick) until full, so
+the grid serves the energy the UPS gave on backup divided by the efficiency; the last step draws
+only what fills it. The UPS does not recharge while any of the load is on backup (during the
+ramp it waits), nor from the generator.
 
-Outputs: ``p_mw``/``q_mvar`` (grid draw, consumer sign), ``p_lost_mw`` (demand not drawn from
-the grid), ``p_ups_mw``, ``p_genset_mw``, ``p_unserved_mw``, ``e_ups_mwh``, ``in_service``
-(on the grid), ``n_trips``, ``t_backup_s`` (time on backup so far).
+Outputs: ``p_mw``/``q_mvar`` (grid draw, consumer sign, the recharge included), ``p_lost_mw``
+(demand not drawn from the grid), ``p_ups_mw``, ``p_genset_mw``, ``p_unserved_mw``,
+``p_recharge_mw``, ``p_backup_mw`` (the facility's demand minus the grid draw: what the backup
+supplied, less what the grid gave back to the UPS; generator sign, the site accounting's
+``backup`` role), ``e_ups_mwh``, ``in_service`` (on the grid), ``n_trips``, ``t_backup_s`` (time on
+backup so far).
 
 Example ``[entities]`` entry::
 
@@ -45,9 +53,13 @@ from pydantic import BeforeValidator, Field
 
 from cosim.sdk import Params, SingleModelSim, as_tuple
 
-OUTPUTS = ("p_mw", "q_mvar", "p_lost_mw", "p_ups_mw", "p_genset_mw", "p_unserved_mw", "e_ups_mwh", "in_service",
-           "n_trips", "t_backup_s")
+OUTPUTS = ("p_mw", "q_mvar", "p_lost_mw", "p_ups_mw", "p_genset_mw", "p_unserved_mw", "p_recharge_mw",
+           "p_backup_mw", "e_ups_mwh", "in_service", "n_trips", "t_backup_s")
 INPUTS = ("p_load_mw", "q_load_mvar", "vm_pu", "vm_sag_pu", "t_sag_s", "f_hz")
+
+#: The default recharge draw as a share of the first step's load (our pick: a UPS charger a tenth
+#: of the UPS rating; ``recharge_mw`` sets it). [-]
+RECHARGE_FRAC = 0.1
 
 CURVES: dict[str, tuple[tuple[float, float], ...]] = {
     "itic": ((0.7, 0.02), (0.8, 0.5), (0.9, 10.0)),
@@ -76,6 +88,9 @@ class RideThroughParams(Params):
         genset_start_s: from the transfer to the generator carrying the load; None: none. [s]
         off_s: time on backup before returning; None: stays on backup (manual return). [s]
         ramp_s: ramp of the grid draw back to the full load after the return. [s]
+        recharge_mw: the UPS's recharge draw from the grid; None: 10 % of the first step's load;
+            0: no recharge. [MW]
+        recharge_efficiency_frac: the share of the recharge draw stored in the UPS. [-]
     """
 
     curve: Literal["itic", "semi_f47", "none"] = "itic"
@@ -91,6 +106,8 @@ class RideThroughParams(Params):
     genset_start_s: float | None = Field(default=10.0, ge=0)
     off_s: float | None = Field(default=None, ge=0)
     ramp_s: float = Field(default=0.0, ge=0)
+    recharge_mw: float | None = Field(default=None, ge=0)
+    recharge_efficiency_frac: float = Field(default=0.95, gt=0, le=1.0)
 
     @property
     def points(self) -> tuple[tuple[float, float], ...]:
@@ -111,6 +128,8 @@ class RideThrough:
         self.t_return_s: float | None = None
         self.t_backup_s = 0.0
         self.e_ups_mwh = p.e_ups_mwh
+        self.e_full_mwh = p.e_ups_mwh
+        self.recharge_mw = p.recharge_mw
 
     def _voltage_trip(self, time_s: float, vm_pu: float, exposed_s: float) -> bool:
         tripped = False
@@ -134,6 +153,9 @@ class RideThrough:
         p_load, q_load = float(m.get("p_load_mw", 0.0)), float(m.get("q_load_mvar", 0.0))
         if self.e_ups_mwh is None:
             self.e_ups_mwh = max(p_load, 0.0) * self.p.ups_autonomy_s / 3600.0
+            self.e_full_mwh = self.e_ups_mwh
+        if self.recharge_mw is None:
+            self.recharge_mw = RECHARGE_FRAC * max(p_load, 0.0)
         sag = float(m.get("vm_sag_pu", 1.0))
         vm = float(m.get("vm_pu", 1.0)) * sag
         exposed = float(m.get("t_sag_s", dt_s)) if sag < 1.0 and "t_sag_s" in m else dt_s
@@ -167,17 +189,31 @@ class RideThrough:
                 self.e_ups_mwh = max(self.e_ups_mwh - ups * dt_s / 3600.0, 0.0)
         if share < 1.0:
             self.t_backup_s += dt_s
-        return {"p_mw": share * p_load, "q_mvar": share * q_load, "p_lost_mw": (1.0 - share) * p_load,
-                "p_ups_mw": ups, "p_genset_mw": genset, "p_unserved_mw": unserved, "e_ups_mwh": self.e_ups_mwh,
+        recharge = self._recharge(dt_s) if share >= 1.0 else 0.0
+        grid = share * p_load + recharge
+        return {"p_mw": grid, "q_mvar": share * q_load, "p_lost_mw": (1.0 - share) * p_load,
+                "p_ups_mw": ups, "p_genset_mw": genset, "p_unserved_mw": unserved, "p_recharge_mw": recharge,
+                "p_backup_mw": p_load - grid, "e_ups_mwh": self.e_ups_mwh,
                 "in_service": self.on_grid, "n_trips": self.n_trips, "t_backup_s": self.t_backup_s}
+
+    def _recharge(self, dt_s: float) -> float:
+        """The recharge draw over this step (the last one fills the UPS exactly); stores it. [MW]"""
+        room_mwh = self.e_full_mwh - self.e_ups_mwh
+        if room_mwh <= 0 or self.recharge_mw <= 0:
+            return 0.0
+        eff = self.p.recharge_efficiency_frac
+        draw = min(self.recharge_mw, room_mwh * 3600.0 / (dt_s * eff))
+        self.e_ups_mwh = self.e_full_mwh if draw < self.recharge_mw else self.e_ups_mwh + draw * eff * dt_s / 3600.0
+        return draw
 
 
 class RideThroughSim(SingleModelSim):
     """Ride-through at points of connection (model ``RideThrough``)."""
 
-    MODEL, PARAMS, ROLE, PHYSICS = "RideThrough", RideThroughParams, "other", RideThrough
+    MODEL, PARAMS, ROLE, PHYSICS = "RideThrough", RideThroughParams, "backup", RideThrough
     INPUTS, OUTPUTS = INPUTS, OUTPUTS
-    EXAMPLE = {"models": {"RideThrough": {"curve": "itic", "n_dips_to_trip": 3, "off_s": 5.0, "ramp_s": 2.0}}}
+    EXAMPLE = {"models": {"RideThrough": {"curve": "itic", "n_dips_to_trip": 3, "off_s": 5.0, "ramp_s": 2.0,
+                                          "recharge_mw": 0.5}}}
 
     def advance(self, rt: RideThrough, time_s: float, inputs: dict[str, Any]) -> dict[str, Any]:
         return rt.step(float(time_s), float(self.step_s), inputs)

@@ -22,6 +22,9 @@ role           power attribute   what it is
 ``clean_gen``  ``p_mw``          carbon-free generation (PV, wind, nuclear)
 ``fossil_gen`` ``p_mw``          fossil generation (gas turbine, diesel)
 ``storage``    ``p_mw``          storage, charging positive (batteries)
+``backup``     ``p_backup_mw``   backup supply behind the meter (a ride-through's UPS and standby
+                                 generator): the demand it carried minus what the grid gave back
+                                 to recharge it, generator sign; the site's grid import excludes it
 ``grid``       —                 a solved network (its ``p_import_mw`` is the import at the slack)
 ``grid_element`` —               the grid's copy of a site element (a Load, Sgen or Storage at a
                                  bus): never counted again on the site side
@@ -51,6 +54,7 @@ POWER_ATTR: dict[str, str | None] = {
     "clean_gen": "p_mw",
     "fossil_gen": "p_mw",
     "storage": "p_mw",
+    "backup": "p_backup_mw",
     "grid": None,
     "grid_element": None,
     "signal": None,

@@ -56,6 +56,7 @@ step's time in ticks) and ``self.step_ticks``, never ``time_s // step_s`` on flo
 from __future__ import annotations
 
 import copy
+import operator
 import zlib
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -289,6 +290,7 @@ class CosimSim(mosaik_api_v3.Simulator):
     def __init__(self) -> None:
         super().__init__(copy.deepcopy(self.META))
         self.out: dict[str, dict[str, Any]] = {}
+        self._getters: dict[tuple[str, ...], Any] = {}  # get_data: requested attrs -> tuple getter
         self.models: dict[str, str] = {}
 
     # -- hooks for validation (no simulator is started for these) ------------------
@@ -372,7 +374,25 @@ class CosimSim(mosaik_api_v3.Simulator):
         return whole if not part else ticks / self.ticks_per_s
 
     def get_data(self, outputs):
-        return {eid: {attr: self.out[eid].get(attr) for attr in attrs} for eid, attrs in outputs.items()}
+        """``{eid: {attr: value}}`` of the requested outputs (None for one not produced yet).
+
+        One C-level ``itemgetter`` per requested attribute list (kept by the list's contents)
+        instead of a Python loop over the attributes; an attribute missing from the entity's
+        outputs falls back to the loop with ``None``.
+        """
+        data = {}
+        getters = self._getters
+        for eid, attrs in outputs.items():
+            values = self.out[eid]
+            key = tuple(attrs)
+            getter = getters.get(key)
+            if getter is None:
+                getter = getters[key] = tuple_getter(key)
+            try:
+                data[eid] = dict(zip(key, getter(values)))
+            except KeyError:
+                data[eid] = {attr: values.get(attr) for attr in attrs}
+        return data
 
     # -- for subclasses ------------------------------------------------------------
     def setup(self) -> None:
@@ -454,6 +474,14 @@ class SingleModelSim(CosimSim):
         raise NotImplementedError
 
 
+def tuple_getter(attrs: tuple[str, ...]):
+    """``values -> tuple of values[attr]`` for ``attrs`` (a tuple also for one attribute or none)."""
+    if len(attrs) == 1:
+        only = attrs[0]
+        return lambda values: (values[only],)
+    return operator.itemgetter(*attrs) if attrs else (lambda values: ())
+
+
 def sum_inputs(inputs: dict[str, dict[str, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
     """Collapse mosaik inputs ``{eid: {attr: {src: value}}}`` to ``{eid: {attr: value}}``.
 
@@ -465,6 +493,11 @@ def sum_inputs(inputs: dict[str, dict[str, dict[str, Any]]]) -> dict[str, dict[s
     for eid, attrs in inputs.items():
         values: dict[str, Any] = {}
         for attr, sources in attrs.items():
+            if len(sources) == 1:  # the usual case: one source, no list to build
+                for only in sources.values():
+                    if only is not None:
+                        values[attr] = only
+                continue
             present = [v for v in sources.values() if v is not None]
             if not present:
                 continue

@@ -30,6 +30,30 @@ KNOWN_FAILING: dict[str, dict[str, str]] = {
     },
 }
 
+#: case -> figures that need the full run (``quick = false``) and do not reproduce there, and why
+#: (README "Published results"; measured with ``cosim reproduce NAME``). The quick form cannot
+#: check them, so they are listed here and the test below checks that each is a full-run figure.
+_G2G_TPUT = ("our OFO cuts ~0.5 MW during training (every fleet to batch 8) where OpenG2G's cuts a few hundred kW: "
+             "our baseline violation is deeper (45.9 vs 31.3 pu*s), and our Qwen3-235B stand-in (Qwen3-30B-A3B "
+             "on 1,680 single-GPU replicas) serves ~15x the tokens per GPU; with the Qwen fleets at their GPU power "
+             "the loss is 4.6 % (openg2g_ieee13.toml header)")
+KNOWN_FAILING_FULL: dict[str, dict[str, str]] = {
+    "openg2g_ieee13": {
+        "OFO (their parameters): all-bus violation time":
+            "121 s vs 69.2 s: the same deeper training-window violation (~95 kW more GPU power from the Qwen "
+            "stand-ins); rho_v = 5 (their tuning note) gives 59 s",
+        "OFO (their parameters): throughput loss vs baseline": _G2G_TPUT,
+        "OFO, rho_v = 5: throughput loss vs baseline": _G2G_TPUT,
+    },
+}
+
+
+def test_full_run_failures_are_full_run_figures_of_their_case():
+    cases = {c.name: c for c in load_cases()}
+    for name, figures in KNOWN_FAILING_FULL.items():
+        full_only = {f.name for f in cases[name].figures if not f.quick}
+        assert set(figures) <= full_only, set(figures) - full_only
+
 
 @pytest.fixture(scope="module")
 def results(tmp_path_factory):
@@ -40,7 +64,7 @@ def results(tmp_path_factory):
 
 def test_there_are_published_cases():
     assert {"polca", "emerald_phoenix", "emerald_london", "carbon_aware", "carbon_responder", "dr_event",
-            "duke_headroom", "mlenergy_curves"} <= set(CASES)
+            "duke_headroom", "mlenergy_curves", "openg2g_ieee13"} <= set(CASES)
 
 
 @pytest.mark.parametrize("name", CASES)

@@ -54,6 +54,29 @@ datacenter's draw), ``p_bat_mw`` (the battery's actual power). Outputs: the data
 grid Storage element's ``q_mvar``), ``lambda_under_sum_per_pu`` / ``lambda_over_sum_per_pu``
 (the duals' sums), ``n_duals_active`` and ``n_sensitivity_updates``.
 
+Per-fleet batch control (``fleets``; OpenG2G's ``OFOBatchSizeController``, GPU-to-Grid
+Eqs. 7, 8 and 18): instead of one allowance, each inference fleet ``i`` gets its own batch size
+``b_i`` (vLLM ``max_num_seqs``, output ``n_batch_max_<fleet>`` to the Cluster's per-fleet knob of
+that name), optimised continuously in ``x_i = log2 b_i`` and rounded to the nearest size of
+``n_batch_sizes``, with a latency dual ``μ_i`` per fleet on its inter-token-latency deadline::
+
+    μ_i <- [μ_i + ρ_l · (ITL_i(b_i) - d_i)]+
+    x_i <- clip(x_i - ρ_x · (- w_T w_i r_i'(x_i) / r_i(x_max) + k_v (λ̄ - λ)ᵀ (J_dc / 1000) · w_i P_i'(x_i) / 1000
+                             + μ_i ITL_i'(x_i) + w_s (x_i - x_i,prev)))
+
+``w_i`` the fleet's active replicas (``n_replicas`` times the ``replicas_frac`` input), ``P_i``
+[W], ``r_i`` [tokens/s] and ``ITL_i`` [s] one replica's power, throughput and median ITL at
+batch ``b`` from the datacenter adapter's ML.ENERGY curves (:mod:`..datacenter.inference`: our
+quadratic-in-``ln b`` fits; OpenG2G fits logistics to the same benchmark), ``J_dc`` the
+sensitivity of every monitored bus-phase per MW of datacenter power [pu/MW, so ``J_dc / 1000``
+is OpenG2G's ``H e_i`` in pu/kW]; ``ρ_x = primal_step_frac``, ``w_T = throughput_weight_frac``,
+``k_v = voltage_weight_frac``, ``w_s = switch_weight_frac``, ``ρ_l = latency_dual_step_per_s``;
+the voltage duals as above (OpenG2G: ``ρ_v = 1``, no margin, no decay). ITL is the model's
+at the applied batch (the fleet's ITL is a function of its batch here, so it is what the
+datacenter reports). A fleet's sizes above its curve's measured maximum are replaced by that
+maximum (rounded down). The sim's ``fleets`` names the fleets, so the outputs are known before
+the entities (outputs ``n_batch_max_<fleet>``, ``itl_<fleet>_ms``, and ``n_itl_misses``).
+
 Example ``[entities]`` entry::
 
     ofo = { sim = "ctl", model = "OFO", network = "ieee13", dc_bus = "671", p_flex_mw = 0.3 }
@@ -72,13 +95,46 @@ from cosim import grid_models
 from cosim.adapters._grid_backend import opendss_circuit_info
 from cosim.adapters._grid_opendss import OpenDssFlow, device_attrs
 from cosim.adapters.controllers._campus_knobs import check_band_and_knobs
+from cosim.adapters.datacenter.hardware import GPUS
+from cosim.adapters.datacenter.inference import MODELS, BatchCurves, batch_curves
 from cosim.sdk import Params, SingleModelSim
 
 OUTPUTS = ("n_batch_max", "p_cap_w", "p_limit_mw", "allowance_frac", "p_bat_set_mw", "q_bat_mvar",
            "lambda_under_sum_per_pu", "lambda_over_sum_per_pu", "n_duals_active", "n_sensitivity_updates")
-SITE_INPUTS = ("p_dc_mw", "q_dc_mvar", "p_bat_mw")
+SITE_INPUTS = ("p_dc_mw", "q_dc_mvar", "p_bat_mw", "replicas_frac")
 _PHASE_ATTR = re.compile(r"^bus_.+_[abc]_vm_pu$")
 _TAP_ATTR = re.compile(r"^reg_(.+)_tap_pu$")
+
+
+class FleetControl(Params):
+    """One inference fleet under per-fleet batch control.
+
+    Attributes:
+        name: the Cluster fleet's name (its knob is ``n_batch_max_<name>``).
+        model, gpu: the fleet's model and GPU (keys of the datacenter adapter's catalogue).
+        n_replicas: replicas deployed. [-]
+        itl_deadline_ms: the inter-token-latency deadline of the latency dual. [ms]
+        n_batch_sizes: the feasible batch sizes. [-]
+        n_batch_init: the batch size at the start. [-]
+    """
+
+    name: str
+    model: str
+    gpu: str = "H100-SXM"
+    n_replicas: int = Field(ge=0)
+    itl_deadline_ms: float = Field(gt=0)
+    n_batch_sizes: list[int] = [8, 16, 32, 64, 128, 256, 512]
+    n_batch_init: int = Field(default=128, ge=1)
+
+    @model_validator(mode="after")
+    def _known(self):
+        if self.model not in MODELS:
+            raise ValueError(f"model = {self.model!r}: unknown; known: {', '.join(MODELS)}")
+        if self.gpu not in GPUS:
+            raise ValueError(f"gpu = {self.gpu!r}: unknown; known: {', '.join(GPUS)}")
+        if not self.n_batch_sizes or min(self.n_batch_sizes) < 1:
+            raise ValueError("n_batch_sizes: give at least one size, each >= 1")
+        return self
 
 
 class OFOParams(Params):
@@ -106,6 +162,10 @@ class OFOParams(Params):
             the knob ranges at allowance 0 and 1 (as :mod:`.voltage_aware`). [-, -, W, W, MW, MW]
         dc_control, battery_control: ``false`` holds that site at rest (compare the controls).
         enabled: ``false`` holds every control at rest (the no-control baseline).
+        fleets: per-fleet batch control instead of the allowance (empty: the allowance).
+        throughput_weight_frac, voltage_weight_frac, switch_weight_frac: w_T, k_v, w_s of
+            the per-fleet primal step (OpenG2G's quickstart: 1e-3, 1e6, 1). [-]
+        latency_dual_step_per_s: ρ_l, latency-dual change per s of ITL over the deadline. [1/s]
     """
 
     network: str = "ieee13"
@@ -138,6 +198,11 @@ class OFOParams(Params):
     dc_control: bool = True
     battery_control: bool = True
     enabled: bool = True
+    fleets: list[FleetControl] = []
+    throughput_weight_frac: float = Field(default=1e-3, ge=0)
+    voltage_weight_frac: float = Field(default=1e6, ge=0)
+    switch_weight_frac: float = Field(default=1.0, ge=0)
+    latency_dual_step_per_s: float = Field(default=1.0, ge=0)
 
     @model_validator(mode="after")
     def _ranges(self):
@@ -226,6 +291,8 @@ class OFOController:
         self.jac: np.ndarray | None = None  # (n_rows, n_controls) pu per unit of x
         self._taps: dict[str, float] = {}
         self._sensed_at_s: float | None = None
+        self.fleets = [FleetBatch(f) for f in params.fleets]
+        self.dc_col: np.ndarray | None = None  # pu per MW of datacenter power, J's rows
 
     # -- sensitivities ---------------------------------------------------------------
     def set_sensitivity(self, rows: list[str], jac: np.ndarray) -> None:
@@ -252,6 +319,7 @@ class OFOController:
         if p.has_battery:
             jac += [p.p_bat_max_mw * cols["bat_p"], p.s_bat_max_mva * cols["bat_q"]]
         self.set_sensitivity([names[i] for i in keep], np.column_stack(jac)[keep])
+        self.dc_col = cols["dc"][keep]
         self._taps, self._sensed_at_s = dict(taps), time_s
 
     # -- one step --------------------------------------------------------------------
@@ -282,6 +350,13 @@ class OFOController:
             grad[0] = 0.0
         if not p.battery_control:
             grad[1:] = 0.0
+        if self.fleets:  # per-fleet batches take the datacenter's part; the allowance stays at 1
+            grad[0] = 0.0
+            if p.dc_control and self.dc_col is not None:
+                eta_per_kw = float((self.lam_bar - self.lam) @ self.dc_col) / 1000.0
+                frac = (site or {}).get("replicas_frac", 1.0)
+                for fleet in self.fleets:
+                    fleet.step(p, eta_per_kw, frac)
         self._set_controls(x - p.primal_step_frac * grad)
 
     def controls(self) -> np.ndarray:
@@ -313,16 +388,119 @@ class OFOController:
                 "q_bat_mvar": self.x_q * p.s_bat_max_mva,
                 "lambda_under_sum_per_pu": float(self.lam.sum()), "lambda_over_sum_per_pu": float(self.lam_bar.sum()),
                 "n_duals_active": int((self.lam > 0).sum() + (self.lam_bar > 0).sum()),
-                "n_sensitivity_updates": n_updates}
+                "n_sensitivity_updates": n_updates, **self.fleet_outputs()}
+
+    def fleet_outputs(self) -> dict[str, float]:
+        """Per fleet: its batch size and its ITL there; how many fleets miss their deadline. [-, ms, -]"""
+        if not self.fleets:
+            return {}
+        out: dict[str, float] = {}
+        for fleet in self.fleets:
+            out[f"n_batch_max_{fleet.spec.name}"] = float(fleet.batch)
+            out[f"itl_{fleet.spec.name}_ms"] = 1e3 * fleet.itl_s(fleet.x_applied)
+        out["n_itl_misses"] = sum(1e3 * f.itl_s(f.x_applied) > f.spec.itl_deadline_ms for f in self.fleets)
+        return out
+
+
+class FleetBatch:
+    """One fleet's batch-size state: ``x = log2 b`` (continuous), the applied size, ``μ``.
+
+    Args:
+        spec: the fleet.
+    """
+
+    _DX = 1e-3  # central-difference step of the curves' derivatives in log2 b
+
+    def __init__(self, spec: FleetControl):
+        self.spec = spec
+        self.curves: BatchCurves = batch_curves(spec.model, spec.gpu)
+        self.idle_w = GPUS[spec.gpu].idle_w
+        top = math.floor(self.curves.b_max)
+        sizes = sorted({min(b, top) for b in spec.n_batch_sizes})
+        self.sizes = np.array(sizes, dtype=float)
+        self.x_lo, self.x_hi = math.log2(sizes[0]), math.log2(sizes[-1])
+        self.x = float(min(max(math.log2(spec.n_batch_init), self.x_lo), self.x_hi))
+        self.x_prev = self.x
+        self.batch = self._nearest(self.x)
+        self.x_applied = math.log2(self.batch)
+        self.mu = 0.0
+        self.r_max = float(self.curves.tokens_per_s(2.0 ** self.x_hi))
+
+    def power_w(self, x: float) -> float:
+        """One replica's GPU power at batch ``2**x``. [W]"""
+        return float(self.curves.power_w(2.0 ** x, self.idle_w)) * self.curves.gpus_per_replica
+
+    def tokens_per_s(self, x: float) -> float:
+        return float(self.curves.tokens_per_s(2.0 ** x))
+
+    def itl_s(self, x: float) -> float:
+        """Median inter-token latency at batch ``2**x``. [s]"""
+        return float(self.curves.itl_ms(2.0 ** x)) / 1e3
+
+    def _slope(self, f, x: float) -> float:
+        lo, hi = max(x - self._DX, self.x_lo), min(x + self._DX, self.x_hi)
+        return (f(hi) - f(lo)) / (hi - lo) if hi > lo else 0.0
+
+    def _nearest(self, x: float) -> float:
+        """The feasible size nearest ``2**x`` (in batch units). [-]"""
+        b = 2.0 ** x
+        return float(self.sizes[int(np.argmin(np.abs(self.sizes - b)))])
+
+    def step(self, p: OFOParams, eta_per_kw: float, replicas_frac: float) -> None:
+        """The latency dual, then one primal step (OpenG2G's order)."""
+        self.mu = max(self.mu + p.latency_dual_step_per_s * (self.itl_s(self.x_applied) - self.spec.itl_deadline_ms / 1e3),
+                      0.0)
+        w = self.spec.n_replicas * replicas_frac
+        x = self.x
+        grad = (-p.throughput_weight_frac * w * self._slope(self.tokens_per_s, x) / self.r_max
+                + p.voltage_weight_frac * eta_per_kw * w * self._slope(self.power_w, x) / 1000.0
+                + self.mu * self._slope(self.itl_s, x) + p.switch_weight_frac * (x - self.x_prev))
+        self.x_prev = x
+        self.x = float(min(max(x - p.primal_step_frac * grad, self.x_lo), self.x_hi))
+        self.batch = self._nearest(self.x)
+        self.x_applied = math.log2(self.batch)
+
+
+class OFOSimParams(Params):
+    """``[sims.<id>]`` keys of the ofo adapter.
+
+    Attributes:
+        fleets: names of the fleets its entities control per fleet (their outputs
+            ``n_batch_max_<fleet>``, ``itl_<fleet>_ms``); empty: allowance control only.
+    """
+
+    fleets: list[str] = []
+
+
+def fleet_outputs(names: list[str]) -> list[str]:
+    """The per-fleet outputs of fleets ``names``."""
+    if not names:
+        return []
+    return [*(a for n in names for a in (f"n_batch_max_{n}", f"itl_{n}_ms")), "n_itl_misses"]
 
 
 class OFOSim(SingleModelSim):
     """Online feedback optimisation over every monitored bus-phase (model ``OFO``)."""
 
     MODEL, PARAMS, ROLE = "OFO", OFOParams, "controller"
+    SimParams = OFOSimParams
     INPUTS, OUTPUTS = SITE_INPUTS, OUTPUTS
     ANY_INPUTS = True  # the feeder's bus-phase voltages and tap ratios, named after its buses
     EXAMPLE = {"models": {"OFO": {"network": "ieee13", "dc_bus": "671"}}}
+
+    @classmethod
+    def meta_for(cls, sim_params: OFOSimParams) -> dict[str, Any]:
+        if not sim_params.fleets:
+            return cls.META
+        return cls.single_meta(outputs=[*OUTPUTS, *fleet_outputs(sim_params.fleets)])
+
+    @classmethod
+    def check_entity(cls, model, params, ctx, sim_params=None) -> list[str]:
+        named = list(sim_params.fleets) if sim_params is not None else []
+        given = [f.name for f in params.fleets]
+        if sorted(given) != sorted(named):
+            return [f"fleets {given} must be the sim's fleets {named} (sims.<id>.fleets names the outputs)"]
+        return []
 
     @classmethod
     def entity_inputs(cls, model: str, params: OFOParams | None) -> list[str]:

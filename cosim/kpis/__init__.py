@@ -62,7 +62,7 @@ def needed_columns(columns: list[str], roles: RunRoles) -> list[str]:
 
 
 def compute(ts: pd.DataFrame, step_s: float, roles: RunRoles,
-            links: dict[str, set[str]] | None = None) -> dict[str, Any]:
+            links: dict[str, set[str]] | None = None, params: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     """All KPIs that the recorded columns allow (strict JSON: NaN and inf become null).
 
     Args:
@@ -70,15 +70,16 @@ def compute(ts: pd.DataFrame, step_s: float, roles: RunRoles,
         step_s: the recording step, used when the series has a single row. [s]
         roles: the run's roles.
         links: entity id -> the entities it feeds (the scenario's connections).
+        params: block name -> its parameters (``[kpis.<block>]``; a block's defaults when absent).
     """
-    return compute_indexed(ts, step_s, roles, links)[0]
+    return compute_indexed(ts, step_s, roles, links, params)[0]
 
 
-def compute_indexed(ts: pd.DataFrame, step_s: float, roles: RunRoles, links: dict[str, set[str]] | None = None
-                    ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+def compute_indexed(ts: pd.DataFrame, step_s: float, roles: RunRoles, links: dict[str, set[str]] | None = None,
+                    params: dict[str, dict[str, Any]] | None = None) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
     """:func:`compute` and, per block that wrote something, its title, the top-level keys it
     wrote and its headline keys (``metadata.json``'s ``kpi_blocks``, read by the report)."""
-    inp = KpiInput(ts, step_hours(ts.index, step_s), float(step_s), roles, links or {})
+    inp = KpiInput(ts, step_hours(ts.index, step_s), float(step_s), roles, links or {}, params or {})
     kpis: dict[str, Any] = {}
     index: dict[str, dict[str, Any]] = {}
     for block in blocks():

@@ -29,6 +29,7 @@ class KpiInput:
         step_s: the recording step as configured (used when the series has one row). [s]
         roles: the run's roles.
         links: entity -> the entities it feeds (the scenario's connections).
+        params: block name -> its parameters (the scenario's ``[kpis.<block>]``, defaults filled in).
     """
 
     ts: pd.DataFrame
@@ -36,6 +37,7 @@ class KpiInput:
     step_s: float
     roles: RunRoles
     links: dict[str, set[str]] = field(default_factory=dict)
+    params: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def col(self, entity: str, attr: str) -> str | None:
         """``<entity>.<attr>`` when recorded, else None."""

@@ -1,13 +1,18 @@
 """Site energy accounting behind the meter: pure functions over a run's time series and roles.
 
 The site is what sits behind the campus meter: its loads, on-site generators and storage.
-Its net draw (consumer sign) is ``Σ loads + Σ storage p_mw − Σ generation``; import is its
-positive part, export its negative part. Each value holds over its step, as in
+Its net draw (consumer sign) is ``Σ loads + Σ storage p_mw − Σ generation − Σ backup``; import is
+its positive part, export its negative part. ``backup`` is a ride-through's UPS and standby
+generator (``adapters/ride_through.py``, ``p_backup_mw``: the demand they carried minus the
+grid's recharge of the UPS), so while a facility rides on backup its demand is not grid import:
+the import is what the grid served. Each value holds over its step, as in
 :mod:`cosim.kpis` (an energy is ``Σ p_mw · Δt``).
 
 What :func:`compute` reports (each block only when its columns exist):
 
-* ``site``: load, generation, import, export energy [MWh], peak import [MW].
+* ``site``: load, generation, import, export energy [MWh], peak import [MW]; with backup
+  columns also ``backup_mwh`` (Σ p_backup_mw·Δt: the demand the backup carried, less the
+  recharge).
 * ``cost``: energy cost ``Σ import·price·Δt − Σ export·export_price·Δt`` [USD] from a
   ``price_usd_mwh`` column (tariff adapter or a price CSV through ``signals``), and demand
   charges from ``dc_<name>_usd_mw`` columns (the tariff adapter's rate of demand charge
@@ -61,7 +66,7 @@ SIGNAL_SUFFIXES = ("_g_kwh", ".cfe_frac", "price_usd_mwh", "_usd_mw", ".co2_kg_s
 
 def needed_columns(columns: list[str], roles: RunRoles) -> list[str]:
     """The recorded columns :func:`compute` may use: the roles' power columns and the signals."""
-    power = set(roles.power_columns((*DEMAND_ROLES, *GENERATION_ROLES, "storage"), columns))
+    power = set(roles.power_columns((*DEMAND_ROLES, *GENERATION_ROLES, "storage", "backup"), columns))
     return [c for c in columns if c in power or c.endswith(SIGNAL_SUFFIXES)]
 
 
@@ -161,6 +166,7 @@ def site_roles(ts: pd.DataFrame, roles: RunRoles) -> dict[str, Any]:
         "clean_generation": roles.power_columns("clean_gen", columns),
         "other_generation": roles.power_columns("fossil_gen", columns),
         "storage": roles.power_columns("storage", columns),
+        "backup": roles.power_columns("backup", columns),
         "ci": first(".ci_g_kwh"),
         "cfe": first(".cfe_frac"),
         "price": first(".price_usd_mwh", exclude=".export_price_usd_mwh"),
@@ -193,13 +199,17 @@ def compute(ts: pd.DataFrame, run_roles: RunRoles, step_s: float = 60.0,
     storage = _sum_columns(ts, roles["storage"])
     clean = _sum_columns(ts, roles["clean_generation"])
     other = _sum_columns(ts, roles["other_generation"])
-    imp, exp = import_export_mw(load + storage - clean - other)
+    backup = _sum_columns(ts, roles["backup"])
+    imp, exp = import_export_mw(load + storage - clean - other - backup)
     out["site"] = {
         "load_mwh": finite(load.sum() * dt_h), "clean_generation_mwh": finite(clean.sum() * dt_h),
         "other_generation_mwh": finite(other.sum() * dt_h), "import_mwh": finite(imp.sum() * dt_h),
         "export_mwh": finite(exp.sum() * dt_h), "import_peak_mw": finite(imp.max()),
         "columns": {k: roles[k] for k in ("loads", "clean_generation", "other_generation", "storage")},
     }
+    if roles["backup"]:
+        out["site"]["backup_mwh"] = finite(backup.sum() * dt_h)
+        out["site"]["columns"]["backup"] = roles["backup"]
     cost = _cost(ts, roles, imp, exp, dt_h, float(demand_interval_s))
     if cost:
         out["cost"] = cost

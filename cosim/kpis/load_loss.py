@@ -3,7 +3,8 @@
 Per entity that records ``in_service`` and ``p_lost_mw``: ``n_trips``, ``first_trip_s`` (from
 the start), ``lost_mw`` (demand off the grid at the first trip) and ``lost_max_mw``,
 ``backup_s`` (time on backup), ``returned`` (back on the grid at the end), ``ups_mwh``,
-``genset_mwh`` and ``unserved_mwh`` (Σ p·Δt). With a grid that records ``vm_max_pu`` (or
+``genset_mwh``, ``unserved_mwh`` and ``recharge_mwh`` (the grid's energy into the UPS after the
+return) (Σ p·Δt). With a grid that records ``vm_max_pu`` (or
 bus ``*_vm_pu`` columns), ``vm_before_max_pu`` / ``vm_after_max_pu``: the highest voltage
 before and after the first trip (the over-voltage a load loss leaves).
 """
@@ -17,7 +18,8 @@ import numpy as np
 from cosim.kpis._block import Block, KpiInput, energy_mwh, ending, finite, last_value
 from cosim.roles import RunRoles
 
-ATTRS = ("in_service", "p_lost_mw", "n_trips", "t_backup_s", "p_ups_mw", "p_genset_mw", "p_unserved_mw")
+ATTRS = ("in_service", "p_lost_mw", "n_trips", "t_backup_s", "p_ups_mw", "p_genset_mw", "p_unserved_mw",
+         "p_recharge_mw")
 
 
 def _sites(columns) -> list[str]:
@@ -50,7 +52,8 @@ def site_kpis(inp: KpiInput, site: str) -> dict[str, Any]:
                 "lost_mw": finite(lost[first]), "lost_max_mw": finite(np.nanmax(lost)),
                 "backup_s": finite(last_value(ts[f"{site}.t_backup_s"])) if inp.col(site, "t_backup_s") else
                 finite(len(off) * inp.dt_h * 3600.0), "returned": bool(on[-1])})
-    for attr, key in (("p_ups_mw", "ups_mwh"), ("p_genset_mw", "genset_mwh"), ("p_unserved_mw", "unserved_mwh")):
+    for attr, key in (("p_ups_mw", "ups_mwh"), ("p_genset_mw", "genset_mwh"), ("p_unserved_mw", "unserved_mwh"),
+                      ("p_recharge_mw", "recharge_mwh")):
         if inp.col(site, attr):
             out[key] = finite(energy_mwh(ts[f"{site}.{attr}"], inp.dt_h))
     volts = _voltage_columns(ts.columns, inp.roles)

@@ -111,6 +111,7 @@ ROLE_STYLE = {
     "air_handler": ("fans", "tab:purple", "demand"), "charging": ("charging", "tab:blue", "demand"),
     "clean_gen": ("clean generation", "gold", "supply"), "fossil_gen": ("fossil generation", "dimgray", "supply"),
     "discharging": ("discharging", "tab:green", "supply"),
+    "backup": ("backup (UPS, generator)", "tab:red", "supply"),
 }
 STACK_ORDER = tuple(ROLE_STYLE)
 
@@ -125,7 +126,7 @@ def power_parts(ts: pd.DataFrame, roles: RunRoles) -> dict[str, dict[str, pd.Ser
     demand: dict[str, pd.Series] = {}
     supply: dict[str, pd.Series] = {}
     lines: dict[str, pd.Series] = {}
-    for role in ("it", "load", "cooling", "air_handler", "clean_gen", "fossil_gen", "storage"):
+    for role in ("it", "load", "cooling", "air_handler", "clean_gen", "fossil_gen", "storage", "backup"):
         for column in roles.power_columns(role, cols):
             entity = entity_of(column)
             if role == "it" and f"{entity}.p_it_mw" in ts and column == f"{entity}.p_mw":
@@ -135,6 +136,9 @@ def power_parts(ts: pd.DataFrame, roles: RunRoles) -> dict[str, dict[str, pd.Ser
             elif role == "storage":
                 demand[f"{entity} charging"] = ts[column].clip(lower=0)
                 supply[f"{entity} discharging"] = (-ts[column]).clip(lower=0)
+            elif role == "backup":  # generator sign; negative while the grid recharges the UPS
+                supply[f"{entity} backup"] = ts[column].clip(lower=0)
+                demand[f"{entity} charging"] = (-ts[column]).clip(lower=0)
             elif role in ("clean_gen", "fossil_gen"):
                 supply[f"{entity} {role}"] = ts[column].clip(lower=0)
             else:

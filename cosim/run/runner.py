@@ -92,6 +92,7 @@ def run_metadata(scn: Scenario) -> dict[str, Any]:
         "roles": scn.roles().to_json(),
         "entities": scn.entity_info(),
         "links": {src: sorted(dst) for src, dst in scn.links().items()},
+        "kpi_params": scn.kpis.model_dump(mode="json"),
         "warnings": list(scn.warnings),
     }
 
@@ -185,7 +186,7 @@ def compute_kpis(scn: Scenario, folder: RunFolder) -> tuple[dict[str, Any], dict
     """The run's KPIs from the columns the blocks need, and the block index."""
     roles = scn.roles()
     ts = folder.numeric_columns(kpi_module.needed_columns(folder.column_names(), roles))
-    return kpi_module.compute_indexed(ts, scn.record_step_s, roles, scn.links())
+    return kpi_module.compute_indexed(ts, scn.record_step_s, roles, scn.links(), scn.kpis.model_dump())
 
 
 def _write_report_quietly(folder: RunFolder) -> None:

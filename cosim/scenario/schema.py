@@ -27,7 +27,7 @@ SIM_KEYS = ("adapter", "step_s", "cmd", "connect", "process")
 #: Keys of ``[entities.<id>]`` that belong to cosim, not to the model: ``role`` gives the
 #: entity another role than its model's, ``roles`` a role per output column.
 ENTITY_KEYS = ("sim", "model", "role", "roles")
-SECTIONS = ("scenario", "sims", "entities", "connect", "record")
+SECTIONS = ("scenario", "sims", "entities", "connect", "record", "kpis")
 #: Tables the core accepts without interpreting them: ``[agent]`` and ``[agents.<name>]`` are read
 #: (and validated) by :mod:`cosim.gym`, ``[reproduce]`` by ``cosim reproduce``; a plain run ignores them.
 FOREIGN_SECTIONS = ("agent", "agents", "reproduce")
@@ -177,6 +177,31 @@ class RecordSpec(_Strict):
     flush_s: float = Field(default=30.0, gt=0, le=86_400)
 
 
+#: The swing KPI's default band (cosim/kpis/swing.py): the electromechanical band, inter-area
+#: modes ~0.1-1 Hz and local modes ~1-2 Hz. [Hz]
+SWING_BAND_HZ = (0.1, 2.0)
+
+
+class SwingKpiSpec(_Strict):
+    """``[kpis.swing]``: the band of the power-swing screening (``band_rms_mw``, ``band_peak_hz``)."""
+
+    band_hz: Annotated[tuple[float, float], BeforeValidator(as_tuple)] = SWING_BAND_HZ
+
+    @field_validator("band_hz")
+    @classmethod
+    def _ordered(cls, value: tuple[float, float]) -> tuple[float, float]:
+        low, high = value
+        if not 0 <= low < high <= 1e4:
+            raise ValueError("give [low_hz, high_hz] with 0 <= low_hz < high_hz, e.g. [0.1, 2.0]")
+        return value
+
+
+class KpiSpec(_Strict):
+    """``[kpis]``: parameters of KPI blocks, one table per block (those that take any)."""
+
+    swing: SwingKpiSpec = SwingKpiSpec()
+
+
 @dataclass
 class Scenario:
     """A validated scenario, ready for an engine."""
@@ -202,6 +227,8 @@ class Scenario:
     entity_extra_inputs: dict[str, list[str]] = field(default_factory=dict)
     #: things that run but deserve a word (printed by the CLI, kept in metadata.json)
     warnings: list[str] = field(default_factory=list)
+    #: ``[kpis]``: KPI block parameters
+    kpis: KpiSpec = field(default_factory=KpiSpec)
 
     @property
     def context(self) -> ScenarioContext:

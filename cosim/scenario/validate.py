@@ -20,6 +20,7 @@ from cosim.roles import ROLES, missing_outputs
 from cosim.scenario.schema import (
     ENTITY_KEYS,
     FOREIGN_SECTIONS,
+    KpiSpec,
     SECTIONS,
     SIM_KEYS,
     ConnectSpec,
@@ -59,7 +60,9 @@ def validate(raw: dict[str, Any], path: Path, allow_commands: bool = False) -> S
     entities = _table(raw.get("entities", {}), "entities", EntitySpec, ENTITY_KEYS, problems)
     connects = _connects(raw.get("connect", []), problems)
     record = _model(RecordSpec, raw.get("record", {}), "record", problems)
-    scn = Scenario(path, base_dir, section, sims, entities, connects, record or RecordSpec(), raw)
+    kpi_spec = _model(KpiSpec, raw.get("kpis", {}), "kpis", problems)
+    scn = Scenario(path, base_dir, section, sims, entities, connects, record or RecordSpec(), raw,
+                   kpis=kpi_spec or KpiSpec())
 
     _check_timing(raw.get("scenario"), scn.record, sims, problems)
     if not sims and isinstance(raw.get("sims", {}), dict) and not raw.get("sims"):

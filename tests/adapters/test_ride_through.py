@@ -73,12 +73,35 @@ def test_without_a_generator_the_load_is_lost_when_the_ups_runs_out():
 
 
 def test_return_after_off_s_with_a_ramp():
-    rows = _sag_run(_rt(off_s=10.0, ramp_s=5.0), [[1.0, 1.0, 0.3]], 0.5, 30.0)
+    rows = _sag_run(_rt(off_s=10.0, ramp_s=5.0, recharge_mw=0.0), [[1.0, 1.0, 0.3]], 0.5, 30.0)
     k = next(i for i, r in enumerate(rows) if not r["in_service"])
     back = k + 20  # 10 s at 0.5 s
     assert rows[back - 1]["p_mw"] == 0.0 and rows[back]["in_service"]
     assert [rows[back + i]["p_mw"] for i in range(0, 12, 2)] == pytest.approx([0.0, 20.0, 40.0, 60.0, 80.0, 100.0])
     assert rows[-1]["t_backup_s"] == pytest.approx(10.0 + 5.0)
+
+
+@pytest.mark.parametrize("dt", [0.1, 1.0])
+def test_ups_recharges_after_the_return_and_the_grid_serves_discharged_over_efficiency(dt):
+    """Energy balance: the UPS gives E on backup and takes E back; the grid serves E / efficiency
+    on top of the load (the recharge), at the set rate, and stops when the UPS is full."""
+    rt = _rt(off_s=20.0, genset_start_s=10.0, e_ups_mwh=1.0, recharge_mw=20.0, recharge_efficiency_frac=0.9)
+    rows = _sag_run(rt, [[1.0, 1.0, 0.3]], dt, 120.0)
+    discharged = sum(r["p_ups_mw"] for r in rows) * dt / 3600.0
+    recharged = sum(r["p_recharge_mw"] for r in rows) * dt / 3600.0
+    assert discharged == pytest.approx(100.0 * 10.0 / 3600.0, rel=1e-9)
+    assert recharged == pytest.approx(discharged / 0.9, rel=1e-9) and rows[-1]["e_ups_mwh"] == pytest.approx(1.0)
+    back = next(k for k, r in enumerate(rows) if k and r["in_service"] and not rows[k - 1]["in_service"])
+    assert rows[back]["p_mw"] == pytest.approx(120.0) and rows[back]["p_recharge_mw"] == 20.0
+    charging = [r for r in rows if r["p_recharge_mw"] > 0]
+    assert len(charging) * dt == pytest.approx(discharged / 0.9 / 20.0 * 3600.0, abs=dt)  # at the set rate
+    assert rows[-1]["p_mw"] == 100.0 and rows[-1]["p_recharge_mw"] == 0.0
+    for r in rows:  # the demand is met by the grid and the backup; the grid also feeds the recharge
+        assert r["p_mw"] + r["p_ups_mw"] + r["p_genset_mw"] + r["p_unserved_mw"] == pytest.approx(100.0 + r["p_recharge_mw"])
+        assert r["p_backup_mw"] == pytest.approx(100.0 - r["p_mw"])
+    default = _sag_run(_rt(off_s=20.0), [[1.0, 1.0, 0.3]], 1.0, 60.0)
+    assert max(r["p_recharge_mw"] for r in default) == pytest.approx(10.0)  # 10 % of the first load
+    assert all(r["p_recharge_mw"] == 0 for r in _sag_run(_rt(off_s=20.0, recharge_mw=0.0), [[1.0, 1.0, 0.3]], 1.0, 60.0))
 
 
 def test_a_frequency_excursion_trips_after_its_delay():

@@ -161,3 +161,16 @@ def test_cluster_and_cooling_plant_count_as_site_load():
     k = accounting.compute(ts, RunRoles({"gpus": "it", "plant": "cooling"}), 3600)
     assert k["site"]["load_mwh"] == pytest.approx(9.6)
     assert k["site"]["columns"]["loads"] == ["gpus.p_mw", "plant.p_cooling_mw"]
+
+
+def test_a_facility_on_backup_is_not_grid_import():
+    """Load 2 MW; a ride-through's backup (role ``backup``, ``p_backup_mw``) carries it in hours 1-2
+    and the grid recharges the UPS with 0.5 MW in hour 3: import 2 + 0 + 0 + 2.5 = 4.5 MWh, backup
+    2 + 2 − 0.5 = 3.5 MWh; the carbon of the imports follows (CI 100 g/kWh: 0.45 t)."""
+    roles = RunRoles({"campus": "it", "ups": "backup"})
+    ts = _ts(**{"campus.p_mw": [2.0] * 4, "ups.p_backup_mw": [0.0, 2.0, 2.0, -0.5], "ci.ci_g_kwh": [100.0] * 4})
+    k = accounting.compute(ts, roles, 3600)
+    assert k["site"]["import_mwh"] == pytest.approx(4.5) and k["site"]["load_mwh"] == pytest.approx(8.0)
+    assert k["site"]["backup_mwh"] == pytest.approx(3.5) and k["site"]["columns"]["backup"] == ["ups.p_backup_mw"]
+    assert k["carbon"]["grid_t"] == pytest.approx(0.45) and k["site"]["import_peak_mw"] == pytest.approx(2.5)
+    assert "backup_mwh" not in accounting.compute(ts, ROLES, 3600)["site"]  # no backup: as before

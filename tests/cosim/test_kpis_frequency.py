@@ -39,11 +39,14 @@ def test_load_loss_block_reports_mw_lost_duration_energy_and_overvoltage():
     on = np.array([True] * 30 + [False] * 70)
     lost = np.where(on, 0.0, 200.0)
     vm = np.where(on, 1.02, 1.05)
+    recharge = np.zeros(n)
+    recharge[10:20] = 20.0  # as after an earlier return: 1 s at 20 MW
     ts = _series(n, **{"ups.in_service": on, "ups.p_lost_mw": lost, "ups.n_trips": (~on).astype(int),
                        "ups.t_backup_s": np.cumsum(~on) * 0.1, "ups.p_ups_mw": np.where(on, 0.0, 200.0),
-                       "net.vm_max_pu": vm})
+                       "ups.p_recharge_mw": recharge, "net.vm_max_pu": vm})
     out = kpis.compute(ts, 0.1, ROLES)["load_loss"]["ups"]
     assert out["n_trips"] == 1 and out["first_trip_s"] == pytest.approx(3.0)
+    assert out["recharge_mwh"] == pytest.approx(20.0 / 3600.0)
     assert out["lost_mw"] == 200.0 and out["backup_s"] == pytest.approx(7.0) and out["returned"] is False
     assert out["ups_mwh"] == pytest.approx(200.0 * 7.0 / 3600.0)
     assert (out["vm_before_max_pu"], out["vm_after_max_pu"]) == (1.02, 1.05)

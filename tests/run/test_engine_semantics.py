@@ -174,6 +174,20 @@ def test_real_time_paces_the_run(engine, toy_adapters, write_scenario, tmp_path,
     assert result.metadata["rt_factor"] == 0.001 and result.metadata["rt_behind_max_s"] is not None
 
 
+def test_output_caches_stay_bounded(toy_adapters, write_scenario, tmp_path):
+    """The direct engine keeps a simulator's outputs only while a reader may still ask for them:
+    over a run of 180 steps (mixed step sizes, a time-shifted feedback) no cache holds more than
+    ``PRUNE_AT`` + 1 outputs, and what it keeps still gives the run's series (same as mosaik's)."""
+    text = scenario(duration_s=3 * 3600, step_s=60, sink_step_s=20, extra=FEEDBACK.format(kind="time_shifted"))
+    same(run_both(write_scenario, tmp_path, text))
+    with cosim.Session(write_scenario(text), out_dir=tmp_path / "s") as s:
+        largest = 0
+        while not s.done:
+            s.step()
+            largest = max(largest, *(len(sim.cache) for sim in s.engine.sims))
+    assert 2 <= largest <= direct.PRUNE_AT + 1
+
+
 # -- Session ---------------------------------------------------------------------------------
 def test_session_steps_reads_sets_and_writes_the_run_folder(toy_adapters, write_scenario, tmp_path):
     path = write_scenario(scenario())

@@ -201,6 +201,18 @@ def test_error_status_when_setting_a_parameter(foreign_fmu, unzip):
     inst.close()
 
 
+def test_error_in_a_batch_of_inputs_names_the_variable(foreign_fmu, unzip):
+    """Scalar reals are set with one call; when that call fails they are set one by one, so the
+    message still names the variable the FMU refused (R), not the batch."""
+    iface = describe(str(foreign_fmu))
+    inst = FmuInstance(iface, unzip(iface.path), "room", {})
+    other = next(a for a in iface.inputs if a != "r_room_k_kw" and iface.ports[a].kind == "real")
+    batch = {"r_room_k_kw": -1.0, other: 1.0}
+    with pytest.raises(FmuError, match=r"rc_room.fmu \(room\) at t = 0 s, variable 'R'.*R must be > 0"):
+        inst.set_inputs(batch)
+    inst.close()
+
+
 def test_non_numeric_input_is_named(shipped_fmus, unzip):
     iface = describe("ChillerPlant")
     inst = FmuInstance(iface, unzip(iface.path), "plant", {})
