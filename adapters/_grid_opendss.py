@@ -257,6 +257,7 @@ class OpenDssFlow:
         self.q0: dict[str, np.ndarray] = {k: np.zeros(0) for k in KINDS}
         self._regs_fixed = regulators == "fixed"
         self._held_taps: dict[int, int | None] = {}
+        self._caps_owned: set[int] = set()
         self._fix_taps(tap_positions or {})
         self._node_map_stale = True
         self._attrs = device_attrs(self.info)
@@ -418,6 +419,28 @@ class OpenDssFlow:
         dss.Transformers.Wdg(winding)
         step = (dss.Transformers.MaxTap() - dss.Transformers.MinTap()) / dss.Transformers.NumTaps()
         dss.Transformers.Tap(1.0 + held * step)
+
+    def set_cap_count(self, cap_pos: int, steps: float | None) -> None:
+        """Close the first ``steps`` steps of capacitor ``cap_pos`` and open the rest (rounded, clipped
+        to ``[0, NumSteps]``); ``None``/NaN leaves it as it is. A CapControl on the capacitor is
+        disabled from the first command (the input owns it). Acts on changes only."""
+        if steps is None or not math.isfinite(steps):
+            return
+        dss, cap = self.dss, self.info.caps[cap_pos]
+        dss.Capacitors.Name(cap)
+        n = dss.Capacitors.NumSteps()
+        closed = min(max(int(round(steps)), 0), n)
+        states = [1] * closed + [0] * (n - closed)
+        if list(dss.Capacitors.States()) == states:
+            return
+        if cap_pos not in self._caps_owned:
+            self._caps_owned.add(cap_pos)
+            for ctl in (dss.CapControls.AllNames() if dss.CapControls.Count() else []):
+                dss.CapControls.Name(ctl)
+                if dss.CapControls.Capacitor().lower() == cap.lower():
+                    dss.Text.Command(f"CapControl.{ctl}.enabled=false")
+            dss.Capacitors.Name(cap)
+        dss.Capacitors.States(states)
 
     def set_line_in_service(self, pos: int, in_service: bool) -> None:
         """Close (True) or open (False) both terminals of line ``pos``."""

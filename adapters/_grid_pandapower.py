@@ -117,6 +117,18 @@ class PowerFlow:
             self.net.line.loc[self.net.line.index[pos], "in_service"] = in_service
             self._stale = True
 
+    def set_shunt_step(self, pos: int, step: float | None) -> None:
+        """Set shunt ``pos``'s step (position in ``net.shunt``; rounded, clipped to ``[0, max_step]``;
+        ``None``/NaN leaves it); the matrices rebuild on the next solve."""
+        if step is None or not math.isfinite(step):
+            return
+        shunt = self.net.shunt
+        top = int(shunt["max_step"].iat[pos]) if "max_step" in shunt and shunt["max_step"].notna().iat[pos] else 1
+        value = min(max(int(round(step)), 0), top)
+        if int(shunt["step"].iat[pos]) != value:
+            shunt.loc[shunt.index[pos], "step"] = value
+            self._stale = True
+
     def n_lines_out(self) -> int:
         """Lines out of service (``net.line.in_service`` False, the network's own included). [-]"""
         return int((~self.net.line["in_service"].astype(bool)).sum())

@@ -16,7 +16,9 @@ Model ``Cluster``. Inputs (optional knobs; absent means unconstrained): ``p_cap_
 GPU), ``p_cap_high_w`` / ``p_cap_normal_w`` / ``p_cap_low_w`` (training classes),
 ``p_cap_infer_w``, ``p_limit_mw`` (facility limit on ``p_mw``), ``n_batch_max``,
 ``pause_flexible_frac``, ``replicas_frac``, and per inference fleet ``n_batch_max_<fleet>``
-and ``replicas_<fleet>_frac`` (the tighter of a fleet's and the global one applies). Outputs: :data:`.cluster.OUTPUTS`; ``p_mw`` is
+and ``replicas_<fleet>_frac`` (the tighter of a fleet's and the global one applies), and
+``demand_<fleet>_ratio`` (multiplies the fleet's arrival rate: requests routed in from, or
+out to, other sites; see ``controllers/load_shift``). Outputs: :data:`.cluster.OUTPUTS`; ``p_mw`` is
 IT plus UPS/PDU losses (consumer sign), ``p_it_mw`` the servers alone, and
 ``q_heat_mw = q_heat_air_mw + q_heat_liquid_mw = p_mw``.
 
@@ -71,6 +73,8 @@ from cosim.adapters.datacenter.training import (
     synthetic_jobs,
 )
 
+#: the largest ``demand_<fleet>_ratio`` a gym action space offers (a site taking in 9x its own demand). [-]
+DEMAND_RATIO_MAX = 10.0
 INPUTS = ("p_cap_w", *(f"p_cap_{c}_w" for c in CLASSES), "p_cap_infer_w", "p_limit_mw", "n_batch_max",
           "pause_flexible_frac", "replicas_frac")
 
@@ -498,7 +502,8 @@ class DatacenterSim(SingleModelSim):
 
     @classmethod
     def entity_inputs(cls, model: str, params: BaseModel | None) -> list[str]:
-        """Per-fleet knobs of one Cluster: ``n_batch_max_<fleet>``, ``replicas_<fleet>_frac``."""
+        """Per-fleet knobs of one Cluster: ``n_batch_max_<fleet>``, ``replicas_<fleet>_frac``,
+        ``demand_<fleet>_ratio``."""
         return fleet_inputs([f.name for f in params.inference]) if params is not None else []
 
     @classmethod
@@ -520,6 +525,7 @@ class DatacenterSim(SingleModelSim):
         for f in params.inference:
             bounds[f"n_batch_max_{f.name}"] = (1.0, float(f.max_batch))
             bounds[f"replicas_{f.name}_frac"] = (0.0, 1.0)
+            bounds[f"demand_{f.name}_ratio"] = (0.0, DEMAND_RATIO_MAX)
         if params.rated_mw is not None:
             bounds["p_limit_mw"] = (0.0, params.rated_mw)
         return bounds
@@ -559,7 +565,7 @@ class _Entity:
 
 def fleet_inputs(fleet_names: list[str]) -> list[str]:
     """Knob inputs of named inference fleets (unit rule: counts ``n_``, fractions ``_frac``)."""
-    return [a for n in fleet_names for a in (f"n_batch_max_{n}", f"replicas_{n}_frac")]
+    return [a for n in fleet_names for a in (f"n_batch_max_{n}", f"replicas_{n}_frac", f"demand_{n}_ratio")]
 
 
 def knobs_from(values: dict[str, Any], fleet_names: list[str] = ()) -> Knobs:
@@ -572,7 +578,8 @@ def knobs_from(values: dict[str, Any], fleet_names: list[str] = ()) -> Knobs:
                  p_cap_infer_w=get("p_cap_infer_w"), p_limit_mw=get("p_limit_mw"), n_batch_max=get("n_batch_max"),
                  pause_flexible_frac=get("pause_flexible_frac"), replicas_frac=get("replicas_frac"),
                  fleet_batch_max={n: get(f"n_batch_max_{n}") for n in fleet_names},
-                 fleet_replicas_frac={n: get(f"replicas_{n}_frac") for n in fleet_names})
+                 fleet_replicas_frac={n: get(f"replicas_{n}_frac") for n in fleet_names},
+                 fleet_demand_ratio={n: get(f"demand_{n}_ratio") for n in fleet_names})
 
 
 __all__ = ["DatacenterSim", "ClusterParams", "FleetParams", "TrainingParams", "build_cluster", "GPUS", "NODES"]

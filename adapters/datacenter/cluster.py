@@ -77,6 +77,8 @@ class Knobs:
         replicas_frac: share of each fleet's replicas serving. [-]
         fleet_batch_max: ``n_batch_max`` per fleet name; the tighter of it and the global one. [-]
         fleet_replicas_frac: ``replicas_frac`` per fleet name; the tighter of the two. [-]
+        fleet_demand_ratio: multiplier on a fleet's arrival rate (demand routed in from or out to
+            other sites, e.g. by ``load_shift``); ``None`` = 1. [-]
     """
 
     p_cap_w: float | None = None
@@ -88,6 +90,7 @@ class Knobs:
     replicas_frac: float | None = None
     fleet_batch_max: dict[str, float | None] = field(default_factory=dict)
     fleet_replicas_frac: dict[str, float | None] = field(default_factory=dict)
+    fleet_demand_ratio: dict[str, float | None] = field(default_factory=dict)
 
 
 def _tighter(a: float | None, b: float | None) -> float | None:
@@ -292,6 +295,9 @@ class GpuCluster:
         for name, value in knobs.fleet_replicas_frac.items():
             if value is not None and not 0.0 <= value <= 1.0:
                 raise ValueError(f"replicas_{name}_frac = {value:g} is outside [0, 1]")
+        for name, value in knobs.fleet_demand_ratio.items():
+            if value is not None and value < 0:
+                raise ValueError(f"demand_{name}_ratio = {value:g} is negative")
 
     # -- pausing ---------------------------------------------------------------------------------
     def _pause(self, jobs: np.ndarray, reason: int, time_s: float) -> None:
@@ -452,6 +458,9 @@ class GpuCluster:
             rate = arrival_rate(setup.arrivals, setup.rate_req_s, time_s, dt_s, self.start_hour_utc,
                                 diurnal_amp_frac=setup.diurnal_amp_frac, peak_hour_utc=setup.peak_hour_utc,
                                 rng=setup.rng)
+            demand = knobs.fleet_demand_ratio.get(setup.name)
+            if demand is not None:
+                rate *= demand
             active = _tighter(knobs.replicas_frac, knobs.fleet_replicas_frac.get(setup.name))
             active = 1.0 if active is None else active
             max_batch = _tighter(knobs.n_batch_max, knobs.fleet_batch_max.get(setup.name))

@@ -42,6 +42,17 @@ def test_tighter_of_fleet_and_global_batch_cap_applies():
     assert tight_global["tokens_per_s"].mean() < one_fleet["tokens_per_s"].mean() < run({})["tokens_per_s"].mean()
 
 
+def test_demand_ratio_scales_the_fleets_arrivals_only():
+    """``demand_chat_ratio`` multiplies chat's arrivals (load shifting routes requests with it): at
+    0.5 chat serves half its tokens (unsaturated: served = offered), code is unchanged."""
+    base, half = run({}), run({"demand_chat_ratio": 0.5})
+    one = run({"demand_chat_ratio": 1.0})
+    pd.testing.assert_frame_equal(one, base)  # 1 = the fleet's own demand
+    assert half["tokens_per_s"].mean() == pytest.approx(0.75 * base["tokens_per_s"].mean(), rel=0.02)
+    with pytest.raises(ValueError, match="demand_chat_ratio = -1 is negative"):
+        run({"demand_chat_ratio": -1.0}, steps=1)
+
+
 def test_fleet_knob_out_of_range_is_an_error():
     with pytest.raises(ValueError, match="replicas_chat_frac = 1.5 is outside"):
         run({"replicas_chat_frac": 1.5}, steps=1)
@@ -50,7 +61,8 @@ def test_fleet_knob_out_of_range_is_an_error():
 def test_entity_inputs_and_validation(tmp_path):
     params = ClusterParams.model_validate(TWO_FLEETS)
     assert DatacenterSim.entity_inputs("Cluster", params) == [
-        "n_batch_max_chat", "replicas_chat_frac", "n_batch_max_code", "replicas_code_frac"]
+        "n_batch_max_chat", "replicas_chat_frac", "demand_chat_ratio",
+        "n_batch_max_code", "replicas_code_frac", "demand_code_ratio"]
     twice = {**TWO_FLEETS, "inference": [TWO_FLEETS["inference"][0]] * 2}
     assert any("used twice" in p for p in cluster_problems(ClusterParams.model_validate(twice), 3600))
     scenario = tmp_path / "s.toml"
