@@ -94,7 +94,7 @@ from pydantic import Field, model_validator
 from cosim import grid_models
 from cosim.adapters._grid_backend import opendss_circuit_info
 from cosim.adapters._grid_opendss import OpenDssFlow, device_attrs
-from cosim.adapters.controllers._campus_knobs import check_band_and_knobs
+from cosim.adapters.controllers._campus_knobs import CampusKnobParams
 from cosim.adapters.datacenter.hardware import GPUS
 from cosim.adapters.datacenter.inference import MODELS, BatchCurves, batch_curves
 from cosim.sdk import Params, SingleModelSim
@@ -137,7 +137,7 @@ class FleetControl(Params):
         return self
 
 
-class OFOParams(Params):
+class OFOParams(CampusKnobParams):
     """Params of one ``OFO`` entity.
 
     Attributes:
@@ -176,11 +176,8 @@ class OFOParams(Params):
     p_bat_max_mw: float = Field(default=0.0, ge=0)
     s_bat_max_mva: float = Field(default=0.0, ge=0)
     exclude_buses: list[str] | None = None
-    v_low_pu: float = Field(default=0.95, gt=0)
-    v_high_pu: float = Field(default=1.05, gt=0)
     margin_pu: float = Field(default=0.002, ge=0)
     p_flex_mw: float = Field(default=0.3, gt=0)
-    u_min_frac: float = Field(default=0.0, ge=0, le=1)
     cost_compute_frac: float = Field(default=1.0, ge=0)
     cost_battery_frac: float = Field(default=0.1, ge=0)
     regularisation_frac: float = Field(default=1.0, ge=0)
@@ -189,12 +186,6 @@ class OFOParams(Params):
     dual_decay_pu: float = Field(default=1e-6, ge=0)
     perturbation_mw: float = Field(default=0.05, gt=0)
     sensitivity_interval_s: float = Field(default=0.0, ge=0)
-    n_batch_min: float = Field(default=8.0, ge=1)
-    n_batch_max: float = Field(default=256.0, ge=1)
-    p_cap_min_w: float = Field(default=200.0, gt=0)
-    p_cap_max_w: float = Field(default=700.0, gt=0)
-    p_limit_min_mw: float | None = Field(default=None, ge=0)
-    p_limit_max_mw: float | None = Field(default=None, gt=0)
     dc_control: bool = True
     battery_control: bool = True
     enabled: bool = True
@@ -206,7 +197,6 @@ class OFOParams(Params):
 
     @model_validator(mode="after")
     def _ranges(self):
-        check_band_and_knobs(self)
         if self.bat_bus is not None and not (self.p_bat_max_mw > 0 or self.s_bat_max_mva > 0):
             raise ValueError("bat_bus is set: give the battery's p_bat_max_mw and s_bat_max_mva")
         if self.s_bat_max_mva and self.p_bat_max_mw > self.s_bat_max_mva:

@@ -42,16 +42,16 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import Field
 
-from cosim.adapters.controllers._campus_knobs import check_band_and_knobs
-from cosim.sdk import Params, SingleModelSim
+from cosim.adapters.controllers._campus_knobs import CampusKnobParams
+from cosim.sdk import SingleModelSim
 
 INPUTS = ("vm_min_pu", "vm_max_pu")
 OUTPUTS = ("n_batch_max", "p_cap_w", "p_limit_mw", "allowance_frac", "throttle_frac")
 
 
-class VoltageAwareParams(Params):
+class VoltageAwareParams(CampusKnobParams):
     """Params of one ``VoltageAware`` entity.
 
     Attributes:
@@ -66,25 +66,11 @@ class VoltageAwareParams(Params):
         enabled: ``false`` holds the allowance at 1 (the no-control baseline).
     """
 
-    v_low_pu: float = Field(default=0.95, gt=0)
-    v_high_pu: float = Field(default=1.05, gt=0)
     margin_pu: float = Field(default=0.003, ge=0)
     deadband_pu: float = Field(default=0.005, ge=0)
     gain_down_per_pu: float = Field(default=40.0, gt=0)
     gain_up_per_pu: float = Field(default=10.0, gt=0)
-    u_min_frac: float = Field(default=0.0, ge=0, le=1)
-    n_batch_min: float = Field(default=8.0, ge=1)
-    n_batch_max: float = Field(default=256.0, ge=1)
-    p_cap_min_w: float = Field(default=200.0, gt=0)
-    p_cap_max_w: float = Field(default=700.0, gt=0)
-    p_limit_min_mw: float | None = Field(default=None, ge=0)
-    p_limit_max_mw: float | None = Field(default=None, gt=0)
     enabled: bool = True
-
-    @model_validator(mode="after")
-    def _ranges(self):
-        check_band_and_knobs(self)
-        return self
 
 
 class VoltageController:
