@@ -86,10 +86,11 @@ from __future__ import annotations
 
 import math
 import re
+from pathlib import Path
 from typing import Any
 
 import numpy as np
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from cosim import grid_models
 from cosim.adapters._grid_backend import opendss_circuit_info
@@ -194,6 +195,17 @@ class OFOParams(CampusKnobParams):
     voltage_weight_frac: float = Field(default=1e6, ge=0)
     switch_weight_frac: float = Field(default=1.0, ge=0)
     latency_dual_step_per_s: float = Field(default=1.0, ge=0)
+
+    @field_validator("network")
+    @classmethod
+    def _feeder(cls, value: str, info: ValidationInfo) -> str:
+        """An OpenDSS catalogue feeder or ``.dss`` file (relative: from the scenario's folder), checked here so
+        a typo is a validation message, not a failure when the feeder copy is built."""
+        base_dir = (info.context or {}).get("base_dir")
+        if value.lower().endswith(".dss") and base_dir is not None and not Path(value).is_absolute():
+            value = str((Path(base_dir) / value).resolve())
+        grid_models.dss_file(value)  # ValueError naming the known feeders, or the missing file
+        return value
 
     @model_validator(mode="after")
     def _ranges(self):

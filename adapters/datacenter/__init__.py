@@ -407,6 +407,10 @@ def cluster_problems(params: ClusterParams, duration_s: float) -> list[str]:
         elif NODES[node].gpu not in MLENERGY_GPUS:
             problems.append(f"{where}: no ML.ENERGY inference data for {NODES[node].gpu} (node {node}); "
                             f"use a node with {' or '.join(MLENERGY_GPUS)}")
+        elif f.mig_profile is not None and batch_curves(f.model, NODES[node].gpu).gpus_per_replica != 1:
+            problems.append(f"{where}.mig_profile = {f.mig_profile!r}: a MIG instance holds one replica on part of one "
+                            f"GPU, and {f.model} needs {batch_curves(f.model, NODES[node].gpu).gpus_per_replica} GPUs "
+                            "per replica on the " + NODES[node].gpu + "; drop mig_profile or use a one-GPU model")
         elif f.mig_profile is not None and (problem := mig_problems(NODES[node].gpu, GPUS[NODES[node].gpu].memory_gb,
                                                                       f.model, f.mig_profile)):
             problems.extend(f"{where}.{text}" for text in problem)
@@ -420,6 +424,14 @@ def cluster_problems(params: ClusterParams, duration_s: float) -> list[str]:
         problems.append(f"inference: MIG fleets share one pool of GPUs, so one node type; found {sorted(mig_nodes)}")
     t = params.training
     problems.extend(param_problems(t.policy, t.policy_params))
+    # params a policy ignores: said, so a study that names them knows what ran
+    if t.policy != "elastic" and t.elastic_frac > 0:
+        problems.append(f"warning: training.elastic_frac = {t.elastic_frac:g} has no effect under training.policy = "
+                        f"{t.policy!r}: only \"elastic\" resizes jobs (the marked jobs run at their requested size)")
+    if t.policy == "pwr" and not params.nodes.sleep:
+        problems.append("warning: training.policy = \"pwr\" without nodes.sleep = true places as \"fgd\" (while every "
+                        "node is awake each placement draws the same power, so pwr_weight_frac has no effect); "
+                        "set nodes.sleep = true, or use policy = \"fgd\"")
     if t.checkpoint_duration_s >= t.checkpoint_interval_s:
         problems.append(f"training.checkpoint_duration_s = {t.checkpoint_duration_s:g} s is not shorter than "
                         f"checkpoint_interval_s = {t.checkpoint_interval_s:g} s; shorten it (0 turns dips off)")
@@ -531,7 +543,7 @@ class DatacenterSim(SingleModelSim):
         return bounds
 
     def build(self, eid: str, params: ClusterParams) -> "_Entity":
-        problems = cluster_problems(params, self.duration_s)
+        problems = [p for p in cluster_problems(params, self.duration_s) if not p.startswith("warning: ")]
         if problems:
             raise ValueError(f"{eid}: " + "; ".join(problems))
         start = self.start_utc

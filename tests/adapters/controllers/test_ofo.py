@@ -197,3 +197,10 @@ def test_ieee13_ofo_removes_the_all_bus_violation(scenario_runs):
     assert (ts["ofo.lambda_under_sum_per_pu"] >= 0).all() and (ts["ofo.lambda_over_sum_per_pu"] >= 0).all()
     assert (ts["ofo.q_bat_mvar"].iloc[5:] < 0).all()  # the inverter injects reactive power on phase c
     assert ts["ofo.n_sensitivity_updates"].iloc[-1] >= 1
+
+
+def test_unknown_feeder_is_a_validation_message():
+    """A typo in ``network`` is refused when the params are read, naming the known feeders (it used to end
+    in an internal error when the feeder copy was built)."""
+    with pytest.raises(ValidationError, match=r"'ieee31' is not an OpenDSS feeder.*ieee13"):
+        OFOParams.model_validate({"network": "ieee31", "dc_bus": "671"})

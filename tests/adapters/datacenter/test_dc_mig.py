@@ -104,3 +104,13 @@ def test_mig_validation_names_the_fix():
     assert any("inference[1] (b)" in p and "do not fit" in p for p in problems)
     assert any("not a MIG profile of the B200" in p and "3g.90gb" in p for p in problems)
     assert any("one node type" in p for p in problems)
+
+
+def test_mig_refuses_a_model_of_several_gpus_per_replica():
+    """Llama-3.1-70B's weights fit a B200's 7g.180gb slice, but its replica spans 2 GPUs: refused at
+    validation, naming the key and the fix (it used to pass validation and fail the run)."""
+    params = ClusterParams.model_validate({"node": "DGX-B200", "inference": [
+        {"name": "chat", "model": "llama-3.1-70b", "mig_profile": "7g.180gb"}]})
+    problems = cluster_problems(params, 3600)
+    assert any("inference[0] (chat).mig_profile = '7g.180gb'" in p and "2 GPUs per replica" in p
+               and "drop mig_profile" in p for p in problems)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from cosim.adapters.datacenter import ClusterParams, cluster_problems
 from cosim.adapters.datacenter.nodes import NodeSleep, SleepParams, Topology
 from cosim.adapters.datacenter.policies import available, make_policy, param_problems, policy_class
 from cosim.adapters.datacenter.scheduler import DONE, QUEUED, REJECTED, Scheduler
@@ -114,3 +115,21 @@ def test_unknown_policy_names_the_known_ones():
     assert problems == [f"training.policy = 'nope': unknown policy; known: {', '.join(POLICIES)}"]
     with pytest.raises(ValueError, match="unknown policy"):
         Scheduler(random_jobs(1), 32, "nope")
+
+
+@pytest.mark.parametrize("training, nodes, said", [
+    ({"policy": "easy", "elastic_frac": 0.5}, {}, "elastic_frac = 0.5 has no effect under training.policy = 'easy'"),
+    ({"policy": "pwr"}, {}, 'policy = "pwr" without nodes.sleep = true places as "fgd"'),
+    ({"policy": "elastic", "elastic_frac": 0.5}, {}, None),
+    ({"policy": "pwr"}, {"sleep": True}, None),
+])
+def test_params_a_policy_ignores_are_said(training, nodes, said):
+    """A param the chosen policy does not read is a validation warning (the run still goes: a policy
+    sweep keeps one job set), never silent; where it is read, nothing is said."""
+    params = ClusterParams.model_validate({"n_gpus": 64, "training": {"source": "synthetic", "n_jobs": 10, **training},
+                                           "nodes": nodes})
+    warnings = [p for p in cluster_problems(params, 3600) if p.startswith("warning: ")]
+    if said is None:
+        assert warnings == []
+    else:
+        assert any(said in w for w in warnings), warnings
