@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import math
 from pathlib import Path
 from typing import Callable
 
@@ -24,7 +25,12 @@ def read_events(path: Path, what: str, parse: Callable[[str], object], must: str
     found = []
     for number, row in enumerate(reader, start=2):
         try:
-            found.append((float(row["t_s"]), float(row["duration_s"]), parse(row[what])))
+            event = (float(row["t_s"]), float(row["duration_s"]), parse(row[what]))
         except (TypeError, ValueError):
             raise ValueError(f"{Path(path).name}: row {number}: {must}") from None
+        numbers = [v for v in event if isinstance(v, float)]
+        if not all(math.isfinite(v) for v in numbers):  # nan/inf parse as floats: a trip that never happens
+            raise ValueError(f"{Path(path).name}: row {number}: {must} (finite; got {row['t_s']}, {row['duration_s']}, "
+                             f"{row[what]})")
+        found.append(event)
     return found

@@ -109,3 +109,15 @@ def test_trip_outputs_only_with_trips_and_bad_trips_refused(tmp_path):
     assert problems and "line_trips" in problems[0] and "'nope'" in problems[0] and "p1" in problems[0]
     with pytest.raises(ValueError, match="duration_s > 0"):
         SimParams(network=net, line_trips=[[1.0, 0.0, "p1"]])
+
+
+@pytest.mark.parametrize("row, said", [("nan,2,l1", "row 3"), ("5,inf,l1", "row 3"), ("x,2,l1", "row 3")])
+def test_a_trip_file_row_that_is_not_a_finite_time_is_refused(tmp_path, row, said):
+    """``nan`` and ``inf`` parse as floats: a trip at NaN never happens, so such a row is refused like text is,
+    naming the file and the row (the header is row 1)."""
+    from cosim.adapters.grid import read_line_trips
+
+    path = tmp_path / "trips.csv"
+    path.write_text(f"t_s,duration_s,line\n1,2,l0\n{row}\n")
+    with pytest.raises(ValueError, match=rf"trips.csv: {said}: t_s and duration_s must be numbers"):
+        read_line_trips(path)
