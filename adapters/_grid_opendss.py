@@ -417,8 +417,7 @@ class OpenDssFlow:
         dss.Text.Command(f"RegControl.{reg}.enabled=false")
         dss.Transformers.Name(trafo)
         dss.Transformers.Wdg(winding)
-        step = (dss.Transformers.MaxTap() - dss.Transformers.MinTap()) / dss.Transformers.NumTaps()
-        dss.Transformers.Tap(1.0 + held * step)
+        dss.Transformers.Tap(self._tap_ratio(reg, held, f"reg_{self.ids['reg'][reg_pos]}_tap_set_count"))
 
     def set_cap_count(self, cap_pos: int, steps: float | None) -> None:
         """Close the first ``steps`` steps of capacitor ``cap_pos`` and open the rest (rounded, clipped
@@ -597,8 +596,19 @@ class OpenDssFlow:
             if reg.lower() in given:
                 dss.Transformers.Name(trafo)
                 dss.Transformers.Wdg(winding)
-                step = (dss.Transformers.MaxTap() - dss.Transformers.MinTap()) / dss.Transformers.NumTaps()
-                dss.Transformers.Tap(1.0 + given[reg.lower()] * step)
+                dss.Transformers.Tap(self._tap_ratio(reg, given[reg.lower()], f"tap_positions.{reg}"))
+
+    def _tap_ratio(self, reg: str, steps: int, key: str) -> float:
+        """The ratio of ``steps`` from neutral on the selected winding; a count past the regulator's own
+        MinTap/MaxTap is refused (OpenDSS would set it without a word and report the voltage it gives). [pu]"""
+        dss = self.dss
+        low, high, n = dss.Transformers.MinTap(), dss.Transformers.MaxTap(), dss.Transformers.NumTaps()
+        step = (high - low) / n
+        ratio = 1.0 + steps * step
+        if not low - 1e-9 <= ratio <= high + 1e-9:
+            raise ValueError(f"{key} = {steps}: regulator {reg} has taps from {round((low - 1) / step)} to "
+                             f"{round((high - 1) / step)} steps ({low:g}-{high:g} pu); give a count inside them")
+        return ratio
 
 
 def unknown_bus_message(ref: str, buses: list[str], where: str) -> str:

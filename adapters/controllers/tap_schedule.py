@@ -3,7 +3,9 @@
 OpenG2G's ``TapScheduleController`` (gpu2grid/openg2g, ``openg2g/controller/tap_schedule.py``):
 open loop, entries ``(t, taps)``; at each step every entry with ``t <= now`` has fired, later
 entries overriding earlier ones per regulator. Its IEEE 13 schedule, for example, moves
-reg1a/b/c to +16/+6/+17 at 1,500 s and to +10/+6/+10 at 3,300 s (steps of 0.00625 pu).
+reg1a/b/c to +16/+6/+17 at 1,500 s and to +10/+6/+10 at 3,300 s (steps of 0.00625 pu) —
++17 is past the IEEE 13 regulators' MaxTap of 1.1 pu (±16 steps), which OpenDSS sets without a
+check; here a count outside ±16 is refused (and the grid refuses one outside the feeder's own range).
 
 Connect each output ``reg_<id>_tap_set_count`` to the grid's input of the same name (OpenDSS
 engine): from the step it arrives the regulator is held there (its RegControl disabled); NaN
@@ -58,8 +60,9 @@ class TapScheduleParams(Params):
     def _in_range(self):
         for entry in self.entries:
             for reg, tap in entry.taps.items():
-                if not -32 <= tap <= 32:
-                    raise ValueError(f"entries: tap {reg} = {tap} is outside OpenDSS's default ±32 steps")
+                if not -16 <= tap <= 16:  # the feeder's own range is checked by the grid when it is set
+                    raise ValueError(f"entries: tap {reg} = {tap} is outside a standard regulator's ±16 steps "
+                                     "(32 steps over 0.9-1.1 pu, OpenDSS's default)")
         return self
 
 
