@@ -26,10 +26,10 @@ from scipy import signal
 
 from cosim.kpis._block import Block, KpiInput, ending, finite
 from cosim.roles import RunRoles
-from cosim.scenario.schema import SWING_BAND_HZ
+from cosim.scenario.schema import SWING_BAND_HZ, SWING_MAX_STEP_S
 
 BAND_HZ = SWING_BAND_HZ  # the default; a scenario sets its own in [kpis.swing] band_hz
-MAX_STEP_S = 0.5
+MAX_STEP_S = SWING_MAX_STEP_S
 WINDOW_S = 64.0
 
 

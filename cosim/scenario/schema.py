@@ -180,6 +180,8 @@ class RecordSpec(_Strict):
 #: The swing KPI's default band (cosim/kpis/swing.py): the electromechanical band, inter-area
 #: modes ~0.1-1 Hz and local modes ~1-2 Hz. [Hz]
 SWING_BAND_HZ = (0.1, 2.0)
+#: The longest record step the swing KPI reads (its spectrum needs sub-second samples). [s]
+SWING_MAX_STEP_S = 0.5
 
 
 class SwingKpiSpec(_Strict):

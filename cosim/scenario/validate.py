@@ -29,6 +29,7 @@ from cosim.scenario.schema import (
     Scenario,
     ScenarioSection,
     SimSpec,
+    SWING_MAX_STEP_S,
 )
 from cosim.sdk import ticks_per_s, to_ticks
 from cosim.units import has_unit_suffix, unit_of
@@ -75,6 +76,7 @@ def validate(raw: dict[str, Any], path: Path, allow_commands: bool = False) -> S
     _check_connects(scn, problems)
     _check_cycles(scn, problems)
     _check_record(scn, problems)
+    _check_kpi_params(scn)
     if not problems:
         check_engine(scn, problems)
     if problems:
@@ -92,7 +94,19 @@ def _union_noise(err: dict, errors: list[dict]) -> bool:
                and not o["type"].endswith("_type") for o in errors)
 
 
-def _pydantic_problems(exc: ValidationError, prefix: str, allowed: list[str] | None = None) -> list[Problem]:
+def _allowed_at(model: type[BaseModel], path: tuple) -> list[str] | None:
+    """The keys of the (nested) table at ``path`` of ``model`` (``kpis.swing`` → ``band_hz``); None if unknown."""
+    for part in path:
+        field = model.model_fields.get(str(part))
+        annotation = getattr(field, "annotation", None)
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            return None
+        model = annotation
+    return list(model.model_fields)
+
+
+def _pydantic_problems(exc: ValidationError, prefix: str, allowed: list[str] | None = None,
+                       model: type[BaseModel] | None = None) -> list[Problem]:
     found = []
     errors = exc.errors()
     for err in errors:
@@ -103,7 +117,8 @@ def _pydantic_problems(exc: ValidationError, prefix: str, allowed: list[str] | N
         if err["type"] == "missing":
             found.append(Problem(where, "required key is missing"))
         elif err["type"] == "extra_forbidden":
-            hint = f"; allowed: {', '.join(allowed)}" if allowed else ""
+            here = _allowed_at(model, err["loc"][:-1]) if model is not None else allowed
+            hint = f"; allowed: {', '.join(here)}" if here else ""
             found.append(Problem(where, f"unknown key{hint}"))
         else:
             found.append(Problem(where, err["msg"].removeprefix("Value error, "), err.get("input")))
@@ -117,7 +132,7 @@ def _model(cls: type[BaseModel], data: Any, prefix: str, problems: list[Problem]
     try:
         return cls.model_validate(data)
     except ValidationError as exc:
-        problems.extend(_pydantic_problems(exc, prefix, list(cls.model_fields)))
+        problems.extend(_pydantic_problems(exc, prefix, list(cls.model_fields), model=cls))
         return None
 
 
@@ -391,6 +406,24 @@ def _check_cycles(scn: Scenario, problems: list[Problem]) -> None:
         loop = " -> ".join(cycle)
         problems.append(Problem("connect", f"feedback loop without delay: {loop}; mark one of its "
                                            "connections time_shifted = true (or weak = true) with initial_data"))
+
+
+def _check_kpi_params(scn: Scenario) -> None:
+    """A ``[kpis.swing] band_hz`` the recording cannot show is said (a warning: the run is still useful)."""
+    raw = scn.raw.get("kpis")
+    if not isinstance(raw, dict) or "swing" not in raw or scn.scenario is None:
+        return
+    try:
+        dt_s = float(scn.record_step_s)
+    except Exception:  # noqa: BLE001 — the timing problems are reported elsewhere
+        return
+    low, high = scn.kpis.swing.band_hz
+    if dt_s > SWING_MAX_STEP_S + 1e-9:
+        scn.warnings.append(f"kpis.swing.band_hz = [{low:g}, {high:g}]: no effect, the swing KPI needs a record step "
+                            f"<= {SWING_MAX_STEP_S:g} s and this run records every {dt_s:g} s")
+    elif high > 0.5 / dt_s:
+        scn.warnings.append(f"kpis.swing.band_hz = [{low:g}, {high:g}]: above {0.5 / dt_s:g} Hz, the highest frequency a "
+                            f"{dt_s:g} s record shows; the band is read only up to it (record faster, or lower high_hz)")
 
 
 def _check_record(scn: Scenario, problems: list[Problem]) -> None:

@@ -88,10 +88,23 @@ def test_a_run_takes_the_band_from_the_scenario_and_keeps_it_in_its_metadata(tmp
 
 @pytest.mark.parametrize("table, where, words", [
     ("[kpis.swing]\nband_hz = [2.0, 0.1]\n", "kpis.swing.band_hz", "low_hz < high_hz"),
-    ("[kpis.swing]\nband = [0.1, 2.0]\n", "kpis.swing.band", "unknown key"),
+    ("[kpis.swing]\nband = [0.1, 2.0]\n", "kpis.swing.band", "unknown key; allowed: band_hz"),
     ("[kpis.swig]\nband_hz = [0.1, 2.0]\n", "kpis.swig", "unknown key"),
 ])
 def test_a_bad_band_is_refused_naming_the_key(tmp_path, table, where, words):
     with pytest.raises(ScenarioError) as err:
         load_scenario(_files(tmp_path, "\n" + table))
     assert where in str(err.value) and words in str(err.value)
+
+
+@pytest.mark.parametrize("table, record, said", [
+    ("band_hz = [6.0, 9.0]", "", "above 5 Hz, the highest frequency a 0.1 s record shows"),
+    ("band_hz = [0.1, 2.0]", "\n[record]\nstep_s = 1\n", "no effect, the swing KPI needs a record step <= 0.5 s"),
+    ("band_hz = [0.1, 2.0]", "", None),
+])
+def test_a_band_the_recording_cannot_show_is_said(tmp_path, table, record, said):
+    """Accepted but without effect would be a silent "ok": a band past the record's Nyquist frequency, or any
+    band when the record step is too long for the swing KPI, is a validation warning naming the key."""
+    scn = load_scenario(_files(tmp_path, f"\n[kpis.swing]\n{table}\n{record}"))
+    found = [w for w in scn.warnings if "kpis.swing.band_hz" in w]
+    assert (found == []) if said is None else any(said in w for w in found), scn.warnings
