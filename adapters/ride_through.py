@@ -35,9 +35,10 @@ ramp it waits), nor from the generator.
 
 Outputs: ``p_mw``/``q_mvar`` (grid draw, consumer sign, the recharge included), ``p_lost_mw``
 (demand not drawn from the grid), ``p_ups_mw``, ``p_genset_mw``, ``p_unserved_mw``,
-``p_recharge_mw``, ``p_backup_mw`` (the facility's demand minus the grid draw: what the backup
-supplied, less what the grid gave back to the UPS; generator sign, the site accounting's
-``backup`` role), ``e_ups_mwh``, ``in_service`` (on the grid), ``n_trips``, ``t_backup_s`` (time on
+``p_recharge_mw``, ``p_backup_mw`` (the facility's demand minus the grid draw = UPS + generator
++ unserved − recharge: the demand the grid did not serve, net of what it gave back to the UPS;
+generator sign, the site accounting's ``backup`` role — it includes ``p_unserved_mw`` so that the
+site's import is what the grid served; the backup's own supply is ``p_ups_mw + p_genset_mw``), ``e_ups_mwh``, ``in_service`` (on the grid), ``n_trips``, ``t_backup_s`` (time on
 backup so far).
 
 Example ``[entities]`` entry::

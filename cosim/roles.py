@@ -23,8 +23,9 @@ role           power attribute   what it is
 ``fossil_gen`` ``p_mw``          fossil generation (gas turbine, diesel)
 ``storage``    ``p_mw``          storage, charging positive (batteries)
 ``backup``     ``p_backup_mw``   backup supply behind the meter (a ride-through's UPS and standby
-                                 generator): the demand it carried minus what the grid gave back
-                                 to recharge it, generator sign; the site's grid import excludes it
+                                 generator): the demand the grid did not serve (carried, or unserved
+                                 when the backup ran out) minus the recharge, generator sign; the
+                                 site's grid import excludes it
 ``grid``       —                 a solved network (its ``p_import_mw`` is the import at the slack)
 ``grid_element`` —               the grid's copy of a site element (a Load, Sgen or Storage at a
                                  bus): never counted again on the site side

@@ -11,8 +11,9 @@ the import is what the grid served. Each value holds over its step, as in
 What :func:`compute` reports (each block only when its columns exist):
 
 * ``site``: load, generation, import, export energy [MWh], peak import [MW]; with backup
-  columns also ``backup_mwh`` (Σ p_backup_mw·Δt: the demand the backup carried, less the
-  recharge).
+  columns also ``backup_mwh`` (Σ p_backup_mw·Δt: the demand the grid did not serve — carried by
+  the UPS and generator, or unserved when they ran out — less the recharge; the ride-through's
+  ``load_loss`` KPIs split it).
 * ``cost``: energy cost ``Σ import·price·Δt − Σ export·export_price·Δt`` [USD] from a
   ``price_usd_mwh`` column (tariff adapter or a price CSV through ``signals``), and demand
   charges from ``dc_<name>_usd_mw`` columns (the tariff adapter's rate of demand charge

@@ -99,6 +99,8 @@ def test_ups_recharges_after_the_return_and_the_grid_serves_discharged_over_effi
     for r in rows:  # the demand is met by the grid and the backup; the grid also feeds the recharge
         assert r["p_mw"] + r["p_ups_mw"] + r["p_genset_mw"] + r["p_unserved_mw"] == pytest.approx(100.0 + r["p_recharge_mw"])
         assert r["p_backup_mw"] == pytest.approx(100.0 - r["p_mw"])
+        # what it is made of: the backup's supply, the unserved rest, less the grid's recharge
+        assert r["p_backup_mw"] == pytest.approx(r["p_ups_mw"] + r["p_genset_mw"] + r["p_unserved_mw"] - r["p_recharge_mw"])
     default = _sag_run(_rt(off_s=20.0), [[1.0, 1.0, 0.3]], 1.0, 60.0)
     assert max(r["p_recharge_mw"] for r in default) == pytest.approx(10.0)  # 10 % of the first load
     assert all(r["p_recharge_mw"] == 0 for r in _sag_run(_rt(off_s=20.0, recharge_mw=0.0), [[1.0, 1.0, 0.3]], 1.0, 60.0))
