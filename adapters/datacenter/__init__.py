@@ -407,13 +407,13 @@ def cluster_problems(params: ClusterParams, duration_s: float) -> list[str]:
         elif NODES[node].gpu not in MLENERGY_GPUS:
             problems.append(f"{where}: no ML.ENERGY inference data for {NODES[node].gpu} (node {node}); "
                             f"use a node with {' or '.join(MLENERGY_GPUS)}")
+        elif f.mig_profile is not None and (problem := mig_problems(NODES[node].gpu, GPUS[NODES[node].gpu].memory_gb,
+                                                                      f.model, f.mig_profile)):
+            problems.extend(f"{where}.{text}" for text in problem)
         elif f.mig_profile is not None and batch_curves(f.model, NODES[node].gpu).gpus_per_replica != 1:
             problems.append(f"{where}.mig_profile = {f.mig_profile!r}: a MIG instance holds one replica on part of one "
                             f"GPU, and {f.model} needs {batch_curves(f.model, NODES[node].gpu).gpus_per_replica} GPUs "
                             "per replica on the " + NODES[node].gpu + "; drop mig_profile or use a one-GPU model")
-        elif f.mig_profile is not None and (problem := mig_problems(NODES[node].gpu, GPUS[NODES[node].gpu].memory_gb,
-                                                                      f.model, f.mig_profile)):
-            problems.extend(f"{where}.{text}" for text in problem)
         elif params.p_cap_w is not None:  # the fleet's GPUs take p_cap_w too
             try:
                 gpu_spec(NODES[node].gpu).check_cap(params.p_cap_w, f"p_cap_w (on {where}'s GPUs)")

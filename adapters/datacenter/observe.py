@@ -6,9 +6,10 @@ Reported (:data:`SCHEDULING_OUTPUTS`) only when the datacenter sim asks for them
 * ``n_gpus_idle``: training GPUs no job holds; ``n_gpus_frag``: FGD's fragmentation
   ``F(M)`` of those (:func:`.nodes.frag_gpus`, target workload = pods of the latest arrivals);
   ``gpu_frag_of_idle_frac`` = ``n_gpus_frag / n_gpus_idle``.
+* ``n_gpus_held``: idle GPUs booked by jobs paused on them (``training.hold_paused_gpus``).
 * ``n_nodes_empty``, ``n_nodes_asleep``; ``p_train_idle_mw``: what idle capacity draws (free
-  GPUs at idle power plus their share of the node's idle non-GPU power; sleeping nodes at
-  their sleep power).
+  and held GPUs at idle power plus their share of the node's idle non-GPU power; sleeping
+  nodes at their sleep power).
 * ``jct_p99_h``, ``wait_p99_h``: 99th percentiles over the jobs submitted at or after time 0
   that finished (JCT) or started (wait) so far.
 * ``ftf_rho_mean_ratio``, ``ftf_rho_max_ratio``: finish-time fairness of the finished jobs,
@@ -44,7 +45,8 @@ from cosim.adapters.datacenter.nodes import frag_gpus
 from cosim.adapters.datacenter.states import DONE, RUNNING, TRANSIENT
 
 SCHEDULING_OUTPUTS: tuple[str, ...] = (
-    "n_gpus_idle", "n_gpus_frag", "gpu_frag_of_idle_frac", "n_nodes_empty", "n_nodes_asleep", "p_train_idle_mw",
+    "n_gpus_idle", "n_gpus_frag", "gpu_frag_of_idle_frac", "n_gpus_held", "n_nodes_empty", "n_nodes_asleep",
+    "p_train_idle_mw",
     "jct_p99_h", "wait_p99_h", "ftf_rho_mean_ratio", "ftf_rho_max_ratio", "done_gpu_h",
     "p_shed_cap_mw", "p_shed_mw", "n_gpus_mig", "n_mig_slices_frag",
     "n_job_failures", "n_jobs_failed", "lost_gpu_h",
@@ -59,11 +61,12 @@ def scheduling_outputs(cluster, run: np.ndarray, caps: np.ndarray, p_it_mw: floa
     free = sched.free_per_node()
     sizes, probs = sched.pod_mix()
     n_frag = frag_gpus(free, sizes, probs)
+    n_held = float(sched.n_alloc[sched.held].sum())  # paused on their GPUs: idle, not placeable
     out = {"n_gpus_idle": float(sched.n_free), "n_gpus_frag": n_frag,
-           "gpu_frag_of_idle_frac": n_frag / sched.n_free if sched.n_free else 0.0,
+           "gpu_frag_of_idle_frac": n_frag / sched.n_free if sched.n_free else 0.0, "n_gpus_held": n_held,
            "n_nodes_empty": float(np.count_nonzero(free >= sched.topology.gpus_on_node)),
            "n_nodes_asleep": float(np.count_nonzero(cluster.sleep.asleep)) if cluster.sleep is not None else 0.0,
-           "p_train_idle_mw": _idle_w(cluster, free) / 1e6}
+           "p_train_idle_mw": _idle_w(cluster, free, n_held) / 1e6}
     out.update(_tails_and_fairness(sched, cluster.n_gpus))
     out.update(_shed_mw(cluster, run, caps, p_it_mw))
     out.update(_mig(cluster))
@@ -101,12 +104,13 @@ def _mig(cluster) -> dict[str, float]:
     return {"n_gpus_mig": float(pool.n_gpus), "n_mig_slices_frag": pool.frag_slices(mix)}
 
 
-def _idle_w(cluster, free: np.ndarray) -> float:
+def _idle_w(cluster, free: np.ndarray, n_held: float = 0.0) -> float:
     per_gpu_w = cluster.gpu.idle_w + cluster.node.other_idle_w / cluster.node.gpus_per_node
+    held_w = n_held * per_gpu_w  # held GPUs sit on awake nodes (their job's)
     if cluster.sleep is None:
-        return float(free.sum()) * per_gpu_w
+        return float(free.sum()) * per_gpu_w + held_w
     asleep = cluster.sleep.asleep
-    return float(free[~asleep].sum()) * per_gpu_w + float(asleep.sum()) * cluster.sleep.params.p_sleep_w
+    return float(free[~asleep].sum()) * per_gpu_w + float(asleep.sum()) * cluster.sleep.params.p_sleep_w + held_w
 
 
 def _tails_and_fairness(sched, n_gpus_partition: int) -> dict[str, float]:

@@ -21,13 +21,13 @@ A, B, C = 0, 1, 2
 DT = 60.0
 
 
-def cluster(hold: bool) -> GpuCluster:
+def cluster(hold: bool, report: bool = False) -> GpuCluster:
     node = node_spec("DGX-H100")
     jobs = Jobs(submit_s=np.zeros(3), n_gpus=np.array([8, 8, 8]), work_s=np.full(3, 36_000.0),
                 prio=np.array([1, 1, 1]), flexible=np.array([True, False, False]),
                 power_frac=np.array([0.8, 0.6, 0.7]))
     return GpuCluster(node, gpu_spec(node.gpu), 16, jobs, [], stragglers=False,
-                      rng=np.random.default_rng(3), hold_paused_gpus=hold)
+                      rng=np.random.default_rng(3), hold_paused_gpus=hold, report_scheduling=report)
 
 
 def steps(c: GpuCluster, first: int, last: int, knobs: Knobs | None = None) -> list[dict]:
@@ -95,3 +95,16 @@ def test_held_is_opt_in_so_earlier_results_stay():
 
     assert TrainingParams().hold_paused_gpus is False
     assert TrainingParams(hold_paused_gpus=True).hold_paused_gpus is True
+
+
+def test_held_gpus_are_idle_capacity_in_the_scheduling_outputs():
+    """A's 8 held GPUs are idle (utilisation 0.5) though no queued job may take them: ``n_gpus_idle``
+    (placeable) stays 0, ``n_gpus_held`` is 8, and ``p_train_idle_mw`` is their idle draw — each GPU's
+    idle power plus its share of the node's idle non-GPU power (it read 0 before)."""
+    c = cluster(hold=True, report=True)
+    steps(c, 0, 5)
+    out = steps(c, 5, 6, Knobs(pause_flexible_frac=1.0))[-1]
+    per_gpu_w = c.gpu.idle_w + c.node.other_idle_w / c.node.gpus_per_node
+    assert out["gpu_util_frac"] == pytest.approx(0.5)
+    assert out["n_gpus_idle"] == 0.0 and out["n_gpus_held"] == 8.0
+    assert out["p_train_idle_mw"] == pytest.approx(8 * per_gpu_w / 1e6, rel=1e-12)
