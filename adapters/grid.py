@@ -528,6 +528,8 @@ class GridSim(CosimSim):
         out = self.out[self.grid_eid]
         out["converged"] = bool(converged)
         out["n_nonconverged"] = self.n_nonconverged
+        if self._trips:  # the switching state is known whether or not the flow solved
+            out["n_lines_out"] = self.flow.n_lines_out()
         if not converged and "vm_min_pu" in out:
             return  # hold the last good values
         f = self.flow
@@ -539,7 +541,6 @@ class GridSim(CosimSim):
         out["max_loading_pct"] = _nan_extremes(loadings)[1]
         out.update(self._allbus(extremes))
         if self._trips:
-            out["n_lines_out"] = self.flow.n_lines_out()
             out["n_buses_islanded"] = int(np.isnan(vm).sum())
         # one list and one update for every element's value (bus, line, trafo order)
         out.update(zip(self._element_attrs, np.concatenate([vm, loadings]).tolist()))

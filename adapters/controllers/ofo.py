@@ -209,6 +209,9 @@ class OFOParams(CampusKnobParams):
 
     @model_validator(mode="after")
     def _ranges(self):
+        if self.bat_bus is None and (self.p_bat_max_mw > 0 or self.s_bat_max_mva > 0):
+            raise ValueError("p_bat_max_mw / s_bat_max_mva are set but bat_bus is not: give the battery's bat_bus "
+                             "(or drop the ratings: without a bus there is no battery to steer)")
         if self.bat_bus is not None and not (self.p_bat_max_mw > 0 or self.s_bat_max_mva > 0):
             raise ValueError("bat_bus is set: give the battery's p_bat_max_mw and s_bat_max_mva")
         if self.s_bat_max_mva and self.p_bat_max_mw > self.s_bat_max_mva:

@@ -86,6 +86,10 @@ class RuleVoltageParams(Params):
         for low, high in (("v_low_pu", "v_high_pu"), ("n_batch_min", "n_batch_max"), ("p_cap_min_w", "p_cap_max_w")):
             if getattr(self, low) > getattr(self, high):
                 raise ValueError(f"{low} = {getattr(self, low):g} is above {high} = {getattr(self, high):g}")
+        if self.release_above_pu is not None and not self.v_low_pu <= self.release_above_pu < self.v_high_pu:
+            raise ValueError(f"release_above_pu = {self.release_above_pu:g} is outside [v_low_pu, v_high_pu) = "
+                             f"[{self.v_low_pu:g}, {self.v_high_pu:g}): below v_low_pu it would raise the batch during "
+                             "an under-voltage")
         if self.n_batch_initial is not None and not self.n_batch_min <= self.n_batch_initial <= self.n_batch_max:
             raise ValueError(f"n_batch_initial = {self.n_batch_initial:g} is outside "
                              f"[n_batch_min, n_batch_max] = [{self.n_batch_min:g}, {self.n_batch_max:g}]")

@@ -204,3 +204,9 @@ def test_unknown_feeder_is_a_validation_message():
     in an internal error when the feeder copy was built)."""
     with pytest.raises(ValidationError, match=r"'ieee31' is not an OpenDSS feeder.*ieee13"):
         OFOParams.model_validate({"network": "ieee31", "dc_bus": "671"})
+
+
+def test_battery_ratings_without_a_bus_are_refused():
+    """Ratings with no ``bat_bus`` would be ignored (no battery to steer) and the run said ok."""
+    with pytest.raises(ValidationError, match="bat_bus is not"):
+        OFOParams.model_validate({"dc_bus": "671", "p_bat_max_mw": 0.5})

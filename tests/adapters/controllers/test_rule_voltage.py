@@ -59,6 +59,10 @@ def test_bad_params_are_refused():
         RuleVoltageParams(n_batch_min=8, n_batch_max=64, n_batch_initial=128)
     with pytest.raises(ValidationError, match="v_low_pu"):
         RuleVoltageParams(v_low_pu=1.1)
+    for release in (0.94, 1.05):  # below the band it would raise the batch in an under-voltage
+        with pytest.raises(ValidationError, match=r"release_above_pu = .* is outside \[v_low_pu, v_high_pu\)"):
+            RuleVoltageParams(release_above_pu=release)
+    assert RuleVoltageParams(release_above_pu=0.95).release_above_pu == 0.95
 
 
 CLOSED_LOOP = """
