@@ -113,6 +113,8 @@ class FleetControl(Params):
     Attributes:
         name: the Cluster fleet's name (its knob is ``n_batch_max_<name>``).
         model, gpu: the fleet's model and GPU (keys of the datacenter adapter's catalogue).
+        n_gpus_per_replica: GPUs one replica spans, as the Cluster fleet's (default: the fewest
+            ML.ENERGY measured). [-]
         n_replicas: replicas deployed. [-]
         itl_deadline_ms: the inter-token-latency deadline of the latency dual. [ms]
         n_batch_sizes: the feasible batch sizes. [-]
@@ -122,6 +124,7 @@ class FleetControl(Params):
     name: str
     model: str
     gpu: str = "H100-SXM"
+    n_gpus_per_replica: int | None = Field(default=None, ge=1, le=64)
     n_replicas: int = Field(ge=0)
     itl_deadline_ms: float = Field(gt=0)
     n_batch_sizes: list[int] = [8, 16, 32, 64, 128, 256, 512]
@@ -133,6 +136,8 @@ class FleetControl(Params):
             raise ValueError(f"model = {self.model!r}: unknown; known: {', '.join(MODELS)}")
         if self.gpu not in GPUS:
             raise ValueError(f"gpu = {self.gpu!r}: unknown; known: {', '.join(GPUS)}")
+        if self.n_gpus_per_replica is not None:
+            batch_curves(self.model, self.gpu, self.n_gpus_per_replica)  # names the measured configurations
         if not self.n_batch_sizes or min(self.n_batch_sizes) < 1:
             raise ValueError("n_batch_sizes: give at least one size, each >= 1")
         return self
@@ -418,7 +423,7 @@ class FleetBatch:
 
     def __init__(self, spec: FleetControl):
         self.spec = spec
-        self.curves: BatchCurves = batch_curves(spec.model, spec.gpu)
+        self.curves: BatchCurves = batch_curves(spec.model, spec.gpu, spec.n_gpus_per_replica)
         self.idle_w = GPUS[spec.gpu].idle_w
         top = math.floor(self.curves.b_max)
         sizes = sorted({min(b, top) for b in spec.n_batch_sizes})

@@ -53,6 +53,7 @@ from cosim.adapters.datacenter.inference import (
     MODELS,
     Fleet,
     batch_curves,
+    measured_gpus_per_replica,
     trace_input_tokens,
     trace_profile,
 )
@@ -174,6 +175,8 @@ class FleetParams(Params):
     Attributes:
         name: label. model: one of ``MODELS`` (ML.ENERGY data). node: node type; default the cluster's.
         replicas: model replicas (each on the GPUs ML.ENERGY measured it on). [-]
+        n_gpus_per_replica: GPUs one replica spans (tensor parallel), one of the configurations
+            ML.ENERGY measured the model in on that GPU; default the fewest measured. [-]
         max_batch: vLLM ``max_num_seqs`` per replica. [-]
         arrivals: ``azure_conv``, ``azure_code``, ``mooncake_conv`` (trace shape) or ``synthetic`` (Poisson).
         rate_req_s: mean request rate of the whole fleet. [1/s]
@@ -199,6 +202,7 @@ class FleetParams(Params):
     model: str = "llama-3.1-70b"
     node: str | None = None
     replicas: int = Field(default=8, ge=0, le=1_000_000)
+    n_gpus_per_replica: int | None = Field(default=None, ge=1, le=64)
     max_batch: int = Field(default=256, ge=1)
     arrivals: Literal["azure_conv", "azure_code", "mooncake_conv", "synthetic"] = "azure_conv"
     rate_req_s: float = Field(default=10.0, ge=0)
@@ -335,7 +339,7 @@ def make_jobs(params: ClusterParams, rng: np.random.Generator, duration_s: float
 def make_fleet(p: FleetParams, cluster_node: str, rng: np.random.Generator) -> FleetSetup:
     node = node_spec(p.node or cluster_node)
     gpu = gpu_spec(node.gpu)
-    curves = batch_curves(p.model, gpu.name)
+    curves = batch_curves(p.model, gpu.name, p.n_gpus_per_replica)
     profile = None
     if p.mig_profile is not None:
         profile = mig_profiles(gpu.name, gpu.memory_gb)[p.mig_profile]
@@ -407,12 +411,18 @@ def cluster_problems(params: ClusterParams, duration_s: float) -> list[str]:
         elif NODES[node].gpu not in MLENERGY_GPUS:
             problems.append(f"{where}: no ML.ENERGY inference data for {NODES[node].gpu} (node {node}); "
                             f"use a node with {' or '.join(MLENERGY_GPUS)}")
+        elif f.n_gpus_per_replica is not None and f.n_gpus_per_replica not in (
+                measured := measured_gpus_per_replica(f.model, NODES[node].gpu)):
+            problems.append(f"{where}.n_gpus_per_replica = {f.n_gpus_per_replica}: ML.ENERGY measured {f.model} on the "
+                            f"{NODES[node].gpu} with {' or '.join(map(str, measured))} GPUs per replica; use one of "
+                            "these (or drop the key for the fewest)")
         elif f.mig_profile is not None and (problem := mig_problems(NODES[node].gpu, GPUS[NODES[node].gpu].memory_gb,
                                                                       f.model, f.mig_profile)):
             problems.extend(f"{where}.{text}" for text in problem)
-        elif f.mig_profile is not None and batch_curves(f.model, NODES[node].gpu).gpus_per_replica != 1:
+        elif f.mig_profile is not None and (n_tp := batch_curves(f.model, NODES[node].gpu,
+                                                                    f.n_gpus_per_replica).gpus_per_replica) != 1:
             problems.append(f"{where}.mig_profile = {f.mig_profile!r}: a MIG instance holds one replica on part of one "
-                            f"GPU, and {f.model} needs {batch_curves(f.model, NODES[node].gpu).gpus_per_replica} GPUs "
+                            f"GPU, and {f.model} needs {n_tp} GPUs "
                             "per replica on the " + NODES[node].gpu + "; drop mig_profile or use a one-GPU model")
         elif params.p_cap_w is not None:  # the fleet's GPUs take p_cap_w too
             try:

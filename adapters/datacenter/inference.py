@@ -29,7 +29,8 @@ ARRIVAL_TRACES = {"azure_code": DATA / "azure_llm" / "AzureLLMInferenceTrace_cod
                   "mooncake_conv": DATA / "mooncake" / "conversation_trace.csv.gz"}
 #: Model keys -> ML.ENERGY nicknames.
 MODELS = {"llama-3.1-8b": "Llama 3.1 8B Instruct", "llama-3.1-70b": "Llama 3.1 70B Instruct",
-          "llama-3.1-405b-fp8": "Llama 3.1 405B Instruct FP8", "qwen-3-30b-a3b": "Qwen 3 30B A3B Instruct"}
+          "llama-3.1-405b-fp8": "Llama 3.1 405B Instruct FP8", "qwen-3-30b-a3b": "Qwen 3 30B A3B Instruct",
+          "qwen-3-235b-a22b": "Qwen 3 235B A22B Instruct"}
 #: Catalogue GPU keys -> ML.ENERGY ``gpu_model``.
 MLENERGY_GPUS = {"H100-SXM": "H100", "B200": "B200"}
 
@@ -110,19 +111,48 @@ def _polyval(coef: np.ndarray, x):
 
 
 @functools.lru_cache(maxsize=None)
-def batch_curves(model: str, gpu: str) -> BatchCurves:
-    """Fit the ML.ENERGY points of ``model`` on ``gpu`` (the fewest GPUs per replica measured)."""
+def _measured(model: str, gpu: str) -> tuple[int, ...]:
+    return tuple(sorted(int(n) for n in _rows(model, gpu)["num_gpus"].unique()))
+
+
+def measured_gpus_per_replica(model: str, gpu: str) -> list[int]:
+    """The GPUs-per-replica (tensor-parallel) configurations ML.ENERGY measured ``model`` on ``gpu`` in. [-]"""
+    return list(_measured(model, gpu))
+
+
+@functools.lru_cache(maxsize=None)
+def _mlenergy() -> pd.DataFrame:
+    return pd.read_csv(MLENERGY_FILE)
+
+
+def _rows(model: str, gpu: str) -> pd.DataFrame:
     if model not in MODELS:
         raise ValueError(f"unknown inference model {model!r}; known: {', '.join(MODELS)}")
     if gpu not in MLENERGY_GPUS:
         raise ValueError(f"no ML.ENERGY inference data for GPU {gpu!r}; measured: {', '.join(MLENERGY_GPUS)}")
-    data = pd.read_csv(MLENERGY_FILE)
-    rows = data[(data["nickname"] == MODELS[model]) & (data["gpu_model"] == MLENERGY_GPUS[gpu])]
-    rows = rows[rows["num_gpus"] == rows["num_gpus"].min()].sort_values("avg_batch_size")
+    data = _mlenergy()
+    return data[(data["nickname"] == MODELS[model]) & (data["gpu_model"] == MLENERGY_GPUS[gpu])]
+
+
+def batch_curves(model: str, gpu: str, gpus_per_replica: int | None = None) -> BatchCurves:
+    """The fitted ML.ENERGY curves of ``model`` on ``gpu`` with ``gpus_per_replica`` GPUs per replica
+    (default: the fewest measured); one fit per configuration, shared."""
+    measured = measured_gpus_per_replica(model, gpu)
+    n = measured[0] if gpus_per_replica is None else gpus_per_replica
+    if n not in measured:
+        raise ValueError(f"n_gpus_per_replica = {gpus_per_replica}: ML.ENERGY measured {model} on {gpu} with "
+                         f"{' or '.join(map(str, measured))} GPUs per replica; use one of these")
+    return _fit(model, gpu, n)
+
+
+@functools.lru_cache(maxsize=None)
+def _fit(model: str, gpu: str, n: int) -> BatchCurves:
+    rows = _rows(model, gpu)
+    rows = rows[rows["num_gpus"] == n].sort_values("avg_batch_size")
     log_b = np.log(rows["avg_batch_size"].to_numpy())
     fit = functools.partial(np.polyfit, log_b, deg=2)
     return BatchCurves(
-        gpus_per_replica=int(rows["num_gpus"].iloc[0]),
+        gpus_per_replica=n,
         b_min=float(rows["avg_batch_size"].min()), b_max=float(rows["avg_batch_size"].max()),
         coef_power=fit(rows["avg_power_w_per_gpu"].to_numpy()),
         coef_tput=fit(np.log(rows["output_throughput_tok_s"].to_numpy())),

@@ -71,7 +71,8 @@ SMS: dict[str, tuple[int, int, int]] = {
     "A100-80GB-SXM": (14, 98, 108), "H100-SXM": (16, 132, 132), "H200-SXM": (16, 132, 132), "B200": (18, 148, 148),
 }
 #: Weights of the inference models in BF16 (2 bytes per parameter; FP8 1). [GB]
-WEIGHTS_GB = {"llama-3.1-8b": 16.1, "llama-3.1-70b": 141.1, "llama-3.1-405b-fp8": 405.9, "qwen-3-30b-a3b": 61.1}
+WEIGHTS_GB = {"llama-3.1-8b": 16.1, "llama-3.1-70b": 141.1, "llama-3.1-405b-fp8": 405.9, "qwen-3-30b-a3b": 61.1,
+              "qwen-3-235b-a22b": 470.0}
 PLACEMENTS = ("first_fit", "frag_aware")
 N_MEMORY_SLICES = 8
 

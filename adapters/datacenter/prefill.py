@@ -31,9 +31,9 @@ from dataclasses import dataclass
 import numpy as np
 
 #: Active parameters per token (model cards: Meta Llama 3.1 8B/70B/405B; Qwen3-30B-A3B,
-#: 30.5 B total, 3.3 B activated).
+#: 30.5 B total, 3.3 B activated; Qwen3-235B-A22B, 235 B total, 22 B activated).
 ACTIVE_PARAMS = {"llama-3.1-8b": 8.03e9, "llama-3.1-70b": 70.6e9, "llama-3.1-405b-fp8": 405.9e9,
-                 "qwen-3-30b-a3b": 3.3e9}
+                 "qwen-3-30b-a3b": 3.3e9, "qwen-3-235b-a22b": 22e9}
 #: Dense BF16 tensor peak per GPU (NVIDIA H100 SXM and DGX B200 datasheets). [FLOP/s]
 PEAK_BF16_FLOP_S = {"H100-SXM": 989.4e12, "B200": 2.25e15}
 #: Achieved share of the dense BF16 peak during prefill (GH200 NVL32 figure, see above). [-]

@@ -20,7 +20,7 @@ import pandas as pd
 HERE = Path(__file__).resolve().parent
 #: ML.ENERGY v3 models kept (lm-arena-chat task, H100 and B200): a small, a mid, a large model.
 MLENERGY_MODELS = ["Llama 3.1 8B Instruct", "Llama 3.1 70B Instruct", "Llama 3.1 405B Instruct FP8",
-                   "Qwen 3 30B A3B Instruct"]
+                   "Qwen 3 30B A3B Instruct", "Qwen 3 235B A22B Instruct"]
 
 
 def _gz_csv(frame: pd.DataFrame, path: Path) -> None:
