@@ -52,6 +52,7 @@ WINDOWS = {
     "emerald_london": 5_400,         # the first, 30 % event at 5-second steps, and the hour before
     "emerald_phoenix": 21_600,       # whole: the 3-hour event with the hours around it
     "mlenergy_curves": 1_200,        # whole: 20 minutes of 42 saturated replicas
+    "mlenergy_configs": 300,         # 5 of its 20 minutes (75 saturated replicas)
 }
 DEFAULT_WINDOW_S = 21_600
 
