@@ -583,9 +583,7 @@ class DatacenterSim(SingleModelSim):
         if entity.moves is None:
             return entity.cluster.step(time_s, self.step_s, knobs)
         entity.moves.apply(inputs, time_s)  # jobs leave and arrive before the step's scheduling pass
-        out = entity.cluster.step(time_s, self.step_s, knobs)
-        out.update(entity.moves.outputs())
-        return out
+        return entity.moves.report(entity.cluster.step(time_s, self.step_s, knobs))
 
     @property
     def clusters(self) -> dict[str, GpuCluster]:

@@ -39,7 +39,8 @@ compare runs that have the same slots (``enabled = false`` on the controller for
 Outputs for the controller, after each step: ``n_gpus_spare`` (free GPUs not wanted by the
 site's own queue: ``max(free - GPUs of queued jobs, 0)``), ``n_jobs_flex`` and
 ``n_gpus_flex_min`` (movable flexible jobs and the smallest one's GPUs, 0 if none),
-``n_slots_free``; and reporting: ``n_jobs_moved_out``, ``n_jobs_moved_in``, ``moved_out_gpu_h``
+``n_slots_free``; and reporting (the site's ``n_jobs_done`` counts its guests done as well, also
+those whose slot has since been reused): ``n_jobs_moved_out``, ``n_jobs_moved_in``, ``moved_out_gpu_h``
 and ``moved_in_gpu_h`` (the remaining work of the jobs exported / imported, GPU-hours at full
 speed), ``restart_gpu_h`` (the restart cost of the imports) and ``guest_work_gpu_h`` (GPU-hours
 of work the guests did here; the site's ``work_gpu_h`` includes them).
@@ -112,6 +113,7 @@ class JobMoves:
         self.n_jobs_moved_out = self.n_jobs_moved_in = 0
         self.moved_out_gpu_h = self.moved_in_gpu_h = self.restart_gpu_h = 0.0
         self.retired_guest_gpu_h = 0.0  # work of guests whose slot was reused
+        self.retired_done = 0  # guests done whose slot was reused (no longer in the DONE count)
 
     # -- the two halves ---------------------------------------------------------------------
     def apply(self, inputs: dict[str, float | None], time_s: float) -> None:
@@ -169,6 +171,7 @@ class JobMoves:
             raise RuntimeError(f"no free guest slot ({self.n_slots} slots, all in use)")
         j = int(free[0])
         self.retired_guest_gpu_h += float(jobs.n_gpus[j]) * float(s.work_done_s[j]) / 3600.0
+        self.retired_done += int(s.state[j] == DONE)
         pf = min(max(rec.power_frac, 0.0), 1.0)
         jobs.n_gpus[j], jobs.work_s[j], jobs.prio[j] = rec.n_gpus, rec.work_s, min(max(rec.prio, 0), len(CLASSES) - 1)
         jobs.flexible[j], jobs.power_frac[j] = True, pf
@@ -198,6 +201,13 @@ class JobMoves:
     def free_slots(self) -> np.ndarray:
         st = self.cluster.sched.state[: self.n_slots]
         return np.flatnonzero(np.isin(st, FREE_SLOT_STATES))
+
+    def report(self, out: dict[str, float]) -> dict[str, float]:
+        """``out`` (the cluster's step outputs) with the move outputs added and ``n_jobs_done``
+        counting the guests done in slots since reused (the table holds only the latest guest)."""
+        out["n_jobs_done"] = out["n_jobs_done"] + self.retired_done
+        out.update(self.outputs())
+        return out
 
     def outputs(self) -> dict[str, float]:
         c = self.cluster
