@@ -528,7 +528,7 @@ class LoadShiftSim(SingleModelSim):
             if unknown:
                 problems.append(f"{key}: {unknown} are not among the sim's sites {sim_params.sites}")
         if "train_restart_s" in params.model_fields_set and not sim_params.training:
-            problems.append(f"train_restart_s = {params.train_restart_s:g} has no effect: the sim's training = false "
+            problems.append(f"warning: train_restart_s = {params.train_restart_s:g} has no effect: the sim's training = false "
                             "(set training = true in its [sims] table to move training jobs)")
         return problems
 

@@ -225,7 +225,7 @@ def test_params_errors_name_the_key():
     ls = LoadShiftParams(n_gpus_per_replica=1, replicas={"a": 1, "b": 1}, rate_req_s={"a": 1.0, "b": 1.0},
                          train_restart_s=60.0)
     problems = LoadShiftSim.check_entity("LoadShift", ls, None, LoadShiftSim.SimParams(sites=["a", "b"]))
-    assert any(p.startswith("train_restart_s = 60 has no effect") for p in problems)
+    assert any(p.startswith("warning: train_restart_s = 60 has no effect") for p in problems)
     _, m = cluster(64, 0, 1, 7)
     rec = type(m.last)(8, 100.0, 0.5, 1)
     m.import_job(rec, 0.0, 0.0)
