@@ -244,3 +244,65 @@ def test_catalogue_scenario_moves_toward_the_cleaner_zones(tmp_path):
     assert last["texas.n_jobs_moved_in"] == 0 and last["shift.n_shifts"] >= 1
     assert last["west.n_jobs_moved_in"] + last["de.n_jobs_moved_in"] >= last["shift.n_train_moves"] - 1
     assert math.isclose(last["shift.n_active_texas"] + last["shift.n_active_west"] + last["shift.n_active_de"], 36)
+
+
+def _ieee34_with_training(tmp_path: Path) -> Path:
+    """scenarios/ieee34_multisite.toml with 256 H100 of flexible training at each site (jobs at 840's
+    `down`, no queue, so a job moved out lowers its load; guest slots at `up`, moved to 802 near
+    the source, where it has voltage room for them) and the training channel connected."""
+    text = (ROOT / "scenarios" / "ieee34_multisite.toml").read_text()
+    text = text.replace('[sims.dc]\nadapter = "datacenter"\n', '[sims.dc]\nadapter = "datacenter"\njob_moves = true\n')
+    text = text.replace('sites = ["up", "down"]\n', 'sites = ["up", "down"]\ntraining = true\n')
+    up = 'n_gpus = 256\ntraining = { n_jobs = 0, n_guest_slots = 16 }'
+    down = ('n_gpus = 256\ntraining = { n_jobs = 15, sizes_gpus = [8, 16, 32], size_weights = [0.4, 0.4, 0.2], '
+            'class_fracs = [0.0, 1.0, 0.0], flexible_frac = 1.0, warmup_h = 6.0 }')
+    old = 'n_gpus = 0\ntraining = { n_jobs = 0 }'
+    assert text.count(old) == 2
+    text = text.replace(old, up, 1).replace(old, down, 1)
+    assert text.count('bus = "850"') == 1
+    text = text.replace('bus = "850"', 'bus = "802"')
+    head, record = text.split("[record]")
+    ins = ["n_gpus_spare", "n_jobs_flex", "n_gpus_flex_min", "n_slots_free", "n_export_done", "n_export_gpus",
+           "export_work_s", "export_power_frac", "n_export_prio", "n_import_done"]
+    outs = ["n_export_req", "n_export_max_gpus", "n_import_seq", "n_import_gpus", "import_work_s",
+            "import_power_frac", "n_import_prio", "import_restart_s"]
+
+    def sited(a: str, s: str) -> str:
+        for unit in ("_work_s", "_power_frac", "_restart_s"):
+            if a.endswith(unit) and not a.startswith("n_"):
+                return f"{a[: -len(unit)]}_{s}{unit}"
+        return f"{a}_{s}"
+
+    for s in ("up", "down"):
+        pairs = ", ".join(f'["{a}", "{sited(a, s)}"]' for a in ins)
+        head += f'[[connect]]\nsrc = "{s}"\ndst = "shift"\nattrs = [{pairs}]\n\n'
+        pairs = ", ".join(f'["{sited(a, s)}", "{a}"]' for a in outs)
+        init = ", ".join(f"{sited(a, s)} = 0" for a in outs)
+        head += (f'[[connect]]\nsrc = "shift"\ndst = "{s}"\nattrs = [{pairs}]\ntime_shifted = true\n'
+                 f'initial_data = {{ {init} }}\n\n')
+    path = tmp_path / "ieee34_training.toml"
+    path.write_text(head + '[record]\ninclude = ["*"]\n')
+    return path
+
+
+def test_ieee34_voltage_variant_moves_training_out_only_once_the_sites_rule_is_exhausted(tmp_path):
+    """Closed loop on IEEE 34 (OpenDSS, 1 s): no replica may leave 840 (n_active_min = its active
+    replicas), so once its rule is at batch 8 and 840 is still under 0.95 pu, flexible training
+    jobs move out, to `up`, one every two steps, until none is left; none before the rule is
+    exhausted. (840 rises by ~5 mpu: 0.944 -> 0.949 pu as 40 kW of training leaves.)"""
+    r = cosim.run(_ieee34_with_training(tmp_path), out_dir=tmp_path / "run",
+                  overrides={"scenario.duration_s": 90, "scenario.engine": "direct",
+                             "entities.shift.n_active_min": 130})
+    assert r.ok, r.reason
+    ts = r.timeseries()
+    asked = ts.index[ts["shift.n_export_req_down"] > 0]
+    exhausted = ts.index[ts["rule_down.exhausted_frac"] >= 0.5]
+    assert len(asked) and len(exhausted) and asked[0] >= exhausted[0]
+    assert ts.loc[asked[0], "pcc_down.vm_phase_min_pu"] < 0.95  # asked while 840 was violated
+    last = ts.iloc[-1]
+    assert last["shift.n_shifts"] == 0 and last["shift.n_train_moves"] >= 3
+    assert last["shift.n_train_moves"] == ts["down.n_jobs_flex"].iloc[0] and last["down.n_jobs_flex"] == 0  # all of them
+    assert last["down.n_jobs_moved_out"] == last["shift.n_train_moves"] and last["up.n_jobs_moved_out"] == 0
+    assert last["up.n_jobs_moved_in"] >= last["shift.n_train_moves"] - 1
+    assert last["down.p_train_mw"] < ts["down.p_train_mw"].iloc[0] and last["up.p_train_mw"] > ts["up.p_train_mw"].iloc[0]
+    assert last["down.moved_out_gpu_h"] == pytest.approx(-last["shift.train_moved_in_down_gpu_h"])
