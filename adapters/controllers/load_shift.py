@@ -41,6 +41,41 @@ exceeds ``ci_gap_g_kwh`` and both are ``margin_pu`` inside the band (so the move
 violation the voltage rules would then undo), warm spares and ``hold_s`` as above (the idea of
 Carbon Explorer / Google's carbon-aware load shifting between sites; the rule here is cosim's).
 
+A site with no voltage connected (neither ``vm_min_<site>_pu`` nor ``vm_max_<site>_pu``: no
+grid modelled, e.g. sites in different grids) has no voltage limit in the carbon variant; a
+connected NaN (an unsolved grid) still stops it.
+
+**Flexible training jobs** (sim param ``training = true``; the Clusters' sim needs
+``job_moves = true`` and the destinations ``training.n_guest_slots``; the two halves of a move
+are in ``adapters/datacenter/moves``): a flexible job stops at its source with its progress kept
+(checkpoint on demand) and is queued at the destination with ``train_restart_s`` of extra work
+(reloading the checkpoint), where its own policy starts it. Rules:
+
+* **When**: in the voltage variant, a latched site whose *inference* move is not possible this
+  step (no destination with a warm spare, or nothing left to give) moves training instead —
+  out to the in-band site with the highest ``vm_min`` (under-voltage), or in from the in-band
+  site with the lowest ``vm_max`` (over-voltage): OpenG2G's last-resort rule one level further.
+  In the carbon variant, in a step with no voltage latch, one job moves from the highest- to
+  the lowest-carbon site when the gap exceeds ``ci_gap_g_kwh`` (both with voltage room as for
+  replicas), whatever the replicas do (training and inference sit on different GPUs).
+* **Capacity**: only to a site with a free guest slot whose spare GPUs (free and not wanted by its
+  own queue, ``n_gpus_spare``) fit the source's smallest movable flexible job; the source is asked
+  for a job of at most that many GPUs, so no move ever needs more GPUs than the destination had free.
+* **One in flight**: a move takes two steps (the source exports at the step after the request,
+  the controller passes the record on, the destination imports at the step after that); the next
+  move is asked for when the destination has reported the import. ``hold_s`` applies between
+  training moves of a site as between replica shifts (its own timer).
+
+Per site inputs from its Cluster (renamed ``<attr>_<site>``; ``export_<site>_work_s`` and
+``export_<site>_power_frac`` for the two with units): ``n_gpus_spare``, ``n_jobs_flex``,
+``n_gpus_flex_min``, ``n_slots_free``, ``n_export_done``, ``n_export_gpus``, ``export_work_s``,
+``export_power_frac``, ``n_export_prio``, ``n_import_done``; outputs to it (time-shifted, renamed
+back): ``n_export_req``, ``n_export_max_gpus``, ``n_import_seq``, ``n_import_gpus``,
+``import_work_s``, ``import_power_frac``, ``n_import_prio``, ``import_restart_s``; reported:
+``n_train_moves`` (jobs moved), per site ``n_train_moved_in_<site>`` (net jobs received) and
+``train_moved_in_<site>_gpu_h`` (net remaining work received, GPU-hours at full speed). The
+Clusters' own outputs say what the moved work did there (``work_gpu_h``, ``guest_work_gpu_h``).
+
 Sites are named by the sim's ``sites`` (name them after the Cluster entities they steer: the
 ``load_shift`` KPI block then reports each site's throughput and latency from that entity).
 
@@ -48,7 +83,9 @@ Model ``LoadShift``. Inputs per site ``vm_min_<site>_pu``, ``vm_max_<site>_pu`` 
 site's grid element ``vm_phase_min_pu`` / ``vm_phase_max_pu``, renamed) and optional
 ``exhausted_<site>_frac`` and ``ci_<site>_g_kwh`` (the carbon variant). Outputs per site ``replicas_<site>_frac``, ``demand_<site>_ratio``,
 ``n_active_<site>``, ``n_moved_in_<site>`` (net replicas received so far, negative = given away)
-and ``moved_in_<site>_per_s`` (net demand received [req/s]), and ``n_shifts``.
+and ``moved_in_<site>_per_s`` (net demand received [req/s]), ``ci_<site>_g_kwh`` (the carbon
+intensity it acted on, NaN if none is connected: for the per-site carbon of the ``load_shift``
+KPI block), and ``n_shifts``.
 
 Example::
 
@@ -76,9 +113,15 @@ from cosim.sdk import Params, SingleModelSim
 
 
 class SimParams(Params):
-    """Params of one load_shift simulator: the site names (the Cluster entities it steers)."""
+    """Params of one load_shift simulator.
+
+    Attributes:
+        sites: the site names (the Cluster entities it steers).
+        training: also move flexible training jobs (adds the per-site training inputs and outputs).
+    """
 
     sites: list[str] = Field(min_length=2)
+    training: bool = False
 
     @model_validator(mode="after")
     def _distinct(self):
@@ -104,6 +147,8 @@ class LoadShiftParams(Params):
         margin_pu: a violated site shifts until this far inside the band. [pu]
         hold_s: a site waits this long after a shift before it triggers another. [s]
         ci_gap_g_kwh: carbon variant: shift when the sites' intensities differ by more; None = off. [g/kWh]
+        train_restart_s: extra work of a moved training job at its destination (reloading its
+            checkpoint there; the sim's ``training = true``). [s]
         enabled: ``false`` never shifts (the no-coordination baseline).
     """
 
@@ -118,6 +163,7 @@ class LoadShiftParams(Params):
     margin_pu: float = Field(default=0.0, ge=0)
     hold_s: float = Field(default=0.0, ge=0)
     ci_gap_g_kwh: float | None = Field(default=None, ge=0)
+    train_restart_s: float = Field(default=300.0, ge=0)
     enabled: bool = True
 
     @model_validator(mode="after")
@@ -136,15 +182,119 @@ class LoadShiftParams(Params):
         return self
 
 
+#: Per-site training inputs from each Cluster (``.moves.MOVE_OUTPUTS`` it reports), as the
+#: controller names them: ``{site}`` is replaced by the site's name.
+TRAIN_INPUTS: tuple[str, ...] = ("n_gpus_spare_{site}", "n_jobs_flex_{site}", "n_gpus_flex_min_{site}",
+                                 "n_slots_free_{site}", "n_export_done_{site}", "n_export_gpus_{site}",
+                                 "export_{site}_work_s", "export_{site}_power_frac", "n_export_prio_{site}",
+                                 "n_import_done_{site}")
+#: Per-site training outputs to each Cluster (``.moves.MOVE_INPUTS``) and reported ones.
+TRAIN_OUTPUTS: tuple[str, ...] = ("n_export_req_{site}", "n_export_max_gpus_{site}", "n_import_seq_{site}",
+                                  "n_import_gpus_{site}", "import_{site}_work_s", "import_{site}_power_frac",
+                                  "n_import_prio_{site}", "import_{site}_restart_s", "n_train_moved_in_{site}",
+                                  "train_moved_in_{site}_gpu_h")
+
+
+class TrainMoves:
+    """The controller's half of the training-job moves: one move in flight, counters and records.
+
+    Args:
+        sites: the site names.
+        restart_s: extra work of a moved job at its destination. [s]
+    """
+
+    def __init__(self, sites: list[str], restart_s: float):
+        self.sites, self.restart_s = list(sites), float(restart_s)
+        self.obs: dict[str, dict[str, float]] = {s: {} for s in sites}
+        self.req = dict.fromkeys(sites, 0)
+        self.max_gpus = dict.fromkeys(sites, 0)
+        self.seq = dict.fromkeys(sites, 0)
+        self.record: dict[str, tuple[int, float, float, int]] = {s: (0, 0.0, 0.0, 0) for s in sites}
+        self.pending: tuple[str, str, str] | None = None  # ("export", src, dst) or ("import", src, dst)
+        self.moved_in = dict.fromkeys(sites, 0)
+        self.moved_in_gpu_h = dict.fromkeys(sites, 0.0)
+        self.n_moves = 0
+        self.n_empty = 0  # requests the source answered with no job (its jobs changed meanwhile)
+        self.moves: list[tuple[str, str, int, float]] = []  # (src, dst, GPUs, remaining work [s])
+
+    def observe(self, obs: dict[str, dict[str, float]]) -> None:
+        """Read the sites' training outputs and advance the move in flight."""
+        self.obs = obs
+        if self.pending is None:
+            return
+        kind, src, dst = self.pending
+        if kind == "export" and self.get(src, "n_export_done") >= self.req[src]:
+            n = int(round(self.get(src, "n_export_gpus")))
+            if n < 1:
+                self.pending, self.n_empty = None, self.n_empty + 1
+                return
+            work_s = self.get(src, "export_work_s")
+            self.record[dst] = (n, work_s, self.get(src, "export_power_frac"), int(round(self.get(src, "n_export_prio"))))
+            self.seq[dst] += 1
+            self.pending = ("import", src, dst)
+            self.n_moves += 1
+            self.moved_in[dst] += 1
+            self.moved_in[src] -= 1
+            self.moved_in_gpu_h[dst] += n * work_s / 3600.0
+            self.moved_in_gpu_h[src] -= n * work_s / 3600.0
+            self.moves.append((src, dst, n, work_s))
+        elif kind == "import" and self.get(dst, "n_import_done") >= self.seq[dst]:
+            self.pending = None
+
+    def get(self, site: str, attr: str) -> float:
+        """A site's training output (absent or NaN = 0). [as the attribute]"""
+        value = self.obs.get(site, {}).get(attr)
+        return 0.0 if value is None or not math.isfinite(value) else float(value)
+
+    def idle(self) -> bool:
+        return self.pending is None
+
+    def room(self, site: str) -> int:
+        """GPUs a job moved to ``site`` may take: its spare GPUs, 0 without a free guest slot. [-]"""
+        return int(self.get(site, "n_gpus_spare")) if self.get(site, "n_slots_free") >= 1 else 0
+
+    def smallest(self, site: str) -> int | None:
+        """GPUs of ``site``'s smallest movable flexible job; None if it has none. [-]"""
+        if self.get(site, "n_jobs_flex") < 1:
+            return None
+        return int(self.get(site, "n_gpus_flex_min"))
+
+    def fits(self, src: str, dst: str) -> bool:
+        """``src`` has a flexible job that fits ``dst``'s room (the capacity rule)."""
+        need = self.smallest(src)
+        return need is not None and 1 <= need <= self.room(dst)
+
+    def request(self, src: str, dst: str) -> None:
+        """Ask ``src`` for a job of at most ``dst``'s room."""
+        if not self.idle() or not self.fits(src, dst) or src == dst:
+            raise ValueError(f"cannot move a training job {src} -> {dst} (pending {self.pending}, "
+                             f"room {self.room(dst)}, smallest {self.smallest(src)})")
+        self.req[src] += 1
+        self.max_gpus[src] = self.room(dst)
+        self.pending = ("export", src, dst)
+
+    def outputs(self) -> dict[str, float]:
+        out: dict[str, float] = {"n_train_moves": self.n_moves}
+        for s in self.sites:
+            n, work_s, power_frac, prio = self.record[s]
+            out.update({f"n_export_req_{s}": self.req[s], f"n_export_max_gpus_{s}": self.max_gpus[s],
+                        f"n_import_seq_{s}": self.seq[s], f"n_import_gpus_{s}": n, f"import_{s}_work_s": work_s,
+                        f"import_{s}_power_frac": power_frac, f"n_import_prio_{s}": prio,
+                        f"import_{s}_restart_s": self.restart_s, f"n_train_moved_in_{s}": self.moved_in[s],
+                        f"train_moved_in_{s}_gpu_h": self.moved_in_gpu_h[s]})
+        return out
+
+
 class Shifter:
     """The rules over the sites' replica counts and demand (plain Python).
 
     Args:
         params: per-site capacities and demand.
         sites: the site names, in priority order (ties and evaluation order).
+        training: also move flexible training jobs (:class:`TrainMoves`).
     """
 
-    def __init__(self, params: LoadShiftParams, sites: list[str]):
+    def __init__(self, params: LoadShiftParams, sites: list[str], training: bool = False):
         self.p, self.sites = params, list(sites)
         self.deployed = {s: params.replicas[s] for s in sites}
         self.active = {s: params.active.get(s, params.replicas[s]) for s in sites}
@@ -153,8 +303,11 @@ class Shifter:
         self.demand = dict(self.rate)
         self.n_shifts = 0
         self._last_s = dict.fromkeys(sites, -math.inf)
+        self._train_last_s = dict.fromkeys(sites, -math.inf)
         self._latched: dict[str, str | None] = dict.fromkeys(sites)
         self.n_per_shift = max(1, params.n_gpus_per_shift // params.n_gpus_per_replica)
+        self.train = TrainMoves(sites, params.train_restart_s) if training else None
+        self.ci: dict[str, float] = dict.fromkeys(sites, math.nan)
 
     def spare(self, site: str) -> int:
         """Warm spares at ``site``: deployed replicas not serving. [-]"""
@@ -178,13 +331,19 @@ class Shifter:
         return delta
 
     def update(self, time_s: float, vm_min: dict[str, float | None], vm_max: dict[str, float | None],
-               exhausted: dict[str, float | None], ci: dict[str, float | None] | None = None) -> None:
-        """Apply the rules once for the measured site voltages (and carbon intensities). [s, pu, pu, -, g/kWh]"""
+               exhausted: dict[str, float | None], ci: dict[str, float | None] | None = None,
+               train: dict[str, dict[str, float]] | None = None) -> None:
+        """Apply the rules once for the measured site voltages (and carbon intensities, and the
+        sites' training outputs). [s, pu, pu, -, g/kWh, -]"""
         p = self.p
+        self.ci = {s: _or((ci or {}).get(s), math.nan) for s in self.sites}
+        if self.train is not None:
+            self.train.observe(train or {})
         if not p.enabled:
             return
         low = {s: _or(vm_min.get(s), math.nan) for s in self.sites}
         high = {s: _or(vm_max.get(s), math.nan) for s in self.sites}
+        self._unconnected = {s: vm_min.get(s) is None and vm_max.get(s) is None for s in self.sites}
 
         def in_band(s: str) -> bool:
             return math.isfinite(low[s]) and math.isfinite(high[s]) and low[s] >= p.v_low_pu and high[s] <= p.v_high_pu
@@ -213,12 +372,14 @@ class Shifter:
                 cands = [s for s in self.sites if s != site and in_band(s) and self.active[s] >= 1
                          and self.spare(s) >= 1 and ready(s)]
                 if not cands or self.movable(site) < 1:
+                    self._train_voltage(site, "under", low, high, in_band, time_s)
                     continue
                 dst = max(cands, key=lambda s: (low[s], -self.sites.index(s)))
                 src = site
             else:  # over: move load in
                 cands = [s for s in self.sites if s != site and in_band(s) and self.movable(s) >= 1 and ready(s)]
                 if not cands or self.spare(site) < 1 or self.active[site] < 1:
+                    self._train_voltage(site, "over", low, high, in_band, time_s)
                     continue
                 src = min(cands, key=lambda s: (high[s], self.sites.index(s)))
                 dst = site
@@ -227,15 +388,46 @@ class Shifter:
             self._last_s[src] = self._last_s[dst] = time_s
         if p.ci_gap_g_kwh is not None and ci and not any(self._latched.values()):
             self._carbon_shift(time_s, low, high, ci)
+            if self.train is not None:
+                self._carbon_train(time_s, low, high, ci)
+
+    def _train_ready(self, site: str, time_s: float) -> bool:
+        return time_s - self._train_last_s[site] >= self.p.hold_s - 1e-9
+
+    def _train_voltage(self, site: str, direction: str, low, high, in_band, time_s: float) -> None:
+        """The latched ``site`` has no replica move: move a flexible training job out (under) or in (over)."""
+        tm = self.train
+        if tm is None or not tm.idle() or not self._train_ready(site, time_s):
+            return
+        others = [s for s in self.sites if s != site and in_band(s) and self._train_ready(s, time_s)]
+        if direction == "under":
+            dsts = [s for s in others if tm.fits(site, s)]
+            if not dsts:
+                return
+            src, dst = site, max(dsts, key=lambda s: (low[s], -self.sites.index(s)))
+        else:
+            srcs = [s for s in others if tm.fits(s, site)]
+            if not srcs:
+                return
+            src, dst = min(srcs, key=lambda s: (high[s], self.sites.index(s))), site
+        tm.request(src, dst)
+        self._train_last_s[src] = self._train_last_s[dst] = time_s
+
+    def _safe(self, time_s: float, low: dict[str, float], high: dict[str, float], timers: dict[str, float]) -> list[str]:
+        """Sites with voltage room (margin inside the band, or no voltage connected) and past ``hold_s``."""
+        p = self.p
+        return [s for s in self.sites
+                if (self._unconnected[s] or (math.isfinite(low[s]) and math.isfinite(high[s])
+                                             and low[s] >= p.v_low_pu + p.margin_pu
+                                             and high[s] <= p.v_high_pu - p.margin_pu))
+                and time_s - timers[s] >= p.hold_s - 1e-9]
 
     def _carbon_shift(self, time_s: float, low: dict[str, float], high: dict[str, float],
                       ci: dict[str, float | None]) -> None:
         """One move from the highest- to the lowest-carbon site, both with margin inside the band."""
         p = self.p
         known = {s: c for s, c in ci.items() if c is not None and math.isfinite(c) and s in self.active}
-        safe = [s for s in known if math.isfinite(low[s]) and math.isfinite(high[s])
-                and low[s] >= p.v_low_pu + p.margin_pu and high[s] <= p.v_high_pu - p.margin_pu
-                and time_s - self._last_s[s] >= p.hold_s - 1e-9]
+        safe = [s for s in self._safe(time_s, low, high, self._last_s) if s in known]
         srcs = [s for s in safe if self.movable(s) >= 1]
         dsts = [s for s in safe if self.spare(s) >= 1 and self.active[s] >= 1]
         if not srcs or not dsts:
@@ -247,6 +439,27 @@ class Shifter:
         self.move(src, dst, min(self.n_per_shift, self.movable(src), self.spare(dst)))
         self._last_s[src] = self._last_s[dst] = time_s
 
+    def _carbon_train(self, time_s: float, low: dict[str, float], high: dict[str, float],
+                      ci: dict[str, float | None]) -> None:
+        """One training job from the highest-carbon site that has one to the lowest-carbon site it fits."""
+        tm = self.train
+        if not tm.idle():
+            return
+        known = {s: c for s, c in ci.items() if c is not None and math.isfinite(c) and s in self.active}
+        safe = [s for s in self._safe(time_s, low, high, self._train_last_s) if s in known]
+        srcs = [s for s in safe if tm.smallest(s) is not None]
+        if not srcs:
+            return
+        src = max(srcs, key=lambda s: (known[s], -self.sites.index(s)))
+        dsts = [s for s in safe if s != src and tm.fits(src, s)]
+        if not dsts:
+            return
+        dst = min(dsts, key=lambda s: (known[s], self.sites.index(s)))
+        if known[src] - known[dst] <= self.p.ci_gap_g_kwh:
+            return
+        tm.request(src, dst)
+        self._train_last_s[src] = self._train_last_s[dst] = time_s
+
     def outputs(self) -> dict[str, float]:
         out: dict[str, float] = {"n_shifts": self.n_shifts}
         for s in self.sites:
@@ -255,16 +468,35 @@ class Shifter:
             out[f"n_active_{s}"] = self.active[s]
             out[f"n_moved_in_{s}"] = self.active[s] - self.active0[s]
             out[f"moved_in_{s}_per_s"] = self.demand[s] - self.rate[s]
+            out[f"ci_{s}_g_kwh"] = self.ci[s]
+        if self.train is not None:
+            out.update(self.train.outputs())
         return out
 
 
-def site_inputs(sites: list[str]) -> list[str]:
-    return [a for s in sites for a in (f"vm_min_{s}_pu", f"vm_max_{s}_pu", f"exhausted_{s}_frac", f"ci_{s}_g_kwh")]
+def site_inputs(sites: list[str], training: bool = False) -> list[str]:
+    names = [a for s in sites for a in (f"vm_min_{s}_pu", f"vm_max_{s}_pu", f"exhausted_{s}_frac", f"ci_{s}_g_kwh")]
+    if training:
+        names += [a.format(site=s) for s in sites for a in TRAIN_INPUTS]
+    return names
 
 
-def site_outputs(sites: list[str]) -> list[str]:
-    return ["n_shifts", *(a for s in sites for a in (f"replicas_{s}_frac", f"demand_{s}_ratio", f"n_active_{s}",
-                                                    f"n_moved_in_{s}", f"moved_in_{s}_per_s"))]
+def site_outputs(sites: list[str], training: bool = False) -> list[str]:
+    names = ["n_shifts", *(a for s in sites for a in (f"replicas_{s}_frac", f"demand_{s}_ratio", f"n_active_{s}",
+                                                     f"n_moved_in_{s}", f"moved_in_{s}_per_s", f"ci_{s}_g_kwh"))]
+    if training:
+        names += ["n_train_moves", *(a.format(site=s) for s in sites for a in TRAIN_OUTPUTS)]
+    return names
+
+
+def _train_inputs(inputs: dict[str, Any], site: str) -> dict[str, float]:
+    """One site's training inputs under the Cluster's names (``export_work_s``, ...)."""
+    out = {}
+    for pattern in TRAIN_INPUTS:
+        value = _number(inputs.get(pattern.format(site=site)))
+        if value is not None:
+            out[pattern.replace("_{site}", "")] = value
+    return out
 
 
 class LoadShiftSim(SingleModelSim):
@@ -279,7 +511,8 @@ class LoadShiftSim(SingleModelSim):
 
     @classmethod
     def meta_for(cls, sim_params: SimParams) -> dict[str, Any]:
-        return cls.single_meta(inputs=site_inputs(sim_params.sites), outputs=site_outputs(sim_params.sites))
+        return cls.single_meta(inputs=site_inputs(sim_params.sites, sim_params.training),
+                               outputs=site_outputs(sim_params.sites, sim_params.training))
 
     @classmethod
     def check_entity(cls, model, params, ctx, sim_params=None) -> list[str]:
@@ -294,17 +527,21 @@ class LoadShiftSim(SingleModelSim):
             unknown = sorted(set(getattr(params, key)) - set(sim_params.sites))
             if unknown:
                 problems.append(f"{key}: {unknown} are not among the sim's sites {sim_params.sites}")
+        if "train_restart_s" in params.model_fields_set and not sim_params.training:
+            problems.append(f"warning: train_restart_s = {params.train_restart_s:g} has no effect: the sim's training = false "
+                            "(set training = true in its [sims] table to move training jobs)")
         return problems
 
     def build(self, eid: str, params: LoadShiftParams) -> Shifter:
-        return Shifter(params, self.params.sites)
+        return Shifter(params, self.params.sites, training=self.params.training)
 
     def advance(self, shifter: Shifter, time_s: float, inputs: dict[str, Any]) -> dict[str, Any]:
         sites = self.params.sites
+        train = {s: _train_inputs(inputs, s) for s in sites} if self.params.training else None
         shifter.update(time_s, {s: _number(inputs.get(f"vm_min_{s}_pu")) for s in sites},
                        {s: _number(inputs.get(f"vm_max_{s}_pu")) for s in sites},
                        {s: _number(inputs.get(f"exhausted_{s}_frac")) for s in sites},
-                       {s: _number(inputs.get(f"ci_{s}_g_kwh")) for s in sites})
+                       {s: _number(inputs.get(f"ci_{s}_g_kwh")) for s in sites}, train)
         return shifter.outputs()
 
 

@@ -11,6 +11,9 @@ This module only declares the params and translates mosaik calls.
 Sim param ``scheduling_outputs = true`` adds :data:`.observe.SCHEDULING_OUTPUTS` (idle and
 fragmented GPUs, JCT/wait tails, finish-time fairness, sheddable power) to every cluster's
 outputs; off by default, so existing scenarios record the columns they always had.
+Sim param ``job_moves = true`` lets flexible training jobs move between clusters (:mod:`.moves`:
+exported at one site, imported into ``training.n_guest_slots`` at another, relayed by
+``controllers/load_shift``); off by default.
 
 Model ``Cluster``. Inputs (optional knobs; absent means unconstrained): ``p_cap_w`` (every
 GPU), ``p_cap_high_w`` / ``p_cap_normal_w`` / ``p_cap_low_w`` (training classes),
@@ -44,6 +47,7 @@ from cosim.adapters.datacenter.cluster import OUTPUTS, FleetSetup, GpuCluster, K
 from cosim.adapters.datacenter.hardware import GPUS, NODES, gpu_spec, node_spec
 from cosim.adapters.datacenter.mig import MigPool, SliceCurves, kv_frac, mig_problems, place_instances
 from cosim.adapters.datacenter.mig import profiles as mig_profiles
+from cosim.adapters.datacenter.moves import MOVE_INPUTS, MOVE_OUTPUTS, JobMoves, with_guest_slots
 from cosim.adapters.datacenter.nodes import SleepParams
 from cosim.adapters.datacenter.observe import SCHEDULING_OUTPUTS
 from cosim.adapters.datacenter.policies import describe as describe_policies
@@ -129,6 +133,8 @@ class TrainingParams(Params):
         warmup_h: run the workload this long before the scenario starts (at 5-minute steps,
             unrecorded), so the cluster starts busy instead of empty; synthetic arrivals and
             traces are shifted to begin that much earlier. [h]
+        n_guest_slots: flexible jobs moved in from other sites this cluster can hold at once
+            (:mod:`.moves`; needs the sim's ``job_moves = true``); 0 = it takes none. [-]
     """
 
     source: Literal["synthetic", "philly", "file"] = "synthetic"
@@ -167,6 +173,7 @@ class TrainingParams(Params):
     hold_paused_gpus: bool = False
     failure_rate_per_gpu_h: float = Field(default=0.0, ge=0)
     failure_end_frac: float = Field(default=0.0, ge=0, le=1)
+    n_guest_slots: int = Field(default=0, ge=0, le=100_000)
 
 
 class FleetParams(Params):
@@ -365,7 +372,7 @@ def build_cluster(params: ClusterParams, rng: np.random.Generator, duration_s: f
                   start_hour_utc: float = 0.0, report_scheduling: bool = False) -> GpuCluster:
     """A :class:`GpuCluster` from validated params (plain Python, no mosaik)."""
     node = node_spec(params.node)
-    jobs = make_jobs(params, rng, duration_s)
+    jobs = with_guest_slots(make_jobs(params, rng, duration_s), params.training.n_guest_slots)
     fleets = [make_fleet(f, params.node, np.random.default_rng(rng.integers(2**63))) for f in params.inference]
     mig_pool = make_mig_pool(params, fleets)
     cluster = GpuCluster(node, gpu_spec(node.gpu), params.n_gpus, jobs, fleets, start_hour_utc=start_hour_utc,
@@ -383,6 +390,7 @@ def build_cluster(params: ClusterParams, rng: np.random.Generator, duration_s: f
                          failure_rate_per_gpu_h=params.training.failure_rate_per_gpu_h,
                          failure_end_frac=params.training.failure_end_frac,
                          transient=params.transient.setup())
+    cluster.sched.next_arrival = params.training.n_guest_slots  # guest slots are never submitted (.moves)
     cluster.warm_up(params.training.warmup_h * 3600.0)
     return cluster
 
@@ -477,9 +485,13 @@ class DatacenterSimParams(Params):
         scheduling_outputs: every cluster also reports :data:`.observe.SCHEDULING_OUTPUTS`
             (what the ``scheduling`` KPI block reads); off by default, so existing scenarios
             record the columns they always had.
+        job_moves: every cluster also takes :data:`.moves.MOVE_INPUTS` and reports
+            :data:`.moves.MOVE_OUTPUTS`: flexible training jobs moved between sites by
+            ``controllers/load_shift`` (:mod:`.moves`); off by default.
     """
 
     scheduling_outputs: bool = False
+    job_moves: bool = False
 
 
 class DatacenterSim(SingleModelSim):
@@ -503,9 +515,11 @@ class DatacenterSim(SingleModelSim):
 
     @classmethod
     def meta_for(cls, sim_params: DatacenterSimParams) -> dict[str, Any]:
-        if not sim_params.scheduling_outputs:
+        if not sim_params.scheduling_outputs and not sim_params.job_moves:
             return cls.META
-        return cls.single_meta(outputs=(*OUTPUTS, *SCHEDULING_OUTPUTS))
+        outputs = (*OUTPUTS, *(SCHEDULING_OUTPUTS if sim_params.scheduling_outputs else ()),
+                   *(MOVE_OUTPUTS if sim_params.job_moves else ()))
+        return cls.single_meta(outputs=outputs, inputs=(*INPUTS, *(MOVE_INPUTS if sim_params.job_moves else ())))
 
     @classmethod
     def listing(cls) -> list[str]:
@@ -520,7 +534,12 @@ class DatacenterSim(SingleModelSim):
     @classmethod
     def check_entity(cls, model: str, params: ClusterParams, ctx: ScenarioContext,
                      sim_params: BaseModel | None = None) -> list[str]:
-        return cluster_problems(params, ctx.duration_s)
+        problems = cluster_problems(params, ctx.duration_s)
+        if params is not None and params.training.n_guest_slots and sim_params is not None \
+                and not getattr(sim_params, "job_moves", False):
+            problems.append(f"training.n_guest_slots = {params.training.n_guest_slots} needs job_moves = true in the "
+                            "entity's [sims] table (the inputs that bring jobs in); set it, or drop n_guest_slots")
+        return problems
 
     @classmethod
     def entity_inputs(cls, model: str, params: BaseModel | None) -> list[str]:
@@ -560,15 +579,21 @@ class DatacenterSim(SingleModelSim):
         hour = start.hour + start.minute / 60 + start.second / 3600
         cluster = build_cluster(params, self.rng(eid), self.duration_s, hour,
                                 report_scheduling=self.params.scheduling_outputs)
-        return _Entity(eid, cluster, {"p_cap_w": params.p_cap_w, "p_limit_mw": params.p_limit_mw})
+        moves = JobMoves(cluster, params.training.n_guest_slots) if self.params.job_moves else None
+        return _Entity(eid, cluster, {"p_cap_w": params.p_cap_w, "p_limit_mw": params.p_limit_mw}, moves)
 
     def advance(self, entity: "_Entity", time_s: float, inputs: dict[str, Any]) -> dict[str, float]:
         names = [f.name for f in entity.cluster.fleets]
         unknown = set(inputs) - set(INPUTS) - set(fleet_inputs(names))
+        if entity.moves is not None:
+            unknown -= set(MOVE_INPUTS)
         if unknown:
             raise ValueError(f"{entity.eid}: unknown inputs {sorted(unknown)}; fleets are {names}")
         knobs = knobs_from({**entity.static, **inputs}, names)
-        return entity.cluster.step(time_s, self.step_s, knobs)
+        if entity.moves is None:
+            return entity.cluster.step(time_s, self.step_s, knobs)
+        entity.moves.apply(inputs, time_s)  # jobs leave and arrive before the step's scheduling pass
+        return entity.moves.report(entity.cluster.step(time_s, self.step_s, knobs))
 
     @property
     def clusters(self) -> dict[str, GpuCluster]:
@@ -579,10 +604,10 @@ class DatacenterSim(SingleModelSim):
 class _Entity:
     """One Cluster entity: its physics and the knob values its params fix."""
 
-    __slots__ = ("eid", "cluster", "static")
+    __slots__ = ("eid", "cluster", "static", "moves")
 
-    def __init__(self, eid: str, cluster: GpuCluster, static: dict[str, float | None]):
-        self.eid, self.cluster, self.static = eid, cluster, static
+    def __init__(self, eid: str, cluster: GpuCluster, static: dict[str, float | None], moves: JobMoves | None = None):
+        self.eid, self.cluster, self.static, self.moves = eid, cluster, static, moves
 
 
 def fleet_inputs(fleet_names: list[str]) -> list[str]:

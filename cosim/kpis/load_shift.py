@@ -10,7 +10,15 @@ site ``n_moved_in_<site>``, ``moved_in_<site>_per_s`` (net replicas and net dema
 * when the site names a Cluster entity (the controller's convention) and its outputs are
   recorded: ``n_tokens`` = Σ tokens_per_s · Δt, ``tokens_mean_per_s``, ``itl_p99_mean_ms``
   (mean of the per-step p99 inter-token latency over the steps it served) and
-  ``slo_attainment_mean_frac``: the throughput and latency effect of the move, per site.
+  ``slo_attainment_mean_frac``: the throughput and latency effect of the move, per site;
+* with training moves (the controller records ``n_train_moves``): per controller ``n_train_moves``,
+  per site ``n_train_moved_in_final`` (net jobs received), ``train_moved_in_gpu_h`` (net remaining
+  work received, GPU-hours at full speed), and from the site's Cluster ``work_gpu_h`` (training
+  GPU-hours done there over the run, the guests' included), ``guest_work_gpu_h`` (those of the
+  moved-in jobs) and ``n_jobs_moved_out`` / ``n_jobs_moved_in`` (gross, as the site counted them);
+* with a carbon signal per site (the controller's ``ci_<site>_g_kwh``, what it acted on):
+  ``carbon_t`` = Σ p_mw · ci · Δt of the site's Cluster (its own meter, each site in its own zone),
+  and per controller ``carbon_total_t`` and ``work_total_gpu_h`` over the sites.
 """
 
 from __future__ import annotations
@@ -20,10 +28,11 @@ from typing import Any
 
 import numpy as np
 
-from cosim.kpis._block import Block, KpiInput, finite, last_value
+from cosim.kpis._block import Block, KpiInput, carbon_t, finite, last_value
 from cosim.roles import RunRoles
 
-SITE_ATTRS = ("tokens_per_s", "itl_p99_ms", "slo_attainment_frac")
+SITE_ATTRS = ("tokens_per_s", "itl_p99_ms", "slo_attainment_frac", "p_mw", "work_gpu_h", "guest_work_gpu_h",
+              "n_jobs_moved_out", "n_jobs_moved_in")
 _MOVED = re.compile(r"^(?P<eid>[^.]+)\.n_moved_in_(?P<site>.+)$")
 
 
@@ -44,7 +53,10 @@ def _columns(columns: list[str], roles: RunRoles) -> list[str]:
     for eid, sites in _controllers(columns).items():
         wanted.append(f"{eid}.n_shifts")
         for s in sites:
-            wanted += [f"{eid}.n_moved_in_{s}", f"{eid}.moved_in_{s}_per_s", *(f"{s}.{a}" for a in SITE_ATTRS)]
+            wanted += [f"{eid}.n_moved_in_{s}", f"{eid}.moved_in_{s}_per_s", f"{eid}.ci_{s}_g_kwh",
+                       f"{eid}.n_train_moved_in_{s}", f"{eid}.train_moved_in_{s}_gpu_h",
+                       *(f"{s}.{a}" for a in SITE_ATTRS)]
+        wanted.append(f"{eid}.n_train_moves")
     return [c for c in wanted if c in names]
 
 
@@ -68,9 +80,32 @@ def _compute(inp: KpiInput) -> dict[str, Any]:
                 site["itl_p99_mean_ms"] = finite(float(served.mean())) if len(served) else None
             if inp.col(s, "slo_attainment_frac"):
                 site["slo_attainment_mean_frac"] = finite(float(ts[f"{s}.slo_attainment_frac"].mean()))
+            _training(inp, eid, s, site)
             entry[s] = site
+        if inp.col(eid, "n_train_moves"):
+            entry["n_train_moves"] = last_value(ts[f"{eid}.n_train_moves"])
+        carbon = [entry[s]["carbon_t"] for s in sites if entry[s].get("carbon_t") is not None]
+        if carbon:
+            entry["carbon_total_t"] = finite(sum(carbon))
+        work = [entry[s]["work_gpu_h"] for s in sites if entry[s].get("work_gpu_h") is not None]
+        if work:
+            entry["work_total_gpu_h"] = finite(sum(work))
         out[eid] = entry
     return {"load_shift": out} if out else {}
+
+
+def _training(inp: KpiInput, eid: str, s: str, site: dict[str, Any]) -> None:
+    """The training-move and carbon entries of one site (those its columns allow)."""
+    ts = inp.ts
+    for key, col in (("n_train_moved_in_final", f"{eid}.n_train_moved_in_{s}"),
+                     ("train_moved_in_gpu_h", f"{eid}.train_moved_in_{s}_gpu_h"),
+                     ("work_gpu_h", f"{s}.work_gpu_h"), ("guest_work_gpu_h", f"{s}.guest_work_gpu_h"),
+                     ("n_jobs_moved_out", f"{s}.n_jobs_moved_out"), ("n_jobs_moved_in", f"{s}.n_jobs_moved_in")):
+        if col in ts:
+            site[key] = last_value(ts[col])
+    ci = f"{eid}.ci_{s}_g_kwh"
+    if ci in ts and inp.col(s, "p_mw") and ts[ci].notna().any():
+        site["carbon_t"] = finite(carbon_t(ts[f"{s}.p_mw"], ts[ci], inp.dt_h))
 
 
 BLOCK = Block("load_shift", "Load shifting between sites", 72, _columns, _compute,
