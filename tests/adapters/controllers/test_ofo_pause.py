@@ -15,9 +15,12 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from pydantic import ValidationError
 
+import cosim
+from cosim import kpis
 from cosim.adapters.controllers.ofo import (
     OUTPUTS,
     PAUSE_OUTPUTS,
@@ -27,6 +30,7 @@ from cosim.adapters.controllers.ofo import (
     OFOSim,
     OFOSimParams,
 )
+from cosim.roles import RunRoles
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_ofo import KV_LL, R_OHM, X_OHM, two_bus  # noqa: E402,F401  (two_bus: the fixture)
@@ -167,3 +171,45 @@ def test_the_sim_declares_the_pause_outputs_and_checks_the_entities():
     problems = OFOSim.check_entity("OFO", on, None, OFOSimParams())
     assert len(problems) == 1 and "pause" in problems[0] and "p_pause_mw" in problems[0]
     assert OFOSim.check_entity("OFO", OFOParams(dc_bus="x"), None, OFOSimParams(pause=True))
+
+
+def test_kpi_block_by_hand():
+    """Three 1-s steps of commands 0, 0.5, 1 on 360 GPUs: 0 + 180 + 360 GPUs · 1 s = 0.15 GPU-h (the
+    controller's running sum, recorded); mean 0.5, max 1. A run without the pause has no block."""
+    index = pd.date_range("2024-07-15", periods=3, freq="1s", tz="UTC")
+    ts = pd.DataFrame({"ofo.pause_flexible_frac": [0.0, 0.5, 1.0], "ofo.p_paused_mw": [0.0, 0.1, 0.2],
+                       "ofo.n_gpus_paused": [0.0, 180.0, 360.0], "ofo.paused_gpu_h": [0.0, 0.05, 0.15],
+                       "ofo.allowance_frac": [1.0, 1.0, 1.0]}, index=index)
+    out = kpis.compute(ts, 1, RunRoles({"ofo": "controller"}), links={})
+    entry = out["ofo_pause"]["ofo"]
+    assert entry["paused_gpu_h"] == pytest.approx(0.15) and entry["pause_mean_frac"] == pytest.approx(0.5)
+    assert entry["pause_max_frac"] == 1.0 and entry["p_paused_mean_mw"] == pytest.approx(0.1)
+    assert entry["n_gpus_paused_mean"] == pytest.approx(180.0)
+    assert "ofo_pause" not in kpis.compute(ts.drop(columns=["ofo.paused_gpu_h"]), 1, RunRoles({"ofo": "controller"}),
+                                           links={})
+
+
+SCENARIO = Path(__file__).resolve().parents[3] / "scenarios" / "ieee13_ofo_pause.toml"
+
+
+def test_ieee13_ofo_pause_scenario_pauses_jobs_and_counts_gpu_hours(tmp_path):
+    """First 2 min of scenarios/ieee13_ofo_pause.toml (campus knobs only, phase c low and phase b
+    high: the band cannot be met), with and without the pause: with it the Cluster holds flexible
+    jobs paused and the allowance is throttled less (inference keeps more of its batch); the
+    recorded paused_gpu_h is the running sum of n_gpus_paused · 1 s / 3600 (the recorder samples each
+    step's outputs, which include that step's command), and the KPI block quotes its last value."""
+    runs = {}
+    for name, overrides in {"pause": {}, "nopause": {"entities.ofo.pause_control": False}}.items():
+        result = cosim.run(SCENARIO, out_dir=tmp_path / name,
+                           overrides={"scenario.duration_s": 120, "scenario.engine": "direct", **overrides})
+        assert result.ok, (name, result.reason)
+        runs[name] = result
+    ts = runs["pause"].timeseries()
+    assert ts["ofo.pause_flexible_frac"].between(0.0, 1.0).all() and ts["ofo.pause_flexible_frac"].iloc[-1] > 0.5
+    assert ts["campus.n_jobs_paused"].iloc[-1] > 0
+    np.testing.assert_allclose(ts["ofo.paused_gpu_h"].to_numpy(), np.cumsum(ts["ofo.n_gpus_paused"].to_numpy()) / 3600,
+                               rtol=1e-9)
+    assert runs["pause"].kpis["ofo_pause"]["ofo"]["paused_gpu_h"] == pytest.approx(ts["ofo.paused_gpu_h"].iloc[-1])
+    off = runs["nopause"].timeseries()
+    assert (off["ofo.pause_flexible_frac"] == 0).all() and off["campus.n_jobs_paused"].iloc[-1] == 0
+    assert ts["ofo.allowance_frac"].iloc[-30:].mean() > off["ofo.allowance_frac"].iloc[-30:].mean() + 0.1
