@@ -77,6 +77,33 @@ datacenter reports). A fleet's sizes above its curve's measured maximum are repl
 maximum (rounded down). The sim's ``fleets`` names the fleets, so the outputs are known before
 the entities (outputs ``n_batch_max_<fleet>``, ``itl_<fleet>_ms``, and ``n_itl_misses``).
 
+Flexible-training pause (``p_pause_mw`` > 0 with ``n_gpus_pause``, and ``[sims.<id>] pause =
+true``; off by default): one more control ``x_f`` in ``[0, pause_max_frac]``, the share of the
+datacenter's flexible training jobs paused, output as ``pause_flexible_frac`` to the Cluster's
+input of that name (it pauses that share of the unfinished flexible jobs, low priority first,
+checkpoint and restore costs charged by the Cluster; ``training.hold_paused_gpus = true`` keeps
+queued jobs off the freed GPUs, so the cut holds). Pausing all of them frees ``p_pause_mw`` on
+``n_gpus_pause`` GPUs (measure both on the campus: ``p_mw`` at ``pause_flexible_frac`` 0 and 1),
+so its column of ``J`` is ``-p_pause_mw`` times the datacenter's (the same perturbation of the
+datacenter's ``p`` and ``q``: the paused power is taken off the DC bus at its power factor), and
+its cost is the GPU-hours the step defers::
+
+    f_pause(x_f) = cost_pause_per_gpu_h · x_f · n_gpus_pause · Δt / 3600   (Δt the control step [s])
+    x_f <- clip(x_f - ρ_x · (cost_pause_per_gpu_h · n_gpus_pause · Δt / 3600 + ε · x_f
+                             - p_pause_mw · J_dcᵀ (λ̄ - λ)), 0, pause_max_frac)
+
+(``ε = regularisation_frac``, rest at ``x_f = 0``). So the pause acts once the voltage duals'
+price of the datacenter's power exceeds the GPU-hour cost, and a larger
+``cost_pause_per_gpu_h`` pauses less. Outputs: ``pause_flexible_frac``, ``p_paused_mw`` and
+``n_gpus_paused`` (the command in MW and GPUs, by the two params: the model's, not the Cluster's
+count, which rounds to whole jobs) and ``paused_gpu_h`` = Σ_steps ``n_gpus_paused`` · Δt / 3600,
+the GPU-hours of flexible training deferred by the run's commands [GPU-h]; the Cluster's own
+``delay_gpu_h`` / ``n_jobs_paused`` report what it did. Source: issue 15 lists GPU-hours among the
+costs after OpenG2G's papers (GPU-to-Grid, arXiv:2602.05116; arXiv:2605.05519, whose text was not
+available here); OpenG2G's released controller has no pause control, so this term's form
+(linear in GPU-hours deferred, a box projection) is ours, in the primal-dual scheme of
+Dall'Anese & Simonetto above.
+
 Example ``[entities]`` entry::
 
     ofo = { sim = "ctl", model = "OFO", network = "ieee13", dc_bus = "671", p_flex_mw = 0.3 }
@@ -172,6 +199,13 @@ class OFOParams(CampusKnobParams):
         throughput_weight_frac, voltage_weight_frac, switch_weight_frac: w_T, k_v, w_s of
             the per-fleet primal step (OpenG2G's quickstart: 1e-3, 1e6, 1). [-]
         latency_dual_step_per_s: ρ_l, latency-dual change per s of ITL over the deadline. [1/s]
+        p_pause_mw: the datacenter power freed by pausing every pausable flexible training job
+            (its ``pause_flexible_frac`` from 0 to 1; measure it); 0 (the default): no pause control. [MW]
+        n_gpus_pause: the GPUs those jobs hold (the GPU-hours cost and output). [-]
+        pause_max_frac: the most of ``pause_flexible_frac`` the controller may command. [-]
+        cost_pause_per_gpu_h: the cost of one GPU-hour of flexible training deferred (the
+            allowance's whole range costs ``cost_compute_frac`` per step). [1/GPU-h]
+        pause_control: ``false`` holds the pause at 0 (compare with and without it).
     """
 
     network: str = "ieee13"
@@ -200,6 +234,11 @@ class OFOParams(CampusKnobParams):
     voltage_weight_frac: float = Field(default=1e6, ge=0)
     switch_weight_frac: float = Field(default=1.0, ge=0)
     latency_dual_step_per_s: float = Field(default=1.0, ge=0)
+    p_pause_mw: float = Field(default=0.0, ge=0)
+    n_gpus_pause: int = Field(default=0, ge=0)
+    pause_max_frac: float = Field(default=1.0, ge=0, le=1)
+    cost_pause_per_gpu_h: float = Field(default=1.0, ge=0)
+    pause_control: bool = True
 
     @field_validator("network")
     @classmethod
@@ -221,11 +260,19 @@ class OFOParams(CampusKnobParams):
             raise ValueError("bat_bus is set: give the battery's p_bat_max_mw and s_bat_max_mva")
         if self.s_bat_max_mva and self.p_bat_max_mw > self.s_bat_max_mva:
             raise ValueError(f"p_bat_max_mw = {self.p_bat_max_mw:g} is above s_bat_max_mva = {self.s_bat_max_mva:g}")
+        if (self.p_pause_mw > 0) != (self.n_gpus_pause > 0):
+            raise ValueError(f"p_pause_mw = {self.p_pause_mw:g} and n_gpus_pause = {self.n_gpus_pause}: give both "
+                             "(the power and the GPUs pausing every flexible job frees) for the pause control, "
+                             "or neither (no pause control)")
         return self
 
     @property
     def has_battery(self) -> bool:
         return self.bat_bus is not None
+
+    @property
+    def has_pause(self) -> bool:
+        return self.p_pause_mw > 0
 
 
 class FeederSensitivity:
@@ -295,6 +342,8 @@ class OFOController:
         self.p = params
         self.model = sensitivity
         self.u, self.x_p, self.x_q = 1.0, 0.0, 0.0
+        self.x_f = 0.0          # share of the flexible training jobs paused
+        self.paused_gpu_h = 0.0  # GPU-hours of flexible training deferred so far
         self.rows: list[str] = []          # the monitored bus-phases measured, in J's row order
         self.lam = np.zeros(0)
         self.lam_bar = np.zeros(0)
@@ -306,7 +355,8 @@ class OFOController:
 
     # -- sensitivities ---------------------------------------------------------------
     def set_sensitivity(self, rows: list[str], jac: np.ndarray) -> None:
-        """``J`` (pu per unit of each control: u, then x_p, x_q with a battery), by row name."""
+        """``J`` (pu per unit of each control: u, then x_p, x_q with a battery, then x_f with the
+        pause control), by row name."""
         if self.rows != rows:
             self.rows, self.lam, self.lam_bar = list(rows), np.zeros(len(rows)), np.zeros(len(rows))
         jac = np.asarray(jac, dtype=float)
@@ -328,18 +378,26 @@ class OFOController:
         jac = [p.p_flex_mw * cols["dc"]]
         if p.has_battery:
             jac += [p.p_bat_max_mw * cols["bat_p"], p.s_bat_max_mva * cols["bat_q"]]
+        if p.has_pause:  # pausing lowers the datacenter's power: the datacenter's column, negated
+            jac.append(-p.p_pause_mw * cols["dc"])
         self.set_sensitivity([names[i] for i in keep], np.column_stack(jac)[keep])
         self.dc_col = cols["dc"][keep]
         self._taps, self._sensed_at_s = dict(taps), time_s
 
     # -- one step --------------------------------------------------------------------
     def update(self, time_s: float, measured: dict[str, float], site: dict[str, float] | None = None,
-               taps: dict[str, float] | None = None) -> None:
-        """One dual and one primal step on the measured voltages (``bus_<id>_<ph>_vm_pu``). [pu]"""
+               taps: dict[str, float] | None = None, dt_s: float = 1.0) -> None:
+        """One dual and one primal step on the measured voltages (``bus_<id>_<ph>_vm_pu``) for the
+        next ``dt_s`` (the control step: the GPU-hours a pause defers). [pu, s]"""
         p = self.p
         if not p.enabled:
-            self.u, self.x_p, self.x_q = 1.0, 0.0, 0.0
+            self.u, self.x_p, self.x_q, self.x_f = 1.0, 0.0, 0.0, 0.0
             return
+        self._step(time_s, measured, site, taps, dt_s)
+        self.paused_gpu_h += self.x_f * p.n_gpus_pause * dt_s / 3600.0
+
+    def _step(self, time_s, measured, site, taps, dt_s: float) -> None:
+        p = self.p
         self._sense(time_s, measured, site or {}, taps or {})
         if self.jac is None or not self.rows:
             return
@@ -350,16 +408,21 @@ class OFOController:
         self.lam = np.maximum(self.lam + rho * (p.v_low_pu + p.margin_pu - v - decay * self.lam), 0.0)
         self.lam_bar = np.maximum(self.lam_bar + rho * (v - p.v_high_pu + p.margin_pu - decay * self.lam_bar), 0.0)
         x = self.controls()
+        bat = slice(1, 3) if p.has_battery else slice(1, 1)
         rest = np.zeros_like(x)
         rest[0] = 1.0
         grad_f = p.regularisation_frac * (x - rest)
         grad_f[0] -= p.cost_compute_frac
-        grad_f[1:] += p.cost_battery_frac * x[1:]
+        grad_f[bat] += p.cost_battery_frac * x[bat]
+        if p.has_pause:  # d/dx_f of cost_pause · x_f · n_gpus_pause · dt / 3600 (GPU-hours deferred this step)
+            grad_f[-1] += p.cost_pause_per_gpu_h * p.n_gpus_pause * dt_s / 3600.0
         grad = grad_f + self.jac.T @ (self.lam_bar - self.lam)
         if not p.dc_control:
             grad[0] = 0.0
         if not p.battery_control:
-            grad[1:] = 0.0
+            grad[bat] = 0.0
+        if p.has_pause and not p.pause_control:
+            grad[-1] = 0.0
         if self.fleets:  # per-fleet batches take the datacenter's part; the allowance stays at 1
             grad[0] = 0.0
             if p.dc_control and self.dc_col is not None:
@@ -370,13 +433,17 @@ class OFOController:
         self._set_controls(x - p.primal_step_frac * grad)
 
     def controls(self) -> np.ndarray:
-        """The normalised controls: ``u`` and, with a battery, ``x_p``, ``x_q``. [-]"""
-        return np.array([self.u, self.x_p, self.x_q] if self.p.has_battery else [self.u])
+        """The normalised controls: ``u``; with a battery ``x_p``, ``x_q``; with the pause ``x_f``. [-]"""
+        x = [self.u, self.x_p, self.x_q] if self.p.has_battery else [self.u]
+        return np.array([*x, self.x_f] if self.p.has_pause else x)
 
     def _set_controls(self, x: np.ndarray) -> None:
-        """Project onto X: the allowance range, the battery's P rating and its inverter circle."""
+        """Project onto X: the allowance range, the pausable range, the battery's P rating and its
+        inverter circle."""
         p = self.p
         self.u = float(min(max(x[0], p.u_min_frac), 1.0))
+        if p.has_pause:
+            self.x_f = float(min(max(x[-1], 0.0), p.pause_max_frac))
         if not p.has_battery:
             return
         x_p = float(np.clip(x[1], -1.0, 1.0)) if p.p_bat_max_mw > 0 else 0.0
@@ -398,7 +465,15 @@ class OFOController:
                 "q_bat_mvar": self.x_q * p.s_bat_max_mva,
                 "lambda_under_sum_per_pu": float(self.lam.sum()), "lambda_over_sum_per_pu": float(self.lam_bar.sum()),
                 "n_duals_active": int((self.lam > 0).sum() + (self.lam_bar > 0).sum()),
-                "n_sensitivity_updates": n_updates, **self.fleet_outputs()}
+                "n_sensitivity_updates": n_updates, **self.fleet_outputs(), **self.pause_outputs()}
+
+    def pause_outputs(self) -> dict[str, float]:
+        """The pause command, the power and GPUs it pauses, the GPU-hours deferred so far. [-, MW, -, GPU-h]"""
+        p = self.p
+        if not p.has_pause:
+            return {}
+        return {"pause_flexible_frac": self.x_f, "p_paused_mw": self.x_f * p.p_pause_mw,
+                "n_gpus_paused": self.x_f * p.n_gpus_pause, "paused_gpu_h": self.paused_gpu_h}
 
     def fleet_outputs(self) -> dict[str, float]:
         """Per fleet: its batch size and its ITL there; how many fleets miss their deadline. [-, ms, -]"""
@@ -477,9 +552,16 @@ class OFOSimParams(Params):
     Attributes:
         fleets: names of the fleets its entities control per fleet (their outputs
             ``n_batch_max_<fleet>``, ``itl_<fleet>_ms``); empty: allowance control only.
+        pause: its entities pause flexible training (their ``p_pause_mw`` > 0; outputs
+            :data:`PAUSE_OUTPUTS`); ``false`` (the default): no pause outputs.
     """
 
     fleets: list[str] = []
+    pause: bool = False
+
+
+#: the outputs of an entity with the pause control (``[sims.<id>] pause = true``)
+PAUSE_OUTPUTS = ("pause_flexible_frac", "p_paused_mw", "n_gpus_paused", "paused_gpu_h")
 
 
 def fleet_outputs(names: list[str]) -> list[str]:
@@ -500,9 +582,10 @@ class OFOSim(SingleModelSim):
 
     @classmethod
     def meta_for(cls, sim_params: OFOSimParams) -> dict[str, Any]:
-        if not sim_params.fleets:
+        if not sim_params.fleets and not sim_params.pause:
             return cls.META
-        return cls.single_meta(outputs=[*OUTPUTS, *fleet_outputs(sim_params.fleets)])
+        return cls.single_meta(outputs=[*OUTPUTS, *fleet_outputs(sim_params.fleets),
+                                        *(PAUSE_OUTPUTS if sim_params.pause else ())])
 
     @classmethod
     def check_entity(cls, model, params, ctx, sim_params=None) -> list[str]:
@@ -510,6 +593,11 @@ class OFOSim(SingleModelSim):
         given = [f.name for f in params.fleets]
         if sorted(given) != sorted(named):
             return [f"fleets {given} must be the sim's fleets {named} (sims.<id>.fleets names the outputs)"]
+        pause = sim_params is not None and sim_params.pause
+        if params.has_pause != pause:
+            return [f"p_pause_mw = {params.p_pause_mw:g} but the sim's pause = {str(pause).lower()}: the pause "
+                    "control needs both (p_pause_mw > 0 with n_gpus_pause, and [sims.<id>] pause = true, which "
+                    "declares its outputs); pause_control = false holds it at 0"]
         return []
 
     @classmethod
@@ -528,5 +616,5 @@ class OFOSim(SingleModelSim):
                 and math.isfinite(float(v))}
         site = {k: float(inputs[k]) for k in SITE_INPUTS if inputs.get(k) is not None
                 and math.isfinite(float(inputs[k]))}
-        ctl.update(time_s, measured, site, taps)
+        ctl.update(time_s, measured, site, taps, float(self.step_s))
         return ctl.outputs(ctl.model.n_updates if ctl.model is not None else 0)

@@ -39,6 +39,7 @@ WINDOWS = {
     "ieee13_llm_campus": 1_200,      # 20 min at 1 s: the regulators' delayed tap changes happen early
     "ieee13_voltage_aware": 1_200,   # the controller settles within minutes
     "ieee13_ofo": 600,               # OFO settles within seconds; its first tap-free 10 min
+    "ieee13_ofo_pause": 120,         # OFO pauses the flexible jobs within its first minute
     "ieee123_multisite": 120,        # the rule saturates by ~22 s and the shifts run from 22 to 59 s
     "ieee34_multisite": 120,         # the rule saturates by ~18 s and the shifts run from 18 to 52 s
     "multisite_carbon": 3_600,       # the first hour: replicas and training jobs move ERCOT -> CAISO from 0 s
