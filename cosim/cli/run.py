@@ -8,12 +8,12 @@ from pathlib import Path
 from typing import Any
 
 from cosim import grid_models, registry
-from cosim.errors import few
+from cosim.errors import ScenarioError, few
 from cosim.gym import check_scenario as check_agent_sections
 from cosim.run import run_scenario
-from cosim.scenario import load_scenario, parse_set
+from cosim.scenario import load_scenario, parse_set, read_toml
 from cosim.scenario.schema import FOREIGN_SECTIONS
-from cosim.studies.reproduce import load_case
+from cosim.studies.reproduce import check_case, load_case
 
 
 def engine_overrides(args: argparse.Namespace) -> dict[str, Any]:
@@ -31,12 +31,27 @@ def print_warnings(scn) -> None:
         print(f"warning: {text}", file=sys.stderr)
 
 
+def _sidecar_case(path: str):
+    """The case of a published-case file without its own ``[scenario]`` (a sidecar), else None."""
+    try:
+        raw = read_toml(Path(path))
+    except ScenarioError:
+        return None  # load_scenario reports it
+    return load_case(path) if "reproduce" in raw and "scenario" not in raw else None
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
+    case = _sidecar_case(args.scenario)
+    if case is not None:  # a sidecar: validate every variant's run of its base scenario
+        check_case(case, quick=False, extra=engine_overrides(args))
+        print(f"{args.scenario}: ok — published case {case.name} on {case.scenario.name}: "
+              f"{len(case.variants)} variants ({', '.join(case.variants)}), {len(case.figures)} figures")
+        return 0
     scn = load_scenario(args.scenario, engine_overrides(args), args.allow_commands)
     if any(section in scn.raw for section in FOREIGN_SECTIONS):
         check_agent_sections(scn)  # [agent] / [agents.<name>]: read by cosim.gym, checked by it
-    if "reproduce" in scn.raw:
-        load_case(args.scenario)  # [reproduce]: a published case, checked by cosim reproduce
+    if "reproduce" in scn.raw:  # [reproduce]: a published case, checked by cosim reproduce
+        check_case(load_case(args.scenario), quick=False, extra=engine_overrides(args))
     print_warnings(scn)
     s = scn.scenario
     print(f"{args.scenario}: ok — {s.name}: {len(scn.sims)} sims, {len(scn.entities)} entities, "

@@ -56,6 +56,7 @@ class FigureInput:
     events: list[tuple[Any, Any]] = field(default_factory=list)
     v_low: float = V_LOW_PU
     v_high: float = V_HIGH_PU
+    band_hz: tuple[float, float] = BAND_HZ  # the swing band the run's KPIs screened ([kpis.swing] band_hz)
 
 
 @dataclass(frozen=True)
@@ -433,6 +434,16 @@ def fig_frequency(f: FigureInput) -> str | None:
     return _png(plt, fig)
 
 
+def swing_band(meta: dict[str, Any] | None) -> tuple[float, float]:
+    """The swing band of a run's ``metadata.json`` (``kpi_params.swing.band_hz``), else the default. [Hz]"""
+    params = (meta or {}).get("kpi_params")
+    band = params.get("swing", {}).get("band_hz") if isinstance(params, dict) and isinstance(params.get("swing"), dict) \
+        else None
+    if isinstance(band, (list, tuple)) and len(band) == 2 and all(isinstance(x, (int, float)) for x in band):
+        return float(band[0]), float(band[1])
+    return BAND_HZ
+
+
 def fig_spectrum(f: FigureInput) -> str | None:
     ts = f.ts
     if len(ts) < 8:
@@ -443,13 +454,15 @@ def fig_spectrum(f: FigureInput) -> str | None:
         return None
     plt = _plt()
     fig, ax = plt.subplots(figsize=(11, 3.6))
-    ax.set_title("Power spectrum of every p_mw (Welch), 0.1-2 Hz band shaded", fontsize=11, loc="left")
+    low, high = f.band_hz
+    ax.set_title(f"Power spectrum of every p_mw (Welch), the swing band {low:g}-{high:g} Hz shaded", fontsize=11,
+                 loc="left")
     for column in cols[:8]:
         x = ts[column].to_numpy(float)
         freqs, psd = welch_psd(x, dt_s)
         if np.any(psd[1:] > 0):
             ax.semilogy(freqs[1:], psd[1:], lw=1, label=column)
-    ax.axvspan(*BAND_HZ, color="tab:orange", alpha=0.15, lw=0)
+    ax.axvspan(low, high, color="tab:orange", alpha=0.15, lw=0)
     ax.set_xlabel("frequency [Hz]")
     ax.set_ylabel("PSD [MW²/Hz]")
     ax.grid(alpha=0.3)

@@ -136,9 +136,23 @@ class CaseResult:
     figures: list[FigureResult] = field(default_factory=list)
 
     @property
+    def checked(self) -> bool:
+        """Whether any figure was judged (under ``--quick`` a case of full-run figures only has none)."""
+        return any(f.passed is not None for f in self.figures)
+
+    @property
     def passed(self) -> bool:
-        return (all(r["status"] == "ok" for r in self.runs.values())
+        """Every run ok, at least one figure judged, none failed: nothing checked is not a pass."""
+        return (all(r["status"] == "ok" for r in self.runs.values()) and self.checked
                 and all(f.passed is not False for f in self.figures))
+
+    @property
+    def verdict(self) -> str:
+        """``PASS``, ``FAIL`` or ``NOT CHECKED`` (every run ok, but no figure judged in this mode)."""
+        if self.passed:
+            return "PASS"
+        ok = all(r["status"] == "ok" for r in self.runs.values()) and all(f.passed is not False for f in self.figures)
+        return "NOT CHECKED" if ok and not self.checked else "FAIL"
 
 
 # -- reading cases --------------------------------------------------------------------------------
@@ -386,7 +400,7 @@ def format_table(results: list[CaseResult]) -> str:
     """The figures of every case as aligned text: figure, published (source), ours, tolerance, result."""
     lines = []
     for res in results:
-        lines.append(f"{res.name}: {res.title} — {'PASS' if res.passed else 'FAIL'}")
+        lines.append(f"{res.name}: {res.title} — {res.verdict}")
         lines.append(f"  source: {res.source}")
         bad = [f"{v}: {r['status']} ({r['reason']})" for v, r in res.runs.items() if r["status"] != "ok"]
         lines += [f"  run {b}" for b in bad]
@@ -406,14 +420,17 @@ def format_table(results: list[CaseResult]) -> str:
                 lines.append(f"  FAIL {f.name}: {f.reason}")
         lines.append("")
     n_pass = sum(r.passed for r in results)
-    lines.append(f"{n_pass} of {len(results)} cases reproduce")
+    unchecked = sum(r.verdict == "NOT CHECKED" for r in results)
+    lines.append(f"{n_pass} of {len(results)} cases reproduce"
+                 + (f"; {unchecked} not checked in this mode (full-run figures only: run without --quick)"
+                    if unchecked else ""))
     return "\n".join(lines)
 
 
 def to_json(results: list[CaseResult], quick: bool) -> dict[str, Any]:
     return {"created_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"), "quick": quick,
             "passed": all(r.passed for r in results),
-            "cases": [{**asdict(r), "passed": r.passed} for r in results]}
+            "cases": [{**asdict(r), "passed": r.passed, "verdict": r.verdict} for r in results]}
 
 
 def write_outputs(results: list[CaseResult], out_dir: Path, quick: bool) -> tuple[Path, Path]:

@@ -73,7 +73,9 @@ def _case(case: dict[str, Any], page_dir: Path) -> str:
     for variant, run in case["runs"].items():
         link = os.path.relpath(run["run_dir"], page_dir)
         runs.append(f"<a href='{esc(link)}'>{esc(variant)}</a> ({esc(run['status'])}, {run['wall_s']:.1f} s)")
-    verdict = "<span class='pass'>reproduces</span>" if case["passed"] else "<span class='fail'>does not reproduce</span>"
+    verdict = ("<span class='pass'>reproduces</span>" if case["passed"] else
+               "<span class='skip'>not checked in this mode (full-run figures only)</span>"
+               if case.get("verdict") == "NOT CHECKED" else "<span class='fail'>does not reproduce</span>")
     return (f"<section id='{esc(case['name'])}'><h2>{esc(case['title'])} — {verdict}</h2>"
             f"<p class='scope'>{esc(case['source'])}<br>case: {esc(case['file'])}; runs: {', '.join(runs)}</p>"
             f"<table><tr>{head}</tr>{''.join(rows)}</table></section>")

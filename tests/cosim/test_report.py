@@ -17,7 +17,8 @@ import pytest
 
 from cosim import kpis as kpi_module
 from cosim.report import FIGURES, power_parts, read_series, render, write_report
-from cosim.report.figures import BAND_HIGH, BAND_LOW, event_spans
+from cosim.kpis.swing import BAND_HZ
+from cosim.report.figures import BAND_HIGH, BAND_LOW, event_spans, swing_band
 from cosim.roles import RunRoles
 from cosim.run import run
 
@@ -320,3 +321,11 @@ def test_a_folder_from_before_roles_still_gets_its_power_stack(default_run, tmp_
     roles = RunFolder(folder).roles()
     assert roles.of("campus") == "it" and roles.of("pv") == "clean_gen" and roles.of("pcc") == "grid_element"
     assert "power" in figure_pngs(render(folder))
+
+
+def test_the_spectrum_panel_shades_the_band_the_kpis_screened():
+    """The swing band comes from metadata.json's kpi_params ([kpis.swing] band_hz); the default
+    (0.1-2 Hz) only when the run did not set one or the metadata is unreadable."""
+    assert swing_band({"kpi_params": {"swing": {"band_hz": [0.5, 3.0]}}}) == (0.5, 3.0)
+    assert swing_band({"kpi_params": {"swing": {}}}) == BAND_HZ == swing_band(None) == swing_band({})
+    assert swing_band({"kpi_params": {"swing": {"band_hz": "wide"}}}) == BAND_HZ

@@ -179,3 +179,39 @@ def test_the_command_writes_json_and_html_and_exits_1_on_a_failure(tmp_path, toy
     assert main(["reproduce", "nosuch", "--cases", str(cases)]) == 1
     assert "NAME = 'nosuch': no such case; known: toy" in capsys.readouterr().err
     assert not math.isnan(data["cases"][0]["figures"][0]["ours"])
+
+
+def test_a_case_with_nothing_checked_in_quick_mode_is_not_a_pass(tmp_path, toy_adapters, capsys):
+    """Only full-run figures: under --quick nothing is judged, so the case is NOT CHECKED and the
+    command exits 1 (it used to print PASS and exit 0 with nothing checked); the full run passes."""
+    cases = tmp_path / "published"
+    cases.mkdir()
+    full_only = TOY.split("[[reproduce.figures]]")
+    (cases / "toy.toml").write_text(full_only[0] + "[[reproduce.figures]]" + full_only[1])
+    (quick,) = run_cases(load_cases(None, cases), tmp_path / "q", quick=True, progress=None)
+    assert [f.passed for f in quick.figures] == [None] and not quick.checked
+    assert not quick.passed and quick.verdict == "NOT CHECKED"
+    assert main(["reproduce", "--cases", str(cases), "--out", str(tmp_path / "q2"), "--quick", "--quiet"]) == 1
+    printed = capsys.readouterr().out
+    assert "toy: toy — NOT CHECKED" in printed and "1 not checked in this mode" in printed
+    data = json.loads((tmp_path / "q2" / "reproduce.json").read_text())
+    assert data["cases"][0]["verdict"] == "NOT CHECKED" and not data["passed"]
+    assert "not checked in this mode" in (tmp_path / "q2" / "reproduce.html").read_text()
+    (full,) = run_cases(load_cases(None, cases), tmp_path / "f", progress=None)
+    assert full.passed and full.verdict == "PASS"
+
+
+def test_validate_checks_a_sidecar_case_and_its_variants(tmp_path, toy_adapters, capsys):
+    """`cosim validate` on a sidecar (a [reproduce] file without [scenario]) validates the base
+    scenario under every variant; it used to fail with "section [scenario] is missing"."""
+    base, rest = TOY.split("[reproduce]")
+    (tmp_path / "toy.toml").write_text(base)
+    sidecar = tmp_path / "case.toml"
+    sidecar.write_text('[reproduce]\nscenario = "toy.toml"' + rest)
+    assert main(["validate", str(sidecar)]) == 0
+    assert "published case case on toy.toml: 2 variants (base, flat), 2 figures" in capsys.readouterr().out
+    sidecar.write_text('[reproduce]\nscenario = "toy.toml"' + rest.replace('"entities.a.slope_mw_h" = 0.0',
+                                                                           '"entities.a.slope_mwh" = 0.0'))
+    assert main(["validate", str(sidecar)]) == 1
+    err = capsys.readouterr().err
+    assert "variant 'flat' of toy.toml" in err and "slope_mwh" in err and "Traceback" not in err
