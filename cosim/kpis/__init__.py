@@ -23,10 +23,10 @@ import pandas as pd
 
 from cosim.folder import json_safe
 from cosim.kpis._block import Block, KpiInput, step_hours
-from cosim.kpis.grid import V_HIGH_PU, V_LOW_PU
+from cosim.kpis.grid import BAND_PARAM, V_HIGH_PU, V_LOW_PU
 from cosim.roles import RunRoles
 
-__all__ = ["Block", "KpiInput", "V_HIGH_PU", "V_LOW_PU", "blocks", "compute", "compute_indexed", "needed_columns",
+__all__ = ["BAND_PARAM", "Block", "KpiInput", "V_HIGH_PU", "V_LOW_PU", "blocks", "compute", "compute_indexed", "needed_columns",
            "refresh"]
 
 _FOUND: list[Block] | None = None

@@ -169,6 +169,17 @@ def versus_baseline(ts: pd.DataFrame, baseline: pd.DataFrame) -> dict:
     return out
 
 
+#: ``KpiInput.params`` key of the voltage band per entity (the grid sim's ``v_low_pu``/``v_high_pu``,
+#: filled in by the run stage; entities without one use ``V_LOW_PU``/``V_HIGH_PU``). [pu]
+BAND_PARAM = "voltage_band_pu"
+
+
+def voltage_band(inp: KpiInput, entity: str) -> tuple[float, float]:
+    """The band ``entity``'s grid judged its voltages against (its all-bus and element outputs). [pu]"""
+    band = inp.params.get(BAND_PARAM, {}).get(entity)
+    return (float(band[0]), float(band[1])) if band else (V_LOW_PU, V_HIGH_PU)
+
+
 def band_kpis(vm_min_pu, vm_max_pu, violation_pu, dt_s: float, v_low: float = V_LOW_PU,
               v_high: float = V_HIGH_PU) -> dict[str, float | None]:
     """Violation KPIs from per-step lowest and highest voltage and the summed distance outside the
@@ -210,9 +221,11 @@ def grid_entities(inp: KpiInput) -> list[str]:
     return [g for g in inp.roles.entities_with("grid") if inp.col(g, "p_import_mw")]
 
 
-def grid_block(ts: pd.DataFrame, grid: str, dt_h: float) -> dict[str, Any]:
-    """The KPIs of one grid entity (see the module docstring), with non-converged steps nulled."""
-    out = solved_kpis(ts, grid, dt_h)
+def grid_block(ts: pd.DataFrame, grid: str, dt_h: float,
+               band: tuple[float, float] = (V_LOW_PU, V_HIGH_PU)) -> dict[str, Any]:
+    """The KPIs of one grid entity (see the module docstring) against its voltage ``band``, with
+    non-converged steps nulled."""
+    out = solved_kpis(ts, grid, dt_h, band)
     counter = f"{grid}.n_nonconverged"
     if counter in ts:
         out["n_nonconverged"] = int(np.nan_to_num(ts[counter].max()))
@@ -226,12 +239,14 @@ def grid_block(ts: pd.DataFrame, grid: str, dt_h: float) -> dict[str, Any]:
             out["nonconverged_frac"] = finite(n_failed / len(ts))
             out["first_nonconverged_utc"] = ts.index[int(np.argmax(failed))].isoformat()
             if (~failed).any():
-                out["over_converged_steps"] = solved_kpis(ts[~failed], grid, dt_h)
+                out["over_converged_steps"] = solved_kpis(ts[~failed], grid, dt_h, band)
     return out
 
 
-def solved_kpis(ts: pd.DataFrame, grid: str, dt_h: float) -> dict[str, Any]:
-    """The KPIs that need a solved power flow, over the rows of ``ts``."""
+def solved_kpis(ts: pd.DataFrame, grid: str, dt_h: float,
+                band: tuple[float, float] = (V_LOW_PU, V_HIGH_PU)) -> dict[str, Any]:
+    """The KPIs that need a solved power flow, over the rows of ``ts``, against the voltage ``band``."""
+    v_low, v_high = band
     col = lambda attr: f"{grid}.{attr}"  # noqa: E731
     p_import = ts[col("p_import_mw")]
     out: dict[str, Any] = {
@@ -245,13 +260,13 @@ def solved_kpis(ts: pd.DataFrame, grid: str, dt_h: float) -> dict[str, Any]:
         out["vm_min_pu"] = finite(ts[col("vm_min_pu")].min())
         out["vm_max_pu"] = finite(ts[col("vm_max_pu")].max())
         vmin, vmax, dt_s = ts[col("vm_min_pu")], ts[col("vm_max_pu")], dt_h * 3600.0
-        out["voltage_violation_s"] = finite(voltage_violation_s(vmin, vmax, dt_s))
-        out["undervoltage_s"] = finite(voltage_violation_s(vmin, vmin * 0 + 1.0, dt_s))
-        out["overvoltage_s"] = finite(voltage_violation_s(vmax * 0 + 1.0, vmax, dt_s))
-        out["voltage_violation_pu_s"] = finite(voltage_violation_pu_s(vmin, vmax, dt_s))
+        out["voltage_violation_s"] = finite(voltage_violation_s(vmin, vmax, dt_s, v_low, v_high))
+        out["undervoltage_s"] = finite(voltage_violation_s(vmin, vmin * 0 + 1.0, dt_s, v_low, v_high))
+        out["overvoltage_s"] = finite(voltage_violation_s(vmax * 0 + 1.0, vmax, dt_s, v_low, v_high))
+        out["voltage_violation_pu_s"] = finite(voltage_violation_pu_s(vmin, vmax, dt_s, v_low, v_high))
     if all(col(a) in ts for a in ALLBUS_ATTRS):
         allbus = band_kpis(ts[col("allbus_vm_min_pu")], ts[col("allbus_vm_max_pu")], ts[col("allbus_violation_pu")],
-                           dt_h * 3600.0)
+                           dt_h * 3600.0, v_low, v_high)
         out.update({f"allbus_{k}": v for k, v in allbus.items()})
     if col("max_loading_pct") in ts:
         out["max_loading_pct"] = finite(ts[col("max_loading_pct")].max())
@@ -260,7 +275,7 @@ def solved_kpis(ts: pd.DataFrame, grid: str, dt_h: float) -> dict[str, Any]:
 
 
 def _compute(inp: KpiInput) -> dict[str, Any]:
-    return {grid: grid_block(inp.ts, grid, inp.dt_h) for grid in grid_entities(inp)}
+    return {grid: grid_block(inp.ts, grid, inp.dt_h, voltage_band(inp, grid)) for grid in grid_entities(inp)}
 
 
 BLOCK = Block("grid", "Grid", 20, _columns, _compute,

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from cosim.kpis._block import Block, KpiInput
-from cosim.kpis.grid import band_kpis
+from cosim.kpis.grid import band_kpis, voltage_band
 from cosim.roles import RunRoles
 
 #: What a point of connection reports, in the order band_kpis takes it.
@@ -54,7 +54,7 @@ def _compute(inp: KpiInput) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for element in elements:
         low, high, viol = (inp.ts[f"{element}.{a}"] for a in PCC_ATTRS)
-        entry = band_kpis(low, high, viol, dt_s)
+        entry = band_kpis(low, high, viol, dt_s, *voltage_band(inp, element))
         if failed.any():
             entry = {**dict.fromkeys(entry), "n_nonconverged_steps": int(failed.sum())}
         out[element] = entry

@@ -92,7 +92,7 @@ def run_metadata(scn: Scenario) -> dict[str, Any]:
         "roles": scn.roles().to_json(),
         "entities": scn.entity_info(),
         "links": {src: sorted(dst) for src, dst in scn.links().items()},
-        "kpi_params": scn.kpis.model_dump(mode="json"),
+        "kpi_params": kpi_params(scn),
         "warnings": list(scn.warnings),
     }
 
@@ -186,7 +186,20 @@ def compute_kpis(scn: Scenario, folder: RunFolder) -> tuple[dict[str, Any], dict
     """The run's KPIs from the columns the blocks need, and the block index."""
     roles = scn.roles()
     ts = folder.numeric_columns(kpi_module.needed_columns(folder.column_names(), roles))
-    return kpi_module.compute_indexed(ts, scn.record_step_s, roles, scn.links(), scn.kpis.model_dump())
+    return kpi_module.compute_indexed(ts, scn.record_step_s, roles, scn.links(), kpi_params(scn))
+
+
+def kpi_params(scn: Scenario) -> dict[str, Any]:
+    """The KPI blocks' parameters: the scenario's ``[kpis.<block>]`` and, per entity of a sim with a
+    voltage band (``v_low_pu``/``v_high_pu``: the grid and its elements), that band, so the KPIs
+    count violations against the band the grid's own outputs used."""
+    params = scn.kpis.model_dump(mode="json")
+    bands = {eid: [scn.sim_params[e.sim]["v_low_pu"], scn.sim_params[e.sim]["v_high_pu"]]
+             for eid, e in scn.entities.items()
+             if {"v_low_pu", "v_high_pu"} <= set(scn.sim_params.get(e.sim, {}))}
+    if bands:
+        params[kpi_module.BAND_PARAM] = bands
+    return params
 
 
 def _write_report_quietly(folder: RunFolder) -> None:

@@ -16,8 +16,11 @@ import pandas as pd
 import pytest
 
 from cosim import kpis
+from cosim.run.runner import kpi_params
+from cosim.scenario import load_scenario
 from cosim.roles import RunRoles
 
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "adapters"))
 from test_grid_opendss import make_sim, step  # noqa: E402
 
@@ -57,6 +60,43 @@ def test_allbus_and_pcc_kpis_by_hand():
     assert pcc["pcc"]["violation_s"] == 1.0 and pcc["pcc"]["violation_pu_s"] == pytest.approx(0.03)
     assert pcc["pcc"]["undervoltage_s"] == 1.0 and pcc["pcc"]["overvoltage_s"] == 0.0
     assert pcc["pcc"]["vm_min_pu"] == 0.93 and pcc["pcc"]["vm_max_pu"] == 1.00
+
+
+def test_a_grid_band_other_than_the_default_counts_every_kpi_against_it():
+    """A grid with v_low_pu = 0.93 (its all-bus sum and the element's are then 0 at 0.94): the
+    under/over counts, the plain min/max KPIs and the PCC's follow the grid's band, so no count
+    exceeds its violation time (they used the fixed 0.95/1.05: undervoltage 1 s, violation 0 s)."""
+    ts = frame(**{
+        "feeder.p_import_mw": [1.0, 1.0, 1.0],
+        "feeder.vm_min_pu": [0.96, 0.94, 0.92],
+        "feeder.vm_max_pu": [1.01, 1.02, 1.02],
+        "feeder.allbus_vm_min_pu": [0.96, 0.94, 0.92],
+        "feeder.allbus_vm_max_pu": [1.01, 1.02, 1.02],
+        "feeder.allbus_violation_pu": [0.0, 0.0, 0.01],
+        "pcc.vm_phase_min_pu": [0.97, 0.94, 0.92],
+        "pcc.vm_phase_max_pu": [0.99, 0.96, 0.96],
+        "pcc.vm_violation_pu": [0.0, 0.0, 0.01],
+        "dc.p_mw": [1.0, 1.0, 1.0],
+    })
+    roles = RunRoles({"feeder": "grid", "pcc": "grid_element", "dc": "it"})
+    band = {kpis.BAND_PARAM: {"feeder": [0.93, 1.07], "pcc": [0.93, 1.07]}}
+    g = kpis.compute(ts, 1, roles, links={"dc": {"pcc"}}, params=band)
+    assert g["feeder"]["allbus_violation_s"] == 1.0 and g["feeder"]["allbus_undervoltage_s"] == 1.0
+    assert g["feeder"]["undervoltage_s"] == 1.0 and g["feeder"]["voltage_violation_s"] == 1.0
+    assert g["feeder"]["voltage_violation_pu_s"] == pytest.approx(0.01)
+    pcc = g["points_of_connection"]["pcc"]
+    assert pcc["violation_s"] == 1.0 and pcc["undervoltage_s"] == 1.0
+    default = kpis.compute(ts, 1, roles, links={"dc": {"pcc"}})  # no band given: 0.95 / 1.05
+    assert default["feeder"]["allbus_undervoltage_s"] == 2.0 and default["feeder"]["undervoltage_s"] == 2.0
+
+
+def test_the_run_stage_passes_each_grid_entity_its_sims_band():
+    scn = load_scenario(ROOT / "scenarios" / "ieee13_voltage_aware.toml",
+                        {"sims.grid.v_low_pu": 0.92, "sims.grid.v_high_pu": 1.08})
+    bands = kpi_params(scn)[kpis.BAND_PARAM]
+    grid_entities = [e for e, spec in scn.entities.items() if spec.sim == "grid"]
+    assert grid_entities and all(bands[e] == [0.92, 1.08] for e in grid_entities)
+    assert not set(bands) - set(grid_entities)
 
 
 def test_nonconverged_steps_null_the_pcc_entries():
