@@ -420,18 +420,19 @@ class OpenDssFlow:
         dss.Transformers.Tap(self._tap_ratio(reg, held, f"reg_{self.ids['reg'][reg_pos]}_tap_set_count"))
 
     def set_cap_count(self, cap_pos: int, steps: float | None) -> None:
-        """Close the first ``steps`` steps of capacitor ``cap_pos`` and open the rest (rounded, clipped
-        to ``[0, NumSteps]``); ``None``/NaN leaves it as it is. A CapControl on the capacitor is
-        disabled from the first command (the input owns it). Acts on changes only."""
+        """Close the first ``steps`` steps of capacitor ``cap_pos`` and open the rest (rounded; a count
+        outside ``[0, NumSteps]`` is refused, as the taps' are); ``None``/NaN leaves it as it is. A
+        CapControl on the capacitor is disabled from the first command (the input owns it, also when
+        the first command equals the present state). Acts on changes only."""
         if steps is None or not math.isfinite(steps):
             return
         dss, cap = self.dss, self.info.caps[cap_pos]
         dss.Capacitors.Name(cap)
         n = dss.Capacitors.NumSteps()
-        closed = min(max(int(round(steps)), 0), n)
-        states = [1] * closed + [0] * (n - closed)
-        if list(dss.Capacitors.States()) == states:
-            return
+        closed = int(round(steps))
+        if not 0 <= closed <= n:
+            raise ValueError(f"cap_{self.ids['cap'][cap_pos]}_set_count = {steps:g}: capacitor {cap} has {n} "
+                             f"step{'s' if n != 1 else ''}; give a count from 0 to {n}")
         if cap_pos not in self._caps_owned:
             self._caps_owned.add(cap_pos)
             for ctl in (dss.CapControls.AllNames() if dss.CapControls.Count() else []):
@@ -439,7 +440,9 @@ class OpenDssFlow:
                 if dss.CapControls.Capacitor().lower() == cap.lower():
                     dss.Text.Command(f"CapControl.{ctl}.enabled=false")
             dss.Capacitors.Name(cap)
-        dss.Capacitors.States(states)
+        states = [1] * closed + [0] * (n - closed)
+        if list(dss.Capacitors.States()) != states:
+            dss.Capacitors.States(states)
 
     def set_line_in_service(self, pos: int, in_service: bool) -> None:
         """Close (True) or open (False) both terminals of line ``pos``."""

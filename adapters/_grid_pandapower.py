@@ -118,13 +118,16 @@ class PowerFlow:
             self._stale = True
 
     def set_shunt_step(self, pos: int, step: float | None) -> None:
-        """Set shunt ``pos``'s step (position in ``net.shunt``; rounded, clipped to ``[0, max_step]``;
-        ``None``/NaN leaves it); the matrices rebuild on the next solve."""
+        """Set shunt ``pos``'s step (position in ``net.shunt``; rounded; a step outside
+        ``[0, max_step]`` is refused; ``None``/NaN leaves it); the matrices rebuild on the next solve."""
         if step is None or not math.isfinite(step):
             return
         shunt = self.net.shunt
         top = int(shunt["max_step"].iat[pos]) if "max_step" in shunt and shunt["max_step"].notna().iat[pos] else 1
-        value = min(max(int(round(step)), 0), top)
+        value = int(round(step))
+        if not 0 <= value <= top:
+            raise ValueError(f"shunt_{element_ids(shunt)[pos]}_set_count = {step:g}: the shunt has steps 0 to {top} "
+                             "(its max_step); give a step inside them")
         if int(shunt["step"].iat[pos]) != value:
             shunt.loc[shunt.index[pos], "step"] = value
             self._stale = True

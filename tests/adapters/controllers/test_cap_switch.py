@@ -49,8 +49,10 @@ def test_each_closed_step_raises_the_bus_voltage_and_delivers_q_rated_v_squared(
         assert q[k] == pytest.approx(0.3 * k * vm[k] ** 2, rel=1e-3)
     held = dict(step(sim, 4, {"grid": {"cap_bank_set_count": math.nan}}))  # NaN: left as it is
     assert held["bus_b1_vm_pu"] == pytest.approx(vm[3], abs=1e-4)  # re-solved: to the tolerance
-    clipped = dict(step(sim, 5, {"grid": {"cap_bank_set_count": 7.0}}))  # more than it has: all closed
-    assert clipped["cap_bank_q_mvar"] == pytest.approx(q[3], rel=1e-3)
+    for bad in (7.0, -1.0):  # more steps than it has, or fewer than none: refused, naming input, value, range
+        with pytest.raises(ValueError, match=rf"cap_bank_set_count = {bad:g}: capacitor bank has 3 steps; "
+                                             "give a count from 0 to 3"):
+            step(sim, 5, {"grid": {"cap_bank_set_count": bad}})
 
 
 def test_ieee13_cap1_switched_out_lowers_675_on_every_phase():
@@ -161,5 +163,22 @@ def test_pandapower_shunt_steps_raise_the_bus_voltage(tmp_path):
     assert "shunt_bank_set_count" in sim.meta["models"]["Grid"]["attrs"]
     vm = [dict(step(sim, k, {"grid": {"shunt_bank_set_count": float(k)}}))["bus_b1_vm_pu"] for k in range(4)]
     assert all(b > a + 1e-3 for a, b in zip(vm, vm[1:])), vm
-    again = dict(step(sim, 4, {"grid": {"shunt_bank_set_count": 9.0}}))  # clipped to max_step
-    assert again["bus_b1_vm_pu"] == pytest.approx(vm[3], abs=1e-9)
+    with pytest.raises(ValueError, match="shunt_bank_set_count = 9: the shunt has steps 0 to 3"):
+        step(sim, 4, {"grid": {"shunt_bank_set_count": 9.0}})
+
+
+def test_the_input_owns_the_capacitor_from_a_first_command_equal_to_its_state(tmp_path):
+    """A CapControl that wants the bank open (its bus reads ~120 V on the PT, above OFFsetting):
+    the first command, 3 (the bank's present state, all closed), already disables it, so the bank
+    stays closed (it used to return before taking ownership, and the CapControl opened it)."""
+    path = tmp_path / "owned.dss"
+    path.write_text(SMALL_DSS.replace("states=[0 0 0]", "states=[1 1 1]").replace(
+        "Set VoltageBases", "New CapControl.cc capacitor=bank element=Line.l01 terminal=2 type=voltage "
+                            "PTratio=60 ONsetting=90 OFFsetting=100 delay=0 delayoff=0\nSet VoltageBases"))
+    free = make_sim(str(path))
+    assert dict(step(free))["cap_bank_q_mvar"] < 0.01  # left alone, the CapControl opens every step
+    sim = make_sim(str(path))
+    out = dict(step(sim, 0, {"grid": {"cap_bank_set_count": 3.0}}))
+    assert out["cap_bank_q_mvar"] == pytest.approx(0.9 * out["bus_b1_vm_pu"] ** 2, rel=1e-3)
+    assert dict(step(sim, 1, {"grid": {"cap_bank_set_count": 3.0}}))["cap_bank_q_mvar"] == pytest.approx(
+        out["cap_bank_q_mvar"], rel=1e-3)
