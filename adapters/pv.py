@@ -204,6 +204,10 @@ def _projection_ratio(surface_tilt, surface_azimuth, solar_zenith, solar_azimuth
     return cos_tt / np.maximum(tools.cosd(solar_zenith), 0.01745)
 
 
+def _real(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def _nan_to_num(values: np.ndarray):
     """``np.nan_to_num``, with a shortcut for the finite scalar of a step (same value and type).
 
@@ -247,9 +251,15 @@ class PvSim(SingleModelSim):
         return dict(zip(geo.names, geo.rows[k].tolist()))
 
     def advance(self, geo: _Geometry, time_s: float, inputs: dict[str, Any]) -> dict[str, float]:
-        out = geo.plant.power(self._geometry_row(geo, time_s), inputs.get("ghi_w_m2", 0.0),
-                              inputs.get("dni_w_m2", 0.0), inputs.get("dhi_w_m2", 0.0),
-                              inputs.get("t_dry_c", DEFAULT_T_AIR_C), inputs.get("wind_m_s", DEFAULT_WIND_M_S))
+        ghi, dni, dhi = inputs.get("ghi_w_m2", 0.0), inputs.get("dni_w_m2", 0.0), inputs.get("dhi_w_m2", 0.0)
+        t_air, wind = inputs.get("t_dry_c", DEFAULT_T_AIR_C), inputs.get("wind_m_s", DEFAULT_WIND_M_S)
+        if ghi == 0 and dni == 0 and dhi == 0 and _real(t_air) and _real(wind) and math.isfinite(wind):
+            # Dark (night): the chain gives exactly 0 W and a cell at air temperature (SAPM:
+            # 0 * exp(a + b*ws) + T_air + 0); skip its ~20 pvlib calls (tests/adapters/test_pv.py
+            # checks this against the full chain for every tracking mode and transposition model).
+            out = {"p_ac_mw": 0.0, "p_dc_mw": 0.0, "p_clip_mw": 0.0, "poa_w_m2": 0.0, "t_cell_c": float(t_air)}
+        else:
+            out = geo.plant.power(self._geometry_row(geo, time_s), ghi, dni, dhi, t_air, wind)
         p_avail = float(out["p_ac_mw"])
         p_mw = min(p_avail, max(float(inputs["p_limit_mw"]), 0.0)) if "p_limit_mw" in inputs else p_avail
         return {"p_mw": p_mw, "p_avail_mw": p_avail, "p_curtailed_mw": p_avail - p_mw,

@@ -155,3 +155,31 @@ def test_night_is_zero_and_params_are_validated():
     assert out["p_ac_mw"].iloc[5] == 0.0  # 05:00 UTC is midnight local
     with pytest.raises(ValueError, match="p_dc_mw"):
         PvPlantParams(**SITE, p_dc_mw=-1.0, p_ac_mw=1.0)
+
+
+@pytest.mark.parametrize("tracking", ["fixed", "single_axis"])
+@pytest.mark.parametrize("model", ["haydavies", "isotropic", "reindl", "perez", "klucher"])
+def test_a_dark_step_skips_the_chain_with_its_exact_outputs(tracking, model):
+    """With no irradiance the adapter skips pvlib: its outputs must be the full chain's exactly
+    (0 W, the cell at air temperature), at night and by day, for every air temperature and wind
+    tried (klucher's chain divides by ghi, so it is evaluated on numpy zeros, as arrays are)."""
+    params = dict(**SITE, p_dc_mw=1.0, p_ac_mw=1.0, tracking=tracking, transposition=model)
+    sim = PvSim()
+    sim.init("pv", time_resolution=1.0, start_utc="2024-07-15T00:00:00+00:00", step_s=3600, duration_s=86_400, seed=1)
+    sim.create(1, "PvPlant", eid="pv", **params)
+    plant = PvPlant(PvPlantParams(**params))
+    attrs = ["p_mw", "p_avail_mw", "p_dc_mw", "p_clip_mw", "poa_w_m2", "t_cell_c"]
+    for k, (t_air, wind) in enumerate([(-10.0, 0.0), (0.0, 1.0), (25.0, 7.5), (41.3, 3.0), (20, 0)] * 4):
+        t = 3600 * (k % 24)
+        inputs = {"pv": {"ghi_w_m2": {"w": 0.0}, "dni_w_m2": {"w": 0.0}, "dhi_w_m2": {"w": 0.0},
+                         "t_dry_c": {"w": t_air}, "wind_m_s": {"w": wind}}}
+        sim.step(t, inputs, 86_400)
+        got = sim.get_data({"pv": attrs})["pv"]
+        geo = plant.geometry(pd.DatetimeIndex([pd.Timestamp("2024-07-15T00:30Z") + pd.Timedelta(hours=k % 24)]))
+        zero = np.zeros(1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            want = plant.power(geo, zero, zero, zero, np.full(1, float(t_air)), np.full(1, float(wind)))
+        assert got["p_mw"] == got["p_avail_mw"] == float(want["p_ac_mw"][0]) == 0.0
+        for attr, key in (("p_dc_mw", "p_dc_mw"), ("p_clip_mw", "p_clip_mw"), ("poa_w_m2", "poa_w_m2"),
+                          ("t_cell_c", "t_cell_c")):
+            assert got[attr] == float(np.asarray(want[key])[0]), (attr, t_air, wind)
