@@ -134,3 +134,27 @@ def test_bad_site_params_give_one_error_naming_the_key(three_bus, kw, key):
     with pytest.raises(ValidationError, match=key) as info:
         OFOParams(**{"network": str(three_bus), **kw})
     assert len(info.value.errors()) == 1
+
+
+@pytest.mark.parametrize(("network", "buses", "paths"), [
+    ("ieee13", ("632", "671", "675"), [(0, 1), (0, 2), (1, 2)]),  # 632 -> 671 -> 675
+    ("ieee34", ("850", "840"), [(0, 1)]),                           # 850 -> ... -> 834 -> 836 -> 840
+    ("ieee123", ("8", "23", "60"), [(0, 1), (0, 2)]),               # 8 -> 13 -> 18 -> 23, 8 -> 13 -> 52 -> 60
+])
+def test_default_params_give_a_column_per_site_on_the_ieee_feeders(network, buses, paths):
+    """With the controller's defaults (perturbation 0.05 MW, the model's own regulators settled
+    once) at 0.5 MW / 0.1 Mvar per site, every site's column lowers every site's bus on every phase,
+    and for a site downstream of another its own column lowers its bus more than the upstream
+    site's does (its path has the shared impedance and more: ∂v_k/∂P_k < ∂v_k/∂P_j < 0 for j
+    upstream of k, LinDistFlow as above)."""
+    sites = [{"name": f"s{i}", "dc_bus": b, "p_flex_mw": 0.3} for i, b in enumerate(buses)]
+    model = FeederSensitivity(OFOParams(network=network, sites=sites))
+    cols = model.compute([0.5] * len(buses), [0.1] * len(buses), 0.0, 0.0, {})
+    names = model.flow.phase_attrs
+    rows = {bus: [names.index(n) for n in names if n.startswith(f"bus_{bus}_")] for bus in buses}
+    for bus in buses:
+        for j in range(len(buses)):
+            assert (cols[f"dc_s{j}"][rows[bus]] < 0).all(), (bus, buses[j])
+    for up, down in paths:
+        at = rows[buses[down]]
+        assert (cols[f"dc_s{down}"][at] < cols[f"dc_s{up}"][at]).all(), (buses[up], buses[down])
