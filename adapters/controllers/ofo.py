@@ -324,6 +324,10 @@ class OFOParams(CampusKnobParams):
         if self.dc_bus is not None:
             raise ValueError(f"dc_bus = {self.dc_bus!r} and sites are both set: with sites give each site's dc_bus "
                              "in its entry and drop the entity's dc_bus")
+        given = sorted({"p_flex_mw", "dc_phases"} & self.model_fields_set)
+        if given:
+            raise ValueError(f"{', '.join(given)}: with sites give them in each site's entry (the entity's "
+                             "apply to dc_bus only)")
         names = [s.name for s in self.sites]
         twice = sorted({n for n in names if names.count(n) > 1})
         if twice:

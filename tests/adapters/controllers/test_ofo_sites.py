@@ -129,6 +129,7 @@ def test_per_site_attributes_are_named_after_the_sites(three_bus):
     ({"sites": []}, "dc_bus"),
     ({"sites": [{**SITES[0], "name": "Near"}, SITES[1]]}, "name = 'Near'"),
     ({"sites": [{**SITES[0], "p_flex_mw": 0.0}, SITES[1]]}, "p_flex_mw"),
+    ({"sites": SITES, "p_flex_mw": 0.5}, "p_flex_mw: with sites"),
 ])
 def test_bad_site_params_give_one_error_naming_the_key(three_bus, kw, key):
     with pytest.raises(ValidationError, match=key) as info:
