@@ -104,6 +104,27 @@ available here); OpenG2G's released controller has no pause control, so this ter
 (linear in GPU-hours deferred, a box projection) is ours, in the primal-dual scheme of
 Dall'Anese & Simonetto above.
 
+Several sites (``sites``; issue 15 item 1: sensitivities to each controllable site's power):
+instead of ``dc_bus``, a list of sites ``{ name, dc_bus, dc_phases, p_flex_mw, u_min_frac }``,
+each with its own allowance ``u_k`` (its own knobs), its own column of ``J`` (that site's bus
+perturbed alone on the feeder copy, at its measured power factor, times its ``p_flex_mw``: a site
+downstream of another sees their shared impedance and its own), its inputs ``p_dc_<site>_mw``,
+``q_dc_<site>_mvar`` and its outputs ``allowance_<site>_frac``, ``n_batch_max_<site>``,
+``p_cap_<site>_w``, ``p_limit_<site>_mw`` (in place of the one site's four knobs); one set of
+voltage duals over every monitored bus-phase, the battery and the cost terms as above
+(``cost_compute_frac`` per site's whole range). With linear costs the site whose power moves the
+violated bus-phases most is throttled first. The sim's ``sites`` names them (the outputs are
+known before the entities). Not combined with ``fleets`` or the pause (they steer one site)::
+
+    [sims.ctl]
+    adapter = "ofo"
+    sites = ["up", "down"]
+    [entities.ofo]
+    sim = "ctl"
+    model = "OFO"
+    network = "ieee34"
+    sites = [{ name = "up", dc_bus = "850", p_flex_mw = 0.05 }, { name = "down", dc_bus = "840", p_flex_mw = 0.1 }]
+
 Example ``[entities]`` entry::
 
     ofo = { sim = "ctl", model = "OFO", network = "ieee13", dc_bus = "671", p_flex_mw = 0.3 }
@@ -121,7 +142,7 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from cosim import grid_models
 from cosim.adapters._grid_backend import opendss_circuit_info
-from cosim.adapters._grid_opendss import OpenDssFlow, device_attrs
+from cosim.adapters._grid_opendss import OpenDssFlow, device_attrs, unknown_bus_message
 from cosim.adapters.controllers._campus_knobs import CampusKnobParams
 from cosim.adapters.datacenter.hardware import GPUS
 from cosim.adapters.datacenter.inference import MODELS, BatchCurves, batch_curves
@@ -170,13 +191,40 @@ class FleetControl(Params):
         return self
 
 
+class SiteControl(Params):
+    """One controllable datacenter site of a multi-site OFO entity (``sites``).
+
+    Attributes:
+        name: the site's name (its attributes are ``p_dc_<name>_mw``, ``allowance_<name>_frac``, ...).
+        dc_bus, dc_phases: where its datacenter connects (keep them the grid element's).
+        p_flex_mw: its power swing over its allowance range (measure it). [MW]
+        u_min_frac: its lowest allowance; unset = the entity's ``u_min_frac``. [-]
+    """
+
+    name: str
+    dc_bus: str
+    dc_phases: str = "abc"
+    p_flex_mw: float = Field(default=0.3, gt=0)
+    u_min_frac: float | None = Field(default=None, ge=0, le=1)
+
+    @field_validator("name")
+    @classmethod
+    def _attr_name(cls, value: str) -> str:
+        if not value or not value.replace("_", "").isalnum() or value.lower() != value:
+            raise ValueError(f"name = {value!r}: use lower-case letters, digits and _ (it names attributes)")
+        return value
+
+
 class OFOParams(CampusKnobParams):
     """Params of one ``OFO`` entity.
 
     Attributes:
         network: the feeder model for the sensitivities: an OpenDSS catalogue feeder or a
             ``.dss`` path (keep it the grid's ``network``).
-        dc_bus, dc_phases: where the datacenter connects (keep them the grid element's).
+        dc_bus, dc_phases: where the datacenter connects (keep them the grid element's); with
+            ``sites``, leave dc_bus unset.
+        sites: several datacenter sites, each with its own allowance, sensitivity column, inputs and
+            outputs (empty: the one site at ``dc_bus``).
         bat_bus, bat_phases: where the battery connects; unset = no battery control.
         p_bat_max_mw, s_bat_max_mva: the battery's power and inverter ratings. [MW, MVA]
         exclude_buses: buses not monitored; unset = the source bus and the regulator terminals.
@@ -209,8 +257,9 @@ class OFOParams(CampusKnobParams):
     """
 
     network: str = "ieee13"
-    dc_bus: str
+    dc_bus: str | None = None
     dc_phases: str = "abc"
+    sites: list[SiteControl] = []
     bat_bus: str | None = None
     bat_phases: str = "abc"
     p_bat_max_mw: float = Field(default=0.0, ge=0)
@@ -253,6 +302,7 @@ class OFOParams(CampusKnobParams):
 
     @model_validator(mode="after")
     def _ranges(self):
+        self._check_sites()
         if self.bat_bus is None and (self.p_bat_max_mw > 0 or self.s_bat_max_mva > 0):
             raise ValueError("p_bat_max_mw / s_bat_max_mva are set but bat_bus is not: give the battery's bat_bus "
                              "(or drop the ratings: without a bus there is no battery to steer)")
@@ -265,6 +315,37 @@ class OFOParams(CampusKnobParams):
                              "(the power and the GPUs pausing every flexible job frees) for the pause control, "
                              "or neither (no pause control)")
         return self
+
+    def _check_sites(self) -> None:
+        if not self.sites:
+            if self.dc_bus is None:
+                raise ValueError("dc_bus: give the datacenter's bus (or sites = [{ name, dc_bus, p_flex_mw }, ...])")
+            return
+        if self.dc_bus is not None:
+            raise ValueError(f"dc_bus = {self.dc_bus!r} and sites are both set: with sites give each site's dc_bus "
+                             "in its entry and drop the entity's dc_bus")
+        given = sorted({"p_flex_mw", "dc_phases"} & self.model_fields_set)
+        if given:
+            raise ValueError(f"{', '.join(given)}: with sites give them in each site's entry (the entity's "
+                             "apply to dc_bus only)")
+        names = [s.name for s in self.sites]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"sites: name {twice} given twice; give each site a distinct name")
+        if self.fleets or self.p_pause_mw > 0:
+            raise ValueError("sites: per-fleet batches (fleets) and the pause (p_pause_mw) control one site; "
+                             "with sites use the per-site allowances only")
+        info = opendss_circuit_info(grid_models.dss_file(self.network))
+        known = {b.lower() for b in info.buses}
+        for i, site in enumerate(self.sites):
+            if site.dc_bus.strip().lower() not in known:
+                raise ValueError(f"sites[{i}].dc_bus = {site.dc_bus!r} (site {site.name!r}): "
+                                 + unknown_bus_message(site.dc_bus, list(info.buses), Path(self.network).name))
+
+    @property
+    def n_sites(self) -> int:
+        """Allowance controls: one per site (1 without ``sites``)."""
+        return len(self.sites) or 1
 
     @property
     def has_battery(self) -> bool:
@@ -285,8 +366,12 @@ class FeederSensitivity:
     def __init__(self, params: OFOParams):
         self.p = params
         self.flow = OpenDssFlow(grid_models.dss_file(params.network), regulators="auto")
-        self.dc = self.flow.attach("load", params.dc_bus, 0.0, 0.0, "ofo_dc", phases=params.dc_phases,
-                                   vmin_pu=0.5, vmax_pu=1.5)
+        if params.sites:
+            self.dc = [self.flow.attach("load", s.dc_bus, 0.0, 0.0, f"ofo_dc_{s.name}", phases=s.dc_phases,
+                                        vmin_pu=0.5, vmax_pu=1.5) for s in params.sites]
+        else:
+            self.dc = [self.flow.attach("load", params.dc_bus, 0.0, 0.0, "ofo_dc", phases=params.dc_phases,
+                                        vmin_pu=0.5, vmax_pu=1.5)]
         self.bat = (self.flow.attach("storage", params.bat_bus, 0.0, 0.0, "ofo_bat", phases=params.bat_phases,
                                      vmin_pu=0.5, vmax_pu=1.5) if params.has_battery else None)
         self.n_updates = 0
@@ -296,14 +381,18 @@ class FeederSensitivity:
             raise RuntimeError(f"OFO: the feeder model {self.flow.path.name} did not converge at the operating point")
         return self.flow.phase_vm_pu()
 
-    def compute(self, dc_mw: float, dc_mvar: float, bat_mw: float, bat_mvar: float,
+    def compute(self, dc_mw, dc_mvar, bat_mw: float, bat_mvar: float,
                 taps_pu: dict[str, float]) -> dict[str, np.ndarray]:
         """Columns ``dc`` (per MW of datacenter power at its power factor), ``bat_p`` (per MW),
-        ``bat_q`` (per Mvar), one row per :attr:`OpenDssFlow.phase_attrs`, central differences. [pu/MW, pu/Mvar]"""
+        ``bat_q`` (per Mvar), one row per :attr:`OpenDssFlow.phase_attrs`, central differences. [pu/MW, pu/Mvar]
+
+        With ``sites``, ``dc_mw`` and ``dc_mvar`` hold one value per site and the columns are
+        ``dc_<site>`` (each site's bus perturbed alone, at its own power factor); ``dc`` is the first's."""
         d = self.p.perturbation_mw
-        tan_phi = dc_mvar / dc_mw if dc_mw > 1e-9 else 0.0
-        point = {"load": np.array([dc_mw]), "storage": np.array([bat_mw]), "sgen": np.zeros(0)}
-        reactive = {"load": np.array([dc_mvar]), "storage": np.array([bat_mvar]), "sgen": np.zeros(0)}
+        dc_mw, dc_mvar = np.atleast_1d(np.asarray(dc_mw, dtype=float)), np.atleast_1d(np.asarray(dc_mvar, dtype=float))
+        tan_phi = [q / p if p > 1e-9 else 0.0 for p, q in zip(dc_mw, dc_mvar)]
+        point = {"load": dc_mw.copy(), "storage": np.array([bat_mw]), "sgen": np.zeros(0)}
+        reactive = {"load": dc_mvar.copy(), "storage": np.array([bat_mvar]), "sgen": np.zeros(0)}
         if self.bat is None:
             point["storage"], reactive["storage"] = np.zeros(0), np.zeros(0)
         if not taps_pu and self.n_updates == 0:  # no taps measured: settle the model's own once, then hold
@@ -312,16 +401,18 @@ class FeederSensitivity:
         if taps_pu:  # held, so a perturbation never moves a tap
             self.flow.hold_taps_pu(taps_pu)
 
-        def diff(kind: str, dp: float, dq: float) -> np.ndarray:
+        def diff(kind: str, dp: float, dq: float, i: int = 0) -> np.ndarray:
             up = {k: v.copy() for k, v in point.items()}, {k: v.copy() for k, v in reactive.items()}
             down = {k: v.copy() for k, v in point.items()}, {k: v.copy() for k, v in reactive.items()}
-            up[0][kind] += dp
-            up[1][kind] += dq
-            down[0][kind] -= dp
-            down[1][kind] -= dq
+            up[0][kind][i] += dp
+            up[1][kind][i] += dq
+            down[0][kind][i] -= dp
+            down[1][kind][i] -= dq
             return (self._voltages(*up) - self._voltages(*down)) / (2 * d)
 
-        columns = {"dc": diff("load", d, d * tan_phi)}
+        columns = {"dc": diff("load", d, d * tan_phi[0])}
+        for i, site in enumerate(self.p.sites):
+            columns[f"dc_{site.name}"] = columns["dc"] if i == 0 else diff("load", d, d * tan_phi[i], i)
         if self.bat is not None:
             columns["bat_p"] = diff("storage", d, 0.0)
             columns["bat_q"] = diff("storage", 0.0, d)
@@ -341,7 +432,8 @@ class OFOController:
     def __init__(self, params: OFOParams, sensitivity: FeederSensitivity | None = None):
         self.p = params
         self.model = sensitivity
-        self.u, self.x_p, self.x_q = 1.0, 0.0, 0.0
+        self.us = np.ones(params.n_sites)  # the allowances, one per site
+        self.x_p, self.x_q = 0.0, 0.0
         self.x_f = 0.0          # share of the flexible training jobs paused
         self.paused_gpu_h = 0.0  # GPU-hours of flexible training deferred so far
         self.rows: list[str] = []          # the monitored bus-phases measured, in J's row order
@@ -353,10 +445,19 @@ class OFOController:
         self.fleets = [FleetBatch(f) for f in params.fleets]
         self.dc_col: np.ndarray | None = None  # pu per MW of datacenter power, J's rows
 
+    @property
+    def u(self) -> float:
+        """The (first) site's allowance. [-]"""
+        return float(self.us[0])
+
+    @u.setter
+    def u(self, value: float) -> None:
+        self.us[0] = value
+
     # -- sensitivities ---------------------------------------------------------------
     def set_sensitivity(self, rows: list[str], jac: np.ndarray) -> None:
-        """``J`` (pu per unit of each control: u, then x_p, x_q with a battery, then x_f with the
-        pause control), by row name."""
+        """``J`` (pu per unit of each control: u (one per site with ``sites``), then x_p, x_q with a
+        battery, then x_f with the pause control), by row name."""
         if self.rows != rows:
             self.rows, self.lam, self.lam_bar = list(rows), np.zeros(len(rows)), np.zeros(len(rows))
         jac = np.asarray(jac, dtype=float)
@@ -369,13 +470,17 @@ class OFOController:
                or (p.sensitivity_interval_s > 0 and time_s - self._sensed_at_s >= p.sensitivity_interval_s))
         if model is None or not due:
             return
-        dc_mw = site.get("p_dc_mw", 0.0)
-        cols = model.compute(dc_mw, site.get("q_dc_mvar", 0.0), site.get("p_bat_mw", self.x_p * p.p_bat_max_mw),
+        if p.sites:
+            dc_mw = [site.get(f"p_dc_{s.name}_mw", 0.0) for s in p.sites]
+            dc_mvar = [site.get(f"q_dc_{s.name}_mvar", 0.0) for s in p.sites]
+        else:
+            dc_mw, dc_mvar = site.get("p_dc_mw", 0.0), site.get("q_dc_mvar", 0.0)
+        cols = model.compute(dc_mw, dc_mvar, site.get("p_bat_mw", self.x_p * p.p_bat_max_mw),
                              self.x_q * p.s_bat_max_mva, taps)
         wanted = set(model.flow.monitored_phase_attrs(p.exclude_buses))
         names = model.flow.phase_attrs
         keep = [i for i, n in enumerate(names) if n in wanted and n in measured]
-        jac = [p.p_flex_mw * cols["dc"]]
+        jac = [s.p_flex_mw * cols[f"dc_{s.name}"] for s in p.sites] if p.sites else [p.p_flex_mw * cols["dc"]]
         if p.has_battery:
             jac += [p.p_bat_max_mw * cols["bat_p"], p.s_bat_max_mva * cols["bat_q"]]
         if p.has_pause:  # pausing lowers the datacenter's power: the datacenter's column, negated
@@ -391,7 +496,7 @@ class OFOController:
         next ``dt_s`` (the control step: the GPU-hours a pause defers). [pu, s]"""
         p = self.p
         if not p.enabled:
-            self.u, self.x_p, self.x_q, self.x_f = 1.0, 0.0, 0.0, 0.0
+            self.us[:], self.x_p, self.x_q, self.x_f = 1.0, 0.0, 0.0, 0.0
             return
         self._step(time_s, measured, site, taps, dt_s)
         self.paused_gpu_h += self.x_f * p.n_gpus_pause * dt_s / 3600.0
@@ -408,17 +513,18 @@ class OFOController:
         self.lam = np.maximum(self.lam + rho * (p.v_low_pu + p.margin_pu - v - decay * self.lam), 0.0)
         self.lam_bar = np.maximum(self.lam_bar + rho * (v - p.v_high_pu + p.margin_pu - decay * self.lam_bar), 0.0)
         x = self.controls()
-        bat = slice(1, 3) if p.has_battery else slice(1, 1)
+        n_u = p.n_sites
+        bat = slice(n_u, n_u + 2) if p.has_battery else slice(n_u, n_u)
         rest = np.zeros_like(x)
-        rest[0] = 1.0
+        rest[:n_u] = 1.0
         grad_f = p.regularisation_frac * (x - rest)
-        grad_f[0] -= p.cost_compute_frac
+        grad_f[:n_u] -= p.cost_compute_frac
         grad_f[bat] += p.cost_battery_frac * x[bat]
         if p.has_pause:  # d/dx_f of cost_pause · x_f · n_gpus_pause · dt / 3600 (GPU-hours deferred this step)
             grad_f[-1] += p.cost_pause_per_gpu_h * p.n_gpus_pause * dt_s / 3600.0
         grad = grad_f + self.jac.T @ (self.lam_bar - self.lam)
         if not p.dc_control:
-            grad[0] = 0.0
+            grad[:n_u] = 0.0
         if not p.battery_control:
             grad[bat] = 0.0
         if p.has_pause and not p.pause_control:
@@ -433,21 +539,27 @@ class OFOController:
         self._set_controls(x - p.primal_step_frac * grad)
 
     def controls(self) -> np.ndarray:
-        """The normalised controls: ``u``; with a battery ``x_p``, ``x_q``; with the pause ``x_f``. [-]"""
-        x = [self.u, self.x_p, self.x_q] if self.p.has_battery else [self.u]
+        """The normalised controls: ``u`` (one per site); with a battery ``x_p``, ``x_q``; with the pause ``x_f``. [-]"""
+        us = self.us.tolist()
+        x = [*us, self.x_p, self.x_q] if self.p.has_battery else us
         return np.array([*x, self.x_f] if self.p.has_pause else x)
 
     def _set_controls(self, x: np.ndarray) -> None:
         """Project onto X: the allowance range, the pausable range, the battery's P rating and its
         inverter circle."""
         p = self.p
-        self.u = float(min(max(x[0], p.u_min_frac), 1.0))
+        if p.sites:
+            for i, s in enumerate(p.sites):
+                low = p.u_min_frac if s.u_min_frac is None else s.u_min_frac
+                self.us[i] = float(min(max(x[i], low), 1.0))
+        else:
+            self.u = float(min(max(x[0], p.u_min_frac), 1.0))
         if p.has_pause:
             self.x_f = float(min(max(x[-1], 0.0), p.pause_max_frac))
         if not p.has_battery:
             return
-        x_p = float(np.clip(x[1], -1.0, 1.0)) if p.p_bat_max_mw > 0 else 0.0
-        x_q = float(np.clip(x[2], -1.0, 1.0)) if p.s_bat_max_mva > 0 else 0.0
+        x_p = float(np.clip(x[p.n_sites], -1.0, 1.0)) if p.p_bat_max_mw > 0 else 0.0
+        x_q = float(np.clip(x[p.n_sites + 1], -1.0, 1.0)) if p.s_bat_max_mva > 0 else 0.0
         p_mw, q_mvar = x_p * p.p_bat_max_mw, x_q * p.s_bat_max_mva
         s = math.hypot(p_mw, q_mvar)
         if p.s_bat_max_mva > 0 and s > p.s_bat_max_mva:  # radial projection onto the circle
@@ -457,15 +569,26 @@ class OFOController:
 
     def outputs(self, n_updates: int = 0) -> dict[str, float]:
         """The knobs at the current controls and the duals' summary."""
-        p, u = self.p, self.u
-        limit = math.nan if p.p_limit_min_mw is None else p.p_limit_min_mw + u * (p.p_limit_max_mw - p.p_limit_min_mw)
-        return {"n_batch_max": float(round(p.n_batch_min + u * (p.n_batch_max - p.n_batch_min))),
-                "p_cap_w": p.p_cap_min_w + u * (p.p_cap_max_w - p.p_cap_min_w), "p_limit_mw": limit,
-                "allowance_frac": u, "p_bat_set_mw": self.x_p * p.p_bat_max_mw,
+        p = self.p
+        if p.sites:
+            knobs = {}
+            for s, u in zip(p.sites, self.us.tolist()):
+                knobs.update(self._knobs(u, f"_{s.name}"))
+        else:
+            knobs = self._knobs(self.u, "")
+        return {**knobs, "p_bat_set_mw": self.x_p * p.p_bat_max_mw,
                 "q_bat_mvar": self.x_q * p.s_bat_max_mva,
                 "lambda_under_sum_per_pu": float(self.lam.sum()), "lambda_over_sum_per_pu": float(self.lam_bar.sum()),
                 "n_duals_active": int((self.lam > 0).sum() + (self.lam_bar > 0).sum()),
                 "n_sensitivity_updates": n_updates, **self.fleet_outputs(), **self.pause_outputs()}
+
+    def _knobs(self, u: float, tag: str) -> dict[str, float]:
+        """The knobs at allowance ``u``, named with ``tag`` before the unit (``""``: one site). [-, W, MW, -]"""
+        p = self.p
+        limit = math.nan if p.p_limit_min_mw is None else p.p_limit_min_mw + u * (p.p_limit_max_mw - p.p_limit_min_mw)
+        return {f"n_batch_max{tag}": float(round(p.n_batch_min + u * (p.n_batch_max - p.n_batch_min))),
+                f"p_cap{tag}_w": p.p_cap_min_w + u * (p.p_cap_max_w - p.p_cap_min_w), f"p_limit{tag}_mw": limit,
+                f"allowance{tag}_frac": u}
 
     def pause_outputs(self) -> dict[str, float]:
         """The pause command, the power and GPUs it pauses, the GPU-hours deferred so far. [-, MW, -, GPU-h]"""
@@ -554,14 +677,32 @@ class OFOSimParams(Params):
             ``n_batch_max_<fleet>``, ``itl_<fleet>_ms``); empty: allowance control only.
         pause: its entities pause flexible training (their ``p_pause_mw`` > 0; outputs
             :data:`PAUSE_OUTPUTS`); ``false`` (the default): no pause outputs.
+        sites: names of the sites its entities control (their ``sites``; per-site outputs
+            :func:`site_outputs` instead of the one site's knobs); empty: one site at ``dc_bus``.
     """
 
     fleets: list[str] = []
     pause: bool = False
+    sites: list[str] = []
 
 
 #: the outputs of an entity with the pause control (``[sims.<id>] pause = true``)
 PAUSE_OUTPUTS = ("pause_flexible_frac", "p_paused_mw", "n_gpus_paused", "paused_gpu_h")
+
+
+#: the one site's knobs, replaced by :func:`site_outputs` with ``sites``
+KNOB_OUTPUTS = ("n_batch_max", "p_cap_w", "p_limit_mw", "allowance_frac")
+
+
+def site_outputs(names: list[str]) -> list[str]:
+    """The per-site knobs of sites ``names``: ``n_batch_max_<site>``, ``p_cap_<site>_w``,
+    ``p_limit_<site>_mw``, ``allowance_<site>_frac``."""
+    return [a for n in names for a in (f"n_batch_max_{n}", f"p_cap_{n}_w", f"p_limit_{n}_mw", f"allowance_{n}_frac")]
+
+
+def site_inputs(names: list[str]) -> list[str]:
+    """The per-site inputs of sites ``names``: ``p_dc_<site>_mw``, ``q_dc_<site>_mvar``."""
+    return [a for n in names for a in (f"p_dc_{n}_mw", f"q_dc_{n}_mvar")]
 
 
 def fleet_outputs(names: list[str]) -> list[str]:
@@ -582,8 +723,12 @@ class OFOSim(SingleModelSim):
 
     @classmethod
     def meta_for(cls, sim_params: OFOSimParams) -> dict[str, Any]:
-        if not sim_params.fleets and not sim_params.pause:
+        if not sim_params.fleets and not sim_params.pause and not sim_params.sites:
             return cls.META
+        if sim_params.sites:
+            return cls.single_meta(outputs=[*site_outputs(sim_params.sites),
+                                            *(a for a in OUTPUTS if a not in KNOB_OUTPUTS)],
+                                   inputs=[*SITE_INPUTS, *site_inputs(sim_params.sites)])
         return cls.single_meta(outputs=[*OUTPUTS, *fleet_outputs(sim_params.fleets),
                                         *(PAUSE_OUTPUTS if sim_params.pause else ())])
 
@@ -593,6 +738,11 @@ class OFOSim(SingleModelSim):
         given = [f.name for f in params.fleets]
         if sorted(given) != sorted(named):
             return [f"fleets {given} must be the sim's fleets {named} (sims.<id>.fleets names the outputs)"]
+        named_sites = list(sim_params.sites) if sim_params is not None else []
+        given_sites = [s.name for s in params.sites]
+        if sorted(given_sites) != sorted(named_sites):
+            return [f"sites {given_sites} must be the sim's sites {named_sites} ([sims.<id>] sites names the "
+                    "per-site outputs)"]
         pause = sim_params is not None and sim_params.pause
         if params.has_pause != pause:
             return [f"p_pause_mw = {params.p_pause_mw:g} but the sim's pause = {str(pause).lower()}: the pause "
@@ -605,7 +755,7 @@ class OFOSim(SingleModelSim):
         if params is None:
             return []
         per_phase, _, tap_pu, _, _ = device_attrs(opendss_circuit_info(grid_models.dss_file(params.network)))
-        return [*per_phase, *tap_pu]
+        return [*per_phase, *tap_pu, *site_inputs([s.name for s in params.sites])]
 
     def build(self, eid: str, params: OFOParams) -> OFOController:
         return OFOController(params, FeederSensitivity(params) if params.enabled else None)
@@ -614,7 +764,8 @@ class OFOSim(SingleModelSim):
         measured = {k: float(v) for k, v in inputs.items() if _PHASE_ATTR.match(k) and v is not None}
         taps = {m.group(1): float(v) for k, v in inputs.items() if (m := _TAP_ATTR.match(k)) and v is not None
                 and math.isfinite(float(v))}
-        site = {k: float(inputs[k]) for k in SITE_INPUTS if inputs.get(k) is not None
+        names = [*SITE_INPUTS, *site_inputs([s.name for s in ctl.p.sites])]
+        site = {k: float(inputs[k]) for k in names if inputs.get(k) is not None
                 and math.isfinite(float(inputs[k]))}
         ctl.update(time_s, measured, site, taps, float(self.step_s))
         return ctl.outputs(ctl.model.n_updates if ctl.model is not None else 0)

@@ -1,0 +1,161 @@
+"""OFO over several datacenter sites (adapters/controllers/ofo.py, ``sites``): each site's
+sensitivity column against the analytic three-bus radial feeder, the shared voltage duals
+throttling the site that moves the violated bus most, the per-site attribute names, and the
+params' checks.
+
+Source of the analytic columns: the linearised branch flow (Baran & Wu, IEEE Trans. Power
+Delivery 4(2), 1989, LinDistFlow: v_k² = v_0² - 2 Σ_{lines l on the path to k} (r_l P_l + x_l Q_l),
+so at v ≈ 1 a load at bus i lowers bus k by (R + tanφ X) of the impedance the two paths share,
+per MW on a 1 MVA base). Src -(Z1)- mid -(Z2)- far: ∂v_mid/∂P_far = ∂v_mid/∂P_mid = ∂v_far/∂P_mid
+= -(R1 + tanφ X1)/Z_base and ∂v_far/∂P_far = -(R1 + R2 + tanφ (X1 + X2))/Z_base.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from pydantic import ValidationError
+
+from cosim.adapters.controllers.ofo import (
+    OUTPUTS,
+    FeederSensitivity,
+    OFOController,
+    OFOParams,
+    OFOSim,
+    OFOSimParams,
+)
+
+KV_LL = 12.47
+R1, X1, R2, X2 = 1.0, 2.0, 1.5, 3.0  # ohm
+THREE_BUS = f"""Clear
+New Circuit.threebus basekv={KV_LL} pu=1.0 phases=3 bus1=src MVAsc3=1000000 MVAsc1=1000000
+New Line.l1 bus1=src bus2=mid phases=3 r1={R1} x1={X1} r0={R1} x0={X1} c1=0 c0=0 length=1 units=none
+New Line.l2 bus1=mid bus2=far phases=3 r1={R2} x1={X2} r0={R2} x0={X2} c1=0 c0=0 length=1 units=none
+Set VoltageBases=[{KV_LL}]
+CalcVoltageBases
+"""
+SITES = [{"name": "near", "dc_bus": "mid", "p_flex_mw": 0.6}, {"name": "end", "dc_bus": "far", "p_flex_mw": 0.6}]
+
+
+@pytest.fixture()
+def three_bus(tmp_path) -> Path:
+    path = tmp_path / "threebus.dss"
+    path.write_text(THREE_BUS)
+    return path
+
+
+def params(network: Path, **kw) -> OFOParams:
+    return OFOParams(**{"network": str(network), "sites": SITES, "margin_pu": 0.0, **kw})
+
+
+def test_each_site_has_its_own_column_and_the_downstream_one_sees_the_shared_impedance(three_bus):
+    """Columns ``dc_near`` and ``dc_end`` (each site's bus perturbed alone, tanφ = 0.25 each) match
+    LinDistFlow to 3 % at a light operating point (0.2 MW each, v >= 0.995)."""
+    model = FeederSensitivity(params(three_bus))
+    cols = model.compute([0.2, 0.2], [0.05, 0.05], 0.0, 0.0, {})
+    names = model.flow.phase_attrs
+    mid = [names.index(f"bus_mid_{ph}_vm_pu") for ph in "abc"]
+    far = [names.index(f"bus_far_{ph}_vm_pu") for ph in "abc"]
+    z_base = KV_LL**2
+    shared = -(R1 + 0.25 * X1) / z_base
+    whole = -(R1 + R2 + 0.25 * (X1 + X2)) / z_base
+    assert cols["dc_near"][mid] == pytest.approx(shared, rel=0.03)
+    assert cols["dc_near"][far] == pytest.approx(shared, rel=0.03)  # past the near site: the same drop
+    assert cols["dc_end"][mid] == pytest.approx(shared, rel=0.03)   # the shared line only
+    assert cols["dc_end"][far] == pytest.approx(whole, rel=0.03)
+    assert whole < 2 * shared  # the end site moves the far bus more than twice as much
+
+
+def test_the_site_that_moves_the_violated_bus_most_is_throttled_more(three_bus):
+    """Closed loop on the three-bus feeder itself (the plant is a second copy solved at each step's
+    powers): 1.8 MW (tanφ 0.25) at each site puts the far bus under 0.95 pu; the shared duals throttle
+    the end site more (its column is larger at the far bus, same costs and swings), both sites stay
+    inside [u_min, 1], and the far bus ends in band (within 1e-3 pu)."""
+    p = params(three_bus, u_min_frac=0.0)
+    ctl = OFOController(p, FeederSensitivity(p))
+    plant = FeederSensitivity(p)
+    names = plant.flow.phase_attrs
+    base_mw = np.array([1.8, 1.8])
+    flex = np.array([s["p_flex_mw"] for s in SITES])
+    first_far = None
+    for t in range(300):
+        p_mw = base_mw - flex * (1.0 - ctl.us)
+        v = plant._voltages({"load": p_mw, "storage": np.zeros(0), "sgen": np.zeros(0)},
+                            {"load": 0.25 * p_mw, "storage": np.zeros(0), "sgen": np.zeros(0)})
+        measured = dict(zip(names, v.tolist()))
+        first_far = measured["bus_far_a_vm_pu"] if first_far is None else first_far
+        site = {"p_dc_near_mw": p_mw[0], "q_dc_near_mvar": 0.25 * p_mw[0],
+                "p_dc_end_mw": p_mw[1], "q_dc_end_mvar": 0.25 * p_mw[1]}
+        ctl.update(t, measured, site)
+        assert ((0.0 <= ctl.us) & (ctl.us <= 1.0)).all()
+    assert first_far < 0.945
+    assert ctl.us[1] < ctl.us[0] - 0.1 and ctl.us[1] < 0.9
+    assert min(measured[f"bus_far_{ph}_vm_pu"] for ph in "abc") > 0.95 - 1e-3
+    out = ctl.outputs()
+    assert out["allowance_near_frac"] == ctl.us[0] and out["allowance_end_frac"] == ctl.us[1]
+    assert out["n_batch_max_end"] < out["n_batch_max_near"]
+
+
+def test_per_site_attributes_are_named_after_the_sites(three_bus):
+    """With ``[sims.<id>] sites`` the meta has ``allowance_<site>_frac`` ... instead of the one
+    site's knobs, the inputs ``p_dc_<site>_mw`` / ``q_dc_<site>_mvar``; the entity's sites must be
+    the sim's; without sites the meta is unchanged."""
+    sim = OFOSimParams(sites=["near", "end"])
+    desc = OFOSim.meta_for(sim)["models"]["OFO"]
+    for site in ("near", "end"):
+        assert {f"allowance_{site}_frac", f"n_batch_max_{site}", f"p_cap_{site}_w", f"p_limit_{site}_mw"} <= set(
+            desc["attrs"])
+    assert not {"allowance_frac", "n_batch_max", "p_cap_w", "p_limit_mw"} & set(desc["attrs"])
+    assert {"lambda_under_sum_per_pu", "p_bat_set_mw", "n_sensitivity_updates"} <= set(desc["attrs"])
+    assert set(OUTPUTS) <= set(OFOSim.meta_for(OFOSimParams())["models"]["OFO"]["attrs"])
+    p = params(three_bus)
+    assert {"p_dc_near_mw", "q_dc_end_mvar"} <= set(OFOSim.entity_inputs("OFO", p))
+    outs = set(OFOController(p).outputs())
+    assert outs <= set(desc["attrs"]) and set(desc["attrs"]) - outs <= {
+        "p_dc_mw", "q_dc_mvar", "p_bat_mw", "replicas_frac", "p_dc_near_mw", "q_dc_near_mvar", "p_dc_end_mw",
+        "q_dc_end_mvar"}
+    assert OFOSim.check_entity("OFO", p, None, sim) == []
+    problems = OFOSim.check_entity("OFO", p, None, OFOSimParams(sites=["near"]))
+    assert len(problems) == 1 and "sites" in problems[0]
+    assert OFOSim.check_entity("OFO", p, None, OFOSimParams())
+
+
+@pytest.mark.parametrize(("kw", "key"), [
+    ({"sites": [SITES[0], {**SITES[1], "name": "near"}]}, "near.*given twice"),
+    ({"sites": [SITES[0], {**SITES[1], "dc_bus": "nowhere"}]}, r"sites\[1\]\.dc_bus = 'nowhere'"),
+    ({"sites": SITES, "dc_bus": "mid"}, "dc_bus = 'mid' and sites"),
+    ({"sites": []}, "dc_bus"),
+    ({"sites": [{**SITES[0], "name": "Near"}, SITES[1]]}, "name = 'Near'"),
+    ({"sites": [{**SITES[0], "p_flex_mw": 0.0}, SITES[1]]}, "p_flex_mw"),
+    ({"sites": SITES, "p_flex_mw": 0.5}, "p_flex_mw: with sites"),
+])
+def test_bad_site_params_give_one_error_naming_the_key(three_bus, kw, key):
+    with pytest.raises(ValidationError, match=key) as info:
+        OFOParams(**{"network": str(three_bus), **kw})
+    assert len(info.value.errors()) == 1
+
+
+@pytest.mark.parametrize(("network", "buses", "paths"), [
+    ("ieee13", ("632", "671", "675"), [(0, 1), (0, 2), (1, 2)]),  # 632 -> 671 -> 675
+    ("ieee34", ("850", "840"), [(0, 1)]),                           # 850 -> ... -> 834 -> 836 -> 840
+    ("ieee123", ("8", "23", "60"), [(0, 1), (0, 2)]),               # 8 -> 13 -> 18 -> 23, 8 -> 13 -> 52 -> 60
+])
+def test_default_params_give_a_column_per_site_on_the_ieee_feeders(network, buses, paths):
+    """With the controller's defaults (perturbation 0.05 MW, the model's own regulators settled
+    once) at 0.5 MW / 0.1 Mvar per site, every site's column lowers every site's bus on every phase,
+    and for a site downstream of another its own column lowers its bus more than the upstream
+    site's does (its path has the shared impedance and more: ∂v_k/∂P_k < ∂v_k/∂P_j < 0 for j
+    upstream of k, LinDistFlow as above)."""
+    sites = [{"name": f"s{i}", "dc_bus": b, "p_flex_mw": 0.3} for i, b in enumerate(buses)]
+    model = FeederSensitivity(OFOParams(network=network, sites=sites))
+    cols = model.compute([0.5] * len(buses), [0.1] * len(buses), 0.0, 0.0, {})
+    names = model.flow.phase_attrs
+    rows = {bus: [names.index(n) for n in names if n.startswith(f"bus_{bus}_")] for bus in buses}
+    for bus in buses:
+        for j in range(len(buses)):
+            assert (cols[f"dc_s{j}"][rows[bus]] < 0).all(), (bus, buses[j])
+    for up, down in paths:
+        at = rows[buses[down]]
+        assert (cols[f"dc_s{down}"][at] < cols[f"dc_s{up}"][at]).all(), (buses[up], buses[down])
