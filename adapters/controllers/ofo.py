@@ -110,7 +110,12 @@ each with its own allowance ``u_k`` (its own knobs), its own column of ``J`` (th
 perturbed alone on the feeder copy, at its measured power factor, times its ``p_flex_mw``: a site
 downstream of another sees their shared impedance and its own), its inputs ``p_dc_<site>_mw``,
 ``q_dc_<site>_mvar`` and its outputs ``allowance_<site>_frac``, ``n_batch_max_<site>``,
-``p_cap_<site>_w``, ``p_limit_<site>_mw`` (in place of the one site's four knobs); one set of
+``p_cap_<site>_w``, ``p_limit_<site>_mw`` (in place of the one site's four knobs) and
+``exhausted_<site>_frac``, load_shift's last-resort signal with rule_voltage's meaning: 1 while
+the site's allowance is at its lowest (within ``EXHAUSTED_TOL_FRAC``) and an under-voltage dual
+is active on one of its own bus's monitored phases (or at 1 with an over-voltage dual there),
+else 0 (the dual, not the raw reading: it is what still pushes the allowance below its floor;
+with the margin it turns 1 a little inside the band, and load_shift checks the band itself); one set of
 voltage duals over every monitored bus-phase, the battery and the cost terms as above
 (``cost_compute_frac`` per site's whole range). With linear costs the site whose power moves the
 violated bus-phases most is throttled first. The sim's ``sites`` names them (the outputs are
@@ -150,6 +155,8 @@ from cosim.sdk import Params, SingleModelSim
 
 OUTPUTS = ("n_batch_max", "p_cap_w", "p_limit_mw", "allowance_frac", "p_bat_set_mw", "q_bat_mvar",
            "lambda_under_sum_per_pu", "lambda_over_sum_per_pu", "n_duals_active", "n_sensitivity_updates")
+#: how close to its limit a site's allowance counts as there (``exhausted_<site>_frac``) [-]
+EXHAUSTED_TOL_FRAC = 1e-3
 SITE_INPUTS = ("p_dc_mw", "q_dc_mvar", "p_bat_mw", "replicas_frac")
 _PHASE_ATTR = re.compile(r"^bus_.+_[abc]_vm_pu$")
 _TAP_ATTR = re.compile(r"^reg_(.+)_tap_pu$")
@@ -572,8 +579,9 @@ class OFOController:
         p = self.p
         if p.sites:
             knobs = {}
-            for s, u in zip(p.sites, self.us.tolist()):
+            for i, (s, u) in enumerate(zip(p.sites, self.us.tolist())):
                 knobs.update(self._knobs(u, f"_{s.name}"))
+                knobs[f"exhausted_{s.name}_frac"] = float(self.exhausted(i))
         else:
             knobs = self._knobs(self.u, "")
         return {**knobs, "p_bat_set_mw": self.x_p * p.p_bat_max_mw,
@@ -581,6 +589,23 @@ class OFOController:
                 "lambda_under_sum_per_pu": float(self.lam.sum()), "lambda_over_sum_per_pu": float(self.lam_bar.sum()),
                 "n_duals_active": int((self.lam > 0).sum() + (self.lam_bar > 0).sum()),
                 "n_sensitivity_updates": n_updates, **self.fleet_outputs(), **self.pause_outputs()}
+
+    def exhausted(self, i: int) -> bool:
+        """Site ``i``'s own control is at its limit while its bus still violates (``sites`` only): its
+        allowance within :data:`EXHAUSTED_TOL_FRAC` of its lowest with an under-voltage dual active on
+        one of its bus's monitored phases, or at 1 with an over-voltage dual active there (as
+        ``rule_voltage``'s ``exhausted_frac``: batch at its floor, or at its top in an over-voltage)."""
+        p = self.p
+        site = p.sites[i]
+        prefix = f"bus_{site.dc_bus.strip().lower()}_"
+        own = np.array([r.lower().startswith(prefix) for r in self.rows], dtype=bool)
+        if not own.any():
+            return False
+        low = p.u_min_frac if site.u_min_frac is None else site.u_min_frac
+        u = float(self.us[i])
+        under = bool((self.lam[own] > 0).any()) and u <= low + EXHAUSTED_TOL_FRAC
+        over = bool((self.lam_bar[own] > 0).any()) and u >= 1.0 - EXHAUSTED_TOL_FRAC
+        return under or over
 
     def _knobs(self, u: float, tag: str) -> dict[str, float]:
         """The knobs at allowance ``u``, named with ``tag`` before the unit (``""``: one site). [-, W, MW, -]"""
@@ -695,9 +720,11 @@ KNOB_OUTPUTS = ("n_batch_max", "p_cap_w", "p_limit_mw", "allowance_frac")
 
 
 def site_outputs(names: list[str]) -> list[str]:
-    """The per-site knobs of sites ``names``: ``n_batch_max_<site>``, ``p_cap_<site>_w``,
-    ``p_limit_<site>_mw``, ``allowance_<site>_frac``."""
-    return [a for n in names for a in (f"n_batch_max_{n}", f"p_cap_{n}_w", f"p_limit_{n}_mw", f"allowance_{n}_frac")]
+    """The per-site outputs of sites ``names``: the knobs ``n_batch_max_<site>``, ``p_cap_<site>_w``,
+    ``p_limit_<site>_mw``, ``allowance_<site>_frac`` and ``exhausted_<site>_frac`` (to load_shift's
+    input of that name)."""
+    return [a for n in names for a in (f"n_batch_max_{n}", f"p_cap_{n}_w", f"p_limit_{n}_mw", f"allowance_{n}_frac",
+                                       f"exhausted_{n}_frac")]
 
 
 def site_inputs(names: list[str]) -> list[str]:

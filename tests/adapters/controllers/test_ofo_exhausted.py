@@ -1,0 +1,107 @@
+"""OFO's per-site last-resort signal ``exhausted_<site>_frac`` (adapters/controllers/ofo.py, ``sites``)
+and load shifting driven by it (adapters/controllers/load_shift.py).
+
+The signal has rule_voltage's meaning (``exhausted_frac``: the site's own control at its limit): 1
+while the site's allowance is at its floor ``u_min_frac`` with an under-voltage dual active on its
+own bus's phases (at 1 with an over-voltage dual for an over-voltage), else 0. Checked by hand on
+the three-bus radial feeder of test_ofo_sites.py (near site at mid, end site at far): only the far
+bus is driven low, so only the end site's signal may turn 1, and only once its allowance is at the
+floor; a reading back in band clears the dual and the signal.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from cosim.adapters.controllers.load_shift import LoadShiftParams, Shifter
+from cosim.adapters.controllers.ofo import FeederSensitivity, OFOController, OFOParams, OFOSim, OFOSimParams
+
+from .test_ofo_sites import SITES, three_bus  # noqa: F401  (the feeder fixture)
+
+PHASES = "abc"
+
+
+def measured(mid: float, far: float) -> dict[str, float]:
+    return {**{f"bus_mid_{ph}_vm_pu": mid for ph in PHASES}, **{f"bus_far_{ph}_vm_pu": far for ph in PHASES}}
+
+
+SITE_POWER = {"p_dc_near_mw": 1.0, "q_dc_near_mvar": 0.25, "p_dc_end_mw": 1.0, "q_dc_end_mvar": 0.25}
+
+
+def controller(network) -> OFOController:
+    p = OFOParams(network=str(network), sites=SITES, margin_pu=0.0, u_min_frac=0.0)
+    return OFOController(p, FeederSensitivity(p))
+
+
+def test_signal_is_zero_with_room_one_at_the_floor_with_the_bus_low_and_zero_back_in_band(three_bus):  # noqa: F811
+    """far at 0.93 pu, mid in band at 0.97: the end site's dual grows and its allowance falls; its
+    signal is 0 while the allowance has room, 1 from the step it reaches 0 (the floor) as long as
+    far stays low; the near site's own bus never violates, so its signal stays 0 even if the shared
+    duals throttle it too. far back at 0.97: the dual decays to 0 and the signal clears."""
+    ctl = controller(three_bus)
+    ctl.update(0, measured(0.97, 0.97), SITE_POWER)  # in band: nothing to do
+    out = ctl.outputs()
+    assert out["exhausted_near_frac"] == 0.0 and out["exhausted_end_frac"] == 0.0
+    assert ctl.us.tolist() == [1.0, 1.0]
+    seen_room, t_floor = False, None
+    for t in range(1, 200):
+        ctl.update(t, measured(0.97, 0.93), SITE_POWER)
+        out = ctl.outputs()
+        assert out["exhausted_near_frac"] == 0.0  # its own bus is in band
+        if ctl.us[1] > 1e-3:
+            seen_room = True
+            assert out["exhausted_end_frac"] == 0.0, (t, ctl.us)
+        else:
+            t_floor = t if t_floor is None else t_floor
+            assert out["exhausted_end_frac"] == 1.0
+    assert seen_room and t_floor is not None and out["allowance_end_frac"] == 0.0
+    cleared = None
+    for t in range(200, 600):
+        ctl.update(t, measured(0.97, 0.97), SITE_POWER)
+        if ctl.outputs()["exhausted_end_frac"] == 0.0:
+            cleared = t if cleared is None else cleared
+        else:
+            assert cleared is None  # once cleared (in band), it stays 0
+    assert cleared is not None and ctl.outputs()["exhausted_end_frac"] == 0.0
+
+
+def test_over_voltage_signal_at_the_top(three_bus):  # noqa: F811
+    """An over-voltage at the end site's bus with its allowance already at 1 (it cannot draw more):
+    signal 1 at once; the under-voltage signal needs the floor instead."""
+    ctl = controller(three_bus)
+    ctl.update(0, measured(1.0, 1.06), SITE_POWER)
+    assert ctl.us[1] == 1.0 and ctl.outputs()["exhausted_end_frac"] == 1.0
+
+
+def test_signal_is_declared_only_with_sites():
+    """``exhausted_<site>_frac`` is in the meta with ``[sims.<id>] sites``; without them the meta is unchanged."""
+    with_sites = set(OFOSim.meta_for(OFOSimParams(sites=["near", "end"]))["models"]["OFO"]["attrs"])
+    assert {"exhausted_near_frac", "exhausted_end_frac"} <= with_sites
+    assert not any(a.startswith("exhausted") for a in OFOSim.meta_for(OFOSimParams())["models"]["OFO"]["attrs"])
+
+
+def test_shifter_moves_replicas_only_after_ofos_signal(three_bus):  # noqa: F811
+    """The loop OFO -> load_shift with the end site low (far 0.93 pu) and the near site in band: the
+    shifter gets OFO's ``exhausted_end_frac`` each step and moves nothing while OFO still has room,
+    then 2 replicas (8 GPUs / 4) per step from end to near from the step OFO's signal turns 1."""
+    ctl = controller(three_bus)
+    sh = Shifter(LoadShiftParams(n_gpus_per_replica=4, n_gpus_per_shift=8, replicas={"near": 20, "end": 20},
+                                 active={"near": 10, "end": 18}, rate_req_s={"near": 100.0, "end": 180.0}),
+                 ["near", "end"])
+    first_signal, first_shift = None, None
+    for t in range(200):
+        ctl.update(t, measured(0.97, 0.93), SITE_POWER)
+        out = ctl.outputs()
+        sh.update(t, {"near": 0.97, "end": 0.93}, {"near": 0.97, "end": 0.93},
+                  {"near": out["exhausted_near_frac"], "end": out["exhausted_end_frac"]})
+        if out["exhausted_end_frac"] == 1.0 and first_signal is None:
+            first_signal = t
+        if sh.n_shifts and first_shift is None:
+            first_shift = t
+            n_first = sh.n_shifts
+    assert first_signal is not None and first_signal > 0
+    assert first_shift == first_signal and n_first == 1
+    assert sh.active["end"] < 18 and sh.active["near"] > 10 and sh.active["near"] + sh.active["end"] == 28
+    assert sum(sh.demand.values()) == pytest.approx(280.0)
+    assert np.all(ctl.us >= 0.0)
