@@ -486,12 +486,13 @@ class OFOController:
                              self.x_q * p.s_bat_max_mva, taps)
         wanted = set(model.flow.monitored_phase_attrs(p.exclude_buses))
         names = model.flow.phase_attrs
-        keep = [i for i, n in enumerate(names) if n in wanted and n in measured]
         jac = [s.p_flex_mw * cols[f"dc_{s.name}"] for s in p.sites] if p.sites else [p.p_flex_mw * cols["dc"]]
         if p.has_battery:
             jac += [p.p_bat_max_mw * cols["bat_p"], p.s_bat_max_mva * cols["bat_q"]]
         if p.has_pause:  # pausing lowers the datacenter's power: the datacenter's column, negated
             jac.append(-p.p_pause_mw * cols["dc"])
+        live = np.isfinite(np.column_stack(jac)).all(axis=1)  # a dead bus (behind an open switch) has no row
+        keep = [i for i, n in enumerate(names) if n in wanted and n in measured and live[i]]
         self.set_sensitivity([names[i] for i in keep], np.column_stack(jac)[keep])
         self.dc_col = cols["dc"][keep]
         self._taps, self._sensed_at_s = dict(taps), time_s

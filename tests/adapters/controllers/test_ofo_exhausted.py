@@ -105,3 +105,16 @@ def test_shifter_moves_replicas_only_after_ofos_signal(three_bus):  # noqa: F811
     assert sh.active["end"] < 18 and sh.active["near"] > 10 and sh.active["near"] + sh.active["end"] == 28
     assert sum(sh.demand.values()) == pytest.approx(280.0)
     assert np.all(ctl.us >= 0.0)
+
+
+def test_dead_bus_phases_get_no_row_on_ieee123():
+    """IEEE 123's buses behind its normally-open switches (251, 350, 451) have no voltage (NaN) on
+    the feeder copy: they get no row of J, so the allowances stay finite (they were NaN before)."""
+    p = OFOParams(network="ieee123", sites=[{"name": "z1", "dc_bus": "8", "p_flex_mw": 0.1},
+                                            {"name": "z3", "dc_bus": "60", "p_flex_mw": 0.4}])
+    ctl = OFOController(p, FeederSensitivity(p))
+    names = ctl.model.flow.phase_attrs
+    measured = {n: 0.94 for n in names}
+    ctl.update(0, measured, {"p_dc_z1_mw": 0.6, "q_dc_z1_mvar": 0.15, "p_dc_z3_mw": 1.5, "q_dc_z3_mvar": 0.4})
+    assert "bus_350_a_vm_pu" in names and "bus_350_a_vm_pu" not in ctl.rows
+    assert np.isfinite(ctl.jac).all() and np.isfinite(ctl.us).all() and (ctl.us < 1.0).all()
