@@ -42,6 +42,7 @@ WINDOWS = {
     "ieee13_ofo_pause": 120,         # OFO pauses the flexible jobs within its first minute
     "ieee123_multisite": 120,        # the rule saturates by ~22 s and the shifts run from 22 to 59 s
     "ieee34_multisite": 120,         # the rule saturates by ~18 s and the shifts run from 18 to 52 s
+    "ieee123_multisite_ofo": 60,     # OFO over three sites; its signal starts the shifts at 4 s, they end by 38 s
     "ieee34_multisite_ofo": 60,      # OFO over both sites: its sensitivity solve and first minute of steps
     "multisite_carbon": 3_600,       # the first hour: replicas and training jobs move ERCOT -> CAISO from 0 s
     "load_loss_event": 120,          # whole (0.1 s steps): the third fault's transfer at 34 s and the response
