@@ -11,9 +11,12 @@ floor; a reading back in band clears the dual and the signal.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
+import cosim
 from cosim.adapters.controllers.load_shift import LoadShiftParams, Shifter
 from cosim.adapters.controllers.ofo import FeederSensitivity, OFOController, OFOParams, OFOSim, OFOSimParams
 
@@ -118,3 +121,28 @@ def test_dead_bus_phases_get_no_row_on_ieee123():
     ctl.update(0, measured, {"p_dc_z1_mw": 0.6, "q_dc_z1_mvar": 0.15, "p_dc_z3_mw": 1.5, "q_dc_z3_mvar": 0.4})
     assert "bus_350_a_vm_pu" in names and "bus_350_a_vm_pu" not in ctl.rows
     assert np.isfinite(ctl.jac).all() and np.isfinite(ctl.us).all() and (ctl.us < 1.0).all()
+
+
+def test_ieee123_ofo_scenario_shifts_only_once_ofo_is_exhausted(tmp_path):
+    """scenarios/ieee123_multisite_ofo.toml, first 50 s (direct engine): no shift before OFO's
+    ``exhausted_z3_frac`` first turns 1 (z3's allowance at its floor, 60 still low), the first in that
+step (the shifter reads the signal of the same step); then replicas
+    leave z3 for z1/z2, the total stays 550 and the whole feeder is in band by the end of the window.
+    OFO alone over the same window moves nothing and keeps z3 at allowance 0."""
+    path = Path(__file__).resolve().parents[3] / "scenarios" / "ieee123_multisite_ofo.toml"
+    short = {"scenario.duration_s": 50, "scenario.engine": "direct"}
+    on = cosim.run(path, out_dir=tmp_path / "on", overrides=short)
+    alone = cosim.run(path, out_dir=tmp_path / "alone", overrides={**short, "entities.shift.enabled": False})
+    assert on.ok and alone.ok, (on.reason, alone.reason)
+    ts = on.timeseries()
+    signal = ts["ofo.exhausted_z3_frac"].to_numpy()
+    shifts = ts["shift.n_shifts"].to_numpy()
+    first_signal = int(np.argmax(signal >= 0.5))
+    assert signal.max() == 1.0 and first_signal > 0
+    assert shifts[:first_signal].max() == 0 and shifts[first_signal] == 1  # the shifter reads the signal in its step
+    assert shifts[-1] > 1
+    assert ts["shift.n_active_z3"].iloc[-1] < 350
+    assert (ts[["shift.n_active_z1", "shift.n_active_z2", "shift.n_active_z3"]].sum(axis=1) == 550).all()
+    assert (ts["feeder.allbus_vm_min_pu"].iloc[-10:] >= 0.95).all()
+    ts_alone = alone.timeseries()
+    assert (ts_alone["shift.n_shifts"] == 0).all() and ts_alone["ofo.allowance_z3_frac"].iloc[-1] == 0.0
