@@ -43,7 +43,6 @@ from cosim.adapters.datacenter.scheduler import (
     RUNNING,
     Scheduler,
 )
-from cosim.adapters.datacenter.states import STATE_NAMES
 from cosim.adapters.datacenter.stragglers import COMPUTE_FRAC, StragglerModel
 from cosim.adapters.datacenter.transient import TransientPool, TransientSetup
 from cosim.adapters.datacenter.training import (
@@ -219,6 +218,8 @@ class GpuCluster:
                         + mig_pool.n_gpus * self.mig_setup.gpu.tdp_w) / 1e6
         self.losses = DeliveryLosses(rated_mw or max(full_mw, 1e-6))
         self.paused_by = np.zeros(len(jobs), np.int8)  # 0 none, 1 knob, 2 limit
+        self._paused_key: bytes | None = None  # paused_by's bytes when _paused_lists were made
+        self._paused_lists: dict[int, np.ndarray] = {}
         self.hold_paused_gpus = hold_paused_gpus
         self.p_last_mw = 0.0
         self.delay_gpu_h = 0.0
@@ -324,7 +325,7 @@ class GpuCluster:
     def _pause_flexible(self, knobs: Knobs, time_s: float) -> None:
         state = self.sched.state
         frac = knobs.pause_flexible_frac or 0.0
-        knob_paused = np.flatnonzero(self.paused_by == 1)
+        knob_paused = self._paused_by(1)
         if frac == 0.0 and len(knob_paused) == 0:
             return  # the target is 0 paused and none are: nothing to do (most steps)
         # == per state, not np.isin: isin on a tuple costs ~10x more on every job
@@ -339,8 +340,16 @@ class GpuCluster:
             chosen = cand[np.lexsort(key)][: target - len(knob_paused)]
             self._pause(chosen, 1, time_s)
 
+    def _paused_by(self, reason: int) -> np.ndarray:
+        """Jobs paused by ``reason`` (1 knob, 2 limit), ascending; recounted only when ``paused_by`` changed."""
+        key = self.paused_by.tobytes()
+        if key != self._paused_key:
+            self._paused_lists = {r: np.flatnonzero(self.paused_by == r) for r in (1, 2)}
+            self._paused_key = key
+        return self._paused_lists[reason]
+
     def _release_limit_paused(self, knobs: Knobs) -> None:
-        paused = np.flatnonzero(self.paused_by == 2)
+        paused = self._paused_by(2)
         if len(paused) == 0:
             return
         if knobs.p_limit_mw is None:
@@ -540,13 +549,12 @@ class GpuCluster:
             self.node.other_full_w - self.node.other_idle_w) * busy_gpus / self.node.gpus_per_node
         if self.sleep is not None:
             it_w -= self._sleep_saving_w()
-        waiting = (sched.state == QUEUED) | (sched.state == PAUSED)
         hours = dt_s / 3600.0
         slow = float(g @ ((1.0 - speed) * active)) * hours
         self.slowdown_gpu_h += slow
         self.work_gpu_h += float(g @ (speed * active)) * hours
         self.work_class_gpu_h += np.bincount(jobs.prio[run], weights=g * speed * active, minlength=len(CLASSES)) * hours
-        self.delay_gpu_h += slow + float(jobs.n_gpus[waiting].sum()) * hours
+        self.delay_gpu_h += slow + float(sched.waiting_gpus()) * hours
         by_class_w = np.bincount(jobs.prio[run], weights=g * p_gpu * active, minlength=len(CLASSES))
         stall_gpus = np.array([float(g @ (active * s)) for s in stall])
         return {"it_w": it_w, "gpu_w": gpu_w, "busy_gpus": busy_gpus, "by_class_w": by_class_w,
@@ -628,17 +636,14 @@ class GpuCluster:
 
     # -- outputs ---------------------------------------------------------------------------------
     def _outputs(self, train: dict, infer: dict, excess_mw: float, dt_s: float) -> dict[str, float]:
-        state, prio = self.sched.state, self.jobs.prio
         p_it_mw = (train["it_w"] + infer["p_it_w"]) / 1e6
         p_loss_mw = float(self.losses.loss_mw(p_it_mw))
         p_mw = p_it_mw + p_loss_mw
         self.p_last_mw = p_mw
         liquid_mw = (self.node.liquid_frac * train["it_w"] + infer["liquid_w"]) / 1e6
         total_gpus = self.n_gpus + sum(self.fleet_gpus) + (self.mig_pool.n_gpus if self.mig_pool else 0)
-        n_states = len(STATE_NAMES)
-        by_class = np.bincount(state * len(CLASSES) + prio,
-                               minlength=n_states * len(CLASSES)).reshape(n_states, len(CLASSES))
-        counts = by_class.sum(axis=1)  # jobs per state (one pass over the jobs, not two)
+        by_class = self.sched.count_by_class()  # kept until a job's state changes
+        counts = self.sched.count_by_state()
         out = {
             "p_mw": p_mw, "p_it_mw": p_it_mw, "p_loss_mw": p_loss_mw, "q_mvar": p_mw * self.q_per_p,
             "q_heat_mw": p_mw, "q_heat_liquid_mw": liquid_mw, "q_heat_air_mw": p_mw - liquid_mw,
