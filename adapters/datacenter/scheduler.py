@@ -106,6 +106,7 @@ class Scheduler:
         self._by_class = np.zeros((len(STATE_NAMES), len(CLASSES)), np.int64)
         self._by_state = np.zeros(len(STATE_NAMES), np.int64)
         self._waiting_gpus = 0
+        self._lists: tuple[list[int], list[list[int]]] = ([], [])
         # sums over jobs submitted at or after time 0 (not during a warm-up)
         self.wait_sum_s, self.n_started = 0.0, 0
         self.jct_sum_s, self.n_finished = 0.0, 0
@@ -295,6 +296,7 @@ class Scheduler:
         by_class = np.bincount(state * n_classes + prio,
                                minlength=len(STATE_NAMES) * n_classes).reshape(len(STATE_NAMES), n_classes)
         self._running, self._by_class, self._by_state = running, by_class, by_class.sum(axis=1)
+        self._lists = (self._by_state.tolist(), by_class.tolist())
         self._waiting_gpus = int(self.jobs.n_gpus[(state == QUEUED) | (state == PAUSED)].sum())
         self._views_key = key
 
@@ -316,6 +318,11 @@ class Scheduler:
         """Jobs per state of :data:`STATE_NAMES` (cached, do not modify). [-]"""
         self._views()
         return self._by_state
+
+    def count_lists(self) -> tuple[list[int], list[list[int]]]:
+        """:meth:`count_by_state` and :meth:`count_by_class` as Python ints (cached, do not modify). [-]"""
+        self._views()
+        return self._lists
 
     def waiting_gpus(self) -> int:
         """GPUs requested by the queued and paused jobs. [-]"""
