@@ -117,7 +117,10 @@ class Scheduler:
     def admit(self, time_s: float) -> None:
         """Queue every job submitted up to ``time_s``; jobs larger than the partition are rejected."""
         first = self.next_arrival
-        last = int(np.searchsorted(self.jobs.submit_s, time_s, side="right"))
+        submit_s = self.jobs.submit_s
+        if first >= len(submit_s) or submit_s[first] > time_s:
+            return  # the next job comes later (most steps): the search below would find none
+        last = int(np.searchsorted(submit_s, time_s, side="right"))
         if last > first:
             new = slice(first, last)
             too_big = self.jobs.n_gpus[new] > self.n_gpus
@@ -247,6 +250,9 @@ class Scheduler:
 
         Jobs that ended in the step count for the step, up to their end.
         """
+        if not self._ended:  # no job ended in the step (most steps)
+            self.active_integral_s += (float(self.n_active) if time_s >= 0 else 0.0) * dt_s
+            return
         n_ended = sum(len(jobs) for jobs, _ in self._ended)
         n_step = float(self.n_active + n_ended) if time_s >= 0 else 0.0
         for jobs, end_s in self._ended:
