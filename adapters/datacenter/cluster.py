@@ -546,6 +546,8 @@ class GpuCluster:
 
     # -- training progress ------------------------------------------------------------------------
     def _advance(self, run: np.ndarray, caps: np.ndarray, time_s: float, dt_s: float) -> dict:
+        if not len(run) and dt_s > 1.0:
+            return self._advance_idle(dt_s)
         sched, jobs = self.sched, self.jobs
         speed, p_gpu = self._gpu_power(run, caps)
         sched.speed[run] = speed
@@ -588,6 +590,28 @@ class GpuCluster:
         stall_gpus = tuple(float(g @ (active * s)) for s in stall)  # (straggler stall, checkpoint) GPUs
         return {"it_w": it_w, "gpu_w": gpu_w, "busy_gpus": busy_gpus, "by_class_w": by_class_w,
                 "stall_gpus": stall_gpus}
+
+    def _advance_idle(self, dt_s: float) -> dict:
+        """:meth:`_advance` with no job running (a step over 1 s): the same sums, each of nothing.
+
+        Every dot product and bincount of :meth:`_advance` over empty arrays is 0.0 (zeros), so
+        the numbers are the ones it gives; the training partition is idle most of a long run
+        once the trace's jobs are done.
+        """
+        busy_gpus = 0.0
+        gpu_w = 0.0 + (self.n_gpus - busy_gpus) * self.gpu.idle_w
+        it_w = gpu_w + self.n_nodes * self.node.other_idle_w + (
+            self.node.other_full_w - self.node.other_idle_w) * busy_gpus / self.node.gpus_per_node
+        if self.sleep is not None:
+            it_w -= self._sleep_saving_w()
+        hours = dt_s / 3600.0
+        slow = 0.0 * hours
+        self.slowdown_gpu_h += slow
+        self.work_gpu_h += 0.0 * hours
+        self.work_class_gpu_h += 0.0 * hours
+        self.delay_gpu_h += slow + float(self.sched.waiting_gpus()) * hours
+        return {"it_w": it_w, "gpu_w": gpu_w, "busy_gpus": busy_gpus, "by_class_w": np.zeros(len(CLASSES)),
+                "stall_gpus": (0.0, 0.0)}
 
     # -- failures ----------------------------------------------------------------------------------
     def _mark_checkpoints(self, run: np.ndarray, ran_s: np.ndarray, work_s: np.ndarray) -> None:
