@@ -583,6 +583,12 @@ class DatacenterSim(SingleModelSim):
         return _Entity(eid, cluster, {"p_cap_w": params.p_cap_w, "p_limit_mw": params.p_limit_mw}, moves)
 
     def advance(self, entity: "_Entity", time_s: float, inputs: dict[str, Any]) -> dict[str, float]:
+        if not inputs and entity.moves is None:  # nothing connected (most runs): the params' knobs, checked once
+            if entity.plain_knobs is None:
+                knobs = knobs_from(entity.static, [f.name for f in entity.cluster.fleets])
+                entity.cluster._check_knobs(knobs)
+                entity.plain_knobs = knobs
+            return entity.cluster.step(time_s, self.step_s, entity.plain_knobs, check=False)
         names = [f.name for f in entity.cluster.fleets]
         unknown = set(inputs) - set(INPUTS) - set(fleet_inputs(names))
         if entity.moves is not None:
@@ -604,10 +610,11 @@ class DatacenterSim(SingleModelSim):
 class _Entity:
     """One Cluster entity: its physics and the knob values its params fix."""
 
-    __slots__ = ("eid", "cluster", "static", "moves")
+    __slots__ = ("eid", "cluster", "static", "moves", "plain_knobs")
 
     def __init__(self, eid: str, cluster: GpuCluster, static: dict[str, float | None], moves: JobMoves | None = None):
         self.eid, self.cluster, self.static, self.moves = eid, cluster, static, moves
+        self.plain_knobs: Knobs | None = None  # knobs_from(static), checked, while no input is set
 
 
 def fleet_inputs(fleet_names: list[str]) -> list[str]:

@@ -43,7 +43,6 @@ from cosim.adapters.datacenter.scheduler import (
     RUNNING,
     Scheduler,
 )
-from cosim.adapters.datacenter.states import STATE_NAMES
 from cosim.adapters.datacenter.stragglers import COMPUTE_FRAC, StragglerModel
 from cosim.adapters.datacenter.transient import TransientPool, TransientSetup
 from cosim.adapters.datacenter.training import (
@@ -194,6 +193,7 @@ class GpuCluster:
         # whole seconds, from the seeded per-job phase (no extra draws: coarse runs are unchanged)
         self.ckpt_offset_s = np.floor(self.phase * self.ckpt_interval_s) if checkpoint_stagger else np.zeros(len(jobs))
         self.busy_mean_frac = np.full(len(jobs), np.nan)  # long-run straggler busy share, filled on first run
+        self._stall_mean_frac = np.full(len(jobs), np.nan)  # (1 - ckpt_mean) (1 - busy_mean), filled with it
         self.ran_s = np.zeros(len(jobs))  # running (wall) time of each job, for its checkpoints
         self.ckpt_work_s = np.zeros(len(jobs))  # work done at the last checkpoint (what a failure falls back to)
         self.n_job_failures = 0  # failures so far (a job may fail more than once)
@@ -204,6 +204,10 @@ class GpuCluster:
         # speed and power of each job at the default (TDP) limit, the reference of every cap:
         # fixed per job, so looked up instead of interpolated every step
         self._speed_tdp_frac, self._power_tdp_frac = capped(gpu.tdp_w / self.p_unc_w)
+        # uncapped (every cap at TDP): speed and power relative to the TDP points, the same
+        # divisions the capped path makes, once per job
+        self._speed_unc_frac = np.minimum(self._speed_tdp_frac / self._speed_tdp_frac, 1.0)
+        self._power_unc_frac = np.minimum(self._power_tdp_frac / self._power_tdp_frac, 1.0)
         self.n_nodes = math.ceil(n_gpus / node.gpus_per_node)
         self.fleet_nodes = [0 if f.mig is not None else math.ceil(f.fleet.n_gpus / f.node.gpus_per_node)
                             for f in fleets]
@@ -219,6 +223,9 @@ class GpuCluster:
                         + mig_pool.n_gpus * self.mig_setup.gpu.tdp_w) / 1e6
         self.losses = DeliveryLosses(rated_mw or max(full_mw, 1e-6))
         self.paused_by = np.zeros(len(jobs), np.int8)  # 0 none, 1 knob, 2 limit
+        self._caps_for: tuple | None = None  # (running jobs, cap knobs, caps) of the last _class_caps
+        self._paused_key: bytes | None = None  # paused_by's bytes when _paused_lists were made
+        self._paused_lists: dict[int, np.ndarray] = {}
         self.hold_paused_gpus = hold_paused_gpus
         self.p_last_mw = 0.0
         self.delay_gpu_h = 0.0
@@ -238,10 +245,15 @@ class GpuCluster:
             self.transient.reset_counters()
 
     # -- the step ---------------------------------------------------------------------------
-    def step(self, time_s: float, dt_s: float, knobs: Knobs | None = None) -> dict[str, float]:
-        """Advance ``[time_s, time_s + dt_s)`` and return the outputs (see module docstring)."""
+    def step(self, time_s: float, dt_s: float, knobs: Knobs | None = None, *, check: bool = True) -> dict[str, float]:
+        """Advance ``[time_s, time_s + dt_s)`` and return the outputs (see module docstring).
+
+        ``check=False``: ``knobs`` passed :meth:`_check_knobs` before and were not changed since
+        (the adapter reuses one checked object while its inputs stay empty).
+        """
         knobs = knobs or Knobs()
-        self._check_knobs(knobs)
+        if check:
+            self._check_knobs(knobs)
         sched = self.sched
         sched.admit(time_s)
         self._release_limit_paused(knobs)
@@ -324,7 +336,7 @@ class GpuCluster:
     def _pause_flexible(self, knobs: Knobs, time_s: float) -> None:
         state = self.sched.state
         frac = knobs.pause_flexible_frac or 0.0
-        knob_paused = np.flatnonzero(self.paused_by == 1)
+        knob_paused = self._paused_by(1)
         if frac == 0.0 and len(knob_paused) == 0:
             return  # the target is 0 paused and none are: nothing to do (most steps)
         # == per state, not np.isin: isin on a tuple costs ~10x more on every job
@@ -339,8 +351,16 @@ class GpuCluster:
             chosen = cand[np.lexsort(key)][: target - len(knob_paused)]
             self._pause(chosen, 1, time_s)
 
+    def _paused_by(self, reason: int) -> np.ndarray:
+        """Jobs paused by ``reason`` (1 knob, 2 limit), ascending; recounted only when ``paused_by`` changed."""
+        key = self.paused_by.tobytes()
+        if key != self._paused_key:
+            self._paused_lists = {r: np.flatnonzero(self.paused_by == r) for r in (1, 2)}
+            self._paused_key = key
+        return self._paused_lists[reason]
+
     def _release_limit_paused(self, knobs: Knobs) -> None:
-        paused = np.flatnonzero(self.paused_by == 2)
+        paused = self._paused_by(2)
         if len(paused) == 0:
             return
         if knobs.p_limit_mw is None:
@@ -359,23 +379,36 @@ class GpuCluster:
 
     # -- caps and the facility limit ------------------------------------------------------------
     def _class_caps(self, run: np.ndarray, knobs: Knobs) -> np.ndarray:
-        by_class = np.array([knobs.p_cap_class_w.get(c) or self.gpu.tdp_w for c in CLASSES], float)
+        key = (knobs.p_cap_w, *(knobs.p_cap_class_w.get(c) or self.gpu.tdp_w for c in CLASSES))
+        cached = self._caps_for
+        if cached is not None and cached[0] is run and cached[1] == key:
+            return cached[2]  # same running jobs, same caps (most steps): read-only, shared
+        by_class = np.array(key[1:], float)
         if knobs.p_cap_w is not None:
             by_class = np.minimum(by_class, knobs.p_cap_w)
-        return by_class[self.jobs.prio[run]]
+        caps = by_class[self.jobs.prio[run]]
+        caps.flags.writeable = False
+        self._caps_for = (run, key, caps)
+        return caps
 
     def _gpu_power(self, run: np.ndarray, caps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(speed_frac, per-GPU power)`` of running jobs under ``caps`` (Zeus curves). [-, W]"""
         # Relative to the same job at the default (TDP) limit: uncapped means speed 1.
+        if self._uncapped(caps):  # the ratios at the TDP points, worked out once per job
+            return self._speed_unc_frac[run], self._gpu_w(run, caps, True)
         speed_tdp = self._speed_tdp_frac[run]
-        speed = speed_tdp if self._uncapped(caps) else capped_speed(caps / self.p_unc_w[run])
-        return np.minimum(speed / speed_tdp, 1.0), self._gpu_w(run, caps)
+        speed = capped_speed(caps / self.p_unc_w[run])
+        return np.minimum(speed / speed_tdp, 1.0), self._gpu_w(run, caps, False)
 
-    def _gpu_w(self, run: np.ndarray, caps: np.ndarray) -> np.ndarray:
+    def _gpu_w(self, run: np.ndarray, caps: np.ndarray, uncapped: bool | None = None) -> np.ndarray:
         """Per-GPU power of running jobs under ``caps`` (the power half of :meth:`_gpu_power`). [W]"""
-        p_unc, power_tdp = self.p_unc_w[run], self._power_tdp_frac[run]
-        power = power_tdp if self._uncapped(caps) else capped_power(caps / p_unc)
-        return np.maximum(np.minimum(p_unc * np.minimum(power / power_tdp, 1.0), caps), self.gpu.idle_w)
+        p_unc = self.p_unc_w[run]
+        if self._uncapped(caps) if uncapped is None else uncapped:
+            ratio = self._power_unc_frac[run]
+        else:
+            power_tdp = self._power_tdp_frac[run]
+            ratio = np.minimum(capped_power(caps / p_unc) / power_tdp, 1.0)
+        return np.maximum(np.minimum(p_unc * ratio, caps), self.gpu.idle_w)
 
     def _uncapped(self, caps: np.ndarray) -> bool:
         """Every cap at TDP (most steps): the curves' points are the precomputed TDP ones."""
@@ -513,44 +546,72 @@ class GpuCluster:
 
     # -- training progress ------------------------------------------------------------------------
     def _advance(self, run: np.ndarray, caps: np.ndarray, time_s: float, dt_s: float) -> dict:
+        if not len(run) and dt_s > 1.0:
+            return self._advance_idle(dt_s)
         sched, jobs = self.sched, self.jobs
         speed, p_gpu = self._gpu_power(run, caps)
         sched.speed[run] = speed
         if dt_s <= 1.0:
             p_gpu, progress, stall = self._fine(run, caps, p_gpu, time_s, dt_s)
-        else:
-            progress, stall = np.ones(len(run)), self._mean_stall(run)
-        progress = progress * sched.rate_frac[run]  # elastic jobs off their requested size; 1 otherwise
+            progress = progress * sched.rate_frac[run]  # elastic jobs off their requested size; 1 otherwise
+        else:  # progress 1 times the rate (1 * x is x exactly)
+            progress, stall = sched.rate_frac[run], self._mean_stall(run)
         if self.sleep is not None:
             p_gpu, progress = self._waking(run, p_gpu, progress, time_s, dt_s)
         rem = sched.remaining_s[run]
-        active = np.minimum(1.0, rem / np.maximum(speed * progress * dt_s, 1e-12))
-        work_s = speed * progress * dt_s * active
-        sched.remaining_s[run] = rem - work_s
+        full_s = speed * progress * dt_s  # the work of a whole step
+        active = np.minimum(1.0, rem / np.maximum(full_s, 1e-12))
+        work_s = full_s * active
+        left_s = rem - work_s
+        sched.remaining_s[run] = left_s
         sched.work_done_s[run] += work_s
+        ran_s = dt_s * active
         if self.failures.enabled:
-            self._mark_checkpoints(run, dt_s * active, work_s)
-        self.ran_s[run] += dt_s * active
-        finished = sched.remaining_s[run] <= 1e-6  # (run holds distinct jobs: no isin needed)
+            self._mark_checkpoints(run, ran_s, work_s)
+        self.ran_s[run] += ran_s
+        finished = left_s <= 1e-6  # (run holds distinct jobs: no isin needed)
         g = sched.n_alloc[run].astype(float)
-        sched.release(run[finished], DONE, time_s + dt_s * active[finished])
+        if finished.any():
+            sched.release(run[finished], DONE, time_s + ran_s[finished])
         busy_gpus = float(g @ active)
         gpu_w = float(g @ (p_gpu * active)) + (self.n_gpus - busy_gpus) * self.gpu.idle_w
         it_w = gpu_w + self.n_nodes * self.node.other_idle_w + (
             self.node.other_full_w - self.node.other_idle_w) * busy_gpus / self.node.gpus_per_node
         if self.sleep is not None:
             it_w -= self._sleep_saving_w()
-        waiting = (sched.state == QUEUED) | (sched.state == PAUSED)
         hours = dt_s / 3600.0
         slow = float(g @ ((1.0 - speed) * active)) * hours
         self.slowdown_gpu_h += slow
         self.work_gpu_h += float(g @ (speed * active)) * hours
-        self.work_class_gpu_h += np.bincount(jobs.prio[run], weights=g * speed * active, minlength=len(CLASSES)) * hours
-        self.delay_gpu_h += slow + float(jobs.n_gpus[waiting].sum()) * hours
-        by_class_w = np.bincount(jobs.prio[run], weights=g * p_gpu * active, minlength=len(CLASSES))
-        stall_gpus = np.array([float(g @ (active * s)) for s in stall])
+        prio = jobs.prio[run]
+        self.work_class_gpu_h += np.bincount(prio, weights=g * speed * active, minlength=len(CLASSES)) * hours
+        self.delay_gpu_h += slow + float(sched.waiting_gpus()) * hours
+        by_class_w = np.bincount(prio, weights=g * p_gpu * active, minlength=len(CLASSES))
+        stall_gpus = tuple(float(g @ (active * s)) for s in stall)  # (straggler stall, checkpoint) GPUs
         return {"it_w": it_w, "gpu_w": gpu_w, "busy_gpus": busy_gpus, "by_class_w": by_class_w,
                 "stall_gpus": stall_gpus}
+
+    def _advance_idle(self, dt_s: float) -> dict:
+        """:meth:`_advance` with no job running (a step over 1 s): the same sums, each of nothing.
+
+        Every dot product and bincount of :meth:`_advance` over empty arrays is 0.0 (zeros), so
+        the numbers are the ones it gives; the training partition is idle most of a long run
+        once the trace's jobs are done.
+        """
+        busy_gpus = 0.0
+        gpu_w = 0.0 + (self.n_gpus - busy_gpus) * self.gpu.idle_w
+        it_w = gpu_w + self.n_nodes * self.node.other_idle_w + (
+            self.node.other_full_w - self.node.other_idle_w) * busy_gpus / self.node.gpus_per_node
+        if self.sleep is not None:
+            it_w -= self._sleep_saving_w()
+        hours = dt_s / 3600.0
+        slow = 0.0 * hours
+        self.slowdown_gpu_h += slow
+        self.work_gpu_h += 0.0 * hours
+        self.work_class_gpu_h += 0.0 * hours
+        self.delay_gpu_h += slow + float(self.sched.waiting_gpus()) * hours
+        return {"it_w": it_w, "gpu_w": gpu_w, "busy_gpus": busy_gpus, "by_class_w": np.zeros(len(CLASSES)),
+                "stall_gpus": (0.0, 0.0)}
 
     # -- failures ----------------------------------------------------------------------------------
     def _mark_checkpoints(self, run: np.ndarray, ran_s: np.ndarray, work_s: np.ndarray) -> None:
@@ -596,11 +657,14 @@ class GpuCluster:
 
     def _mean_stall(self, run: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Long-run ``(straggler stall, checkpoint)`` shares of each running job's time. [-]"""
-        new = run[np.isnan(self.busy_mean_frac[run])]
-        if len(new):
-            self.busy_mean_frac[new] = self.stragglers.busy_mean(self.jobs.n_gpus[new])
-        ckpt = self.ckpt_mean_frac[run]
-        return (1.0 - ckpt) * (1.0 - self.busy_mean_frac[run]), ckpt
+        stall = self._stall_mean_frac[run]
+        new = np.isnan(stall)  # filled on a job's first run (busy_mean_frac is NaN before)
+        if new.any():
+            jobs = run[new]
+            self.busy_mean_frac[jobs] = self.stragglers.busy_mean(self.jobs.n_gpus[jobs])
+            self._stall_mean_frac[jobs] = (1.0 - self.ckpt_mean_frac[jobs]) * (1.0 - self.busy_mean_frac[jobs])
+            stall = self._stall_mean_frac[run]
+        return stall, self.ckpt_mean_frac[run]
 
     def _fine(self, run, caps, p_mean_w, time_s, dt_s):
         """Per-GPU power, progress factor and ``(stall, checkpoint)`` shares of a step <= 1 s.
@@ -628,50 +692,57 @@ class GpuCluster:
 
     # -- outputs ---------------------------------------------------------------------------------
     def _outputs(self, train: dict, infer: dict, excess_mw: float, dt_s: float) -> dict[str, float]:
-        state, prio = self.sched.state, self.jobs.prio
         p_it_mw = (train["it_w"] + infer["p_it_w"]) / 1e6
         p_loss_mw = float(self.losses.loss_mw(p_it_mw))
         p_mw = p_it_mw + p_loss_mw
         self.p_last_mw = p_mw
         liquid_mw = (self.node.liquid_frac * train["it_w"] + infer["liquid_w"]) / 1e6
         total_gpus = self.n_gpus + sum(self.fleet_gpus) + (self.mig_pool.n_gpus if self.mig_pool else 0)
-        n_states = len(STATE_NAMES)
-        by_class = np.bincount(state * len(CLASSES) + prio,
-                               minlength=n_states * len(CLASSES)).reshape(n_states, len(CLASSES))
-        counts = by_class.sum(axis=1)  # jobs per state (one pass over the jobs, not two)
+        counts, by_class = self.sched.count_lists()  # Python ints, kept until a job's state changes
+        running, queued = by_class[RUNNING], by_class[QUEUED]
+        # plain Python numbers (mosaik may serialise them, remote simulators): ints for the
+        # counts, float() around everything else
         out = {
-            "p_mw": p_mw, "p_it_mw": p_it_mw, "p_loss_mw": p_loss_mw, "q_mvar": p_mw * self.q_per_p,
-            "q_heat_mw": p_mw, "q_heat_liquid_mw": liquid_mw, "q_heat_air_mw": p_mw - liquid_mw,
-            "p_train_mw": train["it_w"] / 1e6, "p_infer_mw": infer["p_it_w"] / 1e6,
-            "gpu_util_frac": (train["busy_gpus"] + infer["n_gpus_busy"]) / max(total_gpus, 1),
-            "n_jobs_running": int(counts[RUNNING]), "n_jobs_queued": int(counts[QUEUED]),
-            "n_jobs_paused": int(counts[PAUSED]), "n_jobs_done": int(counts[DONE]),
-            "n_jobs_rejected": int(counts[REJECTED]),
-            "delay_gpu_h": self.delay_gpu_h, "slowdown_gpu_h": self.slowdown_gpu_h,
-            "wait_mean_h": self.sched.wait_mean_s() / 3600.0, "jct_mean_h": self.sched.jct_mean_s() / 3600.0,
-            "p_limit_excess_mw": excess_mw,
-            "tokens_per_s": infer["tokens_per_s"],
-            "slo_attainment_frac": infer["good_req"] / infer["done_req"] if infer["done_req"] > 0 else 1.0,
-            "itl_p99_ms": infer["itl_p99_ms"],
-            "n_requests_queued": infer["queued_req"], "n_requests_dropped": infer["dropped_req"],
+            "p_mw": float(p_mw), "p_it_mw": float(p_it_mw), "p_loss_mw": p_loss_mw,
+            "q_mvar": float(p_mw * self.q_per_p), "q_heat_mw": float(p_mw), "q_heat_liquid_mw": float(liquid_mw),
+            "q_heat_air_mw": float(p_mw - liquid_mw),
+            "p_train_mw": float(train["it_w"] / 1e6), "p_infer_mw": float(infer["p_it_w"] / 1e6),
+            "gpu_util_frac": float((train["busy_gpus"] + infer["n_gpus_busy"]) / max(total_gpus, 1)),
+            "n_jobs_running": counts[RUNNING], "n_jobs_queued": counts[QUEUED],
+            "n_jobs_paused": counts[PAUSED], "n_jobs_done": counts[DONE],
+            "n_jobs_rejected": counts[REJECTED],
+            "delay_gpu_h": float(self.delay_gpu_h), "slowdown_gpu_h": float(self.slowdown_gpu_h),
+            "wait_mean_h": float(self.sched.wait_mean_s() / 3600.0),
+            "jct_mean_h": float(self.sched.jct_mean_s() / 3600.0),
+            "p_limit_excess_mw": float(excess_mw),
+            "tokens_per_s": float(infer["tokens_per_s"]),
+            "slo_attainment_frac": float(infer["good_req"] / infer["done_req"] if infer["done_req"] > 0 else 1.0),
+            "itl_p99_ms": float(infer["itl_p99_ms"]),
+            "n_requests_queued": float(infer["queued_req"]), "n_requests_dropped": float(infer["dropped_req"]),
         }
-        for level, name in enumerate(CLASSES):
-            out[f"p_train_{name}_mw"] = float(train["by_class_w"][level]) / 1e6
-            out[f"n_jobs_running_{name}"] = int(by_class[RUNNING, level])
-            out[f"n_jobs_queued_{name}"] = int(by_class[QUEUED, level])
+        by_class_w = train["by_class_w"].tolist()
+        for level, (p_key, run_key, queue_key) in enumerate(_CLASS_KEYS):
+            out[p_key] = by_class_w[level] / 1e6
+            out[run_key] = running[level]
+            out[queue_key] = queued[level]
         busy = max(train["busy_gpus"], 1e-12)
         done = infer["done_req"]
-        out.update({
-            "train_stall_frac": float(train["stall_gpus"][0]) / busy,
-            "train_checkpoint_frac": float(train["stall_gpus"][1]) / busy,
-            "ttft_p99_ms": infer["ttft_p99_ms"],
-            "ttft_attainment_frac": infer["ttft_good_req"] / done if done > 0 else 1.0,
-            "itl_attainment_frac": infer["itl_good_req"] / done if done > 0 else 1.0,
-            "p_gpu_mw": (train["gpu_w"] + infer["p_gpu_w"]) / 1e6, "work_gpu_h": self.work_gpu_h,
-            **{f"work_{name}_gpu_h": float(self.work_class_gpu_h[level]) for level, name in enumerate(CLASSES)},
-        })
-        # plain Python numbers: mosaik may serialise them (remote simulators)
-        return {k: v if isinstance(v, int) else float(v) for k, v in out.items()}
+        stall_gpus, ckpt_gpus = train["stall_gpus"]
+        out["train_stall_frac"] = float(stall_gpus / busy)
+        out["train_checkpoint_frac"] = float(ckpt_gpus / busy)
+        out["ttft_p99_ms"] = float(infer["ttft_p99_ms"])
+        out["ttft_attainment_frac"] = float(infer["ttft_good_req"] / done if done > 0 else 1.0)
+        out["itl_attainment_frac"] = float(infer["itl_good_req"] / done if done > 0 else 1.0)
+        out["p_gpu_mw"] = float((train["gpu_w"] + infer["p_gpu_w"]) / 1e6)
+        out["work_gpu_h"] = float(self.work_gpu_h)
+        for key, value in zip(_WORK_KEYS, self.work_class_gpu_h.tolist()):
+            out[key] = value
+        return out
+
+
+#: Per-class output names of :meth:`GpuCluster._outputs`, in :data:`CLASSES` order.
+_CLASS_KEYS = tuple((f"p_train_{c}_mw", f"n_jobs_running_{c}", f"n_jobs_queued_{c}") for c in CLASSES)
+_WORK_KEYS = tuple(f"work_{c}_gpu_h" for c in CLASSES)
 
 #: Every output of :meth:`GpuCluster.step`, in order.
 OUTPUTS: tuple[str, ...] = (

@@ -189,7 +189,9 @@ class JobMoves:
         c.p_unc_w[j] = gpu.idle_w + pf * (gpu.tdp_w - gpu.idle_w)
         speed, power = capped(gpu.tdp_w / c.p_unc_w[j])
         c._speed_tdp_frac[j], c._power_tdp_frac[j] = speed, power
+        c._speed_unc_frac[j], c._power_unc_frac[j] = min(speed / speed, 1.0), min(power / power, 1.0)
         c.busy_mean_frac[j] = np.nan  # recomputed for its size on its first run
+        c._stall_mean_frac[j] = np.nan  # the cluster's per-job stall cache, refilled with it
         c.ran_s[j] = c.ckpt_work_s[j] = c.lost_s[j] = 0.0
         c.paused_by[j] = 0
         self.n_jobs_moved_in += 1

@@ -31,7 +31,7 @@ from cosim.adapters.datacenter.states import (
     STATE_NAMES,
     TRANSIENT,
 )
-from cosim.adapters.datacenter.training import Jobs
+from cosim.adapters.datacenter.training import CLASSES, Jobs
 
 __all__ = ["DONE", "FAILED", "FUTURE", "PAUSED", "QUEUED", "REJECTED", "RUNNING", "STATE_NAMES", "Scheduler",
            "TRANSIENT"]
@@ -98,6 +98,15 @@ class Scheduler:
         self._free_gpus: np.ndarray | None = None
         self._free_node: np.ndarray | None = None
         self._mix: tuple[int, np.ndarray, np.ndarray] | None = None
+        # per-state views (running jobs, jobs per state and class, GPUs waiting), recomputed only
+        # when the state array's bytes change: most steps change no job's state, and any writer
+        # (also one outside this class) is seen, since the key is the array's content
+        self._views_key: bytes | None = None
+        self._running = np.empty(0, np.int64)
+        self._by_class = np.zeros((len(STATE_NAMES), len(CLASSES)), np.int64)
+        self._by_state = np.zeros(len(STATE_NAMES), np.int64)
+        self._waiting_gpus = 0
+        self._lists: tuple[list[int], list[list[int]]] = ([], [])
         # sums over jobs submitted at or after time 0 (not during a warm-up)
         self.wait_sum_s, self.n_started = 0.0, 0
         self.jct_sum_s, self.n_finished = 0.0, 0
@@ -108,7 +117,10 @@ class Scheduler:
     def admit(self, time_s: float) -> None:
         """Queue every job submitted up to ``time_s``; jobs larger than the partition are rejected."""
         first = self.next_arrival
-        last = int(np.searchsorted(self.jobs.submit_s, time_s, side="right"))
+        submit_s = self.jobs.submit_s
+        if first >= len(submit_s) or submit_s[first] > time_s:
+            return  # the next job comes later (most steps): the search below would find none
+        last = int(np.searchsorted(submit_s, time_s, side="right"))
         if last > first:
             new = slice(first, last)
             too_big = self.jobs.n_gpus[new] > self.n_gpus
@@ -238,6 +250,9 @@ class Scheduler:
 
         Jobs that ended in the step count for the step, up to their end.
         """
+        if not self._ended:  # no job ended in the step (most steps)
+            self.active_integral_s += (float(self.n_active) if time_s >= 0 else 0.0) * dt_s
+            return
         n_ended = sum(len(jobs) for jobs, _ in self._ended)
         n_step = float(self.n_active + n_ended) if time_s >= 0 else 0.0
         for jobs, end_s in self._ended:
@@ -275,11 +290,50 @@ class Scheduler:
         return float(ends[order][k]), int(freed[k] - need)
 
     # -- views ---------------------------------------------------------------------------------
+    def _views(self) -> None:
+        """Recompute the per-state views if any job's state changed since they were last made."""
+        key = self.state.tobytes()
+        if key == self._views_key:
+            return
+        state, prio = self.state, self.jobs.prio
+        n_classes = len(CLASSES)
+        running = np.flatnonzero(state == RUNNING)
+        running.flags.writeable = False  # shared by every caller until the next change
+        by_class = np.bincount(state * n_classes + prio,
+                               minlength=len(STATE_NAMES) * n_classes).reshape(len(STATE_NAMES), n_classes)
+        self._running, self._by_class, self._by_state = running, by_class, by_class.sum(axis=1)
+        self._lists = (self._by_state.tolist(), by_class.tolist())
+        self._waiting_gpus = int(self.jobs.n_gpus[(state == QUEUED) | (state == PAUSED)].sum())
+        self._views_key = key
+
     def running(self) -> np.ndarray:
-        return np.flatnonzero(self.state == RUNNING)
+        """The running jobs, ascending (cached and read-only: do not modify). [job ids]"""
+        self._views()
+        return self._running
 
     def count(self, state: int) -> int:
-        return int(np.count_nonzero(self.state == state))
+        self._views()
+        return int(self._by_state[state])
+
+    def count_by_class(self) -> np.ndarray:
+        """Jobs per state (rows, :data:`STATE_NAMES`) and priority class (columns; cached, do not modify). [-]"""
+        self._views()
+        return self._by_class
+
+    def count_by_state(self) -> np.ndarray:
+        """Jobs per state of :data:`STATE_NAMES` (cached, do not modify). [-]"""
+        self._views()
+        return self._by_state
+
+    def count_lists(self) -> tuple[list[int], list[list[int]]]:
+        """:meth:`count_by_state` and :meth:`count_by_class` as Python ints (cached, do not modify). [-]"""
+        self._views()
+        return self._lists
+
+    def waiting_gpus(self) -> int:
+        """GPUs requested by the queued and paused jobs. [-]"""
+        self._views()
+        return self._waiting_gpus
 
     def free_gpus(self) -> np.ndarray:
         """The free GPUs, ascending (cached; do not modify). [GPU ids]"""

@@ -4,10 +4,11 @@ priority order kept, EASY backfill never delays the head's reservation."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cosim.adapters.datacenter.scheduler import DONE, PAUSED, QUEUED, REJECTED, RUNNING, Scheduler
+from cosim.adapters.datacenter.scheduler import DONE, PAUSED, QUEUED, REJECTED, RUNNING, STATE_NAMES, Scheduler
 from cosim.adapters.datacenter.training import Jobs
 
 
@@ -121,3 +122,49 @@ def test_a_pass_gives_each_job_the_lowest_free_gpus_as_start_does():
     for job in started:
         by_hand.start(job, 10.0)
     np.testing.assert_array_equal(s.owner, by_hand.owner)
+
+
+def _views_match(s: Scheduler) -> None:
+    """The cached per-state views equal a fresh pass over the state array."""
+    np.testing.assert_array_equal(s.running(), np.flatnonzero(s.state == RUNNING))
+    fresh = np.array([[np.count_nonzero((s.state == state) & (s.jobs.prio == level)) for level in range(3)]
+                      for state in range(len(STATE_NAMES))])
+    np.testing.assert_array_equal(s.count_by_class(), fresh)
+    assert s.count_lists() == (fresh.sum(axis=1).tolist(), fresh.tolist())
+    assert [s.count(state) for state in range(len(STATE_NAMES))] == fresh.sum(axis=1).tolist()
+    waiting = (s.state == QUEUED) | (s.state == PAUSED)
+    assert s.waiting_gpus() == int(s.jobs.n_gpus[waiting].sum())
+
+
+def test_cached_state_views_follow_every_state_change():
+    """running(), the per-state/class counts and the waiting GPUs are cached between state changes
+    (scheduler.py ``_views``): after starts, releases, pauses, requeues and a write to ``state`` from
+    outside the class (as transient.py does) they must equal a fresh count; the shared running list
+    is read-only, so no caller can change the cache by accident."""
+    rng = np.random.default_rng(3)
+    n = 40
+    jobs = make_jobs(rng.choice([1, 2, 4, 8], n).tolist(), rng.uniform(20, 300, n).tolist(),
+                     rng.uniform(0, 400, n).tolist(), rng.integers(0, 3, n).tolist(), rng.random(n) < 0.5)
+    s = Scheduler(jobs, 16, "easy")
+    for k in range(120):
+        t = 10.0 * k
+        s.admit(t)
+        _views_match(s)
+        if k % 7 == 3 and len(s.running()):  # pause one running job, requeue a paused one
+            s.release(s.running()[:1], PAUSED, t)
+            _views_match(s)
+            s.requeue(np.flatnonzero(s.state == PAUSED)[:1], 5.0)
+        if k % 11 == 5 and (s.state == QUEUED).any():  # a writer outside the class, then back
+            job = int(np.flatnonzero(s.state == QUEUED)[0])
+            s.state[job] = PAUSED
+            _views_match(s)
+            s.state[job] = QUEUED
+        s.schedule(t)
+        _views_match(s)
+        running = s.running()
+        s.remaining_s[running] -= 10.0
+        s.release(running[s.remaining_s[running] <= 0], DONE, t + 10.0)
+        _views_match(s)
+    assert s.count(DONE) > 0
+    with pytest.raises(ValueError):
+        s.running()[:1] = 0
