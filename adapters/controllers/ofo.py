@@ -342,12 +342,23 @@ class OFOParams(CampusKnobParams):
         if self.fleets or self.p_pause_mw > 0:
             raise ValueError("sites: per-fleet batches (fleets) and the pause (p_pause_mw) control one site; "
                              "with sites use the per-site allowances only")
+        if (problem := self.bus_problem(sites_only=True)) is not None:
+            raise ValueError(problem)
+
+    def bus_problem(self, sites_only: bool = False) -> str | None:
+        """The first bus named (each site's; unless ``sites_only`` also ``dc_bus`` and ``bat_bus``) that
+        is not a bus of the feeder model, as a message naming key, value and the buses; else None."""
+        named = [] if sites_only else [("dc_bus", self.dc_bus, ""), ("bat_bus", self.bat_bus, "")]
+        named += [(f"sites[{i}].dc_bus", s.dc_bus, f" (site {s.name!r})") for i, s in enumerate(self.sites)]
+        named = [item for item in named if item[1] is not None]
+        if not named:
+            return None
         info = opendss_circuit_info(grid_models.dss_file(self.network))
         known = {b.lower() for b in info.buses}
-        for i, site in enumerate(self.sites):
-            if site.dc_bus.strip().lower() not in known:
-                raise ValueError(f"sites[{i}].dc_bus = {site.dc_bus!r} (site {site.name!r}): "
-                                 + unknown_bus_message(site.dc_bus, list(info.buses), Path(self.network).name))
+        for key, bus, site in named:
+            if bus.strip().lower() not in known:
+                return f"{key} = {bus!r}{site}: " + unknown_bus_message(bus, list(info.buses), Path(self.network).name)
+        return None
 
     @property
     def n_sites(self) -> int:
@@ -776,7 +787,8 @@ class OFOSim(SingleModelSim):
             return [f"p_pause_mw = {params.p_pause_mw:g} but the sim's pause = {str(pause).lower()}: the pause "
                     "control needs both (p_pause_mw > 0 with n_gpus_pause, and [sims.<id>] pause = true, which "
                     "declares its outputs); pause_control = false holds it at 0"]
-        return []
+        problem = params.bus_problem()  # here, not in the params: unit tests drive the controller on toy buses
+        return [problem] if problem is not None else []
 
     @classmethod
     def entity_inputs(cls, model: str, params: OFOParams | None) -> list[str]:

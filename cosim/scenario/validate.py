@@ -120,6 +120,10 @@ def _pydantic_problems(exc: ValidationError, prefix: str, allowed: list[str] | N
             here = _allowed_at(model, err["loc"][:-1]) if model is not None else allowed
             hint = f"; allowed: {', '.join(here)}" if here else ""
             found.append(Problem(where, f"unknown key{hint}"))
+        elif not loc and isinstance(err.get("input"), dict):
+            # a check over several keys (a model validator): its message names the keys and values;
+            # the whole table as the value would only hide it
+            found.append(Problem(where, err["msg"].removeprefix("Value error, ")))
         else:
             found.append(Problem(where, err["msg"].removeprefix("Value error, "), err.get("input")))
     return found

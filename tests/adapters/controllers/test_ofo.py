@@ -210,3 +210,15 @@ def test_battery_ratings_without_a_bus_are_refused():
     """Ratings with no ``bat_bus`` would be ignored (no battery to steer) and the run said ok."""
     with pytest.raises(ValidationError, match="bat_bus is not"):
         OFOParams.model_validate({"dc_bus": "671", "p_bat_max_mw": 0.5})
+
+
+@pytest.mark.parametrize("key", ["dc_bus", "bat_bus"])
+def test_an_unknown_bus_is_refused_at_validation_naming_the_key(key):
+    """A typo in the datacenter's or the battery's bus is one validation message naming the key, the
+    value and the feeder's buses (it used to pass validation and fail at the run's start), without
+    the whole entity table as its value."""
+    scenario = Path(__file__).resolve().parents[3] / "scenarios" / "ieee13_ofo.toml"
+    with pytest.raises(cosim.ScenarioError) as err:
+        cosim.load_scenario(scenario, {f"entities.ofo.{key}": "9999"})
+    text = str(err.value)
+    assert f"entities.ofo: {key} = '9999': unknown bus '9999' in ieee13" in text and "{'network'" not in text

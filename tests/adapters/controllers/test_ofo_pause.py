@@ -166,7 +166,7 @@ def test_the_sim_declares_the_pause_outputs_and_checks_the_entities():
     assert not set(PAUSE_OUTPUTS) & set(OFOSim.meta_for(OFOSimParams())["models"]["OFO"]["attrs"])
     attrs = OFOSim.meta_for(OFOSimParams(pause=True))["models"]["OFO"]["attrs"]
     assert set(PAUSE_OUTPUTS) <= set(attrs) and set(OUTPUTS) <= set(attrs)
-    on = pause_params()
+    on = pause_params().model_copy(update={"dc_bus": "671"})  # a bus of the feeder (the toy "x" is refused here)
     assert OFOSim.check_entity("OFO", on, None, OFOSimParams(pause=True)) == []
     problems = OFOSim.check_entity("OFO", on, None, OFOSimParams())
     assert len(problems) == 1 and "pause" in problems[0] and "p_pause_mw" in problems[0]
