@@ -637,7 +637,10 @@ class GpuCluster:
         if not failed.any():
             return
         jobs, ends = run[failed], ends[failed]
-        lost_s = np.maximum(sched.work_done_s[jobs] - self.ckpt_work_s[jobs], 0.0)
+        # back to the last checkpoint, or to the last restart if later (a preemption or resize kept
+        # the progress and charged its own cost: that work is not lost twice)
+        lost_s = np.maximum(sched.work_done_s[jobs] - np.maximum(self.ckpt_work_s[jobs], sched.restart_work_s[jobs]),
+                            0.0)
         self.n_job_failures += len(jobs)
         self.n_jobs_failed += int(ends.sum())
         self.lost_gpu_h += float(sched.n_alloc[jobs] @ lost_s) / 3600.0

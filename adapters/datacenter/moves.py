@@ -178,7 +178,7 @@ class JobMoves:
         s.state[j] = QUEUED
         s.remaining_s[j] = rec.work_s + restart_s
         s.extra_work_s[j] = restart_s
-        s.work_done_s[j] = 0.0
+        s.work_done_s[j] = s.restart_work_s[j] = 0.0
         s.speed[j], s.rate_frac[j], s.ready_s[j], s.held[j] = 1.0, 1.0, -np.inf, False
         s.n_alloc[j] = rec.n_gpus
         s.first_start_s[j] = time_s  # it started elsewhere: its wait is not this site's

@@ -80,6 +80,9 @@ class Scheduler:
         self.rate_frac = np.ones(n)  # progress per second relative to the requested GPU count
         self.ready_s = np.full(n, -np.inf)  # no progress before (waking nodes)
         self.extra_work_s = np.zeros(n)  # restore, preemption and rescale costs added to the work
+        # work done when a job last restarted from where it stood (a preemption or a resize charges
+        # its own cost and keeps the progress): a later failure falls back no further than this
+        self.restart_work_s = np.zeros(n)
         self.work_done_s = np.zeros(n)  # work done so far (the cluster adds each step's progress)
         self.held = np.zeros(n, bool)  # paused on its own GPUs (hold): they stay booked, idle
         # finish-time fairness: the running integral of the number of active jobs since time 0,
@@ -203,6 +206,7 @@ class Scheduler:
             self.release(jobs, QUEUED, time_s)
             self.remaining_s[jobs] += loss_s
             self.extra_work_s[jobs] += loss_s
+            self.restart_work_s[jobs] = self.work_done_s[jobs]
 
     def hold(self, jobs: np.ndarray) -> None:
         """Pause running ``jobs`` on their GPUs: nothing is freed, so no queued job gets them.
@@ -244,6 +248,7 @@ class Scheduler:
         self.rate_frac[job] = rate_frac
         self.remaining_s[job] += cost_s
         self.extra_work_s[job] += cost_s
+        self.restart_work_s[job] = self.work_done_s[job]
 
     def account(self, dt_s: float, time_s: float) -> None:
         """Integrate the number of active jobs over the step ``[time_s, time_s + dt_s)`` (finish-time fairness).

@@ -118,6 +118,22 @@ def test_a_failure_after_2400_s_loses_the_600_s_since_the_checkpoint_at_1800_s()
     assert c.sched.end_s[0] == pytest.approx((40 + 1 + (7200.0 - 1800.0 + c.restore_s) / 60.0) * 60.0 - 60.0)
 
 
+def test_a_failure_after_a_preemption_loses_only_the_work_since_the_restart():
+    """Preempted at 2,100 s of work (a lease loss of 120 s charged, progress kept), restarted the
+    next step, failed at 2,400 s: it loses the 300 s since the restart, not the 600 s since its
+    checkpoint at 1,800 s (those 300 s were charged once already by the preemption)."""
+    c = one_job(end=False)
+    for k in range(35):
+        c.step(k * 60.0, 60.0)
+    assert c.sched.work_done_s[0] == pytest.approx(2100.0)
+    c.sched.preempt(np.array([0]), 35 * 60.0, 120.0)
+    for k in range(35, 40):
+        c.step(k * 60.0, 60.0)
+    assert c.sched.work_done_s[0] == pytest.approx(2400.0) and c.sched.state[0] == QUEUED
+    assert c.lost_s[0] == pytest.approx(300.0)
+    assert c.sched.remaining_s[0] == pytest.approx(7200.0 + 120.0 - 2400.0 + 300.0 + c.restore_s)
+
+
 def test_a_failure_that_ends_the_job_frees_its_gpus():
     c = one_job(end=True)
     outs = [c.step(k * 60.0, 60.0) for k in range(45)]
