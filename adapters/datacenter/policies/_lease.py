@@ -28,11 +28,13 @@ def next_lease_s(time_s: float, lease_s: float) -> float:
 
 
 def desired(sched, ranked: np.ndarray) -> np.ndarray:
-    """The prefix-greedy set of ``ranked`` jobs whose requested GPUs fit the partition."""
+    """The prefix-greedy set of ``ranked`` jobs whose requested GPUs fit the partition, less the GPUs
+    paused jobs hold (``hold_paused_gpus``: booked, so no ranked job can have them while the hold lasts)."""
     need = sched.jobs.n_gpus[ranked]
+    capacity = sched.n_gpus - int(sched.n_alloc[sched.held].sum())
     keep, used = [], 0
     for job, n in zip(ranked.tolist(), need.tolist()):
-        if used + n <= sched.n_gpus:
+        if used + n <= capacity:
             keep.append(job)
             used += n
     return np.array(keep, np.int64)

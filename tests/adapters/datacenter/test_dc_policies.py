@@ -7,12 +7,15 @@ job finished or rejected, priority order where the policy promises it, determini
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 
 from cosim.adapters.datacenter import ClusterParams, cluster_problems
 from cosim.adapters.datacenter.nodes import NodeSleep, SleepParams, Topology
 from cosim.adapters.datacenter.policies import available, make_policy, param_problems, policy_class
+from cosim.adapters.datacenter.policies._lease import desired
 from cosim.adapters.datacenter.scheduler import DONE, QUEUED, REJECTED, Scheduler
 from cosim.adapters.datacenter.training import Jobs
 from scheduling_sim import GPN, random_jobs, simulate
@@ -133,3 +136,14 @@ def test_params_a_policy_ignores_are_said(training, nodes, said):
         assert warnings == []
     else:
         assert any(said in w for w in warnings), warnings
+
+
+def test_a_lease_round_wants_no_more_jobs_than_fit_beside_the_held_gpus():
+    """16 GPUs, 8 of them held by a paused job (hold_paused_gpus): of two ranked 8-GPU jobs only the
+    first is wanted (it used to want both, and preempt_for then preempted running jobs for a job that
+    cannot start while the hold lasts); with the hold released both are."""
+    sched = SimpleNamespace(n_gpus=16, jobs=SimpleNamespace(n_gpus=np.array([8, 8, 8])),
+                            n_alloc=np.array([8, 8, 8]), held=np.array([False, False, True]))
+    assert desired(sched, np.array([0, 1])).tolist() == [0]
+    sched.held[:] = False
+    assert desired(sched, np.array([0, 1])).tolist() == [0, 1]
