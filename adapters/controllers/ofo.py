@@ -191,8 +191,10 @@ class FleetControl(Params):
             raise ValueError(f"model = {self.model!r}: unknown; known: {', '.join(MODELS)}")
         if self.gpu not in GPUS:
             raise ValueError(f"gpu = {self.gpu!r}: unknown; known: {', '.join(GPUS)}")
-        if self.n_gpus_per_replica is not None:
-            batch_curves(self.model, self.gpu, self.n_gpus_per_replica)  # names the measured configurations
+        try:  # a GPU without ML.ENERGY rows, or a GPU count not measured: named here, not at the run's start
+            batch_curves(self.model, self.gpu, self.n_gpus_per_replica)
+        except ValueError as exc:
+            raise ValueError(f"fleet {self.name!r}: {exc}") from None
         if not self.n_batch_sizes or min(self.n_batch_sizes) < 1:
             raise ValueError("n_batch_sizes: give at least one size, each >= 1")
         return self

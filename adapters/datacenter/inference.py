@@ -141,7 +141,7 @@ def batch_curves(model: str, gpu: str, gpus_per_replica: int | None = None) -> B
     n = measured[0] if gpus_per_replica is None else gpus_per_replica
     if n not in measured:
         raise ValueError(f"n_gpus_per_replica = {gpus_per_replica}: ML.ENERGY measured {model} on {gpu} with "
-                         f"{' or '.join(map(str, measured))} GPUs per replica; use one of these")
+                         f"{' or '.join(map(str, measured))} GPU(s) per replica; use one of these")
     return _fit(model, gpu, n)
 
 

@@ -20,7 +20,7 @@ import pytest
 from pydantic import ValidationError
 
 import cosim
-from cosim.adapters.controllers.ofo import FeederSensitivity, OFOController, OFOParams
+from cosim.adapters.controllers.ofo import FeederSensitivity, FleetControl, OFOController, OFOParams
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from test_grid_opendss import make_sim, step  # noqa: E402
@@ -222,3 +222,12 @@ def test_an_unknown_bus_is_refused_at_validation_naming_the_key(key):
         cosim.load_scenario(scenario, {f"entities.ofo.{key}": "9999"})
     text = str(err.value)
     assert f"entities.ofo: {key} = '9999': unknown bus '9999' in ieee13" in text and "{'network'" not in text
+
+
+@pytest.mark.parametrize("extra, fragment", [({"gpu": "A100-80GB-SXM"}, "no ML.ENERGY inference data"),
+                                             ({"n_gpus_per_replica": 3}, "n_gpus_per_replica = 3")])
+def test_a_fleet_without_measured_curves_is_refused_at_validation(extra, fragment):
+    """A fleet on a GPU ML.ENERGY did not measure, or on a GPU count it did not measure, is a
+    validation error naming the fleet (the first used to fail only when the controller was built)."""
+    with pytest.raises(ValidationError, match=rf"fleet 'chat': .*{fragment}"):
+        FleetControl(name="chat", model="llama-3.1-8b", n_replicas=4, itl_deadline_ms=80.0, **extra)

@@ -72,7 +72,7 @@ def test_gpus_per_replica_picks_the_measured_configuration():
     assert two.tokens_per_s(127.9) == pytest.approx(4546.2, rel=0.08)
     assert two.power_w(127.9, 80.0) == pytest.approx(449.8, rel=0.08)
     assert batch_curves("qwen-3-30b-a3b", "H100-SXM", 1) is one
-    with pytest.raises(ValueError, match="with 1 or 2 GPUs per replica"):
+    with pytest.raises(ValueError, match=r"with 1 or 2 GPU\(s\) per replica"):
         batch_curves("qwen-3-30b-a3b", "H100-SXM", 4)
     assert measured_gpus_per_replica("qwen-3-235b-a22b", "B200") == [4, 8]
 
