@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import calendar
 import functools
+import math
 import warnings
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -266,6 +267,9 @@ def _with_year(value: datetime, year: int) -> datetime:
     return value.replace(year=year, day=day)
 
 
+AHEAD_STEPS = 1440  # steps a signals sim reads ahead at most (one day at 1 minute)
+
+
 class TimeSeries:
     """Columns of one data file as functions of UTC time.
 
@@ -377,6 +381,43 @@ class TimeSeries:
         """``{output name: value}`` at scenario time ``when``."""
         return dict(zip(self.names, map(float, self.values_at(when))))
 
+    def rows_ahead(self, first: datetime, step_s: float, n: int) -> list[list[float]]:
+        """The values at ``first``, ``first + step_s``, … (up to ``n`` times, fewer where the
+        data ends): :meth:`values_at` of each, as lists of floats, computed in one pass.
+
+        The same numbers as :meth:`values_at` time by time: the data times come from
+        :meth:`source_s` of each time (or, for whole seconds within one UTC day, from the first
+        and last time's, when their offsets agree: the mapping is then the same shift for the
+        whole day), and the interpolation is the same float operations, element by element.
+        """
+        seconds = self._sources_ahead(first, step_s, n)
+        covered = (self.start_s <= seconds) & (seconds < self.end_s)
+        if not covered.all():
+            seconds = seconds[:int(np.argmin(covered))]  # up to the first time outside the data
+        if not len(seconds):
+            return []
+        times = self.times_s
+        i = np.searchsorted(times, seconds, side="right") - 1
+        rows = self.values[i]
+        if self.options.interpolation != "hold":
+            inner = i + 1 < len(times)
+            j = np.where(inner, i + 1, i)
+            weight = (seconds - times[i]) / np.where(inner, times[j] - times[i], 1.0)
+            interpolated = rows + weight[:, None] * (self.values[j] - rows)
+            rows = np.where(inner[:, None], interpolated, rows)
+        return rows.tolist()
+
+    def _sources_ahead(self, first: datetime, step_s: float, n: int) -> np.ndarray:
+        whens = [first + timedelta(seconds=k * step_s) for k in range(n)]
+        whole = float(step_s).is_integer() and first.microsecond == 0
+        same_day = whens[-1].date() == whens[0].date()
+        if whole and same_day and not self.options.repeat:
+            epoch0, epoch1 = _epoch(whens[0]), _epoch(whens[-1])
+            shift0, shift1 = self.source_s(whens[0]) - epoch0, self.source_s(whens[-1]) - epoch1
+            if shift0 == shift1:
+                return epoch0 + shift0 + np.arange(n, dtype=float) * float(step_s)
+        return np.array([self.source_s(w) for w in whens], dtype=float)
+
     def column_max(self, name: str) -> float:
         """Largest value of column ``name`` over the whole file."""
         return float(np.max(self.values[:, self.names.index(name)]))
@@ -431,6 +472,7 @@ class SignalsSim(SingleModelSim):
         super().setup()
         ctx = ScenarioContext(self.start_utc, self.duration_s, self.step_s, self.seed, self.tick_s)
         self.series, problems = series_problems(lambda: self.make_series(self.params), ctx)
+        self._ahead: dict[int, dict[str, float]] = {}  # step time [s] -> values (_read_ahead)
         problems = errors_only(problems)
         if problems:
             raise ValueError("; ".join(problems))
@@ -450,6 +492,25 @@ class SignalsSim(SingleModelSim):
         return values
 
     def step_entities(self, time_s: float, inputs: dict[str, dict[str, Any]]) -> None:
-        values = self.series.at(self.utc(time_s))  # one file: the same values for every entity
-        for eid in self.entities:
+        values = self._ahead.get(time_s)
+        if values is None:
+            whole = isinstance(time_s, int) and float(self.step_s).is_integer()
+            values = self._read_ahead(time_s) if whole else self.series.at(self.utc(time_s))
+        for eid in self.entities:  # one file: the same values for every entity
             self.out[eid] = dict(values)
+
+    def _read_ahead(self, time_s: float) -> dict[str, float]:
+        """The values at this step, and at the next steps up to the end of this UTC day (at most
+        :data:`AHEAD_STEPS`), read from the file in one pass (:meth:`TimeSeries.rows_ahead`);
+        whole-second steps only (a sub-second time is a float sum: it reads time by time)."""
+        when = self.utc(time_s)
+        midnight = datetime.combine(when.date() + timedelta(days=1), datetime.min.time(), timezone.utc)
+        left_s = (midnight - when).total_seconds()
+        step_s = int(self.step_s)
+        n = max(1, min(AHEAD_STEPS, math.ceil(left_s / step_s), math.ceil((self.duration_s - time_s) / step_s)))
+        rows = self.series.rows_ahead(when, step_s, n)
+        if not rows:
+            return self.series.at(when)  # outside the data: values_at says where
+        names = self.series.names
+        self._ahead = {time_s + k * step_s: dict(zip(names, row)) for k, row in enumerate(rows)}
+        return self._ahead[time_s]

@@ -315,3 +315,61 @@ def test_wet_bulb_limits():
     assert -20.0 < dry < 35.0 and math.isfinite(dry)
     with pytest.raises(ValueError):
         wet_bulb_c(20.0, 21.0, 101_325.0)
+
+
+# -- reading ahead (the signals sim's step) ----------------------------------------------------
+@pytest.fixture(scope="module")
+def series_kinds(tmp_path_factory):
+    """One series of each kind a scenario can give: plain, hold, repeat, align_year (a file
+    starting 05:00 UTC, so the year wraps mid-day), a leap file read in a common year and back."""
+    tmp_path = tmp_path_factory.mktemp("kinds")
+    local = pd.date_range("2023-01-01 05:00", periods=8760, freq="h")
+    wrap = write(tmp_path, pd.DataFrame({"time_utc": local.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                                         "h": np.sin(np.arange(8760) / 7.0)}).to_csv(index=False), "wrap.csv")
+    common = pd.date_range("2023-01-01", "2023-12-31 23:00", freq="h")
+    plain = write(tmp_path, pd.DataFrame({"time_utc": common.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                                          "h": np.cos(np.arange(8760) / 3.0)}).to_csv(index=False), "plain.csv")
+    return {
+        "plain linear": series(plain, {"h_count": "h"}, interpolation="linear"),
+        "plain hold": series(plain, {"h_count": "h"}, interpolation="hold"),
+        "repeat": series(write(tmp_path, HOURLY), {"x_mw": "x"}, repeat=True, interpolation="linear"),
+        "align_year wrap": series(wrap, {"h_count": "h"}, align_year=True, interpolation="linear"),
+        "align_year leap": series(leap_2024(tmp_path), {"doy_count": "doy"}, align_year=True, interpolation="linear"),
+        "align_year common": series(plain, {"h_count": "h"}, align_year=True, interpolation="linear"),
+    }
+
+
+@pytest.mark.parametrize("first, step_s, n", [
+    (utc(2023, 7, 15, 0, 0), 60, 1440),         # a whole day at 1 minute
+    (utc(2024, 2, 29, 23, 0), 60, 90),           # across a leap day into March
+    (utc(2024, 12, 31, 22, 0), 300, 40),         # across new year (align_year wraps at 05:00)
+    (utc(2025, 1, 1, 3, 0), 60, 180),            # the wrapping file's 05:00 start inside the block
+    (utc(2023, 12, 31, 23, 0), 60, 120),         # past the plain file's end: the block stops there
+    (utc(2023, 3, 5, 10, 0, 0), 7, 500),         # an odd step
+])
+def test_reading_ahead_equals_reading_each_time(series_kinds, first, step_s, n):
+    """``rows_ahead`` is the signals sim's per-step read done for a day at once: it must give
+    ``values_at``'s numbers exactly, for every kind of series, and stop where the data does."""
+    for name, ts in series_kinds.items():
+        rows = ts.rows_ahead(first, step_s, n)
+        expected = []
+        for k in range(n):
+            try:
+                expected.append([float(v) for v in ts.values_at(first + timedelta(seconds=k * step_s))])
+            except ValueError:
+                break
+        assert rows == expected, name
+
+
+def test_signals_sim_reads_ahead_as_it_would_step_by_step():
+    """The sim's outputs over a day and a half (the block restarts at midnight) equal
+    ``TimeSeries.at`` of each step's time."""
+    sim = SignalsSim()
+    columns = {"t_dry_c": "t_dry_c", "ghi_w_m2": "ghi_w_m2", "wind_m_s": "wind_m_s"}
+    sim.init("weather", start_utc="2024-07-15T13:00:00Z", step_s=60, duration_s=36 * 3600, seed=7,
+             file=str(DATA / "weather" / "greensboro_nc_tmy3.csv"), columns=columns, align_year=True,
+             interpolation="linear")
+    sim.create(1, "Series", eid="w")
+    for t in range(0, 36 * 3600, 60):
+        sim.step(t, {}, 36 * 3600)
+        assert sim.get_data({"w": list(columns)})["w"] == sim.series.at(sim.utc(t)), t
