@@ -83,6 +83,7 @@ class FmuInstance:
         self._restart = False  # model exchange: an input changed, the solver must restart
         self._held: dict[str, float] = {}  # model exchange: the value last set of each attribute [FMU unit]
         self._arrays: dict[int, list[float]] = {}  # array variables by value reference, every element [FMU unit]
+        self._set_plans: dict[tuple[str, ...], Any] = {}  # input names -> one-call plan (set_inputs)
         self._ending: str | None = None  # the FMU ended the simulation at the end of the last step
         self._callback_error: BaseException | None = None
         bad = sorted(set(start_values) - set(iface.settable))
@@ -259,9 +260,44 @@ class FmuInstance:
         getattr(self.fmu, "set" + port.accessor)([port.vr], values)
 
     def set_inputs(self, values: dict[str, Any]) -> None:
-        """Set inputs and tunable parameters. [scenario units]"""
+        """Set inputs and tunable parameters. [scenario units]
+
+        A co-simulation FMU whose inputs this step are all scalar reals (the usual case) gets
+        them in one set call through buffers kept per set of input names; anything else, or a
+        call that fails (then the failing variable is named), goes through :meth:`_set`.
+        """
         ports = self.iface.ports
+        key = tuple(values)
+        plan = self._set_plans.get(key)
+        if plan is None:
+            plan = self._set_plans[key] = self._set_plan(key)
+        if plan:
+            chosen, vr, buf, n = plan
+            for k, (port, value) in enumerate(zip(chosen, values.values())):
+                buf[k] = port.to_fmu(self._number(port, value, "setting an input"))
+            start = _time.perf_counter()
+            try:
+                if self.fmi3:
+                    self.fmu.fmi3SetFloat64(self.fmu.component, vr, n, buf, n)
+                else:
+                    self.fmu.fmi2SetReal(self.fmu.component, vr, n, buf)
+                return
+            except Exception:  # noqa: BLE001 — set them one by one below: the failing one is named
+                pass
+            finally:
+                self.fmu_time_s += _time.perf_counter() - start
         self._set([(ports[a], v) for a, v in values.items() if a in ports], "setting an input")
+
+    def _set_plan(self, names: tuple[str, ...]):
+        """``(ports, value references, value buffer, n)`` when every name is a scalar real input of
+        a co-simulation FMU; ``False`` otherwise (model exchange tracks changes: :meth:`_set`)."""
+        ports = self.iface.ports
+        fast = "Float64" if self.fmi3 else "Real"
+        chosen = [ports.get(name) for name in names]
+        if self.me or not chosen or any(p is None or p.size > 1 or p.kind != "real" or p.accessor != fast
+                                        for p in chosen):
+            return False
+        return chosen, (c_uint32 * len(chosen))(*[p.vr for p in chosen]), (c_double * len(chosen))(), len(chosen)
 
     def outputs(self) -> dict[str, Any]:
         """Every output (model exchange: after the pending event iteration). [scenario units]"""
