@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from cosim.adapters.datacenter import ClusterParams, cluster_problems, make_fleet
+from cosim.adapters.datacenter.mig import SliceCurves, profiles
 from cosim.adapters.datacenter.inference import (
     MLENERGY_GPUS,
     MODELS,
@@ -102,6 +103,12 @@ def test_one_batch_gives_the_array_evaluation_bit_for_bit(model, gpu, gpus_per_r
     batches = np.concatenate([[0.0, curves.b_min, curves.b_max], np.geomspace(0.01, 2 * curves.b_max, 300)])
     for curve in (lambda b: curves.power_w(b, 80.0), curves.tokens_per_s, curves.itl_ms, curves.itl_p99_ms):
         assert [float(curve(b)) for b in batches] == curve(batches).tolist()
+    # at_batch (a fleet's step: ln b once for all four) is the four methods' scalar numbers
+    for at in (curves, SliceCurves(curves, next(iter(profiles("H100-SXM", 80.0).values())), curves.b_max / 2)) \
+            if gpus_per_replica == 1 else (curves,):
+        for b in batches:
+            assert at.at_batch(b, 80.0) == (float(at.power_w(b, 80.0)), float(at.tokens_per_s(b)),
+                                            float(at.itl_ms(b)), float(at.itl_p99_ms(b))), b
 
 
 def test_unknown_model_and_gpu_list_the_known():
