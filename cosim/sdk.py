@@ -378,16 +378,21 @@ class CosimSim(mosaik_api_v3.Simulator):
 
         One C-level ``itemgetter`` per requested attribute list (kept by the list's contents)
         instead of a Python loop over the attributes; an attribute missing from the entity's
-        outputs falls back to the loop with ``None``.
+        outputs falls back to the loop with ``None``. When the request is exactly the entity's
+        outputs, the entity's dict is copied whole (its own key order: readers look up by name).
         """
         data = {}
         getters = self._getters
         for eid, attrs in outputs.items():
             values = self.out[eid]
             key = tuple(attrs)
-            getter = getters.get(key)
-            if getter is None:
-                getter = getters[key] = tuple_getter(key)
+            entry = getters.get(key)
+            if entry is None:
+                entry = getters[key] = (tuple_getter(key), frozenset(key))
+            getter, names = entry
+            if values.keys() == names:  # every output of the entity asked for (the recorder's "*"): one copy
+                data[eid] = dict(values)
+                continue
             try:
                 data[eid] = dict(zip(key, getter(values)))
             except KeyError:

@@ -76,6 +76,9 @@ def test_adapter_contract(name, tmp_path):
     data = sim.get_data(outputs)
     for eid, attrs in outputs.items():
         values = data[eid]
+        assert set(values) == set(attrs), f"{name}: get_data({eid}) answers {sorted(values)}, asked {sorted(attrs)}"
+        if len(attrs) > 1:  # a part of the outputs: that part only, the same values
+            assert sim.get_data({eid: attrs[-1:]}) == {eid: {attrs[-1]: values[attrs[-1]]}}, name
         for attr in attrs:  # None, a bool, or a number: never text, lists or +-inf (NaN = "no limit" setpoints)
             value = values[attr]
             assert value is None or isinstance(value, bool) or (
