@@ -30,10 +30,16 @@ from __future__ import annotations
 
 import argparse
 import math
+import tempfile
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from scipy.optimize import minimize
+
+from cosim.run import run_scenario
+from cosim.scenario import load_scenario
+from cosim.studies.reproduce import load_case, variant_overrides
 
 HERE = Path(__file__).parent
 DATA = HERE.parent / "data"
@@ -113,13 +119,6 @@ def build() -> pd.DataFrame:
 def calibrate() -> None:
     """Fit the FMU's cop_ref_ratio, q_chiller_ref_mw and dt_tower_approach_k to the calibration
     variant (hourly CV(RMSE) of p_chillers_mw against the reference), running the case itself."""
-    from scipy.optimize import minimize
-
-    from cosim.run import run_scenario
-    from cosim.scenario import load_scenario
-    from cosim.studies.reproduce import load_case, variant_overrides
-    import tempfile
-
     case = load_case(CASE)
     seen: dict[tuple[float, ...], float] = {}
 
