@@ -79,7 +79,7 @@ def results(tmp_path_factory):
 
 def test_there_are_published_cases():
     assert {"polca", "emerald_phoenix", "emerald_london", "carbon_aware", "carbon_responder", "dr_event",
-            "duke_headroom", "mlenergy_curves", "mlenergy_configs", "openg2g_ieee13"} <= set(CASES)
+            "duke_headroom", "mlenergy_curves", "mlenergy_configs", "openg2g_ieee13", "ashrae_g14_chiller"} <= set(CASES)
 
 
 @pytest.mark.parametrize("name", CASES)
