@@ -12,6 +12,9 @@ OpenG2G's ``LoadShiftController`` (gpu2grid/openg2g, ``openg2g/controller/load_s
    control of its own and counts as exhausted) and its voltage is still out of band; it goes on
    (a latch) until its voltage is ``margin_pu`` inside the band, even if its own control starts
    releasing meanwhile (with ``margin_pu = 0``, the default, this is OpenG2G's condition).
+   With ``shift_on_signal = true`` (cosim's, for OFO's ``shift_when_throttled``) a site also moves
+   load out in every step its signal is 1, its own bus in band or not, to an in-band site whose
+   signal is 0: the controller's signal already says the move relieves the feeder.
 3. **Directional**: under-voltage (its ``vm_min`` < ``v_low_pu``) moves load *out* to the site with
    the highest ``vm_min`` that is itself in band; over-voltage (``vm_max`` > ``v_high_pu``) moves
    load *in* from the site with the lowest ``vm_max`` that is in band. (``margin_pu`` is cosim's
@@ -149,6 +152,10 @@ class LoadShiftParams(Params):
         ci_gap_g_kwh: carbon variant: shift when the sites' intensities differ by more; None = off. [g/kWh]
         train_restart_s: extra work of a moved training job at its destination (reloading its
             checkpoint there; the sim's ``training = true``). [s]
+        shift_on_signal: a site whose ``exhausted_<site>_frac`` is 1 moves load out (as in an
+            under-voltage) in every step it stays 1, even with its own bus in band, to an in-band site
+            whose own signal is 0 (for OFO's ``shift_when_throttled``: the signal already says the move
+            helps; no latch, so it stops when the signal drops). ``false`` (default): the last-resort rule.
         enabled: ``false`` never shifts (the no-coordination baseline).
     """
 
@@ -164,6 +171,7 @@ class LoadShiftParams(Params):
     hold_s: float = Field(default=0.0, ge=0)
     ci_gap_g_kwh: float | None = Field(default=None, ge=0)
     train_restart_s: float = Field(default=300.0, ge=0)
+    shift_on_signal: bool = False
     enabled: bool = True
 
     @model_validator(mode="after")
@@ -366,11 +374,14 @@ class Shifter:
                 self._latched[site] = None
             if self._latched[site] == "over" and not high[site] > p.v_high_pu - p.margin_pu:
                 self._latched[site] = None
-            if not ready(site) or self._latched[site] is None:
+            want = self._latched[site]
+            if want is None and p.shift_on_signal and _signal(exhausted, site):  # the signal: moving out helps
+                want = "under"
+            if not ready(site) or want is None:
                 continue
-            if self._latched[site] == "under":  # under: move load out
+            if want == "under":  # under: move load out
                 cands = [s for s in self.sites if s != site and in_band(s) and self.active[s] >= 1
-                         and self.spare(s) >= 1 and ready(s)]
+                         and self.spare(s) >= 1 and ready(s) and not (p.shift_on_signal and _signal(exhausted, s))]
                 if not cands or self.movable(site) < 1:
                     self._train_voltage(site, "under", low, high, in_band, time_s)
                     continue
@@ -551,3 +562,9 @@ def _number(value: Any) -> float | None:
 
 def _or(value: float | None, default: float) -> float:
     return default if value is None else value
+
+
+def _signal(exhausted: dict[str, float | None], site: str) -> bool:
+    """``site``'s connected ``exhausted_<site>_frac`` is 1 (absent or NaN: not signalled)."""
+    value = exhausted.get(site)
+    return value is not None and math.isfinite(value) and value >= 0.5

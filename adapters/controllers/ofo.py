@@ -119,7 +119,16 @@ with the margin it turns 1 a little inside the band, and load_shift checks the b
 voltage duals over every monitored bus-phase, the battery and the cost terms as above
 (``cost_compute_frac`` per site's whole range). With linear costs the site whose power moves the
 violated bus-phases most is throttled first. The sim's ``sites`` names them (the outputs are
-known before the entities). Not combined with ``fleets`` or the pause (they steer one site)::
+known before the entities). Not combined with ``fleets`` or the pause (they steer one site).
+
+Shifting priced by the duals (``shift_when_throttled = true``, off by default; cosim's, not
+OpenG2G's): ``exhausted_<site>_frac`` is also 1 while site ``i`` is throttled (allowance below 1)
+by active under-voltage duals and another site ``k`` at allowance 1 has a lower price per MW,
+``(λ̄ - λ)ᵀ J_k / p_flex_k < (λ̄ - λ)ᵀ J_i / p_flex_i`` (``J_k`` its column): a MW moved to ``k``
+relieves the priced bus-phases more cheaply than throttling ``i``, even when ``i``'s own bus is in
+band and its allowance above its floor (the last-resort rule never fires then, e.g. for
+mid-feeder violations on IEEE 34). Connect it to a ``load_shift`` with ``shift_on_signal = true``,
+which moves load out of a site while its signal is 1. Configuration::
 
     [sims.ctl]
     adapter = "ofo"
@@ -263,6 +272,9 @@ class OFOParams(CampusKnobParams):
         cost_pause_per_gpu_h: the cost of one GPU-hour of flexible training deferred (the
             allowance's whole range costs ``cost_compute_frac`` per step). [1/GPU-h]
         pause_control: ``false`` holds the pause at 0 (compare with and without it).
+        shift_when_throttled: ``sites`` only: ``exhausted_<site>_frac`` is also 1 while the site is
+            throttled by under-voltage duals and an unthrottled site's power is cheaper at those duals
+            (moving load there relieves the same bus-phases); for load_shift's ``shift_on_signal``.
     """
 
     network: str = "ieee13"
@@ -297,6 +309,7 @@ class OFOParams(CampusKnobParams):
     pause_max_frac: float = Field(default=1.0, ge=0, le=1)
     cost_pause_per_gpu_h: float = Field(default=1.0, ge=0)
     pause_control: bool = True
+    shift_when_throttled: bool = False
 
     @field_validator("network")
     @classmethod
@@ -619,7 +632,20 @@ class OFOController:
         u = float(self.us[i])
         under = bool((self.lam[own] > 0).any()) and u <= low + EXHAUSTED_TOL_FRAC
         over = bool((self.lam_bar[own] > 0).any()) and u >= 1.0 - EXHAUSTED_TOL_FRAC
-        return under or over
+        return under or over or (p.shift_when_throttled and self.cheaper_elsewhere(i))
+
+    def cheaper_elsewhere(self, i: int) -> bool:
+        """Site ``i`` is throttled (allowance below 1) with under-voltage duals active, and another site
+        at allowance 1 has a lower price per MW at the current duals, ``(λ̄ - λ)ᵀ ∂v/∂P_k`` (``jac``'s
+        column over that site's ``p_flex_mw``): a MW moved there relieves the bus-phases the duals
+        price, so shifting load beats throttling it (``shift_when_throttled``)."""
+        p = self.p
+        if self.jac is None or not (self.lam > 0).any() or self.us[i] >= 1.0 - EXHAUSTED_TOL_FRAC:
+            return False
+        eta = self.lam_bar - self.lam
+        price = [float(eta @ self.jac[:, k]) / s.p_flex_mw for k, s in enumerate(p.sites)]
+        return any(price[k] < price[i] for k in range(len(p.sites))
+                   if k != i and self.us[k] >= 1.0 - EXHAUSTED_TOL_FRAC)
 
     def _knobs(self, u: float, tag: str) -> dict[str, float]:
         """The knobs at allowance ``u``, named with ``tag`` before the unit (``""``: one site). [-, W, MW, -]"""

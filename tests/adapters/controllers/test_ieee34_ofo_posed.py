@@ -3,7 +3,8 @@
 both sites at their floor power, and out of band with them at full power; and OFO holds the band
 over the first 90 s without pinning either site at its floor (the file's earlier sizing, 0.88 MW of
 sites whose floor alone, 0.68 MW, took the feeder under 0.95 pu, had OFO hold both sites at
-allowance 0 for the whole run and lose 91 % of the tokens).
+allowance 0 for the whole run and lose 91 % of the tokens); and with the file's shifting priced by
+OFO's duals, `down`'s replicas move to `up` and `down` gets its allowance back.
 
 The site powers are the file's, measured with `cosim run` (the header gives the commands): at full
 allowance up 0.1845 MW + 0.0375 Mvar, down 0.4016 + 0.0816; at the floor (GPU cap 200 W) up 0.1517 +
@@ -53,17 +54,40 @@ def monitored_vm_pu(sites: list[tuple[float, float]]) -> np.ndarray:
 def test_the_band_is_the_sites_to_hold(sites, in_band):
     vm = monitored_vm_pu(sites)
     margin = RAW["entities"]["ofo"].get("margin_pu", 0.002)
-    inside = vm.min() >= 0.95 + margin and vm.max() <= 1.05  # the highs (802, next to the 1.05 pu source) are the feeder's
+    # OFO's margin below; the highs (802, next to the 1.05 pu source) are the feeder's own
+    inside = vm.min() >= 0.95 + margin and vm.max() <= 1.05
     assert inside == in_band, (vm.min(), vm.max())
 
 
-def test_ofo_holds_the_band_without_pinning_a_site_at_its_floor(tmp_path):
-    result = cosim.run(SCENARIO, out_dir=tmp_path, overrides={"scenario.duration_s": 90, "scenario.engine": "direct",
-                                                              "entities.shift.enabled": False})
-    assert result.ok, result.reason
-    ts = result.timeseries()
-    assert (ts["feeder.allbus_vm_min_pu"].iloc[20:] >= 0.95).all()  # in band from 20 s (17 s measured)
-    assert result.kpis["feeder"]["allbus_violation_s"] <= 20
-    late = ts.iloc[-30:]
-    assert (late["ofo.allowance_up_frac"] > 0.99).all()              # 850's column is the smaller: untouched
-    assert (late["ofo.allowance_down_frac"] > 0.15).all()            # ~0.29 measured; the old sizing: 0
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    out = tmp_path_factory.mktemp("ieee34_ofo")
+    short = {"scenario.duration_s": 90, "scenario.engine": "direct"}
+    alone = cosim.run(SCENARIO, out_dir=out / "alone", overrides={**short, "entities.shift.enabled": False})
+    shifted = cosim.run(SCENARIO, out_dir=out / "shifted", overrides=short)
+    assert alone.ok and shifted.ok, (alone.reason, shifted.reason)
+    return alone, shifted
+
+
+def test_ofo_holds_the_band_without_pinning_a_site_at_its_floor(runs):
+    for result in runs:
+        ts = result.timeseries()
+        assert (ts["feeder.allbus_vm_min_pu"].iloc[20:] >= 0.95).all()  # in band from 20 s (17 s measured)
+        assert result.kpis["feeder"]["allbus_violation_s"] <= 20
+        assert (ts["ofo.allowance_up_frac"].iloc[-30:] > 0.99).all()    # 850's column is the smaller: untouched
+    late = runs[0].timeseries().iloc[-30:]
+    assert (late["ofo.allowance_down_frac"] > 0.15).all()                # ~0.29 measured; the old sizing: 0
+
+
+def test_shifting_priced_by_the_duals_moves_down_s_load_to_up_and_gives_it_its_allowance_back(runs):
+    """OFO's ``shift_when_throttled`` with load_shift's ``shift_on_signal``: `down` (throttled, the dearer
+    MW at 854 a / 830 a) moves replicas to `up`'s warm spares (all 50, from 7 to 31 s, measured) while
+    its own bus is in band, replicas are conserved and within capacity, and `down` ends the window less throttled
+    than with OFO alone."""
+    alone, shifted = (r.timeseries() for r in runs)
+    active = shifted["shift.n_active_up"] + shifted["shift.n_active_down"]
+    assert (active == 120).all() and (shifted["shift.n_active_up"] <= 80).all()
+    assert shifted["shift.n_active_up"].iloc[-1] >= 70
+    assert (shifted["pcc_down.vm_phase_min_pu"] >= 0.95).all()           # not the last-resort rule
+    late = "ofo.allowance_down_frac"
+    assert shifted[late].iloc[-30:].mean() > alone[late].iloc[-30:].mean() + 0.2

@@ -175,3 +175,20 @@ def test_carbon_variant_moves_toward_the_cleanest_site_only_with_voltage_room():
     volt = shifter(ci_gap_g_kwh=0.0)
     volt.update(0, v(a=0.94), v(), {}, {"a": 100.0, "b": 500.0, "c": 500.0})  # voltage first, no carbon move
     assert volt.n_shifts == 1 and volt.active["a"] == 6
+
+
+def test_shift_on_signal_moves_load_out_of_an_in_band_site_while_its_signal_is_1():
+    """``shift_on_signal`` (for OFO's ``shift_when_throttled``): every site in band; a and c signalled move 2
+    replicas out each to the in-band site with the highest voltage whose own signal is 0 (b: c is
+    signalled, so not a destination); no latch: nothing moves once the signals drop; a site whose signal
+    is unconnected is a destination. Without the flag nothing moves (a's own bus is in band)."""
+    last_resort = shifter()
+    last_resort.update(0, v(a=0.97, b=0.99, c=1.01), v(), {"a": 1.0, "b": 0.0, "c": 1.0})
+    assert last_resort.n_shifts == 0
+    sh = shifter(shift_on_signal=True)
+    sh.update(0, v(a=0.97, b=0.99, c=1.01), v(), {"a": 1.0, "b": 0.0, "c": 1.0})
+    assert sh.active == {"a": 6, "b": 9, "c": 7}
+    sh.update(1, v(a=0.97, b=0.99, c=1.01), v(), {"a": 0.0, "b": 0.0, "c": 0.0})  # the signals drop: stop
+    assert sh.n_shifts == 2
+    sh.update(2, v(a=0.97, b=0.99, c=1.01), v(), {"a": 1.0, "b": 0.0})  # c's signal unconnected: a destination
+    assert sh.active == {"a": 4, "b": 9, "c": 9}

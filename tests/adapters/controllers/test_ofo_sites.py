@@ -159,3 +159,29 @@ def test_default_params_give_a_column_per_site_on_the_ieee_feeders(network, buse
     for up, down in paths:
         at = rows[buses[down]]
         assert (cols[f"dc_s{down}"][at] < cols[f"dc_s{up}"][at]).all(), (buses[up], buses[down])
+
+
+def test_shift_when_throttled_signals_the_site_whose_power_is_dearer_at_the_duals(three_bus):
+    """``shift_when_throttled``: with an under-voltage dual at the far bus, the end site throttled (allowance
+    0.5, above its floor) and the near site at 1, the end site's price per MW, (λ̄ - λ)ᵀ J_end / p_flex,
+    is higher (its column at the far bus is (R1 + R2 + tanφ (X1 + X2)) vs (R1 + tanφ X1) per MW:
+    LinDistFlow, module docstring), so ``exhausted_end_frac`` is 1 (0 without the flag: the end site
+    is above its floor) and ``exhausted_near_frac`` 0; with the near site throttled too, no site is
+    unthrottled, so both are 0."""
+    rows, cols = [], []
+    for flag in (False, True):
+        p = params(three_bus, u_min_frac=0.0, shift_when_throttled=flag)
+        model = FeederSensitivity(p)
+        ctl = OFOController(p, model)
+        names = model.flow.phase_attrs
+        v = dict(zip(names, [1.0] * len(names)))
+        v.update({f"bus_far_{ph}_vm_pu": 0.94 for ph in "abc"})
+        site = {"p_dc_near_mw": 1.0, "q_dc_near_mvar": 0.25, "p_dc_end_mw": 1.0, "q_dc_end_mvar": 0.25}
+        ctl.update(0, v, site)  # the duals at the far bus turn positive
+        ctl.us[:] = [1.0, 0.5]
+        out = ctl.outputs()
+        rows.append((out["exhausted_near_frac"], out["exhausted_end_frac"]))
+        ctl.us[:] = [0.8, 0.5]
+        cols.append(ctl.outputs()["exhausted_end_frac"])
+    assert rows == [(0.0, 0.0), (0.0, 1.0)]
+    assert cols == [0.0, 0.0]
