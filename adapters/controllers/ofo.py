@@ -621,7 +621,8 @@ class OFOController:
         """Site ``i``'s own control is at its limit while its bus still violates (``sites`` only): its
         allowance within :data:`EXHAUSTED_TOL_FRAC` of its lowest with an under-voltage dual active on
         one of its bus's monitored phases, or at 1 with an over-voltage dual active there (as
-        ``rule_voltage``'s ``exhausted_frac``: batch at its floor, or at its top in an over-voltage)."""
+        ``rule_voltage``'s ``exhausted_frac``: batch at its floor, or at its top in an over-voltage); with
+        ``shift_when_throttled`` also while :meth:`cheaper_elsewhere`."""
         p = self.p
         site = p.sites[i]
         prefix = f"bus_{site.dc_bus.strip().lower()}_"
