@@ -94,6 +94,7 @@ class FmuInstance:
         self._out_real = [p for p in outputs if p.accessor == fast and p.size == 1]
         self._out_other = [p for p in outputs if p not in self._out_real]
         self._out_vr = (c_uint32 * len(self._out_real))(*[p.vr for p in self._out_real])
+        self._out_units = [(p.attr, p.scale, p.offset) for p in self._out_real]  # Port.from_fmu, unrolled
         self._out_buf = (c_double * len(self._out_real))()
         self._instantiate(unzipdir, log)
         self._initialize(start_values, start_s)
@@ -306,8 +307,8 @@ class FmuInstance:
         out: dict[str, Any] = {}
         if self._out_real:
             self._call("getting outputs", self._read_reals)
-            for port, value in zip(self._out_real, self._out_buf):
-                out[port.attr] = port.from_fmu(value)
+            for (attr, scale, offset), value in zip(self._out_units, self._out_buf):
+                out[attr] = value * scale + offset  # Port.from_fmu
         read: dict[int, list] = {}
         for port in self._out_other:
             if port.vr not in read:

@@ -54,7 +54,7 @@ RECORDER_EID = "recorder"
 SHIFT = {"direct": 0, "weak": 0, "time_shifted": 1}
 _MISSING = object()
 #: Outputs a simulator's cache holds before :meth:`DirectEngine._prune` scans it.
-PRUNE_AT = 8
+PRUNE_AT = 32
 
 
 class SimulationError(RuntimeError):
@@ -198,9 +198,13 @@ class DirectEngine:
         times = [s.next_t for s in self.sims if s.next_t is not None]
         return min(times) if times else None
 
-    def step(self) -> int | None:
-        """Step every simulator due at the next time; return that time in ticks (None when finished)."""
-        t = self.next_time
+    def step(self, t: int | None = None) -> int | None:
+        """Step every simulator due at the next time; return that time in ticks (None when finished).
+
+        ``t``: that next time, when the caller has just read :attr:`next_time` (it is not read again).
+        """
+        if t is None:
+            t = self.next_time
         if t is None:
             return None
         for sim in self.order:
@@ -348,7 +352,7 @@ def run_direct(scn: Scenario, run_dir: Path, progress: bool = True) -> Outcome:
         while (t := engine.next_time) is not None:
             if rt_factor:
                 _sleep_until(started_at + rt_factor * t / scn.ticks_per_s)
-            engine.step()
+            engine.step(t)
         engine.finalize()
     except StopRequested as exc:
         status, reason = "interrupted", str(exc)
