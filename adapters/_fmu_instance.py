@@ -20,6 +20,7 @@ from cosim.adapters._fmu_describe import (
 )
 
 DISCARD = 2  # fmi2Discard = fmi3Discard: the FMU could not do what was asked, and says so
+FMI_WARNING = 1  # fmi2Warning: statuses above it are failures (fmpy raises on them)
 FMI2_LAST_SUCCESSFUL_TIME, FMI2_TERMINATED = 2, 3  # fmi2StatusKind values
 #: CVode's internal steps per communication step at most (SUNDIALS' default, 500, is too few
 #: for a communication step many times the model's time scale: "mxstep steps taken before reaching tout")
@@ -84,6 +85,7 @@ class FmuInstance:
         self._held: dict[str, float] = {}  # model exchange: the value last set of each attribute [FMU unit]
         self._arrays: dict[int, list[float]] = {}  # array variables by value reference, every element [FMU unit]
         self._set_plans: dict[tuple[str, ...], Any] = {}  # input names -> one-call plan (set_inputs)
+        self._raw = None  # FMI 2.0 co-simulation: fmpy's ctypes functions (doStep, setReal, getReal)
         self._ending: str | None = None  # the FMU ended the simulation at the end of the last step
         self._callback_error: BaseException | None = None
         bad = sorted(set(start_values) - set(iface.settable))
@@ -149,6 +151,7 @@ class FmuInstance:
         self.fmu = self._load(lambda: cls(guid=md.guid, **common), unzipdir)
         self._callbacks = _fmi2_callbacks(self._logger)
         self._call("instantiate", lambda: self.fmu.instantiate(callbacks=self._callbacks, loggingOn=log))
+        self._raw = _raw_cs_functions(self.fmu) if self.iface.kind == "cs" else None
 
     def _load(self, make, unzipdir: str):
         """fmpy's FMU object, which loads the shared library (and may change the working directory)."""
@@ -278,7 +281,10 @@ class FmuInstance:
                 buf[k] = port.to_fmu(self._number(port, value, "setting an input"))
             start = _time.perf_counter()
             try:
-                if self.fmi3:
+                if self._raw is not None:  # fmpy's own ctypes call, without its wrapper
+                    if self._raw[1](self.fmu.component, vr, n, buf) > FMI_WARNING:
+                        raise RuntimeError("fmi2SetReal")  # set one by one below: the failing one is named
+                elif self.fmi3:
                     self.fmu.fmi3SetFloat64(self.fmu.component, vr, n, buf, n)
                 else:
                     self.fmu.fmi2SetReal(self.fmu.component, vr, n, buf)
@@ -321,7 +327,11 @@ class FmuInstance:
 
     def _read_reals(self) -> None:
         n = len(self._out_real)
-        if self.fmi3:
+        if self._raw is not None:
+            status = self._raw[2](self.fmu.component, self._out_vr, n, self._out_buf)
+            if status > FMI_WARNING:
+                raise _call_failed("fmi2GetReal", status)
+        elif self.fmi3:
             self.fmu.fmi3GetFloat64(self.fmu.component, self._out_vr, n, self._out_buf, n)
         else:
             self.fmu.fmi2GetReal(self.fmu.component, self._out_vr, n, self._out_buf)
@@ -347,6 +357,11 @@ class FmuInstance:
     def _do_step(self, time_s: float, step_s: float) -> None:
         end_s = time_s + step_s
         try:
+            if self._raw is not None:  # fmi2DoStep(c, t, h, noSetFMUStatePriorToCurrentPoint = fmi2True), as fmpy calls it
+                status = self._raw[0](self.fmu.component, time_s, step_s, 1)
+                if status > FMI_WARNING:
+                    raise _call_failed("fmi2DoStep", status)
+                return
             if not self.fmi3:
                 self.fmu.doStep(currentCommunicationPoint=time_s, communicationStepSize=step_s)
                 return
@@ -517,3 +532,23 @@ def _fmi2_callbacks(logger):
     except Exception:
         pass
     return callbacks
+
+
+def _raw_cs_functions(fmu) -> tuple | None:
+    """fmpy's ctypes functions ``(fmi2DoStep, fmi2SetReal, fmi2GetReal)`` of an FMI 2.0 slave, called
+    on the hot path without fmpy's per-call wrapper (same C calls, same arguments; a status above
+    warning is raised as fmpy raises it, :func:`_call_failed`). None when fmpy logs FMI calls
+    (``fmiCallLogger``) or keeps its functions elsewhere: then its wrapper is used."""
+    functions = getattr(fmu, "_functions", None)
+    names = ("fmi2DoStep", "fmi2SetReal", "fmi2GetReal")
+    if getattr(fmu, "fmiCallLogger", None) is not None or not isinstance(functions, dict) \
+            or not all(name in functions for name in names):
+        return None
+    return tuple(functions[name] for name in names)
+
+
+def _call_failed(function: str, status: int) -> Exception:
+    """The exception fmpy raises for ``function`` returning ``status`` (FMICallException)."""
+    from fmpy.fmi1 import FMICallException  # fmpy loads ctypes and lxml: imported where used
+
+    return FMICallException(function=function, status=status)
