@@ -8,10 +8,13 @@ from __future__ import annotations
 import math
 import re
 import warnings
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 import pandapower as pp
+import pandapower.auxiliary as aux
+import pandapower.build_branch as build_branch
 from scipy import sparse
 
 try:  # the loop scipy's ``csr @ vector`` runs, without its dispatch (~10 µs a step); same sums
@@ -252,6 +255,10 @@ class PowerFlow:
 
     def _build(self) -> None:
         """Convert the net with pandapower's ppc builder; keep what each solve needs."""
+        with _python_helpers():
+            self._build_model()
+
+    def _build_model(self) -> None:
         net = self.net
         if not self._options_set:  # options of this pandapower version, not a JSON file's
             self._init_options()
@@ -389,6 +396,30 @@ def locate_in(net, table: str, ref: str | int, ids: list[str] | None = None) -> 
     sample = ", ".join(names[:6] if any(n not in ("None", "nan") for n in names) else map(str, df.index[:6]))
     raise ValueError(f"unknown {table} {ref!r} in this network ({len(df)} in net.{table}, e.g. {sample}); "
                      f"give a {table} name or index")
+
+
+@contextmanager
+def _python_helpers():
+    """pandapower's plain-Python forms of the three small helpers its ppc builder jits with numba
+    (``set_elements_oos``, ``set_isolated_buses_oos``, ``get_values``: element-in-service flags and
+    a table lookup, the same values either way; pandapower ships them for installs without numba).
+
+    The builder runs a few times per run (at the start, after a switching change), where loading
+    the jitted forms from numba's cache cost ~0.7 s per process (numba's start-up), most of a
+    day's first step. Swapped back afterwards; a pandapower without these names keeps its own.
+    """
+    swaps = [(aux, "set_elements_oos", getattr(aux, "_python_set_elements_oos", None)),
+             (aux, "set_isolated_buses_oos", getattr(aux, "_python_set_isolated_buses_oos", None)),
+             (build_branch, "get_values", getattr(aux, "_get_values", None))]
+    swaps = [(module, name, plain) for module, name, plain in swaps if plain is not None and hasattr(module, name)]
+    saved = [(module, name, getattr(module, name)) for module, name, _ in swaps]
+    try:
+        for module, name, plain in swaps:
+            setattr(module, name, plain)
+        yield
+    finally:
+        for module, name, original in saved:
+            setattr(module, name, original)
 
 
 def _matvec(matrix: sparse.csr_matrix, v: np.ndarray) -> np.ndarray:
