@@ -548,6 +548,10 @@ class GridSim(CosimSim):
             out.update(f.device_outputs())
 
 
+#: ``a.min()`` / ``a.max()`` without ndarray's Python wrappers (they call these reductions)
+_min, _max = np.minimum.reduce, np.maximum.reduce
+
+
 def _nan_extremes(values: np.ndarray) -> tuple[float, float]:
     """``(np.nanmin, np.nanmax)`` of ``values``; NaN for both when none is finite.
 
@@ -555,7 +559,7 @@ def _nan_extremes(values: np.ndarray) -> tuple[float, float]:
     and none when every value is finite (the usual case).
     """
     if len(values):
-        lowest, highest = float(values.min()), float(values.max())
+        lowest, highest = float(_min(values)), float(_max(values))
         if math.isfinite(lowest) and math.isfinite(highest):
             return lowest, highest
     if not np.isfinite(values).any():
@@ -609,7 +613,7 @@ def _band_stats(vm: np.ndarray, low: float, high: float) -> dict[str, float]:
     """Lowest, highest, Σ distance outside ``[low, high]`` and count strictly outside, NaN-safe. [pu, pu, pu, -]"""
     if len(vm) < 8:  # an element's phases: plain floats beat numpy's per-call cost, same sums (in order)
         return _band_stats_few(vm.tolist(), low, high)
-    lowest, highest = float(vm.min()), float(vm.max())
+    lowest, highest = float(_min(vm)), float(_max(vm))
     finite = vm
     if not (math.isfinite(lowest) and math.isfinite(highest)):  # a NaN (or inf) reading: leave it out
         finite = vm[np.isfinite(vm)]
