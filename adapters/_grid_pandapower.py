@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import re
+import threading
 import warnings
 from contextlib import contextmanager
 from typing import Any
@@ -401,6 +402,9 @@ def locate_in(net, table: str, ref: str | int, ids: list[str] | None = None) -> 
                      f"give a {table} name or index")
 
 
+_SWAP_LOCK = threading.Lock()
+
+
 @contextmanager
 def _python_helpers():
     """pandapower's plain-Python forms of the three small helpers its ppc builder jits with numba
@@ -410,19 +414,21 @@ def _python_helpers():
     The builder runs a few times per run (at the start, after a switching change), where loading
     the jitted forms from numba's cache cost ~0.7 s per process (numba's start-up), most of a
     day's first step. Swapped back afterwards; a pandapower without these names keeps its own.
+    One build at a time (a lock): two threads building at once would otherwise restore each other's swap.
     """
     swaps = [(aux, "set_elements_oos", getattr(aux, "_python_set_elements_oos", None)),
              (aux, "set_isolated_buses_oos", getattr(aux, "_python_set_isolated_buses_oos", None)),
              (build_branch, "get_values", getattr(aux, "_get_values", None))]
     swaps = [(module, name, plain) for module, name, plain in swaps if plain is not None and hasattr(module, name)]
-    saved = [(module, name, getattr(module, name)) for module, name, _ in swaps]
-    try:
-        for module, name, plain in swaps:
-            setattr(module, name, plain)
-        yield
-    finally:
-        for module, name, original in saved:
-            setattr(module, name, original)
+    with _SWAP_LOCK:
+        saved = [(module, name, getattr(module, name)) for module, name, _ in swaps]
+        try:
+            for module, name, plain in swaps:
+                setattr(module, name, plain)
+            yield
+        finally:
+            for module, name, original in saved:
+                setattr(module, name, original)
 
 
 def _matvec(matrix: sparse.csr_matrix, v: np.ndarray) -> np.ndarray:
