@@ -433,7 +433,7 @@ def _python_helpers():
 
 def _matvec(matrix: sparse.csr_matrix, v: np.ndarray) -> np.ndarray:
     """``matrix @ v`` for a CSR matrix and a complex vector: scipy's own loop, called directly."""
-    if _csr_matvec is None or matrix.dtype != np.complex128 or v.dtype != np.complex128:
+    if _csr_matvec is None or matrix.format != "csr" or matrix.dtype != np.complex128 or v.dtype != np.complex128:
         return matrix @ v
     rows, cols = matrix.shape
     result = np.zeros(rows, dtype=np.complex128)

@@ -390,6 +390,8 @@ class TimeSeries:
         and last time's, when their offsets agree: the mapping is then the same shift for the
         whole day), and the interpolation is the same float operations, element by element.
         """
+        if n <= 0:
+            return []
         seconds = self._sources_ahead(first, step_s, n)
         covered = (self.start_s <= seconds) & (seconds < self.end_s)
         if not covered.all():

@@ -275,6 +275,8 @@ class OFOParams(CampusKnobParams):
         shift_when_throttled: ``sites`` only: ``exhausted_<site>_frac`` is also 1 while the site is
             throttled by under-voltage duals and an unthrottled site's power is cheaper at those duals
             (moving load there relieves the same bus-phases); for load_shift's ``shift_on_signal``.
+            Turn both on together: with this alone, load_shift's last-resort rule (which reads the
+            same signal) also fires for a site that is merely throttled, not at its floor.
     """
 
     network: str = "ieee13"

@@ -73,13 +73,22 @@ def g14_indices(ref: np.ndarray, model: np.ndarray, p: int = P_PARAMS) -> tuple[
 
 
 def _hourly(pair: pd.DataFrame) -> pd.DataFrame:
-    """Hourly means of both columns, hours with every sample present only."""
+    """Hourly means of both columns, hours with every sample present only.
+
+    An hour is complete when the run covers all of it and every sample time of the run's
+    regular grid that falls in it has both values (a step that does not divide the hour, 420 s,
+    puts 8 or 9 samples in an hour: each hour is held to its own count).
+    """
     if len(pair) < 2:
         return pair.dropna()
-    per_hour = max(1, int(round(3600.0 / (pair.index[1] - pair.index[0]).total_seconds())))
+    step = pair.index[1] - pair.index[0]
     grouped = pair.resample("1h")
     means, counts = grouped.mean(), grouped.count()
-    return means[(counts >= per_hour).all(axis=1)]
+    grid = pd.Series(1, index=pd.date_range(pair.index[0], pair.index[-1], freq=step))
+    expected = grid.resample("1h").count().reindex(means.index, fill_value=0)
+    covered = (means.index >= pair.index[0]) & (means.index + pd.Timedelta(hours=1) <= pair.index[-1] + step)
+    complete = counts.ge(expected, axis=0).all(axis=1) & (expected > 0) & covered
+    return means[complete]
 
 
 def _within(cv: float | None, nmbe: float | None, bounds: tuple[float, float]) -> bool | None:
@@ -103,8 +112,8 @@ def pair_kpis(ref: pd.Series, model: pd.Series) -> dict[str, Any]:
     whole = [(m, g) for m, g in months if len(g) == m.days_in_month * 24]
     out["n_months"] = len(whole)
     m_cv = m_nmbe = None
-    if len(whole) > P_PARAMS:
-        totals = np.array([[g["ref"].sum(), g["model"].sum()] for _, g in whole])
+    totals = np.array([[g["ref"].sum(), g["model"].sum()] for _, g in whole]).reshape(-1, 2)
+    if len(whole) > P_PARAMS and totals[:, 0].mean() > 0:  # (a reference idle over the whole months: none)
         m_cv, m_nmbe = g14_indices(totals[:, 0], totals[:, 1])
     out.update({"monthly_cv_rmse_frac": finite(m_cv), "monthly_nmbe_frac": finite(m_nmbe),
                 "within_monthly_bounds": _within(m_cv, m_nmbe, MONTHLY_BOUNDS)})

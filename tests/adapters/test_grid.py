@@ -323,3 +323,4 @@ def test_branch_currents_product_is_scipys():
         m = (m + 1j * sparse.random(rows, cols, density=density, random_state=rng, format="csr")).tocsr()
         v = rng.normal(size=cols) + 1j * rng.normal(size=cols)
         assert np.array_equal(_matvec(m, v), m @ v)
+        assert np.array_equal(_matvec(m.tocsc(), v), m @ v)  # another format: the operator, not the CSR loop

@@ -74,6 +74,9 @@ def test_the_builder_gives_the_same_model_without_numba_helpers(monkeypatch):
     from cosim.adapters import _grid_pandapower
 
     originals = (aux.set_elements_oos, aux.set_isolated_buses_oos, build_branch.get_values)
+    with _grid_pandapower._python_helpers():  # the swap takes effect (a renamed helper would silently keep numba)
+        assert (aux.set_elements_oos, aux.set_isolated_buses_oos, build_branch.get_values) == (
+            aux._python_set_elements_oos, aux._python_set_isolated_buses_oos, aux._get_values)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         plain = PowerFlow(_isolated_example())

@@ -116,3 +116,32 @@ def test_shipped_reference_series_is_what_the_script_writes():
     shipped = ROOT / "scenarios" / "data" / "cooling" / "ashrae_g14_chiller_reference.csv.gz"
     text = gzip.decompress(shipped.read_bytes()).decode()
     assert text == _script().build().to_csv(index=False, lineterminator="\n")
+
+
+@pytest.mark.parametrize("step_s", [420, 900, 2400, 3600])
+def test_every_complete_hour_counts_whatever_the_step(step_s):
+    """A step that does not divide the hour (420 s: 8 or 9 samples an hour) or spans more of it
+    (2400 s) keeps every hour the run covers whole; a missing sample still drops its hour; the
+    run's last, partly covered hour is left out."""
+    index = pd.date_range("2023-01-01", "2023-01-03 23:59:59", freq=f"{step_s}s", tz="UTC")
+    ref = pd.Series(1.0 + np.arange(len(index)) % 5, index=index)
+    entry = calibration.pair_kpis(ref, ref * 1.1)
+    covered = sum(1 for h in pd.date_range("2023-01-01", periods=72, freq="1h", tz="UTC")
+                  if ((index >= h) & (index < h + pd.Timedelta(hours=1))).any()
+                  and h + pd.Timedelta(hours=1) <= index[-1] + pd.Timedelta(seconds=step_s))
+    assert entry["n_hours"] == covered >= 48
+    model = ref * 1.1
+    model.iloc[len(index) // 2] = np.nan
+    assert calibration.pair_kpis(ref, model)["n_hours"] == covered - 1
+
+
+def test_whole_months_with_an_idle_reference_give_no_monthly_indices():
+    """A reference idle over the whole months (a winter chiller) and loaded only in a partial
+    month: hourly indices from the loaded hours, monthly ones None (not an error that would
+    take every KPI of the run with it)."""
+    index = pd.date_range("2023-01-01", "2023-03-15 23:00", freq="1h", tz="UTC")
+    ref = pd.Series(np.where(index >= pd.Timestamp("2023-03-01", tz="UTC"), 2.0, 0.0), index=index)
+    entry = calibration.pair_kpis(ref, ref * 0.95)
+    assert entry["n_months"] == 2
+    assert entry["monthly_cv_rmse_frac"] is None and entry["within_monthly_bounds"] is None
+    assert entry["nmbe_frac"] == pytest.approx(0.05 * len(index) / (len(index) - 1))
