@@ -194,9 +194,11 @@ def kpi_params(scn: Scenario) -> dict[str, Any]:
     voltage band (``v_low_pu``/``v_high_pu``: the grid and its elements), that band, so the KPIs
     count violations against the band the grid's own outputs used."""
     params = scn.kpis.model_dump(mode="json")
-    bands = {eid: [scn.sim_params[e.sim]["v_low_pu"], scn.sim_params[e.sim]["v_high_pu"]]
+    # the validated params (defaults filled in): one bound set in the file still gives the whole band
+    models = {sid: scn.sim_models.get(sid) for sid in {e.sim for e in scn.entities.values()}}
+    bands = {eid: [float(models[e.sim].v_low_pu), float(models[e.sim].v_high_pu)]
              for eid, e in scn.entities.items()
-             if {"v_low_pu", "v_high_pu"} <= set(scn.sim_params.get(e.sim, {}))}
+             if hasattr(models[e.sim], "v_low_pu") and hasattr(models[e.sim], "v_high_pu")}
     if bands:
         params[kpi_module.BAND_PARAM] = bands
     return params

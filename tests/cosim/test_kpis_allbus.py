@@ -90,12 +90,16 @@ def test_a_grid_band_other_than_the_default_counts_every_kpi_against_it():
     assert default["feeder"]["allbus_undervoltage_s"] == 2.0 and default["feeder"]["undervoltage_s"] == 2.0
 
 
-def test_the_run_stage_passes_each_grid_entity_its_sims_band():
-    scn = load_scenario(ROOT / "scenarios" / "ieee13_voltage_aware.toml",
-                        {"sims.grid.v_low_pu": 0.92, "sims.grid.v_high_pu": 1.08})
+@pytest.mark.parametrize("overrides, band", [
+    ({"sims.grid.v_low_pu": 0.92, "sims.grid.v_high_pu": 1.08}, [0.92, 1.08]),
+    ({"sims.grid.v_low_pu": 0.92}, [0.92, 1.05]),   # one bound set: the other is the grid's default
+    ({}, [0.95, 1.05]),
+])
+def test_the_run_stage_passes_each_grid_entity_its_sims_band(overrides, band):
+    scn = load_scenario(ROOT / "scenarios" / "ieee13_voltage_aware.toml", overrides)
     bands = kpi_params(scn)[kpis.BAND_PARAM]
     grid_entities = [e for e, spec in scn.entities.items() if spec.sim == "grid"]
-    assert grid_entities and all(bands[e] == [0.92, 1.08] for e in grid_entities)
+    assert grid_entities and all(bands[e] == band for e in grid_entities)
     assert not set(bands) - set(grid_entities)
 
 
