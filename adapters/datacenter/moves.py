@@ -185,6 +185,7 @@ class JobMoves:
         s.admit_s[j], s.end_s[j], s.c_admit_s[j], s.c_end_s[j] = time_s, np.nan, s.active_integral_s, np.nan
         s.n_active += 1
         s.dirty = True
+        s.forget_views()  # prio and n_gpus changed: the views' state-bytes key would not see it
         gpu = c.gpu
         c.p_unc_w[j] = gpu.idle_w + pf * (gpu.tdp_w - gpu.idle_w)
         speed, power = capped(gpu.tdp_w / c.p_unc_w[j])

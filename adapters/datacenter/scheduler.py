@@ -295,6 +295,11 @@ class Scheduler:
         return float(ends[order][k]), int(freed[k] - need)
 
     # -- views ---------------------------------------------------------------------------------
+    def forget_views(self) -> None:
+        """Drop the per-state views: a writer changed ``jobs.prio`` or ``jobs.n_gpus`` (a job moved in),
+        which the state array's bytes, the views' key, do not show."""
+        self._views_key = None
+
     def _views(self) -> None:
         """Recompute the per-state views if any job's state changed since they were last made."""
         key = self.state.tobytes()

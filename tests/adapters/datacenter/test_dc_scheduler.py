@@ -168,3 +168,28 @@ def test_cached_state_views_follow_every_state_change():
     assert s.count(DONE) > 0
     with pytest.raises(ValueError):
         s.running()[:1] = 0
+
+
+def test_views_follow_a_job_moved_into_a_slot_within_one_apply():
+    """Export a queued guest and import another job into the same slot in one apply: the state
+    array ends as it was (QUEUED), but size and class changed; the cached views (waiting GPUs,
+    jobs per state and class) must follow (review 2026-12-01: they kept the old guest's)."""
+    from cosim.adapters.datacenter import ClusterParams, build_cluster
+    from cosim.adapters.datacenter.moves import ExportRecord, JobMoves
+    from cosim.adapters.datacenter.states import PAUSED, QUEUED
+
+    spec = {"n_jobs": 4, "sizes_gpus": [8], "size_weights": [1.0], "flexible_frac": 0.0,
+            "class_fracs": [0.0, 1.0, 0.0], "n_guest_slots": 1, "warmup_h": 0.0}
+    c = build_cluster(ClusterParams.model_validate({"node": "DGX-H100", "n_gpus": 8, "training": spec}),
+                      np.random.default_rng(0), 7200.0)
+    moves = JobMoves(c, 1)
+    for k in range(3):
+        c.step(k * 300.0, 300.0)
+    moves.import_job(ExportRecord(8, 5000.0, 0.5, 1), 0.0, 900.0)
+    s = c.sched
+    s.waiting_gpus()  # the views are made with the first guest
+    moves.apply({"n_export_req": 1, "n_export_max_gpus": 8, "n_import_seq": 1, "n_import_gpus": 1,
+                 "import_work_s": 100.0, "import_power_frac": 0.5, "n_import_prio": 0, "import_restart_s": 0.0}, 900.0)
+    waiting = (s.state == QUEUED) | (s.state == PAUSED)
+    assert s.waiting_gpus() == int(c.jobs.n_gpus[waiting].sum())
+    assert s.count_by_class()[QUEUED].tolist() == [int(((s.state == QUEUED) & (c.jobs.prio == k)).sum()) for k in range(3)]
