@@ -798,7 +798,10 @@ class OFOSim(SingleModelSim):
         if sim_params.sites:
             return cls.single_meta(outputs=[*site_outputs(sim_params.sites),
                                             *(a for a in OUTPUTS if a not in KNOB_OUTPUTS)],
-                                   inputs=[*SITE_INPUTS, *site_inputs(sim_params.sites)])
+                                   # per-site powers replace p_dc_mw / q_dc_mvar (read only without sites):
+                                   # a connection to those is refused at validation instead of ignored
+                                   inputs=[a for a in SITE_INPUTS if a not in ("p_dc_mw", "q_dc_mvar")]
+                                   + site_inputs(sim_params.sites))
         return cls.single_meta(outputs=[*OUTPUTS, *fleet_outputs(sim_params.fleets),
                                         *(PAUSE_OUTPUTS if sim_params.pause else ())])
 

@@ -109,6 +109,10 @@ def test_per_site_attributes_are_named_after_the_sites(three_bus):
             desc["attrs"])
     assert not {"allowance_frac", "n_batch_max", "p_cap_w", "p_limit_mw"} & set(desc["attrs"])
     assert {"lambda_under_sum_per_pu", "p_bat_set_mw", "n_sensitivity_updates"} <= set(desc["attrs"])
+    # the one-site powers are not inputs with sites (they were declared and then ignored: a
+    # connection to them left the sensitivities at 0 MW); the per-site ones are
+    inputs = set(desc["inputs"])
+    assert not {"p_dc_mw", "q_dc_mvar"} & inputs and {"p_dc_near_mw", "q_dc_end_mvar", "p_bat_mw"} <= inputs
     assert set(OUTPUTS) <= set(OFOSim.meta_for(OFOSimParams())["models"]["OFO"]["attrs"])
     p = params(three_bus)
     assert {"p_dc_near_mw", "q_dc_end_mvar"} <= set(OFOSim.entity_inputs("OFO", p))
