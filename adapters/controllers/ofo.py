@@ -375,6 +375,15 @@ class OFOParams(CampusKnobParams):
         for key, bus, site in named:
             if bus.strip().lower() not in known:
                 return f"{key} = {bus!r}{site}: " + unknown_bus_message(bus, list(info.buses), Path(self.network).name)
+        # a site's own bus must be monitored: exhausted_<site>_frac reads the duals there (else it stays 0)
+        excluded = ({info.buses[i].lower() for i in (*info.source_buses, *info.reg_buses)} if self.exclude_buses is None
+                    else {b.strip().lower() for b in self.exclude_buses})
+        for i, s in enumerate(self.sites):
+            if s.dc_bus.strip().lower() in excluded:
+                why = ("a source or regulator terminal, left out of the monitored bus-phases by default"
+                       if self.exclude_buses is None else "listed in exclude_buses")
+                return (f"sites[{i}].dc_bus = {s.dc_bus!r} (site {s.name!r}) is {why}, so the site's "
+                        "exhausted signal could never rise; put the site on a monitored bus or set exclude_buses")
         return None
 
     @property

@@ -189,3 +189,14 @@ def test_shift_when_throttled_signals_the_site_whose_power_is_dearer_at_the_dual
         cols.append(ctl.outputs()["exhausted_end_frac"])
     assert rows == [(0.0, 0.0), (0.0, 1.0)]
     assert cols == [0.0, 0.0]
+
+
+@pytest.mark.parametrize("bus, exclude", [("814", None), ("852", None), ("840", ["840"])])
+def test_a_site_on_an_unmonitored_bus_is_refused(bus, exclude):
+    """A site on a bus left out of the monitored bus-phases (IEEE 34's regulator terminals by
+    default, or exclude_buses) would never see its own duals: refused, naming key and value."""
+    extra = {} if exclude is None else {"exclude_buses": exclude}
+    with pytest.raises(ValidationError, match=rf"sites\[0\]\.dc_bus = '{bus}'.*exclude_buses"):
+        OFOParams.model_validate({"network": "ieee34", "sites": [{"name": "a", "dc_bus": bus, "p_flex_mw": 0.1}], **extra})
+    ok = OFOParams.model_validate({"network": "ieee34", "sites": [{"name": "a", "dc_bus": "890", "p_flex_mw": 0.1}]})
+    assert OFOSim.check_entity("OFO", ok, None, OFOSimParams(sites=["a"])) == []
