@@ -16,8 +16,8 @@ two of them) gives the monthly indices. Guideline 14 accepts a calibrated model 
 CV(RMSE) ≤ 30 % and |NMBE| ≤ 10 % on hourly data, ≤ 15 % and ≤ 5 % on monthly data
 (:data:`HOURLY_BOUNDS`, :data:`MONTHLY_BOUNDS`; the report shows whether each is met).
 
-Entries ``calibration.<entity>.<attr>``: ``n_hours``, ``ref_mean``, ``model_mean`` (the
-attribute's unit), ``cv_rmse_frac``, ``nmbe_frac``, ``within_hourly_bounds`` (bool),
+Entries ``calibration.<entity>.<attr>``: ``n_hours``, ``ref_mean_<attr>``, ``model_mean_<attr>``
+(hourly means, in the attribute's unit), ``cv_rmse_frac``, ``nmbe_frac``, ``within_hourly_bounds`` (bool),
 ``n_months``, ``monthly_cv_rmse_frac``, ``monthly_nmbe_frac``, ``within_monthly_bounds``
 (None without two whole months), and ``reference`` (the column compared against).
 """
@@ -97,14 +97,15 @@ def _within(cv: float | None, nmbe: float | None, bounds: tuple[float, float]) -
     return bool(cv <= bounds[0] and abs(nmbe) <= bounds[1])
 
 
-def pair_kpis(ref: pd.Series, model: pd.Series) -> dict[str, Any]:
-    """The entry of one (reference, model) pair of recorded series (UTC index)."""
+def pair_kpis(ref: pd.Series, model: pd.Series, attr: str) -> dict[str, Any]:
+    """The entry of one (reference, model) pair of recorded series (UTC index) of attribute ``attr``
+    (the means are named ``ref_mean_<attr>``, ``model_mean_<attr>``: they carry its unit)."""
     hourly = _hourly(pd.DataFrame({"ref": ref, "model": model}))
     out: dict[str, Any] = {"n_hours": int(len(hourly))}
     if len(hourly) <= P_PARAMS or not hourly["ref"].mean() > 0:
         return out
     cv, nmbe = g14_indices(hourly["ref"].to_numpy(), hourly["model"].to_numpy())
-    out.update({"ref_mean": finite(hourly["ref"].mean()), "model_mean": finite(hourly["model"].mean()),
+    out.update({f"ref_mean_{attr}": finite(hourly["ref"].mean()), f"model_mean_{attr}": finite(hourly["model"].mean()),
                 "cv_rmse_frac": finite(cv), "nmbe_frac": finite(nmbe),
                 "within_hourly_bounds": _within(cv, nmbe, HOURLY_BOUNDS)})
     utc = hourly.index.tz_convert("UTC").tz_localize(None) if hourly.index.tz is not None else hourly.index
@@ -128,7 +129,7 @@ def _compute(inp: KpiInput) -> dict[str, Any]:
             model_col = inp.col(dst, attr)
             if model_col is None:
                 continue
-            entry = pair_kpis(inp.ts[ref_col], inp.ts[model_col])
+            entry = pair_kpis(inp.ts[ref_col], inp.ts[model_col], attr)
             out.setdefault(dst, {})[attr] = {**entry, "reference": ref_col}
     return {"calibration": out} if out else {}
 

@@ -125,14 +125,14 @@ def test_every_complete_hour_counts_whatever_the_step(step_s):
     run's last, partly covered hour is left out."""
     index = pd.date_range("2023-01-01", "2023-01-03 23:59:59", freq=f"{step_s}s", tz="UTC")
     ref = pd.Series(1.0 + np.arange(len(index)) % 5, index=index)
-    entry = calibration.pair_kpis(ref, ref * 1.1)
+    entry = calibration.pair_kpis(ref, ref * 1.1, "p_chillers_mw")
     covered = sum(1 for h in pd.date_range("2023-01-01", periods=72, freq="1h", tz="UTC")
                   if ((index >= h) & (index < h + pd.Timedelta(hours=1))).any()
                   and h + pd.Timedelta(hours=1) <= index[-1] + pd.Timedelta(seconds=step_s))
     assert entry["n_hours"] == covered >= 48
     model = ref * 1.1
     model.iloc[len(index) // 2] = np.nan
-    assert calibration.pair_kpis(ref, model)["n_hours"] == covered - 1
+    assert calibration.pair_kpis(ref, model, "p_chillers_mw")["n_hours"] == covered - 1
 
 
 def test_whole_months_with_an_idle_reference_give_no_monthly_indices():
@@ -141,7 +141,7 @@ def test_whole_months_with_an_idle_reference_give_no_monthly_indices():
     take every KPI of the run with it)."""
     index = pd.date_range("2023-01-01", "2023-03-15 23:00", freq="1h", tz="UTC")
     ref = pd.Series(np.where(index >= pd.Timestamp("2023-03-01", tz="UTC"), 2.0, 0.0), index=index)
-    entry = calibration.pair_kpis(ref, ref * 0.95)
+    entry = calibration.pair_kpis(ref, ref * 0.95, "p_chillers_mw")
     assert entry["n_months"] == 2
     assert entry["monthly_cv_rmse_frac"] is None and entry["within_monthly_bounds"] is None
     assert entry["nmbe_frac"] == pytest.approx(0.05 * len(index) / (len(index) - 1))
