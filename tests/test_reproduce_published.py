@@ -86,5 +86,6 @@ def test_there_are_published_cases():
 def test_published_case_reproduces_in_its_quick_form(results, name):
     res = results[name]
     assert all(r["status"] == "ok" for r in res.runs.values()), res.runs
+    assert res.checked, f"{name}: no figure judged under --quick (a case the quick form checks nothing of)"
     failing = {f.name: f.reason for f in res.figures if f.passed is False}
     assert set(failing) == set(KNOWN_FAILING.get(name, {})), failing
