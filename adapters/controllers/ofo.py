@@ -209,6 +209,15 @@ class FleetControl(Params):
         return self
 
 
+def phases_problem(value: str) -> str:
+    """``dc_phases`` as given when it is a non-empty set of a, b, c (``"abc"``, ``"c"``); else a ValueError
+    naming it (the feeder's own check of the bus's phases comes when the controller builds)."""
+    if not value or set(value) - set("abc") or len(set(value)) != len(value):
+        raise ValueError(f"dc_phases = {value!r}: give the phases the datacenter connects to, letters a, b, c "
+                         "each at most once (e.g. \"abc\" or \"c\")")
+    return value
+
+
 class SiteControl(Params):
     """One controllable datacenter site of a multi-site OFO entity (``sites``).
 
@@ -224,6 +233,11 @@ class SiteControl(Params):
     dc_phases: str = "abc"
     p_flex_mw: float = Field(default=0.3, gt=0)
     u_min_frac: float | None = Field(default=None, ge=0, le=1)
+
+    @field_validator("dc_phases")
+    @classmethod
+    def _phases(cls, value: str) -> str:
+        return phases_problem(value)
 
     @field_validator("name")
     @classmethod
@@ -312,6 +326,11 @@ class OFOParams(CampusKnobParams):
     cost_pause_per_gpu_h: float = Field(default=1.0, ge=0)
     pause_control: bool = True
     shift_when_throttled: bool = False
+
+    @field_validator("dc_phases")
+    @classmethod
+    def _phases(cls, value: str) -> str:
+        return phases_problem(value)
 
     @field_validator("network")
     @classmethod

@@ -200,3 +200,12 @@ def test_a_site_on_an_unmonitored_bus_is_refused(bus, exclude):
         OFOParams.model_validate({"network": "ieee34", "sites": [{"name": "a", "dc_bus": bus, "p_flex_mw": 0.1}], **extra})
     ok = OFOParams.model_validate({"network": "ieee34", "sites": [{"name": "a", "dc_bus": "890", "p_flex_mw": 0.1}]})
     assert OFOSim.check_entity("OFO", ok, None, OFOSimParams(sites=["a"])) == []
+
+
+@pytest.mark.parametrize("phases", ["xyz", "", "aa", "abcd"])
+def test_bad_dc_phases_are_refused_at_validation(phases):
+    """dc_phases passed validation and failed when the controller built, naming neither key nor value."""
+    with pytest.raises(ValidationError, match=r"dc_phases = "):
+        OFOParams.model_validate({"network": "ieee34", "sites": [{"name": "a", "dc_bus": "890", "dc_phases": phases}]})
+    with pytest.raises(ValidationError, match=r"dc_phases = "):
+        OFOParams.model_validate({"network": "ieee13", "dc_bus": "671", "dc_phases": phases})
