@@ -363,8 +363,13 @@ class CosimSim(mosaik_api_v3.Simulator):
         return created
 
     def step(self, time, inputs, max_advance):
+        return self.step_collapsed(time, sum_inputs(inputs))
+
+    def step_collapsed(self, time, inputs: dict[str, dict[str, Any]]) -> int:
+        """:meth:`step` with the inputs already collapsed as :func:`sum_inputs` does (the direct
+        engine builds them so, skipping mosaik's per-source dicts); the next step time."""
         self.time_ticks = int(time)
-        self.step_entities(self.seconds(self.time_ticks), sum_inputs(inputs))
+        self.step_entities(self.seconds(self.time_ticks), inputs)
         return self.time_ticks + self.step_ticks
 
     def seconds(self, ticks: int) -> int | float:

@@ -31,6 +31,7 @@ Ctrl-C stops it at the next recorded step (:mod:`.stopping`).
 
 from __future__ import annotations
 
+import copy
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -46,7 +47,7 @@ from cosim.run.outcome import Outcome, check_complete
 from cosim.run.recorder import RecorderSim
 from cosim.run.stopping import STOP, StopRequested
 from cosim.scenario import Scenario
-from cosim.sdk import EndRun, tuple_getter
+from cosim.sdk import CosimSim, EndRun, tuple_getter
 
 RECORDER_SID = "_recorder"
 RECORDER_EID = "recorder"
@@ -55,6 +56,8 @@ SHIFT = {"direct": 0, "weak": 0, "time_shifted": 1}
 _MISSING = object()
 #: Outputs a simulator's cache holds before :meth:`DirectEngine._prune` scans it.
 PRUNE_AT = 32
+#: Steps between two looks at the caches' sizes (a cache holds at most PRUNE_AT + PRUNE_EVERY).
+PRUNE_EVERY = 16
 
 
 class SimulationError(RuntimeError):
@@ -94,6 +97,9 @@ class _Sim:
     pulls: list[_Pull] = field(default_factory=list)
     #: (destination eid, attr) -> value set from outside (a Session), replacing connected inputs
     held: dict[tuple[str, str], Any] = field(default_factory=dict)
+    #: its step is CosimSim's (sum_inputs, then step_entities): the engine may hand it collapsed inputs
+    collapsible: bool = False
+    input_plan: Any = None  # built on first use (_input_plan)
 
     def output_at(self, limit: int) -> dict[str, dict[str, Any]]:
         """The cached output of the latest entry with time <= ``limit`` (mosaik's backwards scan)."""
@@ -127,6 +133,7 @@ class DirectEngine:
         self.started = False
         self._readers: dict[int, list[tuple[_Sim, int]]] | None = None  # source -> (reader, shift)
         self._row_plan = None  # how the recorder's row is gathered (_plan_row)
+        self._n_steps = 0  # times stepped (caches are pruned every PRUNE_EVERY)
 
     # -- building --------------------------------------------------------------------------
     def start(self) -> None:
@@ -155,7 +162,7 @@ class DirectEngine:
         self.started = True
 
     def _add(self, sid: str, obj: Any) -> None:
-        sim = _Sim(sid, obj)
+        sim = _Sim(sid, obj, collapsible=getattr(type(obj), "step", None) is CosimSim.step)
         self.sims.append(sim)
         self.by_sid[sid] = sim
 
@@ -211,7 +218,9 @@ class DirectEngine:
             if sim.next_t == t:
                 self._step_sim(sim, t)
         self.time = t
-        self._prune()
+        self._n_steps += 1
+        if not self._n_steps % PRUNE_EVERY:
+            self._prune()
         return t
 
     def _inputs(self, sim: _Sim, t: int) -> dict[str, dict[str, dict[str, Any]]]:
@@ -237,50 +246,84 @@ class DirectEngine:
             inputs.setdefault(dst_eid, {})[dst_attr] = {"session": value}
         return inputs
 
-    def _recorded_cells(self, sim: _Sim, t: int) -> list[Any]:
-        """The recorder's row as one value per column, in column order: what ``_inputs`` would
-        give it, without building mosaik's input dicts.
+    def _recorded_refs(self, sim: _Sim, t: int) -> list[dict[str, Any]]:
+        """The recorder's row as the source entities' output dicts (one per source entity, in
+        pull order), read into columns by the recorder when it writes them (:meth:`_plan_row`).
 
-        The values are gathered per source entity with one ``itemgetter`` each into one flat
-        list (pull order), then put in column order with one more (last write wins, as cell by
-        cell; a column nobody fills is None). An entity missing an attribute (None, as
-        ``dict.get``) takes the per-attribute path.
+        A source whose ``get_data`` is not :class:`cosim.sdk.CosimSim`'s own might hand out a
+        dict it changes later: its values are copied now (what the recorder would have read).
         """
         if self._row_plan is None:
             self._row_plan = self._plan_row(sim)
-        sources, order = self._row_plan
-        flat: list[Any] = []
+        refs: list[dict[str, Any]] = []
         empty: dict[str, Any] = {}
-        for pull, groups in sources:
+        for pull, eids, trusted in self._row_plan:
             data = pull.src.output_at(t - pull.shift)
-            for src_eid, attrs, getter in groups:
-                values = data.get(src_eid, empty)
-                try:
-                    flat.extend(getter(values))
-                except KeyError:
-                    flat.extend([values.get(attr) for attr in attrs])
-        flat.append(None)  # the columns nobody fills
-        return list(order(flat))
+            if trusted:
+                refs.extend([data.get(eid, empty) for eid in eids])
+            else:
+                refs.extend([_snapshot(data.get(eid, empty)) for eid in eids])
+        return refs
 
     def _plan_row(self, sim: _Sim):
-        """``([(pull, [(source eid, attrs, tuple getter), ...]), ...], column-order getter)``."""
-        sources, position = [], [-1] * self._n_columns
+        """``[(pull, source eids, trusted), ...]``, and the recorder told which dict and
+        attribute each column is read from (the last one when two fill it, as cell by cell)."""
+        plan, fills = [], [None] * self._n_columns
         n = 0
         for pull in sim.pulls:
-            groups = []
+            eids = []
             for src_eid, attrs in pull.slots(self._column_slot):
-                names = tuple(attr for attr, _ in attrs)
-                groups.append((src_eid, names, tuple_getter(names)))
-                for _, slot in attrs:
-                    position[slot] = n
-                    n += 1
-            sources.append((pull, groups))
-        position = [n if p < 0 else p for p in position]  # n: the None appended after the values
-        return sources, tuple_getter(tuple(position))
+                eids.append(src_eid)
+                for attr, slot in attrs:
+                    fills[slot] = (n, attr)
+                n += 1
+            trusted = getattr(type(pull.src.obj), "get_data", None) is CosimSim.get_data
+            plan.append((pull, eids, trusted))
+        rec = sim.obj
+        rec.recorder.set_plan(fills, rec.start_utc, rec.ticks_per_s)
+        return plan
+
+    def _collapsed_inputs(self, sim: _Sim, t: int) -> dict[str, dict[str, Any]] | None:
+        """``sum_inputs(self._inputs(sim, t))`` without the per-source dicts; None when this
+        step needs :meth:`_inputs` itself (an output missing: its warnings come in its order).
+
+        The values are read per source entity in pull order into one flat list, then each
+        destination attribute takes its sources' values from it (a source connected twice to
+        one attribute: the last connection's, as the dict keyed by source keeps) and skips
+        None / sums several in order, as :func:`cosim.sdk.sum_inputs` does.
+        """
+        plan = sim.input_plan
+        if plan is None:
+            plan = sim.input_plan = _input_plan(sim)
+        reads, collapse = plan
+        flat: list[Any] = []
+        try:
+            for pull, groups in reads:
+                data = pull.src.output_at(t - pull.shift)
+                for src_eid, getter in groups:
+                    flat.extend(getter(data[src_eid]))
+        except KeyError:
+            return None
+        inputs: dict[str, dict[str, Any]] = {}
+        for dst_eid, attrs in collapse:
+            values: dict[str, Any] = {}
+            for dst_attr, where in attrs:
+                if len(where) == 1:
+                    value = flat[where[0]]
+                    if value is not None:
+                        values[dst_attr] = value
+                    continue
+                present = [flat[i] for i in where if flat[i] is not None]
+                if present:
+                    values[dst_attr] = present[0] if len(present) == 1 else sum(present)
+            inputs[dst_eid] = values
+        return inputs
 
     def _step_sim(self, sim: _Sim, t: int) -> None:
         if sim.sid == RECORDER_SID:
-            nxt = sim.obj.record_cells(t, self._recorded_cells(sim, t))
+            nxt = sim.obj.record_refs(t, self._recorded_refs(sim, t))
+        elif sim.collapsible and not sim.held and (inputs := self._collapsed_inputs(sim, t)) is not None:
+            nxt = sim.obj.step_collapsed(t, inputs)
         else:
             nxt = sim.obj.step(t, self._inputs(sim, t), self.until)
         if nxt is None:
@@ -374,6 +417,52 @@ def run_direct(scn: Scenario, run_dir: Path, progress: bool = True) -> Outcome:
     status, reason = check_complete(status, reason, rows, n_steps)
     behind = recorder_module.RT_BEHIND_MAX_S.pop(str(run_dir / "timeseries.parquet"), None)
     return Outcome(status, reason, wall_s, rows, rows, behind)
+
+
+def _input_plan(sim: _Sim):
+    """``(reads, collapse)`` for :meth:`DirectEngine._collapsed_inputs`.
+
+    ``reads``: per pull, per source entity (first-seen order) a getter of its entries'
+    attributes: the flat list holds every entry's value. ``collapse``: per destination entity
+    (first-seen order, as ``_inputs`` fills its dict), per attribute (first-seen order), the
+    flat positions of its distinct sources in first-seen order, each that of the source's last
+    entry (a dict keyed by source keeps the first position and the last value).
+    """
+    reads, collapse = [], {}
+    n = 0
+    for pull in sim.pulls:
+        by_src: dict[str, list[int]] = {}  # source eid -> its entries' indexes
+        for k, entry in enumerate(pull.entries):
+            by_src.setdefault(entry[0], []).append(k)
+        flat_pos = [0] * len(pull.entries)
+        groups = []
+        for src_eid, ks in by_src.items():
+            groups.append((src_eid, tuple_getter(tuple(pull.entries[k][1] for k in ks))))
+            for k in ks:
+                flat_pos[k] = n
+                n += 1
+        reads.append((pull, groups))
+        for k, (_, _, dst_eid, dst_attr, full_id) in enumerate(pull.entries):
+            collapse.setdefault(dst_eid, {}).setdefault(dst_attr, {})[full_id] = flat_pos[k]
+    return reads, [(dst_eid, [(attr, tuple(sources.values())) for attr, sources in attrs.items()])
+                   for dst_eid, attrs in collapse.items()]
+
+
+def _snapshot(values: dict[str, Any]) -> dict[str, Any]:
+    """A copy of an output dict whose values the source cannot change later (numbers as
+    ``float``/``bool``/None are immutable; anything else is kept as read now: a copy of a
+    mutable container, the recorder converts it as it would have)."""
+    return {attr: (value if type(value) in _IMMUTABLE else _freeze(value)) for attr, value in values.items()}
+
+
+def _freeze(value: Any) -> Any:
+    try:
+        return float(value) if getattr(value, "size", 2) == 1 else copy.copy(value)
+    except (TypeError, ValueError):
+        return copy.copy(value)
+
+
+_IMMUTABLE = frozenset({float, int, bool, str, type(None)})
 
 
 def _sleep_until(deadline: float) -> None:

@@ -19,6 +19,12 @@ are booleans, everything else float64; the index column ``time_utc`` is a UTC ti
 The buffer is columnar: one preallocated float64 block of ``columns x chunk_rows`` that a
 row fills in one numpy assignment, NaN standing for null (flags are stored as numbers and
 become booleans, NaN as the null mask, when a row group is written).
+
+The direct engine fills rows another way (:meth:`ParquetRecorder.append_refs`): per step it
+hands over the source entities' output dicts themselves (the ones ``get_data`` returned,
+which no one changes afterwards), and each column is read out of them when the row group is
+written: one list per column instead of a Python pass over every cell of every step. The
+values are converted exactly as a row of cells would be (:meth:`ParquetRecorder.set_plan`).
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ import math
 import time as time_module
 import weakref
 from collections import defaultdict
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -74,7 +80,34 @@ class ParquetRecorder:
         self._stamps: list[Any] = []
         self._values = np.empty((len(self.columns), chunk_rows))  # NaN = null
         self.rows_written = 0
+        # the direct engine's rows (append_refs): per row the source dicts, per column where it is read
+        self._plan: tuple[list[tuple[int, str] | None], int, int | None, datetime] | None = None
+        self._ref_rows: list[list[dict[str, Any]]] = []
+        self._ticks: list[int] = []
         _OPEN.add(self)
+
+    def set_plan(self, fills: list[tuple[int, str] | None], start_utc: datetime, ticks_per_s: int) -> None:
+        """Rows will come as :meth:`append_refs`: column ``j`` is attribute ``fills[j][1]`` of the
+        row's dict number ``fills[j][0]`` (None: a column no source fills, all null). A row's time
+        stamp is ``start_utc`` plus its mosaik time in ticks of ``1 / ticks_per_s`` s (whole
+        milliseconds, as :meth:`RecorderSim.record_cells` computes it)."""
+        if len(fills) != len(self.columns):
+            raise ValueError(f"a plan of {len(fills)} columns for a recorder of {len(self.columns)}")
+        epoch = datetime(1970, 1, 1, tzinfo=timezone.utc if start_utc.tzinfo is not None else None)
+        whole_ms = start_utc.microsecond % 1000 == 0  # else the stamps go through datetimes, as per cell
+        start_ms = (start_utc - epoch) // timedelta(milliseconds=1) if whole_ms else None
+        self._plan = (list(fills), ticks_per_s, start_ms, start_utc)
+
+    def append_refs(self, ticks: int, refs: list[dict[str, Any]]) -> None:
+        """Add one row as the output dicts of :meth:`set_plan` (kept, read when written) at mosaik time ``ticks``."""
+        if self._stamps:  # rows of cells before (not done by the engines): written first, in order
+            self.flush()
+        self._ref_rows.append(refs)
+        self._ticks.append(ticks)
+        if len(self._ticks) >= self.chunk_rows:
+            self.flush()
+        elif time_module.monotonic() - self._last_flush >= self.flush_s:
+            self.flush(close_segment=True)
 
     def append(self, time_utc, values: dict[str, Any]) -> None:
         """Add one row; columns missing from ``values`` are null."""
@@ -82,6 +115,8 @@ class ParquetRecorder:
 
     def append_cells(self, time_utc, cells: list[Any]) -> None:
         """Add one row given as one value per column, in column order (``None`` = null)."""
+        if self._ticks:  # rows of dicts before (not done by the engines): written first, in order
+            self.flush()
         row = len(self._stamps)
         if _PLAIN_TYPES.issuperset(map(type, cells)):
             # numpy converts these types as float() does (None becomes NaN, i.e. null), so
@@ -99,7 +134,7 @@ class ParquetRecorder:
         """Write the buffered rows as a row group of the current segment (and close it)."""
         if self._closed:
             return
-        if self._stamps:
+        if self._stamps or self._ticks:
             self._write_row_group()
         if close_segment or time_module.monotonic() - self._last_flush >= self.flush_s:
             self._close_segment()
@@ -112,9 +147,12 @@ class ParquetRecorder:
             # and made the file larger (default day: 1.42 -> 1.18 MB); values are the same.
             self._writer = pq.ParquetWriter(segment_path(self.path, self._n_segments), self.schema,
                                             compression="zstd", use_dictionary=False)
-        n_rows = len(self._stamps)
-        arrays = [pa.array(self._stamps, type=self.schema.field(0).type, from_pandas=True)]
-        for values, flag in zip(self._values[:, :n_rows], self._flag):
+        if self._ticks:
+            n_rows, stamps, columns = len(self._ticks), self._ref_stamps(), self._ref_columns()
+        else:
+            n_rows, stamps, columns = len(self._stamps), self._stamps, self._values[:, :len(self._stamps)]
+        arrays = [pa.array(stamps, type=self.schema.field(0).type, from_pandas=True)]
+        for values, flag in zip(columns, self._flag):
             if flag:
                 arrays.append(pa.array(values != 0.0, mask=np.isnan(values), type=pa.bool_()))
             else:
@@ -122,6 +160,44 @@ class ParquetRecorder:
         self._writer.write_table(pa.Table.from_arrays(arrays, schema=self.schema))
         self.rows_written += n_rows
         self._stamps.clear()
+        self._ticks.clear()
+        self._ref_rows.clear()
+
+    def _ref_stamps(self):
+        """The buffered rows' time stamps (ms since the epoch, or datetimes for a start with sub-ms)."""
+        _, tps, start_ms, start_utc = self._plan
+        if start_ms is None:
+            return [start_utc + timedelta(seconds=t // tps, milliseconds=(t % tps) * 1000 // tps)
+                    for t in self._ticks]
+        ticks = np.array(self._ticks, dtype=np.int64)
+        return start_ms + (ticks // tps) * 1000 + (ticks % tps) * 1000 // tps
+
+    def _ref_columns(self):
+        """Each column of the buffered rows as float64 (NaN = null), converted as :meth:`append_cells` would.
+
+        A column's cells are plain numbers (numpy converts them as ``float()`` does, None to
+        NaN) or go through :func:`_number` one by one; a row of cells with one odd cell
+        converts every cell that way, which gives the same numbers for the plain ones.
+        """
+        fills = self._plan[0]
+        by_source: dict[int, list[dict[str, Any]]] = {}
+        n_rows = len(self._ref_rows)
+        for fill, flag in zip(fills, self._flag):
+            if fill is None:
+                yield np.full(n_rows, np.nan)
+                continue
+            index, attr = fill
+            dicts = by_source.get(index)
+            if dicts is None:
+                dicts = by_source[index] = [row[index] for row in self._ref_rows]
+            try:
+                cells = [d[attr] for d in dicts]
+            except KeyError:  # an entity that did not give this output at some step: null there
+                cells = [d.get(attr) for d in dicts]
+            if _PLAIN_TYPES.issuperset(map(type, cells)):
+                yield np.array(cells, dtype=float)
+            else:
+                yield np.array([_number(value, flag) for value in cells], dtype=float)
 
     def _close_segment(self) -> None:
         if self._writer is not None:
@@ -133,7 +209,7 @@ class ParquetRecorder:
         if self._closed:
             return
         try:
-            if self._stamps:
+            if self._stamps or self._ticks:
                 self._write_row_group()
         finally:
             self._close_segment()
@@ -303,6 +379,23 @@ class RecorderSim(CosimSim):
             self._track_lag(self.seconds(ticks))
         self.bar.update(1)
         if not self.bar.disable:  # the label is only ever shown on an enabled bar
+            self.bar.set_postfix_str(stamp.strftime("%Y-%m-%d %H:%M:%S UTC" if self.step_ticks < self.ticks_per_s
+                                                    else "%Y-%m-%d %H:%M UTC"), refresh=False)
+        return ticks + self.step_ticks
+
+    def record_refs(self, time: int, refs: list[dict[str, Any]]) -> int:
+        """:meth:`record_cells` with the row given as the source dicts of the recorder's plan
+        (:meth:`ParquetRecorder.set_plan`, set by the direct engine); the next step time."""
+        STOP.check()
+        LAST_STEP_MONOTONIC[0] = time_module.monotonic()
+        ticks = int(time)
+        self.recorder.append_refs(ticks, refs)
+        if self.params.rt_factor is not None:
+            self._track_lag(self.seconds(ticks))
+        if not self.bar.disable:
+            self.bar.update(1)
+            stamp = self.start_utc + timedelta(seconds=ticks // self.ticks_per_s,
+                                               milliseconds=(ticks % self.ticks_per_s) * 1000 // self.ticks_per_s)
             self.bar.set_postfix_str(stamp.strftime("%Y-%m-%d %H:%M:%S UTC" if self.step_ticks < self.ticks_per_s
                                                     else "%Y-%m-%d %H:%M UTC"), refresh=False)
         return ticks + self.step_ticks

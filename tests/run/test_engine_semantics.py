@@ -177,7 +177,8 @@ def test_real_time_paces_the_run(engine, toy_adapters, write_scenario, tmp_path,
 def test_output_caches_stay_bounded(toy_adapters, write_scenario, tmp_path):
     """The direct engine keeps a simulator's outputs only while a reader may still ask for them:
     over a run of 180 steps (mixed step sizes, a time-shifted feedback) no cache holds more than
-    ``PRUNE_AT`` + 1 outputs, and what it keeps still gives the run's series (same as mosaik's)."""
+    ``PRUNE_AT`` + ``PRUNE_EVERY`` outputs (the sizes are looked at every ``PRUNE_EVERY`` steps),
+    and what it keeps still gives the run's series (same as mosaik's)."""
     text = scenario(duration_s=3 * 3600, step_s=60, sink_step_s=20, extra=FEEDBACK.format(kind="time_shifted"))
     same(run_both(write_scenario, tmp_path, text))
     with cosim.Session(write_scenario(text), out_dir=tmp_path / "s") as s:
@@ -185,7 +186,7 @@ def test_output_caches_stay_bounded(toy_adapters, write_scenario, tmp_path):
         while not s.done:
             s.step()
             largest = max(largest, *(len(sim.cache) for sim in s.engine.sims))
-    assert 2 <= largest <= direct.PRUNE_AT + 1
+    assert 2 <= largest <= direct.PRUNE_AT + direct.PRUNE_EVERY
 
 
 # -- Session ---------------------------------------------------------------------------------
