@@ -18,6 +18,7 @@ import cosim
 from cosim.adapters.controllers.load_shift import LoadShiftParams, LoadShiftSim, Shifter
 from cosim.adapters.datacenter import ClusterParams, DatacenterSim, build_cluster
 from cosim.adapters.datacenter.moves import JobMoves
+from cosim.adapters.datacenter.observe import _tails_and_fairness
 from cosim.adapters.datacenter.states import DONE, MOVED, QUEUED, RUNNING
 from cosim.kpis._block import KpiInput
 from cosim.kpis.load_shift import BLOCK
@@ -121,6 +122,43 @@ def test_a_moved_jobs_work_is_conserved_with_the_restart_cost():
     assert md.report(dst.step(7260.0, 60.0))["n_jobs_done"] == done  # ... and its completion still counts
 
 
+def test_a_moved_job_counts_once_in_wait_and_jct_from_its_own_submission():
+    """A job moved out while running (its wait counted at the source) and one moved out of the
+    queue (never started): both finish at the destination and count there, once, in the JCT
+    statistics from their own submission; the queued one's wait counts where it first starts,
+    the running one's stays at the source (review 2026-12-01: both dropped out of every
+    statistic at both sites, so a shifting run's jct_mean_h looked better than its baseline's)."""
+    src, ms = cluster(8, 3, 0, 3, sizes_gpus=[8], size_weights=[1.0], duration_median_h=0.5,
+                      duration_sigma_ln=0.0, warmup_h=0.0, span_s=60.0)
+    dst, md = cluster(64, 0, 2, 4)
+    for t in range(0, 600, 60):
+        src.step(t, 60.0)
+        dst.step(t, 60.0)
+    s = src.sched
+    running, queued = int(np.flatnonzero(s.state == RUNNING)[0]), int(np.flatnonzero(s.state == QUEUED)[0])
+    records = [ms.export(8, 600.0), ms.export(8, 600.0)]
+    assert s.state[running] == MOVED and s.state[queued] == MOVED
+    assert [r.started for r in records] == [True, False]  # running first, then the queue
+    submits = [float(src.jobs.submit_s[running]), float(src.jobs.submit_s[queued])]
+    assert [r.submit_s for r in records] == submits
+    slots = [md.import_job(r, 300.0, 600.0) for r in records]
+    for t in range(600, 9000, 60):
+        src.step(t, 60.0)
+        dst.step(t, 60.0)
+    d = dst.sched
+    assert (d.state[slots] == DONE).all()
+    jct_s = d.end_s[slots] - np.array(submits)
+    assert d.n_finished == 2 and d.jct_sum_s == pytest.approx(jct_s.sum())
+    assert d.n_started == 1 and d.wait_sum_s == pytest.approx(d.first_start_s[slots[1]] - submits[1])
+    assert s.n_finished == int(((s.state == DONE) & (src.jobs.submit_s >= 0)).sum())  # the moved ones: not here
+    assert s.n_started == int((~np.isnan(s.first_start_s)).sum())  # the running one's wait: here only
+    assert not np.isnan(s.first_start_s[running]) and np.isnan(s.first_start_s[queued])
+    tails = _tails_and_fairness(d, dst.n_gpus)
+    assert tails["jct_p99_h"] == pytest.approx(np.percentile(jct_s, 99) / 3600.0)
+    assert tails["wait_p99_h"] == pytest.approx((d.first_start_s[slots[1]] - submits[1]) / 3600.0)
+    assert tails["ftf_rho_mean_ratio"] > 0
+
+
 def test_voltage_variant_moves_training_only_when_the_sites_own_control_and_replica_moves_are_exhausted():
     """OpenG2G's last resort, one level further: no move while the site's control is not
     exhausted; a replica move while one is possible; a training job only when no replica can move."""
@@ -146,10 +184,12 @@ def test_carbon_variant_moves_training_toward_the_lower_carbon_zone_one_at_a_tim
     sh.update(0, {}, {}, {}, ci, train_obs())  # no voltage connected: no voltage limit
     assert sh.train.pending == ("export", "a", "b")
     sh.update(1, {}, {}, {}, ci, {s: {**o, "n_export_done": 1 if s == "a" else 0, "n_export_gpus": 16 if s == "a" else 0,
-                                      "export_work_s": 7200.0, "export_power_frac": 0.5, "n_export_prio": 1}
+                                      "export_work_s": 7200.0, "export_power_frac": 0.5, "n_export_prio": 1,
+                                      "export_submit_s": 1234.0, "n_export_started": 1}
                                   for s, o in train_obs().items()})
     assert sh.train.pending == ("import", "a", "b")  # passed on; nothing new while in flight
     out = sh.outputs()
+    assert out["import_b_submit_s"] == 1234.0 and out["n_import_started_b"] == 1  # for the statistics
     assert out["n_import_seq_b"] == 1 and out["n_import_gpus_b"] == 16 and out["import_b_work_s"] == 7200.0
     assert out["n_train_moved_in_b"] == 1 and out["n_train_moved_in_a"] == -1
     assert out["train_moved_in_b_gpu_h"] == pytest.approx(32.0) and out["import_b_restart_s"] == 300.0
