@@ -251,6 +251,26 @@ def test_kpi_block_reports_training_moves_and_carbon_per_site():
     assert out["work_total_gpu_h"] == 25.0 and out["b"]["guest_work_gpu_h"] == 4.0
 
 
+def test_kpi_totals_are_over_every_site_or_null_with_the_sites_named():
+    """carbon_total_t / work_total_gpu_h with one site lacking its figure (no carbon signal, no
+    work recorded): null, and the controller's scope names the site (review 2026-12-01: the sum over
+    the others was reported as the total); with no site having it, the key is absent."""
+    idx = pd.date_range("2024-01-01", periods=2, freq="3600s", tz="UTC")
+    ts = pd.DataFrame({"ls.n_shifts": [0, 0], "ls.n_moved_in_a": [0, 0], "ls.n_moved_in_b": [0, 0],
+                       "ls.ci_a_g_kwh": [400.0, 400.0], "ls.ci_b_g_kwh": [np.nan, np.nan],
+                       "a.p_mw": [1.0, 0.5], "b.p_mw": [0.2, 0.7], "a.work_gpu_h": [10.0, 20.0]}, index=idx)
+    cols = BLOCK.columns(list(ts.columns), None)
+    out = BLOCK.compute(KpiInput(ts=ts[cols], dt_h=1.0, step_s=3600, roles=None))["load_shift"]["ls"]
+    assert out["a"]["carbon_t"] == pytest.approx(0.6) and "carbon_t" not in out["b"]
+    assert out["carbon_total_t"] is None and out["work_total_gpu_h"] is None
+    assert "carbon_total_t is null: no carbon_t for b" in out["scope"]
+    assert "work_total_gpu_h is null: no work_gpu_h for b" in out["scope"]
+    bare = ts.drop(columns=["ls.ci_a_g_kwh", "ls.ci_b_g_kwh", "a.work_gpu_h"])
+    out = BLOCK.compute(KpiInput(ts=bare[BLOCK.columns(list(bare.columns), None)], dt_h=1.0, step_s=3600,
+                                 roles=None))["load_shift"]["ls"]
+    assert "carbon_total_t" not in out and "work_total_gpu_h" not in out and "scope" not in out
+
+
 def test_params_errors_name_the_key():
     with pytest.raises(ValidationError, match="train_restart_s"):
         LoadShiftParams(n_gpus_per_replica=1, replicas={"a": 1}, rate_req_s={"a": 1.0}, train_restart_s=-5.0)
