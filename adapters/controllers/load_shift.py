@@ -44,9 +44,12 @@ exceeds ``ci_gap_g_kwh`` and both are ``margin_pu`` inside the band (so the move
 violation the voltage rules would then undo), warm spares and ``hold_s`` as above (the idea of
 Carbon Explorer / Google's carbon-aware load shifting between sites; the rule here is cosim's).
 
-A site with no voltage connected (neither ``vm_min_<site>_pu`` nor ``vm_max_<site>_pu``: no
-grid modelled, e.g. sites in different grids) has no voltage limit in the carbon variant; a
-connected NaN (an unsolved grid) still stops it.
+A site in no modelled grid (e.g. sites in different grids) is listed in ``no_grid_sites``: with
+no voltage connected (neither ``vm_min_<site>_pu`` nor ``vm_max_<site>_pu``) it has no voltage
+limit in the carbon variant. A site not listed with no voltage connected stops the run at the
+first carbon-variant step, naming the key (a forgotten connection would otherwise leave it with
+no voltage guard, silently; the adapter cannot see the connections at validation). A connected
+NaN (an unsolved grid) still stops a move.
 
 **Flexible training jobs** (sim param ``training = true``; the Clusters' sim needs
 ``job_moves = true`` and the destinations ``training.n_guest_slots``; the two halves of a move
@@ -153,6 +156,8 @@ class LoadShiftParams(Params):
         margin_pu: a violated site shifts until this far inside the band. [pu]
         hold_s: a site waits this long after a shift before it triggers another. [s]
         ci_gap_g_kwh: carbon variant: shift when the sites' intensities differ by more; None = off. [g/kWh]
+        no_grid_sites: carbon variant: sites in no modelled grid, no voltage connected; they have no
+            voltage limit (any other site without voltage connected is an error at run time).
         train_restart_s: extra work of a moved training job at its destination (reloading its
             checkpoint there; the sim's ``training = true``). [s]
         shift_on_signal: a site whose ``exhausted_<site>_frac`` is 1 moves load out (as in an
@@ -173,6 +178,7 @@ class LoadShiftParams(Params):
     margin_pu: float = Field(default=0.0, ge=0)
     hold_s: float = Field(default=0.0, ge=0)
     ci_gap_g_kwh: float | None = Field(default=None, ge=0)
+    no_grid_sites: list[str] = []
     train_restart_s: float = Field(default=300.0, ge=0)
     shift_on_signal: bool = False
     enabled: bool = True
@@ -434,8 +440,15 @@ class Shifter:
         self._train_last_s[src] = self._train_last_s[dst] = time_s
 
     def _safe(self, time_s: float, low: dict[str, float], high: dict[str, float], timers: dict[str, float]) -> list[str]:
-        """Sites with voltage room (margin inside the band, or no voltage connected) and past ``hold_s``."""
+        """Sites with voltage room (margin inside the band, or in no grid) and past ``hold_s``."""
         p = self.p
+        unguarded = [s for s in self.sites if self._unconnected[s] and s not in p.no_grid_sites]
+        if unguarded:
+            names = ", ".join(f"vm_min_{s}_pu / vm_max_{s}_pu" for s in unguarded)
+            raise ValueError(f"LoadShift: {names} not connected, so the carbon variant (ci_gap_g_kwh) has no "
+                             f"voltage guard for {', '.join(unguarded)}: connect the site's grid element "
+                             "vm_phase_min_pu / vm_phase_max_pu (renamed), or, for a site in no modelled grid, "
+                             f"list it in the entity's no_grid_sites (no_grid_sites = {unguarded})")
         return [s for s in self.sites
                 if (self._unconnected[s] or (math.isfinite(low[s]) and math.isfinite(high[s])
                                              and low[s] >= p.v_low_pu + p.margin_pu
@@ -547,6 +560,12 @@ class LoadShiftSim(SingleModelSim):
             unknown = sorted(set(getattr(params, key)) - set(sim_params.sites))
             if unknown:
                 problems.append(f"{key}: {unknown} are not among the sim's sites {sim_params.sites}")
+        unknown = sorted(set(params.no_grid_sites) - set(sim_params.sites))
+        if unknown:
+            problems.append(f"no_grid_sites: {unknown} are not among the sim's sites {sim_params.sites}")
+        if params.no_grid_sites and params.ci_gap_g_kwh is None:
+            problems.append(f"warning: no_grid_sites = {params.no_grid_sites} has no effect: ci_gap_g_kwh is not set "
+                            "(the carbon variant is off)")
         if "train_restart_s" in params.model_fields_set and not sim_params.training:
             problems.append(f"warning: train_restart_s = {params.train_restart_s:g} has no effect: the sim's training = false "
                             "(set training = true in its [sims] table to move training jobs)")

@@ -57,13 +57,13 @@ def test_capacity_rule_never_more_gpus_than_free_at_the_destination():
     """A move is asked only when the destination's spare GPUs fit the source's smallest flexible job,
     for a job of at most that many GPUs; the source picks within it (running first, then the
     largest), and the destination's scheduler never books more GPUs than it has."""
-    sh = shifter(ci_gap_g_kwh=50.0)
+    sh = shifter(ci_gap_g_kwh=50.0, no_grid_sites=SITES)
     ci = {"a": 400.0, "b": 100.0, "c": 200.0}
     sh.update(0, {}, {}, {}, ci, train_obs(spare={"b": 4, "c": 4}))  # no room anywhere for an 8-GPU job
     assert sh.train.idle() and sh.train.req == {"a": 0, "b": 0, "c": 0}
     sh.update(1, {}, {}, {}, ci, train_obs(spare={"b": 4, "c": 16}))  # b too small, c fits: a -> c
     assert sh.train.pending == ("export", "a", "c") and sh.train.max_gpus["a"] == 16
-    sh2 = shifter(ci_gap_g_kwh=50.0)
+    sh2 = shifter(ci_gap_g_kwh=50.0, no_grid_sites=SITES)
     sh2.update(0, {}, {}, {}, ci, train_obs(spare={"b": 64}, slots={"b": 0, "c": 0}))  # no free slot: nothing
     assert sh2.train.idle() and sh2.train.req["a"] == 0
 
@@ -179,7 +179,7 @@ def test_voltage_variant_moves_training_only_when_the_sites_own_control_and_repl
 
 
 def test_carbon_variant_moves_training_toward_the_lower_carbon_zone_one_at_a_time():
-    sh = shifter(ci_gap_g_kwh=100.0)
+    sh = shifter(ci_gap_g_kwh=100.0, no_grid_sites=SITES)
     ci = {"a": 450.0, "b": 120.0, "c": 300.0}
     sh.update(0, {}, {}, {}, ci, train_obs())  # no voltage connected: no voltage limit
     assert sh.train.pending == ("export", "a", "b")
@@ -193,10 +193,10 @@ def test_carbon_variant_moves_training_toward_the_lower_carbon_zone_one_at_a_tim
     assert out["n_import_seq_b"] == 1 and out["n_import_gpus_b"] == 16 and out["import_b_work_s"] == 7200.0
     assert out["n_train_moved_in_b"] == 1 and out["n_train_moved_in_a"] == -1
     assert out["train_moved_in_b_gpu_h"] == pytest.approx(32.0) and out["import_b_restart_s"] == 300.0
-    small = shifter(ci_gap_g_kwh=200.0)
+    small = shifter(ci_gap_g_kwh=200.0, no_grid_sites=SITES)
     small.update(0, {}, {}, {}, {"a": 300.0, "b": 150.0, "c": 200.0}, train_obs())  # gap 150 <= 200
     assert small.train.idle()
-    nxt = shifter(ci_gap_g_kwh=100.0)  # the cleanest has no room: the next cleanest past the gap
+    nxt = shifter(ci_gap_g_kwh=100.0, no_grid_sites=SITES)  # the cleanest has no room: the next cleanest past the gap
     nxt.update(0, {}, {}, {}, ci, train_obs(spare={"b": 0}))
     assert nxt.train.pending == ("export", "a", "c")
     volt = shifter(ci_gap_g_kwh=100.0, margin_pu=0.01)  # b connected but within the margin: not safe
@@ -209,7 +209,7 @@ def test_two_clusters_through_the_controller_move_a_job_and_its_power():
     the scenario's time-shifted connections do): a job leaves the dirty site and runs at the clean one."""
     sites = ["dirty", "clean"]
     sh = Shifter(LoadShiftParams(n_gpus_per_replica=1, replicas={"dirty": 0, "clean": 0}, rate_req_s={"dirty": 1.0, "clean": 1.0},
-                                 ci_gap_g_kwh=50.0, train_restart_s=600.0), sites, training=True)
+                                 ci_gap_g_kwh=50.0, no_grid_sites=sites, train_restart_s=600.0), sites, training=True)
     cl = {"dirty": cluster(64, 30, 0, 5), "clean": cluster(64, 2, 4, 6)}
     ci = {"dirty": 400.0, "clean": 100.0}
     ctl: dict = {}
@@ -269,6 +269,23 @@ def test_kpi_totals_are_over_every_site_or_null_with_the_sites_named():
     out = BLOCK.compute(KpiInput(ts=bare[BLOCK.columns(list(bare.columns), None)], dt_h=1.0, step_s=3600,
                                  roles=None))["load_shift"]["ls"]
     assert "carbon_total_t" not in out and "work_total_gpu_h" not in out and "scope" not in out
+
+
+def test_carbon_variant_without_voltage_needs_the_site_listed_in_no_grid_sites():
+    """A site with no vm_min / vm_max connected had no voltage guard in the carbon variant, silently
+    (review 2026-12-01): now it must be listed in no_grid_sites, else the first carbon step stops
+    the run naming the inputs and the key; a connected site needs no listing."""
+    ci = {"a": 450.0, "b": 120.0, "c": 300.0}
+    with pytest.raises(ValueError, match=r"vm_min_c_pu / vm_max_c_pu not connected.*no_grid_sites = \['c'\]"):
+        shifter(ci_gap_g_kwh=100.0).update(0, {"a": 1.0, "b": 1.0}, {"a": 1.0, "b": 1.0}, {}, ci, train_obs())
+    sh = shifter(ci_gap_g_kwh=100.0, no_grid_sites=["c"])
+    sh.update(0, {"a": 1.0, "b": 1.0}, {"a": 1.0, "b": 1.0}, {}, ci, train_obs())
+    assert sh.n_shifts == 1
+    ls = LoadShiftParams(n_gpus_per_replica=1, replicas={"a": 1, "b": 1}, rate_req_s={"a": 1.0, "b": 1.0},
+                         no_grid_sites=["a", "z"])
+    problems = LoadShiftSim.check_entity("LoadShift", ls, None, LoadShiftSim.SimParams(sites=["a", "b"]))
+    assert any(p.startswith("no_grid_sites: ['z'] are not among the sim's sites") for p in problems)
+    assert any(p.startswith("warning: no_grid_sites = ['a', 'z'] has no effect") for p in problems)
 
 
 def test_params_errors_name_the_key():
