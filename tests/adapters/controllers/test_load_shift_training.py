@@ -7,6 +7,7 @@ KPIs, and params errors naming their key.
 from __future__ import annotations
 
 import math
+import tomllib
 from pathlib import Path
 
 import numpy as np
@@ -15,9 +16,9 @@ import pytest
 from pydantic import ValidationError
 
 import cosim
-from cosim.adapters.controllers.load_shift import LoadShiftParams, LoadShiftSim, Shifter
+from cosim.adapters.controllers.load_shift import TRAIN_INPUTS, TRAIN_OUTPUTS, LoadShiftParams, LoadShiftSim, Shifter
 from cosim.adapters.datacenter import ClusterParams, DatacenterSim, build_cluster
-from cosim.adapters.datacenter.moves import JobMoves
+from cosim.adapters.datacenter.moves import MOVE_INPUTS, MOVE_OUTPUTS, JobMoves
 from cosim.adapters.datacenter.observe import _tails_and_fairness
 from cosim.adapters.datacenter.states import DONE, MOVED, QUEUED, RUNNING
 from cosim.kpis._block import KpiInput
@@ -323,6 +324,28 @@ def test_catalogue_scenario_moves_toward_the_cleaner_zones(tmp_path):
     assert math.isclose(last["shift.n_active_texas"] + last["shift.n_active_west"] + last["shift.n_active_de"], 36)
 
 
+def channel(site: str) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """The training-move channel of one site from the modules' own tuples: (Cluster output, controller
+    input) pairs and (Cluster input, controller output) pairs; every name on one side has its pair."""
+    ins = [(a.replace("_{site}", ""), a.format(site=site)) for a in TRAIN_INPUTS]
+    outs = [(a.replace("_{site}", ""), a.format(site=site)) for a in TRAIN_OUTPUTS
+            if a.replace("_{site}", "") in MOVE_INPUTS]
+    assert {a for a, _ in ins} <= set(MOVE_OUTPUTS)  # every controller input is a Cluster output
+    assert sorted(a for a, _ in outs) == sorted(MOVE_INPUTS)  # every Cluster input is fed
+    return ins, outs
+
+
+def test_the_catalogue_scenario_connects_the_whole_training_channel():
+    """scenarios/multisite_carbon.toml connects every attribute of the channel at every site (a new
+    record field, such as the submission time, left unconnected would be NaN: not counted)."""
+    scn = tomllib.loads((ROOT / "scenarios" / "multisite_carbon.toml").read_text())
+    pairs = {(c["src"], c["dst"], tuple(p)) for c in scn["connect"] for p in c["attrs"] if isinstance(p, list)}
+    for site in scn["sims"]["shift"]["sites"]:
+        ins, outs = channel(site)
+        assert not [p for p in ins if (site, "shift", p) not in pairs]
+        assert not [p for p in outs if ("shift", site, p[::-1]) not in pairs]
+
+
 def _ieee34_with_training(tmp_path: Path) -> Path:
     """scenarios/ieee34_multisite.toml with 256 H100 of flexible training at each site (jobs at 840's
     `down`, no queue, so a job moved out lowers its load; guest slots at `up`, moved to 802 near
@@ -339,22 +362,12 @@ def _ieee34_with_training(tmp_path: Path) -> Path:
     assert text.count('bus = "850"') == 1
     text = text.replace('bus = "850"', 'bus = "802"')
     head, record = text.split("[record]")
-    ins = ["n_gpus_spare", "n_jobs_flex", "n_gpus_flex_min", "n_slots_free", "n_export_done", "n_export_gpus",
-           "export_work_s", "export_power_frac", "n_export_prio", "n_import_done"]
-    outs = ["n_export_req", "n_export_max_gpus", "n_import_seq", "n_import_gpus", "import_work_s",
-            "import_power_frac", "n_import_prio", "import_restart_s"]
-
-    def sited(a: str, s: str) -> str:
-        for unit in ("_work_s", "_power_frac", "_restart_s"):
-            if a.endswith(unit) and not a.startswith("n_"):
-                return f"{a[: -len(unit)]}_{s}{unit}"
-        return f"{a}_{s}"
-
     for s in ("up", "down"):
-        pairs = ", ".join(f'["{a}", "{sited(a, s)}"]' for a in ins)
+        ins, outs = channel(s)
+        pairs = ", ".join(f'["{a}", "{b}"]' for a, b in ins)
         head += f'[[connect]]\nsrc = "{s}"\ndst = "shift"\nattrs = [{pairs}]\n\n'
-        pairs = ", ".join(f'["{sited(a, s)}", "{a}"]' for a in outs)
-        init = ", ".join(f"{sited(a, s)} = 0" for a in outs)
+        pairs = ", ".join(f'["{b}", "{a}"]' for a, b in outs)
+        init = ", ".join(f"{b} = 0" for _, b in outs)
         head += (f'[[connect]]\nsrc = "shift"\ndst = "{s}"\nattrs = [{pairs}]\ntime_shifted = true\n'
                  f'initial_data = {{ {init} }}\n\n')
     path = tmp_path / "ieee34_training.toml"
