@@ -73,14 +73,16 @@ are in ``adapters/datacenter/moves``): a flexible job stops at its source with i
   training moves of a site as between replica shifts (its own timer).
 
 Per site inputs from its Cluster (renamed ``<attr>_<site>``; ``export_<site>_work_s``,
-``export_<site>_power_frac`` and ``export_<site>_submit_s`` for those with units): ``n_gpus_spare``, ``n_jobs_flex``,
+``export_<site>_power_frac``, ``export_<site>_submit_s`` and ``export_<site>_ckpt_interval_s`` for
+those with units): ``n_gpus_spare``, ``n_jobs_flex``,
 ``n_gpus_flex_min``, ``n_slots_free``, ``n_export_done``, ``n_export_gpus``, ``export_work_s``,
 ``export_power_frac``, ``n_export_prio``, ``n_import_done``, ``export_submit_s``,
-``n_export_started``; outputs to it (time-shifted, renamed back): ``n_export_req``,
+``n_export_started``, ``export_ckpt_interval_s``, ``n_export_elastic``; outputs to it (time-shifted, renamed back): ``n_export_req``,
 ``n_export_max_gpus``, ``n_import_seq``, ``n_import_gpus``, ``import_work_s``, ``import_power_frac``,
-``n_import_prio``, ``import_restart_s``, ``import_submit_s``, ``n_import_started`` (the last two:
-the job's submission, so it counts once in the wait / JCT statistics; a NaN or absent submission
-is passed on as NaN: not counted); reported:
+``n_import_prio``, ``import_restart_s``, ``import_submit_s``, ``n_import_started`` (the job's
+submission, so it counts once in the wait / JCT statistics; a NaN or absent submission is passed
+on as NaN: not counted), ``import_ckpt_interval_s``, ``n_import_elastic`` (its checkpoint interval,
+NaN or absent: the destination's default, and elastic flag); reported:
 ``n_train_moves`` (jobs moved), per site ``n_train_moved_in_<site>`` (net jobs received) and
 ``train_moved_in_<site>_gpu_h`` (net remaining work received, GPU-hours at full speed). The
 Clusters' own outputs say what the moved work did there (``work_gpu_h``, ``guest_work_gpu_h``).
@@ -204,12 +206,14 @@ class LoadShiftParams(Params):
 TRAIN_INPUTS: tuple[str, ...] = ("n_gpus_spare_{site}", "n_jobs_flex_{site}", "n_gpus_flex_min_{site}",
                                  "n_slots_free_{site}", "n_export_done_{site}", "n_export_gpus_{site}",
                                  "export_{site}_work_s", "export_{site}_power_frac", "n_export_prio_{site}",
-                                 "n_import_done_{site}", "export_{site}_submit_s", "n_export_started_{site}")
+                                 "n_import_done_{site}", "export_{site}_submit_s", "n_export_started_{site}",
+                                 "export_{site}_ckpt_interval_s", "n_export_elastic_{site}")
 #: Per-site training outputs to each Cluster (``.moves.MOVE_INPUTS``) and reported ones.
 TRAIN_OUTPUTS: tuple[str, ...] = ("n_export_req_{site}", "n_export_max_gpus_{site}", "n_import_seq_{site}",
                                   "n_import_gpus_{site}", "import_{site}_work_s", "import_{site}_power_frac",
                                   "n_import_prio_{site}", "import_{site}_restart_s", "n_train_moved_in_{site}",
-                                  "train_moved_in_{site}_gpu_h", "import_{site}_submit_s", "n_import_started_{site}")
+                                  "train_moved_in_{site}_gpu_h", "import_{site}_submit_s", "n_import_started_{site}",
+                                  "import_{site}_ckpt_interval_s", "n_import_elastic_{site}")
 
 
 class TrainMoves:
@@ -226,9 +230,9 @@ class TrainMoves:
         self.req = dict.fromkeys(sites, 0)
         self.max_gpus = dict.fromkeys(sites, 0)
         self.seq = dict.fromkeys(sites, 0)
-        # (GPUs, remaining work [s], power [-], class, submission [s], started [-]) per destination
-        self.record: dict[str, tuple[int, float, float, int, float, int]] = {s: (0, 0.0, 0.0, 0, 0.0, 0)
-                                                                             for s in sites}
+        # (GPUs, remaining work [s], power [-], class, submission [s], started [-], checkpoint
+        # interval [s], elastic [-]) per destination
+        self.record: dict[str, tuple] = {s: (0, 0.0, 0.0, 0, 0.0, 0, 0.0, 0) for s in sites}
         self.pending: tuple[str, str, str] | None = None  # ("export", src, dst) or ("import", src, dst)
         self.moved_in = dict.fromkeys(sites, 0)
         self.moved_in_gpu_h = dict.fromkeys(sites, 0.0)
@@ -249,9 +253,12 @@ class TrainMoves:
                 return
             work_s = self.get(src, "export_work_s")
             submit = self.obs.get(src, {}).get("export_submit_s")  # NaN/absent kept: not counted (.moves)
+            interval = self.obs.get(src, {}).get("export_ckpt_interval_s")  # NaN/absent: the destination's
             self.record[dst] = (n, work_s, self.get(src, "export_power_frac"), int(round(self.get(src, "n_export_prio"))),
                                 math.nan if submit is None else float(submit),
-                                int(round(self.get(src, "n_export_started"))))
+                                int(round(self.get(src, "n_export_started"))),
+                                math.nan if interval is None else float(interval),
+                                int(round(self.get(src, "n_export_elastic"))))
             self.seq[dst] += 1
             self.pending = ("import", src, dst)
             self.n_moves += 1
@@ -298,13 +305,14 @@ class TrainMoves:
     def outputs(self) -> dict[str, float]:
         out: dict[str, float] = {"n_train_moves": self.n_moves}
         for s in self.sites:
-            n, work_s, power_frac, prio, submit_s, started = self.record[s]
+            n, work_s, power_frac, prio, submit_s, started, interval_s, elastic = self.record[s]
             out.update({f"n_export_req_{s}": self.req[s], f"n_export_max_gpus_{s}": self.max_gpus[s],
                         f"n_import_seq_{s}": self.seq[s], f"n_import_gpus_{s}": n, f"import_{s}_work_s": work_s,
                         f"import_{s}_power_frac": power_frac, f"n_import_prio_{s}": prio,
                         f"import_{s}_restart_s": self.restart_s, f"n_train_moved_in_{s}": self.moved_in[s],
                         f"train_moved_in_{s}_gpu_h": self.moved_in_gpu_h[s], f"import_{s}_submit_s": submit_s,
-                        f"n_import_started_{s}": started})
+                        f"n_import_started_{s}": started, f"import_{s}_ckpt_interval_s": interval_s,
+                        f"n_import_elastic_{s}": elastic})
         return out
 
 

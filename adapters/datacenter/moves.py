@@ -11,15 +11,20 @@ entities); ``controllers/load_shift`` relays them and keeps at most one move in 
    checkpoints on demand and stops (its GPUs freed at once; its progress is kept, nothing is
    lost), and leaves this site's system (state ``moved``). Its record — ``n_export_gpus``,
    ``export_work_s`` (remaining work at full speed on its GPUs), ``export_power_frac``,
-   ``n_export_prio``, ``export_submit_s`` (its submission time, for the statistics) and
-   ``n_export_started`` (1 if it had started somewhere: its wait is counted there) — and
+   ``n_export_prio``, ``export_submit_s`` (its submission time, for the statistics),
+   ``n_export_started`` (1 if it had started somewhere: its wait is counted there),
+   ``export_ckpt_interval_s`` (its checkpoint interval) and ``n_export_elastic`` (1 if it may be
+   resized) — and
    ``n_export_done`` (requests handled) are outputs. A request that finds
    no such job is answered with ``n_export_gpus = 0``.
 2. **Import** at the destination. The controller passes the record on with the cumulative
    counter ``n_import_seq`` and the restart cost ``import_restart_s``. At its next step, before
    its scheduling pass, the destination puts the job into one of its guest slots (see below)
    with remaining work = exported remaining + restart cost (the checkpoint reloaded, the
-   restart counted as extra work, as a local restore), queued ahead of its own jobs of the same
+   restart counted as extra work, as a local restore), with its own checkpoint interval (the
+   destination's default if none is passed or it is not longer than the destination's checkpoint
+   duration) and elastic flag (the destination's policy resizes it if it resizes elastic jobs),
+   queued ahead of its own jobs of the same
    class (it is the oldest work there) and started by its own policy when its GPUs are free.
    ``n_import_done`` counts the imports. A job needing more GPUs than the partition has, or an
    import with no free slot, is an error (the controller checks both before it asks).
@@ -74,12 +79,12 @@ FREE_SLOT_STATES = (FUTURE, DONE, FAILED, REJECTED, MOVED)
 
 MOVE_INPUTS: tuple[str, ...] = ("n_export_req", "n_export_max_gpus", "n_import_seq", "n_import_gpus",
                                 "import_work_s", "import_power_frac", "n_import_prio", "import_restart_s",
-                                "import_submit_s", "n_import_started")
+                                "import_submit_s", "n_import_started", "import_ckpt_interval_s", "n_import_elastic")
 MOVE_OUTPUTS: tuple[str, ...] = ("n_gpus_spare", "n_jobs_flex", "n_gpus_flex_min", "n_slots_free",
                                  "n_export_done", "n_export_gpus", "export_work_s", "export_power_frac",
                                  "n_export_prio", "n_import_done", "n_jobs_moved_out", "n_jobs_moved_in",
                                  "moved_out_gpu_h", "moved_in_gpu_h", "restart_gpu_h", "guest_work_gpu_h",
-                                 "export_submit_s", "n_export_started")
+                                 "export_submit_s", "n_export_started", "export_ckpt_interval_s", "n_export_elastic")
 
 
 def with_guest_slots(jobs: Jobs, n_slots: int) -> Jobs:
@@ -101,10 +106,11 @@ def with_guest_slots(jobs: Jobs, n_slots: int) -> Jobs:
 
 @dataclass
 class ExportRecord:
-    """One exported job. [-, s, -, -, s, -]
+    """One exported job. [-, s, -, -, s, -, s, -]
 
     ``submit_s``: its submission time for the wait and completion-time statistics (NaN: not
-    counted); ``started``: it had started (its wait is counted at that site).
+    counted); ``started``: it had started (its wait is counted at that site); ``ckpt_interval_s``:
+    its checkpoint interval (NaN: the destination's default); ``elastic``: it may be resized.
     """
 
     n_gpus: int
@@ -113,6 +119,8 @@ class ExportRecord:
     prio: int
     submit_s: float = math.nan
     started: bool = False
+    ckpt_interval_s: float = math.nan
+    elastic: bool = False
 
 
 class JobMoves:
@@ -126,6 +134,7 @@ class JobMoves:
     def __init__(self, cluster, n_slots: int):
         self.cluster, self.n_slots = cluster, int(n_slots)
         cluster.sched.next_arrival = max(cluster.sched.next_arrival, self.n_slots)  # slots are never submitted
+        self.slot_ckpt_interval_s = cluster.ckpt_interval_s[: self.n_slots].copy()  # this site's default
         self.n_export_done = 0
         self.n_import_done = 0
         self.last = ExportRecord(0, 0.0, 0.0, 0)
@@ -145,7 +154,8 @@ class JobMoves:
         if seq > self.n_import_done:
             record = ExportRecord(_count(inputs.get("n_import_gpus")), _float(inputs.get("import_work_s")),
                                   _float(inputs.get("import_power_frac")), _count(inputs.get("n_import_prio")),
-                                  _float(inputs.get("import_submit_s")), _count(inputs.get("n_import_started")) > 0)
+                                  _float(inputs.get("import_submit_s")), _count(inputs.get("n_import_started")) > 0,
+                                  _float(inputs.get("import_ckpt_interval_s")), _count(inputs.get("n_import_elastic")) > 0)
             self.import_job(record, _float(inputs.get("import_restart_s")), time_s)
             self.n_import_done = seq
 
@@ -173,7 +183,8 @@ class JobMoves:
         s.n_active -= 1
         s.dirty = True
         record = ExportRecord(int(jobs.n_gpus[job]), float(s.remaining_s[job]), float(jobs.power_frac[job]),
-                              int(jobs.prio[job]), float(s.stat_submit_s[job]), bool(~np.isnan(s.first_start_s[job])))
+                              int(jobs.prio[job]), float(s.stat_submit_s[job]), bool(~np.isnan(s.first_start_s[job])),
+                              float(c.ckpt_interval_s[job]), jobs.elastic is not None and bool(jobs.elastic[job]))
         self.n_jobs_moved_out += 1
         self.moved_out_gpu_h += record.n_gpus * record.work_s / 3600.0
         return record
@@ -217,10 +228,26 @@ class JobMoves:
         c._stall_mean_frac[j] = np.nan  # the cluster's per-job stall cache, refilled with it
         c.ran_s[j] = c.ckpt_work_s[j] = c.lost_s[j] = 0.0
         c.paused_by[j] = 0
+        self._checkpoints_and_elastic(j, rec)
         self.n_jobs_moved_in += 1
         self.moved_in_gpu_h += rec.n_gpus * rec.work_s / 3600.0
         self.restart_gpu_h += rec.n_gpus * restart_s / 3600.0
         return j
+
+    def _checkpoints_and_elastic(self, j: int, rec: ExportRecord) -> None:
+        """Slot ``j`` takes ``rec``'s checkpoint interval (else this site's default) and elastic flag."""
+        c = self.cluster
+        interval = rec.ckpt_interval_s
+        if not (math.isfinite(interval) and interval > c.ckpt_duration_s[j]):
+            interval = float(self.slot_ckpt_interval_s[j])
+        c.ckpt_interval_s[j] = interval
+        c.ckpt_mean_frac[j] = c.ckpt_duration_s[j] / interval
+        c.ckpt_offset_s[j] = math.floor(c.phase[j] * interval) if c.checkpoint_stagger else 0.0
+        if c.jobs.elastic is None and rec.elastic:
+            c.jobs.elastic = np.zeros(len(c.jobs), bool)
+        if c.jobs.elastic is not None:
+            c.jobs.elastic[j] = rec.elastic
+        c.sched.policy.job_replaced(c.sched, j)
 
     # -- views ---------------------------------------------------------------------------------
     def free_slots(self) -> np.ndarray:
@@ -251,7 +278,8 @@ class JobMoves:
                 "n_jobs_moved_in": self.n_jobs_moved_in, "moved_out_gpu_h": self.moved_out_gpu_h,
                 "moved_in_gpu_h": self.moved_in_gpu_h, "restart_gpu_h": self.restart_gpu_h,
                 "guest_work_gpu_h": guest_gpu_h, "export_submit_s": self.last.submit_s,
-                "n_export_started": int(self.last.started)}
+                "n_export_started": int(self.last.started), "export_ckpt_interval_s": self.last.ckpt_interval_s,
+                "n_export_elastic": int(self.last.elastic)}
 
 
 def _float(value) -> float:

@@ -160,6 +160,31 @@ def test_a_moved_job_counts_once_in_wait_and_jct_from_its_own_submission():
     assert tails["ftf_rho_mean_ratio"] > 0
 
 
+def test_a_moved_job_keeps_its_checkpoint_interval_and_elastic_flag():
+    """The source checkpoints every 600 s and its jobs are elastic; the destination's default is
+    3600 s under the elastic policy: the guest checkpoints every 600 s there and may be resized; a
+    later guest without an interval (NaN) in the same slot gets the destination's 3600 s, not the
+    last guest's (review 2026-12-01: an import took the destination's default and elastic = false)."""
+    src, ms = cluster(64, 4, 0, 3, checkpoint_interval_s=600.0, elastic_frac=1.0, warmup_h=0.0, span_s=60.0)
+    dst, md = cluster(64, 0, 1, 4, checkpoint_interval_s=3600.0, policy="elastic")
+    for t in range(0, 300, 60):
+        src.step(t, 60.0)
+    rec = ms.export(64, 300.0)
+    assert rec.n_gpus >= 8 and rec.ckpt_interval_s == 600.0 and rec.elastic
+    slot = md.import_job(rec, 0.0, 300.0)
+    assert dst.ckpt_interval_s[slot] == 600.0
+    assert dst.ckpt_mean_frac[slot] == pytest.approx(dst.ckpt_duration_s[slot] / 600.0)
+    assert dst.ckpt_offset_s[slot] < 600.0
+    policy = dst.sched.policy
+    assert policy.elastic[slot] and len(policy.sizes(dst.sched, slot)) > 1
+    for t in range(300, 7200, 300):  # until it is done and its slot free
+        dst.step(t, 300.0)
+    assert dst.sched.state[slot] == DONE
+    md.import_job(type(rec)(8, 600.0, 0.5, 1), 0.0, 7200.0)  # no interval, not elastic
+    assert dst.ckpt_interval_s[slot] == 3600.0 and not policy.elastic[slot]
+    assert policy.sizes(dst.sched, slot) == [8]
+
+
 def test_voltage_variant_moves_training_only_when_the_sites_own_control_and_replica_moves_are_exhausted():
     """OpenG2G's last resort, one level further: no move while the site's control is not
     exhausted; a replica move while one is possible; a training job only when no replica can move."""
