@@ -336,6 +336,29 @@ def test_params_errors_name_the_key():
         m.import_job(rec, 0.0, 0.0)
 
 
+def test_a_site_that_can_neither_take_nor_give_a_job_under_job_moves_is_a_validation_error(tmp_path):
+    """job_moves = true on a Cluster with no guest slot and no flexible training job moved nothing,
+    without a word (review 2026-12-01): the scenario's error names the entity, the key and the fix;
+    a site that only gives (flexible jobs, no slot) or only takes stays valid."""
+    moves = DatacenterSim.SimParams(job_moves=True)
+    ctx = type("Ctx", (), {"duration_s": 3600.0})()
+
+    def problems(training):
+        params = ClusterParams.model_validate({"n_gpus": 64, "training": {"sizes_gpus": [8], "size_weights": [1.0],
+                                                                           **training}})
+        return DatacenterSim.check_entity("Cluster", params, ctx, moves)
+
+    assert any("training.n_guest_slots = 0 with job_moves = true" in p and "training.n_jobs = 0" in p
+               for p in problems({"n_jobs": 0}))
+    assert any("training.flexible_frac = 0" in p for p in problems({"n_jobs": 5, "flexible_frac": 0.0}))
+    assert problems({"n_jobs": 5, "flexible_frac": 0.5}) == [] and problems({"n_jobs": 0, "n_guest_slots": 2}) == []
+    text = _ieee34_with_training(tmp_path).read_text().replace("n_jobs = 0, n_guest_slots = 16", "n_jobs = 0")
+    bad = tmp_path / "no_slots.toml"
+    bad.write_text(text)
+    with pytest.raises(cosim.ScenarioError, match=r"no_slots\.toml(.|\n)*entities\.up(.|\n)*n_guest_slots = 0 with job_moves"):
+        cosim.validate(bad)
+
+
 def test_catalogue_scenario_moves_toward_the_cleaner_zones(tmp_path):
     """scenarios/multisite_carbon.toml, its first hour: ERCOT (424 g/kWh) only gives jobs, and
     every job lands at a cleaner zone (CAISO 208, Germany 273 at 00 UTC)."""
