@@ -67,6 +67,8 @@ are in ``adapters/datacenter/moves``): a flexible job stops at its source with i
 * **Capacity**: only to a site with a free guest slot whose spare GPUs (free and not wanted by its
   own queue, ``n_gpus_spare``) fit the source's smallest movable flexible job; the source is asked
   for a job of at most that many GPUs, so no move ever needs more GPUs than the destination had free.
+* **Slots**: a run in which no site has a guest slot at the start (so no job could move) stops
+  at its second step, naming ``training.n_guest_slots``.
 * **One in flight**: a move takes two steps (the source exports at the step after the request,
   the controller passes the record on, the destination imports at the step after that); the next
   move is asked for when the destination has reported the import. ``hold_s`` applies between
@@ -239,6 +241,7 @@ class TrainMoves:
         self.n_moves = 0
         self.n_empty = 0  # requests the source answered with no job (its jobs changed meanwhile)
         self.moves: list[tuple[str, str, int, float]] = []  # (src, dst, GPUs, remaining work [s])
+        self._n_slot_obs = 0  # observations with every site's n_slots_free, until the check below
 
     def observe(self, obs: dict[str, dict[str, float]]) -> None:
         """Read the sites' training outputs and advance the move in flight."""
@@ -269,6 +272,21 @@ class TrainMoves:
             self.moves.append((src, dst, n, work_s))
         elif kind == "import" and self.get(dst, "n_import_done") >= self.seq[dst]:
             self.pending = None
+
+    def check_slots(self) -> None:
+        """No site has a guest slot at the start: no job could ever move in; say so, once.
+
+        Judged on the second observation with every site's ``n_slots_free`` (the first may be a
+        time-shifted start value); no import can have filled a slot by then (a move takes two steps).
+        """
+        if self._n_slot_obs >= 2 or not all("n_slots_free" in self.obs.get(s, {}) for s in self.sites):
+            return
+        self._n_slot_obs += 1
+        if self._n_slot_obs == 2 and self.n_moves == 0 and all(self.get(s, "n_slots_free") < 1 for s in self.sites):
+            raise ValueError("LoadShift (training = true): no site has a guest slot (every n_slots_free_<site> is 0 "
+                             "at the start), so no training job can ever move: give the Clusters that may take jobs "
+                             "training.n_guest_slots = <jobs each may hold at once> (their [sims] table needs "
+                             "job_moves = true), or set training = false in the controller's [sims] table")
 
     def get(self, site: str, attr: str) -> float:
         """A site's training output (absent or NaN = 0). [as the attribute]"""
@@ -372,6 +390,8 @@ class Shifter:
             self.train.observe(train or {})
         if not p.enabled:
             return
+        if self.train is not None:
+            self.train.check_slots()
         low = {s: _or(vm_min.get(s), math.nan) for s in self.sites}
         high = {s: _or(vm_max.get(s), math.nan) for s in self.sites}
         self._unconnected = {s: vm_min.get(s) is None and vm_max.get(s) is None for s in self.sites}

@@ -359,6 +359,23 @@ def test_a_site_that_can_neither_take_nor_give_a_job_under_job_moves_is_a_valida
         cosim.validate(bad)
 
 
+def test_training_moves_with_no_guest_slot_anywhere_stop_the_run_naming_the_key():
+    """training = true with every site's n_slots_free 0 at the start: no job can ever move; the
+    controller says so at its second observation (the first may be a start value) instead of moving
+    nothing without a word; one site with a slot, or enabled = false, is fine."""
+    none = train_obs(slots=dict.fromkeys(SITES, 0))
+    sh = shifter()
+    sh.update(0, v(), v(), {}, None, none)
+    with pytest.raises(ValueError, match="no site has a guest slot.*training.n_guest_slots"):
+        sh.update(1, v(), v(), {}, None, none)
+    ok = shifter()
+    for t in range(3):
+        ok.update(t, v(), v(), {}, None, train_obs(slots={"a": 0, "b": 0}))  # c has slots
+    off = shifter(enabled=False)
+    for t in range(3):
+        off.update(t, v(), v(), {}, None, none)
+
+
 def test_catalogue_scenario_moves_toward_the_cleaner_zones(tmp_path):
     """scenarios/multisite_carbon.toml, its first hour: ERCOT (424 g/kWh) only gives jobs, and
     every job lands at a cleaner zone (CAISO 208, Germany 273 at 00 UTC)."""
