@@ -185,6 +185,14 @@ def test_a_moved_job_keeps_its_checkpoint_interval_and_elastic_flag():
     assert policy.sizes(dst.sched, slot) == [8]
 
 
+def test_srpt_estimates_a_moved_in_job_from_its_work_not_the_placeholders():
+    """Under srpt (exact predictions) a guest of 7200 s is predicted at 7200 s; the placeholder's
+    work 0 made it 2 s (used up at once, re-estimated at twice 1 s), so srpt ran every guest first."""
+    dst, md = cluster(64, 0, 1, 4, policy="srpt", policy_params={"runtime_noise_sigma_frac": 0.0})
+    slot = md.import_job(type(md.last)(8, 7200.0, 0.5, 1), 0.0, 0.0)
+    assert dst.sched.policy.predicted_remaining_s(dst.sched, np.array([slot]))[0] == pytest.approx(7200.0)
+
+
 def test_voltage_variant_moves_training_only_when_the_sites_own_control_and_replica_moves_are_exhausted():
     """OpenG2G's last resort, one level further: no move while the site's control is not
     exhausted; a replica move while one is possible; a training job only when no replica can move."""
