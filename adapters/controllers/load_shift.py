@@ -44,9 +44,12 @@ exceeds ``ci_gap_g_kwh`` and both are ``margin_pu`` inside the band (so the move
 violation the voltage rules would then undo), warm spares and ``hold_s`` as above (the idea of
 Carbon Explorer / Google's carbon-aware load shifting between sites; the rule here is cosim's).
 
-A site with no voltage connected (neither ``vm_min_<site>_pu`` nor ``vm_max_<site>_pu``: no
-grid modelled, e.g. sites in different grids) has no voltage limit in the carbon variant; a
-connected NaN (an unsolved grid) still stops it.
+A site in no modelled grid (e.g. sites in different grids) is listed in ``no_grid_sites``: with
+no voltage connected (neither ``vm_min_<site>_pu`` nor ``vm_max_<site>_pu``) it has no voltage
+limit in the carbon variant. A site not listed with no voltage connected stops the run at the
+first carbon-variant step, naming the key (a forgotten connection would otherwise leave it with
+no voltage guard, silently; the adapter cannot see the connections at validation). A connected
+NaN (an unsolved grid) still stops a move.
 
 **Flexible training jobs** (sim param ``training = true``; the Clusters' sim needs
 ``job_moves = true`` and the destinations ``training.n_guest_slots``; the two halves of a move
@@ -64,17 +67,24 @@ are in ``adapters/datacenter/moves``): a flexible job stops at its source with i
 * **Capacity**: only to a site with a free guest slot whose spare GPUs (free and not wanted by its
   own queue, ``n_gpus_spare``) fit the source's smallest movable flexible job; the source is asked
   for a job of at most that many GPUs, so no move ever needs more GPUs than the destination had free.
+* **Slots**: a run in which no site has a guest slot at the start (so no job could move) stops
+  at its second step, naming ``training.n_guest_slots``.
 * **One in flight**: a move takes two steps (the source exports at the step after the request,
   the controller passes the record on, the destination imports at the step after that); the next
   move is asked for when the destination has reported the import. ``hold_s`` applies between
   training moves of a site as between replica shifts (its own timer).
 
-Per site inputs from its Cluster (renamed ``<attr>_<site>``; ``export_<site>_work_s`` and
-``export_<site>_power_frac`` for the two with units): ``n_gpus_spare``, ``n_jobs_flex``,
+Per site inputs from its Cluster (renamed ``<attr>_<site>``; ``export_<site>_work_s``,
+``export_<site>_power_frac``, ``export_<site>_submit_s`` and ``export_<site>_ckpt_interval_s`` for
+those with units): ``n_gpus_spare``, ``n_jobs_flex``,
 ``n_gpus_flex_min``, ``n_slots_free``, ``n_export_done``, ``n_export_gpus``, ``export_work_s``,
-``export_power_frac``, ``n_export_prio``, ``n_import_done``; outputs to it (time-shifted, renamed
-back): ``n_export_req``, ``n_export_max_gpus``, ``n_import_seq``, ``n_import_gpus``,
-``import_work_s``, ``import_power_frac``, ``n_import_prio``, ``import_restart_s``; reported:
+``export_power_frac``, ``n_export_prio``, ``n_import_done``, ``export_submit_s``,
+``n_export_started``, ``export_ckpt_interval_s``, ``n_export_elastic``; outputs to it (time-shifted, renamed back): ``n_export_req``,
+``n_export_max_gpus``, ``n_import_seq``, ``n_import_gpus``, ``import_work_s``, ``import_power_frac``,
+``n_import_prio``, ``import_restart_s``, ``import_submit_s``, ``n_import_started`` (the job's
+submission, so it counts once in the wait / JCT statistics; a NaN or absent submission is passed
+on as NaN: not counted), ``import_ckpt_interval_s``, ``n_import_elastic`` (its checkpoint interval,
+NaN or absent: the destination's default, and elastic flag); reported:
 ``n_train_moves`` (jobs moved), per site ``n_train_moved_in_<site>`` (net jobs received) and
 ``train_moved_in_<site>_gpu_h`` (net remaining work received, GPU-hours at full speed). The
 Clusters' own outputs say what the moved work did there (``work_gpu_h``, ``guest_work_gpu_h``).
@@ -150,6 +160,8 @@ class LoadShiftParams(Params):
         margin_pu: a violated site shifts until this far inside the band. [pu]
         hold_s: a site waits this long after a shift before it triggers another. [s]
         ci_gap_g_kwh: carbon variant: shift when the sites' intensities differ by more; None = off. [g/kWh]
+        no_grid_sites: carbon variant: sites in no modelled grid, no voltage connected; they have no
+            voltage limit (any other site without voltage connected is an error at run time).
         train_restart_s: extra work of a moved training job at its destination (reloading its
             checkpoint there; the sim's ``training = true``). [s]
         shift_on_signal: a site whose ``exhausted_<site>_frac`` is 1 moves load out (as in an
@@ -170,6 +182,7 @@ class LoadShiftParams(Params):
     margin_pu: float = Field(default=0.0, ge=0)
     hold_s: float = Field(default=0.0, ge=0)
     ci_gap_g_kwh: float | None = Field(default=None, ge=0)
+    no_grid_sites: list[str] = []
     train_restart_s: float = Field(default=300.0, ge=0)
     shift_on_signal: bool = False
     enabled: bool = True
@@ -195,12 +208,14 @@ class LoadShiftParams(Params):
 TRAIN_INPUTS: tuple[str, ...] = ("n_gpus_spare_{site}", "n_jobs_flex_{site}", "n_gpus_flex_min_{site}",
                                  "n_slots_free_{site}", "n_export_done_{site}", "n_export_gpus_{site}",
                                  "export_{site}_work_s", "export_{site}_power_frac", "n_export_prio_{site}",
-                                 "n_import_done_{site}")
+                                 "n_import_done_{site}", "export_{site}_submit_s", "n_export_started_{site}",
+                                 "export_{site}_ckpt_interval_s", "n_export_elastic_{site}")
 #: Per-site training outputs to each Cluster (``.moves.MOVE_INPUTS``) and reported ones.
 TRAIN_OUTPUTS: tuple[str, ...] = ("n_export_req_{site}", "n_export_max_gpus_{site}", "n_import_seq_{site}",
                                   "n_import_gpus_{site}", "import_{site}_work_s", "import_{site}_power_frac",
                                   "n_import_prio_{site}", "import_{site}_restart_s", "n_train_moved_in_{site}",
-                                  "train_moved_in_{site}_gpu_h")
+                                  "train_moved_in_{site}_gpu_h", "import_{site}_submit_s", "n_import_started_{site}",
+                                  "import_{site}_ckpt_interval_s", "n_import_elastic_{site}")
 
 
 class TrainMoves:
@@ -217,13 +232,16 @@ class TrainMoves:
         self.req = dict.fromkeys(sites, 0)
         self.max_gpus = dict.fromkeys(sites, 0)
         self.seq = dict.fromkeys(sites, 0)
-        self.record: dict[str, tuple[int, float, float, int]] = {s: (0, 0.0, 0.0, 0) for s in sites}
+        # (GPUs, remaining work [s], power [-], class, submission [s], started [-], checkpoint
+        # interval [s], elastic [-]) per destination
+        self.record: dict[str, tuple] = {s: (0, 0.0, 0.0, 0, 0.0, 0, 0.0, 0) for s in sites}
         self.pending: tuple[str, str, str] | None = None  # ("export", src, dst) or ("import", src, dst)
         self.moved_in = dict.fromkeys(sites, 0)
         self.moved_in_gpu_h = dict.fromkeys(sites, 0.0)
         self.n_moves = 0
         self.n_empty = 0  # requests the source answered with no job (its jobs changed meanwhile)
         self.moves: list[tuple[str, str, int, float]] = []  # (src, dst, GPUs, remaining work [s])
+        self._n_slot_obs = 0  # observations with every site's n_slots_free, until the check below
 
     def observe(self, obs: dict[str, dict[str, float]]) -> None:
         """Read the sites' training outputs and advance the move in flight."""
@@ -237,7 +255,13 @@ class TrainMoves:
                 self.pending, self.n_empty = None, self.n_empty + 1
                 return
             work_s = self.get(src, "export_work_s")
-            self.record[dst] = (n, work_s, self.get(src, "export_power_frac"), int(round(self.get(src, "n_export_prio"))))
+            submit = self.obs.get(src, {}).get("export_submit_s")  # NaN/absent kept: not counted (.moves)
+            interval = self.obs.get(src, {}).get("export_ckpt_interval_s")  # NaN/absent: the destination's
+            self.record[dst] = (n, work_s, self.get(src, "export_power_frac"), int(round(self.get(src, "n_export_prio"))),
+                                math.nan if submit is None else float(submit),
+                                int(round(self.get(src, "n_export_started"))),
+                                math.nan if interval is None else float(interval),
+                                int(round(self.get(src, "n_export_elastic"))))
             self.seq[dst] += 1
             self.pending = ("import", src, dst)
             self.n_moves += 1
@@ -248,6 +272,21 @@ class TrainMoves:
             self.moves.append((src, dst, n, work_s))
         elif kind == "import" and self.get(dst, "n_import_done") >= self.seq[dst]:
             self.pending = None
+
+    def check_slots(self) -> None:
+        """No site has a guest slot at the start: no job could ever move in; say so, once.
+
+        Judged on the second observation with every site's ``n_slots_free`` (the first may be a
+        time-shifted start value); no import can have filled a slot by then (a move takes two steps).
+        """
+        if self._n_slot_obs >= 2 or not all("n_slots_free" in self.obs.get(s, {}) for s in self.sites):
+            return
+        self._n_slot_obs += 1
+        if self._n_slot_obs == 2 and self.n_moves == 0 and all(self.get(s, "n_slots_free") < 1 for s in self.sites):
+            raise ValueError("LoadShift (training = true): no site has a guest slot (every n_slots_free_<site> is 0 "
+                             "at the start), so no training job can ever move: give the Clusters that may take jobs "
+                             "training.n_guest_slots = <jobs each may hold at once> (their [sims] table needs "
+                             "job_moves = true), or set training = false in the controller's [sims] table")
 
     def get(self, site: str, attr: str) -> float:
         """A site's training output (absent or NaN = 0). [as the attribute]"""
@@ -284,12 +323,14 @@ class TrainMoves:
     def outputs(self) -> dict[str, float]:
         out: dict[str, float] = {"n_train_moves": self.n_moves}
         for s in self.sites:
-            n, work_s, power_frac, prio = self.record[s]
+            n, work_s, power_frac, prio, submit_s, started, interval_s, elastic = self.record[s]
             out.update({f"n_export_req_{s}": self.req[s], f"n_export_max_gpus_{s}": self.max_gpus[s],
                         f"n_import_seq_{s}": self.seq[s], f"n_import_gpus_{s}": n, f"import_{s}_work_s": work_s,
                         f"import_{s}_power_frac": power_frac, f"n_import_prio_{s}": prio,
                         f"import_{s}_restart_s": self.restart_s, f"n_train_moved_in_{s}": self.moved_in[s],
-                        f"train_moved_in_{s}_gpu_h": self.moved_in_gpu_h[s]})
+                        f"train_moved_in_{s}_gpu_h": self.moved_in_gpu_h[s], f"import_{s}_submit_s": submit_s,
+                        f"n_import_started_{s}": started, f"import_{s}_ckpt_interval_s": interval_s,
+                        f"n_import_elastic_{s}": elastic})
         return out
 
 
@@ -349,6 +390,8 @@ class Shifter:
             self.train.observe(train or {})
         if not p.enabled:
             return
+        if self.train is not None:
+            self.train.check_slots()
         low = {s: _or(vm_min.get(s), math.nan) for s in self.sites}
         high = {s: _or(vm_max.get(s), math.nan) for s in self.sites}
         self._unconnected = {s: vm_min.get(s) is None and vm_max.get(s) is None for s in self.sites}
@@ -425,8 +468,15 @@ class Shifter:
         self._train_last_s[src] = self._train_last_s[dst] = time_s
 
     def _safe(self, time_s: float, low: dict[str, float], high: dict[str, float], timers: dict[str, float]) -> list[str]:
-        """Sites with voltage room (margin inside the band, or no voltage connected) and past ``hold_s``."""
+        """Sites with voltage room (margin inside the band, or in no grid) and past ``hold_s``."""
         p = self.p
+        unguarded = [s for s in self.sites if self._unconnected[s] and s not in p.no_grid_sites]
+        if unguarded:
+            names = ", ".join(f"vm_min_{s}_pu / vm_max_{s}_pu" for s in unguarded)
+            raise ValueError(f"LoadShift: {names} not connected, so the carbon variant (ci_gap_g_kwh) has no "
+                             f"voltage guard for {', '.join(unguarded)}: connect the site's grid element "
+                             "vm_phase_min_pu / vm_phase_max_pu (renamed), or, for a site in no modelled grid, "
+                             f"list it in the entity's no_grid_sites (no_grid_sites = {unguarded})")
         return [s for s in self.sites
                 if (self._unconnected[s] or (math.isfinite(low[s]) and math.isfinite(high[s])
                                              and low[s] >= p.v_low_pu + p.margin_pu
@@ -538,6 +588,12 @@ class LoadShiftSim(SingleModelSim):
             unknown = sorted(set(getattr(params, key)) - set(sim_params.sites))
             if unknown:
                 problems.append(f"{key}: {unknown} are not among the sim's sites {sim_params.sites}")
+        unknown = sorted(set(params.no_grid_sites) - set(sim_params.sites))
+        if unknown:
+            problems.append(f"no_grid_sites: {unknown} are not among the sim's sites {sim_params.sites}")
+        if params.no_grid_sites and params.ci_gap_g_kwh is None:
+            problems.append(f"warning: no_grid_sites = {params.no_grid_sites} has no effect: ci_gap_g_kwh is not set "
+                            "(the carbon variant is off)")
         if "train_restart_s" in params.model_fields_set and not sim_params.training:
             problems.append(f"warning: train_restart_s = {params.train_restart_s:g} has no effect: the sim's training = false "
                             "(set training = true in its [sims] table to move training jobs)")

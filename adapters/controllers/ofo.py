@@ -655,8 +655,9 @@ class OFOController:
         ``shift_when_throttled`` also while :meth:`cheaper_elsewhere`."""
         p = self.p
         site = p.sites[i]
-        prefix = f"bus_{site.dc_bus.strip().lower()}_"
-        own = np.array([r.lower().startswith(prefix) for r in self.rows], dtype=bool)
+        # exactly bus_<bus>_<ph>_vm_pu: a prefix would also take bus <bus>_1's phases
+        names = {f"bus_{site.dc_bus.strip().lower()}_{ph}_vm_pu" for ph in "abc"}
+        own = np.array([r.lower() in names for r in self.rows], dtype=bool)
         if not own.any():
             return False
         low = p.u_min_frac if site.u_min_frac is None else site.u_min_frac

@@ -539,6 +539,8 @@ class DatacenterSim(SingleModelSim):
                 and not getattr(sim_params, "job_moves", False):
             problems.append(f"training.n_guest_slots = {params.training.n_guest_slots} needs job_moves = true in the "
                             "entity's [sims] table (the inputs that bring jobs in); set it, or drop n_guest_slots")
+        if params is not None and sim_params is not None and getattr(sim_params, "job_moves", False):
+            problems += _move_problems(params.training)
         return problems
 
     @classmethod
@@ -615,6 +617,23 @@ class _Entity:
     def __init__(self, eid: str, cluster: GpuCluster, static: dict[str, float | None], moves: JobMoves | None = None):
         self.eid, self.cluster, self.static, self.moves = eid, cluster, static, moves
         self.plain_knobs: Knobs | None = None  # knobs_from(static), checked, while no input is set
+
+
+def _move_problems(t: TrainingParams) -> list[str]:
+    """A Cluster under ``job_moves = true`` that can neither take a moved job nor give one moves nothing:
+    say so (a trace file may mark jobs flexible itself, so it may give)."""
+    if t.n_guest_slots > 0 or t.source == "file":
+        return []
+    if t.source == "synthetic" and t.n_jobs == 0:
+        none = "training.n_jobs = 0"
+    elif t.flexible_frac == 0:
+        none = "training.flexible_frac = 0"
+    else:
+        return []
+    return [f"training.n_guest_slots = 0 with job_moves = true in the entity's [sims] table: this Cluster can neither "
+            f"take a moved job (no guest slot) nor give one ({none}: no flexible job), so job_moves does nothing "
+            "for it; give it training.n_guest_slots = <jobs it may hold at once> to receive jobs, or put it in "
+            "a [sims] table without job_moves"]
 
 
 def fleet_inputs(fleet_names: list[str]) -> list[str]:

@@ -191,6 +191,7 @@ class GpuCluster:
                              "checkpoint interval; shorten it or lengthen the intervals")
         self.ckpt_mean_frac = self.ckpt_duration_s / self.ckpt_interval_s
         # whole seconds, from the seeded per-job phase (no extra draws: coarse runs are unchanged)
+        self.checkpoint_stagger = checkpoint_stagger
         self.ckpt_offset_s = np.floor(self.phase * self.ckpt_interval_s) if checkpoint_stagger else np.zeros(len(jobs))
         self.busy_mean_frac = np.full(len(jobs), np.nan)  # long-run straggler busy share, filled on first run
         self._stall_mean_frac = np.full(len(jobs), np.nan)  # (1 - ckpt_mean) (1 - busy_mean), filled with it

@@ -11,16 +11,32 @@ entities); ``controllers/load_shift`` relays them and keeps at most one move in 
    checkpoints on demand and stops (its GPUs freed at once; its progress is kept, nothing is
    lost), and leaves this site's system (state ``moved``). Its record — ``n_export_gpus``,
    ``export_work_s`` (remaining work at full speed on its GPUs), ``export_power_frac``,
-   ``n_export_prio`` — and ``n_export_done`` (requests handled) are outputs. A request that finds
+   ``n_export_prio``, ``export_submit_s`` (its submission time, for the statistics),
+   ``n_export_started`` (1 if it had started somewhere: its wait is counted there),
+   ``export_ckpt_interval_s`` (its checkpoint interval) and ``n_export_elastic`` (1 if it may be
+   resized) — and
+   ``n_export_done`` (requests handled) are outputs. A request that finds
    no such job is answered with ``n_export_gpus = 0``.
 2. **Import** at the destination. The controller passes the record on with the cumulative
    counter ``n_import_seq`` and the restart cost ``import_restart_s``. At its next step, before
    its scheduling pass, the destination puts the job into one of its guest slots (see below)
    with remaining work = exported remaining + restart cost (the checkpoint reloaded, the
-   restart counted as extra work, as a local restore), queued ahead of its own jobs of the same
+   restart counted as extra work, as a local restore), with its own checkpoint interval (the
+   destination's default if none is passed or it is not longer than the destination's checkpoint
+   duration) and elastic flag (the destination's policy resizes it if it resizes elastic jobs),
+   queued ahead of its own jobs of the same
    class (it is the oldest work there) and started by its own policy when its GPUs are free.
    ``n_import_done`` counts the imports. A job needing more GPUs than the partition has, or an
    import with no free slot, is an error (the controller checks both before it asks).
+
+Statistics: a moved job counts once. Its wait (``wait_mean_h``, ``wait_p99_h``) counts where it
+first started (at the source, or, exported from the queue, at the destination, from its own
+submission: ``import_submit_s``); its completion time (``jct_mean_h``, ``jct_p99_h``) counts where
+it finishes, from its own submission; its finish-time fairness there, over its stay there (its
+remaining work from its arrival: the contention at two sites is not one number). Without
+``import_submit_s`` connected (NaN), a guest counts in none of them. The per-job percentiles and
+fairness read the job table, so a guest drops out of them when its slot takes the next guest (the
+means keep it).
 
 Conservation: a moved job's work done at the source + at the destination = its work + every
 extra work (restores, preemptions, the restart cost), as for a job that stayed.
@@ -62,11 +78,13 @@ GUEST_SUBMIT_S = -1e9
 FREE_SLOT_STATES = (FUTURE, DONE, FAILED, REJECTED, MOVED)
 
 MOVE_INPUTS: tuple[str, ...] = ("n_export_req", "n_export_max_gpus", "n_import_seq", "n_import_gpus",
-                                "import_work_s", "import_power_frac", "n_import_prio", "import_restart_s")
+                                "import_work_s", "import_power_frac", "n_import_prio", "import_restart_s",
+                                "import_submit_s", "n_import_started", "import_ckpt_interval_s", "n_import_elastic")
 MOVE_OUTPUTS: tuple[str, ...] = ("n_gpus_spare", "n_jobs_flex", "n_gpus_flex_min", "n_slots_free",
                                  "n_export_done", "n_export_gpus", "export_work_s", "export_power_frac",
                                  "n_export_prio", "n_import_done", "n_jobs_moved_out", "n_jobs_moved_in",
-                                 "moved_out_gpu_h", "moved_in_gpu_h", "restart_gpu_h", "guest_work_gpu_h")
+                                 "moved_out_gpu_h", "moved_in_gpu_h", "restart_gpu_h", "guest_work_gpu_h",
+                                 "export_submit_s", "n_export_started", "export_ckpt_interval_s", "n_export_elastic")
 
 
 def with_guest_slots(jobs: Jobs, n_slots: int) -> Jobs:
@@ -88,12 +106,21 @@ def with_guest_slots(jobs: Jobs, n_slots: int) -> Jobs:
 
 @dataclass
 class ExportRecord:
-    """One exported job. [-, s, -, -]"""
+    """One exported job. [-, s, -, -, s, -, s, -]
+
+    ``submit_s``: its submission time for the wait and completion-time statistics (NaN: not
+    counted); ``started``: it had started (its wait is counted at that site); ``ckpt_interval_s``:
+    its checkpoint interval (NaN: the destination's default); ``elastic``: it may be resized.
+    """
 
     n_gpus: int
     work_s: float
     power_frac: float
     prio: int
+    submit_s: float = math.nan
+    started: bool = False
+    ckpt_interval_s: float = math.nan
+    elastic: bool = False
 
 
 class JobMoves:
@@ -107,6 +134,7 @@ class JobMoves:
     def __init__(self, cluster, n_slots: int):
         self.cluster, self.n_slots = cluster, int(n_slots)
         cluster.sched.next_arrival = max(cluster.sched.next_arrival, self.n_slots)  # slots are never submitted
+        self.slot_ckpt_interval_s = cluster.ckpt_interval_s[: self.n_slots].copy()  # this site's default
         self.n_export_done = 0
         self.n_import_done = 0
         self.last = ExportRecord(0, 0.0, 0.0, 0)
@@ -125,7 +153,9 @@ class JobMoves:
         seq = _count(inputs.get("n_import_seq"))
         if seq > self.n_import_done:
             record = ExportRecord(_count(inputs.get("n_import_gpus")), _float(inputs.get("import_work_s")),
-                                  _float(inputs.get("import_power_frac")), _count(inputs.get("n_import_prio")))
+                                  _float(inputs.get("import_power_frac")), _count(inputs.get("n_import_prio")),
+                                  _float(inputs.get("import_submit_s")), _count(inputs.get("n_import_started")) > 0,
+                                  _float(inputs.get("import_ckpt_interval_s")), _count(inputs.get("n_import_elastic")) > 0)
             self.import_job(record, _float(inputs.get("import_restart_s")), time_s)
             self.n_import_done = seq
 
@@ -153,7 +183,8 @@ class JobMoves:
         s.n_active -= 1
         s.dirty = True
         record = ExportRecord(int(jobs.n_gpus[job]), float(s.remaining_s[job]), float(jobs.power_frac[job]),
-                              int(jobs.prio[job]))
+                              int(jobs.prio[job]), float(s.stat_submit_s[job]), bool(~np.isnan(s.first_start_s[job])),
+                              float(c.ckpt_interval_s[job]), jobs.elastic is not None and bool(jobs.elastic[job]))
         self.n_jobs_moved_out += 1
         self.moved_out_gpu_h += record.n_gpus * record.work_s / 3600.0
         return record
@@ -181,7 +212,9 @@ class JobMoves:
         s.work_done_s[j] = s.restart_work_s[j] = 0.0
         s.speed[j], s.rate_frac[j], s.ready_s[j], s.held[j] = 1.0, 1.0, -np.inf, False
         s.n_alloc[j] = rec.n_gpus
-        s.first_start_s[j] = time_s  # it started elsewhere: its wait is not this site's
+        # its wait counts once: where it first started (elsewhere, or here from its own submission)
+        s.first_start_s[j] = time_s if rec.started else np.nan
+        s.stat_submit_s[j], s.waited_elsewhere[j] = rec.submit_s, rec.started
         s.admit_s[j], s.end_s[j], s.c_admit_s[j], s.c_end_s[j] = time_s, np.nan, s.active_integral_s, np.nan
         s.n_active += 1
         s.dirty = True
@@ -195,10 +228,26 @@ class JobMoves:
         c._stall_mean_frac[j] = np.nan  # the cluster's per-job stall cache, refilled with it
         c.ran_s[j] = c.ckpt_work_s[j] = c.lost_s[j] = 0.0
         c.paused_by[j] = 0
+        self._checkpoints_and_elastic(j, rec)
         self.n_jobs_moved_in += 1
         self.moved_in_gpu_h += rec.n_gpus * rec.work_s / 3600.0
         self.restart_gpu_h += rec.n_gpus * restart_s / 3600.0
         return j
+
+    def _checkpoints_and_elastic(self, j: int, rec: ExportRecord) -> None:
+        """Slot ``j`` takes ``rec``'s checkpoint interval (else this site's default) and elastic flag."""
+        c = self.cluster
+        interval = rec.ckpt_interval_s
+        if not (math.isfinite(interval) and interval > c.ckpt_duration_s[j]):
+            interval = float(self.slot_ckpt_interval_s[j])
+        c.ckpt_interval_s[j] = interval
+        c.ckpt_mean_frac[j] = c.ckpt_duration_s[j] / interval
+        c.ckpt_offset_s[j] = math.floor(c.phase[j] * interval) if c.checkpoint_stagger else 0.0
+        if c.jobs.elastic is None and rec.elastic:
+            c.jobs.elastic = np.zeros(len(c.jobs), bool)
+        if c.jobs.elastic is not None:
+            c.jobs.elastic[j] = rec.elastic
+        c.sched.policy.job_replaced(c.sched, j)
 
     # -- views ---------------------------------------------------------------------------------
     def free_slots(self) -> np.ndarray:
@@ -228,7 +277,9 @@ class JobMoves:
                 "n_import_done": self.n_import_done, "n_jobs_moved_out": self.n_jobs_moved_out,
                 "n_jobs_moved_in": self.n_jobs_moved_in, "moved_out_gpu_h": self.moved_out_gpu_h,
                 "moved_in_gpu_h": self.moved_in_gpu_h, "restart_gpu_h": self.restart_gpu_h,
-                "guest_work_gpu_h": guest_gpu_h}
+                "guest_work_gpu_h": guest_gpu_h, "export_submit_s": self.last.submit_s,
+                "n_export_started": int(self.last.started), "export_ckpt_interval_s": self.last.ckpt_interval_s,
+                "n_export_elastic": int(self.last.elastic)}
 
 
 def _float(value) -> float:

@@ -11,7 +11,8 @@ Reported (:data:`SCHEDULING_OUTPUTS`) only when the datacenter sim asks for them
   and held GPUs at idle power plus their share of the node's idle non-GPU power; sleeping
   nodes at their sleep power).
 * ``jct_p99_h``, ``wait_p99_h``: 99th percentiles over the jobs submitted at or after time 0
-  that finished (JCT) or started (wait) so far.
+  that finished (JCT) or started (wait) so far (a job moved in from another site counts from its
+  own submission, its wait where it first started: :mod:`.moves`).
 * ``ftf_rho_mean_ratio``, ``ftf_rho_max_ratio``: finish-time fairness of the finished jobs,
   ``rho = T_sh / T_id`` (Mahajan et al., "Themis: Fair and Efficient GPU Cluster
   Scheduling", NSDI 2020): ``T_sh`` the job's completion time counted from the step at which
@@ -80,8 +81,9 @@ def _transient(cluster) -> dict[str, float]:
     pool, sched = cluster.transient, cluster.sched
     short_s = (pool.setup.short_max_h if pool is not None else 1.0) * 3600.0
     jobs = sched.jobs
-    started = (jobs.submit_s >= 0) & ~np.isnan(sched.first_start_s) & (jobs.work_s <= short_s)
-    wait_s = sched.first_start_s[started] - jobs.submit_s[started]
+    started = (sched.stat_submit_s >= 0) & ~np.isnan(sched.first_start_s) & ~sched.waited_elsewhere \
+        & (jobs.work_s <= short_s)
+    wait_s = sched.first_start_s[started] - sched.stat_submit_s[started]
     out = {"n_jobs_transient": float(np.count_nonzero(sched.state == TRANSIENT)),
            "n_gpus_transient": float(pool.n_gpus_used) if pool is not None else 0.0,
            "p_transient_mw": cluster.p_transient_mw,
@@ -115,11 +117,12 @@ def _idle_w(cluster, free: np.ndarray, n_held: float = 0.0) -> float:
 
 def _tails_and_fairness(sched, n_gpus_partition: int) -> dict[str, float]:
     jobs = sched.jobs
-    counted = jobs.submit_s >= 0
+    submit_s = sched.stat_submit_s  # a job moved in counts from its own submission (.moves)
+    counted = submit_s >= 0
     done = np.flatnonzero(counted & (sched.state == DONE))
-    started = np.flatnonzero(counted & ~np.isnan(sched.first_start_s))
-    jct_s = sched.end_s[done] - jobs.submit_s[done]
-    wait_s = sched.first_start_s[started] - jobs.submit_s[started]
+    started = np.flatnonzero(counted & ~np.isnan(sched.first_start_s) & ~sched.waited_elsewhere)
+    jct_s = sched.end_s[done] - submit_s[done]
+    wait_s = sched.first_start_s[started] - submit_s[started]
     rho = finish_time_fairness(sched.end_s[done] - sched.admit_s[done], jobs.work_s[done], jobs.n_gpus[done],
                                sched.mean_contention(done), n_gpus_partition)
     return {"jct_p99_h": _p99(jct_s) / 3600.0, "wait_p99_h": _p99(wait_s) / 3600.0,

@@ -110,6 +110,11 @@ class Scheduler:
         self._by_state = np.zeros(len(STATE_NAMES), np.int64)
         self._waiting_gpus = 0
         self._lists: tuple[list[int], list[list[int]]] = ([], [])
+        # the submission time the wait and completion-time statistics count from: the table's, but a
+        # job moved in from another site (.moves) keeps its own (its slot's table entry stays before 0)
+        self.stat_submit_s = np.asarray(jobs.submit_s, float).copy()
+        # the job's wait was counted at another site (moved in after it had started there)
+        self.waited_elsewhere = np.zeros(n, bool)
         # sums over jobs submitted at or after time 0 (not during a warm-up)
         self.wait_sum_s, self.n_started = 0.0, 0
         self.jct_sum_s, self.n_finished = 0.0, 0
@@ -152,8 +157,8 @@ class Scheduler:
             self.ready_s[job] = self.sleep.wake(self.topology.node_of_gpu[gpus], time_s)
         if np.isnan(self.first_start_s[job]):
             self.first_start_s[job] = time_s
-            if self.jobs.submit_s[job] >= 0:
-                self.wait_sum_s += time_s - self.jobs.submit_s[job]
+            if self.stat_submit_s[job] >= 0:
+                self.wait_sum_s += time_s - self.stat_submit_s[job]
                 self.n_started += 1
 
     def start_elsewhere(self, job: int, time_s: float, state: int) -> None:
@@ -161,8 +166,8 @@ class Scheduler:
         self.state[job] = state
         if np.isnan(self.first_start_s[job]):
             self.first_start_s[job] = time_s
-            if self.jobs.submit_s[job] >= 0:
-                self.wait_sum_s += time_s - self.jobs.submit_s[job]
+            if self.stat_submit_s[job] >= 0:
+                self.wait_sum_s += time_s - self.stat_submit_s[job]
                 self.n_started += 1
 
     def release(self, jobs: np.ndarray, new_state: int, time_s: float | np.ndarray | None = None) -> None:
@@ -182,8 +187,8 @@ class Scheduler:
             self.end_s[jobs] = time_s
             self.n_active -= len(jobs)
             self._ended.append((np.asarray(jobs), np.asarray(self.end_s[jobs])))
-            counted = self.jobs.submit_s[jobs] >= 0
-            self.jct_sum_s += float(np.sum((self.end_s[jobs] - self.jobs.submit_s[jobs])[counted]))
+            counted = self.stat_submit_s[jobs] >= 0
+            self.jct_sum_s += float(np.sum((self.end_s[jobs] - self.stat_submit_s[jobs])[counted]))
             self.n_finished += int(counted.sum())
         elif new_state == FAILED:  # out of the system; not a completion (no JCT, no fairness)
             self.end_s[jobs] = time_s

@@ -18,7 +18,10 @@ site ``n_moved_in_<site>``, ``moved_in_<site>_per_s`` (net replicas and net dema
   moved-in jobs) and ``n_jobs_moved_out`` / ``n_jobs_moved_in`` (gross, as the site counted them);
 * with a carbon signal per site (the controller's ``ci_<site>_g_kwh``, what it acted on):
   ``carbon_t`` = Σ p_mw · ci · Δt of the site's Cluster (its own meter, each site in its own zone),
-  and per controller ``carbon_total_t`` and ``work_total_gpu_h`` over the sites.
+  and per controller ``carbon_total_t`` and ``work_total_gpu_h`` over the sites. A total is over
+  every site or none: when some sites have the figure and others not (their columns not recorded),
+  the total is null and the controller's ``scope`` names the sites without it (a sum over the
+  others would read as the whole); when no site has it, it is absent.
 """
 
 from __future__ import annotations
@@ -84,14 +87,25 @@ def _compute(inp: KpiInput) -> dict[str, Any]:
             entry[s] = site
         if inp.col(eid, "n_train_moves"):
             entry["n_train_moves"] = last_value(ts[f"{eid}.n_train_moves"])
-        carbon = [entry[s]["carbon_t"] for s in sites if entry[s].get("carbon_t") is not None]
-        if carbon:
-            entry["carbon_total_t"] = finite(sum(carbon))
-        work = [entry[s]["work_gpu_h"] for s in sites if entry[s].get("work_gpu_h") is not None]
-        if work:
-            entry["work_total_gpu_h"] = finite(sum(work))
+        _totals(entry, sites)
         out[eid] = entry
     return {"load_shift": out} if out else {}
+
+
+def _totals(entry: dict[str, Any], sites: list[str]) -> None:
+    """``carbon_total_t`` and ``work_total_gpu_h`` over every site, null (and said in ``scope``) when
+    only some sites have the figure, absent when none has."""
+    missing = []
+    for total, key in (("carbon_total_t", "carbon_t"), ("work_total_gpu_h", "work_gpu_h")):
+        values = {s: entry[s].get(key) for s in sites}
+        lacking = [s for s, value in values.items() if value is None]
+        if len(lacking) == len(sites):
+            continue
+        entry[total] = None if lacking else finite(sum(values.values()))
+        if lacking:
+            missing.append(f"{total} is null: no {key} for {', '.join(lacking)}")
+    if missing:
+        entry["scope"] = "totals over every site; " + "; ".join(missing)
 
 
 def _training(inp: KpiInput, eid: str, s: str, site: dict[str, Any]) -> None:

@@ -53,6 +53,10 @@ class Policy:
     def bind(self, sched) -> None:
         """Called once when the scheduler is built (draw per-job estimates here)."""
 
+    def job_replaced(self, sched, job: int) -> None:
+        """Job ``job``'s row now holds another job (one moved in from another site, :mod:`..moves`):
+        refresh what :meth:`bind` kept of it."""
+
     def wants_pass(self, sched, time_s: float) -> bool:
         """Run a pass at ``time_s`` although nothing changed (lease ends, periodic rescaling)."""
         return False

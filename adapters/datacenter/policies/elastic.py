@@ -62,6 +62,10 @@ class Elastic(Policy):
         self.next_grow_s = -np.inf
         self._sizes: dict[int, list[int]] = {}
 
+    def job_replaced(self, sched, job: int) -> None:
+        self.elastic[job] = sched.jobs.elastic is not None and bool(sched.jobs.elastic[job])
+        self.last_resize_s[job] = -np.inf
+
     def backfill(self) -> bool:
         return self.params.backfill
 

@@ -50,9 +50,14 @@ class Srpt(Policy):
 
     def bind(self, sched) -> None:
         rng = self.rng if self.rng is not None else np.random.default_rng(0)
-        noise = rng.standard_normal(len(sched.jobs))
-        self.estimate_s = np.asarray(sched.jobs.work_s, float) * np.exp(self.params.runtime_noise_sigma_frac * noise)
+        self._noise = rng.standard_normal(len(sched.jobs))
+        self.estimate_s = np.asarray(sched.jobs.work_s, float) * np.exp(self.params.runtime_noise_sigma_frac * self._noise)
         self.next_lease_s = -math.inf
+
+    def job_replaced(self, sched, job: int) -> None:
+        """A job moved into ``job``'s row: its estimate from its work (the row's draw), not the placeholder's 0."""
+        self.estimate_s[job] = float(sched.jobs.work_s[job]) * math.exp(self.params.runtime_noise_sigma_frac
+                                                                        * self._noise[job])
 
     def predicted_remaining_s(self, sched, jobs: np.ndarray) -> np.ndarray:
         """Predicted work left (re-estimated at twice the work done once the estimate is used up). [s]"""

@@ -7,6 +7,7 @@ KPIs, and params errors naming their key.
 from __future__ import annotations
 
 import math
+import tomllib
 from pathlib import Path
 
 import numpy as np
@@ -15,9 +16,10 @@ import pytest
 from pydantic import ValidationError
 
 import cosim
-from cosim.adapters.controllers.load_shift import LoadShiftParams, LoadShiftSim, Shifter
+from cosim.adapters.controllers.load_shift import TRAIN_INPUTS, TRAIN_OUTPUTS, LoadShiftParams, LoadShiftSim, Shifter
 from cosim.adapters.datacenter import ClusterParams, DatacenterSim, build_cluster
-from cosim.adapters.datacenter.moves import JobMoves
+from cosim.adapters.datacenter.moves import MOVE_INPUTS, MOVE_OUTPUTS, JobMoves
+from cosim.adapters.datacenter.observe import _tails_and_fairness
 from cosim.adapters.datacenter.states import DONE, MOVED, QUEUED, RUNNING
 from cosim.kpis._block import KpiInput
 from cosim.kpis.load_shift import BLOCK
@@ -56,13 +58,13 @@ def test_capacity_rule_never_more_gpus_than_free_at_the_destination():
     """A move is asked only when the destination's spare GPUs fit the source's smallest flexible job,
     for a job of at most that many GPUs; the source picks within it (running first, then the
     largest), and the destination's scheduler never books more GPUs than it has."""
-    sh = shifter(ci_gap_g_kwh=50.0)
+    sh = shifter(ci_gap_g_kwh=50.0, no_grid_sites=SITES)
     ci = {"a": 400.0, "b": 100.0, "c": 200.0}
     sh.update(0, {}, {}, {}, ci, train_obs(spare={"b": 4, "c": 4}))  # no room anywhere for an 8-GPU job
     assert sh.train.idle() and sh.train.req == {"a": 0, "b": 0, "c": 0}
     sh.update(1, {}, {}, {}, ci, train_obs(spare={"b": 4, "c": 16}))  # b too small, c fits: a -> c
     assert sh.train.pending == ("export", "a", "c") and sh.train.max_gpus["a"] == 16
-    sh2 = shifter(ci_gap_g_kwh=50.0)
+    sh2 = shifter(ci_gap_g_kwh=50.0, no_grid_sites=SITES)
     sh2.update(0, {}, {}, {}, ci, train_obs(spare={"b": 64}, slots={"b": 0, "c": 0}))  # no free slot: nothing
     assert sh2.train.idle() and sh2.train.req["a"] == 0
 
@@ -121,6 +123,76 @@ def test_a_moved_jobs_work_is_conserved_with_the_restart_cost():
     assert md.report(dst.step(7260.0, 60.0))["n_jobs_done"] == done  # ... and its completion still counts
 
 
+def test_a_moved_job_counts_once_in_wait_and_jct_from_its_own_submission():
+    """A job moved out while running (its wait counted at the source) and one moved out of the
+    queue (never started): both finish at the destination and count there, once, in the JCT
+    statistics from their own submission; the queued one's wait counts where it first starts,
+    the running one's stays at the source (review 2026-12-01: both dropped out of every
+    statistic at both sites, so a shifting run's jct_mean_h looked better than its baseline's)."""
+    src, ms = cluster(8, 3, 0, 3, sizes_gpus=[8], size_weights=[1.0], duration_median_h=0.5,
+                      duration_sigma_ln=0.0, warmup_h=0.0, span_s=60.0)
+    dst, md = cluster(64, 0, 2, 4)
+    for t in range(0, 600, 60):
+        src.step(t, 60.0)
+        dst.step(t, 60.0)
+    s = src.sched
+    running, queued = int(np.flatnonzero(s.state == RUNNING)[0]), int(np.flatnonzero(s.state == QUEUED)[0])
+    records = [ms.export(8, 600.0), ms.export(8, 600.0)]
+    assert s.state[running] == MOVED and s.state[queued] == MOVED
+    assert [r.started for r in records] == [True, False]  # running first, then the queue
+    submits = [float(src.jobs.submit_s[running]), float(src.jobs.submit_s[queued])]
+    assert [r.submit_s for r in records] == submits
+    slots = [md.import_job(r, 300.0, 600.0) for r in records]
+    for t in range(600, 9000, 60):
+        src.step(t, 60.0)
+        dst.step(t, 60.0)
+    d = dst.sched
+    assert (d.state[slots] == DONE).all()
+    jct_s = d.end_s[slots] - np.array(submits)
+    assert d.n_finished == 2 and d.jct_sum_s == pytest.approx(jct_s.sum())
+    assert d.n_started == 1 and d.wait_sum_s == pytest.approx(d.first_start_s[slots[1]] - submits[1])
+    assert s.n_finished == int(((s.state == DONE) & (src.jobs.submit_s >= 0)).sum())  # the moved ones: not here
+    assert s.n_started == int((~np.isnan(s.first_start_s)).sum())  # the running one's wait: here only
+    assert not np.isnan(s.first_start_s[running]) and np.isnan(s.first_start_s[queued])
+    tails = _tails_and_fairness(d, dst.n_gpus)
+    assert tails["jct_p99_h"] == pytest.approx(np.percentile(jct_s, 99) / 3600.0)
+    assert tails["wait_p99_h"] == pytest.approx((d.first_start_s[slots[1]] - submits[1]) / 3600.0)
+    assert tails["ftf_rho_mean_ratio"] > 0
+
+
+def test_a_moved_job_keeps_its_checkpoint_interval_and_elastic_flag():
+    """The source checkpoints every 600 s and its jobs are elastic; the destination's default is
+    3600 s under the elastic policy: the guest checkpoints every 600 s there and may be resized; a
+    later guest without an interval (NaN) in the same slot gets the destination's 3600 s, not the
+    last guest's (review 2026-12-01: an import took the destination's default and elastic = false)."""
+    src, ms = cluster(64, 4, 0, 3, checkpoint_interval_s=600.0, elastic_frac=1.0, warmup_h=0.0, span_s=60.0)
+    dst, md = cluster(64, 0, 1, 4, checkpoint_interval_s=3600.0, policy="elastic")
+    for t in range(0, 300, 60):
+        src.step(t, 60.0)
+    rec = ms.export(64, 300.0)
+    assert rec.n_gpus >= 8 and rec.ckpt_interval_s == 600.0 and rec.elastic
+    slot = md.import_job(rec, 0.0, 300.0)
+    assert dst.ckpt_interval_s[slot] == 600.0
+    assert dst.ckpt_mean_frac[slot] == pytest.approx(dst.ckpt_duration_s[slot] / 600.0)
+    assert dst.ckpt_offset_s[slot] < 600.0
+    policy = dst.sched.policy
+    assert policy.elastic[slot] and len(policy.sizes(dst.sched, slot)) > 1
+    for t in range(300, 7200, 300):  # until it is done and its slot free
+        dst.step(t, 300.0)
+    assert dst.sched.state[slot] == DONE
+    md.import_job(type(rec)(8, 600.0, 0.5, 1), 0.0, 7200.0)  # no interval, not elastic
+    assert dst.ckpt_interval_s[slot] == 3600.0 and not policy.elastic[slot]
+    assert policy.sizes(dst.sched, slot) == [8]
+
+
+def test_srpt_estimates_a_moved_in_job_from_its_work_not_the_placeholders():
+    """Under srpt (exact predictions) a guest of 7200 s is predicted at 7200 s; the placeholder's
+    work 0 made it 2 s (used up at once, re-estimated at twice 1 s), so srpt ran every guest first."""
+    dst, md = cluster(64, 0, 1, 4, policy="srpt", policy_params={"runtime_noise_sigma_frac": 0.0})
+    slot = md.import_job(type(md.last)(8, 7200.0, 0.5, 1), 0.0, 0.0)
+    assert dst.sched.policy.predicted_remaining_s(dst.sched, np.array([slot]))[0] == pytest.approx(7200.0)
+
+
 def test_voltage_variant_moves_training_only_when_the_sites_own_control_and_replica_moves_are_exhausted():
     """OpenG2G's last resort, one level further: no move while the site's control is not
     exhausted; a replica move while one is possible; a training job only when no replica can move."""
@@ -141,22 +213,24 @@ def test_voltage_variant_moves_training_only_when_the_sites_own_control_and_repl
 
 
 def test_carbon_variant_moves_training_toward_the_lower_carbon_zone_one_at_a_time():
-    sh = shifter(ci_gap_g_kwh=100.0)
+    sh = shifter(ci_gap_g_kwh=100.0, no_grid_sites=SITES)
     ci = {"a": 450.0, "b": 120.0, "c": 300.0}
     sh.update(0, {}, {}, {}, ci, train_obs())  # no voltage connected: no voltage limit
     assert sh.train.pending == ("export", "a", "b")
     sh.update(1, {}, {}, {}, ci, {s: {**o, "n_export_done": 1 if s == "a" else 0, "n_export_gpus": 16 if s == "a" else 0,
-                                      "export_work_s": 7200.0, "export_power_frac": 0.5, "n_export_prio": 1}
+                                      "export_work_s": 7200.0, "export_power_frac": 0.5, "n_export_prio": 1,
+                                      "export_submit_s": 1234.0, "n_export_started": 1}
                                   for s, o in train_obs().items()})
     assert sh.train.pending == ("import", "a", "b")  # passed on; nothing new while in flight
     out = sh.outputs()
+    assert out["import_b_submit_s"] == 1234.0 and out["n_import_started_b"] == 1  # for the statistics
     assert out["n_import_seq_b"] == 1 and out["n_import_gpus_b"] == 16 and out["import_b_work_s"] == 7200.0
     assert out["n_train_moved_in_b"] == 1 and out["n_train_moved_in_a"] == -1
     assert out["train_moved_in_b_gpu_h"] == pytest.approx(32.0) and out["import_b_restart_s"] == 300.0
-    small = shifter(ci_gap_g_kwh=200.0)
+    small = shifter(ci_gap_g_kwh=200.0, no_grid_sites=SITES)
     small.update(0, {}, {}, {}, {"a": 300.0, "b": 150.0, "c": 200.0}, train_obs())  # gap 150 <= 200
     assert small.train.idle()
-    nxt = shifter(ci_gap_g_kwh=100.0)  # the cleanest has no room: the next cleanest past the gap
+    nxt = shifter(ci_gap_g_kwh=100.0, no_grid_sites=SITES)  # the cleanest has no room: the next cleanest past the gap
     nxt.update(0, {}, {}, {}, ci, train_obs(spare={"b": 0}))
     assert nxt.train.pending == ("export", "a", "c")
     volt = shifter(ci_gap_g_kwh=100.0, margin_pu=0.01)  # b connected but within the margin: not safe
@@ -169,7 +243,7 @@ def test_two_clusters_through_the_controller_move_a_job_and_its_power():
     the scenario's time-shifted connections do): a job leaves the dirty site and runs at the clean one."""
     sites = ["dirty", "clean"]
     sh = Shifter(LoadShiftParams(n_gpus_per_replica=1, replicas={"dirty": 0, "clean": 0}, rate_req_s={"dirty": 1.0, "clean": 1.0},
-                                 ci_gap_g_kwh=50.0, train_restart_s=600.0), sites, training=True)
+                                 ci_gap_g_kwh=50.0, no_grid_sites=sites, train_restart_s=600.0), sites, training=True)
     cl = {"dirty": cluster(64, 30, 0, 5), "clean": cluster(64, 2, 4, 6)}
     ci = {"dirty": 400.0, "clean": 100.0}
     ctl: dict = {}
@@ -211,6 +285,43 @@ def test_kpi_block_reports_training_moves_and_carbon_per_site():
     assert out["work_total_gpu_h"] == 25.0 and out["b"]["guest_work_gpu_h"] == 4.0
 
 
+def test_kpi_totals_are_over_every_site_or_null_with_the_sites_named():
+    """carbon_total_t / work_total_gpu_h with one site lacking its figure (no carbon signal, no
+    work recorded): null, and the controller's scope names the site (review 2026-12-01: the sum over
+    the others was reported as the total); with no site having it, the key is absent."""
+    idx = pd.date_range("2024-01-01", periods=2, freq="3600s", tz="UTC")
+    ts = pd.DataFrame({"ls.n_shifts": [0, 0], "ls.n_moved_in_a": [0, 0], "ls.n_moved_in_b": [0, 0],
+                       "ls.ci_a_g_kwh": [400.0, 400.0], "ls.ci_b_g_kwh": [np.nan, np.nan],
+                       "a.p_mw": [1.0, 0.5], "b.p_mw": [0.2, 0.7], "a.work_gpu_h": [10.0, 20.0]}, index=idx)
+    cols = BLOCK.columns(list(ts.columns), None)
+    out = BLOCK.compute(KpiInput(ts=ts[cols], dt_h=1.0, step_s=3600, roles=None))["load_shift"]["ls"]
+    assert out["a"]["carbon_t"] == pytest.approx(0.6) and "carbon_t" not in out["b"]
+    assert out["carbon_total_t"] is None and out["work_total_gpu_h"] is None
+    assert "carbon_total_t is null: no carbon_t for b" in out["scope"]
+    assert "work_total_gpu_h is null: no work_gpu_h for b" in out["scope"]
+    bare = ts.drop(columns=["ls.ci_a_g_kwh", "ls.ci_b_g_kwh", "a.work_gpu_h"])
+    out = BLOCK.compute(KpiInput(ts=bare[BLOCK.columns(list(bare.columns), None)], dt_h=1.0, step_s=3600,
+                                 roles=None))["load_shift"]["ls"]
+    assert "carbon_total_t" not in out and "work_total_gpu_h" not in out and "scope" not in out
+
+
+def test_carbon_variant_without_voltage_needs_the_site_listed_in_no_grid_sites():
+    """A site with no vm_min / vm_max connected had no voltage guard in the carbon variant, silently
+    (review 2026-12-01): now it must be listed in no_grid_sites, else the first carbon step stops
+    the run naming the inputs and the key; a connected site needs no listing."""
+    ci = {"a": 450.0, "b": 120.0, "c": 300.0}
+    with pytest.raises(ValueError, match=r"vm_min_c_pu / vm_max_c_pu not connected.*no_grid_sites = \['c'\]"):
+        shifter(ci_gap_g_kwh=100.0).update(0, {"a": 1.0, "b": 1.0}, {"a": 1.0, "b": 1.0}, {}, ci, train_obs())
+    sh = shifter(ci_gap_g_kwh=100.0, no_grid_sites=["c"])
+    sh.update(0, {"a": 1.0, "b": 1.0}, {"a": 1.0, "b": 1.0}, {}, ci, train_obs())
+    assert sh.n_shifts == 1
+    ls = LoadShiftParams(n_gpus_per_replica=1, replicas={"a": 1, "b": 1}, rate_req_s={"a": 1.0, "b": 1.0},
+                         no_grid_sites=["a", "z"])
+    problems = LoadShiftSim.check_entity("LoadShift", ls, None, LoadShiftSim.SimParams(sites=["a", "b"]))
+    assert any(p.startswith("no_grid_sites: ['z'] are not among the sim's sites") for p in problems)
+    assert any(p.startswith("warning: no_grid_sites = ['a', 'z'] has no effect") for p in problems)
+
+
 def test_params_errors_name_the_key():
     with pytest.raises(ValidationError, match="train_restart_s"):
         LoadShiftParams(n_gpus_per_replica=1, replicas={"a": 1}, rate_req_s={"a": 1.0}, train_restart_s=-5.0)
@@ -233,6 +344,46 @@ def test_params_errors_name_the_key():
         m.import_job(rec, 0.0, 0.0)
 
 
+def test_a_site_that_can_neither_take_nor_give_a_job_under_job_moves_is_a_validation_error(tmp_path):
+    """job_moves = true on a Cluster with no guest slot and no flexible training job moved nothing,
+    without a word (review 2026-12-01): the scenario's error names the entity, the key and the fix;
+    a site that only gives (flexible jobs, no slot) or only takes stays valid."""
+    moves = DatacenterSim.SimParams(job_moves=True)
+    ctx = type("Ctx", (), {"duration_s": 3600.0})()
+
+    def problems(training):
+        params = ClusterParams.model_validate({"n_gpus": 64, "training": {"sizes_gpus": [8], "size_weights": [1.0],
+                                                                           **training}})
+        return DatacenterSim.check_entity("Cluster", params, ctx, moves)
+
+    assert any("training.n_guest_slots = 0 with job_moves = true" in p and "training.n_jobs = 0" in p
+               for p in problems({"n_jobs": 0}))
+    assert any("training.flexible_frac = 0" in p for p in problems({"n_jobs": 5, "flexible_frac": 0.0}))
+    assert problems({"n_jobs": 5, "flexible_frac": 0.5}) == [] and problems({"n_jobs": 0, "n_guest_slots": 2}) == []
+    text = _ieee34_with_training(tmp_path).read_text().replace("n_jobs = 0, n_guest_slots = 16", "n_jobs = 0")
+    bad = tmp_path / "no_slots.toml"
+    bad.write_text(text)
+    with pytest.raises(cosim.ScenarioError, match=r"no_slots\.toml(.|\n)*entities\.up(.|\n)*n_guest_slots = 0 with job_moves"):
+        cosim.validate(bad)
+
+
+def test_training_moves_with_no_guest_slot_anywhere_stop_the_run_naming_the_key():
+    """training = true with every site's n_slots_free 0 at the start: no job can ever move; the
+    controller says so at its second observation (the first may be a start value) instead of moving
+    nothing without a word; one site with a slot, or enabled = false, is fine."""
+    none = train_obs(slots=dict.fromkeys(SITES, 0))
+    sh = shifter()
+    sh.update(0, v(), v(), {}, None, none)
+    with pytest.raises(ValueError, match="no site has a guest slot.*training.n_guest_slots"):
+        sh.update(1, v(), v(), {}, None, none)
+    ok = shifter()
+    for t in range(3):
+        ok.update(t, v(), v(), {}, None, train_obs(slots={"a": 0, "b": 0}))  # c has slots
+    off = shifter(enabled=False)
+    for t in range(3):
+        off.update(t, v(), v(), {}, None, none)
+
+
 def test_catalogue_scenario_moves_toward_the_cleaner_zones(tmp_path):
     """scenarios/multisite_carbon.toml, its first hour: ERCOT (424 g/kWh) only gives jobs, and
     every job lands at a cleaner zone (CAISO 208, Germany 273 at 00 UTC)."""
@@ -244,6 +395,28 @@ def test_catalogue_scenario_moves_toward_the_cleaner_zones(tmp_path):
     assert last["texas.n_jobs_moved_in"] == 0 and last["shift.n_shifts"] >= 1
     assert last["west.n_jobs_moved_in"] + last["de.n_jobs_moved_in"] >= last["shift.n_train_moves"] - 1
     assert math.isclose(last["shift.n_active_texas"] + last["shift.n_active_west"] + last["shift.n_active_de"], 36)
+
+
+def channel(site: str) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """The training-move channel of one site from the modules' own tuples: (Cluster output, controller
+    input) pairs and (Cluster input, controller output) pairs; every name on one side has its pair."""
+    ins = [(a.replace("_{site}", ""), a.format(site=site)) for a in TRAIN_INPUTS]
+    outs = [(a.replace("_{site}", ""), a.format(site=site)) for a in TRAIN_OUTPUTS
+            if a.replace("_{site}", "") in MOVE_INPUTS]
+    assert {a for a, _ in ins} <= set(MOVE_OUTPUTS)  # every controller input is a Cluster output
+    assert sorted(a for a, _ in outs) == sorted(MOVE_INPUTS)  # every Cluster input is fed
+    return ins, outs
+
+
+def test_the_catalogue_scenario_connects_the_whole_training_channel():
+    """scenarios/multisite_carbon.toml connects every attribute of the channel at every site (a new
+    record field, such as the submission time, left unconnected would be NaN: not counted)."""
+    scn = tomllib.loads((ROOT / "scenarios" / "multisite_carbon.toml").read_text())
+    pairs = {(c["src"], c["dst"], tuple(p)) for c in scn["connect"] for p in c["attrs"] if isinstance(p, list)}
+    for site in scn["sims"]["shift"]["sites"]:
+        ins, outs = channel(site)
+        assert not [p for p in ins if (site, "shift", p) not in pairs]
+        assert not [p for p in outs if ("shift", site, p[::-1]) not in pairs]
 
 
 def _ieee34_with_training(tmp_path: Path) -> Path:
@@ -262,22 +435,12 @@ def _ieee34_with_training(tmp_path: Path) -> Path:
     assert text.count('bus = "850"') == 1
     text = text.replace('bus = "850"', 'bus = "802"')
     head, record = text.split("[record]")
-    ins = ["n_gpus_spare", "n_jobs_flex", "n_gpus_flex_min", "n_slots_free", "n_export_done", "n_export_gpus",
-           "export_work_s", "export_power_frac", "n_export_prio", "n_import_done"]
-    outs = ["n_export_req", "n_export_max_gpus", "n_import_seq", "n_import_gpus", "import_work_s",
-            "import_power_frac", "n_import_prio", "import_restart_s"]
-
-    def sited(a: str, s: str) -> str:
-        for unit in ("_work_s", "_power_frac", "_restart_s"):
-            if a.endswith(unit) and not a.startswith("n_"):
-                return f"{a[: -len(unit)]}_{s}{unit}"
-        return f"{a}_{s}"
-
     for s in ("up", "down"):
-        pairs = ", ".join(f'["{a}", "{sited(a, s)}"]' for a in ins)
+        ins, outs = channel(s)
+        pairs = ", ".join(f'["{a}", "{b}"]' for a, b in ins)
         head += f'[[connect]]\nsrc = "{s}"\ndst = "shift"\nattrs = [{pairs}]\n\n'
-        pairs = ", ".join(f'["{sited(a, s)}", "{a}"]' for a in outs)
-        init = ", ".join(f"{sited(a, s)} = 0" for a in outs)
+        pairs = ", ".join(f'["{b}", "{a}"]' for a, b in outs)
+        init = ", ".join(f"{b} = 0" for _, b in outs)
         head += (f'[[connect]]\nsrc = "shift"\ndst = "{s}"\nattrs = [{pairs}]\ntime_shifted = true\n'
                  f'initial_data = {{ {init} }}\n\n')
     path = tmp_path / "ieee34_training.toml"

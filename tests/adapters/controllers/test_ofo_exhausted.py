@@ -146,3 +146,30 @@ step (the shifter reads the signal of the same step); then replicas
     assert (ts["feeder.allbus_vm_min_pu"].iloc[-10:] >= 0.95).all()
     ts_alone = alone.timeseries()
     assert (ts_alone["shift.n_shifts"] == 0).all() and ts_alone["ofo.allowance_z3_frac"].iloc[-1] == 0.0
+
+
+def test_own_bus_is_matched_exactly_not_by_prefix(tmp_path):
+    """Buses ``x`` and ``x_1`` (src -(Z1)- x -(Z2)- x_1): only ``x_1`` is held low, and the shared
+    duals throttle both sites to the floor; the site at ``x`` must not take ``bus_x_1_*`` for its own
+    bus (a prefix match on ``bus_x_`` did: review 2026-12-01), so its signal stays 0."""
+    path = tmp_path / "xbus.dss"
+    path.write_text(THREE_BUS_X)
+    sites = [{"name": "near", "dc_bus": "x", "p_flex_mw": 0.6}, {"name": "end", "dc_bus": "x_1", "p_flex_mw": 0.6}]
+    p = OFOParams(network=str(path), sites=sites, margin_pu=0.0, u_min_frac=0.0)
+    ctl = OFOController(p, FeederSensitivity(p))
+    low = {**{f"bus_x_{ph}_vm_pu": 0.97 for ph in PHASES}, **{f"bus_x_1_{ph}_vm_pu": 0.93 for ph in PHASES}}
+    power = {"p_dc_near_mw": 1.0, "q_dc_near_mvar": 0.25, "p_dc_end_mw": 1.0, "q_dc_end_mvar": 0.25}
+    for t in range(400):
+        ctl.update(t, low, power)
+        out = ctl.outputs()
+        assert out["exhausted_near_frac"] == 0.0, (t, ctl.us)
+    assert ctl.us[0] < 1e-3 and out["exhausted_end_frac"] == 1.0  # both at the floor; only x_1 is low
+
+
+THREE_BUS_X = """Clear
+New Circuit.xbus basekv=12.47 pu=1.0 phases=3 bus1=src MVAsc3=1000000 MVAsc1=1000000
+New Line.l1 bus1=src bus2=x phases=3 r1=1.0 x1=2.0 r0=1.0 x0=2.0 c1=0 c0=0 length=1 units=none
+New Line.l2 bus1=x bus2=x_1 phases=3 r1=1.5 x1=3.0 r0=1.5 x0=3.0 c1=0 c0=0 length=1 units=none
+Set VoltageBases=[12.47]
+CalcVoltageBases
+"""

@@ -12,6 +12,7 @@ p_pause_mw raises v by p_pause_mw · (R + tanφ X) / Z_base.
 from __future__ import annotations
 
 import sys
+import tomllib
 from pathlib import Path
 
 import numpy as np
@@ -209,7 +210,11 @@ def test_ieee13_ofo_pause_scenario_pauses_jobs_and_counts_gpu_hours(tmp_path):
     assert ts["campus.n_jobs_paused"].iloc[-1] > 0
     np.testing.assert_allclose(ts["ofo.paused_gpu_h"].to_numpy(), np.cumsum(ts["ofo.n_gpus_paused"].to_numpy()) / 3600,
                                rtol=1e-9)
-    assert runs["pause"].kpis["ofo_pause"]["ofo"]["paused_gpu_h"] == pytest.approx(ts["ofo.paused_gpu_h"].iloc[-1])
+    # the KPI against the commands and the scenario's n_gpus_pause (not the column it is the last value of):
+    # GPU-hours = n_gpus_pause x sum of the per-step commands x 1 s / 3600
+    n_gpus_pause = tomllib.loads(SCENARIO.read_text())["entities"]["ofo"]["n_gpus_pause"]
+    assert runs["pause"].kpis["ofo_pause"]["ofo"]["paused_gpu_h"] == pytest.approx(
+        n_gpus_pause * ts["ofo.pause_flexible_frac"].sum() * 1.0 / 3600.0, rel=1e-9)
     off = runs["nopause"].timeseries()
     assert (off["ofo.pause_flexible_frac"] == 0).all() and off["campus.n_jobs_paused"].iloc[-1] == 0
     assert ts["ofo.allowance_frac"].iloc[-30:].mean() > off["ofo.allowance_frac"].iloc[-30:].mean() + 0.1
