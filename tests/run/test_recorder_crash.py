@@ -110,3 +110,55 @@ def test_repair_on_a_whole_folder_changes_nothing(tmp_path, toy_adapters, write_
     assert main(["repair", str(result.run_dir)]) == 0
     assert "nothing to repair" in capsys.readouterr().out
     assert (result.run_dir / "timeseries.parquet").read_bytes() == before
+
+
+def _slow_rows(recorder, clock, n):
+    index = pd.date_range("2024-07-15", periods=n, freq="60s", tz="UTC")
+    for k, t in enumerate(index):
+        clock[0] += 11.0 if k % 3 == 0 else 1.0  # some rows close a segment (flush_s = 10), some do not
+        recorder.append(t, {"x.p_mw": float(k) if k % 5 else None, "g.converged": k % 2 == 0})
+
+
+def test_background_writing_gives_the_file_the_segments_give(tmp_path, monkeypatch):
+    """The engines' recorder writes in a thread and joins the row groups as it goes: the file it
+    leaves equals what assembling its segments gives (rows, nulls, flags, row-group sizes), and
+    every segment a kill would have left was on disk."""
+    from cosim.run import recorder as rec
+
+    clock = [0.0]
+    monkeypatch.setattr(rec.time_module, "monotonic", lambda: clock[0])
+    files = {}
+    for background in (False, True):
+        path = tmp_path / str(background) / "timeseries.parquet"
+        path.parent.mkdir()
+        recorder = ParquetRecorder(path, ["x.p_mw", "g.converged"], chunk_rows=4, flush_s=10.0, background=background)
+        _slow_rows(recorder, clock, 23)
+        recorder.close()
+        assert not segment_files(path) and not rec._joined_path(path).exists()
+        files[background] = pq.ParquetFile(path)
+    plain, threaded = files[False], files[True]
+    assert threaded.read().equals(plain.read())
+    sizes = [[f.metadata.row_group(i).num_rows for i in range(f.num_row_groups)] for f in (plain, threaded)]
+    assert sizes[0] == sizes[1] and sum(sizes[1]) == 23 and len(sizes[1]) > 3  # small groups joined alike
+
+
+def test_background_write_failure_is_raised_and_the_rest_kept(tmp_path, monkeypatch):
+    """A write that fails in the thread (a full disk, say) is raised by the recorder at its next
+    write, naming the file; close still leaves what the closed segments hold."""
+    from cosim.run import recorder as rec
+
+    clock = [0.0]
+    monkeypatch.setattr(rec.time_module, "monotonic", lambda: clock[0])
+    path = tmp_path / "timeseries.parquet"
+    recorder = ParquetRecorder(path, ["x.p_mw", "g.converged"], chunk_rows=4, flush_s=10.0, background=True)
+    _slow_rows(recorder, clock, 8)
+    handed_over = recorder.rows_written
+    recorder._thread.queue.put(("table", "not a table"))  # what a failing write looks like to the thread
+    with pytest.raises(RuntimeError, match="writing timeseries.parquet failed"):
+        for _ in range(100):  # the thread fails soon after: one of the next writes says so
+            _slow_rows(recorder, clock, 4)
+            time.sleep(0.01)
+    with pytest.raises(RuntimeError, match="writing timeseries.parquet failed"):
+        recorder.close()
+    ts = pd.read_parquet(path)  # every row handed to the thread before the failure, in order
+    assert len(ts) == handed_over >= 4 and ts["g.converged"].tolist() == [k % 2 == 0 for k in range(len(ts))]
