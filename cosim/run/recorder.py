@@ -21,9 +21,10 @@ row fills in one numpy assignment, NaN standing for null (flags are stored as nu
 become booleans, NaN as the null mask, when a row group is written).
 
 The engines' recorders encode and write in a thread of their own (``background``): the row
-groups go into the segments as above and, joined as :func:`assemble` joins them, into
-``timeseries.parquet`` itself, so a finished run needs no second pass over its segments (a
-year's took ~7 s); a kill still leaves the segments, and ``cosim repair`` assembles them.
+groups go into the segments as above and, once there is a second segment, joined as
+:func:`assemble` joins them, into ``timeseries.parquet`` itself, so a finished run needs no
+second pass over its segments (a year's took ~7 s); a run of one segment renames it, as
+before; a kill still leaves the segments, and ``cosim repair`` assembles them.
 
 The direct engine fills rows another way (:meth:`ParquetRecorder.append_refs`): per step it
 hands over the source entities' output dicts themselves (the ones ``get_data`` returned,
@@ -216,22 +217,29 @@ class ParquetRecorder:
                 yield np.array([_number(value, flag) for value in cells], dtype=float)
 
     def _write_table(self, table: pa.Table) -> None:
-        """One row group into the current segment (opened here); in the background, also into
-        ``timeseries.parquet``, joined up to ``chunk_rows`` rows as :func:`assemble` joins them."""
+        """One row group into the current segment (opened here); in the background, from the
+        second segment on, also into ``timeseries.parquet``, joined up to ``chunk_rows`` rows as
+        :func:`assemble` joins them (a run of one segment is that segment, renamed at close)."""
         if self._writer is None:
             self._n_segments += 1
+            if self._background and self._n_segments == 2:  # more than one segment: join as we go
+                self._joined = pq.ParquetWriter(_joined_path(self.path), self.schema, compression="zstd",
+                                                use_dictionary=False)
+                first = pq.ParquetFile(segment_path(self.path, 1))
+                for group in range(first.num_row_groups):
+                    self._join(first.read_row_group(group, use_threads=False))
             # No dictionary pages: float time series rarely repeat, so they took half the write time
             # and made the file larger (default day: 1.42 -> 1.18 MB); values are the same.
             self._writer = pq.ParquetWriter(segment_path(self.path, self._n_segments), self.schema,
                                             compression="zstd", use_dictionary=False)
         self._writer.write_table(table)
-        if self._background:
-            if self._joined is None:
-                self._joined = pq.ParquetWriter(_joined_path(self.path), self.schema, compression="zstd",
-                                                use_dictionary=False)
-            self._joined_pending.append(table)
-            if sum(t.num_rows for t in self._joined_pending) >= self.chunk_rows:
-                _write_joined(self._joined, self._joined_pending)
+        if self._joined is not None:
+            self._join(table)
+
+    def _join(self, table: pa.Table) -> None:
+        self._joined_pending.append(table)
+        if sum(t.num_rows for t in self._joined_pending) >= self.chunk_rows:
+            _write_joined(self._joined, self._joined_pending)
 
     def _close_segment(self) -> None:
         if self._background:
@@ -285,7 +293,7 @@ class ParquetRecorder:
                     except Exception:  # noqa: BLE001 — the first error is the one to report
                         pass
             if self._joined is not None and error is None:
-                _joined_path(self.path).replace(self.path)  # written as it went: the segments are done
+                _joined_path(self.path).replace(self.path)  # joined as it went: the segments are done
                 for part in segment_files(self.path):
                     part.unlink(missing_ok=True)
             else:

@@ -142,6 +142,21 @@ def test_background_writing_gives_the_file_the_segments_give(tmp_path, monkeypat
     assert sizes[0] == sizes[1] and sum(sizes[1]) == 23 and len(sizes[1]) > 3  # small groups joined alike
 
 
+def test_background_writing_of_one_segment_renames_it(tmp_path):
+    """A run shorter than flush_s has one segment: it becomes the file, no second copy is written."""
+    files = {}
+    for background in (False, True):
+        path = tmp_path / str(background) / "timeseries.parquet"
+        path.parent.mkdir()
+        recorder = ParquetRecorder(path, ["x.p_mw", "g.converged"], chunk_rows=4, background=background)
+        for k, t in enumerate(pd.date_range("2024-07-15", periods=10, freq="60s", tz="UTC")):
+            recorder.append(t, {"x.p_mw": float(k), "g.converged": k % 2 == 0})
+        recorder.close()
+        assert recorder._joined is None and not segment_files(path)
+        files[background] = path.read_bytes()
+    assert files[True] == files[False]
+
+
 def test_background_write_failure_is_raised_and_the_rest_kept(tmp_path, monkeypatch):
     """A write that fails in the thread (a full disk, say) is raised by the recorder at its next
     write, naming the file; close still leaves what the closed segments hold."""
