@@ -25,4 +25,3 @@ subprocess.run(["callgrind_control", "-i", "on", str(os.getpid())], capture_outp
 for _ in range(n_steps):
     s.step()
 subprocess.run(["callgrind_control", "-i", "off", str(os.getpid())], capture_output=True)
-s.close()
