@@ -34,7 +34,8 @@ first started (at the source, or, exported from the queue, at the destination, f
 submission: ``import_submit_s``); its completion time (``jct_mean_h``, ``jct_p99_h``) counts where
 it finishes, from its own submission; its finish-time fairness there, over its stay there (its
 remaining work from its arrival: the contention at two sites is not one number). Without
-``import_submit_s`` connected (NaN), a guest counts in none of them. The per-job percentiles and
+``import_submit_s`` connected an import is an error naming it (:data:`IMPORT_RECORD_INPUTS`);
+a NaN the controller passes on (its source site did not send the time) counts in none of them. The per-job percentiles and
 fairness read the job table, so a guest drops out of them when its slot takes the next guest (the
 means keep it).
 
@@ -80,6 +81,9 @@ FREE_SLOT_STATES = (FUTURE, DONE, FAILED, REJECTED, MOVED)
 MOVE_INPUTS: tuple[str, ...] = ("n_export_req", "n_export_max_gpus", "n_import_seq", "n_import_gpus",
                                 "import_work_s", "import_power_frac", "n_import_prio", "import_restart_s",
                                 "import_submit_s", "n_import_started", "import_ckpt_interval_s", "n_import_elastic")
+#: What an import reads besides ``n_import_seq``: all of them must be connected (a missing one is an error).
+IMPORT_RECORD_INPUTS: tuple[str, ...] = tuple(a for a in MOVE_INPUTS if a.startswith(("n_import_", "import_"))
+                                              and a != "n_import_seq")
 MOVE_OUTPUTS: tuple[str, ...] = ("n_gpus_spare", "n_jobs_flex", "n_gpus_flex_min", "n_slots_free",
                                  "n_export_done", "n_export_gpus", "export_work_s", "export_power_frac",
                                  "n_export_prio", "n_import_done", "n_jobs_moved_out", "n_jobs_moved_in",
@@ -152,6 +156,10 @@ class JobMoves:
             self.n_export_done = req
         seq = _count(inputs.get("n_import_seq"))
         if seq > self.n_import_done:
+            missing = [k for k in IMPORT_RECORD_INPUTS if inputs.get(k) is None]
+            if missing:  # else the guest silently drops out of the wait / completion-time statistics
+                raise ValueError(f"a job import needs {', '.join(missing)} connected with the other import inputs "
+                                 "(from the controller's import_<site>_* / n_import_*_<site> outputs); connect them")
             record = ExportRecord(_count(inputs.get("n_import_gpus")), _float(inputs.get("import_work_s")),
                                   _float(inputs.get("import_power_frac")), _count(inputs.get("n_import_prio")),
                                   _float(inputs.get("import_submit_s")), _count(inputs.get("n_import_started")) > 0,

@@ -3,6 +3,8 @@ priority order kept, EASY backfill never delays the head's reservation."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -189,7 +191,29 @@ def test_views_follow_a_job_moved_into_a_slot_within_one_apply():
     s = c.sched
     s.waiting_gpus()  # the views are made with the first guest
     moves.apply({"n_export_req": 1, "n_export_max_gpus": 8, "n_import_seq": 1, "n_import_gpus": 1,
-                 "import_work_s": 100.0, "import_power_frac": 0.5, "n_import_prio": 0, "import_restart_s": 0.0}, 900.0)
+                 "import_work_s": 100.0, "import_power_frac": 0.5, "n_import_prio": 0, "import_restart_s": 0.0,
+                 "import_submit_s": 600.0, "n_import_started": 0, "import_ckpt_interval_s": math.nan,
+                 "n_import_elastic": 0}, 900.0)
     waiting = (s.state == QUEUED) | (s.state == PAUSED)
     assert s.waiting_gpus() == int(c.jobs.n_gpus[waiting].sum())
     assert s.count_by_class()[QUEUED].tolist() == [int(((s.state == QUEUED) & (c.jobs.prio == k)).sum()) for k in range(3)]
+
+
+@pytest.mark.parametrize("dropped", ["import_submit_s", "n_import_started", "import_ckpt_interval_s", "import_work_s"])
+def test_an_import_with_part_of_its_channel_unconnected_is_refused(dropped):
+    """A scenario wiring only part of the import channel (e.g. the channel of before the move
+    statistics) would silently drop the guest out of the wait / JCT statistics: it is an error
+    naming what to connect, and nothing is imported."""
+    from cosim.adapters.datacenter import ClusterParams, build_cluster
+    from cosim.adapters.datacenter.moves import IMPORT_RECORD_INPUTS, JobMoves
+
+    spec = {"n_jobs": 4, "sizes_gpus": [8], "size_weights": [1.0], "flexible_frac": 0.0,
+            "class_fracs": [0.0, 1.0, 0.0], "n_guest_slots": 1, "warmup_h": 0.0}
+    c = build_cluster(ClusterParams.model_validate({"node": "DGX-H100", "n_gpus": 8, "training": spec}),
+                      np.random.default_rng(0), 7200.0)
+    moves = JobMoves(c, 1)
+    inputs = {"n_import_seq": 1, **dict.fromkeys(IMPORT_RECORD_INPUTS, 1.0)}
+    del inputs[dropped]
+    with pytest.raises(ValueError, match=f"a job import needs {dropped} connected"):
+        moves.apply(inputs, 900.0)
+    assert moves.n_import_done == 0
