@@ -122,9 +122,12 @@ def test_collapsed_inputs_match_over_the_default_scenario(monkeypatch):
 
 
 # -- the recorder's rows as dicts ------------------------------------------------------------
-COLUMNS = ["a.p_mw", "a.converged", "a.text", "b.vm_pu", "b.q_mvar", "nobody.p_mw", "b.line_in_service"]
-#: column -> (source dict, attribute) in the plan; "nobody.p_mw" has no source
-FILLS = [(0, "p_mw"), (0, "converged"), (0, "text"), (1, "vm_pu"), (1, "q_mvar"), None, (1, "line_in_service")]
+COLUMNS = ["a.p_mw", "a.converged", "a.text", "b.vm_pu", "b.q_mvar", "nobody.p_mw", "b.line_in_service",
+           "c.soc_frac", "c.converged", "c.p_mw"]
+#: column -> (source dict, attribute) in the plan; "nobody.p_mw" has no source; source c gives only
+#: plain numbers (read as one block), a and b odd cells and a missing output (read column by column)
+FILLS = [(0, "p_mw"), (0, "converged"), (0, "text"), (1, "vm_pu"), (1, "q_mvar"), None, (1, "line_in_service"),
+         (2, "soc_frac"), (2, "converged"), (2, "p_mw")]
 
 
 def _rows(n: int):
@@ -135,7 +138,10 @@ def _rows(n: int):
         b = {"vm_pu": odd[(k + 5) % len(odd)], "q_mvar": float(k), "line_in_service": k % 3 == 0}
         if k % 4 == 1:
             del b["q_mvar"]  # an entity that did not give this output at this step
-        yield [a, b]
+        plain = [None, True, 0.25, np.float32(1.5), np.int64(3), np.nan, 7, np.bool_(False)]
+        c = {"p_mw": plain[k % len(plain)], "soc_frac": plain[(k + 1) % len(plain)], "converged": k % 2 == 0,
+             "unrecorded": "word"}
+        yield [a, b, c]
 
 
 @pytest.mark.parametrize("start, ticks_per_s", [
@@ -164,7 +170,7 @@ def test_rows_as_dicts_write_the_file_rows_of_cells_write(tmp_path, start, ticks
 
 def test_a_plan_must_cover_the_columns(tmp_path):
     rec = ParquetRecorder(tmp_path / "ts.parquet", COLUMNS)
-    with pytest.raises(ValueError, match="a plan of 2 columns for a recorder of 7"):
+    with pytest.raises(ValueError, match="a plan of 2 columns for a recorder of 10"):
         rec.set_plan(FILLS[:2], datetime(2024, 1, 1, tzinfo=timezone.utc), 1)
     rec.close()
 
