@@ -44,6 +44,15 @@ class GridBackend(Protocol):
         """True when converged (the OpenDSS engine also takes ``time_s``, its control clock)."""
 
 
+def phase_set(value: str) -> str:
+    """A grid element's phases: ``"abc"`` (balanced three-phase) or a subset of a, b, c, in any case
+    and order, returned lower case in a-b-c order; a ValueError saying what to give otherwise."""
+    text = value.strip().lower()
+    if not text or set(text) - set("abc") or len(set(text)) != len(text):
+        raise ValueError("give 'abc' (balanced three-phase) or a subset of a, b, c such as 'a' or 'bc'")
+    return "".join(ph for ph in "abc" if ph in text)
+
+
 def opendss_circuit_info(path: str | Path):
     """Buses, phases and devices of an OpenDSS file (cached per file and modification time)."""
     path = Path(path).resolve()

@@ -277,7 +277,7 @@ class OpenDssFlow:
 
     # -- editing the circuit -----------------------------------------------------------------
     def locate_bus(self, ref: str | int) -> int:
-        """Position of the bus named (case-insensitive) or sanitised-named ``ref``."""
+        """Position of the bus named (case-insensitive) or sanitised-named ``ref`` (:func:`bus_position`)."""
         text = str(ref).strip()
         if text.lower() in self._bus_index:
             return self._bus_index[text.lower()]
@@ -612,6 +612,16 @@ class OpenDssFlow:
             raise ValueError(f"{key} = {steps}: regulator {reg} has taps from {round((low - 1) / step)} to "
                              f"{round((high - 1) / step)} steps ({low:g}-{high:g} pu); give a count inside them")
         return ratio
+
+
+def bus_position(info, ref: str | int) -> int | None:
+    """Position in ``info.buses`` of the bus named (case-insensitive) or sanitised-named ``ref``, as
+    :meth:`OpenDssFlow.locate_bus` finds it (for checks before the flow exists); None if no bus is."""
+    text = str(ref).strip()
+    names = [b.lower() for b in info.buses]
+    if text.lower() in names:
+        return names.index(text.lower())
+    return info.ids["bus"].index(text) if text in info.ids["bus"] else None
 
 
 def unknown_bus_message(ref: str, buses: list[str], where: str) -> str:

@@ -98,6 +98,7 @@ from cosim.adapters._grid_backend import (
     GridBackend,
     opendss_circuit_info,
     opendss_grid_outputs,
+    phase_set,
 )
 from cosim.adapters._grid_pandapower import (  # noqa: F401 — re-exported for tests and benchmarks
     ELEMENT_ATTRS,
@@ -221,10 +222,7 @@ class ElementParams(Params):
     @classmethod
     def _phase_set(cls, value: str) -> str:
         """``"abc"`` (balanced three-phase) or a subset of a, b, c; returned in a-b-c order."""
-        text = value.strip().lower()
-        if not text or set(text) - set("abc") or len(set(text)) != len(text):
-            raise ValueError("give 'abc' (balanced three-phase) or a subset of a, b, c such as 'a' or 'bc'")
-        return "".join(ph for ph in "abc" if ph in text)
+        return phase_set(value)
 
     @model_validator(mode="after")
     def _exactly_one_place(self) -> "ElementParams":

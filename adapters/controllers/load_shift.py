@@ -226,8 +226,9 @@ class TrainMoves:
         restart_s: extra work of a moved job at its destination. [s]
     """
 
-    def __init__(self, sites: list[str], restart_s: float):
+    def __init__(self, sites: list[str], restart_s: float, label: str = "LoadShift"):
         self.sites, self.restart_s = list(sites), float(restart_s)
+        self.label = label  # who errors name: the entity, "entities.<id> (LoadShift)"
         self.obs: dict[str, dict[str, float]] = {s: {} for s in sites}
         self.req = dict.fromkeys(sites, 0)
         self.max_gpus = dict.fromkeys(sites, 0)
@@ -283,8 +284,8 @@ class TrainMoves:
             return
         self._n_slot_obs += 1
         if self._n_slot_obs == 2 and self.n_moves == 0 and all(self.get(s, "n_slots_free") < 1 for s in self.sites):
-            raise ValueError("LoadShift (training = true): no site has a guest slot (every n_slots_free_<site> is 0 "
-                             "at the start), so no training job can ever move: give the Clusters that may take jobs "
+            raise ValueError(f"{self.label}, training = true: no site has a guest slot (every n_slots_free_<site> "
+                             "is 0 at the start), so no training job can ever move: give the Clusters that may take jobs "
                              "training.n_guest_slots = <jobs each may hold at once> (their [sims] table needs "
                              "job_moves = true), or set training = false in the controller's [sims] table")
 
@@ -343,8 +344,9 @@ class Shifter:
         training: also move flexible training jobs (:class:`TrainMoves`).
     """
 
-    def __init__(self, params: LoadShiftParams, sites: list[str], training: bool = False):
+    def __init__(self, params: LoadShiftParams, sites: list[str], training: bool = False, label: str = "LoadShift"):
         self.p, self.sites = params, list(sites)
+        self.label = label  # who errors name: the entity, "entities.<id> (LoadShift)"
         self.deployed = {s: params.replicas[s] for s in sites}
         self.active = {s: params.active.get(s, params.replicas[s]) for s in sites}
         self.active0 = dict(self.active)
@@ -355,7 +357,7 @@ class Shifter:
         self._train_last_s = dict.fromkeys(sites, -math.inf)
         self._latched: dict[str, str | None] = dict.fromkeys(sites)
         self.n_per_shift = max(1, params.n_gpus_per_shift // params.n_gpus_per_replica)
-        self.train = TrainMoves(sites, params.train_restart_s) if training else None
+        self.train = TrainMoves(sites, params.train_restart_s, label) if training else None
         self.ci: dict[str, float] = dict.fromkeys(sites, math.nan)
 
     def spare(self, site: str) -> int:
@@ -473,7 +475,7 @@ class Shifter:
         unguarded = [s for s in self.sites if self._unconnected[s] and s not in p.no_grid_sites]
         if unguarded:
             names = ", ".join(f"vm_min_{s}_pu / vm_max_{s}_pu" for s in unguarded)
-            raise ValueError(f"LoadShift: {names} not connected, so the carbon variant (ci_gap_g_kwh) has no "
+            raise ValueError(f"{self.label}: {names} not connected, so the carbon variant (ci_gap_g_kwh) has no "
                              f"voltage guard for {', '.join(unguarded)}: connect the site's grid element "
                              "vm_phase_min_pu / vm_phase_max_pu (renamed), or, for a site in no modelled grid, "
                              f"list it in the entity's no_grid_sites (no_grid_sites = {unguarded})")
@@ -584,13 +586,10 @@ class LoadShiftSim(SingleModelSim):
             missing = [s for s in sim_params.sites if s not in getattr(params, key)]
             if missing:
                 problems.append(f"{key}: give every site of the sim's sites; missing {missing}")
-        for key in ("replicas", "active", "rate_req_s"):
+        for key in ("replicas", "active", "rate_req_s", "no_grid_sites"):  # dicts by site, and a list of sites
             unknown = sorted(set(getattr(params, key)) - set(sim_params.sites))
             if unknown:
                 problems.append(f"{key}: {unknown} are not among the sim's sites {sim_params.sites}")
-        unknown = sorted(set(params.no_grid_sites) - set(sim_params.sites))
-        if unknown:
-            problems.append(f"no_grid_sites: {unknown} are not among the sim's sites {sim_params.sites}")
         if params.no_grid_sites and params.ci_gap_g_kwh is None:
             problems.append(f"warning: no_grid_sites = {params.no_grid_sites} has no effect: ci_gap_g_kwh is not set "
                             "(the carbon variant is off)")
@@ -600,7 +599,7 @@ class LoadShiftSim(SingleModelSim):
         return problems
 
     def build(self, eid: str, params: LoadShiftParams) -> Shifter:
-        return Shifter(params, self.params.sites, training=self.params.training)
+        return Shifter(params, self.params.sites, training=self.params.training, label=f"entities.{eid} (LoadShift)")
 
     def advance(self, shifter: Shifter, time_s: float, inputs: dict[str, Any]) -> dict[str, Any]:
         sites = self.params.sites

@@ -155,8 +155,8 @@ import numpy as np
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from cosim import grid_models
-from cosim.adapters._grid_backend import opendss_circuit_info
-from cosim.adapters._grid_opendss import OpenDssFlow, device_attrs, unknown_bus_message
+from cosim.adapters._grid_backend import opendss_circuit_info, phase_set
+from cosim.adapters._grid_opendss import OpenDssFlow, bus_position, device_attrs, unknown_bus_message
 from cosim.adapters.controllers._campus_knobs import CampusKnobParams
 from cosim.adapters.datacenter.hardware import GPUS
 from cosim.adapters.datacenter.inference import MODELS, BatchCurves, batch_curves
@@ -210,12 +210,14 @@ class FleetControl(Params):
 
 
 def phases_problem(value: str) -> str:
-    """``dc_phases`` as given when it is a non-empty set of a, b, c (``"abc"``, ``"c"``); else a ValueError
-    naming it (the feeder's own check of the bus's phases comes when the controller builds)."""
-    if not value or set(value) - set("abc") or len(set(value)) != len(value):
+    """``dc_phases`` as the grid element reads its ``phases`` (:func:`~cosim.adapters._grid_backend.phase_set`:
+    any case and order, returned in a-b-c order); else a ValueError naming it (the feeder's own check
+    of the bus's phases comes when the controller builds)."""
+    try:
+        return phase_set(value)
+    except ValueError:
         raise ValueError(f"dc_phases = {value!r}: give the phases the datacenter connects to, letters a, b, c "
-                         "each at most once (e.g. \"abc\" or \"c\")")
-    return value
+                         "each at most once (e.g. \"abc\" or \"c\"), as the grid element's phases") from None
 
 
 class SiteControl(Params):
@@ -390,15 +392,14 @@ class OFOParams(CampusKnobParams):
         if not named:
             return None
         info = opendss_circuit_info(grid_models.dss_file(self.network))
-        known = {b.lower() for b in info.buses}
-        for key, bus, site in named:
-            if bus.strip().lower() not in known:
+        for key, bus, site in named:  # found as the grid finds them (name in any case, or sanitised id)
+            if bus_position(info, bus) is None:
                 return f"{key} = {bus!r}{site}: " + unknown_bus_message(bus, list(info.buses), Path(self.network).name)
         # a site's own bus must be monitored: exhausted_<site>_frac reads the duals there (else it stays 0)
-        excluded = ({info.buses[i].lower() for i in (*info.source_buses, *info.reg_buses)} if self.exclude_buses is None
-                    else {b.strip().lower() for b in self.exclude_buses})
+        excluded = ({*info.source_buses, *info.reg_buses} if self.exclude_buses is None
+                    else {bus_position(info, b) for b in self.exclude_buses} - {None})
         for i, s in enumerate(self.sites):
-            if s.dc_bus.strip().lower() in excluded:
+            if bus_position(info, s.dc_bus) in excluded:
                 why = ("a source or regulator terminal, left out of the monitored bus-phases by default"
                        if self.exclude_buses is None else "listed in exclude_buses")
                 return (f"sites[{i}].dc_bus = {s.dc_bus!r} (site {s.name!r}) is {why}, so the site's "

@@ -581,7 +581,7 @@ class DatacenterSim(SingleModelSim):
         hour = start.hour + start.minute / 60 + start.second / 3600
         cluster = build_cluster(params, self.rng(eid), self.duration_s, hour,
                                 report_scheduling=self.params.scheduling_outputs)
-        moves = JobMoves(cluster, params.training.n_guest_slots) if self.params.job_moves else None
+        moves = JobMoves(cluster, params.training.n_guest_slots, f"entities.{eid}") if self.params.job_moves else None
         return _Entity(eid, cluster, {"p_cap_w": params.p_cap_w, "p_limit_mw": params.p_limit_mw}, moves)
 
     def advance(self, entity: "_Entity", time_s: float, inputs: dict[str, Any]) -> dict[str, float]:

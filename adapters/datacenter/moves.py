@@ -23,7 +23,7 @@ entities); ``controllers/load_shift`` relays them and keeps at most one move in 
    with remaining work = exported remaining + restart cost (the checkpoint reloaded, the
    restart counted as extra work, as a local restore), with its own checkpoint interval (the
    destination's default if none is passed or it is not longer than the destination's checkpoint
-   duration) and elastic flag (the destination's policy resizes it if it resizes elastic jobs),
+   duration, with a warning naming the entity once) and elastic flag (the destination's policy resizes it if it resizes elastic jobs),
    queued ahead of its own jobs of the same
    class (it is the oldest work there) and started by its own policy when its GPUs are free.
    ``n_import_done`` counts the imports. A job needing more GPUs than the partition has, or an
@@ -66,6 +66,7 @@ of work the guests did here; the site's ``work_gpu_h`` includes them).
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -135,8 +136,10 @@ class JobMoves:
         n_slots: the guest slots at the front of its job table. [-]
     """
 
-    def __init__(self, cluster, n_slots: int):
+    def __init__(self, cluster, n_slots: int, label: str = "a Cluster"):
         self.cluster, self.n_slots = cluster, int(n_slots)
+        self.label = label  # the entity, named in warnings
+        self._warned_ckpt = False
         cluster.sched.next_arrival = max(cluster.sched.next_arrival, self.n_slots)  # slots are never submitted
         self.slot_ckpt_interval_s = cluster.ckpt_interval_s[: self.n_slots].copy()  # this site's default
         self.n_export_done = 0
@@ -247,6 +250,13 @@ class JobMoves:
         c = self.cluster
         interval = rec.ckpt_interval_s
         if not (math.isfinite(interval) and interval > c.ckpt_duration_s[j]):
+            if math.isfinite(interval) and not self._warned_ckpt:  # given but unusable here: say so, once
+                self._warned_ckpt = True
+                warnings.warn(f"{self.label}: a moved-in job's checkpoint interval ({interval:g} s, "
+                              f"import_ckpt_interval_s) is not longer than this site's checkpoint duration "
+                              f"({float(c.ckpt_duration_s[j]):g} s); it takes this site's default interval "
+                              f"({float(self.slot_ckpt_interval_s[j]):g} s) instead (said once per entity)",
+                              UserWarning, stacklevel=2)
             interval = float(self.slot_ckpt_interval_s[j])
         c.ckpt_interval_s[j] = interval
         c.ckpt_mean_frac[j] = c.ckpt_duration_s[j] / interval

@@ -185,6 +185,21 @@ def test_a_moved_job_keeps_its_checkpoint_interval_and_elastic_flag():
     assert policy.sizes(dst.sched, slot) == [8]
 
 
+def test_a_moved_job_whose_interval_cannot_be_used_here_takes_the_default_with_one_warning():
+    """An interval not longer than the destination's checkpoint duration cannot be kept (a job
+    would do nothing but checkpoint): the slot takes the site's default, and the user is told
+    once, naming the entity (review 2026-12-02: it was replaced without a word)."""
+    dst, md = cluster(64, 0, 2, 4, checkpoint_interval_s=3600.0)
+    md.label = "entities.down"
+    duration = float(dst.ckpt_duration_s[0])
+    short = type(md.last)(8, 600.0, 0.5, 1, ckpt_interval_s=duration)
+    with pytest.warns(UserWarning, match=r"^entities\.down: a moved-in job's checkpoint interval .* takes this "
+                                         r"site's default interval \(3600 s\)") as caught:
+        slots = [md.import_job(short, 0.0, 0.0), md.import_job(short, 0.0, 0.0)]
+    assert len([w for w in caught if "checkpoint interval" in str(w.message)]) == 1  # once per entity
+    assert [float(dst.ckpt_interval_s[s]) for s in slots] == [3600.0, 3600.0]
+
+
 def test_srpt_estimates_a_moved_in_job_from_its_work_not_the_placeholders():
     """Under srpt (exact predictions) a guest of 7200 s is predicted at 7200 s; the placeholder's
     work 0 made it 2 s (used up at once, re-estimated at twice 1 s), so srpt ran every guest first."""
@@ -379,9 +394,29 @@ def test_training_moves_with_no_guest_slot_anywhere_stop_the_run_naming_the_key(
     ok = shifter()
     for t in range(3):
         ok.update(t, v(), v(), {}, None, train_obs(slots={"a": 0, "b": 0}))  # c has slots
+    assert ok.train._n_slot_obs == 2  # judged on its second observation, and passed
     off = shifter(enabled=False)
     for t in range(3):
         off.update(t, v(), v(), {}, None, none)
+    assert off.train._n_slot_obs == 0 and off.train.obs["a"]["n_slots_free"] == 0  # observed, never judged
+
+
+def test_run_time_errors_name_the_controller_entity():
+    """With two LoadShift controllers a user must know which one to fix (review 2026-12-02): both
+    run-time errors (no guest slot anywhere; a carbon-variant site without voltage) start with
+    ``entities.<id>``, the label the adapter gives each entity."""
+    sim = LoadShiftSim()
+    sim.params = LoadShiftSim.SimParams(sites=SITES, training=True)
+    params = LoadShiftParams(n_gpus_per_replica=4, replicas=dict.fromkeys(SITES, 10), rate_req_s=dict.fromkeys(SITES, 1.0),
+                             ci_gap_g_kwh=100.0)
+    none = train_obs(slots=dict.fromkeys(SITES, 0))
+    sh = sim.build("shift_east", params)
+    sh.update(0, v(), v(), {}, None, none)
+    with pytest.raises(ValueError, match=r"^entities\.shift_east \(LoadShift\), training = true: no site has a guest slot"):
+        sh.update(1, v(), v(), {}, None, none)
+    sh = sim.build("shift_west", params)
+    with pytest.raises(ValueError, match=r"^entities\.shift_west \(LoadShift\): vm_min_c_pu / vm_max_c_pu not connected"):
+        sh.update(0, {"a": 1.0, "b": 1.0}, {"a": 1.0, "b": 1.0}, {}, {"a": 450.0, "b": 120.0, "c": 300.0}, train_obs())
 
 
 def test_catalogue_scenario_moves_toward_the_cleaner_zones(tmp_path):

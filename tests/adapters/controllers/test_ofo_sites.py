@@ -18,12 +18,16 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
+from cosim import grid_models
+from cosim.adapters._grid_backend import opendss_circuit_info, phase_set
+from cosim.adapters._grid_opendss import OpenDssFlow, bus_position
 from cosim.adapters.controllers.ofo import (
     FeederSensitivity,
     OFOController,
     OFOParams,
     OFOSim,
     OFOSimParams,
+    SiteControl,
 )
 
 KV_LL = 12.47
@@ -213,3 +217,33 @@ def test_bad_dc_phases_are_refused_at_validation(phases):
         OFOParams.model_validate({"network": "ieee34", "sites": [{"name": "a", "dc_bus": "890", "dc_phases": phases}]})
     with pytest.raises(ValidationError, match=r"dc_phases = "):
         OFOParams.model_validate({"network": "ieee13", "dc_bus": "671", "dc_phases": phases})
+
+
+def test_the_site_checks_find_buses_as_the_grid_does(tmp_path):
+    """OFO's validation compared bus names as lower-case strings where the grid finds them with
+    locate_bus, which also takes the sanitised id (review 2026-12-02): both use one rule now. Every
+    bus of the shipped feeders and of a feeder whose names sanitise differently, by name in either
+    case, padded, and by id: the same position either way."""
+    odd = tmp_path / "odd_names.dss"
+    odd.write_text("Clear\nNew Circuit.odd basekv=12.47 pu=1.0 bus1=Src-Bus\n"
+                   "New Line.l1 bus1=Src-Bus bus2=Load-Bus.1.2.3 r1=0.1 x1=0.2 length=1\n"
+                   "New Load.ld bus1=Load-Bus kW=100 kvar=20 kV=12.47\n"
+                   "Set voltagebases=[12.47]\nCalcvoltagebases\n")
+    for path in (grid_models.dss_file("ieee13"), grid_models.dss_file("ieee34"), odd):
+        info = opendss_circuit_info(path)
+        flow = OpenDssFlow(path)
+        for name, bus_id in zip(info.buses, info.ids["bus"]):
+            for ref in (name, name.upper(), f" {name} ", bus_id):
+                assert bus_position(info, ref) == flow.locate_bus(ref), (path, ref)
+        assert bus_position(info, "no_such_bus") is None
+        flow.close()
+    info = opendss_circuit_info(odd)
+    assert "load-bus" in info.buses and "load_bus" in info.ids["bus"]  # the case the old check missed
+
+
+@pytest.mark.parametrize("phases", ["abc", "ABC", "cba", " bc ", "Ca", "b"])
+def test_dc_phases_read_as_the_grid_element_reads_its_phases(phases):
+    """OFO's dc_phases check refused "ABC", which the grid element takes: both read phases through
+    one helper, so a site's phases normalise as the element's do."""
+    site = SiteControl(name="a", dc_bus="890", dc_phases=phases)
+    assert site.dc_phases == phase_set(phases) == "".join(ph for ph in "abc" if ph in phases.lower())
