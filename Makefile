@@ -21,12 +21,19 @@ $(STAMP): pyproject.toml
 	@$(PY) -m pip install -e '.[test]' >> $(VENV)/install.log 2>&1 || (tail -50 $(VENV)/install.log; exit 1)
 	@touch $(STAMP)
 
-# The cooling FMUs: compiled from thermal_fmus/<Model>/ C sources with gcc, only when missing or stale.
-build: setup
+# The cooling FMUs: compiled from thermal_fmus/<Model>/ C sources with gcc, only when missing or stale;
+# and the grid engine's per-step arithmetic (adapters/_grid_kernels.c; without it numpy does the same sums).
+# No fast-math and no FMA contraction: the C code must round as numpy's loops round.
+KERNELS := adapters/_grid_kernels.so
+
+build: setup $(KERNELS)
 	@$(PY) thermal_fmus/build.py
+
+$(KERNELS): adapters/_grid_kernels.c
+	gcc -O2 -fPIC -shared -std=c11 -ffp-contract=off -fno-fast-math -Wall -o $@ $< -lm
 
 bench: setup build
 	$(PY) bench/bench_default.py
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache build *.egg-info
+	rm -rf $(VENV) runs .pytest_cache build *.egg-info $(KERNELS)

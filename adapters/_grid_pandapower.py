@@ -1,15 +1,19 @@
 """The pandapower engine of the grid adapter: the net stays defined in pandapower and each
 step is solved with lightsim2grid's Newton solver on pandapower's own internal model
 (switches, islands and out-of-service elements handled as ``runpp`` handles them), warm-
-started from the previous voltages; a topology change rebuilds that model once."""
+started from the previous voltages; a topology change rebuilds that model once. The arithmetic
+around the solve runs in C when ``make build`` compiled ``_grid_kernels.c`` (same numbers, bit for
+bit, checked at load time and in tests/adapters/test_grid_kernels.py), else in numpy."""
 
 from __future__ import annotations
 
+import ctypes
 import math
 import re
 import threading
 import warnings
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -101,6 +105,9 @@ class PowerFlow:
         self._V: np.ndarray | None = None
         self._solved_once = False  # pandapower path: warm start from results
         self._options_set = False
+        #: the per-step arithmetic in C (adapters/_grid_kernels.c) when built; same numbers as numpy
+        self.use_kernels = True
+        self._kernels: _Kernels | None = None
         self._read_tables()
 
     # -- editing the net ---------------------------------------------------------------
@@ -190,11 +197,15 @@ class PowerFlow:
             return self._solve_pandapower(p_mw, q_mvar)
         if self._stale:
             self._build()
-        p_all = np.concatenate([p_mw[k] for k in KINDS]) * self._inj_factor
-        q_all = np.concatenate([q_mvar[k] for k in KINDS]) * self._inj_factor
-        n = self._n_bus
-        s_el = np.bincount(self._inj_bus, p_all, n + 1)[:n] + 1j * np.bincount(self._inj_bus, q_all, n + 1)[:n]
-        sbus = self._s_const + s_el / self._base_mva
+        kernels = self._kernels
+        if kernels is not None:
+            sbus = kernels.sbus(p_mw, q_mvar)
+        else:
+            p_all = np.concatenate([p_mw[k] for k in KINDS]) * self._inj_factor
+            q_all = np.concatenate([q_mvar[k] for k in KINDS]) * self._inj_factor
+            n = self._n_bus
+            s_el = np.bincount(self._inj_bus, p_all, n + 1)[:n] + 1j * np.bincount(self._inj_bus, q_all, n + 1)[:n]
+            sbus = self._s_const + s_el / self._base_mva
         try:
             ok = self._nr.solve(self._ybus, self._V, sbus, self._ref, self._slack_w, self._pv, self._pq,
                                 MAX_ITERATION, TOLERANCE_MVA)
@@ -205,6 +216,9 @@ class PowerFlow:
         vm, va = self._nr.get_Vm(), self._nr.get_Va()
         if not (math.isfinite(_sum(vm)) and math.isfinite(_sum(va))):  # a NaN or inf anywhere
             return False
+        if kernels is not None:
+            self._V, self._sbus = kernels.results(self, vm, va, sbus), sbus
+            return True
         v = vm * np.exp(1j * va)
         self._V, self._sbus = v, sbus
         self._results(v, sbus)
@@ -315,6 +329,7 @@ class PowerFlow:
         self._f = branch[:, F_BUS].real.astype(int)
         self._t = branch[:, T_BUS].real.astype(int)
         self._map_branches(ppci, bus[:, BASE_KV].real, base_mva)
+        self._kernels = _Kernels(self) if _KERNELS is not None and self.use_kernels else None
         self._stale = False
 
     @staticmethod
@@ -439,3 +454,148 @@ def _matvec(matrix: sparse.csr_matrix, v: np.ndarray) -> np.ndarray:
     result = np.zeros(rows, dtype=np.complex128)
     _csr_matvec(rows, cols, matrix.indptr, matrix.indices, matrix.data, v, result)
     return result
+
+
+def _address(array: np.ndarray) -> int:
+    return array.__array_interface__["data"][0]
+
+
+def _load_kernels(lib_path: Path = Path(__file__).with_name("_grid_kernels.so")):
+    """``adapters/_grid_kernels.so`` (``make build``), or None: not built, or older than its C source
+    (an edited source is not trusted until rebuilt), not loadable, or not numpy's numbers on this
+    machine (:func:`_agrees_with_numpy`); then numpy does the work."""
+    source = lib_path.with_suffix(".c")
+    try:
+        if not lib_path.is_file() or (source.is_file() and source.stat().st_mtime > lib_path.stat().st_mtime):
+            return None
+        lib = ctypes.CDLL(str(lib_path))
+    except OSError:
+        return None
+    ptr, i64, dbl = ctypes.c_void_p, ctypes.c_int64, ctypes.c_double
+    lib.cosim_sbus.argtypes = [i64, ptr, ptr, ptr, ptr, i64, ptr, dbl, ptr, ptr]
+    lib.cosim_sbus.restype = None
+    lib.cosim_voltages.argtypes = [i64, ptr, ptr, i64, ptr, ptr, ptr, ptr]
+    lib.cosim_voltages.restype = None
+    lib.cosim_results.argtypes = [i64, ptr, ptr, ptr, i64, ptr, ptr, ptr, ptr, ptr, i64, ptr, ptr, i64, ptr, ptr, ptr,
+                                  i64, ptr, ptr, i64, ptr, ptr, i64, ptr, ptr]
+    lib.cosim_results.restype = None
+    for name in ("cosim_sbus_s", "cosim_voltages_s", "cosim_results_s"):
+        getattr(lib, name).argtypes = [ptr]
+        getattr(lib, name).restype = None
+    lib.cosim_set_fused.argtypes = [ctypes.c_int]
+    lib.cosim_cmul.argtypes = [i64, ptr, ptr, ptr]
+    lib.cosim_matvec.argtypes = [i64, ptr, ptr, ptr, ptr, ptr]
+    return lib if _agrees_with_numpy(lib) else None
+
+
+def _agrees_with_numpy(lib) -> bool:
+    """Set the C product to the one this machine's numpy computes (fused or not: its SIMD loop
+    fuses where the CPU has FMA) and check it, and the CSR product against scipy's, bit for bit on
+    random numbers; False (numpy does the work) when neither product agrees."""
+    rng = np.random.default_rng(12345)
+    pairs = []
+    for n in (1, 3, 7, 8, 33, 100, 4096):  # numpy's loops may take another path for short arrays
+        a = rng.standard_normal(n) * 10.0 ** rng.integers(-8, 8, n) + 1j * rng.standard_normal(n)
+        b = rng.standard_normal(n) + 1j * rng.standard_normal(n) * 10.0 ** rng.integers(-8, 8, n)
+        pairs.append((a, b, a * b))
+    for fused in (1, 0):
+        lib.cosim_set_fused(fused)
+        agree = True
+        for a, b, expected in pairs:
+            got = np.empty(len(a), np.complex128)
+            lib.cosim_cmul(len(a), _address(a), _address(b), _address(got))
+            agree = agree and np.array_equal(got, expected)
+        if agree:
+            break
+    else:
+        return False
+    matrix = sparse.random(64, 64, density=0.1, random_state=7, format="csr", dtype=np.complex128)
+    matrix.data = matrix.data + 1j * rng.standard_normal(matrix.nnz)
+    x = rng.standard_normal(64) + 1j * rng.standard_normal(64)
+    indptr, indices = matrix.indptr.astype(np.int32), matrix.indices.astype(np.int32)
+    y = np.empty(64, np.complex128)
+    lib.cosim_matvec(64, _address(indptr), _address(indices), _address(matrix.data), _address(x), _address(y))
+    return bool(np.array_equal(y, _matvec(matrix, x)))
+
+
+_KERNELS = _load_kernels()
+
+
+class _Kernels:
+    """The C forms of :meth:`PowerFlow.solve`'s injection sum and of :meth:`PowerFlow._results` for
+    one built model: fixed buffers, and per C function one int64 array of its arguments (addresses
+    and sizes, made once). What the numpy forms hand out fresh every step (V, sbus, the bus voltages
+    and loadings) is copied out of the buffers, so a caller keeping one keeps its values.
+    """
+
+    def __init__(self, flow: "PowerFlow") -> None:
+        self.keep: list[np.ndarray] = []  # every array whose address is passed
+
+        def fixed(array, dtype) -> int:
+            array = np.ascontiguousarray(array, dtype=dtype)
+            self.keep.append(array)
+            return _address(array)
+
+        def spec(values) -> tuple[np.ndarray, ctypes.c_void_p]:
+            array = np.array(values, dtype=np.int64)
+            self.keep.append(array)
+            return ctypes.c_void_p(_address(array))
+
+        n, n_br = flow._n_bus, flow._n_br
+        self.n = n
+        n_el = sum(len(flow.p0[k]) for k in KINDS)
+        self.p_all, self.q_all = np.zeros(n_el), np.zeros(n_el)
+        self.sbus_buf = np.zeros(n, np.complex128)
+        self.sbus_spec = spec([n_el, fixed(self.p_all, float), fixed(self.q_all, float), fixed(flow._inj_factor, float),
+                               fixed(flow._inj_bus, np.int64), n, fixed(flow._s_const, np.complex128),
+                               fixed(np.array([flow._base_mva]), float), fixed(np.zeros(2 * n), float),
+                               fixed(self.sbus_buf, np.complex128)])
+        y = flow._y_out
+        n_rows = y.shape[0]
+        # the model's own buffers are the ones written (PowerFlow reads _vm_ext and _loading_ext)
+        flow._vm_ext = np.ascontiguousarray(flow._vm_ext, dtype=float)
+        flow._loading_ext = np.ascontiguousarray(flow._loading_ext, dtype=float)
+        self.vm, self.e, self.jva = np.zeros(n), np.zeros(n, np.complex128), np.zeros(n, np.complex128)
+        self.vc = np.zeros(n + n_rows, np.complex128)  # v, then the currents
+        self.mag = np.zeros(n + n_rows)
+        self.loss_re = np.zeros(len(flow._loss_br))
+        self.ref_s = np.zeros(len(flow._ref), np.complex128)
+        n_net, n_line, n_trafo = len(flow._bus_map), len(flow._line_br), len(flow._trafo_br)
+        self.out = np.zeros(n_net + n_line + n_trafo)  # vm_pu, line and trafo loadings, one block
+        self.cut = (n_net, n_net + n_line)
+        out, vc = fixed(self.out, float), fixed(self.vc, np.complex128)
+        self.voltages_spec = spec([n, fixed(self.vm, float), fixed(self.e, np.complex128), n_rows,
+                                   fixed(y.indptr, np.int32), fixed(y.indices, np.int32), fixed(y.data, np.complex128), vc])
+        self.results_spec = spec([
+            n, vc, fixed(self.mag, float), fixed(flow._vm_ext, float), n_br, fixed(flow._f, np.int64),
+            fixed(flow._t, np.int64), fixed(flow._c_f, float), fixed(flow._c_t, float), fixed(flow._loading_ext, float),
+            len(flow._loss_br), fixed(flow._loss_br, np.int64), fixed(self.loss_re, float),
+            len(flow._ref), fixed(flow._ref, np.int64), _address(self.sbus_buf), fixed(self.ref_s, np.complex128),
+            n_net, fixed(flow._bus_map, np.int64), out,
+            n_line, fixed(flow._line_br, np.int64), out + 8 * n_net,
+            n_trafo, fixed(flow._trafo_br, np.int64), out + 8 * (n_net + n_line),
+        ])
+
+    def sbus(self, p_mw: dict[str, np.ndarray], q_mvar: dict[str, np.ndarray]) -> np.ndarray:
+        """``PowerFlow.solve``'s bus injections (the numpy form beside it), a new array."""
+        np.concatenate([p_mw[k] for k in KINDS], out=self.p_all)
+        np.concatenate([q_mvar[k] for k in KINDS], out=self.q_all)
+        _KERNELS.cosim_sbus_s(self.sbus_spec)
+        return self.sbus_buf.copy()
+
+    def results(self, flow: "PowerFlow", vm: np.ndarray, va: np.ndarray, sbus: np.ndarray) -> np.ndarray:
+        """``v = vm * exp(1j * va)`` and :meth:`PowerFlow._results` into ``flow`` for the ``sbus`` of the
+        last :meth:`sbus` (the one it returned); returns v, a new array."""
+        self.vm[:] = vm
+        np.multiply(1j, va, out=self.jva)
+        np.exp(self.jva, out=self.e)
+        _KERNELS.cosim_voltages_s(self.voltages_spec)
+        np.abs(self.vc, out=self.mag)  # numpy's complex abs, as _results takes it
+        _KERNELS.cosim_results_s(self.results_spec)
+        out = self.out.copy()
+        a, b = self.cut
+        flow.vm_pu, flow.line_loading_pct, flow.trafo_loading_pct = out[:a], out[a:b], out[b:]
+        flow.losses_mw = float(_sum(self.loss_re) * flow._base_mva)
+        s_import = (_sum(self.ref_s) + flow._s_gen_ref) * flow._base_mva
+        flow.p_import_mw, flow.q_import_mvar = float(s_import.real), float(s_import.imag)
+        return self.vc[:self.n].copy()

@@ -9,14 +9,19 @@ came from a DC power flow of the net with its loads zeroed ("all generation, no 
 
 from __future__ import annotations
 
+import sys
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pandapower as pp
 import pandapower.networks as pn
 import pytest
 
-from cosim.adapters._grid_pandapower import PowerFlow
+from cosim.adapters._grid_pandapower import _KERNELS, PowerFlow
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from test_grid_kernels import kernels_agree  # noqa: E402
 
 CASES = sorted([n for n in dir(pn) if n.startswith("case")] + ["GBnetwork", "GBreducednetwork", "iceland"])
 MAX_BUSES = 3000
@@ -50,6 +55,8 @@ def test_the_adapter_converges_where_runpp_does(name):
     assert flow.solve(flow.p0, flow.q0), f"{name}: the adapter did not converge where runpp does"
     np.testing.assert_allclose(flow.vm_pu, net.res_bus.vm_pu.to_numpy(float), atol=1e-6, equal_nan=True)
     assert flow.p_import_mw == pytest.approx(float(net.res_ext_grid.p_mw.sum()), abs=1e-3)
+    if _KERNELS is not None:  # the C forms of the per-step arithmetic: numpy's numbers (test_grid_kernels.py)
+        kernels_agree(flow, steps=2, seed=len(name), where=name)
 
 
 def _isolated_example():

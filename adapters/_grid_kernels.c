@@ -1,0 +1,166 @@
+/* The pandapower engine's per-step arithmetic around lightsim2grid's Newton solve, in C.
+ *
+ * Each function does, operation for operation, what the numpy expressions in
+ * adapters/_grid_pandapower.py do (PowerFlow.solve's injection sum, the V it builds from the
+ * solver's magnitudes and angles, PowerFlow._results), so the results are the same to the last
+ * bit: tests/adapters/test_grid_kernels.py and test_grid_cases.py compare both on every
+ * pandapower case up to 3,000 buses and the catalogue's networks. A numpy call on these small
+ * arrays costs ~1-3 us, and a step made ~40 of them (callgrind: -5.4 % instructions of the
+ * default scenario). What numpy computes with its own algorithms (np.exp, the complex abs,
+ * the sums) is left to numpy. Complex numbers are interleaved (re, im) doubles, as numpy
+ * stores complex128. Build: `make build` (gcc -O2, no fast-math, no FMA contraction: the
+ * products and sums must round as numpy's loops round them). Without the library, or when its
+ * load-time check against numpy fails, the numpy forms are used.
+ */
+#include <math.h>
+#include <stdint.h>
+
+/* numpy's complex128 product a * b. Its loop is ar*br - ai*bi, ar*bi + ai*br; where the CPU has
+ * FMA, numpy's SIMD loop fuses one product of each (measured: re = fma(ar, br, -(ai*bi)),
+ * im = fma(ar, bi, ai*br), bit for bit on 10^5 random pairs). Which one this machine's numpy does is
+ * found at load time (PowerFlow's loader compares cosim_cmul with numpy and sets cosim_fused). */
+static int fused = 0;
+
+void cosim_set_fused(int on) { fused = on; }
+
+static inline void cmul(double ar, double ai, double br, double bi, double *re, double *im) {
+    if (fused) {
+        *re = fma(ar, br, -(ai * bi));
+        *im = fma(ar, bi, ai * br);
+    } else {
+        *re = ar * br - ai * bi;
+        *im = ar * bi + ai * br;
+    }
+}
+
+/* out = a * b elementwise (n complex): the load-time check of cmul against numpy */
+void cosim_cmul(int64_t n, const double *a, const double *b, double *out) {
+    for (int64_t k = 0; k < n; k++) cmul(a[2 * k], a[2 * k + 1], b[2 * k], b[2 * k + 1], &out[2 * k], &out[2 * k + 1]);
+}
+
+/* scipy's csr_matvec for a complex matrix and vector: y = A x, each row summed from 0 in stored order.
+ * (scipy's loop multiplies as numpy's plain formula does, unfused: checked at load time too) */
+static void matvec(int64_t n_rows, const int32_t *indptr, const int32_t *indices, const double *data,
+                   const double *x, double *y) {
+    for (int64_t r = 0; r < n_rows; r++) {
+        double sr = 0.0, si = 0.0;
+        for (int32_t k = indptr[r]; k < indptr[r + 1]; k++) {
+            const int32_t c = indices[k];
+            const double ar = data[2 * k], ai = data[2 * k + 1], br = x[2 * c], bi = x[2 * c + 1];
+            sr += ar * br - ai * bi;
+            si += ar * bi + ai * br;
+        }
+        y[2 * r] = sr;
+        y[2 * r + 1] = si;
+    }
+}
+
+void cosim_matvec(int64_t n_rows, const int32_t *indptr, const int32_t *indices, const double *data,
+                  const double *x, double *y) {
+    matvec(n_rows, indptr, indices, data, x, y);
+}
+
+/* numpy's maximum: NaN if either is NaN */
+static inline double nan_max(double a, double b) {
+    return (a >= b || isnan(a)) ? a : b;
+}
+
+/* sbus = s_const + (bincount(bus, p * f, n + 1)[:n] + 1j * bincount(bus, q * f, n + 1)[:n]) / base
+ *
+ * p, q: element powers (table order of load, sgen, storage); f: their sign x scaling x in_service;
+ * bus: their solver bus (n: none); acc: 2n scratch. The division is numpy's complex one (Smith's
+ * method with a divisor base + 0j: a scale 1 / base, then products), the 1j * x its product.
+ */
+void cosim_sbus(int64_t n_el, const double *p, const double *q, const double *f, const int64_t *bus,
+                int64_t n, const double *s_const, double base, double *acc, double *sbus) {
+    for (int64_t b = 0; b < 2 * n; b++) acc[b] = 0.0;
+    for (int64_t i = 0; i < n_el; i++) {  /* bincount: in element order, from 0.0 */
+        int64_t b = bus[i];
+        if (b >= 0 && b < n) acc[b] += p[i] * f[i];
+    }
+    for (int64_t i = 0; i < n_el; i++) {
+        int64_t b = bus[i];
+        if (b >= 0 && b < n) acc[n + b] += q[i] * f[i];
+    }
+    /* numpy's complex division by (base + 0j): |base| >= |0| */
+    const double rat = 0.0 / base;
+    const double scl = 1.0 / (base + 0.0 * rat);
+    for (int64_t b = 0; b < n; b++) {
+        double jr, ji;
+        cmul(0.0, 1.0, acc[n + b], 0.0, &jr, &ji);  /* 1j * im */
+        const double er = acc[b] + jr, ei = 0.0 + ji;  /* re (as re + 0j) + 1j * im */
+        const double dr = (er + ei * rat) * scl, di = (ei - er * rat) * scl;
+        sbus[2 * b] = s_const[2 * b] + dr;
+        sbus[2 * b + 1] = s_const[2 * b + 1] + di;
+    }
+}
+
+/* After a converged solve, part 1: v = vm * exp(1j * va) and the currents [Yf; Yt; slack rows] @ v.
+ *
+ * vm: the solver's magnitudes (n); e: np.exp(1j * va), computed by numpy (its exp, not ours);
+ * vc: out, v (n) then the currents (n_rows), complex: numpy takes their magnitudes next (its
+ * complex abs is its own SIMD algorithm, not libm's hypot, so it is left to numpy).
+ * y_out: CSR (indptr, indices, complex data), multiplied as scipy's csr_matvec does.
+ */
+void cosim_voltages(int64_t n, const double *vm, const double *e, int64_t n_rows, const int32_t *indptr,
+                    const int32_t *indices, const double *data, double *vc) {
+    double *v = vc, *cur = vc + 2 * n;
+    for (int64_t b = 0; b < n; b++)  /* vm (as vm + 0j) * e */
+        cmul(vm[b], 0.0, e[2 * b], e[2 * b + 1], &v[2 * b], &v[2 * b + 1]);
+    matvec(n_rows, indptr, indices, data, v, cur);
+}
+
+/* Part 2, with mag = np.abs(vc): the results of PowerFlow._results.
+ *
+ * vm_ext (n + 1, last NaN) and loading_ext (n_br + 1, last 0) are written up to their last entry.
+ * fbus, tbus: each branch's buses; c_f, c_t: loading factors. loss_re: out, the real part of each
+ * branch's loss in loss_br order (n_loss); ref_s: out, v[ref] * conj(I_ref) - sbus[ref] (2 n_ref).
+ * bus_map (n_bus_net), line_br (n_line), trafo_br (n_trafo): gathers into vm_pu, line, trafo.
+ */
+void cosim_results(int64_t n, const double *vc, const double *mag, double *vm_ext, int64_t n_br,
+                   const int64_t *fbus, const int64_t *tbus, const double *c_f, const double *c_t,
+                   double *loading_ext, int64_t n_loss, const int64_t *loss_br, double *loss_re,
+                   int64_t n_ref, const int64_t *ref, const double *sbus, double *ref_s,
+                   int64_t n_bus_net, const int64_t *bus_map, double *vm_pu,
+                   int64_t n_line, const int64_t *line_br, double *line,
+                   int64_t n_trafo, const int64_t *trafo_br, double *trafo) {
+    const double *v = vc, *cur = vc + 2 * n, *cur_mag = mag + n;
+    for (int64_t b = 0; b < n; b++) vm_ext[b] = mag[b];
+    for (int64_t k = 0; k < n_br; k++)  /* np.maximum(|i_f| * c_f, |i_t| * c_t) */
+        loading_ext[k] = nan_max(cur_mag[k] * c_f[k], cur_mag[n_br + k] * c_t[k]);
+    for (int64_t j = 0; j < n_loss; j++) {  /* (v[f] * conj(i_f) + v[t] * conj(i_t)).real at loss_br */
+        const int64_t k = loss_br[j];
+        const double *i_f = cur + 2 * k, *i_t = cur + 2 * (n_br + k);
+        double ar, ai, br, bi;
+        cmul(v[2 * fbus[k]], v[2 * fbus[k] + 1], i_f[0], -i_f[1], &ar, &ai);
+        cmul(v[2 * tbus[k]], v[2 * tbus[k] + 1], i_t[0], -i_t[1], &br, &bi);
+        loss_re[j] = ar + br;
+    }
+    for (int64_t j = 0; j < n_ref; j++) {  /* v[ref] * conj(currents[2 n_br:]) - sbus[ref] */
+        const double *i_r = cur + 2 * (2 * n_br + j);
+        double sr, si;
+        cmul(v[2 * ref[j]], v[2 * ref[j] + 1], i_r[0], -i_r[1], &sr, &si);
+        ref_s[2 * j] = sr - sbus[2 * ref[j]];
+        ref_s[2 * j + 1] = si - sbus[2 * ref[j] + 1];
+    }
+    for (int64_t i = 0; i < n_bus_net; i++) vm_pu[i] = vm_ext[bus_map[i]];
+    for (int64_t i = 0; i < n_line; i++) line[i] = loading_ext[line_br[i]];
+    for (int64_t i = 0; i < n_trafo; i++) trafo[i] = loading_ext[trafo_br[i]];
+}
+
+/* The entry points PowerFlow calls: one argument, an int64 array holding the arguments above in
+ * order (pointers as addresses, sizes as numbers, base as the address of a double), so a call
+ * converts one pointer instead of 10-26 arguments (ctypes' conversions cost ~1 us per argument). */
+#define P(k) ((void *)(intptr_t)s[k])
+void cosim_sbus_s(const int64_t *s) {
+    cosim_sbus(s[0], P(1), P(2), P(3), P(4), s[5], P(6), *(const double *)P(7), P(8), P(9));
+}
+
+void cosim_voltages_s(const int64_t *s) {
+    cosim_voltages(s[0], P(1), P(2), s[3], P(4), P(5), P(6), P(7));
+}
+
+void cosim_results_s(const int64_t *s) {
+    cosim_results(s[0], P(1), P(2), P(3), s[4], P(5), P(6), P(7), P(8), P(9), s[10], P(11), P(12), s[13], P(14),
+                  P(15), P(16), s[17], P(18), P(19), s[20], P(21), P(22), s[23], P(24), P(25));
+}
