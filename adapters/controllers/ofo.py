@@ -384,10 +384,12 @@ class OFOParams(CampusKnobParams):
             raise ValueError(problem)
 
     def bus_problem(self, sites_only: bool = False) -> str | None:
-        """The first bus named (each site's; unless ``sites_only`` also ``dc_bus`` and ``bat_bus``) that
-        is not a bus of the feeder model, as a message naming key, value and the buses; else None."""
+        """The first bus named (each site's and ``exclude_buses``'; unless ``sites_only`` also ``dc_bus`` and
+        ``bat_bus``) that is not a bus of the feeder model, as a message naming key, value and the buses;
+        else None."""
         named = [] if sites_only else [("dc_bus", self.dc_bus, ""), ("bat_bus", self.bat_bus, "")]
         named += [(f"sites[{i}].dc_bus", s.dc_bus, f" (site {s.name!r})") for i, s in enumerate(self.sites)]
+        named += [(f"exclude_buses[{i}]", b, "") for i, b in enumerate(self.exclude_buses or [])]
         named = [item for item in named if item[1] is not None]
         if not named:
             return None
@@ -397,7 +399,7 @@ class OFOParams(CampusKnobParams):
                 return f"{key} = {bus!r}{site}: " + unknown_bus_message(bus, list(info.buses), Path(self.network).name)
         # a site's own bus must be monitored: exhausted_<site>_frac reads the duals there (else it stays 0)
         excluded = ({*info.source_buses, *info.reg_buses} if self.exclude_buses is None
-                    else {bus_position(info, b) for b in self.exclude_buses} - {None})
+                    else {bus_position(info, b) for b in self.exclude_buses})
         for i, s in enumerate(self.sites):
             if bus_position(info, s.dc_bus) in excluded:
                 why = ("a source or regulator terminal, left out of the monitored bus-phases by default"

@@ -247,3 +247,11 @@ def test_dc_phases_read_as_the_grid_element_reads_its_phases(phases):
     one helper, so a site's phases normalise as the element's do."""
     site = SiteControl(name="a", dc_bus="890", dc_phases=phases)
     assert site.dc_phases == phase_set(phases) == "".join(ph for ph in "abc" if ph in phases.lower())
+
+
+def test_an_unknown_excluded_bus_is_refused_naming_it():
+    """exclude_buses went unchecked at validation (an unknown name was dropped from the site check
+    and failed later, when the controller built): now it is a validation error with key and value."""
+    with pytest.raises(ValidationError, match=r"exclude_buses\[1\] = 'nowhere'.*unknown bus"):
+        OFOParams.model_validate({"network": "ieee34", "exclude_buses": ["800", "nowhere"],
+                                  "sites": [{"name": "a", "dc_bus": "890", "p_flex_mw": 0.1}]})
