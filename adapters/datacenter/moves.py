@@ -23,8 +23,8 @@ entities); ``controllers/load_shift`` relays them and keeps at most one move in 
    with remaining work = exported remaining + restart cost (the checkpoint reloaded, the
    restart counted as extra work, as a local restore), with its own checkpoint interval (the
    destination's default if none is passed or it is not longer than the destination's checkpoint
-   duration, with a warning naming the entity once) and elastic flag (the destination's policy resizes it if it resizes elastic jobs),
-   queued ahead of its own jobs of the same
+   duration, with a warning naming the entity once) and elastic flag (the destination's policy
+   resizes it if it resizes elastic jobs), queued ahead of its own jobs of the same
    class (it is the oldest work there) and started by its own policy when its GPUs are free.
    ``n_import_done`` counts the imports. A job needing more GPUs than the partition has, or an
    import with no free slot, is an error (the controller checks both before it asks).
@@ -161,7 +161,7 @@ class JobMoves:
         if seq > self.n_import_done:
             missing = [k for k in IMPORT_RECORD_INPUTS if inputs.get(k) is None]
             if missing:  # else the guest silently drops out of the wait / completion-time statistics
-                raise ValueError(f"a job import needs {', '.join(missing)} connected with the other import inputs "
+                raise ValueError(f"{self.label}: a job import needs {', '.join(missing)} connected with the other import inputs "
                                  "(from the controller's import_<site>_* / n_import_*_<site> outputs); connect them")
             record = ExportRecord(_count(inputs.get("n_import_gpus")), _float(inputs.get("import_work_s")),
                                   _float(inputs.get("import_power_frac")), _count(inputs.get("n_import_prio")),

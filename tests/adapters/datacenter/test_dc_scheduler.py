@@ -211,9 +211,9 @@ def test_an_import_with_part_of_its_channel_unconnected_is_refused(dropped):
             "class_fracs": [0.0, 1.0, 0.0], "n_guest_slots": 1, "warmup_h": 0.0}
     c = build_cluster(ClusterParams.model_validate({"node": "DGX-H100", "n_gpus": 8, "training": spec}),
                       np.random.default_rng(0), 7200.0)
-    moves = JobMoves(c, 1)
+    moves = JobMoves(c, 1, "entities.down")
     inputs = {"n_import_seq": 1, **dict.fromkeys(IMPORT_RECORD_INPUTS, 1.0)}
     del inputs[dropped]
-    with pytest.raises(ValueError, match=f"a job import needs {dropped} connected"):
+    with pytest.raises(ValueError, match=rf"^entities\.down: a job import needs {dropped} connected"):
         moves.apply(inputs, 900.0)
     assert moves.n_import_done == 0
