@@ -217,7 +217,7 @@ class PowerFlow:
         if not (math.isfinite(_sum(vm)) and math.isfinite(_sum(va))):  # a NaN or inf anywhere
             return False
         if kernels is not None:
-            self._V, self._sbus = kernels.results(self, vm, va, sbus), sbus
+            self._V, self._sbus = kernels.results(self, vm, va), sbus
             return True
         v = vm * np.exp(1j * va)
         self._V, self._sbus = v, sbus
@@ -583,9 +583,9 @@ class _Kernels:
         _KERNELS.cosim_sbus_s(self.sbus_spec)
         return self.sbus_buf.copy()
 
-    def results(self, flow: "PowerFlow", vm: np.ndarray, va: np.ndarray, sbus: np.ndarray) -> np.ndarray:
-        """``v = vm * exp(1j * va)`` and :meth:`PowerFlow._results` into ``flow`` for the ``sbus`` of the
-        last :meth:`sbus` (the one it returned); returns v, a new array."""
+    def results(self, flow: "PowerFlow", vm: np.ndarray, va: np.ndarray) -> np.ndarray:
+        """``v = vm * exp(1j * va)`` and :meth:`PowerFlow._results` into ``flow``, for the injections of
+        the last :meth:`sbus` call (kept in its buffer); returns v, a new array."""
         self.vm[:] = vm
         np.multiply(1j, va, out=self.jva)
         np.exp(self.jva, out=self.e)
