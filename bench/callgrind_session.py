@@ -9,19 +9,25 @@ valgrind prints ``I refs``: the instructions of those steps (all threads, the re
 """
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from datetime import datetime, timezone
 
 import cosim
 
 start_day = float(sys.argv[1]) if len(sys.argv) > 1 else 0.05
 n_steps = int(sys.argv[2]) if len(sys.argv) > 2 else 1500
+# recorded as a run is (the recorder's rows are part of the count), into a folder removed at the end
+out_dir = tempfile.mkdtemp(prefix="callgrind_session_")
 s = cosim.Session("scenarios/default.toml", overrides={"scenario.duration_s": int(86400 * (start_day + 1)),
-                  "scenario.start": datetime(2024, 1, 1, tzinfo=timezone.utc)})
+                  "scenario.start": datetime(2024, 1, 1, tzinfo=timezone.utc)}, out_dir=out_dir, report=False)
 s.step()
 s.run_until(int(86400 * start_day))
 subprocess.run(["callgrind_control", "-i", "on", str(os.getpid())], capture_output=True)
 for _ in range(n_steps):
     s.step()
 subprocess.run(["callgrind_control", "-i", "off", str(os.getpid())], capture_output=True)
+s.close()
+shutil.rmtree(out_dir, ignore_errors=True)
