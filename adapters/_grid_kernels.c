@@ -65,14 +65,14 @@ static inline double nan_max(double a, double b) {
     return (a >= b || isnan(a)) ? a : b;
 }
 
-/* sbus = s_const + (bincount(bus, p * f, n + 1)[:n] + 1j * bincount(bus, q * f, n + 1)[:n]) / base
+/* sbus = s_const + (bincount(bus, p * f, n + 1)[:n] + 1j * bincount(bus, q * f, n + 1)[:n]) / base_mva
  *
  * p, q: element powers (table order of load, sgen, storage); f: their sign x scaling x in_service;
  * bus: their solver bus (n: none); acc: 2n scratch. The division is numpy's complex one (Smith's
- * method with a divisor base + 0j: a scale 1 / base, then products), the 1j * x its product.
+ * method with a divisor base_mva + 0j: a scale 1 / base_mva, then products), the 1j * x its product.
  */
 void cosim_sbus(int64_t n_el, const double *p, const double *q, const double *f, const int64_t *bus,
-                int64_t n, const double *s_const, double base, double *acc, double *sbus) {
+                int64_t n, const double *s_const, double base_mva, double *acc, double *sbus) {
     for (int64_t b = 0; b < 2 * n; b++) acc[b] = 0.0;
     for (int64_t i = 0; i < n_el; i++) {  /* bincount: in element order, from 0.0 */
         int64_t b = bus[i];
@@ -82,9 +82,9 @@ void cosim_sbus(int64_t n_el, const double *p, const double *q, const double *f,
         int64_t b = bus[i];
         if (b >= 0 && b < n) acc[n + b] += q[i] * f[i];
     }
-    /* numpy's complex division by (base + 0j): |base| >= |0| */
-    const double rat = 0.0 / base;
-    const double scl = 1.0 / (base + 0.0 * rat);
+    /* numpy's complex division by (base_mva + 0j): |base_mva| >= |0| */
+    const double rat = 0.0 / base_mva;
+    const double scl = 1.0 / (base_mva + 0.0 * rat);
     for (int64_t b = 0; b < n; b++) {
         double jr, ji;
         cmul(0.0, 1.0, acc[n + b], 0.0, &jr, &ji);  /* 1j * im */
@@ -149,7 +149,7 @@ void cosim_results(int64_t n, const double *vc, const double *mag, double *vm_ex
 }
 
 /* The entry points PowerFlow calls: one argument, an int64 array holding the arguments above in
- * order (pointers as addresses, sizes as numbers, base as the address of a double), so a call
+ * order (pointers as addresses, sizes as numbers, base_mva as the address of a double), so a call
  * converts one pointer instead of 10-26 arguments (ctypes' conversions cost ~1 us per argument). */
 #define P(k) ((void *)(intptr_t)s[k])
 void cosim_sbus_s(const int64_t *s) {

@@ -106,6 +106,7 @@ class PowerFlow:
         self._solved_once = False  # pandapower path: warm start from results
         self._options_set = False
         #: the per-step arithmetic in C (adapters/_grid_kernels.c) when built; same numbers as numpy
+        #: (False: numpy's forms, from the next solve on)
         self.use_kernels = True
         self._kernels: _Kernels | None = None
         self._read_tables()
@@ -197,7 +198,7 @@ class PowerFlow:
             return self._solve_pandapower(p_mw, q_mvar)
         if self._stale:
             self._build()
-        kernels = self._kernels
+        kernels = self._kernels if self.use_kernels else None
         if kernels is not None:
             sbus = kernels.sbus(p_mw, q_mvar)
         else:
@@ -329,7 +330,7 @@ class PowerFlow:
         self._f = branch[:, F_BUS].real.astype(int)
         self._t = branch[:, T_BUS].real.astype(int)
         self._map_branches(ppci, bus[:, BASE_KV].real, base_mva)
-        self._kernels = _Kernels(self) if _KERNELS is not None and self.use_kernels else None
+        self._kernels = _Kernels(self) if _KERNELS is not None and _Kernels.fits(self) else None
         self._stale = False
 
     @staticmethod
@@ -471,14 +472,7 @@ def _load_kernels(lib_path: Path = Path(__file__).with_name("_grid_kernels.so"))
         lib = ctypes.CDLL(str(lib_path))
     except OSError:
         return None
-    ptr, i64, dbl = ctypes.c_void_p, ctypes.c_int64, ctypes.c_double
-    lib.cosim_sbus.argtypes = [i64, ptr, ptr, ptr, ptr, i64, ptr, dbl, ptr, ptr]
-    lib.cosim_sbus.restype = None
-    lib.cosim_voltages.argtypes = [i64, ptr, ptr, i64, ptr, ptr, ptr, ptr]
-    lib.cosim_voltages.restype = None
-    lib.cosim_results.argtypes = [i64, ptr, ptr, ptr, i64, ptr, ptr, ptr, ptr, ptr, i64, ptr, ptr, i64, ptr, ptr, ptr,
-                                  i64, ptr, ptr, i64, ptr, ptr, i64, ptr, ptr]
-    lib.cosim_results.restype = None
+    ptr, i64 = ctypes.c_void_p, ctypes.c_int64
     for name in ("cosim_sbus_s", "cosim_voltages_s", "cosim_results_s"):
         getattr(lib, name).argtypes = [ptr]
         getattr(lib, name).restype = None
@@ -491,7 +485,8 @@ def _load_kernels(lib_path: Path = Path(__file__).with_name("_grid_kernels.so"))
 def _agrees_with_numpy(lib) -> bool:
     """Set the C product to the one this machine's numpy computes (fused or not: its SIMD loop
     fuses where the CPU has FMA) and check it, and the CSR product against scipy's, bit for bit on
-    random numbers; False (numpy does the work) when neither product agrees."""
+    random numbers; False (numpy does the work) when neither product agrees. (The whole kernels
+    are compared with numpy by the tests, not here.) Run once per process, at import."""
     rng = np.random.default_rng(12345)
     pairs = []
     for n in (1, 3, 7, 8, 33, 100, 4096):  # numpy's loops may take another path for short arrays
@@ -528,6 +523,20 @@ class _Kernels:
     and loadings) is copied out of the buffers, so a caller keeping one keeps its values.
     """
 
+    @staticmethod
+    def fits(flow: "PowerFlow") -> bool:
+        """The model's arrays have the lengths the C code indexes them by (else numpy does the work:
+        a mismatch would be an out-of-bounds access in C, where numpy raises)."""
+        n, n_br, y = flow._n_bus, flow._n_br, flow._y_out
+        n_el = sum(len(flow.p0[k]) for k in KINDS)
+        return (len(flow._inj_bus) == len(flow._inj_factor) == n_el and len(flow._s_const) == n
+                and len(flow._vm_ext) == n + 1 and len(flow._loading_ext) == n_br + 1
+                and len(flow._c_f) == len(flow._c_t) == len(flow._f) == len(flow._t) == n_br
+                and y.shape == (2 * n_br + len(flow._ref), n) and y.nnz < 2 ** 31
+                and all(0 <= int(a.min(initial=0)) and int(a.max(initial=0)) <= top for a, top in
+                        ((flow._inj_bus, n), (flow._f, n - 1), (flow._t, n - 1), (flow._ref, n - 1),
+                         (flow._loss_br, n_br - 1), (flow._bus_map, n), (flow._line_br, n_br), (flow._trafo_br, n_br))))
+
     def __init__(self, flow: "PowerFlow") -> None:
         self.keep: list[np.ndarray] = []  # every array whose address is passed
 
@@ -536,7 +545,7 @@ class _Kernels:
             self.keep.append(array)
             return _address(array)
 
-        def spec(values) -> tuple[np.ndarray, ctypes.c_void_p]:
+        def spec(values) -> ctypes.c_void_p:
             array = np.array(values, dtype=np.int64)
             self.keep.append(array)
             return ctypes.c_void_p(_address(array))

@@ -56,7 +56,7 @@ def test_the_adapter_converges_where_runpp_does(name):
     np.testing.assert_allclose(flow.vm_pu, net.res_bus.vm_pu.to_numpy(float), atol=1e-6, equal_nan=True)
     assert flow.p_import_mw == pytest.approx(float(net.res_ext_grid.p_mw.sum()), abs=1e-3)
     if _KERNELS is not None:  # the C forms of the per-step arithmetic: numpy's numbers (test_grid_kernels.py)
-        kernels_agree(flow, steps=2, seed=len(name), where=name)
+        assert kernels_agree(flow, steps=2, seed=len(name), where=name) >= 1, f"{name}: nothing compared"
 
 
 def _isolated_example():

@@ -37,15 +37,15 @@ def _both(flow, p, q, where: str) -> bool:
     """Solve from the same start twice, through the C forms and through numpy; assert the same bits."""
     if flow._stale:
         flow._build()  # (the kernels are made with the model)
-    kernels, start = flow._kernels, flow._V.copy()
-    assert kernels is not None, where
+    start = flow._V.copy()
+    assert flow._kernels is not None and flow.use_kernels, where
     ok = flow.solve(p, q)
     fast = _results(flow) if ok else None
-    flow._V, flow._kernels = start, None
+    flow._V, flow.use_kernels = start, False
     try:
         assert flow.solve({k: v.copy() for k, v in p.items()}, {k: v.copy() for k, v in q.items()}) == ok, where
     finally:
-        flow._kernels = kernels
+        flow.use_kernels = True
     if ok:
         plain = _results(flow)
         for attr in RESULTS:
@@ -87,11 +87,15 @@ def test_an_isolated_bus_and_a_line_switched_out_mid_run():
     before = flow._kernels
     flow.set_line_in_service(0, False)  # the model is rebuilt at the next solve, its kernels too
     assert kernels_agree(flow, steps=3, seed=7, where="a line out") == 3 and flow._kernels is not before
+    before = flow._kernels
+    flow.attach("load", flow.net.bus.index[3], 0.2, 0.05, name="late")  # more elements: kernels rebuilt for them
+    assert kernels_agree(flow, steps=3, seed=8, where="an element attached") == 3 and flow._kernels is not before
+    assert len(flow._kernels.p_all) == sum(len(v) for v in flow.p0.values())
 
 
 def test_a_library_older_than_its_source_or_broken_is_not_used(tmp_path):
     """An edited C source is not trusted until ``make build`` rebuilt it, and a file that is no
-    library leaves the numpy forms in charge: no error, no other numbers."""
+    library is not loaded (no error): the numpy forms are then in charge."""
     lib, source = tmp_path / "_grid_kernels.so", tmp_path / "_grid_kernels.c"
     shutil.copy(Path(G.__file__).with_name("_grid_kernels.so"), lib)
     source.write_text("/* edited */")
