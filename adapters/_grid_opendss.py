@@ -251,7 +251,6 @@ class OpenDssFlow:
         self.ids = self.info.ids
         self.bus_phases = self.info.bus_phases
         self._bus_index = {b.lower(): i for i, b in enumerate(self.info.buses)}
-        self._bus_id_index = {b: i for i, b in enumerate(self.ids["bus"])}
         self.elements: dict[str, list[_Element]] = {k: [] for k in KINDS}
         self.p0: dict[str, np.ndarray] = {k: np.zeros(0) for k in KINDS}
         self.q0: dict[str, np.ndarray] = {k: np.zeros(0) for k in KINDS}
@@ -278,12 +277,10 @@ class OpenDssFlow:
     # -- editing the circuit -----------------------------------------------------------------
     def locate_bus(self, ref: str | int) -> int:
         """Position of the bus named (case-insensitive) or sanitised-named ``ref`` (:func:`bus_position`)."""
-        text = str(ref).strip()
-        if text.lower() in self._bus_index:
-            return self._bus_index[text.lower()]
-        if text in self._bus_id_index:
-            return self._bus_id_index[text]
-        raise ValueError(unknown_bus_message(text, self.info.buses, self.path.name))
+        pos = bus_position(self.info, ref)
+        if pos is None:
+            raise ValueError(unknown_bus_message(str(ref).strip(), self.info.buses, self.path.name))
+        return pos
 
     def attach(self, kind: str, bus: str | int, p_mw: float, q_mvar: float, name: str,
                phases: str = "abc", load_model: int = LOAD_MODEL, vmin_pu: float = V_MIN_PU,
