@@ -484,7 +484,7 @@ class RecorderSim(CosimSim):
         self.bar = tqdm(total=n_steps, unit="step", desc=p.label or "run", disable=not p.progress,
                         dynamic_ncols=True, mininterval=0.5, smoothing=0.1)
         self._wall0: float | None = None
-        self._label_due = -math.inf  # when the bar's time label is next set (_show_time)
+        self._label_due_s = -math.inf  # monotonic time when the bar's label is next set (_show_time) [s]
         self._label_ticks: int | None = None
         if p.rt_factor is not None:
             RT_BEHIND_MAX_S[p.path] = 0.0
@@ -537,14 +537,17 @@ class RecorderSim(CosimSim):
             self._show_time(ticks, LAST_STEP_MONOTONIC[0])
         return ticks + self.step_ticks
 
-    def _show_time(self, ticks: int, now: float) -> None:
+    def _show_time(self, ticks: int, now_s: float) -> None:
         """The bar's label: the simulation time of the step, set at most every :data:`LABEL_EVERY_S`
         of wall time (the bar redraws every 0.5 s; formatting it every step cost ~5 µs a step) and
-        at the last step."""
+        at the last step (:meth:`finalize`). ``now_s``: the monotonic clock. [s]"""
         self._label_ticks = ticks
-        if now < self._label_due:
+        if now_s < self._label_due_s:
             return
-        self._label_due = now + LABEL_EVERY_S
+        self._label_due_s = now_s + LABEL_EVERY_S
+        self._set_label(ticks)
+
+    def _set_label(self, ticks: int) -> None:
         stamp = self.start_utc + timedelta(seconds=ticks // self.ticks_per_s,
                                            milliseconds=(ticks % self.ticks_per_s) * 1000 // self.ticks_per_s)
         self.bar.set_postfix_str(stamp.strftime("%Y-%m-%d %H:%M:%S UTC" if self.step_ticks < self.ticks_per_s
@@ -563,8 +566,9 @@ class RecorderSim(CosimSim):
         RT_BEHIND_MAX_S[self.params.path] = max(RT_BEHIND_MAX_S[self.params.path], behind_s)
 
     def finalize(self) -> None:
-        if not self.bar.disable and self._label_ticks is not None:  # the label ends at the last step
-            self._label_due = -math.inf
-            self._show_time(self._label_ticks, 0.0)
-        self.bar.close()
-        self.recorder.close()
+        try:
+            if not self.bar.disable and self._label_ticks is not None:  # the label ends at the last step
+                self._set_label(self._label_ticks)
+            self.bar.close()
+        finally:  # the file is closed whatever the bar does
+            self.recorder.close()
