@@ -218,13 +218,24 @@ def _nan_to_num(values: np.ndarray):
     return np.nan_to_num(values)
 
 
+#: Longest run of steps one weather value is evaluated for at once (an hour of 1-minute steps). [-]
+BLOCK_STEPS_MAX = 64
+#: What :meth:`PvSim._lit` keeps of the chain's outputs, per step.
+_CHAIN_OUT = ("p_ac_mw", "p_dc_mw", "p_clip_mw", "poa_w_m2", "t_cell_c")
+
+
 class _Geometry:
-    """Sun and array geometry of one plant for every step of the run, computed on first use."""
+    """Sun and array geometry of one plant for every step of the run, computed on first use,
+    and the chain's outputs of the steps ahead while the weather holds (:meth:`PvSim._lit`)."""
 
     def __init__(self, plant: PvPlant):
         self.plant = plant
         self.names: list[str] = []
         self.rows = np.empty((0, 0))  # step x column
+        self.weather: tuple | None = None  # the weather (value and type of each input) the block is for
+        self.block_start, self.block_end = 0, 0  # its steps [start, end)
+        self.block: list[tuple[float, ...]] = []  # per step: p_ac, p_dc, p_clip, poa, t_cell
+        self.run_start, self.held_steps = 0, 0  # where this weather value began; the run of the one before [steps]
 
 
 class PvSim(SingleModelSim):
@@ -239,16 +250,53 @@ class PvSim(SingleModelSim):
     def build(self, eid: str, params: PvPlantParams) -> _Geometry:
         return _Geometry(PvPlant(params))
 
-    def _geometry_row(self, geo: _Geometry, time_s: float) -> dict[str, float]:
-        """Geometry at the middle of the step starting at ``time_s`` (the run's computed on first use)."""
-        k = self.time_ticks // self.step_ticks  # exact: the step's index
+    def _step_index(self, geo: _Geometry) -> int:
+        """This step's index (exact), with the run's geometry computed on first use."""
+        k = self.time_ticks // self.step_ticks
         if k >= len(geo.rows):  # first step (or, defensively, one past the scenario's end)
             n_steps = max(-(-self.duration_s * self.ticks_per_s // self.step_ticks), k + 1)
             times = pd.date_range(self.utc(0) + pd.Timedelta(seconds=self.step_s / 2.0), periods=n_steps,
                                   freq=pd.Timedelta(seconds=self.step_s))
             frame = geo.plant.geometry(times)
             geo.names, geo.rows = list(frame.columns), frame.to_numpy(dtype=float)
+        return k
+
+    def _geometry_row(self, geo: _Geometry, time_s: float) -> dict[str, float]:
+        """Geometry at the middle of the step starting at ``time_s`` (the run's computed on first use)."""
+        k = self._step_index(geo)  # (before geo.rows is read: it computes them on first use)
         return dict(zip(geo.names, geo.rows[k].tolist()))
+
+    def _lit(self, geo: _Geometry, weather: tuple) -> tuple[float, ...]:
+        """The chain's ``p_ac, p_dc, p_clip, poa, t_cell`` of this step under ``weather`` (finite
+        numbers, each with its type: ghi, dni, dhi, air temperature, wind).
+
+        Weather often holds over many steps (hourly TMY3 under 1-minute steps), so the chain is
+        evaluated once for the steps ahead with this weather, as arrays, and those steps read
+        their row while the weather stays the same (same values of the same types). Every
+        function of the chain works element by element, so a row is the number the chain gives
+        for that step alone (tests/adapters/test_pv.py checks this bit for bit over a year of
+        TMY3 hours, both mountings and every transposition model). A block is as long as the
+        weather held before (the previous value's run, or this one's so far; at most
+        :data:`BLOCK_STEPS_MAX`): weather changing every step is evaluated step by step. The weather
+        goes in as arrays, so numpy's rules apply where the chain divides by it (klucher's
+        ``dhi / ghi`` at ``ghi = 0``: 0 / 0 is NaN, which pvlib takes as 0, as ModelChain does on
+        a series; as Python floats it raised ZeroDivisionError at dusk in TMY3 hours with
+        ``ghi = 0 < dni``).
+        """
+        k = self._step_index(geo)
+        if weather == geo.weather:
+            if geo.block_start <= k < geo.block_end:
+                return geo.block[k - geo.block_start]
+        else:
+            geo.held_steps, geo.run_start = k - geo.run_start, k
+        n = min(max(geo.held_steps, k - geo.run_start, 1), BLOCK_STEPS_MAX, len(geo.rows) - k)
+        ghi, dni, dhi, t_air, wind = (np.full(n, value) for value, _ in weather)  # numpy's division rules
+        cols = {name: np.ascontiguousarray(geo.rows[k:k + n, j]) for j, name in enumerate(geo.names)}
+        with np.errstate(divide="ignore", invalid="ignore"):  # klucher's dhi / ghi at ghi = 0, as over a series
+            out = geo.plant.power(cols, ghi, dni, dhi, t_air, wind)
+        block = list(zip(*(np.broadcast_to(np.asarray(out[key], dtype=float), (n,)).tolist() for key in _CHAIN_OUT)))
+        geo.weather, geo.block_start, geo.block_end, geo.block = weather, k, k + len(block), block
+        return block[0]
 
     def advance(self, geo: _Geometry, time_s: float, inputs: dict[str, Any]) -> dict[str, float]:
         ghi, dni, dhi = inputs.get("ghi_w_m2", 0.0), inputs.get("dni_w_m2", 0.0), inputs.get("dhi_w_m2", 0.0)
@@ -258,6 +306,9 @@ class PvSim(SingleModelSim):
             # 0 * exp(a + b*ws) + T_air + 0); skip its ~20 pvlib calls (tests/adapters/test_pv.py
             # checks this against the full chain for every tracking mode and transposition model).
             out = {"p_ac_mw": 0.0, "p_dc_mw": 0.0, "p_clip_mw": 0.0, "poa_w_m2": 0.0, "t_cell_c": float(t_air)}
+        elif all(_real(v) and math.isfinite(v) for v in (ghi, dni, dhi, t_air, wind)):
+            weather = ((ghi, type(ghi)), (dni, type(dni)), (dhi, type(dhi)), (t_air, type(t_air)), (wind, type(wind)))
+            out = dict(zip(_CHAIN_OUT, self._lit(geo, weather)))
         else:
             out = geo.plant.power(self._geometry_row(geo, time_s), ghi, dni, dhi, t_air, wind)
         p_avail = float(out["p_ac_mw"])
