@@ -15,8 +15,10 @@ Sign: generator convention, ``p_mw > 0`` is production (pandapower's ``sgen``).
 Time: the power at step time t is held over [t, t + step_s), so the sun is placed at the
 middle of the step. What depends on time only (sun, surface, angles of incidence, Hay-Davies
 projection ratio) is computed once for the whole run, vectorised (a year at 1-minute steps:
-~3 s, ~40 MiB per plant); each step runs only the weather-dependent rest of the chain. The
-weather inputs are those of the signals adapter (``ghi_w_m2``, ``dni_w_m2``, ``dhi_w_m2``,
+~3 s, ~40 MiB per plant); each step runs only the weather-dependent rest of the chain, and
+while the weather holds (hourly TMY3 under 1-minute steps) that rest is evaluated once for the
+steps ahead, as arrays, each step's row being the number the chain gives for it alone
+(``PvSim._lit``). The weather inputs are those of the signals adapter (``ghi_w_m2``, ``dni_w_m2``, ``dhi_w_m2``,
 ``t_dry_c``, ``wind_m_s``; hourly TMY3 values held over their hour give the hour's
 irradiation). Missing irradiance is read as 0; a missing air temperature or wind speed takes
 ModelChain's defaults, 20 °C and 0 m/s.
