@@ -221,7 +221,7 @@ def _nan_to_num(values: np.ndarray):
 
 
 #: Longest run of steps one weather value is evaluated for at once (an hour of 1-minute steps). [-]
-BLOCK_STEPS_MAX = 64
+N_BLOCK_STEPS_MAX = 64
 #: What :meth:`PvSim._lit` keeps of the chain's outputs, per step.
 _CHAIN_OUT = ("p_ac_mw", "p_dc_mw", "p_clip_mw", "poa_w_m2", "t_cell_c")
 
@@ -237,7 +237,7 @@ class _Geometry:
         self.weather: tuple | None = None  # the weather (value and type of each input) the block is for
         self.block_start, self.block_end = 0, 0  # its steps [start, end)
         self.block: list[tuple[float, ...]] = []  # per step: p_ac, p_dc, p_clip, poa, t_cell
-        self.run_start, self.held_steps = 0, 0  # where this weather value began; the run of the one before [steps]
+        self.run_start_step, self.n_held_steps = 0, 0  # where this weather value began; the run of the one before [steps]
 
 
 class PvSim(SingleModelSim):
@@ -276,10 +276,11 @@ class PvSim(SingleModelSim):
         evaluated once for the steps ahead with this weather, as arrays, and those steps read
         their row while the weather stays the same (same values of the same types). Every
         function of the chain works element by element, so a row is the number the chain gives
-        for that step alone (tests/adapters/test_pv.py checks this bit for bit over a year of
-        TMY3 hours, both mountings and every transposition model). A block is as long as the
+        for that step alone (tests/adapters/test_pv.py checks this bit for bit on six days of
+        TMY3 hours, both mountings and every transposition model; ``bench/bench_pv_block.py
+        --year-check`` over the whole year). A block is as long as the
         weather held before (the previous value's run, or this one's so far; at most
-        :data:`BLOCK_STEPS_MAX`): weather changing every step is evaluated step by step. The weather
+        :data:`N_BLOCK_STEPS_MAX`): weather changing every step is evaluated step by step. The weather
         goes in as arrays, so numpy's rules apply where the chain divides by it (klucher's
         ``dhi / ghi`` at ``ghi = 0``: 0 / 0 is NaN, which pvlib takes as 0, as ModelChain does on
         a series; as Python floats it raised ZeroDivisionError at dusk in TMY3 hours with
@@ -290,8 +291,8 @@ class PvSim(SingleModelSim):
             if geo.block_start <= k < geo.block_end:
                 return geo.block[k - geo.block_start]
         else:
-            geo.held_steps, geo.run_start = k - geo.run_start, k
-        n = min(max(geo.held_steps, k - geo.run_start, 1), BLOCK_STEPS_MAX, len(geo.rows) - k)
+            geo.n_held_steps, geo.run_start_step = k - geo.run_start_step, k
+        n = min(max(geo.n_held_steps, k - geo.run_start_step, 1), N_BLOCK_STEPS_MAX, len(geo.rows) - k)
         ghi, dni, dhi, t_air, wind = (np.full(n, value) for value, _ in weather)  # numpy's division rules
         cols = {name: np.ascontiguousarray(geo.rows[k:k + n, j]) for j, name in enumerate(geo.names)}
         with np.errstate(divide="ignore", invalid="ignore"):  # klucher's dhi / ghi at ghi = 0, as over a series

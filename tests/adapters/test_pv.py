@@ -198,7 +198,7 @@ def test_steps_evaluated_as_a_block_are_the_chain_of_each_step_bit_for_bit(track
     floats it raises ZeroDivisionError at ghi = 0 < dni (34 dusk hours of this TMY3 year), and its
     powers ``x ** 3`` of floats are libm's, not numpy's (over the whole year at 1-minute steps 39
     fixed-tilt and 49 tracker steps of 278,880 lit ones differ by an ulp from the float evaluation;
-    the other models: none)."""
+    the other models: none; ``bench/bench_pv_block.py --year-check`` runs that comparison)."""
     import pathlib
 
     import pvlib
