@@ -4,11 +4,18 @@
     .venv/bin/python bench/bench_engines.py --repeat 3      # ranges over 3 runs of each
     .venv/bin/python bench/bench_engines.py --year          # + the showcase for a year (~20 min of mosaik)
     .venv/bin/python bench/bench_engines.py --cases microgrid --engines direct
+    .venv/bin/python bench/bench_engines.py --cases year --engines direct:off,direct:on   # without/with the worker
+
+An engine is ``mosaik``, ``direct`` (its ``[scenario] ahead`` left at "auto") or ``direct:off`` /
+``direct:on`` (the simulators that take no inputs stepped in this process / in a worker process
+ahead of the rest, :mod:`cosim.run.ahead`). ``worker RSS (own)``: the worker process's peak
+resident memory, and in brackets what of it is its own (not shared with the run's process by the
+fork), when one ran [MiB]; ``peak RSS`` is the run's process alone.
 
 Each run is its own process (so peak RSS is that run's, and imports are not shared); the
 engines alternate within each repeat, so a busy machine slows both alike. ``wall`` is the
 engine's time from metadata.json (start-up, validation and KPIs excluded); ``µs/step`` is that
-over the recorded steps; the ratio is mosaik's wall over the direct engine's, per repeat.
+over the recorded steps; the ratio (``first/this``) is the first engine's wall over each other's, per repeat.
 Prints the machine's load (``uptime``) before and after: quote figures with it.
 """
 
@@ -40,7 +47,8 @@ if "scenario.start" in overrides:
 result = cosim.run(path, out_dir=out, overrides=overrides)
 meta = result.metadata
 print(json.dumps({"status": result.status, "wall_s": meta["wall_s"], "steps": meta["steps"],
-                  "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+                  "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                  "worker": meta.get("ahead")}))
 """
 
 
@@ -53,9 +61,10 @@ def uptime() -> str:
 
 def run_once(case: str, engine: str) -> dict:
     path, overrides = CASES[case]
+    name, _, ahead = engine.partition(":")
     with tempfile.TemporaryDirectory() as out:
         proc = subprocess.run([sys.executable, "-c", CHILD, str(path), out,
-                               json.dumps({**overrides, "scenario.engine": engine})],
+                               json.dumps({**overrides, "scenario.engine": name, "scenario.ahead": ahead or "auto"})],
                               capture_output=True, text=True, cwd=ROOT)
     if proc.returncode != 0:
         raise SystemExit(f"{case} on {engine} failed:\n{proc.stderr[-2000:]}")
@@ -85,22 +94,24 @@ def main() -> None:
             for engine in (engines if k % 2 == 0 else engines[::-1]):
                 r = run_once(case, engine)
                 results[engine].append(r)
-                print(f"  {case:<10} {engine:<7} run {k + 1}: {r['wall_s']:9.2f} s  {r['status']}", flush=True)
+                print(f"  {case:<10} {engine:<10} run {k + 1}: {r['wall_s']:9.2f} s  {r['status']}", flush=True)
         rows.append((case, results))
     print(f"after:  {uptime()}\n")
-    print(f"{'case':<10} {'engine':<7} {'steps':>8} {'wall [s]':>16} {'µs/step':>14} {'peak RSS [MiB]':>16} "
-          f"{'mosaik/direct':>14}")
+    print(f"{'case':<10} {'engine':<10} {'steps':>8} {'wall [s]':>16} {'µs/step':>14} {'peak RSS [MiB]':>16} "
+          f"{'worker RSS (own)':>16} {'first/this':>14}")
     for case, results in rows:
-        ratios = None
-        if "mosaik" in results and "direct" in results:
-            ratios = [m["wall_s"] / d["wall_s"] for m, d in zip(results["mosaik"], results["direct"])]
+        first = engines[0]
         for engine, runs in results.items():
+            ratios = [f["wall_s"] / r["wall_s"] for f, r in zip(results[first], runs)] if engine != first else None
             steps = runs[0]["steps"]
             walls = [r["wall_s"] for r in runs]
-            ratio = span(ratios, ".2f") + "x" if ratios and engine == "direct" else ""
-            print(f"{case:<10} {engine:<7} {steps:>8,} {span(walls, '.2f'):>16} "
+            ratio = span(ratios, ".2f") + "x" if ratios else ""
+            workers = [f"{r['worker']['peak_rss_mib']:.0f} ({r['worker']['private_mib']:.0f})" for r in runs
+                       if r["worker"] and "private_mib" in r["worker"]]
+            print(f"{case:<10} {engine:<10} {steps:>8,} {span(walls, '.2f'):>16} "
                   f"{span([1e6 * w / steps for w in walls], '.0f'):>14} "
-                  f"{span([r['rss_mib'] for r in runs], '.0f'):>16} {ratio:>14}")
+                  f"{span([r['rss_mib'] for r in runs], '.0f'):>16} "
+                  f"{', '.join(workers) if workers else '-':>16} {ratio:>14}")
 
 
 if __name__ == "__main__":

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from cosim import registry
+from cosim.run import ahead as ahead_module
 from cosim.folder import RunFolder
 from cosim.run import recorder as recorder_module
 from cosim.run.graph import Graph
@@ -100,6 +101,10 @@ class _Sim:
     #: its step is CosimSim's (sum_inputs, then step_entities): the engine may hand it collapsed inputs
     collapsible: bool = False
     input_plan: Any = None  # built on first use (_input_plan)
+    #: stepped ahead in a worker process: its steps are taken from there (:mod:`cosim.run.ahead`)
+    feed: Any = None
+    #: in that worker: called with each step's record to send (``tap(sim, t, next_t, out_t, data)``)
+    tap: Any = None
 
     def output_at(self, limit: int) -> dict[str, dict[str, Any]]:
         """The cached output of the latest entry with time <= ``limit`` (mosaik's backwards scan)."""
@@ -119,6 +124,8 @@ class DirectEngine:
         progress: show the recorder's progress bar.
     """
 
+    RECORDER_SID = RECORDER_SID
+
     def __init__(self, scn: Scenario, run_dir: Path | None, progress: bool = False):
         self.scn = scn
         self.until = scn.until_ticks  # mosaik time: ticks of scenario.tick_s
@@ -134,6 +141,7 @@ class DirectEngine:
         self._readers: dict[int, list[tuple[_Sim, int]]] | None = None  # source -> (reader, shift)
         self._row_plan = None  # how the recorder's row is gathered (_plan_row)
         self._n_steps = 0  # times stepped (caches are pruned every PRUNE_EVERY)
+        self.ahead: ahead_module.Ahead | None = None  # the head's worker process, when one runs
 
     # -- building --------------------------------------------------------------------------
     def start(self) -> None:
@@ -320,6 +328,12 @@ class DirectEngine:
         return inputs
 
     def _step_sim(self, sim: _Sim, t: int) -> None:
+        if sim.feed is not None:  # stepped in the worker process (cosim.run.ahead): take its record
+            sim.next_t, out_t, data = sim.feed.take(sim, t)
+            if data is not None:
+                sim.cache[out_t] = data
+            sim.last_t = t
+            return
         if sim.sid == RECORDER_SID:
             nxt = sim.obj.record_refs(t, self._recorded_refs(sim, t))
         elif sim.collapsible and not sim.held and (inputs := self._collapsed_inputs(sim, t)) is not None:
@@ -334,6 +348,7 @@ class DirectEngine:
         if nxt <= t:
             raise SimulationError(f"the next step time returned by step must be later than the current step's "
                                   f"time, but {nxt} <= {t} for simulator \"{sim.sid}\"")
+        out_t = data = None
         if sim.request:
             data = sim.obj.get_data(sim.request)
             out_t = data.pop("time", t)
@@ -342,6 +357,8 @@ class DirectEngine:
             sim.cache[out_t] = data
         sim.last_t = t
         sim.next_t = nxt if nxt < self.until else None
+        if sim.tap is not None:
+            sim.tap(sim, t, sim.next_t, out_t, data)
 
     def _prune(self) -> None:
         """Drop cached outputs no reader can ask for again (keeps memory flat; never needed data).
@@ -370,11 +387,40 @@ class DirectEngine:
             for when in [w for w in sim.cache if w < keep]:
                 del sim.cache[when]
 
-    def finalize(self) -> None:
-        """``finalize`` every simulator in start order (the recorder last), even when one raises."""
+    def subset(self, sims: list[_Sim]) -> "DirectEngine":
+        """An engine over ``sims`` only (their inputs all come from among them; no recorder),
+        sharing their state: what the worker process of :mod:`cosim.run.ahead` steps."""
+        sub = DirectEngine.__new__(DirectEngine)
+        sub.__dict__.update(self.__dict__)
+        keep = {id(s) for s in sims}
+        sub.sims = list(sims)
+        sub.order = [s for s in self.order if id(s) in keep]
+        sub.by_sid = {s.sid: s for s in sims}
+        sub.entity_sim = {eid: s for eid, s in self.entity_sim.items() if id(s) in keep}
+        sub.run_dir, sub.progress, sub.ahead = None, False, None
+        sub._readers, sub._row_plan, sub._n_steps = None, None, 0
+        return sub
+
+    def run_ahead(self) -> None:
+        """Fork a worker process that steps the scenario's head ahead (:mod:`cosim.run.ahead`),
+        when ``[scenario] ahead`` and this machine say so. Call after :meth:`start`."""
+        head = ahead_module.head_sims(self)
+        if ahead_module.wanted(self, head):
+            self.ahead = ahead_module.Ahead(self, head)
+
+    def finalize(self, complete: bool = True) -> None:
+        """``finalize`` every simulator in start order (the recorder last), even when one raises.
+
+        ``complete``: the run reached its end (else a worker process stepping ahead is told to
+        stop; its simulators are finalized there)."""
+        elsewhere = self.ahead.finish(complete) if self.ahead is not None else {}
         first: BaseException | None = None
         for sim in self.sims:
             try:
+                if sim.feed is not None:
+                    if sim.sid in elsewhere:
+                        raise elsewhere[sim.sid]
+                    continue
                 sim.obj.finalize()
             except Exception as exc:  # noqa: BLE001 — the others still get to close their files
                 first = first or exc
@@ -392,6 +438,7 @@ def run_direct(scn: Scenario, run_dir: Path, progress: bool = True) -> Outcome:
     status, reason = "ok", None
     try:
         engine.start()
+        engine.run_ahead()
         while (t := engine.next_time) is not None:
             if rt_factor:
                 _sleep_until(started_at + rt_factor * t / scn.ticks_per_s)
@@ -416,7 +463,8 @@ def run_direct(scn: Scenario, run_dir: Path, progress: bool = True) -> Outcome:
     rows = _rows(run_dir)
     status, reason = check_complete(status, reason, rows, n_steps)
     behind = recorder_module.RT_BEHIND_MAX_S.pop(str(run_dir / "timeseries.parquet"), None)
-    return Outcome(status, reason, wall_s, rows, rows, behind)
+    return Outcome(status, reason, wall_s, rows, rows, behind,
+                   engine.ahead.describe() if engine.ahead is not None else None)
 
 
 def _input_plan(sim: _Sim):
@@ -473,7 +521,7 @@ def _sleep_until(deadline: float) -> None:
 
 def _finalize_quietly(engine: DirectEngine) -> None:
     try:
-        engine.finalize()
+        engine.finalize(complete=False)
     except Exception:  # noqa: BLE001 — finalize of a broken simulator may fail too; the recorder is closed after
         pass
 

@@ -17,6 +17,7 @@ class Outcome:
         rows_recorded: rows in ``timeseries.parquet``. [-]
         rt_behind_max_s: with a real-time factor, how far behind the wall clock the run fell at
             worst (0 when it kept up; None without one). [s]
+        ahead: see the attribute.
     """
 
     status: str
@@ -25,6 +26,9 @@ class Outcome:
     n_steps: int
     rows_recorded: int
     rt_behind_max_s: float | None = None
+    #: the direct engine's worker process for the simulators that take no inputs (which, its
+    #: memory), when one ran (:mod:`cosim.run.ahead`)
+    ahead: dict | None = None
 
     @property
     def steps_per_s(self) -> float:

@@ -144,6 +144,7 @@ def finish_run(scn: Scenario, folder: RunFolder, outcome: Outcome, started: date
         "versions": package_versions(),
         "git_commit": git_commit(Path(__file__).resolve().parent),
         "rt_behind_max_s": None if outcome.rt_behind_max_s is None else round(outcome.rt_behind_max_s, 3),
+        "ahead": outcome.ahead,
         "kpi_error": kpi_error,
         "kpi_blocks": kpi_blocks,
         "platform": platform.platform(),

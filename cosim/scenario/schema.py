@@ -61,6 +61,9 @@ class ScenarioSection(_Strict):
     seed: int = Field(default=0, ge=0, le=2**32 - 1)
     engine: Literal["mosaik", "direct"] = "mosaik"
     rt_factor: float | None = Field(default=None, gt=0, le=1e6)
+    #: direct engine: step the simulators that take no inputs in a worker process on another
+    #: core, ahead of the rest ("auto": when the machine and the run's length make it pay off)
+    ahead: Literal["auto", "on", "off"] = "auto"
     #: share of non-converged grid steps above which the run is "degraded" rather than "ok" [-]
     nonconverged_max_frac: float = Field(default=0.0, ge=0, le=1)
     #: how long a simulator process may take to start (default: 30 s, more on a busy machine) [s]

@@ -488,6 +488,13 @@ def check_engine(scn: Scenario, problems: list[Problem]) -> None:
         problems.append(Problem("scenario.rt_factor", "mosaik 3.6 cannot pace simulators joined by weak connections "
                                 "in real time (it fails in its scheduler); use time_shifted connections or "
                                 "engine = \"direct\"", scn.scenario.rt_factor))
+    if scn.scenario.ahead == "on" and not direct:
+        problems.append(Problem("scenario.ahead", "stepping the simulators that take no inputs ahead in a worker "
+                                "process is the direct engine's; set scenario.engine = \"direct\" or drop "
+                                "scenario.ahead", "on"))
+    if scn.scenario.ahead == "on" and scn.scenario.rt_factor:
+        problems.append(Problem("scenario.ahead", "a run paced in real time (rt_factor) steps every simulator on "
+                                "the wall clock; drop scenario.ahead or rt_factor", "on"))
     if not direct:
         scn.warnings.extend(_pruning_hazards(scn))
 

@@ -12,6 +12,7 @@ import pytest
 
 import cosim
 from cosim.folder import read_timeseries
+from toy_scenarios import FEEDBACK
 
 TOY = """
 [scenario]
@@ -41,14 +42,6 @@ dst = "s"
 attrs = ["p_mw"]
 """
 
-FEEDBACK = """
-[[connect]]
-src = "s"
-dst = "a"
-attrs = ["p_cap_mw"]
-time_shifted = true
-initial_data = { p_cap_mw = 100.0 }
-"""
 
 
 def test_run_records_every_output_and_sums_inputs(toy_adapters, write_scenario, tmp_path):

@@ -37,3 +37,14 @@ def ramp_sink(duration_s: int = 3600, step_s: int = 60, src_step_s: int | None =
     return TEMPLATE.format(name=name, duration_s=duration_s, step_s=step_s,
                            src_step=f", step_s = {src_step_s}" if src_step_s else "",
                            sink_step=f", step_s = {sink_step_s}" if sink_step_s else "") + extra
+
+
+#: the sink's cap fed back to ramp ``a`` one step late (append to :func:`ramp_sink`'s text)
+FEEDBACK = """
+[[connect]]
+src = "s"
+dst = "a"
+attrs = ["p_cap_mw"]
+time_shifted = true
+initial_data = { p_cap_mw = 100.0 }
+"""

@@ -118,3 +118,77 @@ class EndingSim(CosimSim):
     def step_entities(self, time_s, inputs):
         if time_s >= self.params.end_at_s:
             raise EndRun(f"toy {self.sid} reached its end at t = {time_s} s")
+
+
+class WarnParams(Params):
+    warn_at_s: int = 600
+
+
+class WarningSim(RampSim):
+    """A ramp that gives a ``UserWarning`` at ``warn_at_s``: a warning given in the worker
+    process that steps it ahead (cosim.run.ahead) must reach the parent as it would in-process."""
+
+    SimParams = WarnParams
+
+    def step_entities(self, time_s, inputs):
+        super().step_entities(time_s, inputs)
+        if time_s == self.params.warn_at_s:
+            import warnings
+
+            warnings.warn(f"toy {self.sid} warns at t = {time_s} s", UserWarning)
+
+
+class KillParams(Params):
+    kill_at_s: int = 600
+    #: the test's own process: never killed (the sim must be stepped in a worker process)
+    parent_pid: int = 0
+
+
+class KillSelfSim(RampSim):
+    """A ramp whose process dies (SIGKILL) at ``kill_at_s``, as a simulator that crashes its
+    process would; it refuses to do so in ``parent_pid`` (only a worker process may die)."""
+
+    SimParams = KillParams
+
+    def step_entities(self, time_s, inputs):
+        import os
+        import signal
+
+        super().step_entities(time_s, inputs)
+        if time_s >= self.params.kill_at_s:
+            if os.getpid() == self.params.parent_pid:
+                raise RuntimeError("toy_kill_self: not stepped in a worker process")
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+class FaultySinkParams(Params):
+    fail_at_s: int = 600
+
+
+class FaultySinkSim(SinkSim):
+    """A sink (it takes inputs, so it is never stepped ahead) that raises at ``fail_at_s``."""
+
+    SimParams = FaultySinkParams
+
+    def step_entities(self, time_s, inputs):
+        if time_s >= self.params.fail_at_s:
+            raise RuntimeError(f"injected sink failure at t = {time_s} s")
+        super().step_entities(time_s, inputs)
+
+
+class StallParams(Params):
+    stall_at_s: int = 600
+    sleep_s: float = 3.0
+
+
+class StallSim(RampSim):
+    """A ramp whose step at ``stall_at_s`` takes ``sleep_s`` of wall time (a hung simulator)."""
+
+    SimParams = StallParams
+
+    def step_entities(self, time_s, inputs):
+        import time
+
+        super().step_entities(time_s, inputs)
+        if time_s == self.params.stall_at_s:
+            time.sleep(self.params.sleep_s)

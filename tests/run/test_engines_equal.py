@@ -17,6 +17,9 @@ from pathlib import Path
 import pytest
 
 import cosim
+from cosim.run.ahead import head_sims
+from cosim.run.direct import DirectEngine
+from cosim.scenario import load_scenario
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "helpers"))
 from kpi_units import unitless_kpis  # noqa: E402
@@ -71,35 +74,59 @@ def _window(path: Path) -> dict[str, int]:
     return {"scenario.duration_s": duration}
 
 
-def _both(path: Path, tmp_path: Path, overrides: dict) -> tuple:
+#: (engine, [scenario] ahead): mosaik, and the direct engine with every simulator in this process
+#: and with the simulators that take no inputs from the rest stepped ahead in a worker process
+#: (cosim.run.ahead; "on" forks whatever the run's length or the machine's cores)
+VARIANTS = (("mosaik", "auto"), ("direct", "off"), ("direct", "on"))
+
+
+def _all(path: Path, tmp_path: Path, overrides: dict) -> tuple:
     runs = []
-    for engine in ("mosaik", "direct"):
-        result = cosim.run(path, out_dir=tmp_path / engine, overrides={**overrides, "scenario.engine": engine})
-        assert result.ok, f"{engine}: {result.reason}"
+    for engine, ahead in VARIANTS:
+        result = cosim.run(path, out_dir=tmp_path / f"{engine}-{ahead}",
+                           overrides={**overrides, "scenario.engine": engine, "scenario.ahead": ahead})
+        assert result.ok, f"{engine} (ahead {ahead}): {result.reason}"
         assert result.metadata["engine"] == engine
+        if ahead == "on":  # the worker ran, unless no simulator is free of inputs from the rest
+            assert (result.metadata["ahead"] is not None) == bool(_head(path, overrides))
+        else:
+            assert result.metadata["ahead"] is None
         runs.append(result)
     return tuple(runs)
 
 
-def _assert_identical(by_mosaik, by_direct) -> None:
-    a, b = by_mosaik.timeseries(), by_direct.timeseries()
-    assert list(a.columns) == list(b.columns)
-    assert a.index.equals(b.index)
-    different = [c for c in a.columns if not a[c].equals(b[c])]
-    assert not different, f"columns that differ between engines: {different[:10]}"
-    assert by_mosaik.kpis == by_direct.kpis
+def _head(path: Path, overrides: dict) -> list[str]:
+    """The simulators a worker process would step ahead (none where every simulator is in a
+    control loop with the grid, as in the OFO and voltage-aware scenarios)."""
+    engine = DirectEngine(load_scenario(path, {**overrides, "scenario.engine": "direct"}), None)
+    engine.start()
+    try:
+        return [s.sid for s in head_sims(engine)]
+    finally:
+        engine.finalize()
+
+
+def _assert_identical(by_mosaik, *by_direct) -> None:
+    a = by_mosaik.timeseries()
+    for run in by_direct:
+        b = run.timeseries()
+        assert list(a.columns) == list(b.columns)
+        assert a.index.equals(b.index)
+        different = [c for c in a.columns if not a[c].equals(b[c])]
+        assert not different, f"columns that differ between engines ({run.run_dir.parent.name}): {different[:10]}"
+        assert by_mosaik.kpis == run.kpis
 
 
 @pytest.mark.parametrize("path", SCENARIOS, ids=[p.stem for p in SCENARIOS])
 def test_every_catalogue_scenario_is_identical_on_both_engines(path, tmp_path):
-    by_mosaik, by_direct = _both(path, tmp_path, _window(path))
-    _assert_identical(by_mosaik, by_direct)
-    assert not unitless_kpis(by_direct.kpis), "KPI keys without a unit suffix"
+    by_mosaik, *by_direct = _all(path, tmp_path, _window(path))
+    _assert_identical(by_mosaik, *by_direct)
+    assert not unitless_kpis(by_direct[0].kpis), "KPI keys without a unit suffix"
 
 
 @pytest.mark.parametrize("path", GOLDEN, ids=[p.stem for p in GOLDEN])
 def test_golden_scenarios_are_identical_on_both_engines(path, tmp_path):
-    _assert_identical(*_both(path, tmp_path, {}))
+    _assert_identical(*_all(path, tmp_path, {}))
 
 
 def test_the_window_table_names_only_catalogue_scenarios():

@@ -1,0 +1,185 @@
+"""The direct engine's worker process for the simulators that take no inputs (cosim.run.ahead).
+
+Identity with mosaik and with the in-process direct engine is checked on every catalogue
+scenario (test_engines_equal.py) and on each engine semantic (test_engine_semantics.py, whose
+runs include ``ahead = "on"``); here: which simulators form the head, what happens to errors,
+warnings, a run ended on purpose, a worker that dies, and a failure or stop in the parent.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pandas as pd
+import pytest
+
+import cosim
+from cosim.errors import RunInterrupted, ScenarioError
+from cosim.folder import RunFolder
+from cosim.run import ahead
+from cosim.run.direct import DirectEngine
+from cosim.scenario import load_scenario
+from toy_scenarios import FEEDBACK, ramp_sink
+
+ROOT = ahead.__file__.rsplit("/cosim/", 1)[0]
+
+
+def _run(path, tmp_path, mode, name=None, **overrides):
+    return cosim.run(path, out_dir=tmp_path / (name or mode), overrides={"scenario.engine": "direct",
+                                                                           "scenario.ahead": mode, **overrides})
+
+
+def _same(a, b) -> pd.DataFrame:
+    assert (a.status, a.reason) == (b.status, b.reason)
+    pd.testing.assert_frame_equal(a.timeseries(), b.timeseries(), check_exact=True)
+    assert a.kpis == b.kpis
+    return b.timeseries()
+
+
+def _head(path, **overrides) -> list[str]:
+    engine = DirectEngine(load_scenario(path, {"scenario.engine": "direct", **overrides}), None)
+    engine.start()
+    try:
+        return [s.sid for s in ahead.head_sims(engine)]
+    finally:
+        engine.finalize()
+
+
+def test_the_head_of_the_default_scenario():
+    """Weather and carbon series, the datacenter and PV (fed by the weather only) take no input
+    from the rest; the FMUs, the battery and the grid do."""
+    assert sorted(_head(f"{ROOT}/scenarios/default.toml")) == ["carbon", "dc", "solar", "weather"]
+
+
+def test_a_simulator_fed_back_from_the_rest_is_not_in_the_head(toy_adapters, write_scenario):
+    """Without feedback every simulator's sources are in the head (only the recorder stays in
+    the parent); feedback through a time-shifted connection makes ramp and sink depend on each other."""
+    assert _head(write_scenario(ramp_sink())) == ["src", "sink"]
+    assert _head(write_scenario(ramp_sink(extra=FEEDBACK), "fb.toml")) == []
+
+
+@pytest.mark.parametrize("mode", ["on", "auto"])
+def test_a_run_without_a_head_runs_in_process(toy_adapters, write_scenario, tmp_path, monkeypatch, mode):
+    forks = []
+    monkeypatch.setattr(ahead, "Ahead", lambda *a: forks.append(a))
+    result = _run(write_scenario(ramp_sink(extra=FEEDBACK)), tmp_path, mode)
+    assert result.ok and not forks
+
+
+def test_auto_forks_only_for_long_runs(toy_adapters, write_scenario, tmp_path, monkeypatch):
+    """"auto" forks at AUTO_MIN_STEPS head steps or more, when the machine has two cores."""
+    if ahead._usable_cores() < 2:
+        pytest.skip("one usable core: auto never forks here")
+    started = []
+    real = ahead.Ahead
+
+    def spy(engine, head):
+        started.append([s.sid for s in head])
+        return real(engine, head)
+
+    monkeypatch.setattr(ahead, "Ahead", spy)
+    path = write_scenario(ramp_sink())
+    short = ahead.AUTO_MIN_STEPS // 2 - 1  # two simulators in the head at 1 s steps: two head steps a second
+    assert _run(path, tmp_path, "auto", "short", **{"scenario.duration_s": short, "scenario.step_s": 1}).ok
+    assert started == []
+    assert _run(path, tmp_path, "auto", "long", **{"scenario.duration_s": short + 1, "scenario.step_s": 1}).ok
+    assert started == [["src", "sink"]]
+
+
+def test_ahead_on_is_refused_where_it_cannot_apply(toy_adapters, write_scenario):
+    path = write_scenario(ramp_sink())
+    with pytest.raises(ScenarioError, match="scenario.ahead"):
+        load_scenario(path, {"scenario.engine": "mosaik", "scenario.ahead": "on"})
+    with pytest.raises(ScenarioError, match="rt_factor"):
+        load_scenario(path, {"scenario.engine": "direct", "scenario.ahead": "on", "scenario.rt_factor": 1.0})
+
+
+def test_a_run_ended_on_purpose_in_the_worker_ends_at_the_same_step(toy_adapters, write_scenario, tmp_path):
+    extra = '\n[sims.end]\nadapter = "toy_ending"\nend_at_s = 1200\n\n[entities.e]\nsim = "end"\nmodel = "Ending"\n'
+    path = write_scenario(ramp_sink(extra=extra))
+    ts = _same(_run(path, tmp_path, "off"), on := _run(path, tmp_path, "on"))
+    assert on.status == "ok" and "reached its end at t = 1200 s" in on.reason
+    assert len(ts) == 20  # 0 .. 1140 s
+
+
+def test_a_warning_in_the_worker_is_given_in_the_parent(toy_adapters, write_scenario, tmp_path):
+    extra = '\n[sims.w]\nadapter = "toy_warn"\nwarn_at_s = 300\n\n[entities.wa]\nsim = "w"\nmodel = "Ramp"\n'
+    path = write_scenario(ramp_sink(extra=extra))
+    with pytest.warns(UserWarning, match="toy w warns at t = 300 s") as caught:
+        result = _run(path, tmp_path, "on")
+    assert result.ok
+    assert sum("toy w warns" in str(w.message) for w in caught) == 1
+    assert any(w.filename.endswith("toy_sims.py") for w in caught if "toy w warns" in str(w.message))
+
+
+def test_a_worker_that_dies_fails_the_run_and_keeps_what_was_recorded(toy_adapters, write_scenario, tmp_path):
+    extra = (f'\n[sims.k]\nadapter = "toy_kill_self"\nkill_at_s = 1800\nparent_pid = {os.getpid()}\n\n'
+             '[entities.ka]\nsim = "k"\nmodel = "Ramp"\n')
+    result = _run(write_scenario(ramp_sink(extra=extra)), tmp_path, "on")
+    assert result.status == "failed"
+    assert "WorkerDied" in result.reason and "killed by signal 9" in result.reason
+    ts = result.timeseries()
+    assert 0 < len(ts) <= 30 and ts.index[0] == pd.Timestamp("2024-07-15T00:00Z")  # no step at or past 1800 s
+    assert ts["a.p_mw"].notna().all()
+
+
+def test_a_worker_that_hangs_fails_the_run_after_the_stall_timeout(toy_adapters, write_scenario, tmp_path,
+                                                                    worker_pids):
+    extra = '\n[sims.h]\nadapter = "toy_stall"\nstall_at_s = 1800\nsleep_s = 30.0\n\n[entities.ha]\nsim = "h"\nmodel = "Ramp"\n'
+    result = _run(write_scenario(ramp_sink(extra=extra)), tmp_path, "on", **{"scenario.stall_timeout_s": 0.5})
+    assert result.status == "failed"
+    assert "WorkerDied" in result.reason and "sent nothing for 0.5 s" in result.reason
+    assert 0 < len(result.timeseries()) <= 30
+    assert len(worker_pids) == 1 and _gone(worker_pids[0])  # killed, not waited for 30 s
+
+
+@pytest.fixture
+def worker_pids(monkeypatch):
+    pids = []
+    real = ahead.Ahead.__init__
+
+    def init(self, engine, head):
+        real(self, engine, head)
+        pids.append(self.pid)
+
+    monkeypatch.setattr(ahead.Ahead, "__init__", init)
+    return pids
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return True  # reaped: not our child any more
+    return False
+
+
+def test_a_failure_in_the_parent_stops_the_worker(toy_adapters, write_scenario, tmp_path, worker_pids):
+    path = write_scenario(ramp_sink().replace('sink = { adapter = "toy_sink" }',
+                                              'sink = { adapter = "toy_faulty_sink", fail_at_s = 900 }'))
+    ts = _same(_run(path, tmp_path, "off"), on := _run(path, tmp_path, "on"))
+    assert on.status == "failed" and "injected sink failure at t = 900 s" in on.reason
+    assert len(ts) == 15
+    assert len(worker_pids) == 1 and _gone(worker_pids[0])
+
+
+def test_a_stop_in_the_parent_stops_the_worker(toy_adapters, write_scenario, tmp_path, worker_pids, monkeypatch):
+    """SIGTERM reaches the parent (the worker ignores it): the run is interrupted at a recorded
+    step, the worker is told to stop and is gone, the rows so far are kept."""
+    from cosim.run import recorder
+
+    real = recorder.RecorderSim.record_refs
+
+    def record_refs(self, time, refs):
+        if time == 600:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return real(self, time, refs)
+
+    monkeypatch.setattr(recorder.RecorderSim, "record_refs", record_refs)
+    with pytest.raises(RunInterrupted):
+        _run(write_scenario(ramp_sink(duration_s=7200)), tmp_path, "on")
+    assert len(worker_pids) == 1 and _gone(worker_pids[0])
+    (folder,) = (tmp_path / "on").iterdir()
+    ts = RunFolder(folder).timeseries()
+    assert 10 <= len(ts) < 120
