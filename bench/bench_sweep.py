@@ -5,6 +5,7 @@ Run by hand (never in the tests)::
     .venv/bin/python bench/bench_sweep.py              # 8 runs, 2 workers
     .venv/bin/python bench/bench_sweep.py --runs 16 --workers 4
     .venv/bin/python bench/bench_sweep.py --engine direct   # the in-process engine in every run
+    .venv/bin/python bench/bench_sweep.py --engine direct --ahead off   # and no worker process in any run
 
 Prints three wall times and two speed-ups: serial (in this process, one run after
 another, after a 1-minute warm-up run), Dask from cold (``run_sweep`` starting its own
@@ -75,8 +76,12 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=8)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--engine", choices=("mosaik", "direct"), default="mosaik")
+    parser.add_argument("--ahead", choices=("auto", "on", "off"), default="auto",
+                        help="[scenario] ahead of every run (direct engine; 'auto' forks a worker for the serial "
+                             "runs, which run in the main thread, not for Dask's, which run in a task thread)")
     args = parser.parse_args()
-    variants = [{"scenario.seed": seed, "scenario.engine": args.engine} for seed in range(1, args.runs + 1)]
+    variants = [{"scenario.seed": seed, "scenario.engine": args.engine, "scenario.ahead": args.ahead}
+                for seed in range(1, args.runs + 1)]
     print(f"{args.runs} one-day runs of {SCENARIO.name} (1,440 steps each) on the {args.engine} engine; "
           f"{os.cpu_count()} cores, "
           f"load average before: {os.getloadavg()[0]:.2f}")

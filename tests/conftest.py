@@ -16,7 +16,7 @@ TOYS = {"toy_ramp": "toy_sims:RampSim", "toy_sink": "toy_sims:SinkSim", "toy_fau
         "toy_noise": "toy_sims:NoiseSim", "toy_slow": "toy_sims:SlowStartSim",
         "toy_ending": "toy_sims:EndingSim", "toy_warn": "toy_sims:WarningSim",
         "toy_kill_self": "toy_sims:KillSelfSim", "toy_faulty_sink": "toy_sims:FaultySinkSim",
-        "toy_stall": "toy_sims:StallSim"}
+        "toy_stall": "toy_sims:StallSim", "toy_odd_output": "toy_sims:OddOutputSim"}
 
 
 def pytest_addoption(parser):

@@ -24,11 +24,15 @@ After a failure or stop in the parent's part, the head has stepped further than 
 the child is told (its pipe closes), finalizes the head and exits. No adapter records or
 writes anything at finalize, so nothing of that shows.
 
+Which simulators: the *head* is closed under "every input comes from inside"; its last stage (a
+simulator with inputs that only the recorder reads, like the grid fed by the datacenter) stays in
+the parent so that each process has work (:func:`head_sims`).
+
 ``[scenario] ahead`` chooses: ``"auto"`` (default) forks when it can pay off — Linux, two or
-more usable cores, the main thread (not a Dask worker's task thread), no real-time factor, and
-at least :data:`AUTO_MIN_STEPS` head steps; ``"on"`` forks whenever the scenario has a head
-(for tests and small machines' measurements); ``"off"`` never. A :class:`cosim.Session` never
-forks (``set`` may change any simulator's inputs between steps).
+more usable cores, the main thread (not a Dask worker's task thread), no real-time factor, a
+simulator besides the recorder left in the parent, and at least :data:`AUTO_MIN_STEPS` head
+steps; ``"on"`` forks whenever the scenario has a head (tests, measurements); ``"off"`` never.
+A :class:`cosim.Session` never forks (``set`` may change any simulator's inputs between steps).
 """
 
 from __future__ import annotations
@@ -69,6 +73,19 @@ class WorkerDied(RuntimeError):
 
 
 def head_sims(engine: Any) -> list[Any]:
+    """The simulators a worker process steps ahead, in start order: those none of whose inputs
+    comes from outside the set (none held), less its last stage — a simulator with inputs whose
+    outputs only the recorder reads (the grid of a datacenter-and-feeder scenario) stays in the
+    run's process, which would otherwise have only the recorder to do while the worker does all."""
+    head = _closed_head(engine)
+    readers: dict[int, set[str]] = {}
+    for sim in engine.sims:
+        for pull in sim.pulls:
+            readers.setdefault(id(pull.src), set()).add(sim.sid)
+    return [s for s in head if not (s.pulls and readers.get(id(s), set()) <= {engine.RECORDER_SID})]
+
+
+def _closed_head(engine: Any) -> list[Any]:
     """The simulators none of whose inputs come from outside the set, in start order (none held)."""
     head: set[int] = set()
     grown = True
@@ -93,6 +110,9 @@ def wanted(engine: Any, head: list[Any]) -> bool:
         return False
     if threading.current_thread() is not threading.main_thread() or _usable_cores() < 2:
         return False
+    ahead_ids = {id(s) for s in head}
+    if all(id(s) in ahead_ids or s.sid == engine.RECORDER_SID for s in engine.sims):
+        return False  # only the recorder left here: the pipe would cost what it saves
     return _head_steps(engine, head) >= AUTO_MIN_STEPS
 
 
@@ -256,12 +276,15 @@ def _child(engine: Any, head: list[Any], fd: int) -> None:
             sim.tap = tap
         warnings.showwarning = show
         batch, t, errors = FIRST_BATCH, None, None
+        sids = [s.sid for s in head]
         try:
             try:
                 while (t := sub.next_time) is not None:
                     sub.step(t)
                     if len(records) >= batch:
-                        payload = pickle.dumps(records, pickle.HIGHEST_PROTOCOL)
+                        payload, records[:] = _pack(records, sids)
+                        if payload is None:
+                            break  # an output that cannot be sent: the parent raises at its step
                         conn.send_bytes(payload)
                         batch = max(FIRST_BATCH, min(4096, BATCH_BYTES * len(records) // max(1, len(payload))))
                         records.clear()
@@ -270,6 +293,7 @@ def _child(engine: Any, head: list[Any], fd: int) -> None:
             except BaseException as exc:  # noqa: BLE001 — the parent raises it at this step
                 records.append((RAISE, t, _portable(exc)))
             errors = _finalize(sub.sims, index)
+            payload, records[:] = _pack(records, sids)
             records.append((END, errors, _memory()))
             conn.send_bytes(pickle.dumps(records, pickle.HIGHEST_PROTOCOL))
         except BrokenPipeError:  # the parent stopped (a failure or stop there): finalize and go
@@ -284,6 +308,24 @@ def _child(engine: Any, head: list[Any], fd: int) -> None:
             sys.stderr.flush()
         finally:
             os._exit(code)
+
+
+def _pack(records: list[tuple], sids: list[str]) -> tuple[bytes | None, list[tuple]]:
+    """``(pickled batch, records)``; or, when a record cannot be pickled (an adapter's output
+    that is not plain data), ``(None, the records before it + a RAISE at its step naming it)``."""
+    try:
+        return pickle.dumps(records, pickle.HIGHEST_PROTOCOL), records
+    except Exception as exc:  # noqa: BLE001 — found and named below
+        for n, record in enumerate(records):
+            try:
+                pickle.dumps(record, pickle.HIGHEST_PROTOCOL)
+            except Exception:  # noqa: BLE001
+                who = f"simulator {sids[record[0]]!r}" if record[0] >= 0 else "a warning"
+                error = TypeError(f"{who} gave a value at time {record[1]} that cannot be sent from the worker process "
+                                  f"stepping it ahead ({type(exc).__name__}: {exc}); give plain values (numbers, "
+                                  "strings, lists of them), or run in one process: --set scenario.ahead=off")
+                return None, [*records[:n], (RAISE, record[1], _portable(error))]
+        raise
 
 
 def _finalize(sims: list[Any], index: dict[str, int]) -> dict[int, Any]:

@@ -192,3 +192,19 @@ class StallSim(RampSim):
         super().step_entities(time_s, inputs)
         if time_s == self.params.stall_at_s:
             time.sleep(self.params.sleep_s)
+
+
+class OddOutputParams(Params):
+    odd_at_s: int = 600
+
+
+class OddOutputSim(RampSim):
+    """A ramp whose ``p_mw`` at ``odd_at_s`` is a value pickle cannot send (a generator)."""
+
+    SimParams = OddOutputParams
+
+    def step_entities(self, time_s, inputs):
+        super().step_entities(time_s, inputs)
+        if time_s == self.params.odd_at_s:
+            for eid in self.out:
+                self.out[eid]["p_mw"] = (x for x in ())

@@ -53,9 +53,10 @@ def test_the_head_of_the_default_scenario():
 
 
 def test_a_simulator_fed_back_from_the_rest_is_not_in_the_head(toy_adapters, write_scenario):
-    """Without feedback every simulator's sources are in the head (only the recorder stays in
-    the parent); feedback through a time-shifted connection makes ramp and sink depend on each other."""
-    assert _head(write_scenario(ramp_sink())) == ["src", "sink"]
+    """Without feedback the sink's sources are all in the head, but only the recorder reads the
+    sink: it stays in the parent (its last stage); feedback through a time-shifted connection
+    makes ramp and sink depend on each other: no head."""
+    assert _head(write_scenario(ramp_sink())) == ["src"]
     assert _head(write_scenario(ramp_sink(extra=FEEDBACK), "fb.toml")) == []
 
 
@@ -65,6 +66,31 @@ def test_a_run_without_a_head_runs_in_process(toy_adapters, write_scenario, tmp_
     monkeypatch.setattr(ahead, "Ahead", lambda *a: forks.append(a))
     result = _run(write_scenario(ramp_sink(extra=FEEDBACK)), tmp_path, mode)
     assert result.ok and not forks
+
+
+def test_the_last_stage_stays_in_the_parent():
+    """ieee13_llm_campus: the inference fleet feeds the grid, which only the recorder reads."""
+    assert _head(f"{ROOT}/scenarios/ieee13_llm_campus.toml") == ["inference"]
+
+
+def test_auto_leaves_a_run_in_process_when_only_the_recorder_would_stay(monkeypatch):
+    """mig_inference is one datacenter and the recorder: the worker would do everything."""
+    from cosim.run.direct import _Sim
+
+    monkeypatch.setattr(ahead, "_usable_cores", lambda: 2)
+    for mode, wanted in (("auto", False), ("on", True)):
+        scn = load_scenario(f"{ROOT}/scenarios/mig_inference.toml", {"scenario.engine": "direct",
+                                                                      "scenario.ahead": mode})
+        engine = DirectEngine(scn, None)  # no run folder: no recorder; a stand-in for it below
+        engine.start()
+        try:
+            head = ahead.head_sims(engine)
+            assert [s.sid for s in head] == ["dc"]
+            engine.sims.append(_Sim(engine.RECORDER_SID, object()))
+            assert ahead.wanted(engine, head) is wanted
+        finally:
+            engine.sims.pop()
+            engine.finalize()
 
 
 def test_auto_forks_only_for_long_runs(toy_adapters, write_scenario, tmp_path, monkeypatch):
@@ -80,11 +106,11 @@ def test_auto_forks_only_for_long_runs(toy_adapters, write_scenario, tmp_path, m
 
     monkeypatch.setattr(ahead, "Ahead", spy)
     path = write_scenario(ramp_sink())
-    short = ahead.AUTO_MIN_STEPS // 2 - 1  # two simulators in the head at 1 s steps: two head steps a second
+    short = ahead.AUTO_MIN_STEPS - 1  # the ramp at 1 s steps: one head step a second
     assert _run(path, tmp_path, "auto", "short", **{"scenario.duration_s": short, "scenario.step_s": 1}).ok
     assert started == []
     assert _run(path, tmp_path, "auto", "long", **{"scenario.duration_s": short + 1, "scenario.step_s": 1}).ok
-    assert started == [["src", "sink"]]
+    assert started == [["src"]]
 
 
 def test_ahead_on_is_refused_where_it_cannot_apply(toy_adapters, write_scenario):
@@ -132,6 +158,20 @@ def test_a_worker_that_hangs_fails_the_run_after_the_stall_timeout(toy_adapters,
     assert "WorkerDied" in result.reason and "sent nothing for 0.5 s" in result.reason
     assert 0 < len(result.timeseries()) <= 30
     assert len(worker_pids) == 1 and _gone(worker_pids[0])  # killed, not waited for 30 s
+
+
+def test_an_output_the_worker_cannot_send_fails_the_run_at_its_step_with_the_fix(toy_adapters, write_scenario,
+                                                                                  tmp_path, worker_pids):
+    """In one process the recorder would take the odd value as it can; through the pipe it cannot
+    go: the run fails at that step, naming the simulator and the fix, rows before it kept."""
+    extra = ('\n[sims.odd]\nadapter = "toy_odd_output"\nodd_at_s = 1200\n\n'
+             '[entities.oa]\nsim = "odd"\nmodel = "Ramp"\n')
+    result = _run(write_scenario(ramp_sink(extra=extra)), tmp_path, "on")
+    assert result.status == "failed"
+    assert "simulator 'odd'" in result.reason and "at time 1200" in result.reason
+    assert "scenario.ahead=off" in result.reason
+    assert len(result.timeseries()) == 20  # 0 .. 1140 s
+    assert len(worker_pids) == 1 and _gone(worker_pids[0])
 
 
 @pytest.fixture
