@@ -2,6 +2,12 @@
 
     .venv/bin/python bench/bench_direct_sims.py                        # default scenario, 3 days
     .venv/bin/python bench/bench_direct_sims.py scenarios/ai_campus_week.toml --days 1
+    .venv/bin/python bench/bench_direct_sims.py --days 10 --start 2024-03-01 --ahead on   # with the worker
+
+``--ahead on`` forks the worker process of :mod:`cosim.run.ahead` for the scenario's head (a
+Session never does so by itself): the head's simulators then show the time the run's process
+spends taking their records from the worker (waiting for it, receiving, unpickling), not their
+physics, which runs on the other core.
 
 Steps a :class:`cosim.Session` (no run folder) and times every simulator's step (its
 ``step`` and ``get_data``, or the recorder's row) with ``perf_counter``; the first step (one-off
@@ -15,6 +21,7 @@ import collections
 import os
 import tempfile
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 import cosim
@@ -27,7 +34,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("scenario", nargs="?", default=str(ROOT / "scenarios" / "default.toml"))
     parser.add_argument("--days", type=float, default=3.0)
+    parser.add_argument("--start", help="UTC date to start at instead of the scenario's, e.g. 2024-03-01")
+    parser.add_argument("--ahead", choices=("off", "on"), default="off",
+                        help="step the scenario's head in a worker process (cosim.run.ahead)")
     args = parser.parse_args()
+    overrides = {"scenario.duration_s": int(args.days * 86_400), "scenario.ahead": args.ahead}
+    if args.start:
+        overrides["scenario.start"] = datetime.fromisoformat(args.start).replace(tzinfo=timezone.utc)
     spent: collections.Counter[str] = collections.Counter()
     step_sim = direct.DirectEngine._step_sim
 
@@ -39,8 +52,10 @@ def main() -> None:
     direct.DirectEngine._step_sim = timed
     print(f"load average before: {os.getloadavg()[0]:.2f}")
     with tempfile.TemporaryDirectory() as out, \
-            cosim.Session(args.scenario, overrides={"scenario.duration_s": int(args.days * 86_400)},
-                          out_dir=out, report=False) as session:
+            cosim.Session(args.scenario, overrides=overrides, out_dir=out, report=False) as session:
+        if args.ahead == "on":
+            session.engine.run_ahead()
+            print(f"worker process: {', '.join(session.engine.ahead.sids) if session.engine.ahead else 'none (no head)'}")
         first = time.perf_counter()
         session.step()
         first_s = time.perf_counter() - first
