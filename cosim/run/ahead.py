@@ -138,7 +138,12 @@ class Ahead:
         _widen(write_fd)
         sys.stdout.flush()
         sys.stderr.flush()
-        pid = os.fork()
+        try:
+            pid = os.fork()
+        except OSError:
+            os.close(read_fd)
+            os.close(write_fd)
+            raise
         if pid == 0:  # the child: never returns
             os.close(read_fd)
             _child(engine, head, write_fd)

@@ -406,7 +406,11 @@ class DirectEngine:
         when ``[scenario] ahead`` and this machine say so. Call after :meth:`start`."""
         head = ahead_module.head_sims(self)
         if ahead_module.wanted(self, head):
-            self.ahead = ahead_module.Ahead(self, head)
+            try:
+                self.ahead = ahead_module.Ahead(self, head)
+            except OSError as exc:  # no process to be had (EAGAIN, ENOMEM): the same run in this one
+                warnings.warn(f"the worker process for {', '.join(s.sid for s in head)} could not be started "
+                              f"({exc}); the run steps them in this process (same results)", RuntimeWarning)
 
     def finalize(self, complete: bool = True) -> None:
         """``finalize`` every simulator in start order (the recorder last), even when one raises.

@@ -174,6 +174,19 @@ def test_an_output_the_worker_cannot_send_fails_the_run_at_its_step_with_the_fix
     assert len(worker_pids) == 1 and _gone(worker_pids[0])
 
 
+def test_no_process_to_be_had_runs_in_one_process(toy_adapters, write_scenario, tmp_path, monkeypatch):
+    def no_fork():
+        raise BlockingIOError(11, "Resource temporarily unavailable")
+
+    path = write_scenario(ramp_sink())
+    plain = _run(path, tmp_path, "off")
+    monkeypatch.setattr(os, "fork", no_fork)
+    with pytest.warns(RuntimeWarning, match="could not be started"):
+        result = _run(path, tmp_path, "on")
+    assert result.ok and result.metadata["ahead"] is None
+    _same(plain, result)
+
+
 @pytest.fixture
 def worker_pids(monkeypatch):
     pids = []
