@@ -16,7 +16,9 @@ TOYS = {"toy_ramp": "toy_sims:RampSim", "toy_sink": "toy_sims:SinkSim", "toy_fau
         "toy_noise": "toy_sims:NoiseSim", "toy_slow": "toy_sims:SlowStartSim",
         "toy_ending": "toy_sims:EndingSim", "toy_warn": "toy_sims:WarningSim",
         "toy_kill_self": "toy_sims:KillSelfSim", "toy_faulty_sink": "toy_sims:FaultySinkSim",
-        "toy_stall": "toy_sims:StallSim", "toy_odd_output": "toy_sims:OddOutputSim"}
+        "toy_stall": "toy_sims:StallSim", "toy_odd_output": "toy_sims:OddOutputSim",
+        "toy_alias": "toy_sims:AliasRampSim", "toy_slow_steps": "toy_sims:SlowRampSim",
+        "toy_finalize_fail": "toy_sims:FinalizeFailSim"}
 
 
 def pytest_addoption(parser):

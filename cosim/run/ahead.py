@@ -20,9 +20,20 @@ What the child does that the parent would have seen happens in the parent at the
   with the same rows recorded and the same reason;
 * ``finalize`` of the head runs in the child; its errors are raised in the parent's finalize.
 
+* a warning given in the head's ``finalize`` is given in the parent's finalize.
+
+The child sends a batch when it holds ~128 KiB of records or :data:`FLUSH_S` after its last one,
+whichever comes first. A step's outputs are sent as they are at that step: outputs of
+:class:`cosim.sdk.CosimSim`'s ``get_data`` of plain values (numbers, strings, None) as they are,
+anything else (an adapter's own ``get_data``, lists, arrays) as a deep copy made then — what a
+reader at that step reads. (An adapter that changes an output object in place after its step
+would, in one process, show a later reader the changed object; through the worker it shows the
+value of the step.)
+
 After a failure or stop in the parent's part, the head has stepped further than the parent:
-the child is told (its pipe closes), finalizes the head and exits. No adapter records or
-writes anything at finalize, so nothing of that shows.
+the parent closes the pipe, and the child, at its next send (within about :data:`FLUSH_S` plus
+one step), finalizes the head and exits; one that has not ended after :data:`STOP_WAIT_S` is
+killed. No adapter records or writes anything at finalize, so nothing of that shows.
 
 Which simulators: the *head* is closed under "every input comes from inside"; its last stage (a
 simulator with inputs that only the recorder reads, like the grid fed by the datacenter) stays in
@@ -47,6 +58,8 @@ import time
 import traceback
 import warnings
 from multiprocessing.connection import Connection
+
+from cosim.sdk import CosimSim, EndRun
 from typing import Any
 
 try:
@@ -64,6 +77,10 @@ WARN, RAISE, END = -1, -2, -3
 BATCH_BYTES = 128 * 1024
 PIPE_BYTES = 1024 * 1024
 FIRST_BATCH = 16
+#: ... and at the latest this long after the last batch, so that a slow head keeps the parent fed,
+#: the stall clock (``stall_timeout_s``) runs per step rather than per batch, and a stop in the
+#: parent reaches the worker (through its next send) within about this long. [s]
+FLUSH_S = 0.05
 #: How long the parent waits for a child it told to stop before killing it. [s]
 STOP_WAIT_S = 10.0
 
@@ -104,11 +121,13 @@ def wanted(engine: Any, head: list[Any]) -> bool:
     mode = getattr(engine.scn.scenario, "ahead", "auto")
     if mode == "off" or not head or len(head) == len(engine.sims) or not hasattr(os, "fork"):
         return False
+    if threading.current_thread() is not threading.main_thread():
+        return False  # a Dask worker's task thread, a notebook's background thread: never fork there
     if mode == "on":
         return True
     if not sys.platform.startswith("linux") or engine.scn.scenario.rt_factor:
         return False
-    if threading.current_thread() is not threading.main_thread() or _usable_cores() < 2:
+    if _usable_cores() < 2:
         return False
     ahead_ids = {id(s) for s in head}
     if all(id(s) in ahead_ids or s.sid == engine.RECORDER_SID for s in engine.sims):
@@ -134,10 +153,10 @@ class Ahead:
 
     def __init__(self, engine: Any, head: list[Any]):
         self.sids = [s.sid for s in head]
-        read_fd, write_fd = os.pipe()
-        _widen(write_fd)
         sys.stdout.flush()
         sys.stderr.flush()
+        read_fd, write_fd = os.pipe()
+        _widen(write_fd)
         try:
             pid = os.fork()
         except OSError:
@@ -155,6 +174,7 @@ class Ahead:
         self._ended: dict[int, BaseException] | None = None  # finalize errors by head index, once ended
         self._closed = False
         self._hung = False
+        self.ended_how: str | None = None  # how the worker process ended ("exit code 0", ...), once it did
         #: the worker's memory at its end (``_memory``), once it said so
         self.memory: dict[str, float] | None = None
         self.index = {s.sid: k for k, s in enumerate(head)}
@@ -217,26 +237,30 @@ class Ahead:
         errors: dict[int, BaseException] = {}
         try:
             if complete or self._at_end():
-                errors = self._drain()
+                errors = self._drain(complete)
         except Exception:  # noqa: BLE001 — a child that died at the end: its finalize errors are unknown
             errors = {}
         self._conn.close()
-        self._reap(wait_s=0.0 if self._hung else STOP_WAIT_S)
+        self.ended_how = self._reap(wait_s=0.0 if self._hung else STOP_WAIT_S)
         return {self.sids[k]: exc for k, exc in errors.items()}
 
     def _at_end(self) -> bool:
         """The child already sent its last batch (it raised): its END is in the records read."""
         return any(r[0] in (RAISE, END) for r in self._records[self._pos:])
 
-    def _drain(self) -> dict[int, BaseException]:
-        """Records up to END (steps nobody takes: the child ran past a failure's point)."""
+    def _drain(self, complete: bool) -> dict[int, BaseException]:
+        """Records up to END (steps nobody takes: the child ran past a failure's point); after a
+        complete run the warnings among them (the head's ``finalize``) are given here."""
         if self._ended is not None:
             return {k: _exception(e) for k, e in self._ended.items()}
         while True:
             for record in self._records[self._pos:]:
-                if record[0] == END:
+                if record[0] == WARN and complete:
+                    warnings.warn_explicit(*record[1:])
+                elif record[0] == END:
                     self.memory = record[2]
                     return {k: _exception(e) for k, e in record[1].items()}
+            self._pos = len(self._records)
             self._receive()
 
     def _reap(self, wait_s: float = 0.0) -> str:
@@ -263,16 +287,25 @@ def _child(engine: Any, head: list[Any], fd: int) -> None:
     """Step the head to the end, sending records in batches; finalize it; exit (never returns)."""
     code = 0
     try:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and SIGTERM, and stops us
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        # the parent handles Ctrl-C and SIGTERM and stops us; a handler (not SIG_IGN) is not
+        # inherited by programs a simulator starts
+        signal.signal(signal.SIGINT, _ignore)
+        signal.signal(signal.SIGTERM, _ignore)
         gc.freeze()  # what the fork shared stays shared: the collector no longer touches it
         conn = Connection(fd, readable=False, writable=True)
         sub = engine.subset(head)
         index = {s.sid: k for k, s in enumerate(head)}
         records: list[tuple] = []
 
+        # CosimSim.get_data hands out fresh dicts; another adapter's may be its own, changed later
+        fresh = [type(s.obj).get_data is CosimSim.get_data for s in head]
+
         def tap(sim, t, nxt, out_t, data):
-            records.append((index[sim.sid], t, nxt, out_t, data))
+            k = index[sim.sid]
+            if data is not None and not (fresh[k] and all(_PLAIN.issuperset(map(type, d.values()))
+                                                          for d in data.values())):
+                data = _snapshot(data)  # what a reader at this step would read, kept as it is now
+            records.append((k, t, nxt, out_t, data))
 
         def show(message, category, filename, lineno, file=None, line=None):
             records.append((WARN, str(message), category, filename, lineno))
@@ -282,26 +315,36 @@ def _child(engine: Any, head: list[Any], fd: int) -> None:
         warnings.showwarning = show
         batch, t, errors = FIRST_BATCH, None, None
         sids = [s.sid for s in head]
+        clock = time.monotonic
+        last = clock()
+
+        def send(payload: bytes) -> None:
+            try:
+                conn.send_bytes(payload)
+            except BrokenPipeError:  # the parent stopped (not a simulator's own BrokenPipeError)
+                raise _ParentGone from None
+
         try:
             try:
                 while (t := sub.next_time) is not None:
                     sub.step(t)
-                    if len(records) >= batch:
+                    if len(records) >= batch or (records and clock() - last >= FLUSH_S):
                         payload, records[:] = _pack(records, sids)
                         if payload is None:
                             break  # an output that cannot be sent: the parent raises at its step
-                        conn.send_bytes(payload)
+                        send(payload)
+                        last = clock()
                         batch = max(FIRST_BATCH, min(4096, BATCH_BYTES * len(records) // max(1, len(payload))))
                         records.clear()
-            except BrokenPipeError:
+            except _ParentGone:
                 raise
             except BaseException as exc:  # noqa: BLE001 — the parent raises it at this step
                 records.append((RAISE, t, _portable(exc)))
             errors = _finalize(sub.sims, index)
             payload, records[:] = _pack(records, sids)
             records.append((END, errors, _memory()))
-            conn.send_bytes(pickle.dumps(records, pickle.HIGHEST_PROTOCOL))
-        except BrokenPipeError:  # the parent stopped (a failure or stop there): finalize and go
+            send(pickle.dumps(records, pickle.HIGHEST_PROTOCOL))
+        except _ParentGone:  # the parent stopped (a failure or stop there): finalize and go
             if errors is None:
                 _finalize(sub.sims, index)
     except BaseException:  # noqa: BLE001 — nothing may escape into the parent's code path
@@ -315,6 +358,26 @@ def _child(engine: Any, head: list[Any], fd: int) -> None:
             os._exit(code)
 
 
+class _ParentGone(Exception):
+    """The parent closed its end of the pipe (it stopped)."""
+
+
+def _ignore(signum, frame) -> None:
+    """The worker's SIGINT/SIGTERM handler: the parent decides when the worker stops."""
+
+
+#: types of output values a reader cannot see change after the step
+_PLAIN = frozenset({float, int, bool, str, type(None)})
+
+
+def _snapshot(data: dict) -> dict:
+    """A deep copy of a step's outputs as they are now (for outputs the adapter may change later)."""
+    try:
+        return pickle.loads(pickle.dumps(data, pickle.HIGHEST_PROTOCOL))
+    except Exception:  # noqa: BLE001 — not picklable: _pack names it at its batch
+        return data
+
+
 def _pack(records: list[tuple], sids: list[str]) -> tuple[bytes | None, list[tuple]]:
     """``(pickled batch, records)``; or, when a record cannot be pickled (an adapter's output
     that is not plain data), ``(None, the records before it + a RAISE at its step naming it)``."""
@@ -325,8 +388,9 @@ def _pack(records: list[tuple], sids: list[str]) -> tuple[bytes | None, list[tup
             try:
                 pickle.dumps(record, pickle.HIGHEST_PROTOCOL)
             except Exception:  # noqa: BLE001
-                who = f"simulator {sids[record[0]]!r}" if record[0] >= 0 else "a warning"
-                error = TypeError(f"{who} gave a value at time {record[1]} that cannot be sent from the worker process "
+                who = f"simulator {sids[record[0]]!r} gave a value at time {record[1]}" if record[0] >= 0 else \
+                    f"a warning ({str(record[1])[:80]!r}) has a part"
+                error = TypeError(f"{who} that cannot be sent from the worker process "
                                   f"stepping it ahead ({type(exc).__name__}: {exc}); give plain values (numbers, "
                                   "strings, lists of them), or run in one process: --set scenario.ahead=off")
                 return None, [*records[:n], (RAISE, record[1], _portable(error))]
@@ -377,13 +441,13 @@ def _portable(exc: BaseException) -> Any:
         pickle.loads(pickle.dumps(exc))
         return exc
     except Exception:  # noqa: BLE001
-        return (type(exc).__name__, str(exc), "".join(traceback.format_exception(exc)))
+        return (type(exc).__name__, str(exc), "".join(traceback.format_exception(exc)), isinstance(exc, EndRun))
 
 
 def _exception(portable: Any) -> BaseException:
     if isinstance(portable, BaseException):
         return portable
-    name, message, text = portable
-    exc = type(name, (RuntimeError,), {"__module__": "cosim.run.ahead"})(message)
+    name, message, text, ended = portable
+    exc = type(name, (EndRun if ended else RuntimeError,), {"__module__": "cosim.run.ahead"})(message)
     exc.add_note(f"raised in the worker process stepping the head:\n{text}")
     return exc

@@ -168,7 +168,7 @@ class Session:
         self._closed = True
         failure = None
         try:
-            self.engine.finalize()
+            self.engine.finalize(complete=self.done)
         except Exception as exc:  # noqa: BLE001 — the series is kept; metadata says what failed
             failure = f"{type(exc).__name__}: {exc}"
         finally:

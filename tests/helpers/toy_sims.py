@@ -208,3 +208,42 @@ class OddOutputSim(RampSim):
         if time_s == self.params.odd_at_s:
             for eid in self.out:
                 self.out[eid]["p_mw"] = (x for x in ())
+
+
+class AliasRampSim(RampSim):
+    """A ramp whose own ``get_data`` hands out its entity dicts, changed in place at every step
+    (a reader must see each step's value, also through the worker process of cosim.run.ahead)."""
+
+    def step_entities(self, time_s, inputs):
+        for eid, params in self._params.items():
+            self.out[eid]["p_mw"] = params.p0_mw + params.slope_mw_h * time_s / 3600.0
+            self.out[eid]["p_cap_mw"] = None
+
+    def get_data(self, outputs):
+        return {eid: self.out[eid] for eid in outputs}
+
+
+class SlowParams(Params):
+    step_wall_s: float = 0.005
+
+
+class SlowRampSim(RampSim):
+    """A ramp whose every step takes ``step_wall_s`` of wall time (a heavy head simulator)."""
+
+    SimParams = SlowParams
+
+    def step_entities(self, time_s, inputs):
+        import time
+
+        time.sleep(self.params.step_wall_s)
+        super().step_entities(time_s, inputs)
+
+
+class FinalizeFailSim(RampSim):
+    """A ramp whose ``finalize`` raises (and warns first): both must reach the run from a worker process."""
+
+    def finalize(self):
+        import warnings
+
+        warnings.warn(f"toy {self.sid} warns at finalize", UserWarning)
+        raise RuntimeError(f"toy {self.sid} failed to finalize")

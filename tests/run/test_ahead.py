@@ -125,6 +125,7 @@ def test_a_run_ended_on_purpose_in_the_worker_ends_at_the_same_step(toy_adapters
     extra = '\n[sims.end]\nadapter = "toy_ending"\nend_at_s = 1200\n\n[entities.e]\nsim = "end"\nmodel = "Ending"\n'
     path = write_scenario(ramp_sink(extra=extra))
     ts = _same(_run(path, tmp_path, "off"), on := _run(path, tmp_path, "on"))
+    assert on.metadata["ahead"]["sims"] == ["src", "end"]
     assert on.status == "ok" and "reached its end at t = 1200 s" in on.reason
     assert len(ts) == 20  # 0 .. 1140 s
 
@@ -134,7 +135,7 @@ def test_a_warning_in_the_worker_is_given_in_the_parent(toy_adapters, write_scen
     path = write_scenario(ramp_sink(extra=extra))
     with pytest.warns(UserWarning, match="toy w warns at t = 300 s") as caught:
         result = _run(path, tmp_path, "on")
-    assert result.ok
+    assert result.ok and result.metadata["ahead"]["sims"] == ["src", "w"]
     assert sum("toy w warns" in str(w.message) for w in caught) == 1
     assert any(w.filename.endswith("toy_sims.py") for w in caught if "toy w warns" in str(w.message))
 
@@ -151,17 +152,19 @@ def test_a_worker_that_dies_fails_the_run_and_keeps_what_was_recorded(toy_adapte
 
 
 def test_a_worker_that_hangs_fails_the_run_after_the_stall_timeout(toy_adapters, write_scenario, tmp_path,
-                                                                    worker_pids):
+                                                                    workers):
     extra = '\n[sims.h]\nadapter = "toy_stall"\nstall_at_s = 1800\nsleep_s = 30.0\n\n[entities.ha]\nsim = "h"\nmodel = "Ramp"\n'
     result = _run(write_scenario(ramp_sink(extra=extra)), tmp_path, "on", **{"scenario.stall_timeout_s": 0.5})
     assert result.status == "failed"
     assert "WorkerDied" in result.reason and "sent nothing for 0.5 s" in result.reason
+    # the rows of the steps the worker sent before it hung: up to its last batch (it sends one at
+    # least every FLUSH_S, so all but the last few toy steps); never one at or past 1800 s
     assert 0 < len(result.timeseries()) <= 30
-    assert len(worker_pids) == 1 and _gone(worker_pids[0])  # killed, not waited for 30 s
+    assert len(workers) == 1 and _gone(workers[0].pid)  # killed, not waited for 30 s
 
 
 def test_an_output_the_worker_cannot_send_fails_the_run_at_its_step_with_the_fix(toy_adapters, write_scenario,
-                                                                                  tmp_path, worker_pids):
+                                                                                  tmp_path, workers):
     """In one process the recorder would take the odd value as it can; through the pipe it cannot
     go: the run fails at that step, naming the simulator and the fix, rows before it kept."""
     extra = ('\n[sims.odd]\nadapter = "toy_odd_output"\nodd_at_s = 1200\n\n'
@@ -171,7 +174,7 @@ def test_an_output_the_worker_cannot_send_fails_the_run_at_its_step_with_the_fix
     assert "simulator 'odd'" in result.reason and "at time 1200" in result.reason
     assert "scenario.ahead=off" in result.reason
     assert len(result.timeseries()) == 20  # 0 .. 1140 s
-    assert len(worker_pids) == 1 and _gone(worker_pids[0])
+    assert len(workers) == 1 and _gone(workers[0].pid)
 
 
 def test_no_process_to_be_had_runs_in_one_process(toy_adapters, write_scenario, tmp_path, monkeypatch):
@@ -187,17 +190,112 @@ def test_no_process_to_be_had_runs_in_one_process(toy_adapters, write_scenario, 
     _same(plain, result)
 
 
+TIME_SHIFTED_FROM_HEAD = """
+[[connect]]
+src = "a"
+dst = "s"
+attrs = [["p_mw", "p_mw"]]
+time_shifted = true
+initial_data = { p_mw = 5.0 }
+"""
+CHAIN = """
+[sims.mid]
+adapter = "toy_sink"
+step_s = 45
+
+[entities.m]
+sim = "mid"
+model = "Sink"
+
+[[connect]]
+src = "b"
+dst = "m"
+attrs = ["p_mw"]
+
+[[connect]]
+src = "m"
+dst = "s"
+attrs = [["p_sum_mw", "p_mw"]]
+time_shifted = true
+initial_data = { p_sum_mw = 7.0 }
+"""
+#: head -> rest over time-shifted connections, mixed steps, a two-stage head, sub-second ticks,
+#: a head simulator whose next step is past the end (after the review of 2026-12-03)
+CASES = {
+    "time_shifted_mixed": (ramp_sink(duration_s=7200, src_step_s=60, sink_step_s=20, extra=TIME_SHIFTED_FROM_HEAD),
+                           ["src"]),
+    "chain_mixed": (ramp_sink(duration_s=7200, step_s=30, src_step_s=7, sink_step_s=20, extra=CHAIN),
+                    ["src", "mid"]),
+    "subsecond": (ramp_sink(duration_s=120, step_s=1, extra=CHAIN).replace("seed = 1", "seed = 1\ntick_s = 0.25"),
+                  ["src", "mid"]),
+    "past_the_end": (ramp_sink(duration_s=3600, src_step_s=2400, extra=CHAIN), ["src", "mid"]),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_head_to_rest_semantics_with_and_without_the_worker(toy_adapters, write_scenario, tmp_path, case):
+    text, head = CASES[case]
+    path = write_scenario(text)
+    on = _run(path, tmp_path, "on")
+    assert on.metadata["ahead"]["sims"] == head
+    _same(_run(path, tmp_path, "off"), on)
+
+
+def test_outputs_changed_in_place_later_are_sent_as_they_were_at_their_step(toy_adapters, write_scenario,
+                                                                           tmp_path):
+    path = write_scenario(ramp_sink(duration_s=7200).replace('src = { adapter = "toy_ramp" }',
+                                                              'src = { adapter = "toy_alias" }'))
+    on = _run(path, tmp_path, "on")
+    assert on.metadata["ahead"]["sims"] == ["src"]
+    ts = _same(_run(path, tmp_path, "off"), on)
+    assert ts["a.p_mw"].is_monotonic_increasing and ts["a.p_mw"].nunique() == len(ts)
+
+
+def test_a_slow_head_keeps_the_parent_fed_and_is_no_stall(toy_adapters, write_scenario, tmp_path):
+    """Batches go out at least every FLUSH_S: 5 ms head steps with a 0.5 s stall timeout are fine."""
+    path = write_scenario(ramp_sink(duration_s=1200, step_s=5).replace(
+        'src = { adapter = "toy_ramp" }', 'src = { adapter = "toy_slow_steps", step_wall_s = 0.005 }'))
+    on = _run(path, tmp_path, "on", **{"scenario.stall_timeout_s": 0.5})
+    assert on.ok and on.metadata["ahead"]["sims"] == ["src"]
+    _same(_run(path, tmp_path, "off"), on)
+
+
+def test_a_failure_in_the_parent_stops_a_slow_worker_promptly(toy_adapters, write_scenario, tmp_path, workers):
+    """The worker notices at its next send (at least every FLUSH_S), not after STOP_WAIT_S."""
+    text = ramp_sink(duration_s=7200, step_s=5).replace('src = { adapter = "toy_ramp" }',
+                                                         'src = { adapter = "toy_slow_steps", step_wall_s = 0.005 }')
+    path = write_scenario(text.replace('sink = { adapter = "toy_sink" }',
+                                       'sink = { adapter = "toy_faulty_sink", fail_at_s = 60 }'))
+    result = _run(path, tmp_path, "on")
+    assert result.status == "failed" and "injected sink failure at t = 60 s" in result.reason
+    assert len(workers) == 1 and _gone(workers[0].pid)
+    # it ended by itself (finalizing the head), not killed after STOP_WAIT_S as with batches by count only
+    assert workers[0].ended_how == "exit code 0"
+
+
+def test_an_error_and_a_warning_at_the_heads_finalize_reach_the_run(toy_adapters, write_scenario, tmp_path):
+    path = write_scenario(ramp_sink().replace('src = { adapter = "toy_ramp" }', 'src = { adapter = "toy_finalize_fail" }'))
+    with pytest.warns(UserWarning, match="toy src warns at finalize"):
+        off = _run(path, tmp_path, "off")
+    with pytest.warns(UserWarning, match="toy src warns at finalize"):
+        on = _run(path, tmp_path, "on")
+    assert on.metadata["ahead"]["sims"] == ["src"]
+    assert on.status == "failed" and "RuntimeError: toy src failed to finalize" in on.reason
+    _same(off, on)
+
+
 @pytest.fixture
-def worker_pids(monkeypatch):
-    pids = []
+def workers(monkeypatch):
+    """The run's :class:`cosim.run.ahead.Ahead` objects, as they start."""
+    started = []
     real = ahead.Ahead.__init__
 
     def init(self, engine, head):
         real(self, engine, head)
-        pids.append(self.pid)
+        started.append(self)
 
     monkeypatch.setattr(ahead.Ahead, "__init__", init)
-    return pids
+    return started
 
 
 def _gone(pid: int) -> bool:
@@ -208,16 +306,16 @@ def _gone(pid: int) -> bool:
     return False
 
 
-def test_a_failure_in_the_parent_stops_the_worker(toy_adapters, write_scenario, tmp_path, worker_pids):
+def test_a_failure_in_the_parent_stops_the_worker(toy_adapters, write_scenario, tmp_path, workers):
     path = write_scenario(ramp_sink().replace('sink = { adapter = "toy_sink" }',
                                               'sink = { adapter = "toy_faulty_sink", fail_at_s = 900 }'))
     ts = _same(_run(path, tmp_path, "off"), on := _run(path, tmp_path, "on"))
     assert on.status == "failed" and "injected sink failure at t = 900 s" in on.reason
     assert len(ts) == 15
-    assert len(worker_pids) == 1 and _gone(worker_pids[0])
+    assert len(workers) == 1 and _gone(workers[0].pid)
 
 
-def test_a_stop_in_the_parent_stops_the_worker(toy_adapters, write_scenario, tmp_path, worker_pids, monkeypatch):
+def test_a_stop_in_the_parent_stops_the_worker(toy_adapters, write_scenario, tmp_path, workers, monkeypatch):
     """SIGTERM reaches the parent (the worker ignores it): the run is interrupted at a recorded
     step, the worker is told to stop and is gone, the rows so far are kept."""
     from cosim.run import recorder
@@ -232,7 +330,7 @@ def test_a_stop_in_the_parent_stops_the_worker(toy_adapters, write_scenario, tmp
     monkeypatch.setattr(recorder.RecorderSim, "record_refs", record_refs)
     with pytest.raises(RunInterrupted):
         _run(write_scenario(ramp_sink(duration_s=7200)), tmp_path, "on")
-    assert len(worker_pids) == 1 and _gone(worker_pids[0])
+    assert len(workers) == 1 and _gone(workers[0].pid)
     (folder,) = (tmp_path / "on").iterdir()
     ts = RunFolder(folder).timeseries()
     assert 10 <= len(ts) < 120
