@@ -484,6 +484,11 @@ class SingleModelSim(CosimSim):
         raise NotImplementedError
 
 
+#: Types of output values no one can change after they are handed out (a reader sees what the
+#: step gave; anything else may be an object its adapter changes later, and is copied where kept)
+PLAIN_TYPES = frozenset({float, int, bool, str, type(None)})
+
+
 def tuple_getter(attrs: tuple[str, ...]):
     """``values -> tuple of values[attr]`` for ``attrs`` (a tuple also for one attribute or none)."""
     if len(attrs) == 1:

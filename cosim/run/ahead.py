@@ -59,7 +59,8 @@ import traceback
 import warnings
 from multiprocessing.connection import Connection
 
-from cosim.sdk import CosimSim, EndRun
+from cosim.run.processes import usable_cores
+from cosim.sdk import PLAIN_TYPES, CosimSim, EndRun
 from typing import Any
 
 try:
@@ -127,19 +128,12 @@ def wanted(engine: Any, head: list[Any]) -> bool:
         return True
     if not sys.platform.startswith("linux") or engine.scn.scenario.rt_factor:
         return False
-    if _usable_cores() < 2:
+    if usable_cores() < 2:
         return False
     ahead_ids = {id(s) for s in head}
     if all(id(s) in ahead_ids or s.sid == engine.RECORDER_SID for s in engine.sims):
         return False  # only the recorder left here: the pipe would cost what it saves
     return _head_steps(engine, head) >= AUTO_MIN_STEPS
-
-
-def _usable_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
 
 
 def _head_steps(engine: Any, head: list[Any]) -> int:
@@ -174,6 +168,7 @@ class Ahead:
         self._ended: dict[int, BaseException] | None = None  # finalize errors by head index, once ended
         self._closed = False
         self._hung = False
+        self._raised = False
         self.ended_how: str | None = None  # how the worker process ended ("exit code 0", ...), once it did
         #: the worker's memory at its end (``_memory``), once it said so
         self.memory: dict[str, float] | None = None
@@ -202,6 +197,7 @@ class Ahead:
                 _, message, category, filename, lineno = record
                 warnings.warn_explicit(message, category, filename, lineno)
             elif kind == RAISE:
+                self._raised = True  # its END (finalize errors, memory) follows
                 raise _exception(record[2])
             else:  # END before this step: the child stopped stepping without an error
                 self._ended = record[1]
@@ -234,19 +230,20 @@ class Ahead:
         if self._closed:
             return {}
         self._closed = True
-        errors: dict[int, BaseException] = {}
+        errors: dict[str, BaseException] = {}
         try:
             if complete or self._at_end():
-                errors = self._drain(complete)
-        except Exception:  # noqa: BLE001 — a child that died at the end: its finalize errors are unknown
-            errors = {}
+                errors = {self.sids[k]: exc for k, exc in self._drain(complete).items()}
+        except WorkerDied as exc:  # it died (or hung) finalizing the head: the run is not ok
+            if complete:
+                errors = {self.sids[0]: exc}
         self._conn.close()
         self.ended_how = self._reap(wait_s=0.0 if self._hung else STOP_WAIT_S)
-        return {self.sids[k]: exc for k, exc in errors.items()}
+        return errors
 
     def _at_end(self) -> bool:
-        """The child already sent its last batch (it raised): its END is in the records read."""
-        return any(r[0] in (RAISE, END) for r in self._records[self._pos:])
+        """The child stopped stepping (it raised): its END follows, or was read."""
+        return self._raised or any(r[0] in (RAISE, END) for r in self._records[self._pos:])
 
     def _drain(self, complete: bool) -> dict[int, BaseException]:
         """Records up to END (steps nobody takes: the child ran past a failure's point); after a
@@ -302,9 +299,9 @@ def _child(engine: Any, head: list[Any], fd: int) -> None:
 
         def tap(sim, t, nxt, out_t, data):
             k = index[sim.sid]
-            if data is not None and not (fresh[k] and all(_PLAIN.issuperset(map(type, d.values()))
+            if data is not None and not (fresh[k] and all(PLAIN_TYPES.issuperset(map(type, d.values()))
                                                           for d in data.values())):
-                data = _snapshot(data)  # what a reader at this step would read, kept as it is now
+                data = _deep_copy(data)  # what a reader at this step would read, kept as it is now
             records.append((k, t, nxt, out_t, data))
 
         def show(message, category, filename, lineno, file=None, line=None):
@@ -340,8 +337,11 @@ def _child(engine: Any, head: list[Any], fd: int) -> None:
                 raise
             except BaseException as exc:  # noqa: BLE001 — the parent raises it at this step
                 records.append((RAISE, t, _portable(exc)))
-            errors = _finalize(sub.sims, index)
+            # what was stepped goes out before finalize: a finalize that crashes loses no step
             payload, records[:] = _pack(records, sids)
+            send(payload if payload is not None else pickle.dumps(records, pickle.HIGHEST_PROTOCOL))
+            records.clear()
+            errors = _finalize(sub.sims, index)  # its warnings land in records, before END
             records.append((END, errors, _memory()))
             send(pickle.dumps(records, pickle.HIGHEST_PROTOCOL))
         except _ParentGone:  # the parent stopped (a failure or stop there): finalize and go
@@ -366,11 +366,7 @@ def _ignore(signum, frame) -> None:
     """The worker's SIGINT/SIGTERM handler: the parent decides when the worker stops."""
 
 
-#: types of output values a reader cannot see change after the step
-_PLAIN = frozenset({float, int, bool, str, type(None)})
-
-
-def _snapshot(data: dict) -> dict:
+def _deep_copy(data: dict) -> dict:
     """A deep copy of a step's outputs as they are now (for outputs the adapter may change later)."""
     try:
         return pickle.loads(pickle.dumps(data, pickle.HIGHEST_PROTOCOL))

@@ -48,7 +48,7 @@ from cosim.run.outcome import Outcome, check_complete
 from cosim.run.recorder import RecorderSim
 from cosim.run.stopping import STOP, StopRequested
 from cosim.scenario import Scenario
-from cosim.sdk import CosimSim, EndRun, tuple_getter
+from cosim.sdk import PLAIN_TYPES, CosimSim, EndRun, tuple_getter
 
 RECORDER_SID = "_recorder"
 RECORDER_EID = "recorder"
@@ -504,7 +504,7 @@ def _snapshot(values: dict[str, Any]) -> dict[str, Any]:
     """A copy of an output dict whose values the source cannot change later (numbers as
     ``float``/``bool``/None are immutable; anything else is kept as read now: a copy of a
     mutable container, the recorder converts it as it would have)."""
-    return {attr: (value if type(value) in _IMMUTABLE else _freeze(value)) for attr, value in values.items()}
+    return {attr: (value if type(value) in PLAIN_TYPES else _freeze(value)) for attr, value in values.items()}
 
 
 def _freeze(value: Any) -> Any:
@@ -514,7 +514,6 @@ def _freeze(value: Any) -> Any:
         return copy.copy(value)
 
 
-_IMMUTABLE = frozenset({float, int, bool, str, type(None)})
 
 
 def _sleep_until(deadline: float) -> None:

@@ -21,6 +21,15 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+
+def usable_cores() -> int:
+    """Cores this process may run on (its CPU affinity where the OS tells it, else all)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 #: Seconds a started simulator gets to listen, on an idle machine (scaled up by the load).
 START_TIMEOUT_S = 30.0
 

@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from cosim.errors import Problem, ScenarioError
+from cosim.run.processes import usable_cores
 
 #: Dask settings for the workers cosim starts. The worker's statistical profiler samples the
 #: task thread every 10 ms; for pure-Python co-simulation runs it cost ~7 % per run and took
@@ -112,4 +113,4 @@ def check_workers(workers: Any) -> None:
 
 def default_workers() -> int:
     """Two local workers, or fewer when the machine has one core."""
-    return max(1, min(2, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1))
+    return max(1, min(2, usable_cores()))

@@ -247,3 +247,18 @@ class FinalizeFailSim(RampSim):
 
         warnings.warn(f"toy {self.sid} warns at finalize", UserWarning)
         raise RuntimeError(f"toy {self.sid} failed to finalize")
+
+
+class KillAtFinalizeSim(KillSelfSim):
+    """A ramp whose process dies (SIGKILL) in ``finalize``, never in ``parent_pid`` (the test's own)."""
+
+    def step_entities(self, time_s, inputs):
+        RampSim.step_entities(self, time_s, inputs)
+
+    def finalize(self):
+        import os
+        import signal
+
+        if os.getpid() == self.params.parent_pid:
+            raise RuntimeError("toy_kill_at_finalize: not finalized in a worker process")
+        os.kill(os.getpid(), signal.SIGKILL)

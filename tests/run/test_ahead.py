@@ -77,7 +77,7 @@ def test_auto_leaves_a_run_in_process_when_only_the_recorder_would_stay(monkeypa
     """mig_inference is one datacenter and the recorder: the worker would do everything."""
     from cosim.run.direct import _Sim
 
-    monkeypatch.setattr(ahead, "_usable_cores", lambda: 2)
+    monkeypatch.setattr(ahead, "usable_cores", lambda: 2)
     for mode, wanted in (("auto", False), ("on", True)):
         scn = load_scenario(f"{ROOT}/scenarios/mig_inference.toml", {"scenario.engine": "direct",
                                                                       "scenario.ahead": mode})
@@ -95,7 +95,7 @@ def test_auto_leaves_a_run_in_process_when_only_the_recorder_would_stay(monkeypa
 
 def test_auto_forks_only_for_long_runs(toy_adapters, write_scenario, tmp_path, monkeypatch):
     """"auto" forks at AUTO_MIN_STEPS head steps or more, when the machine has two cores."""
-    if ahead._usable_cores() < 2:
+    if ahead.usable_cores() < 2:
         pytest.skip("one usable core: auto never forks here")
     started = []
     real = ahead.Ahead
@@ -126,6 +126,7 @@ def test_a_run_ended_on_purpose_in_the_worker_ends_at_the_same_step(toy_adapters
     path = write_scenario(ramp_sink(extra=extra))
     ts = _same(_run(path, tmp_path, "off"), on := _run(path, tmp_path, "on"))
     assert on.metadata["ahead"]["sims"] == ["src", "end"]
+    assert "peak_rss_mib" in on.metadata["ahead"]  # the worker's END (after its finalize) was read
     assert on.status == "ok" and "reached its end at t = 1200 s" in on.reason
     assert len(ts) == 20  # 0 .. 1140 s
 
@@ -282,6 +283,16 @@ def test_an_error_and_a_warning_at_the_heads_finalize_reach_the_run(toy_adapters
     assert on.metadata["ahead"]["sims"] == ["src"]
     assert on.status == "failed" and "RuntimeError: toy src failed to finalize" in on.reason
     _same(off, on)
+
+
+def test_a_worker_that_dies_finalizing_the_head_fails_the_run(toy_adapters, write_scenario, tmp_path):
+    """Every row is recorded, but the head's finalize never finished: the run must not say ok."""
+    path = write_scenario(ramp_sink().replace('src = { adapter = "toy_ramp" }',
+                                              f'src = {{ adapter = "toy_kill_at_finalize", parent_pid = {os.getpid()} }}'))
+    result = _run(path, tmp_path, "on")
+    assert result.metadata["ahead"]["sims"] == ["src"]
+    assert result.status == "failed" and "WorkerDied" in result.reason and "killed by signal 9" in result.reason
+    assert len(result.timeseries()) == 60
 
 
 @pytest.fixture
