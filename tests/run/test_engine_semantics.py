@@ -19,7 +19,9 @@ scenario = ramp_sink
 
 
 #: (engine, [scenario] ahead): mosaik, and the direct engine with and without its worker process
-#: for the simulators that take no inputs (cosim.run.ahead; "on" forks even for these short runs)
+#: for the simulators that take no inputs (cosim.run.ahead; "on" forks even for these short runs
+#: where the toy has a head — not in the feedback toys, where ramp and sink feed each other; the
+#: head-to-rest cases that do fork, asserted, are in test_ahead.py)
 VARIANTS = (("mosaik", "auto"), ("direct", "off"), ("direct", "on"))
 
 
