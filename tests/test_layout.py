@@ -35,7 +35,7 @@ LAYERS = [
     ("cosim.kpis",),
     ("cosim.report",),
     ("cosim.run",),
-    ("cosim.studies", "cosim.gym"),
+    ("cosim.studies", "cosim.gym", "cosim.live"),
     ("cosim.cli",),
     ("cosim", "cosim.__main__"),
 ]
@@ -48,7 +48,11 @@ LAZY = {
     "fmpy": "ctypes and lxml: only when an FMU is described or run",
     "opendssdirect": "the DSS C-API library: only for the OpenDSS engine",
     "simbench": "its data tables: only for SimBench grids",
+    "andes": "sympy and its generated code: only for the transient-stability adapter",
     "gymnasium": "the learning extra", "pettingzoo": "the learning extra",
+    "fastapi": "the live extra: only when a live run is served (cosim serve)",
+    "uvicorn": "the live extra: only when a live run is served (cosim serve)",
+    "prometheus_client": "the live extra: only when /metrics is built or scraped",
     "cosim.run.mosaik_engine": "imports mosaik (above)",
 }
 
