@@ -14,6 +14,10 @@ outputs; off by default, so existing scenarios record the columns they always ha
 Sim param ``job_moves = true`` lets flexible training jobs move between clusters (:mod:`.moves`:
 exported at one site, imported into ``training.n_guest_slots`` at another, relayed by
 ``controllers/load_shift``); off by default.
+An entity's ``smoothing`` table turns on the GPU power floor, the ramp limiter and the rack energy
+storage of :mod:`.smoothing` (GB200/GB300-style power smoothing; every knob off by default, and off
+the cluster steps exactly as without it); sim param ``smoothing_outputs = true`` adds
+:data:`.smoothing.SMOOTHING_OUTPUTS` (what they cost, the store's charge).
 
 Model ``Cluster``. Inputs (optional knobs; absent means unconstrained): ``p_cap_w`` (every
 GPU), ``p_cap_high_w`` / ``p_cap_normal_w`` / ``p_cap_low_w`` (training classes),
@@ -44,7 +48,7 @@ from pydantic import BaseModel, BeforeValidator, Field, field_validator
 
 from cosim.sdk import DataFile, Params, ScenarioContext, SingleModelSim, as_tuple
 from cosim.adapters.datacenter.cluster import OUTPUTS, FleetSetup, GpuCluster, Knobs
-from cosim.adapters.datacenter.hardware import GPUS, NODES, gpu_spec, node_spec
+from cosim.adapters.datacenter.hardware import GPUS, NODES, NodeSpec, gpu_spec, node_spec
 from cosim.adapters.datacenter.mig import MigPool, SliceCurves, kv_frac, mig_problems, place_instances
 from cosim.adapters.datacenter.mig import profiles as mig_profiles
 from cosim.adapters.datacenter.moves import MOVE_INPUTS, MOVE_OUTPUTS, JobMoves, with_guest_slots
@@ -62,6 +66,14 @@ from cosim.adapters.datacenter.inference import (
     trace_profile,
 )
 from cosim.adapters.datacenter.prefill import prefill_tokens_per_s
+from cosim.adapters.datacenter.smoothing import (
+    FLOOR_FRAC_RANGE,
+    SMOOTHING_OUTPUTS,
+    PowerFloor,
+    RackStorage,
+    RampLimiter,
+    Smoothing,
+)
 from cosim.adapters.datacenter.transient import TransientSetup
 from cosim.adapters.datacenter.training import (
     CLASSES,
@@ -279,6 +291,55 @@ class TransientParams(Params):
                               self.revoke_rate_per_h, self.price_usd_per_gpu_h)
 
 
+class SmoothingParams(Params):
+    """Power smoothing of the training GPUs and the racks (:mod:`.smoothing`); every knob off by default.
+
+    Attributes:
+        power_floor_frac: least power of a running job's GPUs, as a share of TDP: 0 = off, else
+            0.2-0.9 (GB200 power smoothing's 20-90 % of TDP); costs energy (``p_floor_mw``). [-]
+        ramp_up_mw_s: fastest rise of the training GPUs' summed power; None = no limiter; costs
+            time (``ramp_lost_gpu_h``). [MW/s]
+        ramp_down_mw_s: fastest fall; default ``ramp_up_mw_s``; a limited fall burns energy. [MW/s]
+        ramp_down_hold_s: the demand must stay below the limiter's output this long before it falls
+            (NVIDIA's ramp-down hysteresis: short dips pass unseen). [s]
+        rack_storage_per_gpu_j: usable energy of the racks' power-shelf storage per GPU (GB300
+            NVL72-style; the size is *ours*, NVIDIA states none); 0 = off. [J]
+        rack_tau_s: time constant of the low-pass the racks' draw follows (*ours*). [s]
+        rack_round_trip_frac: round-trip efficiency of the store (*ours*: capacitor banks). [-]
+    """
+
+    power_floor_frac: float = Field(default=0.0, ge=0, le=FLOOR_FRAC_RANGE[1])
+    ramp_up_mw_s: float | None = Field(default=None, gt=0)
+    ramp_down_mw_s: float | None = Field(default=None, gt=0)
+    ramp_down_hold_s: float = Field(default=0.0, ge=0)
+    rack_storage_per_gpu_j: float = Field(default=0.0, ge=0)
+    rack_tau_s: float = Field(default=1.0, gt=0)
+    rack_round_trip_frac: float = Field(default=0.95, gt=0, le=1)
+
+    @field_validator("power_floor_frac")
+    @classmethod
+    def _floor_range(cls, value: float) -> float:
+        low, high = FLOOR_FRAC_RANGE
+        if 0 < value < low:
+            raise ValueError(f"GB200 power smoothing sets a floor of {low:g}-{high:g} of TDP; give a value inside, "
+                             "or 0 to turn the floor off")
+        return value
+
+    @property
+    def on(self) -> bool:
+        """Whether any knob is on."""
+        return self.power_floor_frac > 0 or self.ramp_up_mw_s is not None or self.rack_storage_per_gpu_j > 0
+
+    def build(self, tdp_w: float, n_gpus_total: int) -> Smoothing:
+        """The :class:`.smoothing.Smoothing` of these params (every part None when off)."""
+        floor = PowerFloor(self.power_floor_frac, tdp_w) if self.power_floor_frac > 0 else None
+        limiter = (RampLimiter(self.ramp_up_mw_s, self.ramp_down_mw_s, self.ramp_down_hold_s)
+                   if self.ramp_up_mw_s is not None else None)
+        storage = (RackStorage(self.rack_storage_per_gpu_j * n_gpus_total / 1e6, self.rack_tau_s,
+                               self.rack_round_trip_frac) if self.rack_storage_per_gpu_j > 0 and n_gpus_total else None)
+        return Smoothing(floor, limiter, storage)
+
+
 class ClusterParams(Params):
     """Params of one ``Cluster`` entity.
 
@@ -298,6 +359,8 @@ class ClusterParams(Params):
         mig_placement: how MIG fleets' instances are placed on their GPUs: ``first_fit`` or
             ``frag_aware`` (:mod:`.mig`).
         transient: off-site burst GPUs for short jobs (:class:`TransientParams`; off by default).
+        smoothing: GPU power floor, ramp limiter and rack storage (:class:`SmoothingParams`; off by
+            default); its outputs are recorded with the sim param ``smoothing_outputs = true``.
     """
 
     node: str = "DGX-H100"
@@ -314,6 +377,7 @@ class ClusterParams(Params):
     p_limit_mw: float | None = Field(default=None, ge=0)
     mig_placement: Literal["first_fit", "frag_aware"] = "first_fit"
     transient: TransientParams = TransientParams()
+    smoothing: SmoothingParams = SmoothingParams()
 
 
 # -- building ---------------------------------------------------------------------------------
@@ -369,8 +433,10 @@ def make_mig_pool(params: ClusterParams, fleets: list[FleetSetup]) -> MigPool | 
 
 
 def build_cluster(params: ClusterParams, rng: np.random.Generator, duration_s: float,
-                  start_hour_utc: float = 0.0, report_scheduling: bool = False) -> GpuCluster:
-    """A :class:`GpuCluster` from validated params (plain Python, no mosaik)."""
+                  start_hour_utc: float = 0.0, report_scheduling: bool = False,
+                  report_smoothing: bool = False) -> GpuCluster:
+    """A :class:`GpuCluster` from validated params (plain Python, no mosaik); ``report_smoothing``
+    gives it a (possibly all-off) smoothing so it reports :data:`.smoothing.SMOOTHING_OUTPUTS`."""
     node = node_spec(params.node)
     jobs = with_guest_slots(make_jobs(params, rng, duration_s), params.training.n_guest_slots)
     fleets = [make_fleet(f, params.node, np.random.default_rng(rng.integers(2**63))) for f in params.inference]
@@ -389,10 +455,19 @@ def build_cluster(params: ClusterParams, rng: np.random.Generator, duration_s: f
                          hold_paused_gpus=params.training.hold_paused_gpus,
                          failure_rate_per_gpu_h=params.training.failure_rate_per_gpu_h,
                          failure_end_frac=params.training.failure_end_frac,
-                         transient=params.transient.setup())
+                         transient=params.transient.setup(),
+                         smoothing=_smoothing(params, node, fleets, mig_pool, report_smoothing))
     cluster.sched.next_arrival = params.training.n_guest_slots  # guest slots are never submitted (.moves)
     cluster.warm_up(params.training.warmup_h * 3600.0)
     return cluster
+
+
+def _smoothing(params: ClusterParams, node: NodeSpec, fleets: list[FleetSetup], mig_pool: MigPool | None,
+               report: bool) -> Smoothing | None:
+    if not (params.smoothing.on or report):
+        return None  # off: the cluster steps exactly as without the knob
+    n_total = params.n_gpus + sum(f.fleet.n_gpus for f in fleets if f.mig is None) + (mig_pool.n_gpus if mig_pool else 0)
+    return params.smoothing.build(gpu_spec(node.gpu).tdp_w, n_total)
 
 
 def cluster_problems(params: ClusterParams, duration_s: float) -> list[str]:
@@ -488,10 +563,13 @@ class DatacenterSimParams(Params):
         job_moves: every cluster also takes :data:`.moves.MOVE_INPUTS` and reports
             :data:`.moves.MOVE_OUTPUTS`: flexible training jobs moved between sites by
             ``controllers/load_shift`` (:mod:`.moves`); off by default.
+        smoothing_outputs: every cluster also reports :data:`.smoothing.SMOOTHING_OUTPUTS` (what its
+            ``smoothing`` knobs cost and the rack store's charge; zeros and NaN where off); off by default.
     """
 
     scheduling_outputs: bool = False
     job_moves: bool = False
+    smoothing_outputs: bool = False
 
 
 class DatacenterSim(SingleModelSim):
@@ -509,16 +587,18 @@ class DatacenterSim(SingleModelSim):
             "training": {"source": "synthetic", "n_jobs": 20, "sizes_gpus": [1, 8, 32],
                          "size_weights": [0.5, 0.4, 0.1]},
             "inference": [{"name": "chat", "model": "llama-3.1-8b", "replicas": 4, "rate_req_s": 5.0}],
+            "smoothing": {"power_floor_frac": 0.5, "ramp_up_mw_s": 0.01, "rack_storage_per_gpu_j": 500.0},
         }},
-        "sim": {"scheduling_outputs": True},
+        "sim": {"scheduling_outputs": True, "smoothing_outputs": True},
     }
 
     @classmethod
     def meta_for(cls, sim_params: DatacenterSimParams) -> dict[str, Any]:
-        if not sim_params.scheduling_outputs and not sim_params.job_moves:
+        if not sim_params.scheduling_outputs and not sim_params.job_moves and not sim_params.smoothing_outputs:
             return cls.META
         outputs = (*OUTPUTS, *(SCHEDULING_OUTPUTS if sim_params.scheduling_outputs else ()),
-                   *(MOVE_OUTPUTS if sim_params.job_moves else ()))
+                   *(MOVE_OUTPUTS if sim_params.job_moves else ()),
+                   *(SMOOTHING_OUTPUTS if sim_params.smoothing_outputs else ()))
         return cls.single_meta(outputs=outputs, inputs=(*INPUTS, *(MOVE_INPUTS if sim_params.job_moves else ())))
 
     @classmethod
@@ -541,6 +621,8 @@ class DatacenterSim(SingleModelSim):
                             "entity's [sims] table (the inputs that bring jobs in); set it, or drop n_guest_slots")
         if params is not None and sim_params is not None and getattr(sim_params, "job_moves", False):
             problems += _move_problems(params.training)
+        if params is not None and params.smoothing.on:
+            problems += _smoothing_warnings(params.smoothing, ctx, sim_params)
         return problems
 
     @classmethod
@@ -580,7 +662,8 @@ class DatacenterSim(SingleModelSim):
         start = self.start_utc
         hour = start.hour + start.minute / 60 + start.second / 3600
         cluster = build_cluster(params, self.rng(eid), self.duration_s, hour,
-                                report_scheduling=self.params.scheduling_outputs)
+                                report_scheduling=self.params.scheduling_outputs,
+                                report_smoothing=self.params.smoothing_outputs)
         moves = JobMoves(cluster, params.training.n_guest_slots, f"entities.{eid}") if self.params.job_moves else None
         return _Entity(eid, cluster, {"p_cap_w": params.p_cap_w, "p_limit_mw": params.p_limit_mw}, moves)
 
@@ -619,6 +702,19 @@ class _Entity:
         self.plain_knobs: Knobs | None = None  # knobs_from(static), checked, while no input is set
 
 
+def _smoothing_warnings(p: SmoothingParams, ctx: ScenarioContext, sim_params: BaseModel | None) -> list[str]:
+    """What a study with smoothing on should know: it acts on step means, and its costs need recording."""
+    found = []
+    if ctx.step_s > 1:
+        found.append(f"warning: smoothing acts on the step-mean power, and at the scenario's step_s = {ctx.step_s:g} s "
+                     "the sub-second training swing it smooths is averaged out (its effect and cost are understated); "
+                     "run the datacenter at step_s <= 1 s to resolve the swing")
+    if sim_params is not None and not getattr(sim_params, "smoothing_outputs", False):
+        found.append("warning: smoothing is on but its outputs (p_floor_mw, e_floor_mwh, ramp_lost_gpu_h, rack_soc_frac, "
+                     "...) are not reported; set smoothing_outputs = true in the entity's [sims] table to record them")
+    return found
+
+
 def _move_problems(t: TrainingParams) -> list[str]:
     """A Cluster under ``job_moves = true`` that can neither take a moved job nor give one moves nothing:
     say so (a trace file may mark jobs flexible itself, so it may give)."""
@@ -655,4 +751,4 @@ def knobs_from(values: dict[str, Any], fleet_names: list[str] = ()) -> Knobs:
                  fleet_demand_ratio={n: get(f"demand_{n}_ratio") for n in fleet_names})
 
 
-__all__ = ["DatacenterSim", "ClusterParams", "FleetParams", "TrainingParams", "build_cluster", "GPUS", "NODES"]
+__all__ = ["DatacenterSim", "ClusterParams", "FleetParams", "SmoothingParams", "TrainingParams", "build_cluster", "GPUS", "NODES"]

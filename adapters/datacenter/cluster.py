@@ -43,6 +43,7 @@ from cosim.adapters.datacenter.scheduler import (
     RUNNING,
     Scheduler,
 )
+from cosim.adapters.datacenter.smoothing import Smoothing, smooth_outputs, smooth_training
 from cosim.adapters.datacenter.stragglers import COMPUTE_FRAC, StragglerModel
 from cosim.adapters.datacenter.transient import TransientPool, TransientSetup
 from cosim.adapters.datacenter.training import (
@@ -148,6 +149,8 @@ class GpuCluster:
             work since its last checkpoint (:mod:`.failures`); 0 = jobs never fail. [1/GPU-h]
         failure_end_frac: share of failed jobs that end (state ``FAILED``) instead of restarting. [-]
         transient: burst capacity off-site for short jobs (:mod:`.transient`), or ``None``.
+        smoothing: power floor, ramp limiter and rack storage (:mod:`.smoothing`), or ``None`` (off:
+            every output as without it); with it the step also reports :data:`.smoothing.SMOOTHING_OUTPUTS`.
     """
 
     def __init__(self, node: NodeSpec, gpu: GpuSpec, n_gpus: int, jobs: Jobs, fleets: list[FleetSetup], *,
@@ -159,7 +162,7 @@ class GpuCluster:
                  locality: str = "any", sleep: SleepParams | None = None, report_scheduling: bool = False,
                  mig_pool: MigPool | None = None, hold_paused_gpus: bool = False,
                  failure_rate_per_gpu_h: float = 0.0, failure_end_frac: float = 0.0,
-                 transient: TransientSetup | None = None):
+                 transient: TransientSetup | None = None, smoothing: Smoothing | None = None):
         self.node, self.gpu, self.jobs, self.fleets = node, gpu, jobs, fleets
         self.n_gpus = int(n_gpus)
         topology = Topology(self.n_gpus, node.gpus_per_node, nodes_per_rack)
@@ -228,6 +231,7 @@ class GpuCluster:
         self._paused_key: bytes | None = None  # paused_by's bytes when _paused_lists were made
         self._paused_lists: dict[int, np.ndarray] = {}
         self.hold_paused_gpus = hold_paused_gpus
+        self.smoothing = smoothing
         self.p_last_mw = 0.0
         self.delay_gpu_h = 0.0
         self.slowdown_gpu_h = 0.0
@@ -244,6 +248,8 @@ class GpuCluster:
         self.n_job_failures, self.n_jobs_failed, self.lost_gpu_h = 0, 0, 0.0
         if self.transient is not None:
             self.transient.reset_counters()
+        if self.smoothing is not None:
+            self.smoothing.e_floor_mwh = self.smoothing.ramp_lost_gpu_h = 0.0
 
     # -- the step ---------------------------------------------------------------------------
     def step(self, time_s: float, dt_s: float, knobs: Knobs | None = None, *, check: bool = True) -> dict[str, float]:
@@ -270,6 +276,8 @@ class GpuCluster:
         excess_mw = 0.0
         if knobs.p_limit_mw is not None:
             run, caps, excess_mw = self._enforce_limit(run, caps, knobs.p_limit_mw, infer["p_it_w"], time_s)
+        if self.smoothing is not None:
+            self.smoothing.p_floor_w = 0.0  # (_advance sets it when jobs run)
         train = self._advance(run, caps, time_s, dt_s)
         if self.failures.enabled:
             self._fail(run[sched.state[run] == RUNNING], time_s, dt_s)
@@ -279,7 +287,13 @@ class GpuCluster:
                 sched, self.p_unc_w + self.node.other_full_w / gpn, self.gpu.idle_w + self.node.other_idle_w / gpn,
                 time_s, dt_s) / 1e6
         sched.account(dt_s, time_s)
-        out = self._outputs(train, infer, excess_mw, dt_s)
+        if self.smoothing is None:
+            out = self._outputs(train, infer, excess_mw, dt_s)
+        else:
+            burn_w = smooth_training(self.smoothing, train, self.gpu.idle_w, dt_s)
+            out = smooth_outputs(self.smoothing, self._outputs(train, infer, excess_mw, dt_s), burn_w, self.losses,
+                                 self.q_per_p, dt_s)
+            self.p_last_mw = out["p_mw"]
         if self.report_scheduling:
             out.update(scheduling_outputs(self, run, caps, out["p_it_mw"]))
         return out
@@ -559,6 +573,10 @@ class GpuCluster:
             progress, stall = sched.rate_frac[run], self._mean_stall(run)
         if self.sleep is not None:
             p_gpu, progress = self._waking(run, p_gpu, progress, time_s, dt_s)
+        floor = self.smoothing.floor if self.smoothing is not None else None
+        if floor is not None:  # the running jobs' GPUs burn up to the floor (progress unchanged)
+            lifted = floor.lift(p_gpu)
+            lift_w, p_gpu = lifted - p_gpu, lifted
         rem = sched.remaining_s[run]
         full_s = speed * progress * dt_s  # the work of a whole step
         active = np.minimum(1.0, rem / np.maximum(full_s, 1e-12))
@@ -576,6 +594,8 @@ class GpuCluster:
             sched.release(run[finished], DONE, time_s + ran_s[finished])
         busy_gpus = float(g @ active)
         gpu_w = float(g @ (p_gpu * active)) + (self.n_gpus - busy_gpus) * self.gpu.idle_w
+        if floor is not None:
+            self.smoothing.p_floor_w = float(g @ (lift_w * active))
         it_w = gpu_w + self.n_nodes * self.node.other_idle_w + (
             self.node.other_full_w - self.node.other_idle_w) * busy_gpus / self.node.gpus_per_node
         if self.sleep is not None:

@@ -187,18 +187,53 @@ SWING_BAND_HZ = (0.1, 2.0)
 SWING_MAX_STEP_S = 0.5
 
 
+#: The shortest record the swing KPI reads (4 s: two periods of its slowest screened swing, 0.5 Hz). [s]
+SWING_MIN_RECORD_S = 4.0
+#: The swing KPI's Welch window: its spectrum resolves frequencies down to 1 / min(window, run). [s]
+SWING_WINDOW_S = 64.0
+#: The default band of the swing-energy share (``band_share_frac``) and of a spec: the 0.1-20 Hz
+#: oscillation band large-load interconnection specs cap (Choukse et al., arXiv 2508.14318). [Hz]
+SWING_SHARE_BAND_HZ = (0.1, 20.0)
+
+
+def _ordered_band(value: tuple[float, float]) -> tuple[float, float]:
+    low, high = value
+    if not 0 <= low < high <= 1e4:
+        raise ValueError(f"give [low_hz, high_hz] with 0 <= low_hz < high_hz, e.g. [{SWING_BAND_HZ[0]:g}, "
+                         f"{SWING_BAND_HZ[1]:g}]")
+    return value
+
+
+SwingBand = Annotated[tuple[float, float], BeforeValidator(as_tuple), AfterValidator(_ordered_band)]
+
+
+class SwingLimitSpec(_Strict):
+    """``[kpis.swing] spec = {...}``: a utility's oscillation limits, checked on every recorded ``p_mw``.
+
+    Attributes:
+        band_hz: the band whose share of the power-swing energy is capped. [Hz]
+        max_band_share_frac: the largest share of the swing energy (variance of P) allowed in the
+            band; None = not checked. [-]
+        max_ramp_mw_s: the largest change of P over one second allowed (``ramp_max_mw_s``);
+            None = not checked. [MW/s]
+    """
+
+    band_hz: SwingBand = SWING_SHARE_BAND_HZ
+    max_band_share_frac: float | None = Field(default=None, ge=0, le=1)
+    max_ramp_mw_s: float | None = Field(default=None, gt=0)
+
+    @property
+    def checks(self) -> bool:
+        """Whether any limit is set (a spec without one checks nothing)."""
+        return self.max_band_share_frac is not None or self.max_ramp_mw_s is not None
+
+
 class SwingKpiSpec(_Strict):
-    """``[kpis.swing]``: the band of the power-swing screening (``band_rms_mw``, ``band_peak_hz``)."""
+    """``[kpis.swing]``: the band of the power-swing screening (``band_rms_mw``, ``band_peak_hz``) and
+    an optional interconnection ``spec`` (:class:`SwingLimitSpec`; no limit set = no check)."""
 
-    band_hz: Annotated[tuple[float, float], BeforeValidator(as_tuple)] = SWING_BAND_HZ
-
-    @field_validator("band_hz")
-    @classmethod
-    def _ordered(cls, value: tuple[float, float]) -> tuple[float, float]:
-        low, high = value
-        if not 0 <= low < high <= 1e4:
-            raise ValueError("give [low_hz, high_hz] with 0 <= low_hz < high_hz, e.g. [0.1, 2.0]")
-        return value
+    band_hz: SwingBand = SWING_BAND_HZ
+    spec: SwingLimitSpec = SwingLimitSpec()
 
 
 class KpiSpec(_Strict):

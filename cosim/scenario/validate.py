@@ -30,6 +30,8 @@ from cosim.scenario.schema import (
     ScenarioSection,
     SimSpec,
     SWING_MAX_STEP_S,
+    SWING_MIN_RECORD_S,
+    SWING_WINDOW_S,
 )
 from cosim.sdk import ticks_per_s, to_ticks
 from cosim.units import has_unit_suffix, unit_of
@@ -77,6 +79,7 @@ def validate(raw: dict[str, Any], path: Path, allow_commands: bool = False) -> S
     _check_cycles(scn, problems)
     _check_record(scn, problems)
     _check_kpi_params(scn)
+    _check_swing_spec(scn, problems)
     if not problems:
         check_engine(scn, problems)
     if problems:
@@ -428,6 +431,58 @@ def _check_kpi_params(scn: Scenario) -> None:
     elif high > 0.5 / dt_s:
         scn.warnings.append(f"kpis.swing.band_hz = [{low:g}, {high:g}]: above {0.5 / dt_s:g} Hz, the highest frequency a "
                             f"{dt_s:g} s record shows; the band is read only up to it (record faster, or lower high_hz)")
+
+
+def _check_swing_spec(scn: Scenario, problems: list[Problem]) -> None:
+    """A ``[kpis.swing] spec`` the recording cannot check is a problem: a pass/fail read off a band the
+    record does not show (above its Nyquist frequency, below its spectral resolution) would be unfounded."""
+    raw = scn.raw.get("kpis")
+    swing = raw.get("swing") if isinstance(raw, dict) else None
+    if not isinstance(swing, dict) or "spec" not in swing or scn.scenario is None:
+        return
+    if any(p.path.startswith("kpis") for p in problems):
+        return  # the table itself is invalid (said): its defaults stand in for it
+    spec = scn.kpis.swing.spec
+    where = "kpis.swing.spec"
+    if not spec.checks:
+        problems.append(Problem(where, "sets no limit, so it checks nothing; give max_band_share_frac and/or "
+                                "max_ramp_mw_s, e.g. spec = { band_hz = [0.1, 20.0], max_band_share_frac = 0.2 }"))
+        return
+    try:
+        dt_s = float(scn.record_step_s)
+    except Exception:  # noqa: BLE001 — the timing problems are reported elsewhere
+        return
+    high = spec.band_hz[1]
+    if dt_s > SWING_MAX_STEP_S + 1e-9:
+        problems.append(Problem(where, f"the swing KPI reads only records at <= {SWING_MAX_STEP_S:g} s and this run "
+                                f"records every {dt_s:g} s, so nothing would be checked; set [record] step_s "
+                                f"(and the sims' step_s) to {min(SWING_MAX_STEP_S, 0.5 / high):g} s or less"))
+        return
+    if scn.scenario.duration_s < SWING_MIN_RECORD_S:
+        problems.append(Problem(where, f"the swing KPI needs at least {SWING_MIN_RECORD_S:g} s of record and this run "
+                                f"lasts {scn.scenario.duration_s} s, so nothing would be checked; lengthen duration_s"))
+        return
+    if spec.max_band_share_frac is None:
+        return  # only the ramp is checked: any band will do
+    _check_spec_band(scn, dt_s, spec.band_hz, problems)
+
+
+def _check_spec_band(scn: Scenario, dt_s: float, band_hz: tuple[float, float], problems: list[Problem]) -> None:
+    """The spec band within what the record shows: up to its Nyquist frequency, down to its resolution."""
+    low, high = band_hz
+    where, shown = "kpis.swing.spec.band_hz", [low, high]
+    nyquist_hz = 0.5 / dt_s
+    resolution_hz = 1.0 / min(SWING_WINDOW_S, float(scn.scenario.duration_s))
+    if high > nyquist_hz + 1e-12:
+        problems.append(Problem(where, f"reaches above {nyquist_hz:g} Hz, the Nyquist frequency of this run's "
+                                f"{dt_s:g} s record step; record at {0.5 / high:g} s or less ([record] step_s and the "
+                                f"sims' step_s), or lower the band to [{low:g}, {nyquist_hz:g}]", shown))
+    if low < resolution_hz - 1e-12:
+        # the Welch window caps at SWING_WINDOW_S: a longer run resolves down to 1 / window, no further
+        longer = (f", or run for {1.0 / low:g} s or longer" if low >= 1.0 / SWING_WINDOW_S - 1e-12 else "")
+        problems.append(Problem(where, f"starts below {resolution_hz:g} Hz, the spectral resolution of this run "
+                                f"(1 / min({SWING_WINDOW_S:g} s Welch window, duration_s)); raise low_hz to "
+                                f"{resolution_hz:g} or more{longer}", shown))
 
 
 def _check_record(scn: Scenario, problems: list[Problem]) -> None:
