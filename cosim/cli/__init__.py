@@ -14,6 +14,7 @@ import traceback
 
 from cosim.cli import reproduce as reproduce_commands
 from cosim.cli import run as run_commands
+from cosim.cli import serve as serve_commands
 from cosim.cli import studies as study_commands
 from cosim.errors import ScenarioError
 
@@ -27,6 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
     run_commands.add_parsers(sub)
     study_commands.add_parsers(sub)
     reproduce_commands.add_parsers(sub)
+    serve_commands.add_parsers(sub)
     return parser
 
 

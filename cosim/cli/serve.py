@@ -1,0 +1,74 @@
+"""``cosim serve``: run a scenario in real time and serve its state, outputs, inputs and metrics over HTTP."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from cosim.cli.run import engine_overrides, positive_float, print_warnings
+from cosim.live import LiveRun, load_live
+from cosim.live import server as live_server
+
+LOOPBACK = ("127.0.0.1", "::1", "localhost")
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    try:
+        live_server.check_extra()
+    except live_server.LiveExtraMissing as exc:
+        print(str(exc), file=sys.stderr)
+        return 1
+    overrides = engine_overrides(args)
+    overrides.pop("scenario.rt_factor", None)  # load_live sets it (with its default)
+    scn = load_live(args.scenario, overrides, args.rt_factor)
+    print_warnings(scn)
+    try:
+        sock = live_server.bind(args.host, args.port)
+    except OSError as exc:
+        print(str(exc), file=sys.stderr)
+        return 1
+    if args.host not in LOOPBACK:
+        print(f"warning: serving on {args.host}: anyone who reaches this host can set the run's inputs "
+              "(no authentication)", file=sys.stderr)
+    try:
+        run = LiveRun(scn, args.out, report=not args.no_report)
+    except BaseException:
+        sock.close()
+        raise
+    server = live_server.LiveServer(run, sock, exit_at_end=args.exit_at_end, say=lambda text: print(text, flush=True))
+    url, s = server.url, scn.scenario
+    print(f"cosim serve: {s.name} ({s.duration_s} s at rt_factor {run.rt_factor:g}) on {url}  "
+          f"(API: {url}/docs, metrics: {url}/metrics; Ctrl-C stops)\nrun folder: {run.run_dir}", flush=True)
+    return server.serve()
+
+
+def _port(text: str) -> int:
+    """argparse type: a TCP port, 0 for a free one."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number 0..65535, got {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port number 0..65535 (0: a free one), got {port}")
+    return port
+
+
+def add_parsers(sub) -> None:
+    """``serve``."""
+    p = sub.add_parser("serve", help="run a scenario in real time and serve it over HTTP (REST API, /metrics)",
+                       description="Run a scenario paced in real time (direct engine) and serve GET /state, "
+                                   "GET /entities, GET /entities/{id}, PUT/POST /entities/{id}/inputs and "
+                                   "GET /metrics (OpenAPI at /docs). Needs the live extra.")
+    p.add_argument("scenario", type=Path)
+    p.add_argument("--rt-factor", type=positive_float, metavar="F",
+                   help="wall seconds per simulated second (scenario.rt_factor; default the file's, else 1)")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on [127.0.0.1]")
+    p.add_argument("--port", type=_port, default=8000, help="TCP port, 0 for a free one [8000]")
+    p.add_argument("--out", type=Path, default=Path("runs"), help="where run folders go [runs]")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a scenario key, e.g. --set scenario.duration_s=3600")
+    p.add_argument("--exit-at-end", action="store_true",
+                   help="stop serving once the scenario ends (default: serve the final state until Ctrl-C)")
+    p.add_argument("--no-report", action="store_true", help="skip report.html")
+    p.set_defaults(func=cmd_serve)

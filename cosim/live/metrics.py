@@ -1,0 +1,95 @@
+"""``/metrics`` of a live run: the Prometheus text exposition, read from the run at each scrape.
+
+Metrics (Prometheus names carry their unit as Prometheus spells it, ``_seconds``):
+
+* ``cosim_output{entity, attr}``: every numeric (or true/false, as 1/0) output of every entity
+  after its latest step, in the unit of ``attr``'s suffix (``attr="p_mw"``: MW);
+* ``cosim_sim_time_seconds``: simulation time of the next step; ``cosim_steps_total``: steps taken;
+* ``cosim_rt_factor_ratio``: wall seconds per simulated second asked for;
+  ``cosim_wall_per_sim_ratio``: the ratio so far; ``cosim_lag_seconds``: how late the latest step began;
+* ``cosim_signal_stale{entity}`` (1: the value is a held, stale reading) and
+  ``cosim_signal_age_seconds{entity}`` for live signals (``adapters/live_signal.py``);
+* ``cosim_run_info{scenario, status}``: 1.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from cosim.live.run import LiveRun
+
+#: The exposition format's content type.
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+class RunCollector:
+    """A prometheus_client collector reading a :class:`LiveRun` when scraped."""
+
+    def __init__(self, run: LiveRun):
+        self.run = run
+
+    def collect(self):
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily  # live extra
+
+        snap = self.run.snapshot()
+        state, outputs = snap["state"], snap["outputs"]
+        out = GaugeMetricFamily("cosim_output", "latest output of an entity, in the unit of attr's suffix",
+                                labels=["entity", "attr"])
+        for eid, values in outputs.items():
+            for attr, value in values.items():
+                number = _number(value)
+                if number is not None:
+                    out.add_metric([eid, attr], number)
+        yield out
+        yield GaugeMetricFamily("cosim_sim_time_seconds", "simulation time of the next step", value=state["time_s"])
+        yield CounterMetricFamily("cosim_steps", "steps taken", value=state["n_steps"])
+        yield GaugeMetricFamily("cosim_rt_factor_ratio", "wall seconds per simulated second asked for",
+                                value=state["rt_factor"])
+        ratio = state["wall_per_sim_ratio"]
+        yield GaugeMetricFamily("cosim_wall_per_sim_ratio", "wall seconds per simulated second so far",
+                                value=math.nan if ratio is None else ratio)
+        yield GaugeMetricFamily("cosim_lag_seconds", "how late the latest step began", value=state["lag_s"])
+        yield from _staleness(self.run.stale_entities(), outputs, GaugeMetricFamily)
+        info = InfoMetricFamily("cosim_run", "the scenario and the run's status")
+        info.add_metric([], {"scenario": state["scenario"], "status": state["status"]})
+        yield info
+
+
+def _staleness(eids: list[str], outputs: dict[str, dict[str, Any]], gauge):
+    stale = gauge("cosim_signal_stale", "1 while a live signal holds its last value (its source fails)",
+                  labels=["entity"])
+    age = gauge("cosim_signal_age_seconds", "wall seconds since a live signal's value was read (NaN: none yet)",
+                labels=["entity"])
+    for eid in eids:
+        failed = _number(outputs[eid].get("n_failed_polls"))
+        if failed is not None:
+            stale.add_metric([eid], 1.0 if failed > 0 else 0.0)
+        read_age = _number(outputs[eid].get("age_s"))
+        age.add_metric([eid], math.nan if read_age is None else read_age)
+    yield stale
+    yield age
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return float(value)
+    if isinstance(value, (int, float)):
+        return float(value)
+    return None
+
+
+def exposition(run: LiveRun, registry=None) -> bytes:
+    """The metrics of ``run`` in the Prometheus text format (``registry``: one made by :func:`registry_for`)."""
+    from prometheus_client import generate_latest  # the live extra: imported only when a run is served
+
+    return generate_latest(registry or registry_for(run))
+
+
+def registry_for(run: LiveRun):
+    """A registry holding only ``run``'s collector (not the process's default one)."""
+    from prometheus_client import CollectorRegistry  # the live extra: imported only when a run is served
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(RunCollector(run))
+    return registry

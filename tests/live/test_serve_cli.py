@@ -1,0 +1,178 @@
+"""``cosim serve scenarios/default.toml --rt-factor 0.01`` end to end: a real server process on
+127.0.0.1, a real HTTP client (httpx), /metrics read by prometheus_client's own parser; a cap set
+through the API shows in the recorded time series from the next step; SIGTERM leaves a ``stopped``
+run folder with everything recorded so far."""
+
+from __future__ import annotations
+
+import os
+import queue
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from cosim.cli import main
+from cosim.folder import RunFolder
+from cosim.live import load_live
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class Served:
+    """``cosim serve`` in a child process; its stdout lines arrive on a queue (read without blocking the test)."""
+
+    def __init__(self, args: list[str], cwd: Path):
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        self.proc = subprocess.Popen([sys.executable, "-m", "cosim", "serve", *args], cwd=cwd, env=env,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.lines: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            self.lines.put(line)
+
+    def line_matching(self, pattern: str, timeout_s: float = 60.0) -> re.Match:
+        seen = []
+        while True:
+            try:
+                line = self.lines.get(timeout=timeout_s)
+            except queue.Empty:
+                pytest.fail(f"cosim serve printed no line matching {pattern!r} within {timeout_s:g} s; "
+                            f"stdout: {seen}; stderr: {self._stderr()}")
+            seen.append(line)
+            if m := re.search(pattern, line):
+                return m
+
+    def _stderr(self) -> str:
+        if self.proc.poll() is None:
+            return "(still running)"
+        return self.proc.stderr.read()
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(timeout=30)
+
+
+@pytest.fixture
+def served(tmp_path):
+    started: list[Served] = []
+
+    def start(*args: str) -> Served:
+        s = Served([*args, "--out", str(tmp_path / "runs")], ROOT)
+        started.append(s)
+        return s
+
+    yield start
+    for s in started:
+        s.close()
+
+
+def test_serve_default_scenario_api_metrics_cap_and_sigterm(served, until):
+    """The issue's "done when": the endpoints answer, bad input is a 4xx with the key path, and a cap
+    set through the API is in the recorded series at the next step."""
+    s = served("scenarios/default.toml", "--rt-factor", "0.01", "--port", "0", "--no-report",
+               "--set", "scenario.duration_s=3600")
+    url = s.line_matching(r"on (http://127\.0\.0\.1:\d+)").group(1)
+    run_dir = Path(s.line_matching(r"run folder: (\S+)").group(1))
+    with httpx.Client(base_url=url, timeout=10.0) as client:
+        state = until(lambda: (st := client.get("/state").json())["n_steps"] >= 2 and st, "two steps")
+        assert state["status"] == "running" and state["rt_factor"] == 0.01 and state["scenario"] == "default"
+        assert Path(state["run_dir"]) == run_dir.resolve() and (run_dir / "metadata.json").is_file()
+        assert state["time_s"] > state["last_step_s"] >= 60
+
+        entities = {e["id"]: e for e in client.get("/entities").json()}
+        assert entities["campus"]["role"] == "it" and entities["campus"]["model"] == "Cluster"
+        cap = next(i for i in entities["campus"]["inputs"] if i["name"] == "p_cap_w")
+        assert (cap["low"], cap["high"]) == (200.0, 700.0)  # the H100's settable range
+        assert entities["tmy"]["inputs"] == []
+
+        outputs = client.get("/entities/campus").json()["outputs"]
+        assert outputs["p_mw"] > 1.0
+
+        families = {f.name: f for f in text_string_to_metric_families(client.get("/metrics").text)}
+        p_mw = [x.value for x in families["cosim_output"].samples if x.labels == {"entity": "campus", "attr": "p_mw"}]
+        assert len(p_mw) == 1 and p_mw[0] > 1.0
+        assert families["cosim_sim_time_seconds"].samples[0].value >= 120
+        assert families["cosim_steps"].samples[0].value >= 2
+        assert families["cosim_rt_factor_ratio"].samples[0].value == 0.01
+        assert "cosim_wall_per_sim_ratio" in families
+
+        bad = client.put("/entities/hall_z/inputs", json={"p_cap_w": 500})
+        assert bad.status_code == 404 and "hall_z" in bad.json()["detail"] and "campus" in bad.json()["detail"]
+        bad = client.put("/entities/campus/inputs", json={"p_cap_w": 500, "p_kap_w": 500})
+        assert bad.status_code == 422
+        [problem] = bad.json()["detail"]
+        assert problem["path"] == "entities.campus.p_kap_w" and "p_cap_w" in problem["problem"]
+        bad = client.post("/entities/campus/inputs", json={"p_cap_w": 1200})
+        assert bad.status_code == 422
+        assert bad.json()["detail"] == [{"path": "entities.campus.p_cap_w", "value": 1200, "bounds": [200.0, 700.0],
+                                         "problem": bad.json()["detail"][0]["problem"]}]
+        assert "[200, 700]" in bad.json()["detail"][0]["problem"]
+        bad = client.post("/entities/campus/inputs", json={"p_cap_w": "low"})
+        assert bad.status_code == 422 and bad.json()["detail"][0]["path"] == "entities.campus.p_cap_w"
+        assert client.post("/entities/campus/inputs", content=b"{nope").status_code == 400
+        assert client.get("/entities/campus").json()["held"] == {}  # nothing of a refused request was applied
+
+        answer = client.put("/entities/campus/inputs", json={"p_cap_w": 200})
+        assert answer.status_code == 200, answer.text
+        applies_s = answer.json()["applies_from_s"]
+        assert answer.json()["held"] == {"p_cap_w": 200.0}
+        until(lambda: client.get("/state").json()["last_step_s"] >= applies_s + 60, "two steps after the cap")
+    s.proc.send_signal(signal.SIGTERM)
+    assert s.proc.wait(timeout=60) == 128 + signal.SIGTERM
+
+    meta = RunFolder(run_dir).metadata()
+    assert meta["status"] == "stopped" and "SIGTERM" in meta["reason"]
+    ts = RunFolder(run_dir).timeseries(["campus.p_mw"])["campus.p_mw"]
+    seconds = [(t - ts.index[0]).total_seconds() for t in ts.index]
+    before = ts[[x < applies_s for x in seconds]]
+    after = ts[[x >= applies_s for x in seconds]]
+    assert len(before) >= 2 and len(after) >= 2
+    assert after.iloc[0] < 0.9 * before.iloc[-1]  # the cap bites at the very next step ...
+    assert after.max() < before.min()  # ... and holds
+
+
+def test_serve_names_a_bad_scenario_without_traceback(tmp_path, capsys):
+    bad = tmp_path / "bad.toml"
+    bad.write_text((ROOT / "scenarios" / "default.toml").read_text().replace('n_gpus = 3_072', 'n_gpus = "many"'))
+    assert main(["serve", str(bad), "--port", "0", "--out", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert "entities.campus.n_gpus" in err and "Traceback" not in err
+    assert not list(tmp_path.glob("default-*"))  # nothing was started
+
+
+def test_serve_refuses_a_port_in_use(tmp_path, capsys):
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen(1)
+    try:
+        port = taken.getsockname()[1]
+        code = main(["serve", str(ROOT / "scenarios" / "default.toml"), "--port", str(port), "--out", str(tmp_path)])
+    finally:
+        taken.close()
+    err = capsys.readouterr().err
+    assert code == 1 and f"127.0.0.1:{port}" in err and "--port" in err and "Traceback" not in err
+
+
+def test_a_live_run_keeps_real_time_unless_told_otherwise(tmp_path):
+    """No --rt-factor and none in the file: real time (1.0); the file's own when it has one."""
+    default = ROOT / "scenarios" / "default.toml"
+    assert load_live(default, {}, None).scenario.rt_factor == 1.0
+    assert load_live(default, {}, 0.25).scenario.rt_factor == 0.25
+    assert load_live(default, {"scenario.rt_factor": 0.1}, None).scenario.rt_factor == 0.1
+    own = tmp_path / "own.toml"
+    own.write_text('[scenario]\nname = "own"\nstart = 2024-07-15T00:00:00Z\nduration_s = 60\nstep_s = 1\n'
+                   'rt_factor = 0.5\n\n[sims.feed]\nadapter = "live_signal"\nurl = "http://127.0.0.1:9/"\n'
+                   'fallback = { ci_g_kwh = 1.0 }\n\n[entities.sig]\nsim = "feed"\nmodel = "LiveSignal"\n')
+    scn = load_live(own, {}, None)
+    assert scn.scenario.rt_factor == 0.5 and scn.engine == "direct"
