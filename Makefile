@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test setup build bench clean
+.PHONY: run test setup build bench clean docs
 
 run: setup build
 	$(PY) -m cosim run scenarios/default.toml
@@ -31,6 +31,11 @@ build: setup $(KERNELS)
 
 $(KERNELS): adapters/_grid_kernels.c
 	gcc -O2 -fPIC -shared -std=c11 -ffp-contract=off -fno-fast-math -Wall -o $@ $< -lm
+
+# The manual: reference pages generated from the schema and the registry, then mkdocs (no network).
+docs: setup
+	$(PY) docs/gen_reference.py
+	$(VENV)/bin/mkdocs build --strict --site-dir site
 
 bench: setup build
 	$(PY) bench/bench_default.py
