@@ -73,7 +73,7 @@ from pathlib import Path
 from typing import Annotated, Any, ClassVar
 
 import numpy as np
-from pydantic import BeforeValidator, Field, field_validator
+from pydantic import BeforeValidator, Field, ValidationInfo, field_validator
 
 from cosim.sdk import CosimSim, EndRun, Params, ScenarioContext, as_tuple, meta, model_meta, to_ticks
 
@@ -197,6 +197,15 @@ class SimParams(Params):
     faults: Annotated[tuple[tuple[float, float, int | str, float], ...], BeforeValidator(_rows)] = ()
     gen_trips: Annotated[tuple[tuple[float, str], ...], BeforeValidator(_rows)] = ()
 
+    @field_validator("case")
+    @classmethod
+    def _resolve_file(cls, value: str, info: ValidationInfo) -> str:
+        """A relative case file resolves from the scenario file's folder."""
+        base_dir = (info.context or {}).get("base_dir")
+        if value not in CASES and base_dir is not None and not Path(value).is_absolute():
+            return str((Path(base_dir) / value).resolve())
+        return value
+
     @field_validator("faults")
     @classmethod
     def _faults(cls, value):
@@ -315,7 +324,8 @@ class AndesGridSim(CosimSim):
         for t_s, gen in p.gen_trips:
             ss.add("Toggle", {"model": "GENROU", "dev": gen, "t": float(t_s)})
         ss.setup()
-        if not ss.PFlow.run():
+        ss.PFlow.run()
+        if not ss.PFlow.converged:
             raise RuntimeError(f"{self.sid}: case {p.case!r} has no power-flow solution with the cosim loads "
                                f"({self._load_text()}); lower the load or move it to a stronger bus")
         tds = ss.TDS.config
@@ -383,6 +393,9 @@ class AndesGridSim(CosimSim):
                              f"{step_start_s:g} s is the last recorded")
             raise RuntimeError(f"{self.sid}: ANDES's integration did not converge at t = {float(ss.dae.t):.3f} s "
                                f"({message}); try a smaller dt_s or a less severe event")
+        if ss.dae.t != t_end_s:  # never report a step that ANDES did not reach
+            raise RuntimeError(f"{self.sid}: ANDES stopped at t = {float(ss.dae.t):.6f} s short of {t_end_s:.6f} s "
+                               "without an error of its own; try another dt_s")
 
     def _outputs(self, vm_min: dict[str, float], rocof_hz_s: float) -> None:
         ss, f0 = self.system, self.f0_hz

@@ -218,7 +218,7 @@ class ScenarioContext:
     Attributes:
         start_utc: the run's start.
         duration_s: its length. [s]
-        step_s: the step (of the sim being checked, in ``check_entity``). [s]
+        step_s: the step of the sim being checked (its own ``step_s``, else the scenario's). [s]
         seed: the scenario seed. [-]
         tick_s: the time resolution (one mosaik time step). [s]
     """

@@ -19,6 +19,11 @@ from typing import Any
 
 from cosim.live.run import LiveRun
 
+#: The families every scrape has (the signal families only with live signals); the parser's names
+#: (``cosim_steps`` for the counter ``cosim_steps_total``).
+FAMILIES = ("cosim_output", "cosim_sim_time_seconds", "cosim_steps", "cosim_rt_factor_ratio",
+            "cosim_wall_per_sim_ratio", "cosim_lag_seconds", "cosim_run_info")
+
 #: The exposition format's content type.
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 

@@ -271,7 +271,8 @@ def _check_sims(scn: Scenario, problems: list[Problem]) -> None:
         try:
             scn.metas[sim_id] = cls.meta_for(params)
             if scn.scenario is not None:
-                _route(scn, where, cls.check(params, scn.context), problems)
+                sim_ctx = dataclasses.replace(scn.context, step_s=scn.sim_step_s(sim_id))  # the sim's own step
+                _route(scn, where, cls.check(params, sim_ctx), problems)
         except ValueError as exc:
             problems.append(Problem(where, str(exc)))
             del scn.sims[sim_id]

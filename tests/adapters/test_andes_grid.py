@@ -7,10 +7,14 @@ while it lasts; a case initialised with the campus at its first-step power stays
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 import pytest
 
 from cosim.adapters import andes_grid
 from cosim.adapters.andes_grid import AndesGridSim
+from cosim.scenario import ScenarioError, load_scenario
 from cosim.sdk import ScenarioContext, parse_utc
 
 
@@ -73,3 +77,32 @@ def test_a_case_without_a_power_flow_solution_fails_with_its_reason():
     sim = _sim()
     with pytest.raises(RuntimeError, match="no power-flow solution|could not initialise"):
         _run(sim, lambda t: 1e6, 1)
+
+
+SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "interconnection_study.toml"
+
+
+def _scenario(tmp_path, **replace):
+    text = SCENARIO.read_text()
+    for old, new in replace.items():
+        assert old in text
+        text = text.replace(old, new)
+    path = tmp_path / "study.toml"
+    path.write_text(text)
+    return path
+
+
+def test_the_sims_own_step_is_checked_at_validation(tmp_path):
+    """A [sims] step_s over 1 s is named even when the scenario's step is 0.1 s."""
+    path = _scenario(tmp_path, **{'case = "ieee39"': 'case = "ieee39"\nstep_s = 2'})
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(path)
+    assert any("step_s = 2: ANDES is stepped at most every 1 s" in str(p) for p in info.value.problems)
+
+
+def test_a_relative_case_file_resolves_from_the_scenario_folder(tmp_path):
+    shutil.copy(andes_grid.case_path("ieee39"), tmp_path / "my39.xlsx")
+    load_scenario(_scenario(tmp_path, **{'case = "ieee39"': 'case = "my39.xlsx"'}))
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(_scenario(tmp_path, **{'case = "ieee39"': 'case = "missing.xlsx"'}))
+    assert "give one of ieee14, ieee39" in str(info.value)
