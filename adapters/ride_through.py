@@ -33,29 +33,63 @@ the grid serves the energy the UPS gave on backup divided by the efficiency; the
 only what fills it. The UPS does not recharge while any of the load is on backup (during the
 ramp it waits), nor from the generator.
 
+**PERC1-equivalent ceasing and reconnection** (``perc1 = {...}``, off unless given): NERC's Level 3
+alert on large computational loads (2026) makes PERC1 or an equivalent the minimum dynamic load
+model. Our equivalent follows PowerWorld's public description of PERC1 (Power Electronic
+Reconnecting and Ceasing load, built on EPRI's LDEV1; PowerWorld Simulator help, "Load
+Characteristic Model: PERC1", 2025), not its block diagram, which we have not seen:
+
+* **ceasing**: below ``vt1_pu`` a share of the load ceases drawing from the grid, rising linearly
+  to all of it at ``vt0_pu`` (and likewise above ``vt2_pu`` to all at ``vt3_pu``), times
+  ``fcease_frac`` (the share that can cease at all). The ceased share latches at the deepest
+  voltage of the disturbance (PVD1's partial-trip convention);
+* **reconnection**: once the voltage has been back inside ``[vt1_pu, vt2_pu]`` for
+  ``t_recon_delay_s``, the share reconnects linearly over ``t_recon_s``, but only ``frecon_frac``
+  of what ceased comes back: after a full cease the load settles at
+  ``1 − fcease_frac + frecon_frac · fcease_frac`` of its demand (PERC1's Frecon); the part that
+  does not reconnect stays on backup;
+* **P and Q paths**: the connected share passes a lead-lag ``(1 + s·tap_s)/(1 + s·tbp_s)`` for P
+  and ``(1 + s·taq_s)/(1 + s·tbq_s)`` for Q (a time constant of 0 drops the lag; a lead that
+  would push the share above 1 is clipped at 1: the grid never serves more than the demand);
+* **frequency**: outside the deadband ``[f_nominal_hz − dbfl_hz, f_nominal_hz + dbfh_hz]`` the P
+  share changes by ``kpf_frac_per_hz`` per Hz beyond the band (0 by default: the deadbands only
+  matter with a sensitivity; a positive value is a load that rises with frequency).
+
+The defaults (``vt0_pu`` 0.5, ``vt1_pu`` 0.7, ``vt2_pu`` 1.2, ``vt3_pu`` 1.3, everything can cease
+and reconnects after 1 s, no lags, deadbands ±36 mHz: the widest governor deadband NERC
+BAL-001-TRE allows) are our picks, not PowerWorld's: set them from the facility's data.
+
+For a datacenter, ceasing means the rectifiers stop drawing and the IT load rides on the UPS:
+the ceased share goes through the same backup path as a transfer (UPS, then the generator after
+``genset_start_s``), so the energy balance holds; ``p_connected_frac`` / ``q_connected_frac``
+give the shares the grid sees (1 without ``perc1``). The UPS transfer logic acts on top: a
+transfer takes all of the load off the grid whatever PERC1's share.
+
 Outputs: ``p_mw``/``q_mvar`` (grid draw, consumer sign, the recharge included), ``p_lost_mw``
 (demand not drawn from the grid), ``p_ups_mw``, ``p_genset_mw``, ``p_unserved_mw``,
 ``p_recharge_mw``, ``p_backup_mw`` (the facility's demand minus the grid draw = UPS + generator
 + unserved − recharge: the demand the grid did not serve, net of what it gave back to the UPS;
 generator sign, the site accounting's ``backup`` role — it includes ``p_unserved_mw`` so that the
 site's import is what the grid served; the backup's own supply is ``p_ups_mw + p_genset_mw``), ``e_ups_mwh``, ``in_service`` (on the grid), ``n_trips``, ``t_backup_s`` (time on
-backup so far).
+backup so far), ``p_connected_frac``, ``q_connected_frac`` (PERC1's shares).
 
 Example ``[entities]`` entry::
 
-    ups = { sim = "rt", model = "RideThrough", curve = "itic", n_dips_to_trip = 3 }
+    ups = { sim = "rt", model = "RideThrough", curve = "itic", n_dips_to_trip = 3,
+            perc1 = { fcease_frac = 1.0, frecon_frac = 0.5, t_recon_s = 2.0 } }
 """
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, Field
+from pydantic import BeforeValidator, Field, model_validator
 
 from cosim.sdk import Params, SingleModelSim, as_tuple
 
 OUTPUTS = ("p_mw", "q_mvar", "p_lost_mw", "p_ups_mw", "p_genset_mw", "p_unserved_mw", "p_recharge_mw",
-           "p_backup_mw", "e_ups_mwh", "in_service", "n_trips", "t_backup_s")
+           "p_backup_mw", "e_ups_mwh", "in_service", "n_trips", "t_backup_s", "p_connected_frac", "q_connected_frac")
 INPUTS = ("p_load_mw", "q_load_mvar", "vm_pu", "vm_sag_pu", "t_sag_s", "f_hz")
 
 #: The default recharge draw as a share of the first step's load (our pick: a UPS charger a tenth
@@ -71,6 +105,117 @@ CURVES: dict[str, tuple[tuple[float, float], ...]] = {
 
 def _pairs(value: Any) -> Any:
     return tuple(as_tuple(v) for v in value) if isinstance(value, list) else value
+
+
+class Perc1Params(Params):
+    """PERC1-equivalent ceasing and reconnection (see the module docstring).
+
+    Attributes:
+        vt0_pu: at or below it, all of ``fcease_frac`` ceases. [pu]
+        vt1_pu: below it, ceasing starts. [pu]
+        vt2_pu: above it, ceasing starts (high voltage). [pu]
+        vt3_pu: at or above it, all of ``fcease_frac`` ceases. [pu]
+        fcease_frac: the share of the load that can cease. [-]
+        frecon_frac: the share of the ceased load that reconnects. [-]
+        t_recon_delay_s: time back inside ``[vt1_pu, vt2_pu]`` before reconnecting starts. [s]
+        t_recon_s: the reconnection ramp. [s]
+        tap_s, tbp_s: the P path's lead and lag. [s]
+        taq_s, tbq_s: the Q path's lead and lag. [s]
+        f_nominal_hz: the frequency the deadbands are around. [Hz]
+        dbfl_hz, dbfh_hz: the low and high frequency deadbands. [Hz]
+        kpf_frac_per_hz: the P share's change per Hz outside the deadband. [1/Hz]
+    """
+
+    vt0_pu: float = Field(default=0.5, ge=0)
+    vt1_pu: float = Field(default=0.7, gt=0)
+    vt2_pu: float = Field(default=1.2, gt=0)
+    vt3_pu: float = Field(default=1.3, gt=0)
+    fcease_frac: float = Field(default=1.0, ge=0, le=1.0)
+    frecon_frac: float = Field(default=1.0, ge=0, le=1.0)
+    t_recon_delay_s: float = Field(default=0.0, ge=0)
+    t_recon_s: float = Field(default=1.0, ge=0)
+    tap_s: float = Field(default=0.0, ge=0)
+    tbp_s: float = Field(default=0.0, ge=0)
+    taq_s: float = Field(default=0.0, ge=0)
+    tbq_s: float = Field(default=0.0, ge=0)
+    f_nominal_hz: float = Field(default=60.0, gt=0)
+    dbfl_hz: float = Field(default=0.036, ge=0)
+    dbfh_hz: float = Field(default=0.036, ge=0)
+    kpf_frac_per_hz: float = Field(default=0.0)
+
+    @model_validator(mode="after")
+    def _ordered(self):
+        if not (self.vt0_pu < self.vt1_pu <= 1.0 <= self.vt2_pu < self.vt3_pu):
+            raise ValueError(f"perc1 needs vt0_pu < vt1_pu <= 1 <= vt2_pu < vt3_pu; got {self.vt0_pu}, "
+                             f"{self.vt1_pu}, {self.vt2_pu}, {self.vt3_pu}: order the four voltage thresholds")
+        return self
+
+
+class LeadLag:
+    """``(1 + s·ta)/(1 + s·tb)`` of a piecewise-constant input, exact over a step."""
+
+    def __init__(self, ta_s: float, tb_s: float, x0: float = 1.0):
+        self.ta, self.tb, self.state = ta_s, tb_s, x0
+
+    def __call__(self, x: float, dt_s: float) -> float:
+        if self.tb <= 0:
+            return x
+        y = self.state + (self.ta / self.tb) * (x - self.state)
+        self.state = x + (self.state - x) * math.exp(-dt_s / self.tb)
+        return y
+
+
+class Perc1:
+    """The share of the load the grid sees under PERC1-equivalent ceasing (plain Python)."""
+
+    def __init__(self, p: Perc1Params):
+        self.p = p
+        self.ceased = 0.0       # share ceased (latched at the disturbance's deepest point)
+        self.kept_off = 0.0     # share that did not reconnect after earlier disturbances
+        self.back_s = 0.0       # time back inside the band since the last disturbance
+        self.p_path = LeadLag(p.tap_s, p.tbp_s)
+        self.q_path = LeadLag(p.taq_s, p.tbq_s)
+
+    def _ceasing(self, vm_pu: float) -> float:
+        p = self.p
+        if vm_pu <= p.vt0_pu or vm_pu >= p.vt3_pu:
+            return 1.0
+        if vm_pu < p.vt1_pu:
+            return (p.vt1_pu - vm_pu) / (p.vt1_pu - p.vt0_pu)
+        if vm_pu > p.vt2_pu:
+            return (vm_pu - p.vt2_pu) / (p.vt3_pu - p.vt2_pu)
+        return 0.0
+
+    def step(self, dt_s: float, vm_pu: float, f_hz: float | None) -> tuple[float, float]:
+        """The (P, Q) shares of the demand drawn from the grid over this step. [-]"""
+        p = self.p
+        now = self._ceasing(vm_pu)
+        if now > 0:
+            self.ceased, self.back_s = max(self.ceased, now), 0.0
+        elif self.ceased > 0:
+            self.back_s += dt_s
+            ramp_s = self.back_s - p.t_recon_delay_s
+            if ramp_s >= p.t_recon_s - 1e-9:
+                self.kept_off += p.fcease_frac * self.ceased * (1.0 - p.frecon_frac) * (1.0 - self.kept_off)
+                self.ceased, self.back_s = 0.0, 0.0
+        reconnected = 0.0
+        if self.ceased > 0 and now == 0:
+            ramp_s = self.back_s - p.t_recon_delay_s
+            done = 1.0 if p.t_recon_s <= 0 else min(max(ramp_s / p.t_recon_s, 0.0), 1.0)
+            reconnected = p.frecon_frac * done
+        share = (1.0 - self.kept_off) * (1.0 - p.fcease_frac * self.ceased * (1.0 - reconnected))
+        p_share = share * (1.0 + p.kpf_frac_per_hz * self._beyond_band_hz(f_hz))
+        return (min(max(self.p_path(p_share, dt_s), 0.0), 1.0), min(max(self.q_path(share, dt_s), 0.0), 1.0))
+
+    def _beyond_band_hz(self, f_hz: float | None) -> float:
+        if f_hz is None:
+            return 0.0
+        dev = float(f_hz) - self.p.f_nominal_hz
+        if dev > self.p.dbfh_hz:
+            return dev - self.p.dbfh_hz
+        if dev < -self.p.dbfl_hz:
+            return dev + self.p.dbfl_hz
+        return 0.0
 
 
 class RideThroughParams(Params):
@@ -92,6 +237,7 @@ class RideThroughParams(Params):
         recharge_mw: the UPS's recharge draw from the grid; None: 10 % of the first step's load;
             0: no recharge. [MW]
         recharge_efficiency_frac: the share of the recharge draw stored in the UPS. [-]
+        perc1: PERC1-equivalent ceasing and reconnection; None: off.
     """
 
     curve: Literal["itic", "semi_f47", "none"] = "itic"
@@ -109,6 +255,7 @@ class RideThroughParams(Params):
     ramp_s: float = Field(default=0.0, ge=0)
     recharge_mw: float | None = Field(default=None, ge=0)
     recharge_efficiency_frac: float = Field(default=0.95, gt=0, le=1.0)
+    perc1: Perc1Params | None = None
 
     @property
     def points(self) -> tuple[tuple[float, float], ...]:
@@ -131,6 +278,8 @@ class RideThrough:
         self.e_ups_mwh = p.e_ups_mwh
         self.e_full_mwh = p.e_ups_mwh
         self.recharge_mw = p.recharge_mw
+        self.perc1 = Perc1(p.perc1) if p.perc1 is not None else None
+        self.backup_since_s: float | None = None  # start of the current stretch with load on backup
 
     def _voltage_trip(self, time_s: float, vm_pu: float, exposed_s: float) -> bool:
         tripped = False
@@ -167,7 +316,8 @@ class RideThrough:
             self.n_trips += 1
         elif not self.on_grid and self.p.off_s is not None and time_s - self.t_trip_s >= self.p.off_s - 1e-9:
             self.on_grid, self.t_return_s = True, time_s
-        return self._split(time_s, dt_s, p_load, q_load)
+        shares = self.perc1.step(dt_s, vm, m.get("f_hz")) if self.perc1 is not None else (1.0, 1.0)
+        return self._split(time_s, dt_s, p_load, q_load, shares)
 
     def _grid_share(self, time_s: float) -> float:
         if not self.on_grid:
@@ -176,12 +326,16 @@ class RideThrough:
             return 1.0
         return min(1.0, (time_s - self.t_return_s) / self.p.ramp_s)
 
-    def _split(self, time_s: float, dt_s: float, p_load: float, q_load: float) -> dict[str, Any]:
-        share = self._grid_share(time_s)
+    def _split(self, time_s: float, dt_s: float, p_load: float, q_load: float,
+               shares: tuple[float, float] = (1.0, 1.0)) -> dict[str, Any]:
+        ups_share = self._grid_share(time_s)
+        share, q_share = ups_share * shares[0], ups_share * shares[1]
         backup = (1.0 - share) * p_load
         genset = ups = unserved = 0.0
+        self.backup_since_s = (self.backup_since_s if self.backup_since_s is not None else time_s) if backup > 0 else None
         if backup > 0:
-            since = time_s - self.t_trip_s if self.t_trip_s is not None else 0.0
+            start_s = self.t_trip_s if self.t_trip_s is not None and ups_share < 1.0 else self.backup_since_s
+            since = time_s - start_s
             if self.p.genset_start_s is not None and since >= self.p.genset_start_s - 1e-9:
                 genset = backup
             else:
@@ -192,10 +346,11 @@ class RideThrough:
             self.t_backup_s += dt_s
         recharge = self._recharge(dt_s) if share >= 1.0 else 0.0
         grid = share * p_load + recharge
-        return {"p_mw": grid, "q_mvar": share * q_load, "p_lost_mw": (1.0 - share) * p_load,
+        return {"p_mw": grid, "q_mvar": q_share * q_load, "p_lost_mw": (1.0 - share) * p_load,
                 "p_ups_mw": ups, "p_genset_mw": genset, "p_unserved_mw": unserved, "p_recharge_mw": recharge,
                 "p_backup_mw": p_load - grid, "e_ups_mwh": self.e_ups_mwh,
-                "in_service": self.on_grid, "n_trips": self.n_trips, "t_backup_s": self.t_backup_s}
+                "in_service": self.on_grid, "n_trips": self.n_trips, "t_backup_s": self.t_backup_s,
+                "p_connected_frac": shares[0], "q_connected_frac": shares[1]}
 
     def _recharge(self, dt_s: float) -> float:
         """The recharge draw over this step (the last one fills the UPS exactly); stores it. [MW]"""
@@ -214,7 +369,8 @@ class RideThroughSim(SingleModelSim):
     MODEL, PARAMS, ROLE, PHYSICS = "RideThrough", RideThroughParams, "backup", RideThrough
     INPUTS, OUTPUTS = INPUTS, OUTPUTS
     EXAMPLE = {"models": {"RideThrough": {"curve": "itic", "n_dips_to_trip": 3, "off_s": 5.0, "ramp_s": 2.0,
-                                          "recharge_mw": 0.5}}}
+                                          "recharge_mw": 0.5,
+                                          "perc1": {"fcease_frac": 1.0, "frecon_frac": 0.5, "t_recon_s": 2.0}}}}
 
     def advance(self, rt: RideThrough, time_s: float, inputs: dict[str, Any]) -> dict[str, Any]:
         return rt.step(float(time_s), float(self.step_s), inputs)

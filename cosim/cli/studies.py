@@ -16,7 +16,7 @@ from cosim.errors import Problem, ScenarioError
 from cosim.report import write_report
 from cosim.run.repair import repair
 from cosim.scenario import parse_set
-from cosim.studies.compare import compare, format_table, write_compare_html
+from cosim.studies.compare import compare, expand_runs, format_table, spectrum_png, write_compare_html
 from cosim.studies.hosting import Limits, hosting_capacity
 from cosim.studies.sweep import run_sweep
 from cosim.studies.variants import SweepSpec, load_sweep_file
@@ -47,7 +47,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     out = args.out or Path("runs") / f"sweep-{args.file.stem}"
     table = run_sweep(spec.scenario, variants, out, workers=args.workers, scheduler=args.scheduler,
                       progress=not args.quiet, retry_failed=not args.keep_failed, reports=args.reports,
-                      allow_commands=args.allow_commands)
+                      allow_commands=args.allow_commands, names=spec.names())
     failed = table[table["status"] != "ok"]
     for _, row in failed.iterrows():
         print(f"{row['status']}: {row['variant']}: {row['reason']}", file=sys.stderr)
@@ -93,9 +93,18 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.html.is_dir():  # checked first: a wrong path should not wait for the table
         raise ScenarioError("--html", [Problem("--html", f"{args.html} is a folder; give the HTML file to write, "
                                                          f"e.g. {args.html / 'compare.html'}")])
-    table = compare(args.runs)
+    dirs, labels = expand_runs(args.runs)
+    table = compare(dirs, labels, only=args.kpis or None)
     print(format_table(table))
-    print(f"html: {write_compare_html(table, args.html)}")
+    figures = {}
+    for column in args.spectrum:
+        runs = [c for c in table.columns if not str(c).startswith("Δ")]
+        png = spectrum_png(dirs, runs, column)
+        if png is None:
+            print(f"warning: no run recorded {column} at steps of 0.5 s or less: no spectrum", file=sys.stderr)
+        else:
+            figures[f"Power spectrum of {column}"] = png
+    print(f"html: {write_compare_html(table, args.html, figures)}")
     return 0
 
 
@@ -149,6 +158,10 @@ def add_parsers(sub) -> None:
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("compare", help="KPIs of runs side by side (first = baseline), terminal and HTML")
-    p.add_argument("runs", type=Path, nargs="+")
+    p.add_argument("runs", type=Path, nargs="+", help="run folders (baseline first), or a sweep folder for its runs")
     p.add_argument("--html", type=Path, default=Path("compare.html"), help="HTML page to write [compare.html]")
+    p.add_argument("--kpis", action="append", default=[], metavar="PREFIX",
+                   help="keep the KPIs starting with PREFIX (e.g. swing.campus); repeatable")
+    p.add_argument("--spectrum", action="append", default=[], metavar="ENTITY.ATTR",
+                   help="overlay this column's power spectrum of every run in the HTML (e.g. campus.p_mw); repeatable")
     p.set_defaults(func=cmd_compare)

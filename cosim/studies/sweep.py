@@ -1,7 +1,7 @@
 """Sweeps: many variants of one scenario, each an independent run (on Dask, see :mod:`.executor`).
 
 Output folder ``out_dir``: ``runs/<variant id>/`` (an ordinary run folder each) and
-``sweep.parquet``, one row per variant: ``variant``, the parameters (one column per key),
+``sweep.parquet``, one row per variant: ``variant``, ``name`` (with named variants), the parameters (one column per key),
 ``status`` (``ok`` / ``failed``), ``reason``, ``wall_s``, ``run_dir`` and the KPIs
 flattened to ``section.key`` columns. A variant's id hashes the scenario file's text and
 its overrides, so a re-run of the same sweep skips the variants already finished ``ok``
@@ -95,7 +95,7 @@ class Progress:
 def run_sweep(scenario: str | Path, variants: list[dict[str, Any]], out_dir: str | Path,
               workers: int | None = None, scheduler: str | None = None, progress: bool = True,
               retry_failed: bool = True, on_result: Callable[[dict[str, Any], Progress], None] | None = None,
-              reports: bool = False, allow_commands: bool = False) -> pd.DataFrame:
+              reports: bool = False, allow_commands: bool = False, names: list[str] | None = None) -> pd.DataFrame:
     """Run every variant of ``scenario`` and merge the results into ``out_dir/sweep.parquet``.
 
     Args:
@@ -112,6 +112,7 @@ def run_sweep(scenario: str | Path, variants: list[dict[str, Any]], out_dir: str
         on_result: called with each new row and the counts (for callers with their own UI).
         reports: write each run's ``report.html`` (off by default: ~1 s of plotting per run).
         allow_commands: let the scenario start programs (a sim's ``cmd``), as ``--allow-commands``.
+        names: the variants' names (a sweep file's ``[sweep.variants]``), in order: the ``name`` column.
 
     Returns:
         The table written to ``sweep.parquet`` (one row per variant, in variant order).
@@ -158,7 +159,7 @@ def run_sweep(scenario: str | Path, variants: list[dict[str, Any]], out_dir: str
     finally:  # interrupted or not, the table holds every row there is ("not run" for the rest)
         if bar is not None:
             bar.close()
-        table = _table(ids, variants, rows, out)
+        table = _table(ids, variants, rows, out, names)
         _write_table(table, out / TABLE_NAME)
     if progress:
         print(f"sweep: {counts.line()}; table: {out / TABLE_NAME}", file=sys.stderr)
@@ -193,24 +194,26 @@ def _execute(scenario: str, todo: list[tuple[str, dict[str, Any], Path]], worker
         record(todo[i][0], row)
 
 
-def _table(ids: list[str], variants: list[dict[str, Any]], rows: dict[str, dict[str, Any]], out: Path) -> pd.DataFrame:
+def _table(ids: list[str], variants: list[dict[str, Any]], rows: dict[str, dict[str, Any]], out: Path,
+           names: list[str] | None = None) -> pd.DataFrame:
     records = []
-    for vid, overrides in zip(ids, variants):
+    for k, (vid, overrides) in enumerate(zip(ids, variants)):
         row = rows.get(vid) or {"status": "not run", "reason": "the sweep stopped before this variant finished",
                                 "wall_s": None, "run_dir": str(out / "runs" / vid)}
-        records.append({"variant": vid, **overrides, **row})
+        records.append({"variant": vid, **({"name": names[k]} if names else {}), **overrides, **row})
     table = pd.DataFrame.from_records(records)
-    first = ["variant", *dict.fromkeys(k for v in variants for k in v), "status", "reason", "wall_s", "run_dir"]
+    first = ["variant", "name", *dict.fromkeys(k for v in variants for k in v), "status", "reason", "wall_s", "run_dir"]
     kpis = sorted(c for c in table.columns if c not in first)
     return table[[c for c in first if c in table.columns] + kpis]
 
 
 def _write_table(table: pd.DataFrame, path: Path) -> None:
-    """Parquet needs one type per column: a column mixing types (``3`` and ``"6"``) is written as text."""
+    """Parquet needs one type per column: a column mixing types (``3`` and ``"6"``) or holding tables
+    (a whole ``smoothing = {...}`` override) is written as text."""
     fixed = table.copy()
     for column in fixed.columns:
         kinds = {type(v) for v in fixed[column] if v is not None and not (isinstance(v, float) and math.isnan(v))}
-        if len(kinds) > 1 and not kinds <= {int, float}:
+        if (len(kinds) > 1 and not kinds <= {int, float}) or dict in kinds:
             fixed[column] = [None if v is None else str(v) for v in fixed[column]]
     fixed.to_parquet(path, index=False)
 

@@ -13,6 +13,9 @@ Sweep file (TOML; the scenario file itself stays a plain scenario)::
     [sweep.grid]                       # every combination of these values
     "entities.pcc.bus" = ["3", "6", "18"]
     "entities.campus.peak_mw" = [1.0, 2.0]
+    [sweep.variants]                   # named variants (optional): name -> dotted overrides
+    none = {}
+    floor = { "entities.campus.smoothing" = { power_floor_frac = 0.9 } }
     [sweep.montecarlo]                 # n seeded draws (optional)
     n = 20
     seed = 42
@@ -20,6 +23,10 @@ Sweep file (TOML; the scenario file itself stays a plain scenario)::
     "entities.campus.peak_mw" = { uniform = [1.0, 3.0] }
     "scenario.seed" = { integers = [0, 1_000_000] }    # high end exclusive
     # also: { normal = [mean, sd] }, { choice = [v1, v2, ...] }
+
+Named variants, grid points and draws multiply (every named variant gets every grid point and
+draw); a variant's name is its ``[sweep.variants]`` key, followed by ``/<n>`` when grid points
+or draws multiply it. ``cosim compare <sweep folder>`` labels the runs with these names.
 """
 
 from __future__ import annotations
@@ -50,12 +57,21 @@ class SweepSpec:
     montecarlo_n: int = 0
     montecarlo_seed: int = 0
     draws: dict[str, dict[str, Any]] = field(default_factory=dict)
+    named: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def variants(self) -> list[dict[str, Any]]:
-        """Every variant's overrides, grid points times draws, fixed keys included."""
+        """Every variant's overrides, named variants times grid points times draws, fixed keys included."""
         points = grid_variants(self.grid)
         draws = montecarlo_variants(self.draws, self.montecarlo_n, self.montecarlo_seed) if self.draws else [{}]
-        return [{**self.fixed, **point, **draw} for point in points for draw in draws]
+        named = list(self.named.values()) or [{}]
+        return [{**self.fixed, **base, **point, **draw} for base in named for point in points for draw in draws]
+
+    def names(self) -> list[str] | None:
+        """The variants' names, in :meth:`variants` order; None without ``[sweep.variants]``."""
+        if not self.named:
+            return None
+        per = len(grid_variants(self.grid)) * (self.montecarlo_n if self.draws else 1)
+        return [name if per == 1 else f"{name}/{k}" for name in self.named for k in range(per)]
 
 
 def grid_variants(grid: dict[str, list[Any]]) -> list[dict[str, Any]]:
@@ -147,7 +163,7 @@ def load_sweep_file(path: str | Path) -> SweepSpec:
     body = raw.get("sweep")
     if not isinstance(body, dict):
         raise ScenarioError(path, problems + [Problem("sweep", "section [sweep] is missing")])
-    allowed = ("scenario", "set", "grid", "montecarlo")
+    allowed = ("scenario", "set", "grid", "variants", "montecarlo")
     problems += [Problem(f"sweep.{k}", f"unknown key; allowed: {', '.join(allowed)}") for k in body if k not in allowed]
     scenario = body.get("scenario")
     if not isinstance(scenario, str):
@@ -159,6 +175,12 @@ def load_sweep_file(path: str | Path) -> SweepSpec:
     for key, values in grid.items():
         if not isinstance(values, list) or not values:
             problems.append(Problem(f"sweep.grid.{key}", "give a non-empty list of values, e.g. [1.0, 2.0]", values))
+    named = _table_or_problem(body, "variants", "a table of named variants, e.g. [sweep.variants] "
+                              "floor = { \"entities.campus.smoothing\" = { power_floor_frac = 0.9 } }", problems)
+    for name, overrides in named.items():
+        if not isinstance(overrides, dict):
+            problems.append(Problem(f"sweep.variants.{name}", "give a table of dotted overrides, e.g. "
+                                    "{ \"scenario.seed\" = 3 }, or {} for the scenario as it is", overrides))
     mc = _table_or_problem(body, "montecarlo", "a table with n, seed and [sweep.montecarlo.draws]", problems)
     problems += [Problem(f"sweep.montecarlo.{k}", "unknown key; allowed: n, seed, draws") for k in mc
                  if k not in ("n", "seed", "draws")]
@@ -175,7 +197,8 @@ def load_sweep_file(path: str | Path) -> SweepSpec:
     if problems:
         raise ScenarioError(path, problems)
     return SweepSpec(scenario=(path.resolve().parent / scenario), fixed=dict(fixed), grid=dict(grid),
-                     montecarlo_n=int(mc.get("n", 0)), montecarlo_seed=int(seed), draws=dict(draws))
+                     montecarlo_n=int(mc.get("n", 0)), montecarlo_seed=int(seed), draws=dict(draws),
+                     named={k: dict(v) for k, v in named.items()})
 
 
 def _table_or_problem(body: dict[str, Any], key: str, form: str, problems: list[Problem],

@@ -124,3 +124,88 @@ def test_fault_events_from_a_file_and_their_checks(tmp_path):
     assert line.over(3.1, 0.05)["t_sag_s"] == pytest.approx(0.05)
     with pytest.raises(ValueError, match="retained voltage"):
         FaultsParams.model_validate({"events": [[1.0, 0.1, 1.2]]})
+
+
+# --- PERC1-equivalent ceasing and reconnection --------------------------------------------------
+# PowerWorld Simulator help, "Load Characteristic Model: PERC1" (2025): after a full cease the
+# load returns to 1 - Fcease + Frecon * Fcease of its demand; ceasing between Vt1 and Vt0 (low)
+# and Vt2 and Vt3 (high); separate P and Q lead-lags; low and high frequency deadbands.
+
+def _perc_run(perc1: dict, voltages: list[float], dt: float = 0.1, f_hz: float = 60.0, **kw) -> list[dict]:
+    rt = _rt(curve="none", genset_start_s=None, e_ups_mwh=100.0, perc1=perc1, **kw)
+    return [rt.step(k * dt, dt, {"p_load_mw": 100.0, "q_load_mvar": 20.0, "vm_pu": v, "f_hz": f_hz})
+            for k, v in enumerate(voltages)]
+
+
+@pytest.mark.parametrize("fcease, frecon", [(1.0, 1.0), (1.0, 0.0), (1.0, 0.5), (0.6, 0.5), (0.3, 0.0), (0.0, 0.7)])
+def test_perc1_settles_at_1_minus_fcease_plus_frecon_fcease(fcease, frecon):
+    rows = _perc_run({"fcease_frac": fcease, "frecon_frac": frecon, "t_recon_s": 1.0},
+                     [1.0] * 5 + [0.3] * 2 + [1.0] * 40)
+    assert rows[4]["p_mw"] == pytest.approx(100.0)
+    assert rows[5]["p_mw"] == pytest.approx(100.0 * (1.0 - fcease))          # ceases within the step
+    assert rows[-1]["p_connected_frac"] == pytest.approx(1.0 - fcease + frecon * fcease)
+    assert rows[-1]["q_mvar"] == pytest.approx(20.0 * (1.0 - fcease + frecon * fcease))
+    assert all(r["in_service"] for r in rows)                               # ceasing is not a transfer
+
+
+@pytest.mark.parametrize("vm, ceased", [(0.75, 0.0), (0.7, 0.0), (0.6, 0.5), (0.55, 0.75), (0.5, 1.0), (0.2, 1.0),
+                                        (1.15, 0.0), (1.25, 0.5), (1.3, 1.0)])
+def test_perc1_ceases_linearly_between_the_thresholds(vm, ceased):
+    rows = _perc_run({"fcease_frac": 1.0, "frecon_frac": 1.0}, [1.0, vm, vm])
+    assert rows[1]["p_connected_frac"] == pytest.approx(1.0 - ceased)
+    assert rows[2]["p_connected_frac"] == pytest.approx(1.0 - ceased)
+
+
+def test_perc1_latches_the_deepest_point_and_reconnects_after_delay_over_the_ramp():
+    v = [1.0, 0.5, 0.65, 1.0, 1.0, 1.0] + [1.0] * 30
+    rows = _perc_run({"frecon_frac": 1.0, "t_recon_delay_s": 0.2, "t_recon_s": 1.0}, v)
+    shares = [r["p_connected_frac"] for r in rows]
+    assert shares[1] == shares[2] == 0.0          # 0.65 pu after 0.5 pu: still all ceased (latched)
+    assert shares[3] == shares[4] == 0.0          # back in band: 0.1 s, 0.2 s of the 0.2 s delay
+    assert shares[5] == pytest.approx(0.1)        # 0.1 s into the 1 s ramp
+    assert all(b >= a for a, b in zip(shares[3:], shares[4:]))
+    assert shares[14] == pytest.approx(1.0) and shares[-1] == 1.0
+
+
+def test_perc1_repeated_disturbances_compound_what_stays_off():
+    one = [1.0, 0.3] + [1.0] * 20
+    rows = _perc_run({"fcease_frac": 1.0, "frecon_frac": 0.5, "t_recon_s": 0.5}, one * 3)
+    assert rows[-1]["p_connected_frac"] == pytest.approx(0.5 ** 3)
+
+
+def test_perc1_ceased_load_rides_on_the_ups_and_energy_balances():
+    rt = _rt(curve="none", genset_start_s=2.0, e_ups_mwh=1.0, recharge_mw=0.0,
+             perc1={"fcease_frac": 0.8, "frecon_frac": 0.5, "t_recon_s": 1.0})
+    dt, rows = 0.1, []
+    for k in range(60):
+        rows.append(rt.step(k * dt, dt, {"p_load_mw": 100.0, "q_load_mvar": 10.0, "vm_pu": 0.4 if k == 3 else 1.0}))
+    for r in rows:
+        assert r["p_mw"] + r["p_ups_mw"] + r["p_genset_mw"] + r["p_unserved_mw"] == pytest.approx(100.0)
+        assert r["p_backup_mw"] == pytest.approx(100.0 - r["p_mw"])
+    ups_mwh = sum(r["p_ups_mw"] for r in rows) * dt / 3600
+    assert rows[-1]["e_ups_mwh"] == pytest.approx(1.0 - ups_mwh)
+    assert rows[-1]["p_mw"] == pytest.approx(100.0 * (1 - 0.8 + 0.5 * 0.8))
+    assert rows[-1]["p_genset_mw"] == pytest.approx(100.0 - rows[-1]["p_mw"])  # what stays off is on the generator
+
+
+def test_perc1_lead_lag_paths_are_first_order_and_separate():
+    import math
+    rows = _perc_run({"fcease_frac": 1.0, "frecon_frac": 1.0, "t_recon_s": 0.0, "tbp_s": 0.5, "tbq_s": 0.0},
+                     [1.0, 0.3] + [1.0] * 30)
+    # P lags the share: after the cease (share 0 over one step) it decays, then recovers with tau 0.5 s
+    assert rows[1]["p_connected_frac"] == pytest.approx(1.0)          # output at the start of the step
+    assert rows[2]["p_connected_frac"] == pytest.approx(math.exp(-0.1 / 0.5))
+    assert rows[1]["q_connected_frac"] == 0.0                           # Q has no lag
+    assert 0.99 < rows[-1]["p_connected_frac"] <= 1.0
+
+
+@pytest.mark.parametrize("f_hz, share", [(60.0, 1.0), (60.03, 1.0), (59.97, 1.0), (60.136, 1.0 + 0.5 * 0.1),
+                                         (59.836, 1.0 - 0.5 * 0.128)])
+def test_perc1_frequency_acts_outside_the_deadband_only(f_hz, share):
+    rows = _perc_run({"kpf_frac_per_hz": 0.5, "dbfl_hz": 0.036, "dbfh_hz": 0.036}, [1.0, 1.0], f_hz=f_hz)
+    assert rows[-1]["p_connected_frac"] == pytest.approx(min(share, 1.0))
+
+
+def test_perc1_thresholds_out_of_order_are_refused():
+    with pytest.raises(ValueError, match="vt0_pu < vt1_pu"):
+        _rt(perc1={"vt0_pu": 0.8, "vt1_pu": 0.7})

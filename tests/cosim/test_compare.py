@@ -78,3 +78,42 @@ def test_damaged_kpis_and_html_folder_are_named(runs, tmp_path, capsys):
         write_compare_html(table, tmp_path)
     assert main(["compare", str(runs[0]), str(runs[2]), "--html", str(tmp_path)]) == 1
     assert "is a folder" in capsys.readouterr().err
+
+
+def test_kpi_prefixes_keep_only_those_and_a_prefix_matching_nothing_is_named(runs):
+    table = compare(runs, only=["feeder.import"])
+    assert list(table.index) == [STATUS_ROW, "feeder.import_mwh"]
+    from cosim.errors import ScenarioError
+
+    with pytest.raises(ScenarioError, match="no KPI starts with swing.nowhere"):
+        compare(runs, only=["swing.nowhere"])
+
+
+def test_labels_name_the_columns_and_repeats_get_a_suffix(runs):
+    table = compare(runs, labels=["none", "floor", "floor"])
+    assert [c for c in table.columns if not c.startswith("Δ")] == ["none", "floor", "floor#2"]
+
+
+def test_spectrum_overlay_of_a_swinging_column(tmp_path):
+    """A 0.5 Hz swing recorded at 0.1 s gives a figure; a run without the column, or at 1 s steps, is left out."""
+    import numpy as np
+    import pandas as pd
+
+    from cosim.studies.compare import spectrum_png
+
+    def with_series(name: str, step_s: float, amplitude_mw: float) -> Path:
+        folder = fake_run(tmp_path / name, "ok", {"duration_h": 0.1})
+        index = pd.date_range("2024-01-01", periods=600, freq=pd.Timedelta(seconds=step_s), tz="UTC")
+        t = np.arange(600) * step_s
+        frame = pd.DataFrame({"campus.p_mw": 100 + amplitude_mw * np.sin(2 * np.pi * 0.5 * t)}, index=index)
+        frame.index.name = "time_utc"
+        frame.reset_index().to_parquet(folder / "timeseries.parquet")
+        return folder
+
+    a, b, coarse = with_series("none", 0.1, 10.0), with_series("floor", 0.1, 1.0), with_series("coarse", 1.0, 10.0)
+    assert spectrum_png([a, b], ["none", "floor"], "campus.p_mw")
+    assert spectrum_png([coarse], ["coarse"], "campus.p_mw") is None
+    assert spectrum_png([a], ["none"], "pcc.p_mw") is None
+    page = write_compare_html(compare([a, b]), tmp_path / "c.html",
+                              {"Power spectrum of campus.p_mw": spectrum_png([a, b], ["none", "floor"], "campus.p_mw")})
+    assert "Power spectrum of campus.p_mw" in page.read_text() and "data:image/png;base64," in page.read_text()

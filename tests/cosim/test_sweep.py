@@ -238,3 +238,51 @@ def test_a_failed_variant_run_again_keeps_its_old_folder(tmp_path, facility):
         assert row["status"] == "failed"
     assert sorted(p.name for p in folder.parent.iterdir()) == ["v-1", "v-1.failed-1", "v-1.failed-2"]
     assert all((folder.parent / name / "metadata.json").is_file() for name in ("v-1.failed-1", "v-1.failed-2"))
+
+
+# -- named variants ([sweep.variants]) ----------------------------------------------------------
+def test_named_variants_times_grid_and_their_names(tmp_path):
+    (tmp_path / "study.toml").write_text(f"""
+[sweep]
+scenario = "{DEFAULT.as_posix()}"
+[sweep.set]
+"scenario.duration_s" = 3600
+[sweep.variants]
+small = {{ "entities.campus.peak_mw" = 1.0 }}
+big = {{ "entities.campus.peak_mw" = 2.0, "entities.campus.repeat" = true }}
+[sweep.grid]
+"entities.pcc.bus" = ["3", "6"]
+""")
+    spec = load_sweep_file(tmp_path / "study.toml")
+    variants = spec.variants()
+    assert spec.names() == ["small/0", "small/1", "big/0", "big/1"]
+    assert [(v["entities.campus.peak_mw"], v["entities.pcc.bus"]) for v in variants] == [
+        (1.0, "3"), (1.0, "6"), (2.0, "3"), (2.0, "6")]
+    assert all(v["scenario.duration_s"] == 3600 for v in variants) and variants[2]["entities.campus.repeat"] is True
+    spec.grid = {}
+    assert spec.names() == ["small", "big"] and len(spec.variants()) == 2
+
+
+def test_named_variants_must_be_tables(tmp_path):
+    (tmp_path / "study.toml").write_text(f'[sweep]\nscenario = "{DEFAULT.as_posix()}"\n[sweep.variants]\nnone = 3\n')
+    with pytest.raises(ScenarioError, match=r"sweep.variants.none = 3: give a table of dotted overrides"):
+        load_sweep_file(tmp_path / "study.toml")
+
+
+def test_named_sweep_table_has_names_and_table_valued_overrides(tmp_path, facility):
+    variants = [{"scenario.duration_s": 600}, {"scenario.duration_s": 600, "entities.campus.peak_mw": 2.5}]
+    table = run_sweep(facility, variants, tmp_path, workers=0, progress=False, names=["base", "bigger"])
+    assert table["name"].tolist() == ["base", "bigger"] and table["status"].tolist() == ["ok", "ok"]
+    from cosim.studies.compare import compare, expand_runs
+
+    dirs, labels = expand_runs([tmp_path])
+    assert labels == ["base", "bigger"] and all(d.is_dir() for d in dirs)
+    side = compare(dirs, labels, only=["entities"])
+    assert list(side.columns)[:2] == ["base", "bigger"] and all(k == "(status)" or k.startswith("entities")
+                                                               for k in side.index)
+    from cosim.studies.sweep import _write_table
+
+    wide = pd.DataFrame({"entities.campus.smoothing": [{}, {"power_floor_frac": 0.9}], "status": ["ok", "ok"]})
+    _write_table(wide, tmp_path / "t.parquet")
+    assert pd.read_parquet(tmp_path / "t.parquet")["entities.campus.smoothing"].tolist() == [
+        "{}", "{'power_floor_frac': 0.9}"]
