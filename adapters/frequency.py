@@ -7,7 +7,7 @@ Power Systems 5(3):720-729, 1990), per unit on the area's base ``s_base_mw`` (Δ
 
     2H dΔf/dt = ΔPm − ΔPe − D Δf                          swing equation, load damping D
     ΔPe       = n_sites (p_mw − p_mw(0)) + p_gen_lost_mw  the net power change seen by the area
-    governor  : (1 + s T_gov) ΔPv = ΔPref − db(Δf) / R   droop R, deadband db (none by default)
+    governor  : (1 + s T_gov) ΔPv = ΔPref − db(Δf) / R   droop R, deadband db (the preset's)
     turbine   : (1 + s T_ch)  ΔPch = ΔPv;  reheat (1 + s T_rh) ΔPrh = ΔPch
                 ΔPm = F_hp ΔPch + (1 − F_hp) ΔPrh      (non-reheat when ``t_reheat_s`` = 0)
     AGC       : dΔPref/dt = −K_i β Δf,  β = D + 1/R     (off when ``agc_ki_per_s`` = 0)
@@ -33,18 +33,33 @@ and ``p_imbalance_mw`` (ΔPe in MW). Internally each step
 is integrated with classic Runge-Kutta at sub-steps of at most ``dt_max_s`` (10 ms), so the
 result does not depend on the scenario's step (inputs are held over a step).
 
-Presets (``preset``; every value can be overridden):
+Presets (``preset``; every value can be overridden). Each carries the governor deadband its
+interconnection asks of its units (``deadband_hz``; 0 gives the linear model):
 
 * ``ercot`` (60 Hz): base 60 GW online; frequency response β = 750 MW/0.1 Hz (ERCOT bias of
   739-764 MW/0.1 Hz, Power Operations Bulletin #779, c. 2016) split into load damping D = 1
   and governors 1/R = 6.5 on the system base (R ≈ 0.154: about a third of the online fleet on a
   5 % droop); H = 4 s (240 GW·s, inside the ~130-300 GW·s ERCOT reports, *from memory*; see the
   notes); governor 0.2 s, reheat steam turbine T_ch 0.3 s, F_hp 0.3, T_rh 7 s (Kundur's typical
-  values).
+  values). Deadband ±16.6 mHz (NERC BAL-001-TRE-2: at most ±0.0166 Hz for units other than
+  mechanical-governor steam and hydro units).
+* ``eastern`` (Eastern Interconnection-like, a summer evening): base 550 GW online (EI peak
+  demand is ~600-700 GW); H = 4 s (2,200 GW·s); β = 2,500 MW/0.1 Hz (NERC's measured EI
+  frequency response has run ~2,000-3,000 MW/0.1 Hz in its Frequency Response Annual Analyses
+  against an obligation near 1,000 MW/0.1 Hz; *from memory*, our pick inside it) → D = 1,
+  1/R = 1.727 on the base; deadband ±36 mHz (FERC Order 842, 2018: new units' primary frequency
+  response deadband at most ±0.036 Hz; NERC's Primary Frequency Control guideline says the same).
+* ``western`` (Western Interconnection-like): base 150 GW online; H = 4 s (600 GW·s);
+  β = 1,500 MW/0.1 Hz (measured WI frequency response ~1,300-2,000 MW/0.1 Hz, same reports,
+  *from memory*) → D = 1, 1/R = 5; deadband ±36 mHz (FERC Order 842).
 * ``europe_50hz`` (Continental Europe-like): base 300 GW; H = 5 s; load self-regulation 1 %/Hz
   → D = 0.5; primary control 3,000 MW fully at 200 mHz (15 GW/Hz) → 1/R = 2.5; the same
-  governor/turbine constants. The 3,000 MW reference incident then settles at −167 mHz.
+  governor/turbine constants; deadband ±10 mHz (ENTSO-E: FCR insensitivity and dead band
+  together at most ±10 mHz). The 3,000 MW reference incident then settles at −175 mHz
+  (−167 mHz in the linear model, ``deadband_hz = 0``).
 
+With a deadband db the primary-control settling deviation of a step ΔP (pu) beyond it is
+``Δf_ss = −(ΔP + db/R) / (D + 1/R)`` (pu; the governors answer only ``|Δf| − db``).
 These are illustrative aggregate values for studies, not calibrated system models.
 
 Example ``[entities]`` entry::
@@ -66,11 +81,17 @@ OUTPUTS = ("f_hz", "f_dev_hz", "rocof_hz_s", "f_nadir_hz", "f_zenith_hz", "p_mec
 INPUTS = ("p_mw", "p_gen_lost_mw")
 
 #: preset -> defaults (see the module docstring for the sources)
+_STEAM = {"f_nominal_hz": 60.0, "t_gov_s": 0.2, "t_ch_s": 0.3, "f_hp_frac": 0.3, "t_reheat_s": 7.0}
 PRESETS: dict[str, dict[str, float]] = {
-    "ercot": {"f_nominal_hz": 60.0, "s_base_mw": 60_000.0, "h_s": 4.0, "d_pu": 1.0, "r_pu": 1.0 / 6.5,
-              "t_gov_s": 0.2, "t_ch_s": 0.3, "f_hp_frac": 0.3, "t_reheat_s": 7.0},
-    "europe_50hz": {"f_nominal_hz": 50.0, "s_base_mw": 300_000.0, "h_s": 5.0, "d_pu": 0.5, "r_pu": 0.4,
-                    "t_gov_s": 0.2, "t_ch_s": 0.3, "f_hp_frac": 0.3, "t_reheat_s": 7.0},
+    "ercot": {**_STEAM, "s_base_mw": 60_000.0, "h_s": 4.0, "d_pu": 1.0, "r_pu": 1.0 / 6.5,
+              "deadband_hz": 0.0166},
+    # β 25,000 MW/Hz on 550 GW at 60 Hz: 25,000 * 60 / 550,000 = 2.727 pu = D 1 + 1/R 1.727
+    "eastern": {**_STEAM, "s_base_mw": 550_000.0, "h_s": 4.0, "d_pu": 1.0, "r_pu": 550_000.0 / (25_000.0 * 60.0 - 550_000.0),
+                "deadband_hz": 0.036},
+    # β 15,000 MW/Hz on 150 GW: 6 pu = D 1 + 1/R 5
+    "western": {**_STEAM, "s_base_mw": 150_000.0, "h_s": 4.0, "d_pu": 1.0, "r_pu": 0.2, "deadband_hz": 0.036},
+    "europe_50hz": {**_STEAM, "f_nominal_hz": 50.0, "s_base_mw": 300_000.0, "h_s": 5.0, "d_pu": 0.5, "r_pu": 0.4,
+                    "deadband_hz": 0.010},
 }
 
 
@@ -83,7 +104,7 @@ class AreaParams(Params):
     """Params of one balancing ``Area`` (None: the preset's value).
 
     Attributes:
-        preset: ``ercot`` or ``europe_50hz`` (module docstring).
+        preset: ``ercot``, ``eastern``, ``western`` or ``europe_50hz`` (module docstring).
         f_nominal_hz: nominal frequency. [Hz]
         s_base_mw: the area's base (online generation). [MW]
         h_s: aggregate inertia constant on the base. [s]
@@ -93,7 +114,7 @@ class AreaParams(Params):
         f_hp_frac: high-pressure share of the turbine power (reheat units). [-]
         t_reheat_s: reheater time constant; 0 is a non-reheat turbine. [s]
         agc_ki_per_s: AGC integral gain on the ACE β Δf; 0 is off. [1/s]
-        deadband_hz: governor deadband (no-step), 0 for the linear model. [Hz]
+        deadband_hz: governor deadband (no-step); None: the preset's, 0 for the linear model. [Hz]
         reserve_mw: largest governor response either way; None: unlimited. [MW]
         gen_trips: ``[[t_s, p_mw], ...]``: generation lost at t_s (negative: generation added). [s, MW]
         n_sites: alike sites the connected ``p_mw`` stands for. [-]
@@ -101,7 +122,7 @@ class AreaParams(Params):
         dt_max_s: largest internal integration step. [s]
     """
 
-    preset: Literal["ercot", "europe_50hz"] = "ercot"
+    preset: Literal["ercot", "eastern", "western", "europe_50hz"] = "ercot"
     f_nominal_hz: float | None = Field(default=None, gt=0)
     s_base_mw: float | None = Field(default=None, gt=0)
     h_s: float | None = Field(default=None, gt=0)
@@ -112,7 +133,7 @@ class AreaParams(Params):
     f_hp_frac: float | None = Field(default=None, ge=0, le=1)
     t_reheat_s: float | None = Field(default=None, ge=0)
     agc_ki_per_s: float = Field(default=0.0, ge=0)
-    deadband_hz: float = Field(default=0.0, ge=0)
+    deadband_hz: float | None = Field(default=None, ge=0)
     reserve_mw: float | None = Field(default=None, gt=0)
     gen_trips: Annotated[tuple[tuple[float, float], ...], BeforeValidator(_pairs)] = ()
     n_sites: float = Field(default=1.0, gt=0)

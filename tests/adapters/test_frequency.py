@@ -19,14 +19,15 @@ import math
 
 import pytest
 
-from cosim.adapters.frequency import Area, AreaParams, FrequencySim
+from cosim.adapters.frequency import PRESETS, Area, AreaParams, FrequencySim
 
 F0 = 60.0
 BASE = 1000.0
 
 
 def _area(**kw) -> Area:
-    return Area(AreaParams.model_validate({"f_nominal_hz": F0, "s_base_mw": BASE, **kw}))
+    """An area on the test base; the linear model (no deadband) unless ``deadband_hz`` is given."""
+    return Area(AreaParams.model_validate({"f_nominal_hz": F0, "s_base_mw": BASE, "deadband_hz": 0.0, **kw}))
 
 
 def _lumped(h, d, r, t):
@@ -134,6 +135,27 @@ def test_deadband_and_reserve_limit_the_governors():
     capped = _run(_area(reserve_mw=20.0), 100.0, 120.0, 1.0)[-1]
     assert dead["f_hz"] < free["f_hz"] and capped["f_hz"] < dead["f_hz"]
     assert capped["p_mech_mw"] == pytest.approx(20.0, abs=1e-3)
+
+
+#: preset -> its documented frequency response β (module docstring). [MW/0.1 Hz]
+BETA_MW_PER_0P1HZ = {"ercot": 750.0, "eastern": 2500.0, "western": 1500.0, "europe_50hz": 1800.0}
+
+
+@pytest.mark.parametrize("preset", sorted(PRESETS))
+def test_every_preset_settles_where_its_deadband_and_beta_say(preset):
+    """A step of 1 % of the base, beyond every deadband: ``Δf_ss = −(ΔP + db/R)/(D + 1/R)`` (pu),
+    and β = (D + 1/R) S_base / f0 is the documented MW/0.1 Hz; without the deadband it is −ΔP/β."""
+    p = AreaParams.model_validate({"preset": preset})
+    assert p.deadband_hz > 0, "every preset carries its interconnection's deadband"
+    beta_pu = p.d_pu + 1.0 / p.r_pu
+    assert beta_pu * p.s_base_mw / p.f_nominal_hz / 10.0 == pytest.approx(BETA_MW_PER_0P1HZ[preset], rel=1e-9)
+    step_mw = 0.01 * p.s_base_mw
+    db_pu = p.deadband_hz / p.f_nominal_hz
+    want_hz = -(0.01 + db_pu / p.r_pu) / beta_pu * p.f_nominal_hz
+    for deadband, want in ((None, want_hz), (0.0, -0.01 / beta_pu * p.f_nominal_hz)):
+        area = Area(AreaParams.model_validate({"preset": preset, "deadband_hz": deadband, "gen_trips": [[0.0, step_mw]]}))
+        last = [area.step(float(k), 1.0, 0.0, 0.0) for k in range(150)][-1]
+        assert last["f_dev_hz"] == pytest.approx(want, rel=2e-3), (preset, deadband)
 
 
 def test_presets_fill_only_what_is_not_given():
