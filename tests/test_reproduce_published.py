@@ -19,6 +19,13 @@ CASES = [p.stem for p in case_files()]
 _DUKE = ("one year (2022) of EIA-930 net generation stands in for nine years (2016-2024) of demand: the "
          "thresholds are that year's own peaks and the years of lower load are absent (duke_headroom.toml header)")
 KNOWN_FAILING: dict[str, dict[str, str]] = {
+    "ieee39_resonance": {  # the paper's damping, metric, limit and per-GPU swing are not published (case header)
+        "oscillation deviation, resonant / detuned iteration period":
+            "3.7 vs 7.4: ANDES's IEEE 39 with governors off damps the 0.623 Hz mode at 5.7 %, the paper's 'light "
+            "damping' is presumably lighter; the detuned swing is the 0.8 Hz harmonic at a local mode",
+        "GPUs at the oscillation limit (resonant, light damping)":
+            "1.6 M vs 66,900: a 51 W per-GPU swing (swing_frac 0.3), 5.7 % damping and our guessed 36 mHz limit",
+    },
     "duke_headroom": {name: _DUKE for name in (
         *(f"{ba} headroom at 0.5 %" for ba in ("PJM", "MISO", "ERCOT", "CAISO", "NYISO", "SOCO", "BPA", "AZPS")),
         *(f"sum of the 8 authorities at {limit} %" for limit in ("0.25", "0.5", "1")))},
@@ -79,7 +86,8 @@ def results(tmp_path_factory):
 
 def test_there_are_published_cases():
     assert {"polca", "emerald_phoenix", "emerald_london", "carbon_aware", "carbon_responder", "dr_event",
-            "duke_headroom", "mlenergy_curves", "mlenergy_configs", "openg2g_ieee13", "ashrae_g14_chiller"} <= set(CASES)
+            "duke_headroom", "mlenergy_curves", "mlenergy_configs", "openg2g_ieee13", "ashrae_g14_chiller",
+            "eastern_2024_07_10", "ercot_2600mw_load_loss", "ieee39_resonance"} <= set(CASES)
 
 
 @pytest.mark.parametrize("name", CASES)
