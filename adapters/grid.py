@@ -251,6 +251,27 @@ class _Attached:
     q_mvar: float | None
 
 
+#: A line rating at or above this is a placeholder, not a conductor (the largest overhead
+#: transmission bundles carry ~5-10 kA). [kA]
+PLACEHOLDER_MAX_I_KA = 100.0
+
+
+def placeholder_rating_warnings(net: Any, network: str) -> list[str]:
+    """A warning when in-service lines of ``net`` carry placeholder ratings (``max_i_ka`` of 100 kA
+    or more, e.g. pandapower's ``case33bw`` with 99999): their loading and overload KPIs and any
+    thermal limit of a study (hosting capacity) never bind, which a planner must know."""
+    if "max_i_ka" not in net.line or not len(net.line):
+        return []
+    lines = net.line[net.line.in_service.astype(bool)] if "in_service" in net.line else net.line
+    fake = lines[lines.max_i_ka >= PLACEHOLDER_MAX_I_KA]
+    if fake.empty:
+        return []
+    return [f"warning: {len(fake)} of {len(lines)} lines of {network} have placeholder ratings (max_i_ka = "
+            f"{fake.max_i_ka.max():g} kA; the source publishes none): line loading and overload KPIs, and thermal "
+            "limits in hosting capacity, never bind; give real ratings in a pandapower JSON copy of the network "
+            "(net.line.max_i_ka) for a thermal study"]
+
+
 class GridSim(CosimSim):
     """mosaik adapter of :class:`PowerFlow`."""
 
@@ -307,6 +328,8 @@ class GridSim(CosimSim):
             problems = _unknown_trip_lines(sim_params)
             if problems:
                 return problems
+            if sim_params.engine != "opendss":
+                return placeholder_rating_warnings(net, sim_params.network)
         except (ValueError, TypeError, OSError) as exc:
             return [f"network {sim_params.network!r}: {exc}"]
         return []

@@ -240,6 +240,8 @@ class RideThroughParams(Params):
         perc1: PERC1-equivalent ceasing and reconnection; None: off.
     """
 
+    TIME_CONSTANTS = ('ramp_s', 'perc1.t_recon_s', 'perc1.tap_s', 'perc1.taq_s')
+
     curve: Literal["itic", "semi_f47", "none"] = "itic"
     curve_points: Annotated[tuple[tuple[float, float], ...] | None, BeforeValidator(_pairs)] = None
     n_dips_to_trip: int = Field(default=0, ge=0)

@@ -159,9 +159,14 @@ MAGNITUDE_LIMITS: dict[str, float] = {
 
 class Params(BaseModel):
     """Base for parameter models: unknown keys are an error; numbers strict, finite and within
-    :data:`MAGNITUDE_LIMITS` for their unit (counts ``n_*``: at most 1e9)."""
+    :data:`MAGNITUDE_LIMITS` for their unit (counts ``n_*``: at most 1e9).
+
+    ``TIME_CONSTANTS`` names the params (dotted for a nested model: ``"perc1.t_recon_s"``) that
+    set a response time of the model: validation warns when one is positive and shorter than the
+    simulator's step (the step cannot resolve it, so the result depends on the step)."""
 
     model_config = STRICT_PARAMS
+    TIME_CONSTANTS: ClassVar[tuple[str, ...]] = ()
 
     @model_validator(mode="after")
     def _physical_magnitudes(self):

@@ -50,6 +50,8 @@ class FfrParams(Params):
         enabled: false: never responds.
     """
 
+    TIME_CONSTANTS = ('ramp_s',)
+
     mode: Literal["trigger", "droop"] = "trigger"
     battery_mw: float = Field(default=0.0, ge=0)
     dc_mw: float = Field(default=0.0, ge=0)

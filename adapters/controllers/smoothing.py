@@ -39,6 +39,8 @@ class SmootherParams(Params):
         enabled: false: no smoothing (``p_set_mw`` = 0).
     """
 
+    TIME_CONSTANTS = ('tau_s',)
+
     tau_s: float = Field(default=10.0, gt=0)
     p_max_mw: float = Field(default=1.0, gt=0)
     enabled: bool = True

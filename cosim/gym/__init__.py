@@ -5,13 +5,15 @@ agent sets (:mod:`.actions`), what it sees (:mod:`.observations`) and what it is
 for (:mod:`.rewards`, the KPIs' own formulas at every recorded step); it steps the scenario
 on the direct engine (:mod:`.episode`, one ``cosim.Session`` per episode).
 ``CosimParallelEnv(path)`` does the same for the ``[agents.<name>]`` sections (:mod:`.parallel`).
-:mod:`.evaluate` runs baselines and policies on held-out days and prints their table.
+:mod:`.evaluate` runs baselines and policies on held-out days and prints their table;
+:mod:`.guards` warns about a reward term no action can move and an action whose cost the
+reward does not price (at env build and in ``check_scenario``, ``cosim validate``'s check).
 """
 
 from cosim.gym.actions import ActionClippedWarning
 from cosim.gym.env import CosimEnv
 from cosim.gym.parallel import CosimParallelEnv
 from cosim.gym.rewards import TERMS
-from cosim.gym.spec import check_scenario
+from cosim.gym.guards import RewardGuardWarning, check_scenario
 
-__all__ = ["ActionClippedWarning", "CosimEnv", "CosimParallelEnv", "TERMS", "check_scenario"]
+__all__ = ["ActionClippedWarning", "CosimEnv", "CosimParallelEnv", "RewardGuardWarning", "TERMS", "check_scenario"]

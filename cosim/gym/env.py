@@ -28,6 +28,7 @@ import gymnasium
 import numpy as np
 from gymnasium import spaces
 
+from cosim.gym import guards as reward_guards
 from cosim.gym import spec as specs
 from cosim.gym.actions import Actuator
 from cosim.gym.episode import Episode
@@ -74,6 +75,9 @@ class CosimEnv(gymnasium.Env):
             the inputs (the rule-based baseline, through the same stepping and reward code).
         out_dir: where run folders go when ``record`` is on.
         report: also write ``report.html`` into each run folder.
+        guards: run the reward guards (:mod:`cosim.gym.guards`: a weighted term no action can
+            move, an action whose cost no term prices) and warn; False skips them (a vector env's
+            workers, once checked).
         **keys: single ``[agent]`` keys replacing the section's (``decision_s=900``,
             ``reward={...}``, ``record=True``, ...).
 
@@ -85,9 +89,12 @@ class CosimEnv(gymnasium.Env):
 
     def __init__(self, scenario: str | Path | Scenario, overrides: dict[str, Any] | None = None,
                  agent: dict[str, Any] | None = None, *, apply_actions: bool = True,
-                 out_dir: str | Path = "runs", report: bool = False, **keys: Any):
+                 out_dir: str | Path = "runs", report: bool = False, guards: bool = True, **keys: Any):
         self.scn = load_direct(scenario, overrides)
         self.episode_spec, self.agent_spec = specs.single_agent(self.scn, agent, keys)
+        if guards:
+            reward_guards.warn(self.scn, reward_guards.reward_guards(self.scn, self.episode_spec,
+                                                                     {"agent": self.agent_spec}))
         self.apply_actions = apply_actions
         self._episode = Episode(self.scn, self.episode_spec, out_dir, report)
         self._actuator = Actuator(self.agent_spec.actions)
@@ -105,7 +112,7 @@ class CosimEnv(gymnasium.Env):
         scenario_seed = seed if seed is not None else int(self.np_random.integers(SEED_MAX))
         start = draw_start(self.scn, self.episode_spec, self.np_random, options)
         self._episode.start(scenario_seed, start)
-        self._observer.reset()
+        self._observer.reset(scenario_seed)
         obs = self._observer.observe(self._episode.engine, self._episode.utc)
         return obs, {"seed": scenario_seed, "start_utc": self._episode.utc.isoformat()}
 

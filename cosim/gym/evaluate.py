@@ -3,7 +3,8 @@
 ::
 
     python -m cosim.gym.evaluate scenarios/rl_site.toml [--days 2024-08-05,2024-08-06] [--seed 0]
-                                 [--terms slo_loss_h,...] [--set KEY=VALUE ...]
+                                 [--terms slo_loss_h,...] [--baselines do_nothing,rule,random]
+                                 [--set KEY=VALUE ...]
 
 Every policy runs the scenario's :class:`~cosim.gym.CosimEnv` on each day (default the
 ``[agent]`` section's ``eval_starts``) with the same reset seed per day (``seed + i`` on the
@@ -13,8 +14,11 @@ the mean over the days of the episode return and of each reward term with a weig
 
 Policies: ``do_nothing`` (every action at its ``idle`` value: the knobs as if unset, the
 scenario's controllers overridden), ``rule`` (the actions ignored, ``apply_actions=False``:
-the scenario's own controllers act, e.g. ``battery_dispatch`` or ``voltage_aware``), or any
-callable ``observation -> action`` (a trained policy).
+the scenario's own controllers act, e.g. ``battery_dispatch`` or ``voltage_aware``),
+``random`` (uniform samples of the action space, seeded with the day's reset seed, so
+reproducible), or any callable ``observation -> action`` (a trained policy). The command
+runs the three baselines (``--baselines`` to choose). The reward guards
+(:mod:`cosim.gym.guards`) run once, on the first policy's env.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from cosim.gym.env import CosimEnv
 from cosim.scenario import parse_set
 
 Policy = Callable[[np.ndarray], Any] | str
-BASELINES = ("do_nothing", "rule")
+BASELINES = ("do_nothing", "rule", "random")
 
 
 @dataclass
@@ -55,9 +59,13 @@ class Evaluation:
 def run_episode(env: CosimEnv, policy: Policy, start: date | datetime | str, seed: int) -> tuple[float, dict[str, float]]:
     """One episode from ``start`` with reset seed ``seed``: its return and summed terms."""
     obs, _ = env.reset(seed=seed, options={"start": start})
+    env.action_space.seed(seed)
     total, terms = 0.0, {}
     while True:
-        action = env.idle_action() if isinstance(policy, str) else policy(obs)
+        if policy == "random":
+            action = env.action_space.sample()
+        else:
+            action = env.idle_action() if isinstance(policy, str) else policy(obs)
         obs, reward, terminated, truncated, info = env.step(action)
         total += reward
         for name, value in info["terms"].items():
@@ -78,7 +86,8 @@ def evaluate(scenario: str | Path, policies: Mapping[str, Policy], days: Sequenc
         if isinstance(policy, str) and policy not in BASELINES:
             raise ScenarioError("evaluate", [Problem(f"policies.{name}", f"unknown baseline; give one of "
                                                                           f"{', '.join(BASELINES)} or a callable", policy)])
-        env = CosimEnv(scenario, overrides, apply_actions=policy != "rule", **env_keys)
+        env = CosimEnv(scenario, overrides, apply_actions=not (isinstance(policy, str) and policy == "rule"),
+                       guards=not results, **env_keys)
         starts = list(days) if days else env.eval_starts
         if not starts:
             raise ScenarioError(env.scn.file, [Problem("agent.eval_starts", "no held-out days: give eval_starts in "
@@ -96,7 +105,7 @@ def evaluate(scenario: str | Path, policies: Mapping[str, Policy], days: Sequenc
 
 def columns_of(scenario: str | Path, extra: Sequence[str] = (), overrides: dict[str, Any] | None = None) -> list[str]:
     """The table's columns: the return, the weighted terms of the ``[agent]`` reward, then ``extra``."""
-    env = CosimEnv(scenario, overrides)
+    env = CosimEnv(scenario, overrides, guards=False)
     weighted = list(env.reward_weights)
     return ["return", *weighted, *(t for t in extra if t not in weighted)]
 
@@ -116,12 +125,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--days", default="", help="comma-separated start days (default: [agent] eval_starts)")
     parser.add_argument("--seed", type=int, default=0, help="reset seed of the first day (seed + i on day i)")
     parser.add_argument("--terms", default="", help="more terms to show, comma-separated (e.g. slo_loss_h)")
+    parser.add_argument("--baselines", default=",".join(BASELINES), help=f"comma-separated, of {', '.join(BASELINES)}")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a scenario key")
     args = parser.parse_args(argv)
     try:
         overrides = parse_set(args.set)
         days = [d for d in args.days.split(",") if d] or None
-        results = evaluate(args.scenario, {b: b for b in BASELINES}, days, args.seed, overrides)
+        baselines = [b for b in args.baselines.split(",") if b]
+        results = evaluate(args.scenario, {b: b for b in baselines}, days, args.seed, overrides)
         columns = columns_of(args.scenario, [t for t in args.terms.split(",") if t], overrides)
     except ScenarioError as exc:
         print(str(exc), file=sys.stderr)

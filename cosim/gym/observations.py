@@ -9,8 +9,21 @@ The order is :attr:`cosim.gym.spec.AgentSpec.observation_names` (``env.observati
    of the next decision, period 24 h) and ``time.dow_sin``, ``time.dow_cos`` (its UTC day of
    week, Monday = 0, period 7 days);
 3. each forecast window: ``<entity>.<attr>@+<k·step_s>s`` for ``k = 0 … n − 1``, the signal's
-   value at the next decision time plus ``k·step_s`` (a perfect forecast read from the data;
-   past the data's end the last value it covers).
+   value at the next decision time plus ``k·step_s`` (past the data's end the last value it
+   covers), with the forecast's ``error`` model (:class:`cosim.gym.spec.ForecastError`):
+
+   * ``none`` (default): an **oracle**, the future values read exactly from the data file or
+     the tariff (right for a published tariff, optimistic for carbon, weather or prices);
+   * ``persistence``: every lead is the signal's last observed value (its output at the last
+     recording step of the decision just taken; at an episode's first decision, before any
+     step, its value at the decision time);
+   * ``gaussian``: the oracle's value ``x_k`` times ``1 + e_k``, where ``e_0 = 0`` and
+     ``e_k = e_{k-1} + N(0, sigma_frac² · step_s / 3600 s)``: a random walk over the lead, so
+     the error's standard deviation is ``sigma_frac · sqrt(k · step_s / 3600 s)`` (grows like
+     the square root of the lead; ``sigma_frac`` one hour ahead). Each decision draws a fresh
+     window. The noise of forecast ``j`` (its place in ``forecasts``) comes from
+     ``numpy.random.default_rng([seed, seed_offset, j])`` with ``seed`` the episode's
+     scenario seed (``reset(seed=...)``): the same seed gives the same observations.
 
 A missing value (an output that is None or NaN, e.g. before the first step of an episode,
 or a bus in an island) becomes the last finite value of that observation in the episode, or
@@ -24,7 +37,7 @@ from datetime import datetime
 
 import numpy as np
 
-from cosim.gym.spec import AgentSpec
+from cosim.gym.spec import AgentSpec, ForecastSpec
 
 
 def time_features(utc: datetime) -> list[float]:
@@ -51,10 +64,16 @@ class Observer:
             grouped.setdefault(eid, []).append(attr)
         self.requests = list(grouped.items())
         self.last = np.zeros(len(spec.observations))
+        self.rngs = self._rngs(0)
 
-    def reset(self) -> None:
-        """Forget the last values (a new episode)."""
+    def reset(self, seed: int = 0) -> None:
+        """Forget the last values and seed the forecasts' errors (a new episode with scenario seed ``seed``)."""
         self.last[:] = 0.0
+        self.rngs = self._rngs(seed)
+
+    def _rngs(self, seed: int) -> list[np.random.Generator]:
+        return [np.random.default_rng([int(seed) % 2**63, f.error.seed_offset, j])
+                for j, f in enumerate(self.spec.forecasts)]
 
     def observe(self, engine, utc: datetime) -> np.ndarray:
         """The vector at the end of the last decision, with time features and forecasts for ``utc``.
@@ -66,8 +85,12 @@ class Observer:
         values = self._outputs(engine)
         if self.spec.time_features:
             values += time_features(utc)
-        for f in self.spec.forecasts:
-            values += list(engine.entity_sim[f.entity].obj.forecast(f.attr, utc, f.n, f.step_s))
+        for f, rng in zip(self.spec.forecasts, self.rngs):
+            obj = engine.entity_sim[f.entity].obj
+            exact = list(obj.forecast(f.attr, utc, f.n, f.step_s))
+            last = _finite(obj.get_data({f.entity: [f.attr]})[f.entity].get(f.attr)) \
+                if f.error.model == "persistence" else None
+            values += with_error(exact, f, rng, last)
         return np.asarray(values, dtype=np.float32)
 
     def _outputs(self, engine) -> list[float]:
@@ -83,6 +106,20 @@ class Observer:
             self.last[i] = number
             out.append(number)
         return out
+
+
+def with_error(exact: list[float], forecast: ForecastSpec, rng: np.random.Generator,
+               last: float | None = None) -> list[float]:
+    """A forecast window after its error model (module docstring): ``exact`` the oracle's values,
+    ``last`` the signal's last observed value (persistence; None: nothing observed yet). [signal's unit]"""
+    model = forecast.error.model
+    if model == "persistence":
+        return [exact[0] if last is None else last] * len(exact)
+    if model == "gaussian":
+        step_sigma = forecast.error.sigma_frac * math.sqrt(forecast.step_s / 3600.0)
+        walk = np.concatenate([[0.0], np.cumsum(rng.normal(0.0, step_sigma, len(exact) - 1))])
+        return [float(x * (1.0 + e)) for x, e in zip(exact, walk)]
+    return exact
 
 
 def _finite(value) -> float | None:

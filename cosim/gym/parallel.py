@@ -25,6 +25,7 @@ from typing import Any
 from gymnasium.utils import seeding
 from pettingzoo import ParallelEnv
 
+from cosim.gym import guards as reward_guards
 from cosim.gym import spec as specs
 from cosim.gym.actions import Actuator
 from cosim.gym.env import SEED_MAX, draw_start, load_direct, observation_box
@@ -43,6 +44,7 @@ class CosimParallelEnv(ParallelEnv):
         apply_actions: False ignores the actions (the scenario's own controllers act).
         out_dir: where run folders go when ``record`` is on.
         report: also write ``report.html`` into each run folder.
+        guards: run the reward guards (:mod:`cosim.gym.guards`) and warn; False skips them.
         **keys: episode keys replacing ``[agent]``'s (``decision_s=900``, ``record=True``, ...).
 
     Raises:
@@ -53,9 +55,12 @@ class CosimParallelEnv(ParallelEnv):
 
     def __init__(self, scenario: str | Path | Scenario, overrides: dict[str, Any] | None = None,
                  agents: dict[str, dict[str, Any]] | None = None, *, apply_actions: bool = True,
-                 out_dir: str | Path = "runs", report: bool = False, **keys: Any):
+                 out_dir: str | Path = "runs", report: bool = False, guards: bool = True, **keys: Any):
         self.scn = load_direct(scenario, overrides)
         self.episode_spec, self.agent_specs = specs.parallel_agents(self.scn, agents, keys)
+        if guards:
+            reward_guards.warn(self.scn, reward_guards.reward_guards(
+                self.scn, self.episode_spec, {f"agents.{n}": a for n, a in self.agent_specs.items()}))
         self.apply_actions = apply_actions
         self._episode = Episode(self.scn, self.episode_spec, out_dir, report)
         self._actuators = {n: Actuator(s.actions) for n, s in self.agent_specs.items()}
@@ -81,7 +86,7 @@ class CosimParallelEnv(ParallelEnv):
         self._episode.start(scenario_seed, draw_start(self.scn, self.episode_spec, self._rng, options))
         self.agents = list(self.possible_agents)
         for observer in self._observers.values():
-            observer.reset()
+            observer.reset(scenario_seed)
         info = {"seed": scenario_seed, "start_utc": self._episode.utc.isoformat()}
         return self._observe(), {a: dict(info) for a in self.agents}
 

@@ -239,6 +239,22 @@ def term_columns(scn: Scenario) -> TermColumns:
     return TermColumns.of(recorded_columns(scn), scn.roles())
 
 
+def term_reads(cols: TermColumns) -> dict[str, list[str]]:
+    """The recorded columns each term reads (what a change of the term must come through)."""
+    s = cols.site
+    site = cols.site_power()
+    grid = {a: [f"{g}.{a}" for g in cols.grids if cols.has(f"{g}.{a}")]
+            for a in ("vm_min_pu", "vm_max_pu", "max_loading_pct")}
+    signals = {k: [s[k]] if s[k] else [] for k in ("price", "export_price", "ci")}
+    return {"energy_cost_usd": [*site, *signals["price"], *signals["export_price"]],
+            "carbon_t": [*site, *signals["ci"]], "import_peak_mw": site,
+            "battery_throughput_mwh": list(s["storage"]),
+            "voltage_violation_pu_s": grid["vm_min_pu"] + grid["vm_max_pu"],
+            "line_overload_s": grid["max_loading_pct"],
+            "slo_loss_h": _it_columns(cols, "slo_attainment_frac"), "n_tokens": _it_columns(cols, "tokens_per_s"),
+            "delay_gpu_h": _it_columns(cols, "delay_gpu_h"), "unmet_cooling_mwh": list(cols.cooling)}
+
+
 def available_terms(scn: Scenario) -> dict[str, str | None]:
     """Every term: None when the scenario records what it needs, else why it cannot."""
     cols = term_columns(scn)

@@ -12,7 +12,13 @@ of a parallel env (whose episode keys come from ``[agent]``):
   (start days drawn at reset), ``eval_starts = [...]`` (held-out start days for
   :mod:`cosim.gym.evaluate`), ``max_decisions`` (a time limit: ``truncated``), ``record``.
 * agent: ``actions`` (``[[agent.actions]]`` with ``input``, ``low``, ``high``, ``values``,
-  ``idle``), ``observations``, ``time_features``, ``forecasts``, ``reward``.
+  ``idle``), ``observations``, ``time_features``, ``forecasts`` (``signal``, ``n``, ``step_s``,
+  ``error``: the forecast's error model, :class:`ForecastError`), ``reward``.
+
+``cosim validate`` also runs the reward guards of :mod:`cosim.gym.guards` (a weighted term no
+action can move, an action whose cost no weighted term prices) through
+``cosim.gym.check_scenario``: they are warnings, kept in the scenario's ``warnings`` (printed by
+``cosim validate``, written to ``metadata.json``).
 """
 
 from __future__ import annotations
@@ -33,7 +39,12 @@ from cosim.sdk import CosimSim
 EPISODE_KEYS = ("decision_s", "start_window", "eval_starts", "max_decisions", "record")
 AGENT_KEYS = ("actions", "observations", "time_features", "forecasts", "reward")
 ACTION_KEYS = ("input", "low", "high", "values", "idle")
-FORECAST_KEYS = ("signal", "n", "step_s")
+FORECAST_KEYS = ("signal", "n", "step_s", "error")
+#: Forecast error models and the keys each takes besides ``model``.
+ERROR_MODELS: dict[str, tuple[str, ...]] = {"none": (), "persistence": (), "gaussian": ("sigma_frac", "seed_offset")}
+ERROR_EXAMPLE = 'error = { model = "gaussian", sigma_frac = 0.1 } or error = { model = "persistence" }'
+#: An adapter's check text with this prefix is a warning, not a problem (as in cosim.scenario.validate).
+WARNING_PREFIX = "warning: "
 #: Names of the time features, in observation order.
 TIME_FEATURES = ("time.hour_sin", "time.hour_cos", "time.dow_sin", "time.dow_cos")
 
@@ -62,13 +73,36 @@ class ActionSpec:
 
 
 @dataclass(frozen=True)
+class ForecastError:
+    """How a forecast window departs from the data (``error = {...}`` of a forecast).
+
+    Attributes:
+        model: ``"none"`` (the default: an oracle, the signal's future values read from its data
+            file or tariff, exactly), ``"persistence"`` (every lead is the last observed value of
+            the signal) or ``"gaussian"`` (the data times ``1 + e``, with ``e`` a Gaussian random
+            walk over the lead: its standard deviation is ``sigma_frac · sqrt(lead_s / 3600)``,
+            i.e. ``sigma_frac`` at one hour ahead, growing like the square root of the lead, and
+            0 at lead 0). See :mod:`cosim.gym.observations`.
+        sigma_frac: the relative error's standard deviation one hour ahead. [-]
+        seed_offset: added to the episode's scenario seed for this forecast's noise, so that two
+            forecasts of one signal can have independent errors. [-]
+    """
+
+    model: str = "none"
+    sigma_frac: float = 0.0
+    seed_offset: int = 0
+
+
+@dataclass(frozen=True)
 class ForecastSpec:
-    """The next ``n`` values of a signal output, ``step_s`` apart from the decision time."""
+    """The next ``n`` values of a signal output, ``step_s`` apart from the decision time, with
+    their error model (default none: an oracle)."""
 
     entity: str
     attr: str
     n: int
     step_s: int
+    error: ForecastError = ForecastError()
 
     @property
     def names(self) -> list[str]:
@@ -154,7 +188,8 @@ def parallel_agents(scn: Scenario, agents: dict[str, dict[str, Any]] | None = No
 
 
 def check_scenario(scn: Scenario) -> None:
-    """Validate whichever of ``[agent]`` and ``[agents.<name>]`` the scenario has (``cosim validate``).
+    """Validate whichever of ``[agent]`` and ``[agents.<name>]`` the scenario has (the sections only;
+    ``cosim validate`` runs :func:`cosim.gym.guards.check_scenario`, which adds the reward guards).
 
     Raises:
         ScenarioError: every problem found.
@@ -260,17 +295,19 @@ def _check_start(scn: Scenario, day: date, where: str, problems: list[Problem]) 
 
 
 def shifted_problems(scn: Scenario, start: datetime) -> list[Problem]:
-    """What the adapters' window checks (``check``, ``check_entity``) say of ``scn`` moved to ``start``."""
+    """What the adapters' window checks (``check``, ``check_entity``) say of ``scn`` moved to ``start``
+    (their warnings left out: validation already gave them for the scenario's own start)."""
     ctx = dataclasses.replace(scn.context, start_utc=start)
     found = []
     for sid, sim in scn.sims.items():
         cls = registry.adapter_class(sim.adapter)
-        found += [Problem(f"sims.{sid}", text) for text in cls.check(scn.sim_models[sid], ctx)]
+        found += [Problem(f"sims.{sid}", text) for text in cls.check(scn.sim_models[sid], ctx)
+                  if not text.startswith(WARNING_PREFIX)]
     for eid, entity in scn.entities.items():
         cls = registry.adapter_class(scn.sims[entity.sim].adapter)
         sim_ctx = dataclasses.replace(ctx, step_s=scn.sim_step_s(entity.sim))
         texts = cls.check_entity(entity.model, _entity_model(scn, eid), sim_ctx, scn.sim_models.get(entity.sim))
-        found += [Problem(f"entities.{eid}", text) for text in texts]
+        found += [Problem(f"entities.{eid}", text) for text in texts if not text.startswith(WARNING_PREFIX)]
     return found
 
 
@@ -504,7 +541,42 @@ def _forecast(scn: Scenario, body: Any, where: str, problems: list[Problem]) -> 
         if getattr(cls, "forecast", CosimSim.forecast) is CosimSim.forecast:
             problems.append(Problem(f"{where}.signal", f"{eid}'s adapter ({scn.sims[scn.entities[eid].sim].adapter}) "
                                                        "cannot look ahead; forecast a signals or tariff output", name))
-    return None if len(problems) > before else ForecastSpec(eid, attr, n, step_s)
+    error = _forecast_error(body.get("error", {"model": "none"}), f"{where}.error", problems)
+    return None if len(problems) > before else ForecastSpec(eid, attr, n, step_s, error)
+
+
+def _forecast_error(body: Any, where: str, problems: list[Problem]) -> ForecastError:
+    """A forecast's ``error`` table (problems appended; no error where it is wrong)."""
+    if not isinstance(body, dict):
+        problems.append(Problem(where, f"must be a table, e.g. {ERROR_EXAMPLE}", body))
+        return ForecastError()
+    model = body.get("model")
+    if model not in ERROR_MODELS:
+        problems.append(Problem(f"{where}.model", f"unknown forecast error model; give one of "
+                                                  f"{', '.join(ERROR_MODELS)}, e.g. {ERROR_EXAMPLE}", model))
+        return ForecastError()
+    allowed = ERROR_MODELS[model]
+    for key in body:
+        if key != "model" and key not in allowed:
+            problems.append(Problem(f"{where}.{key}", f"not a key of the {model!r} error model, which takes "
+                                                      f"{', '.join(('model', *allowed))}", body[key]))
+    if model != "gaussian":
+        return ForecastError(model)
+    sigma = body.get("sigma_frac")
+    if sigma is None:
+        problems.append(Problem(f"{where}.sigma_frac", "required by the gaussian model: the relative error one "
+                                                       "hour ahead, e.g. sigma_frac = 0.1 for 10 %"))
+        sigma = 0.0
+    elif not _number(sigma) or not 0.0 < sigma <= 10.0:
+        problems.append(Problem(f"{where}.sigma_frac", "give the relative error one hour ahead, a number in "
+                                                       "(0, 10], e.g. 0.1 for 10 %", sigma))
+        sigma = 0.0
+    offset = body.get("seed_offset", 0)
+    if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
+        problems.append(Problem(f"{where}.seed_offset", "give a whole number >= 0 (added to the scenario seed)",
+                                offset))
+        offset = 0
+    return ForecastError("gaussian", float(sigma), offset)
 
 
 def _reward(scn: Scenario, value: Any, where: str, problems: list[Problem]) -> dict[str, float]:

@@ -1,6 +1,7 @@
 """A run's report: one self-contained ``report.html`` (figures embedded as PNG), no scripts.
 
-The page has the run's status (a failed run says why and shows what it recorded), the
+The page has the run's status (a failed run says why and shows what it recorded), the scenario's
+validation warnings (``metadata.json`` "warnings": the guards a planner should read first), the
 figures of :data:`cosim.report.figures.FIGURES` (those the run has columns for; the others
 are named with the reason), the KPIs (headline figures first, then one table per block) and
 the run's metadata. Long runs are drawn from at most ``MAX_POINTS`` points per series.
@@ -149,6 +150,10 @@ def render(run_dir: Path) -> str:
     scenario, scenario_problem = folder.scenario_checked()
     unreadable = [p for p in (meta_problem, kpis_problem, ts_problem, scenario_problem) if p]
     parts = [_status_banner(meta, meta_problem, ts is not None)]
+    warned = meta.get("warnings") if isinstance(meta.get("warnings"), list) else []
+    if warned:  # the guards' caveats (cosim validate said them too): read before the figures
+        items = "".join(f"<li>{esc(w)}</li>" for w in warned)
+        parts.append(f"<section id='warnings'><h2>Warnings ({len(warned)})</h2><ul class='warnings'>{items}</ul></section>")
     if unreadable:
         items = "".join(f"<li>{esc(u)}</li>" for u in unreadable)
         parts.append(f"<section id='unreadable'><h2>Unreadable parts of this run folder</h2>"

@@ -15,6 +15,7 @@ from typing import Any
 import pandas as pd
 
 from cosim import kpis as kpi_module
+from cosim.kpis import guards
 from cosim.errors import RunInterrupted
 from cosim.folder import RunFolder
 from cosim.report import write_report
@@ -133,8 +134,10 @@ def finish_run(scn: Scenario, folder: RunFolder, outcome: Outcome, started: date
         except Exception as exc:  # noqa: BLE001 — the series is on disk; metadata must still say what happened
             kpi_error = f"{type(exc).__name__}: {exc}"
     status, reason = _degraded(scn, kpis, kpi_blocks, outcome)
+    base = run_metadata(scn)
+    base["warnings"] = [*base["warnings"], *guards.run_warnings(kpis)]
     meta = {
-        **run_metadata(scn),
+        **base,
         "status": status,
         "reason": reason,
         "started_utc": started.isoformat(timespec="seconds"),

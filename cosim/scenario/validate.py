@@ -344,8 +344,25 @@ def _check_entities(scn: Scenario, problems: list[Problem]) -> None:
             try:
                 ctx = dataclasses.replace(scn.context, step_s=scn.sim_step_s(spec.sim))  # the sim's own step
                 _route(scn, where, cls.check_entity(spec.model, params, ctx, scn.sim_models.get(spec.sim)), problems)
+                scn.warnings.extend(time_constant_warnings(where, params, ctx.step_s))
             except ValueError as exc:
                 problems.append(Problem(where, str(exc)))
+
+
+def time_constant_warnings(where: str, params: Any, step_s: float) -> list[str]:
+    """A declared time constant (``Params.TIME_CONSTANTS``) that is positive and shorter than the
+    simulator's step: the step holds inputs longer than the response lasts, so what the model
+    delivers depends on the step, not on the constant."""
+    found = []
+    for name in getattr(type(params), "TIME_CONSTANTS", ()):
+        value: Any = params
+        for part in name.split("."):
+            value = getattr(value, part, None)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < step_s - 1e-12:
+            found.append(f"{where}.{name} = {value:g} s is shorter than its simulator's step ({step_s:g} s): the "
+                         f"step cannot resolve it and the response follows the step instead; run with step_s (and "
+                         f"tick_s) <= {value:g} s, or state why the coarse step is enough")
+    return found
 
 
 def _check_connects(scn: Scenario, problems: list[Problem]) -> None:

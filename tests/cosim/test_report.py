@@ -155,6 +155,9 @@ def test_default_run_grid_and_power_figures(default_run):
     pngs = figure_pngs(page)
     assert {"power", "voltage", "temperature", "signals"} <= set(pngs)  # ieee33 has no line ratings
     assert "feeder.vm_min_pu" in page
+    # ... and the page says so before the figures: the validation guard's warning, from metadata.json
+    warned = page[page.index("id='warnings'"):page.index("data-figure=")]
+    assert "placeholder ratings" in warned and "Warnings (1)" in warned
 
 
 def test_absent_parts_are_named(full_run, tmp_path):

@@ -22,10 +22,20 @@ def test_baselines_and_a_policy_meet_the_same_days():
     assert capped.mean("n_tokens") < nothing.mean("n_tokens")  # the cap costs throughput
     assert rule.terms != nothing.terms  # voltage_aware acted
     assert nothing.returns[0] != nothing.returns[1]  # two days, two seeds
-    text = table(results, columns_of(VOLTAGE, ["slo_loss_h"], SHORT))
-    assert text.splitlines()[0].split() == ["policy", "return", "voltage_violation_pu_s", "n_tokens", "delay_gpu_h",
-                                            "slo_loss_h"]
+    text = table(results, columns_of(VOLTAGE, ["slo_loss_h", "import_peak_mw"], SHORT))
+    assert text.splitlines()[0].split() == ["policy", "return", "voltage_violation_pu_s", "n_tokens", "slo_loss_h",
+                                            "delay_gpu_h", "import_peak_mw"]  # weighted terms, then the extra
     assert f"{capped.mean('return'):.6g}" in text.splitlines()[3]
+
+
+def test_the_random_baseline_is_seeded_per_day():
+    days = ["2024-08-05"]
+    first, again = (evaluate(VOLTAGE, {"random": "random"}, days=days, seed=3, overrides=SHORT)[0] for _ in range(2))
+    other = evaluate(VOLTAGE, {"random": "random"}, days=days, seed=4, overrides=SHORT)[0]
+    nothing = evaluate(VOLTAGE, {"do_nothing": "do_nothing"}, days=days, seed=3, overrides=SHORT)[0]
+    assert first.terms == again.terms and first.returns == again.returns
+    assert first.terms[0]["delay_gpu_h"] != nothing.terms[0]["delay_gpu_h"]  # it acted
+    assert other.terms != first.terms
 
 
 def test_an_unknown_baseline_is_refused():
@@ -36,4 +46,4 @@ def test_an_unknown_baseline_is_refused():
 def test_the_command_prints_the_table_on_the_sections_days(capsys):
     assert main([str(VOLTAGE), "--days", "2024-08-05", "--set", "scenario.duration_s=1800"]) == 0
     out = capsys.readouterr().out
-    assert "1 held-out days (2024-08-05)" in out and "do_nothing" in out and "rule" in out
+    assert "1 held-out days (2024-08-05)" in out and "do_nothing" in out and "rule" in out and "random" in out

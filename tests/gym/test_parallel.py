@@ -30,7 +30,7 @@ def test_each_agent_has_its_own_spaces_and_reward_over_shared_terms():
     terms = infos["battery"]["terms"]
     assert infos["workload"]["terms"] == terms
     assert rewards["battery"] == -terms["energy_cost_usd"] - 190.0 * terms["carbon_t"]
-    assert rewards["workload"] == rewards["battery"] - 500.0 * terms["slo_loss_h"] - 0.05 * terms["delay_gpu_h"]
+    assert rewards["workload"] == rewards["battery"] - 256.0 * terms["slo_loss_h"] - 2.0 * terms["delay_gpu_h"]
     for _ in range(7):
         obs, rewards, terminations, truncations, infos = env.step(actions)
     assert all(terminations.values()) and env.agents == []

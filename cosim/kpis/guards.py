@@ -1,0 +1,103 @@
+"""Guards on a finished run: controllers that chatter between their limits or sit at their floor.
+
+Validation warns about what a scenario's parameters alone show (placeholder ratings, a time
+constant shorter than the step); these two show only in what a controller did, so they are read
+from the recorded outputs of every ``controller`` entity (its numeric columns), after the run:
+
+* **limit cycling** (a loop gain too high for the step, e.g. a stiff Q-V droop on a weak bus:
+  ``v_(k+1) = v0 + s·gain·(v_ref − v_k)`` diverges into a ±limit oscillation when ``s·gain ≥ 1``,
+  adapters/controllers/storage_droop.py): the share of steps at which the output's change reverses
+  direction with both changes at least half the output's range, ``chatter_frac``;
+* **saturation at the floor** (a controller with no authority left, e.g. multi-site OFO without
+  load shifting driving every site to zero): for an output that starts at (within 10 % of) its
+  highest value, full authority, as a knob does (a diagnostic such as a dual variable starts at
+  0 and is not judged), the share of the run's steps at which it, once it first moved, sits at
+  its lowest value, when that value is at most a tenth of its highest, ``floor_frac``.
+
+Per column with a finding, ``guards.<entity.attr>`` holds ``chatter_frac`` / ``floor_frac`` and a
+``warning`` text; the run's ``metadata.json`` "warnings" and the report repeat the texts
+(:func:`run_warnings`). A guard fires at ``CHATTER_FRAC`` (30 %) and ``FLOOR_FRAC`` (50 %) of the
+steps: a controller that does this for less is doing its job in a hard hour.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from cosim.kpis._block import Block, KpiInput, finite
+from cosim.roles import RunRoles
+
+#: share of steps reversing between the limits above which a loop is said to chatter. [-]
+CHATTER_FRAC = 0.3
+#: share of steps at the floor above which a controller is said to have saturated. [-]
+FLOOR_FRAC = 0.5
+#: fewest recorded steps a guard judges.
+MIN_STEPS = 10
+
+
+def _columns(columns: list[str], roles: RunRoles) -> list[str]:
+    ctl = set(roles.entities_with("controller"))
+    return [c for c in columns if c.partition(".")[0] in ctl]
+
+
+def chatter_frac(x: np.ndarray) -> float:
+    """Share of steps whose change reverses the previous one, both at least half the range. [-]"""
+    x = x[np.isfinite(x)]
+    if len(x) < MIN_STEPS:
+        return 0.0
+    span = float(x.max() - x.min())
+    if span <= 0:
+        return 0.0
+    d = np.diff(x)
+    big = np.abs(d) >= 0.5 * span
+    flips = (d[1:] * d[:-1] < 0) & big[1:] & big[:-1]
+    return float(flips.sum() / (len(x) - 2))
+
+
+def floor_frac(x: np.ndarray) -> float:
+    """Share of the run's steps at which the output, once it first moved, sits at its lowest value,
+    when that value is at most a tenth of its highest and the output started within 10 % of its
+    highest (0 otherwise: it never moved, its floor is high, or it did not start as a knob). [-]"""
+    x = x[np.isfinite(x)]
+    if len(x) < MIN_STEPS:
+        return 0.0
+    lo, hi = float(x.min()), float(x.max())
+    if hi <= lo or hi <= 0 or lo > 0.1 * hi or x[0] < 0.9 * hi:  # a knob that started with its authority
+        return 0.0
+    moved = np.flatnonzero(x != x[0])
+    after = x[moved[0]:]
+    at_floor = np.abs(after - lo) <= 1e-9 * max(abs(hi), 1.0)
+    return float(at_floor.sum() / len(x))
+
+
+def _compute(inp: KpiInput) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for col in _columns(list(inp.ts.columns), inp.roles):
+        try:
+            x = np.asarray(inp.ts[col], dtype=float)
+        except (TypeError, ValueError):
+            continue
+        chat, floor = chatter_frac(x), floor_frac(x)
+        texts = []
+        if chat >= CHATTER_FRAC:
+            texts.append(f"{col} swings between its limits ({np.nanmin(x):g} .. {np.nanmax(x):g}) at "
+                         f"{100 * chat:.0f} % of the steps: the loop cannot settle at this step (loop gain "
+                         "above 1); lower the gain (a wider full-output error), a deadband, or a shorter step")
+        if floor >= FLOOR_FRAC:
+            texts.append(f"{col} sits at its floor ({np.nanmin(x):g}) for {100 * floor:.0f} % of the run: the "
+                         "controller has no authority left, and what it controls is no longer controlled by it")
+        if texts:
+            found[col] = {"chatter_frac": finite(chat), "floor_frac": finite(floor), "warning": "; ".join(texts)}
+    return {"guards": found} if found else {}
+
+
+def run_warnings(kpis: dict[str, Any]) -> list[str]:
+    """The guards' texts of a run's KPIs (for ``metadata.json`` "warnings")."""
+    return [f"after the run: {v['warning']}" for v in (kpis.get("guards") or {}).values()
+            if isinstance(v, dict) and v.get("warning")]
+
+
+BLOCK = Block("guards", "Guards (controllers chattering or saturated)", 99, _columns, _compute,
+              headline=("chatter_frac", "floor_frac"))
