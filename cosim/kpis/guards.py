@@ -2,7 +2,8 @@
 
 Validation warns about what a scenario's parameters alone show (placeholder ratings, a time
 constant shorter than the step); these two show only in what a controller did, so they are read
-from the recorded outputs of every ``controller`` entity (its numeric columns), after the run:
+from the recorded outputs of every ``controller`` entity that feed another entity (its setpoints,
+from the scenario's connections; not its diagnostics such as a dual variable), after the run:
 
 * **limit cycling** (a loop gain too high for the step, e.g. a stiff Q-V droop on a weak bus:
   ``v_(k+1) = v0 + s·gain·(v_ref − v_k)`` diverges into a ±limit oscillation when ``s·gain ≥ 1``,
@@ -28,6 +29,12 @@ import numpy as np
 
 from cosim.kpis._block import Block, KpiInput, finite
 from cosim.roles import RunRoles
+
+#: the KPI param (filled by the runner from the scenario's connections) listing ``entity.attr`` outputs
+#: that feed another entity: a controller's setpoints. Its diagnostics (duals, counters) are not judged.
+FED_PARAM = "guards_fed_columns"
+#: values at or above this are "no limit" sentinels (ffr's 1e6 MW facility limit before it acts), not a knob's range.
+SENTINEL = 1e6
 
 #: share of steps reversing between the limits above which a loop is said to chatter. [-]
 CHATTER_FRAC = 0.3
@@ -60,7 +67,7 @@ def floor_frac(x: np.ndarray) -> float:
     """Share of the run's steps at which the output, once it first moved, sits at its lowest value,
     when that value is at most a tenth of its highest and the output started within 10 % of its
     highest (0 otherwise: it never moved, its floor is high, or it did not start as a knob). [-]"""
-    x = x[np.isfinite(x)]
+    x = x[np.isfinite(x) & (np.abs(x) < SENTINEL)]
     if len(x) < MIN_STEPS:
         return 0.0
     lo, hi = float(x.min()), float(x.max())
@@ -74,7 +81,10 @@ def floor_frac(x: np.ndarray) -> float:
 
 def _compute(inp: KpiInput) -> dict[str, Any]:
     found: dict[str, Any] = {}
+    fed = inp.params.get(FED_PARAM)
     for col in _columns(list(inp.ts.columns), inp.roles):
+        if fed is not None and col not in fed:
+            continue
         try:
             x = np.asarray(inp.ts[col], dtype=float)
         except (TypeError, ValueError):

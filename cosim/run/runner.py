@@ -205,6 +205,8 @@ def kpi_params(scn: Scenario) -> dict[str, Any]:
              if hasattr(models[e.sim], "v_low_pu") and hasattr(models[e.sim], "v_high_pu")}
     if bands:
         params[kpi_module.BAND_PARAM] = bands
+    # the outputs that feed another entity (a controller's setpoints, not its diagnostics): what the guards judge
+    params[guards.FED_PARAM] = sorted({f"{c.src}.{a}" for c in scn.connect if c is not None for a, _ in c.pairs()})
     return params
 
 

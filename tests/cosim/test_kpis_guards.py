@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from cosim.kpis._block import KpiInput
-from cosim.kpis.guards import BLOCK, chatter_frac, floor_frac, run_warnings
+from cosim.kpis.guards import BLOCK, FED_PARAM, chatter_frac, floor_frac, run_warnings
 from cosim.roles import RunRoles
 
 S_PU_PER_MVAR, V0_PU, FULL_ERR_PU = 0.17, 0.94, 0.045
@@ -63,3 +63,19 @@ def test_only_controllers_are_judged_and_the_warning_reaches_the_run():
     assert any("droop.q_mvar swings between its limits" in t for t in texts)
     assert any("ofo.n_batch_max sits at its floor (8)" in t for t in texts)
     assert BLOCK.compute(_input(frame[["calm.q_mvar"]].copy(), roles)) == {}
+
+
+def test_only_setpoints_that_feed_another_entity_are_judged_and_sentinels_are_no_range():
+    """A dual variable decaying to 0 (constraints met) is a diagnostic, not a knob at its floor; a
+    facility limit that starts at the 1e6 MW "no limit" sentinel and then holds 148 MW is not saturated."""
+    n = 100
+    frame = pd.DataFrame({"ofo.lambda_per_pu": np.r_[5.0, np.zeros(n - 1)],
+                          "ofo.n_batch_max": np.r_[128.0, np.full(n - 1, 8.0)],
+                          "ffr.p_limit_mw": np.r_[np.full(10, 1e6), np.full(n - 10, 148.6)]})
+    roles = RunRoles(entities={"ofo": "controller", "ffr": "controller"})
+    inp = _input(frame, roles)
+    everything = BLOCK.compute(inp)["guards"]
+    assert set(everything) == {"ofo.lambda_per_pu", "ofo.n_batch_max"}  # the sentinel never counts as a range
+    fed = KpiInput(ts=inp.ts, dt_h=inp.dt_h, step_s=1.0, roles=roles, links={},
+                   params={FED_PARAM: ["ofo.n_batch_max", "ffr.p_limit_mw"]})
+    assert set(BLOCK.compute(fed)["guards"]) == {"ofo.n_batch_max"}

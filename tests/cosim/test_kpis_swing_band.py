@@ -83,8 +83,8 @@ def test_a_run_takes_the_band_from_the_scenario_and_keeps_it_in_its_metadata(tmp
     assert result.ok, result.reason
     assert result.kpis["swing"]["site"]["band_peak_hz"] == pytest.approx(3.0)
     assert result.kpis["swing"]["site"]["band_rms_mw"] == pytest.approx(1 / math.sqrt(2), rel=0.02)
-    assert json.loads((result.run_dir / "metadata.json").read_text())["kpi_params"] == {"swing": {
-        "band_hz": [2.5, 4.0], "spec": {"band_hz": [0.1, 20.0], "max_band_share_frac": None, "max_ramp_mw_s": None}}}
+    assert json.loads((result.run_dir / "metadata.json").read_text())["kpi_params"]["swing"] == {
+        "band_hz": [2.5, 4.0], "spec": {"band_hz": [0.1, 20.0], "max_band_share_frac": None, "max_ramp_mw_s": None}}
 
 
 @pytest.mark.parametrize("table, where, words", [
