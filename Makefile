@@ -9,8 +9,9 @@ STAMP  := $(VENV)/.installed
 run: setup build
 	$(PY) -m cosim run scenarios/default.toml
 
+# one worker per core, each test file on one worker (its module fixtures run once)
 test: setup build
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n auto --dist loadfile
 
 setup: $(STAMP)
 

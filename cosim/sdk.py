@@ -37,7 +37,9 @@ and implements ``setup()`` (after init), ``create_entity(eid, model, params)`` a
   window; default None (this simulator cannot look ahead).
 * ``EXAMPLE`` — params the contract test uses to start it: ``{"sim": {...},
   "models": {model: {...}}, "single": [models created once per sim]}``; relative paths
-  resolve from ``scenarios/``, ``{tmp}`` is a temporary folder.
+  resolve from ``scenarios/``, ``{tmp}`` is a temporary folder. An optional ``"span_s"`` caps
+  the simulated seconds the generic stepping tests run it for (a simulator whose cost grows
+  with simulated time, such as ANDES's 30 integration steps per second; default: theirs).
 
 A step that raises :class:`EndRun` ends the run early and cleanly (status ``ok``, the
 exception's message as the reason); any other exception fails it.

@@ -49,6 +49,7 @@ WINDOWS = {
     "ieee34_multisite_ofo": 60,      # OFO over both sites: its sensitivity solve and first minute of steps
     "multisite_carbon": 3_600,       # the first hour: replicas and training jobs move ERCOT -> CAISO from 0 s
     "load_loss_event": 120,          # whole (0.1 s steps): the third fault's transfer at 34 s and the response
+    "interconnection_study": 36,     # ANDES at 0.1 s: the three faults, the third one's transfer at 34.1 s
     "openg2g_ieee13": 30,            # the OFO's sensitivity solve and 30 of its 1 s steps (300 at 0.1 s)
     "oversubscription": 86_400,      # the day: POLCA caps at the inference peaks
     "precooling": 43_200,            # whole: pre-cooling before and through the 17-21 UTC peak
@@ -60,6 +61,7 @@ WINDOWS = {
     "emerald_phoenix": 21_600,       # whole: the 3-hour event with the hours around it
     "mlenergy_curves": 1_200,        # whole: 20 minutes of 42 saturated replicas
     "mlenergy_configs": 300,         # 5 of its 20 minutes (75 saturated replicas)
+    "ieee39_resonance": 20,          # ANDES at 0.1 s: 12 iterations of the forced swing (the case runs 120 s)
 }
 DEFAULT_WINDOW_S = 21_600
 

@@ -105,7 +105,9 @@ def test_segments_close_by_wall_time_and_assemble_in_order(tmp_path, monkeypatch
 
 
 def test_repair_on_a_whole_folder_changes_nothing(tmp_path, toy_adapters, write_scenario, capsys):
-    result = cosim.run(write_scenario(TOY.replace("8_640_000", "600")), out_dir=tmp_path)
+    short = ramp_sink(duration_s=600, name="short", extra="\n[record]\nchunk_rows = 1_000_000\nflush_s = 0.5\n")
+    result = cosim.run(write_scenario(short), out_dir=tmp_path)
+    assert len(result.timeseries()) == 10  # ten 60 s steps: the short run, not TOY's 100 days
     before = (result.run_dir / "timeseries.parquet").read_bytes()
     assert main(["repair", str(result.run_dir)]) == 0
     assert "nothing to repair" in capsys.readouterr().out
