@@ -1,7 +1,7 @@
 """Figure expressions of a published case: arithmetic over KPI paths of its runs, parsed, never eval'd.
 
-A figure is computed from ``kpis.json`` only. Its expression reads KPI values by path and
-combines them with ``+ - * /``, parentheses, numbers and four functions::
+A figure is computed from ``kpis.json`` and the scenario as run. Its expression reads KPI values
+by path and combines them with ``+ - * /``, parentheses, numbers and four functions::
 
     none:datacenter.hi.slo_attainment_mean_frac - polca:datacenter.hi.slo_attainment_mean_frac
     100 * (1 - vcc:accounting.carbon.total_t / none:accounting.carbon.total_t)
@@ -9,7 +9,9 @@ combines them with ``+ - * /``, parentheses, numbers and four functions::
 
 A reference is ``<variant>:<dotted path>`` (the variant's run) or a bare ``<dotted path>``
 (the case's first variant); a path part that is a whole number indexes a list
-(``dr.responder.events.0.baseline_mw``). Functions: ``abs(x)``, ``min(x, ...)``, ``max(x, ...)``,
+(``dr.responder.events.0.baseline_mw``). A path under ``scenario`` reads the variant's scenario as
+it ran, its variant and ``--set`` overrides applied (``big:scenario.entities.campus.n_gpus``), so
+that a figure scaled by a parameter follows the parameter. Functions: ``abs(x)``, ``min(x, ...)``, ``max(x, ...)``,
 ``mean(x, ...)``. Nothing in a case is evaluated as Python.
 """
 
@@ -139,6 +141,22 @@ def parse_ref(text: str) -> Ref:
     if not sep:
         variant, path = None, text
     return Ref(variant, tuple(path.split(".")))
+
+
+#: The top-level key under which :func:`with_scenario` puts the scenario (no KPI block has it).
+SCENARIO_KEY = "scenario"
+
+
+def with_scenario(kpis: dict[str, Any], raw: dict[str, Any]) -> dict[str, Any]:
+    """``kpis`` with the run's scenario table (as run, overrides applied) under ``scenario``.
+
+    Raises:
+        ValueError: a KPI block already wrote a top-level ``scenario`` key (rename the block).
+    """
+    if SCENARIO_KEY in kpis:
+        raise ValueError(f"kpis.json has a top-level {SCENARIO_KEY!r} key, which figure expressions keep for "
+                         "the scenario; rename that KPI block")
+    return {**kpis, SCENARIO_KEY: raw}
 
 
 def parse(text: str) -> Node:

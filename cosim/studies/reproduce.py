@@ -29,7 +29,8 @@ and naming its base scenario (``scenario = "../oversubscription.toml"``)::
     unit = "-"
     quick = true                                  # false: not checked under --quick (needs the full run)
 
-Figures are computed from each run's ``kpis.json`` only (:mod:`.figure_expr`). A figure
+Figures are computed from each run's ``kpis.json`` and the scenario it ran (``scenario.<key>``,
+e.g. ``scenario.entities.campus.n_gpus``; :mod:`.figure_expr`). A figure
 passes when ``|ours - published| <= tol`` (within), ``ours <= published + tol`` (at_most) or
 ``ours >= published - tol`` (at_least); a case passes when every run finished ok and every
 figure checked passed. :func:`run_cases` runs the cases, :func:`write_outputs` writes
@@ -333,7 +334,7 @@ def run_case(case: Case, out_dir: Path, quick: bool, extra: dict[str, Any] | Non
         wall_s = time.perf_counter() - started
         result.runs[variant] = {"run_dir": str(run.run_dir), "status": run.status, "reason": run.reason,
                                 "wall_s": round(wall_s, 2)}
-        kpis[variant] = run.kpis if run.status in ("ok", "degraded") else None
+        kpis[variant] = figure_expr.with_scenario(run.kpis, scn.raw) if run.status in ("ok", "degraded") else None
         if progress:
             progress(f"reproduce: {tag}{case.name}: {variant}: {run.status} in {wall_s:.1f} s"
                      + (f" ({run.reason})" if run.reason else ""))

@@ -163,6 +163,27 @@ def test_a_toy_case_runs_its_variants_and_judges_its_figures(tmp_path, toy_adapt
     assert not quick.passed
 
 
+SCENARIO_FIGURE = """
+[[reproduce.figures]]
+name = "mean power over the scenario's p0 (reads the variant's scenario, overrides applied)"
+expr = "flat:entities.a.energy_mwh / (flat:scenario.scenario.duration_s / 3600) / flat:scenario.entities.a.p0_mw + base:scenario.entities.a.slope_mw_h - flat:scenario.entities.a.slope_mw_h"
+published = 2.0
+tolerance = 1e-9
+source = "hand: flat draws p0 = 1 MW for the whole run (full 2 h, quick 1 h), plus slope 1 - 0"
+"""
+
+
+def test_a_figure_reads_each_variants_scenario_as_run(tmp_path, toy_adapters):
+    cases = tmp_path / "published"
+    cases.mkdir()
+    (cases / "toy.toml").write_text(TOY + SCENARIO_FIGURE)
+    for quick in (False, True):      # quick: duration_s = 3600 from [reproduce.quick], read back as run
+        (result,) = run_cases(load_cases(["toy"], cases), tmp_path / f"out{quick}", quick=quick, progress=None)
+        assert result.figures[2].ours == pytest.approx(2.0) and result.figures[2].passed, result.figures[2]
+    with pytest.raises(ValueError, match="rename that KPI block"):
+        fx.with_scenario({"scenario": 1}, {})
+
+
 def test_the_command_writes_json_and_html_and_exits_1_on_a_failure(tmp_path, toy_adapters, capsys):
     cases = tmp_path / "published"
     cases.mkdir()
