@@ -10,7 +10,7 @@ The order is :attr:`cosim.gym.spec.AgentSpec.observation_names` (``env.observati
    week, Monday = 0, period 7 days);
 3. each forecast window: ``<entity>.<attr>@+<k·step_s>s`` for ``k = 0 … n − 1``, the signal's
    value at the next decision time plus ``k·step_s`` (past the data's end the last value it
-   covers), with the forecast's ``error`` model (:class:`cosim.gym.spec.ForecastError`):
+   covers), with the forecast's ``error`` model (:class:`cosim.gym.forecasts.ForecastError`):
 
    * ``none`` (default): an **oracle**, the future values read exactly from the data file or
      the tariff (right for a published tariff, optimistic for carbon, weather or prices);
@@ -24,6 +24,13 @@ The order is :attr:`cosim.gym.spec.AgentSpec.observation_names` (``env.observati
      window. The noise of forecast ``j`` (its place in ``forecasts``) comes from
      ``numpy.random.default_rng([seed, seed_offset, j])`` with ``seed`` the episode's
      scenario seed (``reset(seed=...)``): the same seed gives the same observations.
+   * ``archive``: lead 0 is the signal's value at the decision time (as for ``none``); lead
+     ``k >= 1`` is the archive file's forecast for target ``t + k·step_s`` (``t`` the decision
+     time) from the latest issue made at or before ``t`` that covers the target (a file without
+     ``issued_utc`` is one issue, known from the start); between an issue's target times its
+     value is held (``interpolation = "hold"``, the default) or interpolated (``"linear"``),
+     and its last target lasts one more interval, as the signals adapter reads its data
+     (:mod:`cosim.gym.forecasts`). No randomness: the same for every seed.
 
 A missing value (an output that is None or NaN, e.g. before the first step of an episode,
 or a bus in an island) becomes the last finite value of that observation in the episode, or
@@ -37,7 +44,8 @@ from datetime import datetime
 
 import numpy as np
 
-from cosim.gym.spec import AgentSpec, ForecastSpec
+from cosim.gym.forecasts import ForecastSpec
+from cosim.gym.spec import AgentSpec
 
 
 def time_features(utc: datetime) -> list[float]:
@@ -90,7 +98,8 @@ class Observer:
             exact = list(obj.forecast(f.attr, utc, f.n, f.step_s))
             last = _finite(obj.get_data({f.entity: [f.attr]})[f.entity].get(f.attr)) \
                 if f.error.model == "persistence" else None
-            values += with_error(exact, f, rng, last)
+            archived = f.error.archive.leads(utc, f.n, f.step_s) if f.error.model == "archive" else None
+            values += with_error(exact, f, rng, last, archived)
         return np.asarray(values, dtype=np.float32)
 
     def _outputs(self, engine) -> list[float]:
@@ -109,10 +118,13 @@ class Observer:
 
 
 def with_error(exact: list[float], forecast: ForecastSpec, rng: np.random.Generator,
-               last: float | None = None) -> list[float]:
+               last: float | None = None, archived: list[float] | None = None) -> list[float]:
     """A forecast window after its error model (module docstring): ``exact`` the oracle's values,
-    ``last`` the signal's last observed value (persistence; None: nothing observed yet). [signal's unit]"""
+    ``last`` the signal's last observed value (persistence; None: nothing observed yet),
+    ``archived`` the archive's values at leads 1 … n − 1 (archive). [signal's unit]"""
     model = forecast.error.model
+    if model == "archive":
+        return exact[:1] + list(archived)
     if model == "persistence":
         return [exact[0] if last is None else last] * len(exact)
     if model == "gaussian":

@@ -13,7 +13,7 @@ of a parallel env (whose episode keys come from ``[agent]``):
   :mod:`cosim.gym.evaluate`), ``max_decisions`` (a time limit: ``truncated``), ``record``.
 * agent: ``actions`` (``[[agent.actions]]`` with ``input``, ``low``, ``high``, ``values``,
   ``idle``), ``observations``, ``time_features``, ``forecasts`` (``signal``, ``n``, ``step_s``,
-  ``error``: the forecast's error model, :class:`ForecastError`), ``reward``.
+  ``error``: the forecast's error model; parsed by :mod:`cosim.gym.forecasts`), ``reward``.
 
 ``cosim validate`` also runs the reward guards of :mod:`cosim.gym.guards` (a weighted term no
 action can move, an action whose cost no weighted term prices) through
@@ -30,19 +30,18 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
 from typing import Any
 
+import numpy as np
+
 from cosim import registry
 from cosim.errors import Problem, ScenarioError, few
+from cosim.gym._check import is_table, number, unknown
+from cosim.gym.forecasts import ForecastSpec, parse_forecasts
 from cosim.gym.rewards import TERMS, available_terms
 from cosim.scenario import Scenario
-from cosim.sdk import CosimSim
 
 EPISODE_KEYS = ("decision_s", "start_window", "eval_starts", "max_decisions", "record")
 AGENT_KEYS = ("actions", "observations", "time_features", "forecasts", "reward")
 ACTION_KEYS = ("input", "low", "high", "values", "idle")
-FORECAST_KEYS = ("signal", "n", "step_s", "error")
-#: Forecast error models and the keys each takes besides ``model``.
-ERROR_MODELS: dict[str, tuple[str, ...]] = {"none": (), "persistence": (), "gaussian": ("sigma_frac", "seed_offset")}
-ERROR_EXAMPLE = 'error = { model = "gaussian", sigma_frac = 0.1 } or error = { model = "persistence" }'
 #: An adapter's check text with this prefix is a warning, not a problem (as in cosim.scenario.validate).
 WARNING_PREFIX = "warning: "
 #: Names of the time features, in observation order.
@@ -70,43 +69,6 @@ class ActionSpec:
     @property
     def name(self) -> str:
         return f"{self.entity}.{self.attr}"
-
-
-@dataclass(frozen=True)
-class ForecastError:
-    """How a forecast window departs from the data (``error = {...}`` of a forecast).
-
-    Attributes:
-        model: ``"none"`` (the default: an oracle, the signal's future values read from its data
-            file or tariff, exactly), ``"persistence"`` (every lead is the last observed value of
-            the signal) or ``"gaussian"`` (the data times ``1 + e``, with ``e`` a Gaussian random
-            walk over the lead: its standard deviation is ``sigma_frac · sqrt(lead_s / 3600)``,
-            i.e. ``sigma_frac`` at one hour ahead, growing like the square root of the lead, and
-            0 at lead 0). See :mod:`cosim.gym.observations`.
-        sigma_frac: the relative error's standard deviation one hour ahead. [-]
-        seed_offset: added to the episode's scenario seed for this forecast's noise, so that two
-            forecasts of one signal can have independent errors. [-]
-    """
-
-    model: str = "none"
-    sigma_frac: float = 0.0
-    seed_offset: int = 0
-
-
-@dataclass(frozen=True)
-class ForecastSpec:
-    """The next ``n`` values of a signal output, ``step_s`` apart from the decision time, with
-    their error model (default none: an oracle)."""
-
-    entity: str
-    attr: str
-    n: int
-    step_s: int
-    error: ForecastError = ForecastError()
-
-    @property
-    def names(self) -> list[str]:
-        return [f"{self.entity}.{self.attr}@+{k * self.step_s}s" for k in range(self.n)]
 
 
 @dataclass(frozen=True)
@@ -156,12 +118,12 @@ def single_agent(scn: Scenario, agent: dict[str, Any] | None = None,
     """
     table = merged(scn.raw.get("agent") if agent is None else agent, keys)
     problems: list[Problem] = []
-    _unknown(table, "agent", (*EPISODE_KEYS, *AGENT_KEYS), problems)
+    unknown(table, "agent", (*EPISODE_KEYS, *AGENT_KEYS), problems)
     episode = episode_spec(scn, table, "agent", problems)
     if "actions" not in table:
         problems.append(Problem("agent.actions", "required: the inputs the agent sets, e.g. "
                                                  '[[agent.actions]] input = "bess.p_set_mw"'))
-    spec = agent_spec(scn, table, "agent", problems)
+    spec = agent_spec(scn, table, "agent", problems, episode)
     _raise(scn, problems)
     return episode, spec
 
@@ -176,13 +138,13 @@ def parallel_agents(scn: Scenario, agents: dict[str, dict[str, Any]] | None = No
     """
     problems: list[Problem] = []
     shared = merged({k: v for k, v in _table(scn.raw.get("agent")).items() if k in EPISODE_KEYS}, keys)
-    _unknown(shared, "agent", EPISODE_KEYS, problems)
+    unknown(shared, "agent", EPISODE_KEYS, problems)
     episode = episode_spec(scn, shared, "agent", problems)
     tables = _table(scn.raw.get("agents") if agents is None else agents)
     if not tables:
         problems.append(Problem("agents", "no agents: give one [agents.<name>] section per agent, e.g. "
                                           "[agents.battery] with its actions, observations and reward"))
-    specs = _agents(scn, tables, problems)
+    specs = _agents(scn, tables, problems, episode)
     _raise(scn, problems)
     return episode, specs
 
@@ -197,12 +159,13 @@ def check_scenario(scn: Scenario) -> None:
     problems: list[Problem] = []
     table = _table(scn.raw.get("agent"))
     if "agent" in scn.raw:
-        _unknown(table, "agent", (*EPISODE_KEYS, *AGENT_KEYS), problems)
-        episode_spec(scn, table, "agent", problems)
-        if any(k in table for k in AGENT_KEYS):
-            agent_spec(scn, table, "agent", problems)
+        unknown(table, "agent", (*EPISODE_KEYS, *AGENT_KEYS), problems)
+    # without [agent] the episode takes its defaults, whose problems belong to no section checked here
+    episode = episode_spec(scn, table, "agent", problems if "agent" in scn.raw else [])
+    if "agent" in scn.raw and any(k in table for k in AGENT_KEYS):
+        agent_spec(scn, table, "agent", problems, episode)
     if "agents" in scn.raw:
-        _agents(scn, _table(scn.raw.get("agents")), problems)
+        _agents(scn, _table(scn.raw.get("agents")), problems, episode)
     _raise(scn, problems)
 
 
@@ -334,8 +297,10 @@ def _as_date(value: Any) -> date | None:
 
 
 # -- one agent ---------------------------------------------------------------------------------
-def agent_spec(scn: Scenario, table: dict[str, Any], where: str, problems: list[Problem]) -> AgentSpec:
-    """The agent keys of ``table`` (problems appended; what is wrong is left out)."""
+def agent_spec(scn: Scenario, table: dict[str, Any], where: str, problems: list[Problem],
+               episode: EpisodeSpec) -> AgentSpec:
+    """The agent keys of ``table`` (problems appended; what is wrong is left out); ``episode`` gives
+    the decision times a forecast archive must cover."""
     actions = _actions(scn, table.get("actions", []), f"{where}.actions", problems)
     observations = _observations(scn, table.get("observations", []), f"{where}.observations", problems)
     time_features = table.get("time_features", True)
@@ -343,12 +308,14 @@ def agent_spec(scn: Scenario, table: dict[str, Any], where: str, problems: list[
         problems.append(Problem(f"{where}.time_features", "give true or false (hour of day and day of week as "
                                                           "sin/cos)", time_features))
         time_features = True
-    forecasts = _forecasts(scn, table.get("forecasts", []), f"{where}.forecasts", problems)
+    forecasts = parse_forecasts(scn, table.get("forecasts", []), f"{where}.forecasts", problems,
+                                decision_times(scn, episode))
     reward = _reward(scn, table.get("reward", {}), f"{where}.reward", problems)
     return AgentSpec(tuple(actions), tuple(observations), time_features, tuple(forecasts), reward)
 
 
-def _agents(scn: Scenario, tables: dict[str, Any], problems: list[Problem]) -> dict[str, AgentSpec]:
+def _agents(scn: Scenario, tables: dict[str, Any], problems: list[Problem],
+            episode: EpisodeSpec) -> dict[str, AgentSpec]:
     specs: dict[str, AgentSpec] = {}
     owner: dict[str, str] = {}
     for name, body in tables.items():
@@ -361,10 +328,10 @@ def _agents(scn: Scenario, tables: dict[str, Any], problems: list[Problem]) -> d
         for key in shared:
             problems.append(Problem(f"{where}.{key}", "an episode key: the agents decide together, so it goes "
                                                       "in [agent]", body[key]))
-        _unknown({k: v for k, v in body.items() if k not in EPISODE_KEYS}, where, AGENT_KEYS, problems)
+        unknown({k: v for k, v in body.items() if k not in EPISODE_KEYS}, where, AGENT_KEYS, problems)
         if "actions" not in body:
             problems.append(Problem(f"{where}.actions", "required: the inputs this agent sets"))
-        specs[name] = agent_spec(scn, body, where, problems)
+        specs[name] = agent_spec(scn, body, where, problems, episode)
         for action in specs[name].actions:
             if action.name in owner:
                 problems.append(Problem(f"{where}.actions", f"{action.name} is already set by agent "
@@ -392,18 +359,9 @@ def _actions(scn: Scenario, value: Any, where: str, problems: list[Problem]) -> 
     return found
 
 
-def _is_table(body: Any, where: str, keys, example: str, problems: list[Problem]) -> bool:
-    """True for a table (its unknown keys reported); False, with a problem, for anything else."""
-    if not isinstance(body, dict):
-        problems.append(Problem(where, f"must be a table, e.g. {example}", body))
-        return False
-    _unknown(body, where, keys, problems)
-    return True
-
-
 def _action(scn: Scenario, body: Any, where: str, problems: list[Problem]) -> ActionSpec | None:
     before = len(problems)
-    if not _is_table(body, where, ACTION_KEYS, '{ input = "bess.p_set_mw" }', problems):
+    if not is_table(body, where, ACTION_KEYS, '{ input = "bess.p_set_mw" }', problems):
         return None
     eid, attr = _input_name(scn, body.get("input"), f"{where}.input", problems)
     if eid is None:
@@ -442,14 +400,10 @@ def _default_bounds(scn: Scenario, eid: str, attr: str) -> tuple[float, float] |
     return tuple(map(float, bounds[attr])) if attr in bounds else None
 
 
-def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
 def _values(value: Any, where: str, problems: list[Problem]) -> tuple[float, ...] | None:
     if value is None:
         return None
-    if not isinstance(value, list) or not value or not all(_number(v) for v in value):
+    if not isinstance(value, list) or not value or not all(number(v) for v in value):
         problems.append(Problem(where, "give a non-empty list of numbers (the discrete choices), e.g. "
                                        "[0.0, 0.5, 1.0]", value))
         return None
@@ -466,7 +420,7 @@ def _bounds(body: dict[str, Any], values: tuple[float, ...] | None, default: tup
             problems.append(Problem(f"{where}.{key}", f"the adapter gives no default bounds for {name}; give low "
                                                       "and high in the input's unit"))
             bounds.append(0.0)
-        elif given is not None and not _number(given):
+        elif given is not None and not number(given):
             problems.append(Problem(f"{where}.{key}", "give a finite number in the input's unit", given))
             bounds.append(0.0)
         else:
@@ -487,7 +441,7 @@ def _idle(value: Any, low: float, high: float, values: tuple[float, ...] | None,
     if value is None:
         value = 0.0 if low <= 0.0 <= high else high
         return min(values, key=lambda v: abs(v - value)) if values else value
-    if not _number(value) or not low <= value <= high or (values and float(value) not in values):
+    if not number(value) or not low <= value <= high or (values and float(value) not in values):
         allowed = f"one of {list(values)}" if values else f"a number in [{low:g}, {high:g}]"
         problems.append(Problem(where, f"give {allowed} (the value that leaves the knob as if unset)", value))
         return low
@@ -510,75 +464,6 @@ def _observations(scn: Scenario, value: Any, where: str, problems: list[Problem]
     return found
 
 
-def _forecasts(scn: Scenario, value: Any, where: str, problems: list[Problem]) -> list[ForecastSpec]:
-    if not isinstance(value, list):
-        problems.append(Problem(where, 'give a list of tables, e.g. [{ signal = "grid_ci.ci_g_kwh", n = 6, '
-                                       'step_s = 3600 }]', value))
-        return []
-    found = []
-    for i, body in enumerate(value):
-        spec = _forecast(scn, body, f"{where}[{i}]", problems)
-        if spec is not None:
-            found.append(spec)
-    return found
-
-
-def _forecast(scn: Scenario, body: Any, where: str, problems: list[Problem]) -> ForecastSpec | None:
-    before = len(problems)
-    if not _is_table(body, where, FORECAST_KEYS, '{ signal = "grid_ci.ci_g_kwh", n = 6 }', problems):
-        return None
-    n, step_s = body.get("n", 1), body.get("step_s", 3600)
-    for key, number in (("n", n), ("step_s", step_s)):
-        if not isinstance(number, int) or isinstance(number, bool) or number < 1:
-            problems.append(Problem(f"{where}.{key}", "give a whole number >= 1", number))
-    name = body.get("signal")
-    eid, _, attr = name.partition(".") if isinstance(name, str) else ("", "", "")
-    if eid not in scn.entities or attr not in scn.outputs(eid):
-        problems.append(Problem(f"{where}.signal", 'give "<entity>.<output>" of a signal, e.g. "grid_ci.ci_g_kwh"',
-                                name))
-    else:
-        cls = registry.adapter_class(scn.sims[scn.entities[eid].sim].adapter)
-        if getattr(cls, "forecast", CosimSim.forecast) is CosimSim.forecast:
-            problems.append(Problem(f"{where}.signal", f"{eid}'s adapter ({scn.sims[scn.entities[eid].sim].adapter}) "
-                                                       "cannot look ahead; forecast a signals or tariff output", name))
-    error = _forecast_error(body.get("error", {"model": "none"}), f"{where}.error", problems)
-    return None if len(problems) > before else ForecastSpec(eid, attr, n, step_s, error)
-
-
-def _forecast_error(body: Any, where: str, problems: list[Problem]) -> ForecastError:
-    """A forecast's ``error`` table (problems appended; no error where it is wrong)."""
-    if not isinstance(body, dict):
-        problems.append(Problem(where, f"must be a table, e.g. {ERROR_EXAMPLE}", body))
-        return ForecastError()
-    model = body.get("model")
-    if model not in ERROR_MODELS:
-        problems.append(Problem(f"{where}.model", f"unknown forecast error model; give one of "
-                                                  f"{', '.join(ERROR_MODELS)}, e.g. {ERROR_EXAMPLE}", model))
-        return ForecastError()
-    allowed = ERROR_MODELS[model]
-    for key in body:
-        if key != "model" and key not in allowed:
-            problems.append(Problem(f"{where}.{key}", f"not a key of the {model!r} error model, which takes "
-                                                      f"{', '.join(('model', *allowed))}", body[key]))
-    if model != "gaussian":
-        return ForecastError(model)
-    sigma = body.get("sigma_frac")
-    if sigma is None:
-        problems.append(Problem(f"{where}.sigma_frac", "required by the gaussian model: the relative error one "
-                                                       "hour ahead, e.g. sigma_frac = 0.1 for 10 %"))
-        sigma = 0.0
-    elif not _number(sigma) or not 0.0 < sigma <= 10.0:
-        problems.append(Problem(f"{where}.sigma_frac", "give the relative error one hour ahead, a number in "
-                                                       "(0, 10], e.g. 0.1 for 10 %", sigma))
-        sigma = 0.0
-    offset = body.get("seed_offset", 0)
-    if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
-        problems.append(Problem(f"{where}.seed_offset", "give a whole number >= 0 (added to the scenario seed)",
-                                offset))
-        offset = 0
-    return ForecastError("gaussian", float(sigma), offset)
-
-
 def _reward(scn: Scenario, value: Any, where: str, problems: list[Problem]) -> dict[str, float]:
     if not isinstance(value, dict):
         problems.append(Problem(where, "give a table of term = weight, e.g. { energy_cost_usd = -1.0 }", value))
@@ -588,7 +473,7 @@ def _reward(scn: Scenario, value: Any, where: str, problems: list[Problem]) -> d
     for term, weight in value.items():
         if term not in TERMS:
             problems.append(Problem(f"{where}.{term}", f"unknown reward term; terms: {', '.join(TERMS)}", weight))
-        elif not _number(weight):
+        elif not number(weight):
             problems.append(Problem(f"{where}.{term}", "give a finite number (costs take negative weights)", weight))
         elif available[term] is not None:
             problems.append(Problem(f"{where}.{term}", f"not available in this scenario: {available[term]}", weight))
@@ -602,15 +487,20 @@ def _table(value: Any) -> dict[str, Any]:
     return dict(value) if isinstance(value, dict) else {}
 
 
-def _unknown(table: dict[str, Any], where: str, allowed: tuple[str, ...], problems: list[Problem]) -> None:
-    for key in table:
-        if key not in allowed:
-            problems.append(Problem(f"{where}.{key}", f"unknown key; allowed: {', '.join(allowed)}", table[key]))
-
-
 def _raise(scn: Scenario, problems: list[Problem]) -> None:
     if problems:
         raise ScenarioError(scn.file, problems)
+
+
+def decision_times(scn: Scenario, episode: EpisodeSpec) -> np.ndarray:
+    """Every decision time of the episodes ``episode`` runs (from the scenario's start, each
+    ``start_window`` day and each ``eval_starts`` day; the last one at the episode's end),
+    ascending. [UTC epoch s]"""
+    days = (window_days(episode.start_window) if episode.start_window else []) + list(episode.eval_starts)
+    starts = {scn.scenario.start.timestamp()} | {start_utc(scn, d).timestamp() for d in days}
+    duration = scn.scenario.duration_s
+    offsets = np.minimum(np.arange(-(-duration // episode.decision_s) + 1) * episode.decision_s, duration)
+    return np.unique(np.add.outer(np.array(sorted(starts)), offsets.astype(float)))
 
 
 def window_days(window: tuple[date, date]) -> list[date]:

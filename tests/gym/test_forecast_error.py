@@ -1,4 +1,4 @@
-"""Forecast error models (cosim/gym/spec.py ForecastError, cosim/gym/observations.py with_error):
+"""Forecast error models (cosim/gym/forecasts.py ForecastError, cosim/gym/observations.py with_error):
 none is the oracle, persistence repeats the last observed value, gaussian is seeded noise whose
 spread grows like the square root of the lead; a wrong ``error`` table is one clear problem."""
 
@@ -13,7 +13,7 @@ import pytest
 from cosim.errors import ScenarioError
 from cosim.gym import CosimEnv
 from cosim.gym.observations import with_error
-from cosim.gym.spec import ForecastError, ForecastSpec
+from cosim.gym.forecasts import ForecastError, ForecastSpec
 
 ROOT = Path(__file__).resolve().parents[2]
 SITE = ROOT / "scenarios" / "rl_site.toml"

@@ -15,7 +15,8 @@ from cosim.adapters.datacenter import ClusterParams, DatacenterSim
 from cosim.adapters.signals import SignalsSim
 from cosim.adapters.tariff import TariffSim
 from cosim.gym.observations import Observer, time_features
-from cosim.gym.spec import AgentSpec, ForecastSpec
+from cosim.gym.forecasts import ForecastSpec
+from cosim.gym.spec import AgentSpec
 
 DATA = Path(__file__).resolve().parents[2] / "scenarios" / "data"
 MONDAY_6H = datetime(2024, 7, 15, 6, 0, tzinfo=timezone.utc)
