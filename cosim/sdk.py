@@ -25,6 +25,10 @@ and implements ``setup()`` (after init), ``create_entity(eid, model, params)`` a
   (e.g. does the data cover the run?). Returns problem strings; one starting with
   ``"warning: "`` is a warning (printed, kept in metadata.json), not a problem.
 * ``check_entity(model, params, ctx, sim_params)`` — the same, for one entity's params.
+* ``check_scenario(scn)`` — warnings that need the whole validated scenario (a controller's
+  loop gain against the grid element its connections feed); called once per adapter class
+  the scenario uses, after every entity and connection is valid. Returns warning sentences,
+  each naming its place (``entities.<id>: ...``); default none.
 * ``entity_inputs(model, params)`` — inputs that exist only for some entities (a cluster's
   per-fleet knobs); declare the model ``any_inputs`` for mosaik, and cosim's validator still
   accepts only ``inputs`` plus these.
@@ -316,6 +320,11 @@ class CosimSim(mosaik_api_v3.Simulator):
     def check_entity(cls, model: str, params: BaseModel | None, ctx: ScenarioContext,
                      sim_params: BaseModel | None = None) -> list[str]:
         """Extra problems with one entity's params (given its sim's params) for this scenario window."""
+        return []
+
+    @classmethod
+    def check_scenario(cls, scn: Any) -> list[str]:
+        """Warnings about this adapter's entities in the validated scenario ``scn``; default none."""
         return []
 
     @classmethod

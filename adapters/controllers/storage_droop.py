@@ -17,8 +17,20 @@ voltages). The battery's SoC is not managed: it clips a setpoint it cannot follo
 Stability: stepped with the grid, the loop is ``v_(k+1) = v0 + s · gain · (v_ref - deadband - v_k)``
 with ``s`` the bus's sensitivity to the output (pu per Mvar or MW): it settles only when
 ``s · gain < 1``; a stiff gain on a weak phase swings between the limits (a single-phase
-inverter on IEEE 13's 675c, ``s`` ≈ 0.17 pu/Mvar, settles at 0.1 Mvar and swings at 0.3 Mvar
-with the default curve). The OFO controller (:mod:`.ofo`) damps this by construction.
+inverter on IEEE 13's 675c, ``s`` ≈ 0.16 pu/Mvar at its operating point, 0.15 at zero output,
+settles at 0.1 Mvar and swings at 0.3 Mvar with the default curve; measured, 0.27 settles and 0.28
+swings). The OFO controller (:mod:`.ofo`) damps this by construction.
+
+Validation checks it (:func:`loop_gain_warnings`, through ``check_scenario``): for each enabled
+``qv`` droop whose ``q_mvar`` feeds a grid element, the grid adapter solves its network as the
+scenario builds it (initial values), then with that element injecting ``SENSITIVITY_STEP_FRAC``
+of ``q_max_mvar`` more; the slope places the loop's operating point, and two more solves there
+give ``s`` (:func:`q_sensitivity_pu_per_mvar`), read off the voltage the droop measures (its
+``vm_pu`` source when that is an output of the same grid, else the element's
+``vm_phase_min_pu``). ``s · gain >= 1`` is a warning naming the ``q_max_mvar`` and
+``full_output_error_pu`` at which it would be 1 (on 675c: 0.283 Mvar). Mode ``pv`` is not
+checked: its ``p_set_mw`` reaches the grid through a battery, whose limits and SoC the loop
+also passes through.
 
 Model ``StorageDroop``. Input ``vm_pu`` (connect the battery element's ``vm_phase_min_pu``, or a
 bus phase renamed). Outputs ``q_mvar`` (to the grid Storage element), ``p_set_mw`` (to the
@@ -39,6 +51,9 @@ from pydantic import Field, model_validator
 from cosim.sdk import Params, SingleModelSim
 
 OUTPUTS = ("q_mvar", "p_set_mw", "error_pu")
+#: the Q step of the validation's sensitivity solve, a share of ``q_max_mvar``: small enough to stay
+#: linear, large enough to be read above the power flow's tolerance. [-]
+SENSITIVITY_STEP_FRAC = 0.1
 
 
 class StorageDroopParams(Params):
@@ -97,6 +112,11 @@ class StorageDroopSim(SingleModelSim):
     INPUTS, OUTPUTS = ("vm_pu",), OUTPUTS
     EXAMPLE = {"models": {"StorageDroop": {"mode": "qv", "q_max_mvar": 0.3}}}
 
+    @classmethod
+    def check_scenario(cls, scn: Any) -> list[str]:
+        """A ``qv`` droop whose loop gain at the grid element it feeds is 1 or more (:func:`loop_gain_warnings`)."""
+        return loop_gain_warnings(scn)
+
     def build(self, eid: str, params: StorageDroopParams) -> StorageDroopParams:
         return params
 
@@ -106,3 +126,126 @@ class StorageDroopSim(SingleModelSim):
         out = droop_output(v, p)
         return {"q_mvar": -out if p.mode == "qv" else 0.0, "p_set_mw": -out if p.mode == "pv" else 0.0,
                 "error_pu": p.v_ref_pu - v if math.isfinite(v) else math.nan}
+
+
+# -- validation: the loop gain s · gain ----------------------------------------------------------
+def droop_gain(p: StorageDroopParams) -> float:
+    """The curve's slope past the deadband: limit / (full_output_error_pu - deadband_pu). [Mvar/pu or MW/pu]"""
+    return (p.q_max_mvar if p.mode == "qv" else p.p_max_mw) / (p.full_output_error_pu - p.deadband_pu)
+
+
+def loop_gain_warnings(scn: Any) -> list[str]:
+    """One warning per enabled ``qv`` droop of the validated scenario ``scn`` whose loop gain
+    ``s · gain`` at the grid element its ``q_mvar`` feeds is 1 or more (module docstring)."""
+    found = []
+    for eid, spec in scn.entities.items():
+        if spec.model != StorageDroopSim.MODEL:
+            continue
+        p = StorageDroopParams.model_validate(scn.entity_params.get(eid, {}))
+        element = _fed_grid_element(scn, eid) if p.mode == "qv" and p.enabled else None
+        if element is None:
+            continue
+        s = q_sensitivity_pu_per_mvar(scn, element, _measured_output(scn, eid, element), p)
+        if s is not None and s * droop_gain(p) >= 1.0:
+            found.append(_loop_gain_text(eid, element, p, s))
+    return found
+
+
+def _is_grid_element(scn: Any, eid: str) -> bool:
+    from cosim.adapters.grid import SimParams as GridSimParams  # a grid only when a droop needs one
+
+    spec = scn.entities[eid]
+    return isinstance(scn.sim_models.get(spec.sim), GridSimParams) and spec.model != "Grid"
+
+
+def _fed_grid_element(scn: Any, eid: str) -> str | None:
+    """The grid element (Load, Sgen, Storage) the droop's ``q_mvar`` sets, if any."""
+    for conn in scn.connect:
+        if conn.src == eid and ("q_mvar", "q_mvar") in conn.pairs() and _is_grid_element(scn, conn.dst):
+            return conn.dst
+    return None
+
+
+def _measured_output(scn: Any, eid: str, element: str) -> tuple[str, str]:
+    """The ``(entity, output)`` of the element's grid the droop reads as ``vm_pu``; else the element's lowest phase."""
+    grid_sim = scn.entities[element].sim
+    for conn in scn.connect:
+        for src_attr, dst_attr in conn.pairs():
+            if conn.dst == eid and dst_attr == "vm_pu" and scn.entities[conn.src].sim == grid_sim:
+                return conn.src, src_attr
+    return element, "vm_phase_min_pu"
+
+
+def q_sensitivity_pu_per_mvar(scn: Any, element: str, measured: tuple[str, str],
+                              p: StorageDroopParams) -> float | None:
+    """``∂v / ∂(injected Q)`` of ``measured`` for grid element ``element`` at the loop's operating
+    point, from power flows of its grid sim as the scenario builds it (every entity of it at its
+    initial values): the slope at zero output (two solves) places the point where the droop and
+    the grid agree; when that output is not zero, the slope there (two more; on IEEE 13's
+    675c it is some 10 % above the slope at zero). None when a solve fails. [pu/Mvar]"""
+    probe = None
+    try:
+        probe = _GridProbe(scn, element, measured)
+        dq_mvar = SENSITIVITY_STEP_FRAC * p.q_max_mvar
+        v0 = probe.v_pu(0.0)
+        s = (probe.v_pu(dq_mvar) - v0) / dq_mvar
+        out = _operating_output(v0, s, p) if s > 0 else 0.0
+        if out != 0.0:
+            back = math.copysign(dq_mvar, out)  # towards zero: within the inverter's limits
+            s = (probe.v_pu(out) - probe.v_pu(out - back)) / back
+    except Exception:  # noqa: BLE001 — a grid that cannot be solved here is reported by the run, not by this check
+        return None
+    finally:
+        if probe is not None:
+            probe.close()
+    return float(s) if math.isfinite(s) else None
+
+
+def _operating_output(v0_pu: float, s_pu_per_mvar: float, p: StorageDroopParams) -> float:
+    """The output ``out = droop_output(v0 + s · out)`` (unique: the left side rises, the right falls), by bisection. [Mvar]"""
+    low, high = -p.q_max_mvar, p.q_max_mvar
+    for _ in range(60):
+        mid = 0.5 * (low + high)
+        if mid - droop_output(v0_pu + s_pu_per_mvar * mid, p) < 0:
+            low = mid
+        else:
+            high = mid
+    return 0.5 * (low + high)
+
+
+class _GridProbe:
+    """A grid sim built as the scenario builds it, solved for a droop output at one element (validation only)."""
+
+    def __init__(self, scn: Any, element: str, measured: tuple[str, str]) -> None:
+        from cosim.adapters.grid import GridSim
+
+        sid, ctx = scn.entities[element].sim, scn.context
+        self.element, self.measured, self.sim = element, measured, GridSim()
+        self.sim.init(sid, ctx.tick_s, start_utc=ctx.start_utc.isoformat(), step_s=scn.sim_step_s(sid),
+                      duration_s=ctx.duration_s, seed=ctx.seed, **scn.sim_params[sid])
+        for eid, spec in scn.entities.items():
+            if spec.sim == sid:
+                self.sim.create(1, spec.model, eid=eid, **scn.entity_params.get(eid, {}))
+        self.sim.step_collapsed(0, {})
+        self.q0_mvar = self.sim.out[element]["q_mvar"]
+
+    def v_pu(self, out_mvar: float) -> float:
+        """The measured voltage with the element injecting ``out_mvar`` more (consumer sign: q - out). [pu]"""
+        self.sim.step_collapsed(0, {self.element: {"q_mvar": self.q0_mvar - out_mvar}})
+        if self.sim.n_nonconverged:
+            raise RuntimeError("the power flow did not converge")
+        return float(self.sim.out[self.measured[0]][self.measured[1]])
+
+    def close(self) -> None:
+        if hasattr(self.sim, "flow"):
+            self.sim.finalize()
+
+
+def _loop_gain_text(eid: str, element: str, p: StorageDroopParams, s: float) -> str:
+    span_pu = p.full_output_error_pu - p.deadband_pu
+    gain = droop_gain(p)
+    return (f"entities.{eid}: a Q-V droop that cannot settle: on {element} the voltage it measures moves "
+            f"s = {s:.3g} pu/Mvar (power flows at its operating point), its gain is q_max_mvar / (full_output_error_pu - "
+            f"deadband_pu) = {gain:.3g} Mvar/pu, so the loop gain s·gain = {s * gain:.2f} >= 1 and stepped "
+            f"with the grid it swings between its limits; set q_max_mvar below {span_pu / s:.3g} or "
+            f"full_output_error_pu above {p.deadband_pu + s * p.q_max_mvar:.3g} (or use the OFO controller)")

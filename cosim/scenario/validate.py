@@ -82,6 +82,8 @@ def validate(raw: dict[str, Any], path: Path, allow_commands: bool = False) -> S
     _check_swing_spec(scn, problems)
     if not problems:
         check_engine(scn, problems)
+    if not problems:
+        _check_scenario_hooks(scn)
     if problems:
         raise ScenarioError(path, problems)
     return scn
@@ -227,6 +229,12 @@ def _route(scn: Scenario, where: str, texts: list[str], problems: list[Problem])
             scn.warnings.append(f"{where}: {text.removeprefix('warning: ')}")
         else:
             problems.append(Problem(where, text))
+
+
+def _check_scenario_hooks(scn: Scenario) -> None:
+    """Each adapter's whole-scenario warnings (:meth:`cosim.sdk.CosimSim.check_scenario`), once per class."""
+    for cls in dict.fromkeys(registry.adapter_class(spec.adapter) for spec in scn.sims.values()):
+        scn.warnings.extend(cls.check_scenario(scn))
 
 
 def _check_step_lengths(raw: Any, sims: dict[str, SimSpec], problems: list[Problem]) -> None:
