@@ -48,6 +48,8 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
+from cosim.adapters.grid import GridSim
+from cosim.adapters.grid import SimParams as GridSimParams
 from cosim.sdk import Params, SingleModelSim
 
 OUTPUTS = ("q_mvar", "p_set_mw", "error_pu")
@@ -152,8 +154,6 @@ def loop_gain_warnings(scn: Any) -> list[str]:
 
 
 def _is_grid_element(scn: Any, eid: str) -> bool:
-    from cosim.adapters.grid import SimParams as GridSimParams  # a grid only when a droop needs one
-
     spec = scn.entities[eid]
     return isinstance(scn.sim_models.get(spec.sim), GridSimParams) and spec.model != "Grid"
 
@@ -217,8 +217,6 @@ class _GridProbe:
     """A grid sim built as the scenario builds it, solved for a droop output at one element (validation only)."""
 
     def __init__(self, scn: Any, element: str, measured: tuple[str, str]) -> None:
-        from cosim.adapters.grid import GridSim
-
         sid, ctx = scn.entities[element].sim, scn.context
         self.element, self.measured, self.sim = element, measured, GridSim()
         self.sim.init(sid, ctx.tick_s, start_utc=ctx.start_utc.isoformat(), step_s=scn.sim_step_s(sid),
