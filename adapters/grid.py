@@ -80,6 +80,7 @@ their last values, ``converged`` is False and ``n_nonconverged`` counts up (or, 
 """
 from __future__ import annotations
 
+import inspect
 import json
 import math
 from dataclasses import dataclass
@@ -267,9 +268,18 @@ def placeholder_rating_warnings(net: Any, network: str) -> list[str]:
     if fake.empty:
         return []
     return [f"warning: {len(fake)} of {len(lines)} lines of {network} have placeholder ratings (max_i_ka = "
-            f"{fake.max_i_ka.max():g} kA; the source publishes none): line loading and overload KPIs, and thermal "
-            "limits in hosting capacity, never bind; give real ratings in a pandapower JSON copy of the network "
-            "(net.line.max_i_ka) for a thermal study"]
+            f"{fake.max_i_ka.max():g} kA, no conductor's): line loading and overload KPIs, and thermal "
+            f"limits in hosting capacity, never bind; give real ratings {_rating_param_hint(network)}in a "
+            "pandapower JSON copy of the network (net.line.max_i_ka) for a thermal study"]
+
+
+def _rating_param_hint(network: str) -> str:
+    """``with network_params = {max_i_ka = ...} or `` where the catalogue network's build takes a rating."""
+    try:
+        build = grid_models._module(network).build
+    except (ImportError, ValueError, AttributeError):
+        return ""
+    return "with network_params = {max_i_ka = <kA>} or " if "max_i_ka" in inspect.signature(build).parameters else ""
 
 
 class GridSim(CosimSim):

@@ -67,6 +67,8 @@ def test_placeholder_ratings_are_named_and_real_ones_pass():
     net = pn.case33bw()
     (text,) = placeholder_rating_warnings(net, "ieee33")
     assert text.startswith("warning: 32 of 32 lines") and "99999" in text
+    assert "network_params = {max_i_ka" in text  # the catalogue's ieee33 takes a rating ...
+    assert "network_params" not in placeholder_rating_warnings(net, "feeder.json")[0]  # ... a JSON file does not
     net.line["max_i_ka"] = 0.4
     assert placeholder_rating_warnings(net, "ieee33") == []
     net.line.loc[0, "max_i_ka"] = 100.0  # one placeholder among real ratings is still said

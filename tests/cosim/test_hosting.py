@@ -135,6 +135,39 @@ def test_ieee33_bus_matches_pandapower_bisection(tmp_path):
     assert exact - TOL_MW <= table.iloc[0]["hosting_mw"] <= exact + 1e-6
 
 
+def test_ieee33_with_a_conductor_rating_is_limited_by_it(tmp_path):
+    """Issue 31, case 1: with pandapower's 99,999 kA placeholders bus 3 is voltage-limited; given a
+    300 A rating (``network_params.max_i_ka``) the feeder head overloads first, at the P where plain
+    runpp puts the most loaded line at 100 %."""
+    from cosim import grid_models
+
+    def loading_ok(p_mw: float) -> bool:
+        net = grid_models.load_network("ieee33", max_i_ka=0.3)
+        pp.create_load(net, net.bus.index[net.bus.name == "3"][0], p_mw=p_mw, q_mvar=0.0)
+        pp.runpp(net)
+        return float(net.res_line.loading_percent.max()) <= 100.0
+
+    lo, hi = 0.0, 20.0
+    while hi - lo > 1e-4:
+        lo, hi = ((lo + hi) / 2, hi) if loading_ok((lo + hi) / 2) else (lo, (lo + hi) / 2)
+    scenario = tmp_path / "hc33.toml"
+    scenario.write_text(SCENARIO.format(network="ieee33", bus="3").replace(
+        'network = "ieee33"', 'network = "ieee33"\nnetwork_params = {max_i_ka = 0.3}'))
+    row = hosting_capacity(scenario, "pcc", tmp_path / "out", buses=["3"], max_mw=20.0, tol_mw=TOL_MW,
+                           limits=Limits(v_low_pu=0.90), workers=0, progress=False).iloc[0]
+    assert row["limited_by"] == "thermal"
+    assert lo < pandapower_limit_mw("3", 0.90)  # the rating, not the voltage, binds first
+    assert lo - TOL_MW <= row["hosting_mw"] <= lo + 1e-6
+
+
+def test_ieee33_rating_must_be_a_current_in_ka():
+    from cosim import grid_models
+
+    for bad in (0, -0.4, 400, "0.4", True):
+        with pytest.raises(ValueError, match="network_params.max_i_ka"):
+            grid_models.load_network("ieee33", max_i_ka=bad)
+
+
 def test_feeder_buses_and_setup(tmp_path):
     scenario = tmp_path / "hc33.toml"
     scenario.write_text(SCENARIO.format(network="ieee33", bus="3"))
