@@ -28,7 +28,8 @@ of ``q_max_mvar`` more; the slope places the loop's operating point, and two mor
 give ``s`` (:func:`q_sensitivity_pu_per_mvar`), read off the voltage the droop measures (its
 ``vm_pu`` source when that is an output of the same grid, else the element's
 ``vm_phase_min_pu``). ``s · gain >= 1`` is a warning naming the ``q_max_mvar`` and
-``full_output_error_pu`` at which it would be 1 (on 675c: 0.283 Mvar). Mode ``pv`` is not
+``full_output_error_pu`` at which it would be 1 (on 675c: 0.283 Mvar); a solve that fails there is
+a warning that the loop was not checked. Mode ``pv`` is not
 checked: its ``p_set_mw`` reaches the grid through a battery, whose limits and SoC the loop
 also passes through.
 
@@ -147,8 +148,12 @@ def loop_gain_warnings(scn: Any) -> list[str]:
         element = _fed_grid_element(scn, eid) if p.mode == "qv" and p.enabled else None
         if element is None:
             continue
-        s = q_sensitivity_pu_per_mvar(scn, element, _measured_output(scn, eid, element), p)
-        if s is not None and s * droop_gain(p) >= 1.0:
+        try:
+            s = q_sensitivity_pu_per_mvar(scn, element, _measured_output(scn, eid, element), p)
+        except ValueError as exc:  # not checked is said, never a silent pass
+            found.append(f"entities.{eid}: its Q-V loop gain was not checked: {exc}")
+            continue
+        if s * droop_gain(p) >= 1.0:
             found.append(_loop_gain_text(eid, element, p, s))
     return found
 
@@ -182,7 +187,11 @@ def q_sensitivity_pu_per_mvar(scn: Any, element: str, measured: tuple[str, str],
     point, from power flows of its grid sim as the scenario builds it (every entity of it at its
     initial values): the slope at zero output (two solves) places the point where the droop and
     the grid agree; when that output is not zero, the slope there (two more; on IEEE 13's
-    675c it is some 10 % above the slope at zero). None when a solve fails. [pu/Mvar]"""
+    675c it is some 10 % above the slope at zero). [pu/Mvar]
+
+    Raises:
+        ValueError: a solve failed or gave no finite slope (the reason, for the validation warning).
+    """
     probe = None
     try:
         probe = _GridProbe(scn, element, measured)
@@ -193,12 +202,14 @@ def q_sensitivity_pu_per_mvar(scn: Any, element: str, measured: tuple[str, str],
         if out != 0.0:
             back = math.copysign(dq_mvar, out)  # towards zero: within the inverter's limits
             s = (probe.v_pu(out) - probe.v_pu(out - back)) / back
-    except Exception:  # noqa: BLE001 — a grid that cannot be solved here is reported by the run, not by this check
-        return None
+    except Exception as exc:  # noqa: BLE001 — any failure of the probe grid: said by the caller, the run reports the grid
+        raise ValueError(f"the power flows of {element}'s grid at validation failed ({type(exc).__name__}: {exc})") from exc
     finally:
         if probe is not None:
             probe.close()
-    return float(s) if math.isfinite(s) else None
+    if not math.isfinite(s):
+        raise ValueError(f"the power flows of {element}'s grid gave no finite sensitivity (s = {s})")
+    return float(s)
 
 
 def _operating_output(v0_pu: float, s_pu_per_mvar: float, p: StorageDroopParams) -> float:

@@ -153,3 +153,18 @@ def test_sensitivity_on_675c_matches_the_closed_loop(tmp_path):
         probe.close()
     p_01 = StorageDroopParams(mode="qv", q_max_mvar=0.1)
     assert q_sensitivity_pu_per_mvar(scn, "bess", measured, p_01) * droop_gain(p_01) == pytest.approx(0.36, abs=0.03)
+
+
+def test_a_loop_gain_that_cannot_be_checked_is_said(tmp_path, monkeypatch):
+    """A grid whose validation solves fail leaves the loop unchecked: a warning says so (and why),
+    never a silent pass."""
+    from cosim.adapters.controllers import storage_droop
+
+    def diverges(self, out_mvar):
+        raise RuntimeError("the power flow did not converge")
+
+    monkeypatch.setattr(storage_droop._GridProbe, "v_pu", diverges)
+    scn = _validated(tmp_path, value=0.3)
+    assert _loop_gain_warnings(scn) == []
+    (text,) = [w for w in scn.warnings if "not checked" in w]
+    assert text.startswith("entities.droop: its Q-V loop gain was not checked") and "did not converge" in text
