@@ -40,6 +40,7 @@ buses of every regulator transformer (those a RegControl drives), as OpenG2G exc
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from dataclasses import dataclass, field
@@ -112,6 +113,9 @@ class CircuitInfo:
     #: positions (in ``buses``) of the Vsources' buses and of the regulator transformers' terminals
     source_buses: tuple[int, ...] = ()
     reg_buses: tuple[int, ...] = ()
+    #: lines (not switches) whose file gives no ampacity: OpenDSS rates them at its default 400 A
+    #: (a LineCode or a bare Line) or at 0 A (a LineGeometry whose wires have none)
+    unrated_lines: tuple[str, ...] = ()
 
     @property
     def ids(self) -> dict[str, list[str]]:
@@ -203,7 +207,50 @@ def circuit_info(dss) -> CircuitInfo:
         loads=list(dss.Loads.AllNames()) if dss.Loads.Count() else [],
         source_buses=_terminal_buses(dss, sources, position, first_only=True),
         reg_buses=_terminal_buses(dss, [f"transformer.{t}" for t in sorted(reg_trafos)], position),
+        unrated_lines=unrated_lines(dss),
     )
+
+
+#: OpenDSS's ampacity of a line or line code that is given none. [A]
+DSS_DEFAULT_NORMAMPS = 400.0
+
+
+def unrated_lines(dss) -> tuple[str, ...]:
+    """The lines of the compiled circuit whose rating the file never gives (switches excepted).
+
+    OpenDSS rates such a line itself: 400 A for a ``LineCode`` without ``normamps`` or a bare
+    ``Line``, 0 A for a ``LineGeometry`` whose wires have none, so its loading KPIs measure
+    OpenDSS's default, not a conductor. What the file set is read from the circuit's JSON
+    export (DSS-Extensions writes only the properties a script set); a line that carries its
+    code's default 400 A counts as unrated even if the script repeats ``normamps=400`` on it.
+    """
+    try:
+        circuit = json.loads(dss.Circuit.ToJSON(0))
+    except Exception:  # an engine without the JSON export: nothing can be said
+        return ()
+    named = {kind: {str(e.get("Name", "")).lower(): e for e in circuit.get(kind, [])}
+             for kind in ("LineCode", "LineGeometry", "WireData", "CNData", "TSData")}
+
+    def wire_rated(ref: str) -> bool:
+        kind, _, name = ref.partition(".")
+        return "NormAmps" in named.get(kind, {}).get(name.lower(), {})
+
+    found = []
+    for line in circuit.get("Line", []):
+        if line.get("Switch"):
+            continue
+        code, geometry = line.get("LineCode"), line.get("Geometry")
+        if code:
+            rated = ("NormAmps" in named["LineCode"].get(str(code).lower(), {})
+                     or line.get("NormAmps", DSS_DEFAULT_NORMAMPS) != DSS_DEFAULT_NORMAMPS)
+        elif geometry:
+            geo = named["LineGeometry"].get(str(geometry).lower(), {})
+            rated = "NormAmps" in geo or all(wire_rated(str(w)) for w in geo.get("Conductors", ["?"]))
+        else:
+            rated = "NormAmps" in line
+        if not rated:
+            found.append(str(line.get("Name", "")))
+    return tuple(found)
 
 
 def _terminal_buses(dss, elements: list[str], position: dict[str, int], first_only: bool = False) -> tuple[int, ...]:

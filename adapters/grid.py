@@ -273,6 +273,21 @@ def placeholder_rating_warnings(net: Any, network: str) -> list[str]:
             "pandapower JSON copy of the network (net.line.max_i_ka) for a thermal study"]
 
 
+def default_rating_warnings(info: Any, network: str) -> list[str]:
+    """A warning when lines of an OpenDSS circuit carry no rating of their file's (OpenDSS's
+    default 400 A, or 0 A for a geometry whose wires have none: ``CircuitInfo.unrated_lines``),
+    the OpenDSS engine's counterpart of :func:`placeholder_rating_warnings`."""
+    unrated = list(info.unrated_lines)
+    if not unrated:
+        return []
+    shown = ", ".join(unrated[:4]) + (", ..." if len(unrated) > 4 else "")
+    return [f"warning: {len(unrated)} of {len(info.lines)} lines of {network} ({shown}) carry no "
+            "ampacity of the file's (OpenDSS then rates them at its default 400 A, or 0 A for a geometry "
+            "whose wires have none): their loading and overload KPIs, and thermal limits in hosting "
+            "capacity, measure that default, not a conductor; add normamps = <A> to their LineCode, "
+            "WireData or Line definitions from the conductor data"]
+
+
 def _rating_param_hint(network: str) -> str:
     """``with network_params = {max_i_ka = ...} or `` where the catalogue network's build takes a rating."""
     try:
@@ -338,8 +353,9 @@ class GridSim(CosimSim):
             problems = _unknown_trip_lines(sim_params)
             if problems:
                 return problems
-            if sim_params.engine != "opendss":
-                return placeholder_rating_warnings(net, sim_params.network)
+            if sim_params.engine == "opendss":
+                return default_rating_warnings(info, sim_params.network)
+            return placeholder_rating_warnings(net, sim_params.network)
         except (ValueError, TypeError, OSError) as exc:
             return [f"network {sim_params.network!r}: {exc}"]
         return []

@@ -147,3 +147,28 @@ def test_unknown_model_is_one_message_for_every_adapter():
         with pytest.raises(ValueError, match="unknown model 'Nope'; this adapter has: "):
             sim.create(1, "Nope")
         sim.finalize()
+
+
+def _field_type(cls: type[BaseModel], name: str) -> Any:
+    """The annotation of ``cls``'s field ``name`` with an optional's None left out."""
+    annotation = cls.model_fields[name].annotation
+    members = [a for a in getattr(annotation, "__args__", ()) if a is not type(None)]
+    return members[0] if len(members) == 1 else annotation
+
+
+@pytest.mark.parametrize("name", ADAPTERS)
+def test_declared_time_constants_name_numeric_params(name):
+    """Issue 31, case 3: a time constant listed in ``Params.TIME_CONSTANTS`` that is not a field
+    (a typo, a renamed key) is never compared with the step, so the guard silently never warns.
+    Every name of every adapter's params (``a.b`` into a nested table) must be a number field."""
+    cls = registry.adapter_class(name)
+    for params_cls in {cls.SimParams, *cls.ModelParams.values()} - {None}:
+        for dotted in getattr(params_cls, "TIME_CONSTANTS", ()):
+            owner: Any = params_cls
+            *parents, last = dotted.split(".")
+            for part in parents:
+                assert part in owner.model_fields, f"{name}: TIME_CONSTANTS names {dotted!r}: no table {part!r}"
+                owner = _field_type(owner, part)
+            assert last in owner.model_fields, f"{name}: TIME_CONSTANTS names {dotted!r}: no such param"
+            assert _field_type(owner, last) in (float, int), f"{name}: {dotted} is not a number [s]"
+            assert dotted.endswith("_s"), f"{name}: {dotted} is a time constant without its unit suffix _s"
