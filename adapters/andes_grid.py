@@ -143,9 +143,16 @@ def load_case(case: str):
     return system
 
 
-@lru_cache(maxsize=8)
 def case_info(case: str) -> dict[str, Any]:
-    """``{"buses": {idx: name}, "vn_kv": {idx: kV}, "gens": [idx], "f_hz": nominal}`` of a case."""
+    """``{"buses": {idx: name}, "vn_kv": {idx: kV}, "gens": [idx], "f_hz": nominal}`` of a case
+    (cached per case, and per modification of a case file: a notebook may edit it between runs)."""
+    path = Path(case)
+    stat = path.stat() if path.is_file() else None
+    return _case_info(case, (stat.st_mtime_ns, stat.st_size) if stat else None)
+
+
+@lru_cache(maxsize=8)
+def _case_info(case: str, _version: tuple[int, int] | None) -> dict[str, Any]:
     system = load_case(case)
     buses = {_key(i): str(n) for i, n in zip(system.Bus.idx.v, system.Bus.name.v)}
     vn = {_key(i): float(v) for i, v in zip(system.Bus.idx.v, system.Bus.Vn.v)}

@@ -88,6 +88,7 @@ from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
 import numpy as np
+import pandas as pd
 from pydantic import BeforeValidator, Field, ValidationInfo, field_validator, model_validator
 
 from cosim import grid_models
@@ -258,19 +259,39 @@ PLACEHOLDER_MAX_I_KA = 100.0
 
 
 def placeholder_rating_warnings(net: Any, network: str) -> list[str]:
-    """A warning when in-service lines of ``net`` carry placeholder ratings (``max_i_ka`` of 100 kA
-    or more, e.g. pandapower's ``case33bw`` with 99999): their loading and overload KPIs and any
-    thermal limit of a study (hosting capacity) never bind, which a planner must know."""
+    """Findings on the ratings of ``net``'s in-service lines: a warning when some carry placeholder
+    ratings (``max_i_ka`` of 100 kA or more, e.g. pandapower's ``case33bw`` with 99999) or none
+    (NaN: pandapower reports their loading as NaN, which no limit catches): their loading and
+    overload KPIs and any thermal limit of a study (hosting capacity) never bind, which a planner
+    must know; a problem when some are 0 or negative (every step would be an infinite overload)."""
     if "max_i_ka" not in net.line or not len(net.line):
         return []
     lines = net.line[net.line.in_service.astype(bool)] if "in_service" in net.line else net.line
-    fake = lines[lines.max_i_ka >= PLACEHOLDER_MAX_I_KA]
-    if fake.empty:
-        return []
-    return [f"warning: {len(fake)} of {len(lines)} lines of {network} have placeholder ratings (max_i_ka = "
-            f"{fake.max_i_ka.max():g} kA, no conductor's): line loading and overload KPIs, and thermal "
-            f"limits in hosting capacity, never bind; give real ratings {_rating_param_hint(network)}in a "
-            "pandapower JSON copy of the network (net.line.max_i_ka) for a thermal study"]
+    rating = pd.to_numeric(lines.max_i_ka, errors="coerce")
+    found = []
+    bad = lines[rating <= 0]
+    if not bad.empty:
+        found.append(f"{len(bad)} of {len(lines)} lines of {network} have a rating of {rating[bad.index].min():g} kA "
+                     f"(max_i_ka <= 0: line {_line_names(bad)}): give their conductors' ratings in kA")
+    fake = lines[rating >= PLACEHOLDER_MAX_I_KA]
+    if not fake.empty:
+        found.append(f"warning: {len(fake)} of {len(lines)} lines of {network} have placeholder ratings (max_i_ka = "
+                     f"{rating[fake.index].max():g} kA, no conductor's): line loading and overload KPIs, and thermal "
+                     f"limits in hosting capacity, never bind; give real ratings {_rating_param_hint(network)}in a "
+                     "pandapower JSON copy of the network (net.line.max_i_ka) for a thermal study")
+    missing = lines[rating.isna()]
+    if not missing.empty:
+        found.append(f"warning: {len(missing)} of {len(lines)} lines of {network} have no rating (max_i_ka missing: "
+                     f"line {_line_names(missing)}): their loading is not computed, so overload KPIs and thermal "
+                     f"limits in hosting capacity never see them; give their ratings in kA (net.line.max_i_ka)")
+    return found
+
+
+def _line_names(lines: Any) -> str:
+    """Up to four of ``lines``' names (or indices), for a message."""
+    names = [str(n) if isinstance(n, str) and n else str(i)
+             for i, n in zip(lines.index, lines["name"] if "name" in lines else lines.index)]
+    return ", ".join(names[:4]) + (", ..." if len(names) > 4 else "")
 
 
 def default_rating_warnings(info: Any, network: str) -> list[str]:
@@ -318,7 +339,8 @@ class GridSim(CosimSim):
             info = opendss_circuit_info(grid_models.dss_file(sim_params.network))
             return _build_meta(info.ids, [*opendss_grid_outputs(info), *trips],
                                [*(tap_set_attr(i) for i in info.ids["reg"]), *(cap_set_attr(i) for i in info.ids["cap"])])
-        key = json.dumps([sim_params.network, sim_params.network_params, trips], sort_keys=True, default=str)
+        key = json.dumps([sim_params.network, sim_params.network_params, trips,
+                          grid_models.file_version(sim_params.network)], sort_keys=True, default=str)
         if key not in cls._META_CACHE:
             net = grid_models.load_network(sim_params.network, **sim_params.network_params)
             shunts = [shunt_set_attr(i) for i in element_ids(net.shunt)] if len(net.shunt) else []

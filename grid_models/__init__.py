@@ -28,7 +28,17 @@ import pandapower as pp
 import pandas as pd
 from pandapower.auxiliary import pandapowerNet
 
-_NETS: dict[tuple[str, str], pandapowerNet] = {}
+_NETS: dict[tuple[str, str, str], pandapowerNet] = {}
+
+
+def file_version(path: str | Path) -> str:
+    """A file's modification time [ns] and size [bytes] (``""`` when it is not a file): a cache of
+    what was read from it is stale once this changes (a notebook that edits its feeder between runs)."""
+    path = Path(path)
+    if not path.is_file():
+        return ""
+    stat = path.stat()
+    return f"{stat.st_mtime_ns}:{stat.st_size}"
 
 
 @cache
@@ -107,7 +117,8 @@ def load_network(spec: str, base_dir: str | Path | None = None, **params: Any) -
         ValueError: unknown name, missing file or bad parameters.
     """
     kind, target, params = _resolve(spec, base_dir, params)
-    key = (f"{kind}:{target}", json.dumps(params, sort_keys=True, default=str))
+    version = file_version(target) if kind == "json" else ""
+    key = (f"{kind}:{target}", json.dumps(params, sort_keys=True, default=str), version)
     if key not in _NETS:
         _NETS[key] = _build(kind, target, params)
     return copy.deepcopy(_NETS[key])

@@ -72,6 +72,25 @@ def test_json_file_relative_to_base_dir(tmp_path):
         grid_models.load_network("missing.json", base_dir=tmp_path)
 
 
+def test_an_edited_json_file_is_read_again(tmp_path):
+    """The in-process cache follows the file: a notebook that edits its feeder between runs gets the
+    edited net, and the grid adapter's element list follows it too."""
+    from cosim.adapters.grid import GridSim
+
+    net = grid_models.load_network("cigre_mv")
+    path = tmp_path / "feeder.json"
+    pp.to_json(net, str(path))
+    sim_params = GridSim.SimParams.model_validate({"network": str(path)})
+    before = GridSim.meta_for(sim_params)
+    assert grid_models.load_network(str(path)).line.max_i_ka.iloc[0] == net.line.max_i_ka.iloc[0]
+    net.line.loc[net.line.index[0], "max_i_ka"] = 0.123
+    pp.create_bus(net, vn_kv=20.0, name="new bus")
+    pp.to_json(net, str(path))
+    assert grid_models.load_network(str(path)).line.max_i_ka.iloc[0] == 0.123
+    after = GridSim.meta_for(sim_params)
+    assert len(after["models"]["Grid"]["attrs"]) > len(before["models"]["Grid"]["attrs"])
+
+
 def test_simbench_net_and_profiles_from_the_cache():
     """SimBench 1-MV-rural--0-sw (Meinecke et al. 2020): 97 buses, 96 loads, 102 sgens, 2016 in 15 min."""
     net = grid_models.load_network(SIMBENCH)

@@ -96,3 +96,35 @@ def test_a_user_feeder_without_ratings_is_warned_at_validation(tmp_path):
         '[entities.feeder]\nsim = "grid"\nmodel = "Grid"\n')
     warned = [w for w in cosim.load_scenario(tmp_path / "s.toml").warnings if "ampacity" in w]
     assert len(warned) == 1 and "11 of 12 lines of " in warned[0] and "feeder.dss (650632" in warned[0], warned
+
+
+def _json_scenario(tmp_path: Path, ratings: dict[int, float]) -> Path:
+    import pandapower as pp
+
+    net = grid_models.load_network("ieee33", max_i_ka=0.4)
+    for index, value in ratings.items():
+        net.line.loc[index, "max_i_ka"] = value
+    pp.to_json(net, str(tmp_path / "feeder.json"))
+    path = tmp_path / "s.toml"
+    path.write_text('[scenario]\nname = "t"\nstart = 2024-07-15T00:00:00Z\nduration_s = 60\nstep_s = 60\n'
+                    '[sims.grid]\nadapter = "grid"\nnetwork = "feeder.json"\n'
+                    '[entities.feeder]\nsim = "grid"\nmodel = "Grid"\n')
+    return path
+
+
+def test_a_user_network_with_lines_without_a_rating_is_warned(tmp_path):
+    """A NaN ``max_i_ka`` gives a NaN loading, which no overload KPI or hosting limit catches."""
+    import math
+
+    warned = cosim.load_scenario(_json_scenario(tmp_path, {3: math.nan, 7: math.nan})).warnings
+    (text,) = [w for w in warned if "no rating" in w]
+    assert "2 of 32 lines of" in text and "line 4_5, 8_9" in text
+    assert cosim.load_scenario(_json_scenario(tmp_path, {})).warnings == []
+
+
+def test_a_user_network_with_a_zero_rating_is_refused_naming_the_line(tmp_path):
+    """A rating of 0 kA makes every step an infinite overload: one problem, not a run."""
+    with pytest.raises(cosim.ScenarioError) as caught:
+        cosim.load_scenario(_json_scenario(tmp_path, {4: 0.0}))
+    text = str(caught.value)
+    assert "feeder.json" in text and "max_i_ka <= 0: line 5_6" in text and "ratings in kA" in text
