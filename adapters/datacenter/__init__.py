@@ -651,8 +651,8 @@ class DatacenterSim(SingleModelSim):
             bounds[f"n_batch_max_{f.name}"] = (1.0, float(f.max_batch))
             bounds[f"replicas_{f.name}_frac"] = (0.0, 1.0)
             bounds[f"demand_{f.name}_ratio"] = (0.0, DEMAND_RATIO_MAX)
-        if params.rated_mw is not None:
-            bounds["p_limit_mw"] = (0.0, params.rated_mw)
+        # a facility limit is never negative; without a rating any size above the draw means no limit
+        bounds["p_limit_mw"] = (0.0, params.rated_mw if params.rated_mw is not None else math.inf)
         return bounds
 
     def build(self, eid: str, params: ClusterParams) -> "_Entity":

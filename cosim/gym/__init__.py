@@ -11,9 +11,10 @@ reward does not price (at env build and in ``check_scenario``, ``cosim validate`
 """
 
 from cosim.gym.actions import ActionClippedWarning
-from cosim.gym.env import CosimEnv
+from cosim.gym.env import CosimEnv, UnknownResetOptionWarning
 from cosim.gym.parallel import CosimParallelEnv
 from cosim.gym.rewards import TERMS
 from cosim.gym.guards import RewardGuardWarning, check_scenario
 
-__all__ = ["ActionClippedWarning", "CosimEnv", "CosimParallelEnv", "RewardGuardWarning", "TERMS", "check_scenario"]
+__all__ = ["ActionClippedWarning", "CosimEnv", "CosimParallelEnv", "RewardGuardWarning", "TERMS",
+           "UnknownResetOptionWarning", "check_scenario"]

@@ -49,10 +49,13 @@ class Actuator:
 
     def settings(self, action) -> tuple[list[tuple[str, str, float]], int]:
         """``[(entity, input, value)]`` for ``action`` and how many coordinates were clipped."""
-        raw = np.asarray(action, dtype=float).reshape(-1)
+        takes = f"this env takes {self.space.shape} ({', '.join(a.name for a in self.actions)})"
+        try:
+            raw = np.asarray(action, dtype=float).reshape(-1)
+        except (TypeError, ValueError):
+            raise ValueError(f"action {action!r} is not an array of numbers; {takes}") from None
         if raw.shape != (len(self.actions),):
-            raise ValueError(f"action has shape {np.shape(action)}; this env takes {self.space.shape} "
-                             f"({', '.join(a.name for a in self.actions)})")
+            raise ValueError(f"action has shape {np.shape(action)}; {takes}")
         if self.discrete:
             return self._discrete(raw)
         return self._continuous(raw)

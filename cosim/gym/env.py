@@ -20,6 +20,7 @@ a start day drawn from ``start_window`` when the section has one, or on
 
 from __future__ import annotations
 
+import warnings
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,7 @@ from cosim.gym import spec as specs
 from cosim.gym.actions import Actuator
 from cosim.gym.episode import Episode
 from cosim.gym.observations import Observer
+from cosim.errors import Problem, ScenarioError
 from cosim.scenario import Scenario, load_scenario
 
 SEED_MAX = 2**31 - 1
@@ -48,9 +50,33 @@ def load_direct(scenario: str | Path | Scenario, overrides: dict[str, Any] | Non
     return load_scenario(scenario, {**(overrides or {}), "scenario.engine": "direct"})
 
 
+#: The keys ``reset(options=...)`` takes.
+RESET_OPTIONS = ("start",)
+
+
+class UnknownResetOptionWarning(UserWarning):
+    """``reset(options=...)`` got a key it does not know (and ignored it)."""
+
+
 def draw_start(scn: Scenario, episode: specs.EpisodeSpec, rng: np.random.Generator,
                options: dict[str, Any] | None) -> datetime | None:
-    """The start of the next episode: ``options["start"]``, a day drawn from the window, or None."""
+    """The start of the next episode: ``options["start"]``, a day drawn from the window, or None.
+
+    A key other than ``start`` warns (:class:`UnknownResetOptionWarning`): a misspelt ``strt``
+    would otherwise draw a random day without a word; it is not refused, as checkers such as
+    PettingZoo's ``parallel_api_test`` pass options of their own.
+
+    Raises:
+        ScenarioError: ``options`` is not a dict, or its start is no date.
+    """
+    if options is not None and not isinstance(options, dict):
+        raise ScenarioError(scn.file, [Problem("reset(options=...)", "give a dict, e.g. {'start': '2024-08-05'}, "
+                                                                    "or None", options)])
+    unknown = [str(key) for key in (options or {}) if key not in RESET_OPTIONS]
+    if unknown:
+        warnings.warn(f"reset(options=...): unknown option(s) {', '.join(unknown)} ignored; known: "
+                      f"{', '.join(RESET_OPTIONS)} (a start day, e.g. '2024-08-05')", UnknownResetOptionWarning,
+                      stacklevel=3)  # at the caller of reset
     if options and options.get("start") is not None:
         return specs.start_utc(scn, options["start"])
     if episode.start_window is None:

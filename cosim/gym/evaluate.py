@@ -79,8 +79,11 @@ def evaluate(scenario: str | Path, policies: Mapping[str, Policy], days: Sequenc
     """Every policy on every day (see the module docstring); one :class:`Evaluation` per policy.
 
     Raises:
-        ScenarioError: a policy name that is not a baseline, or no days to evaluate on.
+        ScenarioError: no policy, a policy name that is not a baseline, or no days to evaluate on.
     """
+    if not policies:
+        raise ScenarioError("evaluate", [Problem("policies", f"give at least one: {', '.join(BASELINES)} "
+                                                             "or a callable", dict(policies))])
     results = []
     for name, policy in policies.items():
         if isinstance(policy, str) and policy not in BASELINES:
@@ -104,8 +107,17 @@ def evaluate(scenario: str | Path, policies: Mapping[str, Policy], days: Sequenc
 
 
 def columns_of(scenario: str | Path, extra: Sequence[str] = (), overrides: dict[str, Any] | None = None) -> list[str]:
-    """The table's columns: the return, the weighted terms of the ``[agent]`` reward, then ``extra``."""
+    """The table's columns: the return, the weighted terms of the ``[agent]`` reward, then ``extra``.
+
+    Raises:
+        ScenarioError: a name in ``extra`` that is not a reward term of this scenario (it would
+            be a column of NaN).
+    """
     env = CosimEnv(scenario, overrides, guards=False)
+    problems = [Problem("--terms", f"not a reward term of this scenario; terms: {', '.join(env.term_names)}", name)
+                for name in extra if name not in env.term_names]
+    if problems:
+        raise ScenarioError(scenario, problems)
     weighted = list(env.reward_weights)
     return ["return", *weighted, *(t for t in extra if t not in weighted)]
 
@@ -132,8 +144,8 @@ def main(argv: list[str] | None = None) -> int:
         overrides = parse_set(args.set)
         days = [d for d in args.days.split(",") if d] or None
         baselines = [b for b in args.baselines.split(",") if b]
+        columns = columns_of(args.scenario, [t for t in args.terms.split(",") if t], overrides)  # before hours of runs
         results = evaluate(args.scenario, {b: b for b in baselines}, days, args.seed, overrides)
-        columns = columns_of(args.scenario, [t for t in args.terms.split(",") if t], overrides)
     except ScenarioError as exc:
         print(str(exc), file=sys.stderr)
         return 1

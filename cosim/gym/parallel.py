@@ -91,6 +91,10 @@ class CosimParallelEnv(ParallelEnv):
         return self._observe(), {a: dict(info) for a in self.agents}
 
     def step(self, actions: dict[str, Any]):
+        unknown = [str(a) for a in actions if a not in self.possible_agents]
+        if unknown:  # a misspelt agent would keep the real one's last inputs without a word
+            raise ValueError(f"actions for unknown agent(s) {', '.join(unknown)}; agents: "
+                             f"{', '.join(self.possible_agents)}")
         settings, clipped = [], {}
         for agent in self.agents:
             if agent in actions:

@@ -397,7 +397,9 @@ def _default_bounds(scn: Scenario, eid: str, attr: str) -> tuple[float, float] |
     entity = scn.entities[eid]
     cls = registry.adapter_class(scn.sims[entity.sim].adapter)
     bounds = cls.input_bounds(entity.model, _entity_model(scn, eid))
-    return tuple(map(float, bounds[attr])) if attr in bounds else None
+    if attr not in bounds or not all(math.isfinite(float(b)) for b in bounds[attr]):
+        return None  # none known, or open-ended (a limit without a rating): the action must give low and high
+    return tuple(map(float, bounds[attr]))
 
 
 def _values(value: Any, where: str, problems: list[Problem]) -> tuple[float, ...] | None:

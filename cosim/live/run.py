@@ -23,11 +23,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from cosim import registry
 from cosim.errors import Problem, ScenarioError, few
 from cosim.run.outcome import Outcome
 from cosim.run.runner import finish_run
-from cosim.run.session import Session
+from cosim.run.session import Session, finite_number, input_bounds
 from cosim.scenario import Scenario, load_scenario, read_toml
 from cosim.units import DIMENSIONLESS, unit_of
 
@@ -260,14 +259,8 @@ class LiveRun:
         return checked
 
     def _input_specs(self, eid: str) -> dict[str, InputSpec]:
-        entity = self.scn.entities[eid]
-        cls = registry.adapter_class(self.scn.sims[entity.sim].adapter)
-        params_cls = cls.ModelParams.get(entity.model)
-        params = None if params_cls is None else params_cls.model_validate(
-            self.scn.entity_params[eid], context={"base_dir": self.scn.base_dir})
-        bounds = cls.input_bounds(entity.model, params)
-        return {attr: InputSpec(attr, tuple(map(float, bounds[attr])) if attr in bounds else None)
-                for attr in self.scn.inputs(eid)}
+        bounds = input_bounds(self.scn, eid)
+        return {attr: InputSpec(attr, bounds.get(attr)) for attr in self.scn.inputs(eid)}
 
     def _held(self) -> dict[str, dict[str, float]]:
         held: dict[str, dict[str, float]] = {}
@@ -290,7 +283,7 @@ def _value_problem(spec: InputSpec, value: Any) -> str | None:
         if unit == "" and any(spec.name == d or spec.name.endswith("_" + d) for d in DIMENSIONLESS):
             return None
         return f"give a number in {unit or 'the input unit'}, not true/false"
-    if not isinstance(value, (int, float)) or not math.isfinite(value):
+    if not isinstance(value, (int, float)) or not finite_number(value):  # JSON may give an int past float's range
         return (f"give a finite number{f' in {unit}' if unit else ''}, or null to release the input "
                 f"(back to the scenario's own value)")
     if spec.bounds is not None and not spec.bounds[0] <= value <= spec.bounds[1]:

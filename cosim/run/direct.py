@@ -461,7 +461,7 @@ def run_direct(scn: Scenario, run_dir: Path, progress: bool = True) -> Outcome:
         status, reason = "failed", f"{type(exc).__name__}: {exc}"
         _finalize_quietly(engine)
     finally:
-        recorder_module.close_all()
+        recorder_module.close_all(run_dir / "timeseries.parquet")
         STOP.restore()
     wall_s = time.perf_counter() - started_at
     rows = _rows(run_dir)

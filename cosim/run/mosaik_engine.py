@@ -164,7 +164,7 @@ def run_world(scn: Scenario, run_dir: Path, progress: bool = True) -> Outcome:
     finally:
         if watchdog is not None:
             watchdog.stop()
-        recorder_module.close_all()
+        recorder_module.close_all(run_dir / "timeseries.parquet")
         processes.stop()
         STOP.restore()
         logger.remove(sink_id)

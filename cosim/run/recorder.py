@@ -119,6 +119,7 @@ class ParquetRecorder:
 
     def append_refs(self, ticks: int, refs: list[dict[str, Any]]) -> None:
         """Add one row as the output dicts of :meth:`set_plan` (kept, read when written) at mosaik time ``ticks``."""
+        self._check_open()
         if self._stamps:  # rows of cells before (not done by the engines): written first, in order
             self.flush()
         self._ref_rows.append(refs)
@@ -134,6 +135,7 @@ class ParquetRecorder:
 
     def append_cells(self, time_utc, cells: list[Any]) -> None:
         """Add one row given as one value per column, in column order (``None`` = null)."""
+        self._check_open()
         if self._ticks:  # rows of dicts before (not done by the engines): written first, in order
             self.flush()
         row = len(self._stamps)
@@ -148,6 +150,11 @@ class ParquetRecorder:
             self.flush()
         elif time_module.monotonic() - self._last_flush >= self.flush_s:
             self.flush(close_segment=True)
+
+    def _check_open(self) -> None:
+        """A row after :meth:`close` would be dropped without a word: refuse it."""
+        if self._closed:
+            raise RuntimeError(f"the recorder of {self.path} is closed; this row would be lost")
 
     def flush(self, close_segment: bool = False) -> None:
         """Write the buffered rows as a row group of the current segment (and close it)."""
@@ -445,10 +452,13 @@ def _number(value: Any, flag: bool) -> float:
     return math.nan if cell is None else float(cell)
 
 
-def close_all() -> None:
-    """Close every open recorder of this process (the world calls it when a run fails)."""
+def close_all(path: str | Path | None = None) -> None:
+    """Close the open recorders writing ``path`` (a run's ``timeseries.parquet``; None: every open
+    recorder of this process). An engine closes its own run's only: another run of this process
+    (a notebook's Session beside a ``cosim.run``) keeps recording."""
     for recorder in list(_OPEN):
-        recorder.close()
+        if path is None or recorder.path == Path(path):
+            recorder.close()
 
 
 class SimParams(Params):

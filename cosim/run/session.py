@@ -15,17 +15,20 @@ A :class:`Session` runs a scenario on the direct engine one time at a time::
 whatever connections feed that input. Same scenario, seed and sequence of ``set`` calls give
 identical results. ``close`` (or leaving the ``with`` block) writes the run folder: time
 series, KPIs, metadata (``status = "ok"`` when the run reached its end, ``"stopped"`` with the
-time otherwise) and the report.
+time otherwise, ``"interrupted"`` when an exception left the ``with`` block early, ``"failed"``
+when a simulator raised) and the report.
 """
 
 from __future__ import annotations
 
 import math
+import numbers
 import time
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from cosim import registry
 from cosim.errors import Problem, ScenarioError
 from cosim.run import recorder as recorder_module
 from cosim.run.direct import DirectEngine
@@ -33,6 +36,7 @@ from cosim.run.outcome import Outcome
 from cosim.run.runner import RunResult, finish_run, open_run_folder
 from cosim.scenario import Scenario, load_scenario
 from cosim.sdk import EndRun
+from cosim.units import unit_of
 
 
 class Session:
@@ -48,23 +52,31 @@ class Session:
 
     Raises:
         ScenarioError: the scenario has problems, or needs mosaik (a remote simulator).
+        Exception: a simulator failed to start (the run folder says ``failed``, with why).
     """
 
     def __init__(self, scenario: str | Path | Scenario, overrides: dict[str, Any] | None = None,
                  out_dir: str | Path = "runs", record: bool = True, report: bool = True):
-        self.scn = scenario if isinstance(scenario, Scenario) else load_scenario(
-            scenario, {**(overrides or {}), "scenario.engine": "direct"})
+        self.scn = _direct(scenario, overrides)
         self._report = report
         self.folder = None
         self._started = None
+        self.result: RunResult | None = None
+        self.ended: str | None = None  # why a simulator ended the run early (EndRun), if one did
+        self._closed = False
+        self._broken: BaseException | None = None  # what a simulator raised mid-step (or at start)
+        self._interrupted: str | None = None  # the exception that left the with block early
+        self._bounds: dict[str, dict[str, tuple[float, float]]] = {}
         if record:
             self.folder, self._started = open_run_folder(self.scn, out_dir)
         self.engine = DirectEngine(self.scn, self.folder.path if self.folder else None)
         self._wall0 = time.perf_counter()
-        self.engine.start()
-        self.result: RunResult | None = None
-        self.ended: str | None = None  # why a simulator ended the run early (EndRun), if one did
-        self._closed = False
+        try:
+            self.engine.start()
+        except BaseException as exc:  # the folder must not say "running" forever
+            self._broken = exc
+            self.close()
+            raise
 
     # -- where the run is ------------------------------------------------------------------
     @property
@@ -101,11 +113,22 @@ class Session:
             self.engine.step()
         except EndRun as exc:
             self.ended = str(exc)
+        except BaseException as exc:  # half a step was taken: this run cannot go on (close says why)
+            self._broken = exc
+            raise
         return self.time_s
 
     def run_until(self, t_s: float) -> int | float:
-        """Step until :attr:`time_s` >= ``t_s`` (or the end); the new :attr:`time_s`. [s]"""
+        """Step until :attr:`time_s` >= ``t_s`` (or the end; a time already passed does nothing);
+        the new :attr:`time_s`. [s]
+
+        Raises:
+            ScenarioError: ``t_s`` is not a number (or NaN).
+        """
         self._check_open()
+        if not _real(t_s) or math.isnan(t_s):
+            raise ScenarioError("Session.run_until", [Problem("t_s", "give the simulation time to run to, in seconds "
+                                                                     "from the start (a number), e.g. 3600", t_s)])
         while not self.done and self.time_s < t_s:
             self.step()
         return self.time_s
@@ -129,7 +152,8 @@ class Session:
         """Hold input ``attr`` of ``entity`` at ``value`` from the next step on (None releases it).
 
         Raises:
-            ScenarioError: the entity has no such input, or the value is not a finite number.
+            ScenarioError: the entity has no such input, the value is not a finite number (Python's or
+                numpy's), or it is outside the bounds the entity's adapter gives for that input.
         """
         self._check_open()
         eid, attr = self._split(f"{entity}.{attr}", "input", self.scn.inputs)
@@ -137,11 +161,16 @@ class Session:
         if value is None:
             held.pop((eid, attr), None)
             return
-        if isinstance(value, bool):
-            value = float(value)
-        if not isinstance(value, (int, float)) or not math.isfinite(value):
+        if not finite_number(value):
             raise ScenarioError("Session.set", [Problem(f"{eid}.{attr}", "give a finite number (in the unit of the "
                                                                       "name's suffix), or None to release it", value)])
+        if eid not in self._bounds:
+            self._bounds[eid] = input_bounds(self.scn, eid)
+        low, high = self._bounds[eid].get(attr, (-math.inf, math.inf))
+        if not low <= value <= high:  # the adapter would raise at the next step, from deep inside
+            raise ScenarioError("Session.set", [Problem(f"{eid}.{attr}", f"outside the bounds [{low:g}, {high:g}] "
+                                                                      f"{unit_of(attr) or '(no unit)'} of {eid}'s "
+                                                                      "adapter; give a value inside them", value)])
         held[(eid, attr)] = float(value)
 
     def _split(self, name: str, kind: str, known) -> tuple[str, str]:
@@ -158,6 +187,9 @@ class Session:
     def _check_open(self) -> None:
         if self._closed:
             raise RuntimeError("this Session is closed; start a new one")
+        if self._broken is not None:
+            raise RuntimeError(f"this Session's run broke at t = {self.time_s} s ({_describe(self._broken)}); "
+                               "close it (its run folder says why) and start a new one")
 
     # -- closing ---------------------------------------------------------------------------
     def close(self) -> RunResult | None:
@@ -168,20 +200,28 @@ class Session:
         self._closed = True
         failure = None
         try:
-            self.engine.finalize(complete=self.done)
+            self.engine.finalize(complete=self.done and self._broken is None)
         except Exception as exc:  # noqa: BLE001 — the series is kept; metadata says what failed
             failure = f"{type(exc).__name__}: {exc}"
         finally:
-            recorder_module.close_all()
+            if self.folder is not None:  # this run's recorder only: another run of the process keeps its own
+                recorder_module.close_all(self.folder.path / "timeseries.parquet")
         if self.folder is None:
             return None
         rows = self.folder.n_rows()
-        if failure:
+        at = f"at t = {self.time_s} s of {self.scn.scenario.duration_s} s"
+        if isinstance(self._broken, Exception):
+            status, reason = "failed", f"{_describe(self._broken)} ({at})"
+        elif self._broken is not None:  # Ctrl-C (KeyboardInterrupt) mid-step
+            status, reason = "interrupted", f"interrupted by {_describe(self._broken)} {at}"
+        elif failure:
             status, reason = "failed", failure
         elif self.done:
             status, reason = "ok", self.ended
+        elif self._interrupted:
+            status, reason = "interrupted", f"interrupted by {self._interrupted} {at}"
         else:
-            status, reason = "stopped", f"session closed at t = {self.time_s} s of {self.scn.scenario.duration_s} s"
+            status, reason = "stopped", f"session closed {at}"
         outcome = Outcome(status, reason, time.perf_counter() - self._wall0, rows, rows)
         self.result = finish_run(self.scn, self.folder, outcome, self._started, self._report)
         return self.result
@@ -189,5 +229,45 @@ class Session:
     def __enter__(self) -> "Session":
         return self
 
-    def __exit__(self, *exc_info) -> None:
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc is not None and self._broken is None:  # the run folder says the block did not end normally
+            self._interrupted = _describe(exc)
         self.close()
+
+
+def input_bounds(scn: Scenario, eid: str) -> dict[str, tuple[float, float]]:
+    """``{input: (low, high)}`` the adapter of entity ``eid`` accepts (``CosimSim.input_bounds``;
+    inputs it does not name take any finite number). [input units]"""
+    entity = scn.entities[eid]
+    cls = registry.adapter_class(scn.sims[entity.sim].adapter)
+    params_cls = getattr(cls, "ModelParams", {}).get(entity.model)
+    params = None if params_cls is None else params_cls.model_validate(
+        scn.entity_params[eid], context={"base_dir": scn.base_dir})
+    return {attr: (float(low), float(high)) for attr, (low, high) in cls.input_bounds(entity.model, params).items()}
+
+
+def _direct(scenario: str | Path | Scenario, overrides: dict[str, Any] | None) -> Scenario:
+    """The scenario validated for the direct engine, with ``overrides`` applied (also to a
+    Scenario given as such: it is validated again from its file)."""
+    if not isinstance(scenario, Scenario):
+        return load_scenario(scenario, {**(overrides or {}), "scenario.engine": "direct"})
+    if overrides or scenario.engine != "direct":
+        return load_scenario(scenario.file, {**scenario.overrides, **(overrides or {}), "scenario.engine": "direct"})
+    return scenario
+
+
+def _real(value: Any) -> bool:
+    """A real number: int, float, bool or numpy's scalars (not text, not an array)."""
+    return isinstance(value, numbers.Real)
+
+
+def finite_number(value: Any) -> bool:
+    """A real number that is finite as a float (an int too large for a float is not)."""
+    try:
+        return _real(value) and math.isfinite(value)
+    except OverflowError:
+        return False
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__

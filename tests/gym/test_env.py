@@ -16,7 +16,9 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 from gymnasium.vector import AsyncVectorEnv
 
+from cosim.errors import ScenarioError
 from cosim.gym import ActionClippedWarning, CosimEnv
+from cosim.gym.env import UnknownResetOptionWarning
 from cosim.gym.rewards import TERMS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -90,6 +92,44 @@ def test_reset_draws_its_start_day_from_the_window_and_takes_a_given_one():
     assert len(starts) > 1
     assert all("2024-06-03" <= s[:10] <= "2024-07-28" and s[11:19] == "04:00:00" for s in starts)
     assert env.reset(seed=0, options={"start": "2024-08-05"})[1]["start_utc"] == "2024-08-05T04:00:00+00:00"
+
+
+def test_reset_names_options_it_does_not_know():
+    """A misspelt option (``strt``) was ignored: the episode silently started on a random day (now
+    a warning: PettingZoo's API test passes options of its own); a start given as a plain string
+    gave AttributeError from inside ``reset``."""
+    env = CosimEnv(SITE, TWO_HOURS)
+    with pytest.warns(UnknownResetOptionWarning, match=r"unknown option\(s\) strt ignored; known: start"):
+        env.reset(seed=0, options={"strt": "2024-08-05"})
+    with pytest.raises(ScenarioError, match=r"reset\(options=...\) = '2024-08-05': give a dict"):
+        env.reset(seed=0, options="2024-08-05")
+    assert env.reset(seed=0, options={})[1]["start_utc"] == env.reset(seed=0)[1]["start_utc"]
+
+
+def test_an_action_that_is_not_numbers_names_what_the_env_takes():
+    """A dict or text gave numpy's or float()'s own error (TypeError: float() argument must be ...)."""
+    env = CosimEnv(SITE, TWO_HOURS)
+    env.reset(seed=0)
+    for action in ({"bess.p_set_mw": 0.5}, ["a", "b"]):
+        with pytest.raises(ValueError, match=r"is not an array of numbers; this env takes \(2,\) \(bess.p_set_mw, "):
+            env.step(action)
+    env.step(np.array([0.5, 0.0], np.float32))  # the episode goes on
+
+
+def test_two_recording_envs_in_one_process_keep_their_whole_runs(tmp_path):
+    """As a DummyVecEnv holds them: a reset of one closed every recorder of the process, so the
+    other's run folder lost every row after it and still said ``ok``."""
+    envs = [CosimEnv(SITE, {"scenario.duration_s": 3600}, record=True, out_dir=tmp_path / f"env{k}") for k in (0, 1)]
+    for env in envs:
+        env.reset(seed=0)
+    for _ in range(4):  # the hour: 4 decisions of 15 min
+        envs[1].step(envs[1].idle_action())
+        envs[0].reset(seed=1)  # closes env 0's episode, mid-run of env 1's
+    envs[0].close()
+    envs[1].close()
+    (run_dir,) = envs[1].run_dirs
+    meta = json.loads((run_dir / "metadata.json").read_text())
+    assert meta["status"] == "ok" and meta["steps"] == 12  # 3600 s at 300 s
 
 
 def test_out_of_bounds_actions_are_clipped_with_a_warning():

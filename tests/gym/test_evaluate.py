@@ -47,3 +47,13 @@ def test_the_command_prints_the_table_on_the_sections_days(capsys):
     assert main([str(VOLTAGE), "--days", "2024-08-05", "--set", "scenario.duration_s=1800"]) == 0
     out = capsys.readouterr().out
     assert "1 held-out days (2024-08-05)" in out and "do_nothing" in out and "rule" in out and "random" in out
+
+
+def test_the_command_refuses_an_unknown_term_and_no_baseline_before_running(capsys):
+    """``--terms nope`` printed a column of NaN after every episode had run, exit 0; ``--baselines ,``
+    ended in an IndexError traceback."""
+    assert main([str(VOLTAGE), "--terms", "slo_loss_h,nope", "--set", "scenario.duration_s=1800"]) == 1
+    err = capsys.readouterr().err
+    assert "--terms = 'nope': not a reward term of this scenario; terms: " in err and "slo_loss_h" in err
+    assert main([str(VOLTAGE), "--baselines", ",", "--set", "scenario.duration_s=1800"]) == 1
+    assert "policies = {}: give at least one" in capsys.readouterr().err

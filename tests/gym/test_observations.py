@@ -96,7 +96,8 @@ def test_adapters_give_the_default_bounds_of_their_inputs():
     bounds = DatacenterSim.input_bounds("Cluster", cluster)
     assert bounds["p_cap_w"] == (200.0, 700.0)  # the H100's settable power limits
     assert bounds["n_batch_max"] == (1.0, 128.0) and bounds["n_batch_max_chat"] == (1.0, 128.0)
-    assert bounds["pause_flexible_frac"] == (0.0, 1.0) and "p_limit_mw" not in bounds  # no rating given
+    assert bounds["pause_flexible_frac"] == (0.0, 1.0)
+    assert bounds["p_limit_mw"] == (0.0, math.inf)  # no rating given: never negative, open above
     mixed = ClusterParams(node="DGX-A100", n_gpus=64, rated_mw=1.5,
                           inference=[{"name": "chat", "model": "llama-3.1-8b", "node": "DGX-H100"}])
     bounds = DatacenterSim.input_bounds("Cluster", mixed)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 from pettingzoo.test import parallel_api_test
 
 from cosim.gym import CosimParallelEnv
@@ -13,6 +14,7 @@ SITE = Path(__file__).resolve().parents[2] / "scenarios" / "rl_site.toml"
 TWO_HOURS = {"scenario.duration_s": 7200}
 
 
+@pytest.mark.filterwarnings("ignore::cosim.gym.UnknownResetOptionWarning")  # its reset(options={"options": 1})
 def test_pettingzoo_parallel_api_test_passes():
     env = CosimParallelEnv(SITE, TWO_HOURS)
     parallel_api_test(env, num_cycles=20)
@@ -34,3 +36,13 @@ def test_each_agent_has_its_own_spaces_and_reward_over_shared_terms():
     for _ in range(7):
         obs, rewards, terminations, truncations, infos = env.step(actions)
     assert all(terminations.values()) and env.agents == []
+
+
+def test_actions_for_an_unknown_agent_are_refused():
+    """``{"batery": ...}`` was ignored: every agent kept its last inputs, and the step counted."""
+    env = CosimParallelEnv(SITE, TWO_HOURS)
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match="unknown agent.* batery; agents: battery, workload"):
+        env.step({"batery": np.array([0.5], np.float32), "workload": np.array([0])})
+    env.step({"battery": np.array([0.5], np.float32)})  # an agent left out keeps its inputs, as documented
+    env.close()

@@ -156,3 +156,15 @@ model = "Faulty"
     meta = RunFolder(served.run.run_dir).metadata()
     assert meta["status"] == "failed" and "injected failure" in meta["reason"]
     assert RunFolder(served.run.run_dir).n_rows() == 5  # what was recorded before it is kept
+
+
+def test_a_json_integer_too_large_for_a_float_is_a_422_not_a_500(serve):
+    """``{"p_cap_mw": 1000...0}`` (401 digits) made ``math.isfinite`` raise OverflowError: the
+    server answered 500 Internal Server Error. The run goes on either way."""
+    served, client = serve(HEAD.format(duration_s=3600) + RAMP, rt_factor=0.01)  # 36 s: running throughout
+    answer = client.put("/entities/ramp/inputs", content=b'{"p_cap_mw": 1' + b"0" * 400 + b"}")
+    assert answer.status_code == 422, answer.text
+    (problem,) = answer.json()["detail"]
+    assert problem["path"] == "entities.ramp.p_cap_mw" and "give a finite number" in problem["problem"]
+    assert client.put("/entities/ramp/inputs", json={"p_cap_mw": 0.5}).status_code == 200
+    assert client.get("/state").json()["status"] == "running"

@@ -1,0 +1,141 @@
+"""``cosim.Session`` driven as a user drives it from a notebook: several runs in one process, an
+exception in the ``with`` block, a simulator that dies mid-step, values from numpy and outside the
+adapter's bounds, a Scenario object with overrides. Each test names what it failed on before.
+
+Toy scenario (tests/helpers/toy_scenarios.py)::
+
+    src:a (ramp) --p_mw--> sink:s
+    src:b (flat) --p_mw--> sink:s
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import cosim
+from cosim.run.session import Session
+from toy_scenarios import ramp_sink
+
+FAULTY = """
+[scenario]
+name = "faulty"
+start = 2024-07-15T00:00:00Z
+duration_s = 3600
+step_s = 60
+
+[sims]
+src = { adapter = "toy_faulty", fail_at_s = 600 }
+sink = { adapter = "toy_sink" }
+
+[entities]
+a = { sim = "src", model = "Faulty" }
+s = { sim = "sink", model = "Sink" }
+
+[[connect]]
+src = "a"
+dst = "s"
+attrs = ["p_mw"]
+"""
+
+
+def _metadata(result) -> dict:
+    return json.loads((result.run_dir / "metadata.json").read_text())
+
+
+def test_runs_in_one_process_keep_their_own_records(toy_adapters, write_scenario, tmp_path):
+    """Closing one Session, or a ``cosim.run`` on either engine, closed *every* recorder of the
+    process: the other Session went on stepping, recorded nothing more and still said ``ok``
+    (30 of 60 rows)."""
+    path = write_scenario(ramp_sink())
+    first = Session(path, out_dir=tmp_path / "a", report=False)
+    second = Session(path, out_dir=tmp_path / "b", report=False)
+    first.run_until(1800)
+    second.run_until(1800)
+    first.close()
+    for engine in ("direct", "mosaik"):
+        cosim.run(path, out_dir=tmp_path / engine, overrides={"scenario.engine": engine})
+    second.run_until(3600)
+    result = second.close()
+    assert first.result.status == "stopped" and len(first.result.timeseries()) == 30
+    assert result.status == "ok" and len(result.timeseries()) == 60
+
+
+def test_an_exception_in_the_with_block_says_interrupted(toy_adapters, write_scenario, tmp_path):
+    """It said ``stopped``, ``session closed at t = ...``: nothing told the run was cut by an error."""
+    with pytest.raises(ZeroDivisionError):
+        with Session(write_scenario(ramp_sink()), out_dir=tmp_path, report=False) as s:
+            s.run_until(600)
+            1 / 0
+    assert s.result.status == "interrupted"
+    assert s.result.reason == "interrupted by ZeroDivisionError: division by zero at t = 600 s of 3600 s"
+    assert _metadata(s.result)["status"] == "interrupted" and len(s.result.timeseries()) == 10
+
+
+def test_a_simulator_failing_mid_step_fails_the_run_and_stops_the_session(toy_adapters, write_scenario, tmp_path):
+    """The folder said ``stopped`` (no cause), and the session stepped on from half a step."""
+    with Session(write_scenario(FAULTY), out_dir=tmp_path, report=False) as s:
+        with pytest.raises(RuntimeError, match="injected failure at t = 600 s"):
+            s.run_until(3600)
+        with pytest.raises(RuntimeError, match="broke at t = 600 s .*injected failure"):
+            s.step()
+    assert s.result.status == "failed" and "injected failure at t = 600 s" in s.result.reason
+    assert len(s.result.timeseries()) == 10
+
+
+def test_a_simulator_failing_at_start_leaves_a_failed_folder(toy_adapters, write_scenario, tmp_path, monkeypatch):
+    """The folder said ``running`` for ever."""
+    import toy_sims
+
+    def broken(self):
+        raise RuntimeError("cannot open its data")
+
+    monkeypatch.setattr(toy_sims.SinkSim, "setup_done", broken, raising=False)
+    with pytest.raises(RuntimeError, match="cannot open its data"):
+        Session(write_scenario(ramp_sink()), out_dir=tmp_path / "runs", report=False)
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    meta = json.loads((run_dir / "metadata.json").read_text())
+    assert meta["status"] == "failed" and "cannot open its data" in meta["reason"]
+
+
+def test_set_takes_numpy_numbers_and_refuses_values_outside_the_adapters_bounds():
+    """``np.float32`` was refused as not a number; 5 MW on a ±1 MW battery or a 1,000 W cap on an
+    H100 was taken, then the adapter raised at the next step from inside the run."""
+    with Session("scenarios/rl_site.toml", {"scenario.duration_s": 3600}, record=False) as s:
+        s.set("bess", "p_set_mw", np.float32(0.5))
+        s.set("campus", "p_cap_w", np.int64(400))
+        with pytest.raises(cosim.ScenarioError, match="give a finite number"):
+            s.set("bess", "p_set_mw", 10**400)  # was OverflowError from math.isfinite
+        with pytest.raises(cosim.ScenarioError, match=r"bess.p_set_mw = 5.0: outside the bounds \[-1, 1\] mw"):
+            s.set("bess", "p_set_mw", 5.0)
+        with pytest.raises(cosim.ScenarioError, match=r"campus.p_cap_w = 1000: outside the bounds \[200, 700\] w"):
+            s.set("campus", "p_cap_w", 1000)
+        with pytest.raises(cosim.ScenarioError, match=r"campus.p_limit_mw = -5.0: outside the bounds \[0, inf\] mw"):
+            s.set("campus", "p_limit_mw", -5.0)  # no rated_mw: was taken, then the cluster failed the run
+        s.set("campus", "p_limit_mw", 1e4)  # any limit above the draw: no limit
+        held = s.engine.entity_sim["bess"].held
+        assert held[("bess", "p_set_mw")] == 0.5 and type(held[("bess", "p_set_mw")]) is float
+        s.run_until(900)  # the refused values were not held: the run steps on
+        assert s.time_s == 900
+
+
+@pytest.mark.parametrize("t_s", [float("nan"), "3600", None])
+def test_run_until_refuses_what_is_not_a_time(toy_adapters, write_scenario, t_s):
+    """NaN did nothing without a word; text gave a raw TypeError from the comparison."""
+    with Session(write_scenario(ramp_sink()), record=False) as s:
+        with pytest.raises(cosim.ScenarioError, match="t_s = .*give the simulation time"):
+            s.run_until(t_s)
+        assert s.run_until(600) == 600 and s.run_until(0) == 600  # a time passed already does nothing
+
+
+def test_a_scenario_object_takes_overrides_and_runs_as_direct(toy_adapters, write_scenario, tmp_path):
+    """The overrides were dropped for a Scenario (the whole hour ran), and a scenario loaded for
+    mosaik ran on the direct engine with ``engine = "mosaik"`` in its metadata."""
+    scn = cosim.load_scenario(write_scenario(ramp_sink()))
+    assert scn.engine == "mosaik"
+    with Session(scn, {"scenario.duration_s": 600}, out_dir=tmp_path, report=False) as s:
+        s.run_until(10**9)
+    assert s.result.status == "ok" and len(s.result.timeseries()) == 10
+    assert s.result.metadata["engine"] == "direct"
