@@ -143,12 +143,38 @@ def _read_description(path: str, mtime_ns: int, size: int):
     from fmpy import read_model_description  # fmpy loads ctypes and lxml: only when an FMU is looked at
 
     name = Path(path).name
+    not_fmu = _not_an_fmu(Path(path))
+    if not_fmu:
+        raise FmuError(f"{name}: {not_fmu}")
     try:
         return read_model_description(path, validate=True)
     except Exception as exc:  # fmpy raises zipfile, lxml and its own errors for a broken file
         problems = getattr(exc, "problems", None)
         detail = "; ".join(problems[:5]) if problems else f"{type(exc).__name__}: {exc}"
         raise FmuError(f"{name}: cannot read the model description: {detail}") from exc
+
+
+#: What an FMU is, for messages about a file that is not one.
+FMU_FIX = ("export it again from the modelling tool as an FMI 2.0 or 3.0 FMU (a zip archive with "
+           "modelDescription.xml at its top level)")
+
+
+def _not_an_fmu(path: Path) -> str:
+    """Why ``path`` is not an FMU cosim can read (not a zip, no model description, an FMI version
+    other than 2 or 3), before fmpy's schema check names it in its own terms; ``""`` otherwise."""
+    if not zipfile.is_zipfile(path):
+        return f"cannot read the model description: not a zip archive (not an FMU, or a truncated one); {FMU_FIX}"
+    try:
+        with zipfile.ZipFile(path) as zf:
+            if "modelDescription.xml" not in zf.namelist():
+                return f"cannot read the model description: the zip archive has none (not an FMU); {FMU_FIX}"
+            root = ET.fromstring(zf.read("modelDescription.xml"))
+    except (zipfile.BadZipFile, ET.ParseError, OSError):
+        return ""  # fmpy's reader names what is broken
+    version = root.get("fmiVersion", "")
+    if version.split(".")[0] not in ("2", "3"):
+        return f"fmiVersion = {version!r}: cosim runs FMI 2.0 and 3.0 FMUs; {FMU_FIX}"
+    return ""
 
 
 def read_description(path: Path):

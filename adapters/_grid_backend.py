@@ -8,13 +8,14 @@ plus a branch in ``GridSim.setup``/``meta_for``.
 
 from __future__ import annotations
 
+import dataclasses
 from functools import lru_cache
 from pathlib import Path
 from typing import Protocol
 
 import numpy as np
 
-from cosim.adapters._grid_opendss import circuit_info, compile_circuit, device_attrs, new_engine
+from cosim.adapters._grid_opendss import circuit_info, compile_circuit, device_attrs, isolated_buses, new_engine
 
 
 class GridBackend(Protocol):
@@ -63,7 +64,8 @@ def opendss_circuit_info(path: str | Path):
 def _circuit_info(path: str, _mtime_ns: int):
     dss = new_engine()
     compile_circuit(dss, Path(path))
-    return circuit_info(dss)
+    info = circuit_info(dss)
+    return dataclasses.replace(info, isolated_buses=isolated_buses(dss, info.buses))
 
 
 def opendss_grid_outputs(info) -> list[str]:

@@ -116,6 +116,11 @@ class CircuitInfo:
     #: lines (not switches) whose file gives no ampacity: OpenDSS rates them at its default 400 A
     #: (a LineCode or a bare Line) or at 0 A (a LineGeometry whose wires have none)
     unrated_lines: tuple[str, ...] = ()
+    #: base voltage of each bus, in ``buses`` order (0: none, the file sets no VoltageBases for it) [kV]
+    bus_kv_base: tuple[float, ...] = ()
+    #: positions (in ``buses``) of the buses left without a source in the file's own solve (filled
+    #: by validation, which solves the file once: :func:`isolated_buses`)
+    isolated_buses: tuple[int, ...] = ()
 
     @property
     def ids(self) -> dict[str, list[str]]:
@@ -172,7 +177,8 @@ def compile_circuit(dss, path: Path) -> None:
         dss.Text.Command("Clear")
         dss.Text.Command(f"Compile [{path}]")
     except Exception as exc:  # DSSException: a syntax or reference error in the file
-        raise ValueError(f"{path.name}: OpenDSS cannot compile it: {str(exc)[:200]}") from exc
+        text = " ".join(str(exc).split())  # OpenDSS's message spans lines: one line, as every problem
+        raise ValueError(f"{path.name}: OpenDSS cannot compile it: {text[:300]}") from exc
     try:
         name = dss.Circuit.Name()
     except Exception:  # DSSException "There is no active circuit!" (an empty file, one without a circuit)
@@ -185,11 +191,12 @@ def compile_circuit(dss, path: Path) -> None:
 
 def circuit_info(dss) -> CircuitInfo:
     """Buses (with their phases a/b/c), lines, non-regulator transformers, regulators, capacitors."""
-    buses, phases = [], []
+    buses, phases, kv_base = [], [], []
     for name in dss.Circuit.AllBusNames():
         dss.Circuit.SetActiveBus(name)
         buses.append(name)
         phases.append("".join(NODE_PHASE[n] for n in sorted(dss.Bus.Nodes()) if n in NODE_PHASE))
+        kv_base.append(float(dss.Bus.kVBase()))
     regs = list(dss.RegControls.AllNames()) if dss.RegControls.Count() else []
     reg_trafos = set()
     for reg in regs:
@@ -208,7 +215,26 @@ def circuit_info(dss) -> CircuitInfo:
         source_buses=_terminal_buses(dss, sources, position, first_only=True),
         reg_buses=_terminal_buses(dss, [f"transformer.{t}" for t in sorted(reg_trafos)], position),
         unrated_lines=unrated_lines(dss),
+        bus_kv_base=tuple(kv_base),
     )
+
+
+def isolated_buses(dss, buses: list[str]) -> tuple[int, ...]:
+    """Positions of the buses that one solve of the compiled circuit leaves de-energised (every node
+    at ~0 V: no path to a Vsource); empty when the circuit does not solve (the run says so then)."""
+    try:
+        dss.Solution.Solve()
+        if not dss.Solution.Converged():
+            return ()
+    except Exception:  # a singular system: nothing can be said before the run
+        return ()
+    found = []
+    for pos, name in enumerate(buses):
+        dss.Circuit.SetActiveBus(name)
+        volts = dss.Bus.VMagAngle()[::2]
+        if len(volts) and max(volts) < ISOLATED_PU:
+            found.append(pos)
+    return tuple(found)
 
 
 #: OpenDSS's ampacity of a line or line code that is given none. [A]

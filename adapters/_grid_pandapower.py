@@ -20,6 +20,7 @@ import numpy as np
 import pandapower as pp
 import pandapower.auxiliary as aux
 import pandapower.build_branch as build_branch
+import pandapower.topology as topology
 from scipy import sparse
 
 #: ``a.sum()`` without ndarray.sum's Python wrapper (it calls this ufunc reduction; same sums)
@@ -418,6 +419,37 @@ def locate_in(net, table: str, ref: str | int, ids: list[str] | None = None) -> 
     sample = ", ".join(names[:6] if any(n not in ("None", "nan") for n in names) else map(str, df.index[:6]))
     raise ValueError(f"unknown {table} {ref!r} in this network ({len(df)} in net.{table}, e.g. {sample}); "
                      f"give a {table} name or index")
+
+
+def slack_problems(net, network: str) -> list[str]:
+    """A problem when ``net`` has no in-service ``ext_grid`` nor slack ``gen``: pandapower then has no
+    reference bus and no step can be solved."""
+    ext_grid = net.ext_grid[net.ext_grid.in_service.astype(bool)] if len(net.ext_grid) else net.ext_grid
+    gen = net.gen
+    slack_gen = gen[gen.in_service.astype(bool) & gen.slack.astype(bool)] if len(gen) and "slack" in gen else gen.iloc[:0]
+    if len(ext_grid) or len(slack_gen):
+        return []
+    state = "none in service" if len(net.ext_grid) else "net.ext_grid is empty"
+    return [f"network {Path(network).name!r} has no source to solve from (no ext_grid or slack gen; {state}): "
+            "add one at the substation bus (pandapower.create_ext_grid(net, bus)) or set net.ext_grid.in_service "
+            "to true, and save the net again"]
+
+
+def unsupplied_bus_problem(net, bus_pos: int, ref: str | int) -> str | None:
+    """Why the bus at position ``bus_pos`` cannot serve an element (out of service, or no path of
+    in-service lines, transformers and closed switches to a source), or None when it can: an element
+    there would report its power while the grid carries none of it."""
+    bus = net.bus.index[bus_pos]
+    if "in_service" in net.bus and not bool(net.bus.in_service.iloc[bus_pos]):
+        return f"bus {ref!r} is out of service (net.bus.in_service is false): put it in service, or pick another bus"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        unsupplied = topology.unsupplied_buses(net)
+    if bus not in unsupplied:
+        return None
+    return (f"bus {ref!r} has no path to a source (ext_grid or slack gen) through in-service lines, transformers "
+            "and closed switches, so an element there would draw nothing from the grid while it reports its "
+            "power: pick a connected bus, or put the lines to it in service (net.line.in_service)")
 
 
 _SWAP_LOCK = threading.Lock()

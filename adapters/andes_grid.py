@@ -127,14 +127,19 @@ def case_path(case: str) -> str:
 def load_case(case: str):
     """An ANDES ``System`` of ``case``, not yet set up, its scripted events moved past the run."""
     andes = _andes()
+    path = case_path(case)
+    fix = "give an ANDES case file (.xlsx or .json, e.g. written by andes.io.xlsx.write) with its Bus table"
     try:
-        system = andes.load(case_path(case), setup=False, no_output=True, default_config=True)
-    except ValueError:
-        raise
-    except Exception as exc:  # a file ANDES cannot parse
-        raise ValueError(f"case = {case!r}: ANDES could not read it ({type(exc).__name__}: {exc})") from None
+        system = andes.load(path, setup=False, no_output=True, default_config=True)
+    except Exception as exc:  # a file ANDES cannot parse (a JSON syntax error is a ValueError too)
+        raise ValueError(f"case = {case!r}: ANDES could not read it ({type(exc).__name__}: {exc}); {fix}") from None
     if system is None:
-        raise ValueError(f"case = {case!r}: ANDES could not read it")
+        raise ValueError(f"case = {case!r}: ANDES could not read it; {fix}")
+    if not system.Bus.n:
+        raise ValueError(f"case = {case!r}: ANDES read no buses from it (is it an ANDES case?); {fix}")
+    if not system.GENROU.n:
+        raise ValueError(f"case = {case!r}: no synchronous machine (GENROU), so no frequency to simulate; give a "
+                         "case with its dynamic data (e.g. ANDES's ieee14_full.xlsx rather than ieee14.raw)")
     for model, names in EVENT_TIMES.items():
         for name in names:
             values = getattr(system, model).__dict__[name].v

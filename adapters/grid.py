@@ -114,6 +114,8 @@ from cosim.adapters._grid_pandapower import (  # noqa: F401 — re-exported for 
     element_ids,
     locate_in,
     sanitise,
+    slack_problems,
+    unsupplied_bus_problem,
 )
 
 
@@ -364,6 +366,9 @@ class GridSim(CosimSim):
                 known = info.buses
             else:
                 net = grid_models.load_network(sim_params.network, **sim_params.network_params)
+                no_source = slack_problems(net, sim_params.network)
+                if no_source:
+                    return no_source
                 known = [str(n) for n in net.bus.name] if "name" in net.bus else []
                 known += [str(i) for i in net.bus.index]
             unknown = [b for b in sim_params.exclude_buses or ()
@@ -399,10 +404,16 @@ class GridSim(CosimSim):
         net = grid_models.load_network(sim_params.network, **sim_params.network_params)
         table, ref = ("bus", params.bus) if params.bus is not None else (MODEL_KIND[model], params.element)
         try:
-            locate_in(net, table, ref)
+            pos = locate_in(net, table, ref)
         except ValueError as exc:
             return [str(exc)]
-        return []
+        if table != "bus":
+            ref = net[table].bus.iloc[pos]
+            pos = int(net.bus.index.get_loc(ref))
+        if slack_problems(net, sim_params.network):
+            return []  # said once, for the sim
+        problem = unsupplied_bus_problem(net, pos, params.bus if params.bus is not None else ref)
+        return [problem] if problem else []
 
     # -- mosaik hooks -------------------------------------------------------------------
     def setup(self) -> None:
@@ -747,6 +758,13 @@ def _opendss_entity_problems(model: str, params: ElementParams, sim_params: SimP
     have = info.bus_phases[match[0]]
     if set(params.phases) - set(have):
         return [f"bus {ref!r} has phases {have!r}, not {params.phases!r}; set phases to a subset of {have!r}"]
+    if info.bus_kv_base and not info.bus_kv_base[match[0]] > 0:
+        return [f"bus {ref!r} has no base voltage: add its kV to 'Set VoltageBases = [...]' (then "
+                f"'CalcVoltageBases') in {path.name}"]
+    if match[0] in info.isolated_buses:
+        return [f"bus {ref!r} has no path to a source in {path.name} (OpenDSS solves it at 0 V), so an element "
+                "there would draw nothing from the grid while it reports its power: pick a connected bus, or "
+                "connect it (enable its lines, close its switches)"]
     return []
 
 

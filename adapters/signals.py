@@ -171,10 +171,10 @@ def _read_table_cached(path: str, mtime_ns: int, size: int, time_column: str, tz
     except Exception as exc:  # pandas raises many types for a bad file
         raise DataError(f"{name}: cannot read as CSV/Parquet: {_quote(exc, 150)}") from exc
     if time_column not in frame.columns:
-        raise DataError(
-            f"{name}: no time column {time_column!r}; columns: {_quote_names(frame.columns)} "
-            "(set time_column; is this the data file you meant?)"
-        )
+        other = next((sep for sep in ";\t|" if len(frame.columns) == 1 and sep in str(frame.columns[0])), None)
+        hint = (f"the file is separated by {other!r}, not commas: write it comma-separated" if other else
+                "set time_column; is this the data file you meant?")
+        raise DataError(f"{name}: no time column {time_column!r}; columns: {_quote_names(frame.columns)} ({hint})")
     if len(frame) < 2:
         raise DataError(f"{name}: needs at least two rows, has {len(frame)}")
     times = _parse_times(frame[time_column], name, tz)
@@ -218,9 +218,11 @@ def _parse_times(raw: pd.Series, name: str, tz: str | None) -> np.ndarray:
         bad = parsed.isna()
         if bad.any():
             row = int(np.argmax(bad.to_numpy()))
+            hint = ("; numbers are not read as times (epoch seconds?): write them as ISO 8601 UTC times, e.g. "
+                    "pandas.to_datetime(seconds, unit='s', utc=True)" if pd.api.types.is_numeric_dtype(raw) else "")
             raise DataError(
-                f"{name}: timestamp {_quote(repr(raw.iloc[row]))} in row {row} is not ISO 8601 "
-                "(e.g. 2024-07-15T13:00:00Z)"
+                f"{name}: timestamp {_quote(repr(str(raw.iloc[row])))} in row {row} is not ISO 8601 "
+                f"(e.g. 2024-07-15T13:00:00Z){hint}"
             )
     if parsed.dt.tz is None:
         try:
@@ -291,6 +293,9 @@ class TimeSeries:
             )
         self.names = list(columns)
         arrays = []
+        #: source column -> data rows with no value (filled by _numeric: held or bridged)
+        self.gaps = {source_column(s): np.flatnonzero(pd.to_numeric(frame[source_column(s)], errors="coerce").isna())
+                     for s in columns.values()}
         for attr, spec in columns.items():
             scale, offset = conversion(attr, spec)
             arrays.append(_numeric(frame, source_column(spec), options.interpolation, times) * scale + offset)
@@ -322,7 +327,37 @@ class TimeSeries:
 
     # -- checks -----------------------------------------------------------------------------
     def problems(self, start: datetime, end: datetime) -> list[str]:
-        """What keeps this series from covering the run ``[start, end)``; empty when fine."""
+        """What keeps this series from covering the run ``[start, end)``; empty when fine (and a
+        warning for empty values in the rows the run reads)."""
+        found = self._coverage_problems(start, end)
+        return found if any(not p.startswith("warning: ") for p in found) else [*found, *self._gap_warnings(start, end)]
+
+    def _read_windows(self, start: datetime, end: datetime) -> list[tuple[float, float]]:
+        """The spans of data time ``[lo, hi)`` the run ``[start, end)`` reads. [UTC epoch s]"""
+        span_s = self.end_s - self.start_s
+        if not (self.options.repeat or self.options.align_year):
+            return [(_epoch(start), _epoch(end))]
+        if (end - start).total_seconds() >= (span_s if self.options.repeat else _YEAR_S):
+            return [(self.start_s, self.end_s)]
+        lo, hi = self.source_s(start), self.source_s(end - timedelta(seconds=1)) + 1.0
+        return [(lo, hi)] if lo < hi else [(lo, self.end_s), (self.start_s, hi)]
+
+    def _gap_warnings(self, start: datetime, end: datetime) -> list[str]:
+        """A warning per column with empty values (NaN, blank, ``n/a``) in the rows the run reads."""
+        found = []
+        starts, ends = self.times_s, np.append(self.times_s[1:], self.end_s)
+        how = "held from the row before" if self.options.interpolation == "hold" else "bridged linearly"
+        for column, rows in self.gaps.items():
+            rows = rows[rows < len(starts)]
+            read = [r for r in rows if any(starts[r] < hi and ends[r] > lo for lo, hi in self._read_windows(start, end))]
+            if read:
+                found.append(f"warning: {self.path.name}: column {column!r} has {len(read)} empty value(s) in the "
+                             f"rows this run reads (first in row {read[0]}, {_iso(starts[read[0]])}): they are {how} "
+                             f"(interpolation = {self.options.interpolation!r}); fill them in the file if that is "
+                             "not what they mean")
+        return found
+
+    def _coverage_problems(self, start: datetime, end: datetime) -> list[str]:
         if self.options.repeat:
             return self._period_problems()
         span = f"{self.path.name} covers {_iso(self.start_s)} to {_iso(self.end_s)}"

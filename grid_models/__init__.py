@@ -176,14 +176,33 @@ def _resolve(spec: str, base_dir, params: dict) -> tuple[str, str, dict]:
 
 def _build(kind: str, target: str, params: dict) -> pandapowerNet:
     if kind == "json":
+        fix = "give a file written by pandapower.to_json(net, path)"
+        reason = _not_a_net(Path(target))
+        if reason:
+            raise ValueError(f"{Path(target).name}: not a pandapower JSON network ({reason}); {fix}")
         try:
             return pp.from_json(target)
         except Exception as exc:  # pandapower raises many kinds for a file that is not a net
-            raise ValueError(f"{Path(target).name}: not a pandapower JSON network ({type(exc).__name__}: {exc})") from exc
+            raise ValueError(f"{Path(target).name}: not a pandapower JSON network ({type(exc).__name__}: {exc}); "
+                             f"{fix}") from exc
     try:
         return _module(target).build(**params)
     except TypeError as exc:
         raise ValueError(f"network {target!r}: bad network_params {params}: {exc}") from exc
+
+
+def _not_a_net(path: Path) -> str:
+    """Why ``path`` cannot be a pandapower net before pandapower reads it (not JSON, or JSON of
+    something else), or ``""``."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8", errors="replace"))
+    except json.JSONDecodeError as exc:
+        return f"not JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}"
+    if not isinstance(data, dict):
+        return f"JSON, but a {type(data).__name__}, not a net"
+    if "pandapowerNet" not in str(data.get("_class", "")) and "bus" not in data:  # older files: a table dict
+        return f"JSON, but an object with keys {', '.join(list(data)[:5]) or 'none'}: no net, no bus table"
+    return ""
 
 
 def _module(name: str) -> ModuleType:

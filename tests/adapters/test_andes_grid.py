@@ -106,3 +106,34 @@ def test_a_relative_case_file_resolves_from_the_scenario_folder(tmp_path):
     with pytest.raises(ScenarioError) as info:
         load_scenario(_scenario(tmp_path, **{'case = "ieee39"': 'case = "missing.xlsx"'}))
     assert "give one of ieee14, ieee39" in str(info.value)
+
+
+def _keep_sheets(tmp_path, *names: str) -> None:
+    """ieee14_full.xlsx with only the sheets ``names`` (``mine.xlsx``)."""
+    import openpyxl
+
+    book = openpyxl.load_workbook(andes_grid.case_path("ieee14"))
+    for sheet in [s for s in book.sheetnames if s not in names]:
+        del book[sheet]
+    book.save(tmp_path / "mine.xlsx")
+
+
+@pytest.mark.parametrize("name, make, expected", [
+    ("mine.json", lambda tmp: (tmp / "mine.json").write_text("{not json"), "JSONDecodeError"),
+    ("mine.json", lambda tmp: (tmp / "mine.json").write_text('{"a": 1}'), "could not read it"),
+    ("mine.xlsx", lambda tmp: (tmp / "mine.xlsx").write_text("not a spreadsheet"), "could not read it"),
+    ("mine.xlsx", lambda tmp: _keep_sheets(tmp, "Area"), "ANDES read no buses from it"),
+    ("mine.xlsx", lambda tmp: _keep_sheets(tmp, "Bus", "PQ", "PV", "Slack", "Line", "Shunt", "Area"),
+     "no synchronous machine (GENROU)"),
+])
+def test_an_unusable_case_file_is_one_problem_naming_it(tmp_path, name, make, expected):
+    """A case file that is not JSON, not a case, or a case without buses or machines: one problem at the
+    sim, naming ``case`` and the file (before: a bare JSON error without the file or key; a workbook
+    without buses validated the sim and blamed the entity's bus; a case without machines validated)."""
+    make(tmp_path)
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(_scenario(tmp_path, **{'case = "ieee39"': f'case = "{name}"'}))
+    problems = info.value.problems
+    assert len(problems) == 1, problems
+    assert problems[0].path.startswith("sims.") and f"case = '{tmp_path / name}'" in problems[0].message
+    assert expected in problems[0].message

@@ -327,3 +327,87 @@ def test_branch_currents_product_is_scipys():
         v = rng.normal(size=cols) + 1j * rng.normal(size=cols)
         assert np.array_equal(_matvec(m, v), m @ v)
         assert np.array_equal(_matvec(m.tocsc(), v), m @ v)  # another format: the operator, not the CSR loop
+
+
+# -- a user's own pandapower JSON network: every mistake is one validation problem -----------------
+USER_NET_SCENARIO = """
+[scenario]
+name = "user_net"
+start = 2024-07-15T00:00:00Z
+duration_s = 600
+step_s = 60
+
+[sims.grid]
+adapter = "grid"
+network = "my.json"
+
+[entities.site]
+sim = "grid"
+model = "Load"
+bus = "{bus}"
+p_mw = 1.0
+"""
+
+
+def _user_net():
+    """A three-bus feeder src - mid - end with its source at src."""
+    net = pp.create_empty_network()
+    buses = [pp.create_bus(net, 20.0, name=name) for name in ("src", "mid", "end")]
+    pp.create_ext_grid(net, buses[0])
+    for a, b, name in ((0, 1, "l1"), (1, 2, "l2")):
+        pp.create_line(net, buses[a], buses[b], 1.0, "NA2XS2Y 1x95 RM/25 12/20 kV", name=name)
+    return net
+
+
+def _no_ext_grid(net):
+    net.ext_grid.drop(net.ext_grid.index, inplace=True)
+
+
+def _isolated_bus(net):
+    pp.create_bus(net, 20.0, name="island")
+
+
+def _lines_out(net):
+    net.line["in_service"] = False
+
+
+def _bus_out(net):
+    net.bus.loc[net.bus.name == "end", "in_service"] = False
+
+
+@pytest.mark.parametrize("edit, bus, expected", [
+    (lambda net: net.ext_grid.__setitem__("in_service", False), "mid", "no source to solve from"),
+    (_no_ext_grid, "mid", "no source to solve from"),
+    (_isolated_bus, "island", "bus 'island' has no path to a source"),
+    (_lines_out, "end", "bus 'end' has no path to a source"),
+    (_bus_out, "end", "bus 'end' is out of service"),
+    (None, "nowhere", "unknown bus 'nowhere'"),
+])
+def test_a_user_net_that_cannot_serve_the_entity_is_one_problem(tmp_path, edit, bus, expected):
+    """A net without a source, or an entity at a bus no in-service path reaches, fails validation
+    with one problem (before the fix: validation said ok, and the run either failed in pandapower
+    or silently left the entity's load unserved while it reported p_mw = 1)."""
+    from cosim.errors import ScenarioError
+    from cosim.scenario import load_scenario
+
+    net = _user_net()
+    if edit is not None:
+        edit(net)
+    pp.to_json(net, str(tmp_path / "my.json"))
+    path = tmp_path / "scenario.toml"
+    path.write_text(USER_NET_SCENARIO.format(bus=bus))
+    with pytest.raises(ScenarioError) as caught:
+        load_scenario(path)
+    problems = caught.value.problems
+    assert len(problems) == 1, problems
+    assert expected in problems[0].message
+    assert problems[0].path in ("sims.grid", "entities.site")
+
+
+def test_a_user_net_with_its_source_validates(tmp_path):
+    from cosim.scenario import load_scenario
+
+    pp.to_json(_user_net(), str(tmp_path / "my.json"))
+    path = tmp_path / "scenario.toml"
+    path.write_text(USER_NET_SCENARIO.format(bus="end"))
+    assert load_scenario(path).scenario.name == "user_net"

@@ -343,3 +343,70 @@ def test_attached_loads_follow_opendss_default_vminpu():
     assert _served_kw(wide, "x") == pytest.approx(800.0, rel=1e-3)  # to the solver tolerance
     light = make_sim(regulators="fixed", tap_positions=IEEE13_PUBLISHED_TAPS, entities=[("x", "Load", {**heavy, "p_mw": 0.1, "q_mvar": 0.0})])
     assert step(light)["bus_675_c_vm_pu"] > 0.95 and _served_kw(light, "x") == pytest.approx(100.0, rel=1e-3)
+
+
+# -- a user's own .dss feeder: every mistake is one validation problem ------------------------------
+USER_FEEDER = """Clear
+New Circuit.mine basekv=12.47 pu=1.0 phases=3 bus1=src
+New Line.l1 bus1=src bus2=mid phases=3 length=1 units=km r1=0.1 x1=0.2 normamps=400
+New Line.l2 bus1=far bus2=far2 phases=3 length=1 units=km r1=0.1 x1=0.2 normamps=400
+New Load.ld bus1=far2 phases=3 kv=12.47 kw=500 kvar=100
+Set VoltageBases=[12.47]
+CalcVoltageBases
+"""
+
+USER_FEEDER_SCENARIO = """
+[scenario]
+name = "user_feeder"
+start = 2024-07-15T00:00:00Z
+duration_s = 600
+step_s = 60
+
+[sims.grid]
+adapter = "grid"
+engine = "opendss"
+network = "mine.dss"
+
+[entities.site]
+sim = "grid"
+model = "Load"
+bus = "{bus}"
+p_mw = 1.0
+"""
+
+
+@pytest.mark.parametrize("feeder, bus, path, expected", [
+    (USER_FEEDER, "far2", "entities.site", "bus 'far2' has no path to a source"),
+    (USER_FEEDER.replace("Set VoltageBases=[12.47]\nCalcVoltageBases\n", ""), "mid", "entities.site",
+     "bus 'mid' has no base voltage"),
+    (USER_FEEDER.replace("New Line.l1", "New Lin.l1"), "mid", "sims.grid", 'Object Type "Lin" not found'),
+    ("Clear\nRedirect missing_part.dss\n", "mid", "sims.grid", "Redirect file not found"),
+    ("New Linecode.lc nphases=3 r1=0.1 x1=0.2\n", "mid", "sims.grid", "circuit"),
+    ("", "mid", "sims.grid", "defines no circuit"),
+    (USER_FEEDER, "nowhere", "entities.site", "unknown bus 'nowhere'"),
+])
+def test_a_user_feeder_mistake_is_one_single_line_problem(tmp_path, feeder, bus, path, expected):
+    """Each broken feeder gives exactly one problem, on one line, at the key that owns it (before the
+    fix: an entity at an isolated bus validated and ran with its load silently unserved; a bus without
+    a base voltage validated and failed the run; OpenDSS's messages spanned several lines)."""
+    from cosim.errors import ScenarioError
+    from cosim.scenario import load_scenario
+
+    (tmp_path / "mine.dss").write_text(feeder)
+    scenario = tmp_path / "scenario.toml"
+    scenario.write_text(USER_FEEDER_SCENARIO.format(bus=bus))
+    with pytest.raises(ScenarioError) as caught:
+        load_scenario(scenario)
+    problems = caught.value.problems
+    assert len(problems) == 1, problems
+    assert problems[0].path == path and expected in problems[0].message
+    assert "\n" not in str(problems[0])
+
+
+def test_a_user_feeder_at_a_connected_bus_validates(tmp_path):
+    from cosim.scenario import load_scenario
+
+    (tmp_path / "mine.dss").write_text(USER_FEEDER)
+    scenario = tmp_path / "scenario.toml"
+    scenario.write_text(USER_FEEDER_SCENARIO.format(bus="mid"))
+    assert load_scenario(scenario).scenario.name == "user_feeder"

@@ -85,6 +85,51 @@ def test_gaps_are_held_or_bridged(tmp_path):
     assert series(path, {"x_mw": "x"}, interpolation="linear").at(utc(2024, 1, 1, 1))["x_mw"] == 4
 
 
+
+GAPPY = ("time_utc,x\n2024-01-01T00:00Z,2\n2024-01-01T01:00Z,{}\n2024-01-01T02:00Z,6\n"
+         "2024-01-01T03:00Z,7\n2024-01-01T04:00Z,8\n")
+
+
+@pytest.mark.parametrize("empty", ["", "NaN", "n/a", "NA", "null"])
+@pytest.mark.parametrize("interpolation, how", [("hold", "held from the row before"), ("linear", "bridged linearly")])
+def test_empty_values_the_run_reads_are_a_warning(tmp_path, empty, interpolation, how):
+    """An empty value (blank, NaN, n/a, ...) in the rows a run reads is filled, and validation says so
+    with the column, row and time (before: filled silently); a run that does not read it hears nothing."""
+    path = write(tmp_path, GAPPY.format(empty))
+    params = SimParams(file=path, columns={"x_mw": "x"}, interpolation=interpolation)
+    (warning,) = SignalsSim.check(params, ctx(utc(2024, 1, 1), 4 * 3600))
+    assert warning.startswith("warning: s.csv: column 'x' has 1 empty value(s)")
+    assert "row 1, 2024-01-01T01:00:00Z" in warning and how in warning
+    assert SignalsSim.check(params, ctx(utc(2024, 1, 1, 2), 3600)) == []  # reads rows 2 and 3 only
+
+
+@pytest.mark.parametrize("options, start, duration_s, warned", [
+    # the file loops every 5 h from 2024-01-01 00:00, so 2024-01-02 01:00 reads its 00:00
+    ({"repeat": True}, utc(2024, 1, 2, 1), 3600, False),  # 00:00-01:00 of the loop: row 0 only
+    ({"repeat": True}, utc(2024, 1, 2, 2), 3600, True),  # 01:00-02:00: the empty row
+    ({"repeat": True}, utc(2024, 1, 2, 5, 30), 3 * 3600, True),  # wraps: 04:30-05:00, then 00:00-02:30
+    ({"repeat": True}, utc(2024, 1, 2, 5, 30), 5400, False),  # wraps: 04:30-05:00, then 00:00-01:00
+    ({}, utc(2024, 1, 1, 0, 30), 1800, False),
+])
+def test_empty_values_are_found_through_the_time_mapping(tmp_path, options, start, duration_s, warned):
+    path = write(tmp_path, GAPPY.format(""))
+    params = SimParams(file=path, columns={"x_mw": "x"}, **options)
+    found = [p for p in SignalsSim.check(params, ctx(start, duration_s)) if "empty value" in p]
+    assert bool(found) == warned, found
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("time_utc,x\n1704067200,1\n1704070800,2\n", "numbers are not read as times"),
+    ("time_utc;x\n2024-01-01T00:00Z;1\n2024-01-01T01:00Z;2\n", "separated by ';', not commas"),
+    ("time_utc\tx\n2024-01-01T00:00Z\t1\n2024-01-01T01:00Z\t2\n", "separated by '\\t', not commas"),
+])
+def test_a_misformatted_file_gets_its_fix(tmp_path, text, expected):
+    """Epoch numbers as times, or another separator: the message says what to change (before: a
+    numpy repr, ``np.int64(1704067200)``, or a bare list of one odd column name)."""
+    problems = SignalsSim.check(SimParams(file=write(tmp_path, text), columns={"x_mw": "x"}), ctx(utc(2024, 1, 1), 60))
+    assert len(problems) == 1 and expected in problems[0] and "np.int64" not in problems[0]
+
+
 # -- units ------------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("attr", "from_unit", "raw", "expected"),

@@ -114,3 +114,21 @@ def test_simbench_cache_dir_follows_xdg(monkeypatch, tmp_path):
 def test_bad_simbench_code_is_a_value_error():
     with pytest.raises(ValueError, match="SimBench"):
         grid_models.load_network("simbench:not a code")
+
+
+@pytest.mark.parametrize("text, reason", [
+    ("this is not json {", "not JSON"),
+    ("", "not JSON"),
+    ('{"a": 1, "b": [1, 2]}', "JSON, but an object with keys a, b"),
+    ("[1, 2, 3]", "JSON, but a list"),
+])
+def test_a_json_file_that_is_not_a_net_says_why_and_how_to_fix(tmp_path, text, reason):
+    """Not JSON, or JSON of something else: one ValueError naming the file, the reason and the fix
+    (before: pandapower's internal exception, e.g. "AttributeError: 'dict' object has no attribute
+    'version'", and no fix)."""
+    (tmp_path / "mine.json").write_text(text)
+    with pytest.raises(ValueError) as caught:
+        grid_models.load_network("mine.json", base_dir=tmp_path)
+    message = str(caught.value)
+    assert message.startswith("mine.json: not a pandapower JSON network")
+    assert reason in message and "pandapower.to_json" in message

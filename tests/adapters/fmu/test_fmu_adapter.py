@@ -368,3 +368,25 @@ def test_cooling_summer_week_scenario_validates(shipped_fmus):
 
     scn = cosim.validate(Path(__file__).resolve().parents[3] / "scenarios" / "cooling_summer_week.toml")
     assert {"hall_air", "plant_air", "dlc", "hall_rest", "plant_rest"} <= set(scn.entities)
+
+
+@pytest.mark.parametrize("make, expected", [
+    (lambda path, xml: path.write_text("hello, I am not a zip"), "not a zip archive"),
+    (lambda path, xml: _zip(path, {"readme.txt": "hi"}), "the zip archive has none (not an FMU)"),
+    (lambda path, xml: _zip(path, {"modelDescription.xml": xml.replace('fmiVersion="2.0"', 'fmiVersion="1.0"')}),
+     "fmiVersion = '1.0': cosim runs FMI 2.0 and 3.0 FMUs"),
+    (lambda path, xml: _zip(path, {"modelDescription.xml": xml.replace('fmiVersion="2.0"', 'fmiVersion="banana"')}),
+     "fmiVersion = 'banana'"),
+])
+def test_a_file_that_is_not_a_usable_fmu_gets_one_message_with_the_fix(foreign_fmu, tmp_path, make, expected):
+    """Not a zip, a zip without a model description, FMI 1.0 or a made-up version: one message naming
+    the file, what is wrong and how to export it (before: fmpy's KeyError, or a list of schema errors
+    for FMI 1.0 that never said the version)."""
+    with zipfile.ZipFile(foreign_fmu) as zf:
+        xml = zf.read("modelDescription.xml").decode()
+    assert 'fmiVersion="2.0"' in xml
+    path = tmp_path / "mine.fmu"
+    make(path, xml)
+    problems = FmuSim.check(SimParams(fmu=str(path)), None)
+    assert len(problems) == 1
+    assert problems[0].startswith("mine.fmu: ") and expected in problems[0] and "FMI 2.0 or 3.0" in problems[0]
