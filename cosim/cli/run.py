@@ -69,6 +69,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"run folder: {result.run_dir}")
         if (result.run_dir / "report.html").is_file():
             print(f"report: {result.run_dir / 'report.html'}")
+    for text in result.metadata.get("warnings", []):  # the run's guards (validation's were printed above)
+        if text.startswith("after the run: "):
+            print(f"warning: {text}", file=sys.stderr)
     behind = result.metadata.get("rt_behind_max_s")
     if behind is not None and behind > 0.5 * (scn.scenario.rt_factor or 0) * scn.scenario.step_s:
         print(f"warning: the run fell behind real time by up to {behind:.2f} s (rt_factor {scn.scenario.rt_factor:g})",

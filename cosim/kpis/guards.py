@@ -15,8 +15,15 @@ from the scenario's connections; not its diagnostics such as a dual variable), a
   0 and is not judged), the share of the run's steps at which it, once it first moved, sits at
   its lowest value, when that value is at most a tenth of its highest, ``floor_frac``.
 
-Per column with a finding, ``guards.<entity.attr>`` holds ``chatter_frac`` / ``floor_frac`` and a
-``warning`` text; the run's ``metadata.json`` "warnings" and the report repeat the texts
+A third guard reads the grids (role ``grid``): **voltage collapse**, the network's lowest voltage
+``vm_min_pu`` below :data:`COLLAPSE_PU` (0.5 pu) for :data:`COLLAPSE_S` (5 s) or more of the run in
+all. A power flow can converge there (OpenDSS serves a load below its ``vminpu`` as an impedance,
+so the step "solves" at a few percent of nominal voltage while the load draws a fraction of its
+power): the run is ``ok`` but the feeder could not carry what it was given. A fault's dip (a tenth
+of a second to a few seconds) stays under the time.
+
+Per column with a finding, ``guards.<entity.attr>`` holds ``chatter_frac`` / ``floor_frac`` (or
+``collapse_s`` / ``vm_min_pu``) and a ``warning`` text; the run's ``metadata.json`` "warnings" and the report repeat the texts
 (:func:`run_warnings`). A guard fires at ``CHATTER_FRAC`` (30 %) and ``FLOOR_FRAC`` (50 %) of the
 steps: a controller that does this for less is doing its job in a hard hour.
 """
@@ -42,11 +49,21 @@ CHATTER_FRAC = 0.3
 FLOOR_FRAC = 0.5
 #: fewest recorded steps a guard judges.
 MIN_STEPS = 10
+#: a grid's lowest voltage below this is a collapse, not a sag or a fault's dip. [pu]
+COLLAPSE_PU = 0.5
+#: time below COLLAPSE_PU, in all, from which a grid is said to have collapsed (longer than faults last). [s]
+COLLAPSE_S = 5.0
 
 
 def _columns(columns: list[str], roles: RunRoles) -> list[str]:
     ctl = set(roles.entities_with("controller"))
-    return [c for c in columns if c.partition(".")[0] in ctl]
+    grids = {f"{g}.vm_min_pu" for g in roles.entities_with("grid")}
+    return [c for c in columns if c.partition(".")[0] in ctl or c in grids]
+
+
+def collapse_s(vm_min_pu: np.ndarray, dt_s: float) -> float:
+    """Time the lowest voltage spent below :data:`COLLAPSE_PU`, in all. [s]"""
+    return float((np.asarray(vm_min_pu, dtype=float) < COLLAPSE_PU).sum() * dt_s)
 
 
 def chatter_frac(x: np.ndarray) -> float:
@@ -82,7 +99,19 @@ def floor_frac(x: np.ndarray) -> float:
 def _compute(inp: KpiInput) -> dict[str, Any]:
     found: dict[str, Any] = {}
     fed = inp.params.get(FED_PARAM)
+    grids = set(inp.roles.entities_with("grid"))
     for col in _columns(list(inp.ts.columns), inp.roles):
+        if col.partition(".")[0] in grids:
+            x = np.asarray(inp.ts[col], dtype=float)
+            low_s = collapse_s(x, inp.dt_h * 3600.0)
+            if low_s >= COLLAPSE_S:
+                vm = float(np.nanmin(x))
+                found[col] = {"collapse_s": low_s, "vm_min_pu": vm, "warning": (
+                    f"{col} was below {COLLAPSE_PU:g} pu for {low_s:g} s (lowest {vm:.3g} pu): the network collapsed "
+                    "under what it was given; a power flow that converges there serves loads as impedances "
+                    "(OpenDSS below vminpu), so their power was not delivered; smaller loads, another bus, or "
+                    "voltage support")}
+            continue
         if fed is not None and col not in fed:
             continue
         try:
@@ -109,5 +138,5 @@ def run_warnings(kpis: dict[str, Any]) -> list[str]:
             if isinstance(v, dict) and v.get("warning")]
 
 
-BLOCK = Block("guards", "Guards (controllers chattering or saturated)", 99, _columns, _compute,
-              headline=("chatter_frac", "floor_frac"))
+BLOCK = Block("guards", "Guards (controllers chattering or saturated, grids collapsed)", 99, _columns, _compute,
+              headline=("chatter_frac", "floor_frac", "collapse_s"))

@@ -79,3 +79,73 @@ def test_only_setpoints_that_feed_another_entity_are_judged_and_sentinels_are_no
     fed = KpiInput(ts=inp.ts, dt_h=inp.dt_h, step_s=1.0, roles=roles, links={},
                    params={FED_PARAM: ["ofo.n_batch_max", "ffr.p_limit_mw"]})
     assert set(BLOCK.compute(fed)["guards"]) == {"ofo.n_batch_max"}
+
+
+@pytest.mark.parametrize(("dt_s", "low_steps", "fires"), [
+    (60.0, 1, True),    # one quasi-static minute at a few percent: a collapse
+    (1.0, 5, True),     # 5 s at 1 s steps
+    (1.0, 4, False),    # 4 s: a long fault's dip, not a collapse
+    (0.1, 30, False),   # three 100 ms faults ... and then some: 3 s in all
+    (0.1, 60, True),    # 6 s at 0.1 s steps
+])
+def test_a_grid_below_half_voltage_for_seconds_is_a_collapse_a_faults_dip_is_not(dt_s, low_steps, fires):
+    """OpenDSS serves a load below its vminpu as an impedance, so a step can converge at 0.015 pu (a
+    review's overloaded feeder, 2026-12-05): ``converged`` and ``ok``, the power not delivered."""
+    n = 100
+    vm = np.r_[np.full(n - low_steps, 0.97), np.full(low_steps, 0.015)]
+    frame = pd.DataFrame({"feeder.vm_min_pu": vm, "feeder.vm_max_pu": np.full(n, 1.0), "site.p_mw": np.ones(n)})
+    frame.index = pd.date_range("2024-01-01", periods=n, freq=f"{int(dt_s * 1000)}ms", tz="UTC")
+    roles = RunRoles(entities={"feeder": "grid", "site": "it"})
+    kpis = BLOCK.compute(KpiInput(ts=frame, dt_h=dt_s / 3600, step_s=dt_s, roles=roles, links={}))
+    found = kpis.get("guards", {})
+    assert set(found) == ({"feeder.vm_min_pu"} if fires else set())
+    if fires:
+        assert found["feeder.vm_min_pu"]["collapse_s"] == pytest.approx(low_steps * dt_s)
+        (text,) = run_warnings(kpis)
+        assert "feeder.vm_min_pu was below 0.5 pu" in text and "collapsed" in text
+
+
+TINY_FEEDER = """Clear
+New Circuit.tiny basekv=12.47 pu=1.0 phases=3 bus1=src
+New Line.l1 bus1=src bus2=mid phases=3 length=1 units=km r1=0.1 x1=0.2 normamps=400
+New Line.l2 bus1=mid bus2=end phases=3 length=1 units=km r1=0.1 x1=0.2 normamps=400
+Set VoltageBases=[12.47]
+CalcVoltageBases
+"""
+COLLAPSE_SCENARIO = """[scenario]
+name = "tiny_collapse"
+start = 2024-07-15T00:00:00Z
+duration_s = 600
+step_s = 60
+engine = "direct"
+
+[sims.grid]
+adapter = "grid"
+engine = "opendss"
+network = "tiny.dss"
+
+[entities.feeder]
+sim = "grid"
+model = "Grid"
+
+[entities.site]
+sim = "grid"
+model = "Load"
+bus = "end"
+p_mw = {p_mw}
+"""
+
+
+@pytest.mark.parametrize(("p_mw", "fires"), [(2000.0, True), (1.0, False)])
+def test_an_opendss_feeder_that_converges_collapsed_is_said_even_by_a_quiet_run(tmp_path, capsys, p_mw, fires):
+    """2,000 MW on a 12.47 kV feeder: OpenDSS serves the load as an impedance below its vminpu and the
+    solve converges at ~0.14 pu every step: the run was ``ok`` with nothing said. ``cosim run --quiet``
+    now prints the after-run warning on stderr (and metadata.json keeps it)."""
+    from cosim.cli import main
+
+    (tmp_path / "tiny.dss").write_text(TINY_FEEDER)
+    path = tmp_path / "s.toml"
+    path.write_text(COLLAPSE_SCENARIO.format(p_mw=p_mw))
+    assert main(["run", str(path), "--out", str(tmp_path / "runs"), "--quiet", "--no-report"]) == 0
+    err = capsys.readouterr().err
+    assert ("warning: after the run: feeder.vm_min_pu was below 0.5 pu for 600 s" in err) is fires, err
