@@ -30,7 +30,9 @@ written in any ``.dss`` file does, and as OpenG2G's datacenter loads do); ``load
 ``vmin_pu`` and ``vmax_pu`` change them per element. Below ``vmin_pu`` OpenDSS serves the
 element as an impedance: the feeder then carries ``p_mw · (v / vmin_pu)²``, less than the
 element's ``p_mw`` (which reports the setpoint; ``p_import_mw`` shows what the feeder
-carried). cosim used 0.5-1.5 pu before 2026-12. A generator is a load with negative power.
+carried; the adapter's ``p_served_mw`` output is what the element drew, and the run's guards warn
+when 1 % or more of an element's energy went unserved). cosim used 0.5-1.5 pu before 2026-12. A
+generator is a load with negative power.
 
 Monitored bus-phases (the all-bus voltage outputs of the grid adapter): every phase node of
 every bus except the circuit's source bus(es) (the buses of its Vsources) and both terminal
@@ -415,6 +417,16 @@ class OpenDssFlow:
         """Mean voltage over the phases the element is connected to. [pu]"""
         nodes = self.elements[kind][pos].nodes
         return float(np.mean(self.node_vm_pu[nodes])) if nodes and len(self.node_vm_pu) else math.nan
+
+    def element_served_mw(self, kind: str, pos: int) -> float:
+        """Active power the element's OpenDSS loads drew in the last solve, in the element's own sign
+        (consumer for load/storage, producer for sgen). Below a load's ``vminpu`` OpenDSS serves it as
+        an impedance, so this falls short of the setpoint. [MW]"""
+        dss, total_kw = self.dss, 0.0
+        for name in self.elements[kind][pos].loads:
+            dss.Circuit.SetActiveElement(f"Load.{name}")
+            total_kw += float(dss.CktElement.TotalPowers()[0])
+        return LOAD_SIGN[kind] * total_kw / 1e3
 
     def element_node_vm_pu(self, kind: str, pos: int) -> np.ndarray:
         """Voltage of each phase the element is connected to. [pu]"""

@@ -58,8 +58,10 @@ Entities:
 * ``Load``, ``Sgen``, ``Storage``: ``bus=`` attaches a new element at that bus (name or
   index), ``element=`` drives an existing one. Inputs and outputs ``p_mw`` [MW] and
   ``q_mvar`` [Mvar] (consumer convention for Load and Storage, generator convention for
-  Sgen, as pandapower's tables), output ``vm_pu`` at the element's bus. An input replaces
-  the background profile of that element from then on.
+  Sgen, as pandapower's tables), output ``vm_pu`` at the element's bus; on the OpenDSS engine
+  also ``p_served_mw``, what OpenDSS served it in the same sign (short of ``p_mw`` below the
+  element's ``vmin_pu``, where OpenDSS serves a load as an impedance). An input replaces the
+  background profile of that element from then on.
 
 Background profiles (SimBench's 15-minute year) are mapped to the scenario time by day of
 year and time of day, so any scenario year works; each value holds for its quarter hour.
@@ -255,6 +257,10 @@ class _Attached:
     q_mvar: float | None
 
 
+#: Output of an OpenDSS element: the power OpenDSS served it (its p_mw is the setpoint). [MW]
+SERVED_ATTR = "p_served_mw"
+
+
 #: A line rating at or above this is a placeholder, not a conductor (the largest overhead
 #: transmission bundles carry ~5-10 kA). [kA]
 PLACEHOLDER_MAX_I_KA = 100.0
@@ -340,7 +346,8 @@ class GridSim(CosimSim):
         if sim_params.engine == "opendss":
             info = opendss_circuit_info(grid_models.dss_file(sim_params.network))
             return _build_meta(info.ids, [*opendss_grid_outputs(info), *trips],
-                               [*(tap_set_attr(i) for i in info.ids["reg"]), *(cap_set_attr(i) for i in info.ids["cap"])])
+                               [*(tap_set_attr(i) for i in info.ids["reg"]), *(cap_set_attr(i) for i in info.ids["cap"])],
+                               element_outputs=[SERVED_ATTR])
         key = json.dumps([sim_params.network, sim_params.network_params, trips,
                           grid_models.file_version(sim_params.network)], sort_keys=True, default=str)
         if key not in cls._META_CACHE:
@@ -488,6 +495,8 @@ class GridSim(CosimSim):
                                params.q_mvar if "q_mvar" in given else None)
         self.attached[eid] = entity
         self.out[eid] = {"p_mw": math.nan, "q_mvar": math.nan, **dict.fromkeys(ELEMENT_VOLTAGE_OUTPUTS, math.nan)}
+        if self.params.engine == "opendss":
+            self.out[eid][SERVED_ATTR] = math.nan
 
     def step_entities(self, time_s: float, inputs: dict[str, dict[str, Any]]) -> None:
         self._apply_inputs(inputs)
@@ -510,6 +519,8 @@ class GridSim(CosimSim):
                 stats.pop("n_violating")
                 self.out[eid] = {"p_mw": float(p_mw[e.kind][e.pos]), "q_mvar": float(q_mvar[e.kind][e.pos]),
                                  "vm_pu": self.flow.element_vm_pu(e.kind, e.pos), **stats}
+                if self.params.engine == "opendss":  # what OpenDSS served: short of p_mw below vmin_pu
+                    self.out[eid][SERVED_ATTR] = self.flow.element_served_mw(e.kind, e.pos)
 
     def finalize(self) -> None:
         if self.params.engine == "opendss":
@@ -768,14 +779,15 @@ def _opendss_entity_problems(model: str, params: ElementParams, sim_params: SimP
     return []
 
 
-def _build_meta(ids: dict[str, list[str]], extra_outputs: list[str] = (), extra_inputs: list[str] = ()) -> dict[str, Any]:
+def _build_meta(ids: dict[str, list[str]], extra_outputs: list[str] = (), extra_inputs: list[str] = (),
+                element_outputs: list[str] = ()) -> dict[str, Any]:
     grid_outputs = [*GRID_OUTPUTS, *(f"bus_{i}_vm_pu" for i in ids["bus"]),
                     *(f"line_{i}_loading_pct" for i in ids["line"]),
                     *(f"trafo_{i}_loading_pct" for i in ids["trafo"]), *extra_outputs]
     models = {"Grid": model_meta(inputs=[*(f"line_{i}_in_service" for i in ids["line"]), *extra_inputs],
                                  outputs=grid_outputs, role="grid")}
     for model in MODEL_KIND:
-        models[model] = model_meta(inputs=ELEMENT_ATTRS, outputs=[*ELEMENT_ATTRS, *ELEMENT_VOLTAGE_OUTPUTS],
+        models[model] = model_meta(inputs=ELEMENT_ATTRS, outputs=[*ELEMENT_ATTRS, *ELEMENT_VOLTAGE_OUTPUTS, *element_outputs],
                                    params=ElementParams,
                                    role="grid_element")
     return meta(models)

@@ -22,8 +22,13 @@ so the step "solves" at a few percent of nominal voltage while the load draws a 
 power): the run is ``ok`` but the feeder could not carry what it was given. A fault's dip (a tenth
 of a second to a few seconds) stays under the time.
 
+A fourth reads the grid elements the OpenDSS engine serves (``p_served_mw`` beside ``p_mw``):
+**load not served**, :data:`UNSERVED_FRAC` (1 %) or more of the energy an element asked for not
+served, because its bus fell below the element's ``vmin_pu`` and OpenDSS served it as an
+impedance (its ``p_mw`` output is the setpoint, so it overstates what the grid carried).
+
 Per column with a finding, ``guards.<entity.attr>`` holds ``chatter_frac`` / ``floor_frac`` (or
-``collapse_s`` / ``vm_min_pu``) and a ``warning`` text; the run's ``metadata.json`` "warnings" and the report repeat the texts
+``collapse_s`` / ``vm_min_pu``, or ``unserved_frac``) and a ``warning`` text; the run's ``metadata.json`` "warnings" and the report repeat the texts
 (:func:`run_warnings`). A guard fires at ``CHATTER_FRAC`` (30 %) and ``FLOOR_FRAC`` (50 %) of the
 steps: a controller that does this for less is doing its job in a hard hour.
 """
@@ -55,10 +60,27 @@ COLLAPSE_PU = 0.5
 COLLAPSE_S = 5.0
 
 
+#: output of a grid element that says what the grid served it (the OpenDSS engine's), beside its p_mw
+SERVED_ATTR = "p_served_mw"
+#: share of an element's requested energy the grid may leave unserved before a run says so. [-]
+UNSERVED_FRAC = 0.01
+
+
 def _columns(columns: list[str], roles: RunRoles) -> list[str]:
     ctl = set(roles.entities_with("controller"))
     grids = {f"{g}.vm_min_pu" for g in roles.entities_with("grid")}
-    return [c for c in columns if c.partition(".")[0] in ctl or c in grids]
+    have = set(columns)
+    served = {f"{e}.{a}" for e in roles.entities_with("grid_element") if f"{e}.{SERVED_ATTR}" in have
+              for a in ("p_mw", SERVED_ATTR)}
+    return [c for c in columns if c.partition(".")[0] in ctl or c in grids or c in served]
+
+
+def unserved_frac(p_mw: np.ndarray, served_mw: np.ndarray) -> float:
+    """Share of the requested energy (``|p_mw|`` summed) the grid did not serve. [-]"""
+    asked, got = np.abs(np.asarray(p_mw, dtype=float)), np.abs(np.asarray(served_mw, dtype=float))
+    ok = np.isfinite(asked) & np.isfinite(got)
+    total = float(asked[ok].sum())
+    return float(np.clip(asked[ok] - got[ok], 0.0, None).sum() / total) if total > 0 else 0.0
 
 
 def collapse_s(vm_min_pu: np.ndarray, dt_s: float) -> float:
@@ -99,8 +121,22 @@ def floor_frac(x: np.ndarray) -> float:
 def _compute(inp: KpiInput) -> dict[str, Any]:
     found: dict[str, Any] = {}
     fed = inp.params.get(FED_PARAM)
-    grids = set(inp.roles.entities_with("grid"))
+    grids, elements = set(inp.roles.entities_with("grid")), inp.roles.entities_with("grid_element")
+    for eid in elements:
+        asked, served = inp.col(eid, "p_mw"), inp.col(eid, SERVED_ATTR)
+        if asked is None or served is None:
+            continue
+        frac = unserved_frac(inp.ts[asked].to_numpy(), inp.ts[served].to_numpy())
+        if frac >= UNSERVED_FRAC:
+            short_mwh = frac * float(np.nansum(np.abs(inp.ts[asked].to_numpy(dtype=float)))) * inp.dt_h
+            found[served] = {"unserved_frac": frac, "warning": (
+                f"{eid} was served {100 * frac:.1f} % less energy than its p_mw asked ({short_mwh:.3g} MWh): its bus "
+                "fell below the element's vmin_pu (0.95 pu unless set) and OpenDSS served it as an impedance, so "
+                f"{eid}.p_mw (the setpoint) overstates what the grid carried ({served}); lower the load, support the "
+                "voltage, or set vmin_pu lower if a constant-power draw is meant")}
     for col in _columns(list(inp.ts.columns), inp.roles):
+        if col.partition(".")[0] in elements:  # judged above
+            continue
         if col.partition(".")[0] in grids:
             x = np.asarray(inp.ts[col], dtype=float)
             low_s = collapse_s(x, inp.dt_h * 3600.0)
@@ -138,5 +174,5 @@ def run_warnings(kpis: dict[str, Any]) -> list[str]:
             if isinstance(v, dict) and v.get("warning")]
 
 
-BLOCK = Block("guards", "Guards (controllers chattering or saturated, grids collapsed)", 99, _columns, _compute,
-              headline=("chatter_frac", "floor_frac", "collapse_s"))
+BLOCK = Block("guards", "Guards (controllers chattering or saturated, grids collapsed, loads not served)", 99, _columns, _compute,
+              headline=("chatter_frac", "floor_frac", "collapse_s", "unserved_frac"))

@@ -337,10 +337,16 @@ def test_attached_loads_follow_opendss_default_vminpu():
     assert v < 0.95  # the load pulls its own phase below the constant-power range
     assert _served_kw(default, "x") == pytest.approx(800.0 * (v / 0.95) ** 2, rel=0.02)
     assert _served_kw(default, "x") < 0.9 * 800.0
-    assert default.out["x"]["p_mw"] == 0.8  # the element reports its setpoint
+    assert default.out["x"]["p_mw"] == 0.8  # the element reports its setpoint ...
+    assert default.out["x"]["p_served_mw"] == pytest.approx(_served_kw(default, "x") / 1e3, rel=1e-9)  # ... and what it got
     wide = make_sim(regulators="fixed", tap_positions=IEEE13_PUBLISHED_TAPS, entities=[("x", "Load", {**heavy, "vmin_pu": 0.5})])
     step(wide)
     assert _served_kw(wide, "x") == pytest.approx(800.0, rel=1e-3)  # to the solver tolerance
+    assert wide.out["x"]["p_served_mw"] == pytest.approx(0.8, rel=1e-3)
+    gen = make_sim(regulators="fixed", tap_positions=IEEE13_PUBLISHED_TAPS, entities=[("g", "Sgen", {"bus": "675", "p_mw": 0.3})])
+    step(gen)
+    # a generator in its own (producer) sign; 675's phase b is above vmaxpu (1.05), served as an impedance there
+    assert gen.out["g"]["p_served_mw"] == pytest.approx(0.3, rel=0.01)
     light = make_sim(regulators="fixed", tap_positions=IEEE13_PUBLISHED_TAPS, entities=[("x", "Load", {**heavy, "p_mw": 0.1, "q_mvar": 0.0})])
     assert step(light)["bus_675_c_vm_pu"] > 0.95 and _served_kw(light, "x") == pytest.approx(100.0, rel=1e-3)
 
