@@ -182,8 +182,8 @@ def _read_table_cached(path: str, mtime_ns: int, size: int, time_column: str, tz
     if (steps <= 0).any():
         row = int(np.argmax(steps <= 0)) + 1
         raise DataError(
-            f"{name}: timestamps must increase strictly; row {row} "
-            f"({_quote(frame[time_column].iloc[row])}) does not follow row {row - 1} "
+            f"{name}: timestamps must increase strictly; {_row(row)} "
+            f"({_quote(frame[time_column].iloc[row])}) does not follow {_row(row - 1)} "
             f"({_quote(frame[time_column].iloc[row - 1])}); sort the file and drop duplicates"
         )
     frame = frame.drop(columns=[time_column]).reset_index(drop=True)
@@ -200,6 +200,11 @@ def _quote(value: object, limit: int = 40) -> str:
 def _quote_names(names, limit: int = 8) -> str:
     shown = ", ".join(_quote(n) for n in list(names)[:limit])
     return shown + (f", ... ({len(names)} in all)" if len(names) > limit else "")
+
+
+def _row(index: int) -> str:
+    """A data row as a person finds it: counted from 1 after the header (line ``index + 2`` of a CSV)."""
+    return f"data row {index + 1} (line {index + 2} of a CSV)"
 
 
 def _parse_times(raw: pd.Series, name: str, tz: str | None) -> np.ndarray:
@@ -221,7 +226,7 @@ def _parse_times(raw: pd.Series, name: str, tz: str | None) -> np.ndarray:
             hint = ("; numbers are not read as times (epoch seconds?): write them as ISO 8601 UTC times, e.g. "
                     "pandas.to_datetime(seconds, unit='s', utc=True)" if pd.api.types.is_numeric_dtype(raw) else "")
             raise DataError(
-                f"{name}: timestamp {_quote(repr(str(raw.iloc[row])))} in row {row} is not ISO 8601 "
+                f"{name}: timestamp {_quote(repr(str(raw.iloc[row])))} in {_row(row)} is not ISO 8601 "
                 f"(e.g. 2024-07-15T13:00:00Z){hint}"
             )
     if parsed.dt.tz is None:
@@ -240,13 +245,13 @@ def _numeric(frame: pd.DataFrame, column: str, interpolation: str, times_s: np.n
     broken = values.isna() & raw.notna()
     if broken.any():
         row = int(np.argmax(broken.to_numpy()))
-        raise DataError(f"{name}: column {column!r} is not numeric ({raw.iloc[row]!r} in row {row})")
+        raise DataError(f"{name}: column {column!r} is not numeric ({raw.iloc[row]!r} in {_row(row)})")
     if values.isna().all():
         raise DataError(f"{name}: column {column!r} has no values")
     infinite = np.isinf(values.to_numpy(dtype=float))
     if infinite.any():
         row = int(np.argmax(infinite))
-        raise DataError(f"{name}: column {column!r} has a non-finite value ({raw.iloc[row]!r} in row {row})")
+        raise DataError(f"{name}: column {column!r} has a non-finite value ({raw.iloc[row]!r} in {_row(row)})")
     # Gaps: held over (hold) or bridged (linear); the edges take the nearest value.
     values = pd.Series(values.to_numpy(dtype=float), index=times_s)
     values = values.ffill() if interpolation == "hold" else values.interpolate("index")
@@ -352,7 +357,7 @@ class TimeSeries:
             read = [r for r in rows if any(starts[r] < hi and ends[r] > lo for lo, hi in self._read_windows(start, end))]
             if read:
                 found.append(f"warning: {self.path.name}: column {column!r} has {len(read)} empty value(s) in the "
-                             f"rows this run reads (first in row {read[0]}, {_iso(starts[read[0]])}): they are {how} "
+                             f"rows this run reads (first in {_row(read[0])}, {_iso(starts[read[0]])}): they are {how} "
                              f"(interpolation = {self.options.interpolation!r}); fill them in the file if that is "
                              "not what they mean")
         return found

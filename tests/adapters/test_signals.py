@@ -99,7 +99,7 @@ def test_empty_values_the_run_reads_are_a_warning(tmp_path, empty, interpolation
     params = SimParams(file=path, columns={"x_mw": "x"}, interpolation=interpolation)
     (warning,) = SignalsSim.check(params, ctx(utc(2024, 1, 1), 4 * 3600))
     assert warning.startswith("warning: s.csv: column 'x' has 1 empty value(s)")
-    assert "row 1, 2024-01-01T01:00:00Z" in warning and how in warning
+    assert "data row 2 (line 3 of a CSV), 2024-01-01T01:00:00Z" in warning and how in warning
     assert SignalsSim.check(params, ctx(utc(2024, 1, 1, 2), 3600)) == []  # reads rows 2 and 3 only
 
 
