@@ -175,11 +175,29 @@ def merged(table: Any, keys: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def start_utc(scn: Scenario, day: date | datetime | str) -> datetime:
-    """The start of an episode on ``day``: that UTC date at the scenario's own start time of day."""
+    """The start of an episode on ``day``: that UTC date at the scenario's own start time of day.
+
+    Raises:
+        ScenarioError: ``day`` is not a date, or a time of day other than the scenario's (an
+            episode cannot start there; it was silently moved to the scenario's time before).
+    """
     parsed = _as_date(day)
     if parsed is None:
         raise ScenarioError(scn.file, [Problem("start", "give a date, e.g. 2024-08-05", day)])
-    return datetime.combine(parsed, scn.scenario.start.timetz()).astimezone(timezone.utc)
+    start = datetime.combine(parsed, scn.scenario.start.timetz()).astimezone(timezone.utc)
+    given = day if isinstance(day, datetime) else None
+    if isinstance(day, str) and len(day.strip()) > 10:
+        try:
+            given = datetime.fromisoformat(day.strip().replace("Z", "+00:00"))
+        except ValueError:
+            raise ScenarioError(scn.file, [Problem("start", "give a date, e.g. 2024-08-05", day)]) from None
+    if given is not None:
+        given = given.replace(tzinfo=timezone.utc) if given.tzinfo is None else given.astimezone(timezone.utc)
+        if given != start:
+            raise ScenarioError(scn.file, [Problem("start", f"an episode starts at the scenario's own time of day "
+                                                            f"({start:%H:%M} UTC); give the date alone, e.g. "
+                                                            f"{parsed.isoformat()}", day)])
+    return start
 
 
 # -- the episode ------------------------------------------------------------------------------

@@ -94,6 +94,18 @@ def test_reset_draws_its_start_day_from_the_window_and_takes_a_given_one():
     assert env.reset(seed=0, options={"start": "2024-08-05"})[1]["start_utc"] == "2024-08-05T04:00:00+00:00"
 
 
+@pytest.mark.parametrize("start", ["2024-08-05T06:00:00Z", "2024-08-05 06:00", "2024-08-05Tgarbage",
+                                   pd.Timestamp("2024-08-05T06:00:00Z").to_pydatetime()])
+def test_a_start_at_another_time_of_day_is_refused_not_moved(start):
+    """rl_site's episodes start at 04:00 UTC (its scenario's time of day); a start at 06:00 was
+    silently moved to 04:00 of that date, and text after the date was never read."""
+    env = CosimEnv(SITE, TWO_HOURS)
+    with pytest.raises(ScenarioError, match=r"start = .*(own time of day \(04:00 UTC\); give the date alone|give a date)"):
+        env.reset(seed=0, options={"start": start})
+    at_its_time = {"start": "2024-08-05T04:00:00Z"}
+    assert env.reset(seed=0, options=at_its_time)[1]["start_utc"] == "2024-08-05T04:00:00+00:00"
+
+
 def test_reset_names_options_it_does_not_know():
     """A misspelt option (``strt``) was ignored: the episode silently started on a random day (now
     a warning: PettingZoo's API test passes options of its own); a start given as a plain string
