@@ -109,9 +109,9 @@ def test_example_price_file_reads_through_signals_with_unit_conversion():
 
 @pytest.mark.parametrize("body, message", [
     ("time_utc,price_usd_mwh\n2024-07-15T00:00Z,50\n2024-07-15T01:00Z,abc\n",
-     r"prices.csv: column 'price_usd_mwh' is not numeric \('abc' in row 1\)"),
-    ("time_utc,price_usd_mwh\n2024-07-15T00:00Z,50\nnoon,60\n", r"prices.csv: timestamp 'noon' in row 1 is not ISO 8601"),
-    ("time_utc,price_usd_mwh\n2024-07-15T01:00Z,50\n2024-07-15T00:00Z,60\n", "prices.csv: timestamps must increase strictly; row 1"),
+     r"prices.csv: column 'price_usd_mwh' is not numeric \('abc' in data row 2 \(line 3 of a CSV\)\)"),
+    ("time_utc,price_usd_mwh\n2024-07-15T00:00Z,50\nnoon,60\n", r"prices.csv: timestamp 'noon' in data row 2 \(line 3 of a CSV\) is not ISO 8601"),
+    ("time_utc,price_usd_mwh\n2024-07-15T01:00Z,50\n2024-07-15T00:00Z,60\n", r"prices.csv: timestamps must increase strictly; data row 2 \(line 3 of a CSV\)"),
     ("when,price_usd_mwh\n2024-07-15T00:00Z,50\n2024-07-15T01:00Z,60\n", "prices.csv: no time column 'time_utc'"),
     ("time_utc,usd\n2024-07-15T00:00Z,50\n2024-07-15T01:00Z,60\n", "prices.csv: no column 'price_usd_mwh'; available: usd"),
 ])
