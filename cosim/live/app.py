@@ -117,6 +117,6 @@ def _problems(run: LiveRun, eid: str, exc: ScenarioError) -> list[dict[str, Any]
         entry = {"path": problem.path, "problem": problem.message}
         entry["value"] = json_value(problem.value)
         if spec is not None:
-            entry["bounds"] = None if spec.bounds is None else list(spec.bounds)
+            entry["bounds"] = None if spec.bounds is None else [spec.to_json()["low"], spec.to_json()["high"]]
         found.append(entry)
     return found

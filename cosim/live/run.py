@@ -50,8 +50,13 @@ class InputSpec:
     bounds: tuple[float, float] | None
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "low": None if self.bounds is None else self.bounds[0],
-                "high": None if self.bounds is None else self.bounds[1]}
+        """``name``, ``low``, ``high``; an open end (none known, or infinite) is null: JSON has no infinity."""
+        low, high = self.bounds if self.bounds is not None else (None, None)
+        return {"name": self.name, "low": _finite_or_none(low), "high": _finite_or_none(high)}
+
+
+def _finite_or_none(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None
 
 
 def load_live(path: str | Path, overrides: dict[str, Any] | None, rt_factor: float | None) -> Scenario:

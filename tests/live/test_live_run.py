@@ -168,3 +168,29 @@ def test_a_json_integer_too_large_for_a_float_is_a_422_not_a_500(serve):
     assert problem["path"] == "entities.ramp.p_cap_mw" and "give a finite number" in problem["problem"]
     assert client.put("/entities/ramp/inputs", json={"p_cap_mw": 0.5}).status_code == 200
     assert client.get("/state").json()["status"] == "running"
+
+
+CAMPUS = """
+[sims.dc]
+adapter = "datacenter"
+
+[entities.campus]
+sim = "dc"
+model = "Cluster"
+node = "DGX-H100"
+n_gpus = 1024
+"""
+
+
+def test_an_open_ended_bound_is_served_as_null_not_a_500(serve):
+    """A cluster without ``rated_mw`` takes any facility limit from 0 up: the bound (0, inf) broke
+    JSON (no infinity) in /entities and in a refusal's ``bounds``; an open end is null."""
+    served, client = serve(HEAD.format(duration_s=3600) + CAMPUS, rt_factor=0.05)
+    answer = client.get("/entities")
+    assert answer.status_code == 200, answer.text
+    (campus,) = [e for e in answer.json() if e["id"] == "campus"]
+    limit = [i for i in campus["inputs"] if i["name"] == "p_limit_mw"][0]
+    assert limit == {"name": "p_limit_mw", "low": 0.0, "high": None}
+    refused = client.put("/entities/campus/inputs", json={"p_limit_mw": -5})
+    assert refused.status_code == 422, refused.text
+    assert refused.json()["detail"][0]["bounds"] == [0.0, None]
