@@ -224,3 +224,33 @@ def test_nothing_generic_is_installed(generic):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd="/", check=True)
     assert str(ROOT) not in out.stdout, f"`import {generic}` resolves to the repository: {out.stdout}"
     assert importlib.util.find_spec(f"cosim.{generic}") is not None
+
+
+def _loaded_after(statement: str) -> set[str]:
+    import subprocess
+    import sys
+
+    code = f"import sys; {statement}; print('\\n'.join(sorted(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    return set(out.stdout.split())
+
+
+@pytest.mark.parametrize("statement", ["import cosim", "import cosim.sdk", "import cosim.adapters.battery"])
+def test_the_package_face_is_lazy(statement):
+    """STYLE.md "Small public faces": importing the face or the sdk (what every adapter does)
+    loads no engine, report, pandas or pyarrow; they come with ``run``/``Session`` on first use."""
+    loaded = _loaded_after(statement)
+    heavy = sorted(m for m in loaded if m in {"cosim.run", "cosim.report", "cosim.kpis", "pandas", "pyarrow", "mosaik"})
+    assert not heavy, f"`{statement}` loads {heavy}"
+
+
+def test_the_lazy_face_serves_run_session_and_the_package():
+    """``cosim.run`` is the function users call and the package of the engines, in either order."""
+    import subprocess
+    import sys
+
+    code = ("import cosim, cosim.run.session as s; assert callable(cosim.run); "
+            "assert cosim.Session is s.Session; assert cosim.RunResult is cosim.run.RunResult; "
+            "assert callable(cosim.load_scenario); print('ok')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert out.stdout.strip() == "ok", out.stderr
