@@ -179,3 +179,40 @@ def test_caiso_needs_the_window_maximum(nine_years):
     ciso = nine_years["ciso"]
     assert ciso["summer_peak_mw"] == 51_105
     assert ciso["at_0_5_pct"]["headroom_mw"] / 1000 == pytest.approx(5.0, rel=0.01)
+
+
+@pytest.mark.parametrize(("table", "fragment"), [
+    ("limits_pct = [0.5, 0.5]", "kpis.headroom.limits_pct = [0.5, 0.5]: give distinct curtailment limits"),
+    ("limits_pct = [0, 1]", "each above 0 and below 100"),
+    ("limits_pct = [150]", "each above 0 and below 100"),
+    ("limits_pct = []", "give distinct curtailment limits"),
+    ("max_event_h = 0", "kpis.headroom.max_event_h = 0: Input should be greater than 0"),
+    ("limits = [1]", "kpis.headroom.limits: unknown key; allowed: limits_pct, max_event_h"),
+])
+def test_a_bad_headroom_parameter_is_one_message_naming_key_value_and_fix(tmp_path, table, fragment):
+    from cosim.errors import ScenarioError
+    from cosim.scenario import load_scenario
+
+    path = tmp_path / "s.toml"
+    path.write_text(f"""
+[scenario]
+name = "h"
+start = 2023-01-01T00:00:00Z
+duration_s = 86400
+step_s = 3600
+
+[kpis.headroom]
+{table}
+
+[sims.ba]
+adapter = "signals"
+file = "{DEMAND.as_posix()}"
+columns = {{ p_system_load_mw = "pjm_mw" }}
+
+[entities.ba]
+sim = "ba"
+model = "Series"
+""")
+    with pytest.raises(ScenarioError) as err:
+        load_scenario(path)
+    assert fragment in str(err.value) and str(path) in str(err.value)
