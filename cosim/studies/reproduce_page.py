@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
 from cosim.folder import RunFolder
 from cosim.kpis import headroom
 from cosim.report import esc, html_page
@@ -138,6 +139,7 @@ def load_duration_chart(run_dir: Path) -> str:
     if not systems or not series_path.is_file():
         return ""
     ts = RunFolder(run_dir).numeric_columns([f"{s}.{headroom.ATTR}" for s in systems])
+    dt_h = (ts.index[1] - ts.index[0]).total_seconds() / 3600.0 if len(ts) > 1 else 1.0
     plt = _plt()
     n = len(systems)
     cols = min(4, n)
@@ -148,7 +150,7 @@ def load_duration_chart(run_dir: Path) -> str:
         label = "at_0_5_pct" if "at_0_5_pct" in limits else limits[0]
         new_mw = entry[label]["headroom_mw"] or 0.0
         curves = headroom.load_duration_mw(ts[f"{system}.{headroom.ATTR}"], new_mw)
-        hours = np.arange(1, len(curves["before"]) + 1) / max(entry.get("n_years") or 1, 1)
+        hours = np.arange(1, len(curves["before"]) + 1) * dt_h / max(entry.get("n_years") or 1, 1)
         ax.plot(hours, curves["before"] / 1000, color="#6b7280", lw=1, label="demand")
         ax.plot(hours, curves["after"] / 1000, color="#1d4ed8", lw=1, label=f"+ {new_mw / 1000:.2g} GW, curtailed")
         for key, style in (("summer_peak_mw", "--"), ("winter_peak_mw", ":")):
