@@ -208,6 +208,7 @@ SECTIONS = [
     ("[record]", schema.RecordSpec, ()),
     ("[kpis.swing]", schema.SwingKpiSpec, ()),
     ("[kpis.swing.spec]", schema.SwingLimitSpec, ()),
+    ("[kpis.headroom]", schema.HeadroomKpiSpec, ()),
 ]
 
 

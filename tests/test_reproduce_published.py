@@ -16,8 +16,6 @@ from cosim.studies.reproduce import case_files, load_cases, run_cases
 
 CASES = [p.stem for p in case_files()]
 #: case -> figures that do not reproduce (quick form), and why (README "Published results").
-_DUKE = ("one year (2022) of EIA-930 net generation stands in for nine years (2016-2024) of demand: the "
-         "thresholds are that year's own peaks and the years of lower load are absent (duke_headroom.toml header)")
 KNOWN_FAILING: dict[str, dict[str, str]] = {
     "ieee39_resonance": {  # the paper's damping, metric, limit and per-GPU swing are not published (case header)
         "oscillation deviation, resonant / detuned iteration period":
@@ -26,9 +24,6 @@ KNOWN_FAILING: dict[str, dict[str, str]] = {
         "GPUs at the oscillation limit (resonant, light damping)":
             "1.6 M vs 66,900: a 51 W per-GPU swing (swing_frac 0.3), 5.7 % damping and our guessed 36 mHz limit",
     },
-    "duke_headroom": {name: _DUKE for name in (
-        *(f"{ba} headroom at 0.5 %" for ba in ("PJM", "MISO", "ERCOT", "CAISO", "NYISO", "SOCO", "BPA", "AZPS")),
-        *(f"sum of the 8 authorities at {limit} %" for limit in ("0.25", "0.5", "1")))},
     "mlenergy_curves": {  # a smooth fit in ln(batch) against measured rows (mlenergy_curves.toml header)
         "Llama 3.1 8B Instruct, B200 x 1: GPU power vs batch, mean error over 9 batch sizes":
             "the measured power is not monotone in the batch (617 / 449 / 540 W at 64 / 128 / 256)",

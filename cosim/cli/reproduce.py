@@ -1,4 +1,6 @@
-"""``cosim reproduce [NAME ...] [--quick]``: re-run the published cases and check their numbers.
+"""``cosim reproduce [NAME ...] [--quick] [--workers N | --scheduler ADDRESS]``: re-run the published
+cases and check their numbers (all of them, full, when no name is given; on Dask with --workers or
+--scheduler, every run one task).
 
 Exit 0 when every case reproduces, 1 when a figure fails or a run does not finish (the
 table, ``reproduce.json`` and ``reproduce.html`` say which and why).
@@ -12,6 +14,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from cosim.cli.run import add_engine_argument, engine_overrides
+from cosim.cli.studies import non_negative_int
 from cosim.studies.reproduce import CASES_DIR, case_files, format_table, load_cases, run_cases, write_outputs
 
 
@@ -24,7 +27,8 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     out = args.out or Path("runs") / f"reproduce-{stamp}"
     results = run_cases(cases, out, quick=args.quick, extra=engine_overrides(args),
-                        progress=None if args.quiet else print_progress)
+                        progress=None if args.quiet else print_progress, workers=args.workers,
+                        scheduler=args.scheduler)
     print(format_table(results))
     json_path, html_path = write_outputs(results, out, args.quick)
     print(f"table: {json_path}; page: {html_path}")
@@ -43,6 +47,11 @@ def add_parsers(sub) -> None:
                                             "[runs/reproduce-<UTC time>]")
     p.add_argument("--cases", type=Path, default=CASES_DIR, help=f"folder of case files [{CASES_DIR}]")
     p.add_argument("--list", action="store_true", help="list the cases and exit")
+    p.add_argument("--workers", type=non_negative_int, default=0,
+                   help="run the cases' runs as tasks on this many local Dask worker processes [0: one after "
+                        "another in this process]")
+    p.add_argument("--scheduler", metavar="ADDRESS",
+                   help="run them on a running Dask scheduler's workers, e.g. tcp://10.0.0.5:8786")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override for every run")
     add_engine_argument(p)
     p.add_argument("--quiet", action="store_true", help="no progress lines")

@@ -236,10 +236,38 @@ class SwingKpiSpec(_Strict):
     spec: SwingLimitSpec = SwingLimitSpec()
 
 
+#: default curtailment limits of the headroom block (Norris et al. 2025, Duke NI R 25-01). [% of the new load's energy]
+HEADROOM_LIMITS_PCT = (0.25, 0.5, 1.0, 5.0)
+#: default longest curtailment event a flexible load accepts (the headroom block's event-capped headroom). [h]
+HEADROOM_MAX_EVENT_H = 4.0
+
+
+def _distinct_limits(value: tuple[float, ...]) -> tuple[float, ...]:
+    if not value or any(not 0 < v < 100 for v in value) or len({f"{v:g}" for v in value}) != len(value):
+        raise ValueError("give distinct curtailment limits in % of the new load's energy, each above 0 and below "
+                         "100, e.g. [0.25, 0.5, 1]")
+    return value
+
+
+class HeadroomKpiSpec(_Strict):
+    """``[kpis.headroom]``: the curtailment limits and the longest accepted event of the headroom block
+    (cosim/kpis/headroom.py).
+
+    Attributes:
+        limits_pct: curtailment limits, the mean annual share of the new load's energy curtailed. [%]
+        max_event_h: the longest curtailment event the new load accepts (``headroom_event_capped_mw``). [h]
+    """
+
+    limits_pct: Annotated[tuple[float, ...], BeforeValidator(as_tuple), AfterValidator(_distinct_limits)] = \
+        HEADROOM_LIMITS_PCT
+    max_event_h: float = Field(default=HEADROOM_MAX_EVENT_H, gt=0)
+
+
 class KpiSpec(_Strict):
     """``[kpis]``: parameters of KPI blocks, one table per block (those that take any)."""
 
     swing: SwingKpiSpec = SwingKpiSpec()
+    headroom: HeadroomKpiSpec = HeadroomKpiSpec()
 
 
 @dataclass

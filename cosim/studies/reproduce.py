@@ -52,6 +52,7 @@ from cosim.errors import Problem, ScenarioError, few
 from cosim.run import run_scenario
 from cosim.scenario import load_scenario, read_toml
 from cosim.studies import figure_expr
+from cosim.studies.executor import check_workers, run_tasks
 from cosim.studies.reproduce_page import write_html
 
 #: Where the shipped cases live (the repository's scenarios/published/).
@@ -316,32 +317,53 @@ def _say(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
+def run_variant(scenario: Path, overrides: dict[str, Any], out_dir: Path) -> dict[str, Any]:
+    """Run one variant of a case into ``out_dir`` (a Dask task: module-level, its result picklable).
+
+    Returns:
+        ``run_dir``, ``status``, ``reason``, ``wall_s`` and ``kpis`` (with the scenario as run, for
+        ``scenario.<key>`` in figures; None unless the run finished ok or degraded).
+    """
+    started = time.perf_counter()
+    scn = load_scenario(scenario, overrides)
+    run = run_scenario(scn, out_dir, progress=False, report=False)
+    wall_s = time.perf_counter() - started
+    kpis = figure_expr.with_scenario(run.kpis, scn.raw) if run.status in ("ok", "degraded") else None
+    return {"run_dir": str(run.run_dir), "status": run.status, "reason": run.reason, "wall_s": round(wall_s, 2),
+            "kpis": kpis}
+
+
+def judge_case(case: Case, quick: bool, runs: dict[str, dict[str, Any]]) -> CaseResult:
+    """The result of ``case`` from its variants' :func:`run_variant` outputs (a lost task: ``status`` failed)."""
+    result = CaseResult(case.name, case.title, case.source, str(case.file), quick)
+    kpis = {}
+    for variant in case.variants:
+        run = runs[variant]
+        result.runs[variant] = {k: run[k] for k in ("run_dir", "status", "reason", "wall_s")}
+        kpis[variant] = run.get("kpis")
+    first = next(iter(case.variants))
+    for fig in case.figures:
+        result.figures.append(judge_figure(fig, lambda v: kpis.get(v or first), quick))
+    return result
+
+
 def run_case(case: Case, out_dir: Path, quick: bool, extra: dict[str, Any] | None = None,
              progress: Callable[[str], None] | None = _say, counter: list[int] | None = None,
              total: int = 0) -> CaseResult:
     """Run every variant of ``case`` into ``out_dir/<case>/<variant>/`` and judge its figures."""
-    result = CaseResult(case.name, case.title, case.source, str(case.file), quick)
-    kpis: dict[str, Any] = {}
+    runs = {}
     for variant in case.variants:
         if counter is not None:
             counter[0] += 1
         tag = f"[{counter[0]}/{total}] " if counter is not None and total else ""
         if progress:
             progress(f"reproduce: {tag}{case.name}: {variant} ...")
-        started = time.perf_counter()
-        scn = load_scenario(case.scenario, variant_overrides(case, variant, quick, extra))
-        run = run_scenario(scn, out_dir / case.name / variant, progress=False, report=False)
-        wall_s = time.perf_counter() - started
-        result.runs[variant] = {"run_dir": str(run.run_dir), "status": run.status, "reason": run.reason,
-                                "wall_s": round(wall_s, 2)}
-        kpis[variant] = figure_expr.with_scenario(run.kpis, scn.raw) if run.status in ("ok", "degraded") else None
+        run = run_variant(case.scenario, variant_overrides(case, variant, quick, extra), out_dir / case.name / variant)
+        runs[variant] = run
         if progress:
-            progress(f"reproduce: {tag}{case.name}: {variant}: {run.status} in {wall_s:.1f} s"
-                     + (f" ({run.reason})" if run.reason else ""))
-    first = next(iter(case.variants))
-    for fig in case.figures:
-        result.figures.append(judge_figure(fig, lambda v: kpis.get(v or first), quick))
-    return result
+            progress(f"reproduce: {tag}{case.name}: {variant}: {run['status']} in {run['wall_s']:.1f} s"
+                     + (f" ({run['reason']})" if run["reason"] else ""))
+    return judge_case(case, quick, runs)
 
 
 def judge_figure(fig: Figure, kpis_of: Callable[[str | None], Any], quick: bool) -> FigureResult:
@@ -381,13 +403,38 @@ def _fmt(value: float | None) -> str:
 
 
 def run_cases(cases: list[Case], out_dir: Path, quick: bool = False, extra: dict[str, Any] | None = None,
-              progress: Callable[[str], None] | None = _say) -> list[CaseResult]:
-    """Validate every case's runs, then run them one after another."""
+              progress: Callable[[str], None] | None = _say, workers: int | None = 0,
+              scheduler: str | None = None) -> list[CaseResult]:
+    """Validate every case's runs, then run them: one after another in this process (``workers=0``,
+    no ``scheduler``), or every variant of every case as one task on Dask (``workers`` local worker
+    processes, None for the default of :mod:`.executor`, or a running ``scheduler``).
+
+    Raises:
+        ScenarioError: a case whose runs do not validate (nothing was started), or a bad ``workers``.
+    """
+    check_workers(workers)
     for case in cases:
         check_case(case, quick, extra)
     total = sum(len(c.variants) for c in cases)
-    counter = [0]
-    return [run_case(c, out_dir, quick, extra, progress, counter, total) for c in cases]
+    if scheduler is None and workers == 0:
+        counter = [0]
+        return [run_case(c, out_dir, quick, extra, progress, counter, total) for c in cases]
+    calls, owners = [], []
+    for case in cases:
+        for variant in case.variants:
+            calls.append((case.scenario, variant_overrides(case, variant, quick, extra), out_dir / case.name / variant))
+            owners.append((case.name, variant))
+    runs: dict[str, dict[str, dict[str, Any]]] = {c.name: {} for c in cases}
+    keys = [f"reproduce-{name}-{variant}" for name, variant in owners]
+    for done, (i, run, error) in enumerate(run_tasks(run_variant, calls, workers, scheduler, keys), start=1):
+        name, variant = owners[i]
+        if error is not None:  # the task raised or its worker was lost: the run did not finish
+            run = {"run_dir": str(calls[i][2]), "status": "failed", "reason": error, "wall_s": 0.0, "kpis": None}
+        runs[name][variant] = run
+        if progress:
+            progress(f"reproduce: [{done}/{total}] {name}: {variant}: {run['status']} in {run['wall_s']:.1f} s"
+                     + (f" ({run['reason']})" if run["reason"] else ""))
+    return [judge_case(c, quick, runs[c.name]) for c in cases]
 
 
 # -- output ----------------------------------------------------------------------------------------

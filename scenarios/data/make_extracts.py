@@ -173,6 +173,14 @@ def _write_csv_gz(frame: pd.DataFrame, path: Path) -> None:
         gz.write(text)
 
 
+def copy_demand(source: Path) -> None:
+    """EIA-930 cleaned demand 2016-2024 (Ruggles et al., CC BY 4.0), copied unchanged."""
+    out = HERE / "eia930_demand"
+    out.mkdir(exist_ok=True)
+    for name in ("demand_mw.csv.gz", "LICENSE"):
+        shutil.copyfile(source / "eia930-ba-demand-2016-2024" / name, out / name)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--source", type=Path, default=Path("/work/shared/data"))
@@ -181,6 +189,7 @@ def main() -> None:
     cut_weather()
     copy_noaa(args.source)
     cut_loads(args.source)
+    copy_demand(args.source)
 
 
 if __name__ == "__main__":

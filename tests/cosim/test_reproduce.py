@@ -1,15 +1,18 @@
-"""cosim reproduce: figure expressions, case files (every mistake named), judging, a toy case end to end."""
+"""cosim reproduce: figure expressions, case files (every mistake named), judging, a toy case end to end,
+on Dask, and the page's charts."""
 
 from __future__ import annotations
 
 import json
 import math
 
+import pandas as pd
 import pytest
 
 from cosim.cli import main
 from cosim.errors import ScenarioError
 from cosim.studies import figure_expr as fx
+from cosim.studies import reproduce_page
 from cosim.studies.reproduce import Figure, judge_figure, load_case, load_cases, run_cases
 
 KPIS = {"a": {"x_mw": 2.0, "ys": [{"z_h": 4.0}]}, "b": {"x_mw": 0.5}}
@@ -236,3 +239,93 @@ def test_validate_checks_a_sidecar_case_and_its_variants(tmp_path, toy_adapters,
     assert main(["validate", str(sidecar)]) == 1
     err = capsys.readouterr().err
     assert "variant 'flat' of toy.toml" in err and "slope_mwh" in err and "Traceback" not in err
+
+
+def _daily_demand(path):
+    """2023 daily demand: 100 MW, 110 MW on 15 July, 105 MW on 16 January."""
+    days = pd.date_range("2023-01-01", periods=365, freq="D", tz="UTC")
+    load = pd.Series(100.0, index=days)
+    load[pd.Timestamp("2023-07-15", tz="UTC")] = 110.0
+    load[pd.Timestamp("2023-01-16", tz="UTC")] = 105.0
+    pd.DataFrame({"time_utc": days.strftime("%Y-%m-%dT%H:%M:%SZ"), "demand_mw": load.to_numpy()}).to_csv(
+        path, index=False)
+
+
+HEADROOM_CASE = """
+[scenario]
+name = "daily_headroom"
+start = 2023-01-01T00:00:00Z
+duration_s = 31_536_000
+step_s = 86400
+
+[kpis.headroom]
+limits_pct = [1]
+
+[sims.ba]
+adapter = "signals"
+file = "demand.csv"
+columns = { p_system_load_mw = "demand_mw" }
+
+[entities.ba]
+sim = "ba"
+model = "Series"
+
+[reproduce]
+title = "headroom of a daily series"
+source = "hand-computed"
+
+[reproduce.variants]
+run = {}
+
+[[reproduce.figures]]
+name = "headroom at 1 %"
+# thresholds 110 (Apr-Oct) and 105 (Nov-Mar); below 5 MW the 2 peak days curtail L (rate 2/365 = 0.55 %);
+# above, the 150 other Nov-Mar days curtail L - 5: (2 L + 150 (L - 5)) / (365 L) = 0.01, L = 750 / 148.35
+expr = "headroom.ba.at_1_pct.headroom_mw"
+published = 5.0556
+tolerance = 1e-4
+source = "hand"
+"""
+
+
+@pytest.fixture
+def headroom_case(tmp_path):
+    cases = tmp_path / "published"
+    cases.mkdir()
+    _daily_demand(cases / "demand.csv")
+    (cases / "daily_headroom.toml").write_text(HEADROOM_CASE)
+    return cases
+
+
+def test_reproduce_on_dask_gives_the_same_results_as_in_process(tmp_path, headroom_case):
+    """Every run one Dask task (a local worker process, as ``cosim reproduce --workers 1``): the same
+    figures as one after another in this process; the hand-computed headroom passes."""
+    (here,) = run_cases(load_cases(None, headroom_case), tmp_path / "here", progress=None,
+                        extra={"scenario.engine": "direct"})
+    assert here.passed and here.figures[0].ours == pytest.approx(750 / 148.35, rel=1e-6)
+    (dask,) = run_cases(load_cases(None, headroom_case), tmp_path / "dask", progress=None, workers=1,
+                        extra={"scenario.engine": "direct"})
+    assert dask.passed and dask.figures[0].ours == here.figures[0].ours
+    assert dask.runs["run"]["run_dir"].startswith(str(tmp_path / "dask"))
+
+
+def test_a_lost_dask_task_is_a_failed_run_not_a_crash(tmp_path, headroom_case, monkeypatch):
+    """A task that raises (here: the run itself) is that run failing, with the error as its reason."""
+    import cosim.studies.reproduce as rep
+
+    monkeypatch.setattr(rep, "run_tasks", lambda func, calls, *a, **k: iter([(0, None, "RuntimeError: worker lost")]))
+    (res,) = run_cases(load_cases(None, headroom_case), tmp_path / "x", progress=None, workers=1)
+    assert res.runs["run"]["status"] == "failed" and "worker lost" in res.runs["run"]["reason"]
+    assert res.figures[0].passed is False and not res.passed
+
+
+def test_the_page_has_a_chart_per_case_and_load_duration_curves_for_headroom(tmp_path, headroom_case):
+    out = tmp_path / "out"
+    assert main(["reproduce", "--cases", str(headroom_case), "--out", str(out), "--quiet", "--engine", "direct"]) == 0
+    page = (out / "reproduce.html").read_text()
+    assert page.count("data:image/png;base64,") == 2  # the case's chart and its load-duration curves
+    assert "daily_headroom: published vs ours" in page and "load-duration curves" in page
+    data = json.loads((out / "reproduce.json").read_text())
+    rows = reproduce_page.ratio_rows(data["cases"][0])
+    assert rows[0]["ours"] == pytest.approx(750 / 148.35 / 5.0556, rel=1e-6)
+    assert rows[0]["low"] == pytest.approx(1 - 1e-4 / 5.0556) and rows[0]["published"] == 1.0
