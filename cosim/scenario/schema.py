@@ -236,10 +236,19 @@ class SwingKpiSpec(_Strict):
     spec: SwingLimitSpec = SwingLimitSpec()
 
 
+class RideThroughVerdictSpec(_Strict):
+    """``[kpis.ride_through_verdict]``: the ride-through envelopes (``cosim/scenario/envelopes.py``)
+    judged at each point of connection: entity id -> envelope names (shipped) or ``.toml`` files
+    (relative to the scenario)."""
+
+    envelopes: dict[str, list[str]] = {}
+
+
 class KpiSpec(_Strict):
     """``[kpis]``: parameters of KPI blocks, one table per block (those that take any)."""
 
     swing: SwingKpiSpec = SwingKpiSpec()
+    ride_through_verdict: RideThroughVerdictSpec = RideThroughVerdictSpec()
 
 
 @dataclass
