@@ -109,24 +109,30 @@ def summary(envelope: Envelope, disturbances: list[dict[str, Any]]) -> dict[str,
     return out
 
 
-def series_for(inp: KpiInput, entity: str, envelope: Envelope) -> dict[str, pd.Series]:
-    """The recorded series of ``entity`` to judge ``envelope`` on, by voltage definition (frequency: one)."""
-    col = inp.col
+def series_columns(columns: list[str], entity: str, envelope: Envelope) -> dict[str, str]:
+    """The recorded columns of ``entity`` to judge ``envelope`` on, by voltage definition (frequency: one)."""
+    have = set(columns)
+
+    def col(attr: str) -> str | None:
+        return f"{entity}.{attr}" if f"{entity}.{attr}" in have else None
+
     if envelope.quantity == "frequency":
-        name = col(entity, "f_hz")
-        if name is None:
-            found = [c for c in inp.ts.columns if c.endswith(".f_hz")]
-            name = found[0] if len(found) == 1 else None
-        return {"frequency": inp.ts[name]} if name else {}
+        found = [c for c in columns if c.endswith(".f_hz")]
+        name = col("f_hz") or (found[0] if len(found) == 1 else None)
+        return {"frequency": name} if name else {}
     above = envelope.must_stay == "above"
     out = {}
-    pos = col(entity, "v1_pu") or col(entity, "vm_min_pu" if above else "vm_max_pu") or col(entity, "vm_pu")
+    pos = col("v1_pu") or col("vm_min_pu" if above else "vm_max_pu") or col("vm_pu")
     if pos:
-        out["positive_sequence"] = inp.ts[pos]
-    if col(entity, "v_worst_pu"):
-        worst = col(entity, "vm_phase_min_pu" if above else "vm_phase_max_pu") or col(entity, "v_worst_pu")
-        out["worst_phase"] = inp.ts[worst]
+        out["positive_sequence"] = pos
+    if col("v_worst_pu"):
+        out["worst_phase"] = col("vm_phase_min_pu" if above else "vm_phase_max_pu") or col("v_worst_pu")
     return out
+
+
+def series_for(inp: KpiInput, entity: str, envelope: Envelope) -> dict[str, pd.Series]:
+    """The recorded series of ``entity`` to judge ``envelope`` on (:func:`series_columns`)."""
+    return {d: inp.ts[c] for d, c in series_columns(list(inp.ts.columns), entity, envelope).items()}
 
 
 def _seconds(index: pd.Index) -> np.ndarray:

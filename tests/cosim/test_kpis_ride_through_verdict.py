@@ -236,3 +236,35 @@ def test_block_on_a_balanced_engine_judges_the_bus_voltage():
     out = rtv.compute(_input(frame, {"pcc": ["itic_lower"]}))[rtv.NAME]["pcc"]["itic_lower"]
     assert "worst_phase" not in out and out["applies_to_judged_on"] == "positive_sequence"
     assert out["pass"] is False and out["positive_sequence"]["margin_pu"] == pytest.approx(0.5 - 0.7)
+
+
+def test_the_report_draws_each_trajectory_over_its_envelope(tmp_path):
+    """End to end on scenarios/ieee13_fault_ride_through.toml: the verdicts in kpis.json, the
+    trajectories over the envelopes in report.html (absent, and not listed as missing, without verdicts)."""
+    from cosim.run import run
+
+    result = run(FAULT_SCENARIO, tmp_path / "with", overrides={"scenario.engine": "direct"}, report=True)
+    verdict = result.kpis[rtv.NAME]["pcc"]
+    assert verdict["itic_lower"]["pass"] is False and verdict["itic_upper"]["pass"] is False
+    assert verdict["semi_f47"]["worst_phase"]["disturbances"]["d1"]["duration_s"] == pytest.approx(0.2)
+    html = (result.run_dir / "report.html").read_text()
+    assert "id='fig-ride_through'" in html and "Ride-through envelopes" in html
+    bare = run(FAULT_SCENARIO, tmp_path / "without", report=True,
+               overrides={"scenario.engine": "direct", "kpis.ride_through_verdict.envelopes": {}})
+    html = (bare.run_dir / "report.html").read_text()
+    assert "id='fig-ride_through'" not in html and "no ride-through verdicts" not in html
+    assert set(bare.kpis[rtv.NAME]) == {"cessations"}
+
+
+def test_cosim_validate_checks_an_envelope_file(tmp_path, capsys):
+    """``cosim validate`` on a user's envelope file: ok with a summary, or every problem and exit 1."""
+    from cosim.cli import main
+
+    assert main(["validate", str(_user(tmp_path))]) == 0
+    assert "ok — envelope utility_lvrt (voltage, positive_sequence): 4 points" in capsys.readouterr().out
+    bad = _user(tmp_path, **{"[0.3, 0.65]": "[0.15, 0.65]", '"positive_sequence"': '"rms"'})
+    assert main(["validate", str(bad)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"{bad}: 2 problems:") and "overlaps points[1]" in err and "unknown voltage definition" in err
+    assert main(["validate", str(envelopes.ENVELOPE_DIR / "prc_029_1_voltage.toml")]) == 0
+    assert "placeholder" in capsys.readouterr().out
