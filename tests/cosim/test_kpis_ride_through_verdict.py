@@ -268,3 +268,26 @@ def test_cosim_validate_checks_an_envelope_file(tmp_path, capsys):
     assert err.startswith(f"{bad}: 2 problems:") and "overlaps points[1]" in err and "unknown voltage definition" in err
     assert main(["validate", str(envelopes.ENVELOPE_DIR / "prc_029_1_voltage.toml")]) == 0
     assert "placeholder" in capsys.readouterr().out
+
+
+def test_verdicts_on_the_andes_interconnection_study(tmp_path):
+    """scenarios/interconnection_study.toml (ANDES, balanced: the campus bus's lowest voltage in each
+    step, ``pcc.vm_min_pu``, is the positive-sequence voltage), cut to its first 100 ms fault at 10 s:
+    bus 16 at v ≈ 0.64 pu for one 0.1 s step fails ITIC (70 % from 20 ms: margin v − 0.7, time margin
+    0.02 − 0.1 = −0.08 s) and passes SEMI F47 (50 % from 50 ms to 0.2 s: margin v − 0.5, time margin
+    0.2 − 0.1 = 0.1 s); both envelopes apply to the worst phase and are judged on the bus voltage."""
+    from cosim.run import run
+
+    result = run(ROOT / "scenarios" / "interconnection_study.toml", tmp_path,
+                 overrides={"scenario.engine": "direct", "scenario.duration_s": 14,
+                            "kpis.ride_through_verdict.envelopes": {"pcc": ["itic_lower", "semi_f47"]}})
+    verdict = result.kpis[rtv.NAME]["pcc"]
+    ts = pd.read_parquet(result.run_dir / "timeseries.parquet")
+    v = float(ts["pcc.vm_min_pu"].min())
+    itic = verdict["itic_lower"]["positive_sequence"]["disturbances"]["d1"]
+    f47 = verdict["semi_f47"]["positive_sequence"]["disturbances"]["d1"]
+    assert itic["t_start_s"] == pytest.approx(10.0) and itic["duration_s"] == pytest.approx(0.1) and 0.6 < v < 0.7
+    assert itic["pass"] is False and itic["margin_pu"] == pytest.approx(v - 0.7) and itic["margin_time_s"] == pytest.approx(-0.08)
+    assert f47["pass"] is True and f47["margin_pu"] == pytest.approx(v - 0.5) and f47["margin_time_s"] == pytest.approx(0.1)
+    assert verdict["itic_lower"]["applies_to_judged_on"] == "positive_sequence"
+    assert "worst_phase" not in verdict["itic_lower"]
