@@ -635,8 +635,33 @@ def _check_verdict_envelopes(scn: Scenario, problems: list[Problem]) -> None:
     for key, message in envelopes.verdict_problems(refs, scn.base_dir, where):
         problems.append(Problem(key, message))
     if not any(p.path.startswith(where) for p in problems):
+        _check_verdict_records(scn, refs, where, problems)
+    if not any(p.path.startswith(where) for p in problems):
         resolved = {e: [str(envelopes.resolve(r, scn.base_dir)) if r.lower().endswith(".toml") or "/" in r else r
                         for r in names] for e, names in refs.items()}
         scn.kpis = scn.kpis.model_copy(update={"ride_through_verdict": scn.kpis.ride_through_verdict.model_copy(
             update={"envelopes": resolved})})
+
+
+#: the recorded attributes a verdict reads, by quantity (cosim/kpis/ride_through_verdict.py)
+VERDICT_ATTRS = {"voltage": ("v1_pu", "vm_min_pu", "vm_max_pu", "vm_pu"), "frequency": ("f_hz",)}
+
+
+def _check_verdict_records(scn: Scenario, refs: dict[str, list[str]], where: str, problems: list[Problem]) -> None:
+    """A verdict whose point of connection records nothing it can judge is a problem, not an empty verdict."""
+    if len(scn.entities) != len(_declared(scn, "entities")):
+        return  # some entities are invalid: said elsewhere
+    names = [f"{eid}.{attr}" for eid in scn.entities for attr in scn.outputs(eid)]
+    recorded = {n for n in names if any(fnmatch.fnmatchcase(n, p) for p in scn.record.include)
+                and not any(fnmatch.fnmatchcase(n, p) for p in scn.record.exclude)}
+    any_f_hz = [n for n in recorded if n.endswith(".f_hz")]
+    for entity, names_ in refs.items():
+        for k, ref in enumerate(names_):
+            quantity = envelopes.load(ref, scn.base_dir).quantity
+            wanted = [f"{entity}.{a}" for a in VERDICT_ATTRS[quantity]]
+            if any(w in recorded for w in wanted) or (quantity == "frequency" and len(any_f_hz) == 1):
+                continue
+            problems.append(Problem(f"{where}.{entity}[{k}]", f"{ref!r} judges {entity}'s {quantity}, but the run records "
+                                    f"none of {', '.join(wanted)}; add \"{entity}.*\" to record.include (or a "
+                                    "point of connection that reports it)"))
 

@@ -128,6 +128,13 @@ def test_validation_names_an_unknown_envelope_and_entity():
     assert "nearest: itic_lower" in text and "nowhere" in text and len(err.value.problems) == 2
 
 
+def test_validation_refuses_a_verdict_on_an_unrecorded_point_of_connection():
+    with pytest.raises(ScenarioError) as err:
+        load_scenario(FAULT_SCENARIO, {"kpis.ride_through_verdict.envelopes": {"pcc": ["itic_lower"]},
+                                       "record.include": ["campus.p_mw"]})
+    assert len(err.value.problems) == 1 and "records none of pcc.v1_pu" in str(err.value)
+
+
 def test_validation_reads_a_user_file_relative_to_the_scenario(tmp_path):
     scn = _verdict_scenario({"pcc": [str(_user(tmp_path, **{'voltage_definition = "positive_sequence"':
                                                             'voltage_definition = "worst_phase"'}))]})
