@@ -25,7 +25,8 @@ envelopes read the entity's ``f_hz``, else the run's one recorded ``f_hz``):
   with ``t_margin_time_s``, and ``pass`` (smallest margin ≥ 0); ``open_at_end`` when the run ends
   inside it. Disturbances are keyed ``d1``, ``d2``, … so ``cosim compare`` lines them up.
 
-Per envelope: ``applies_to`` (the file's voltage definition), ``pass`` (every disturbance passes
+Per envelope: ``envelope`` (the shipped name, or the user's file by its absolute path),
+``applies_to`` (the file's voltage definition), ``pass`` (every disturbance passes
 on that definition; true with none), and one table per definition judged, each with its own
 ``pass``, ``n_disturbances``, worst ``margin_*`` and the disturbances. A placeholder envelope is
 refused at validation (it has no values).
@@ -150,7 +151,7 @@ def _verdicts(inp: KpiInput, envelopes: dict[str, list[str]]) -> dict[str, Any]:
             envelope = load(ref)
             series = series_for(inp, entity, envelope)
             entry: dict[str, Any] = {"title": envelope.title, "quantity": envelope.quantity,
-                                     "must_stay": envelope.must_stay, "file": str(envelope.path)}
+                                     "must_stay": envelope.must_stay, "envelope": ref}
             if envelope.quantity == "voltage":
                 entry["applies_to"] = envelope.voltage_definition
             if not series:

@@ -497,9 +497,9 @@ def fig_ride_through(f: FigureInput) -> str | None:
         if entity == "cessations" or not isinstance(entries, dict):
             continue
         for entry in entries.values():
-            if isinstance(entry, dict) and entry.get("judged") and isinstance(entry.get("file"), str):
+            if isinstance(entry, dict) and entry.get("judged") and isinstance(entry.get("envelope"), str):
                 try:
-                    panels.append((entity, entry, load_envelope(entry["file"])))
+                    panels.append((entity, entry, load_envelope(entry["envelope"])))
                 except (ValueError, OSError):  # the file moved since the run: no panel
                     continue
     if not panels:
