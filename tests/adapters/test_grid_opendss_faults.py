@@ -38,8 +38,9 @@ def run(sim: GridSim, n: int) -> list[dict]:
 FAULTED = {"slg": "a", "ll": "ab", "llg": "ab", "3ph": "abc"}
 
 
+@pytest.mark.parametrize("control_mode", ["static", "time"])
 @pytest.mark.parametrize("kind", sorted(FAULTED))
-def test_every_fault_kind_at_its_bus(kind):
+def test_every_fault_kind_at_its_bus(kind, control_mode):
     """A bolted fault (0.001 ohm) at bus 671 seen by a campus at 671, steps 0.1 s, fault from 0.2 s for 0.2 s.
 
     Checks (Anderson, *Analysis of Faulted Power Systems*, 1973, ch. 3, the sequence networks at
@@ -50,7 +51,8 @@ def test_every_fault_kind_at_its_bus(kind):
     voltages return to their pre-fault values (within OpenDSS's power-flow tolerance, 1e-4 pu)
     and the regulators have not moved.
     """
-    sim = make_sim([{"bus": "671", "kind": kind, "r_ohm": 0.001, "t_s": 0.2, "clearing_s": 0.2}])
+    sim = make_sim([{"bus": "671", "kind": kind, "r_ohm": 0.001, "t_s": 0.2, "clearing_s": 0.2}],
+                   control_mode=control_mode)
     rows = run(sim, 6)
     before, during, after = rows[1], rows[2:4], rows[4:]
     assert all(r["converged"] for r in rows)
@@ -87,6 +89,16 @@ def test_slg_fault_separates_the_two_voltage_definitions():
     faulted = run(sim, 3)[1]
     assert faulted["va_pu"] < 0.05 and faulted["vb_pu"] > 1.1 and faulted["vc_pu"] > 1.1
     assert 0.7 < faulted["v1_pu"] < 0.9
+
+
+def test_a_single_phase_element_judges_its_own_phase():
+    """A load on phase a of 671 during an SLG fault on phase b: the bus's phase b collapses, but the
+    element's worst phase is its own (a), and its v1 is the bus's positive sequence."""
+    sim = make_sim([{"bus": "671", "kind": "slg", "phases": "b", "r_ohm": 0.001, "t_s": 0.1, "clearing_s": 0.1}],
+                   phases="a")
+    faulted = run(sim, 2)[1]
+    assert faulted["vb_pu"] < 0.03 and faulted["v_worst_pu"] == faulted["va_pu"] > 0.5
+    assert faulted["vm_phase_min_pu"] == pytest.approx(faulted["va_pu"])
 
 
 def test_symmetrical_components_of_known_phasor_sets():
