@@ -112,11 +112,11 @@ def fault_problems(faults: list[OpenDssFault], buses: list[str], bus_phases: lis
             near = difflib.get_close_matches(fault.bus.strip().lower(), list(lower), n=4, cutoff=0.4)
             hint = f"nearest: {', '.join(buses[lower[n]] for n in near)}" if near else f"e.g. {', '.join(buses[:6])}"
             problems.append(f"{key}.bus = {fault.bus!r}: no such bus in the feeder ({hint}); give an OpenDSS bus name")
-            continue
-        missing = "".join(p for p in fault.phases if p not in bus_phases[pos])
-        if missing:
-            problems.append(f"{key}.phases = {fault.phases!r}: bus {buses[pos]!r} has phases "
-                            f"{bus_phases[pos] or 'none'}, not {missing}; fault phases it has")
+        else:
+            missing = "".join(p for p in fault.phases if p not in bus_phases[pos])
+            if missing:
+                problems.append(f"{key}.phases = {fault.phases!r}: bus {buses[pos]!r} has phases "
+                                f"{bus_phases[pos] or 'none'}, not {missing}; fault phases it has")
         if fault.clearing_s < step_s - 1e-9:
             problems.append(f"{key}.clearing_s = {fault.clearing_s:g}: shorter than the grid's step "
                             f"({step_s:g} s), so no step would see the fault; give clearing_s >= {step_s:g} s "

@@ -145,6 +145,11 @@ def test_clearing_time_shorter_than_the_step_is_one_problem():
     assert _check(step_s=0.05, clearing_s=0.05) == []
 
 
+def test_two_mistakes_in_one_fault_are_two_problems():
+    problems = _check(bus="6711", clearing_s=0.05)
+    assert len(problems) == 2 and "faults[0].bus" in problems[0] and "faults[0].clearing_s" in problems[1]
+
+
 def test_fault_on_a_phase_the_bus_lacks():
     problems = _check(bus="611", kind="slg", phases="a")  # 611 carries phase c only
     assert len(problems) == 1 and "has phases c" in problems[0]
