@@ -53,15 +53,18 @@ Entities:
   ``q_import_mvar`` (at the slack, positive = import from upstream), ``losses_mw`` (lines
   and transformers), ``max_loading_pct``, ``converged``, ``n_nonconverged`` and per element
   ``bus_<id>_vm_pu``, ``line_<id>_loading_pct``, ``trafo_<id>_loading_pct``; inputs
-  ``line_<id>_in_service``. ``<id>`` is the element name sanitised to ``[a-z0-9_]`` (its
-  index when the name is missing or not unique).
+  ``line_<id>_in_service``, ``n_buses_unsupplied`` (buses the network as given supplies that
+  have no voltage in this step: cut from every source by an opened line; the extremes
+  ``vm_min_pu`` etc. are over the energised buses, this count sits beside them). ``<id>`` is the
+  element name sanitised to ``[a-z0-9_]`` (its index when the name is missing or not unique).
 * ``Load``, ``Sgen``, ``Storage``: ``bus=`` attaches a new element at that bus (name or
   index), ``element=`` drives an existing one. Inputs and outputs ``p_mw`` [MW] and
-  ``q_mvar`` [Mvar] (consumer convention for Load and Storage, generator convention for
-  Sgen, as pandapower's tables), output ``vm_pu`` at the element's bus; on the OpenDSS engine
-  also ``p_served_mw``, what OpenDSS served it in the same sign (short of ``p_mw`` below the
-  element's ``vmin_pu``, where OpenDSS serves a load as an impedance). An input replaces the
-  background profile of that element from then on.
+  ``q_mvar`` [Mvar] (what the element asks for; consumer convention for Load and Storage,
+  generator convention for Sgen, as pandapower's tables), output ``vm_pu`` at the element's bus
+  and ``p_served_mw``, what the grid served it in the same sign: ``p_mw`` on an energised bus
+  (pandapower's elements are constant power), short of it on OpenDSS below the element's
+  ``vmin_pu`` (where OpenDSS serves a load as an impedance), 0 on a de-energised bus (its
+  voltages NaN). An input replaces the background profile of that element from then on.
 
 Background profiles (SimBench's 15-minute year) are mapped to the scenario time by day of
 year and time of day, so any scenario year works; each value holds for its quarter hour.
@@ -76,9 +79,14 @@ each step's time, so a trip shorter than the grid's step is seen only when a ste
 it) and back in service after, unless a ``line_<id>_in_service`` input holds it open. With trips
 given the Grid also outputs ``n_lines_out`` (lines out of service by a trip or an input) and
 ``n_buses_islanded`` (buses left without a source: their ``bus_<id>_vm_pu`` is NaN, their loads are
-not served and not in ``p_import_mw``); an island is reported, never an error. When the power flow does not converge the Grid outputs hold
-their last values, ``converged`` is False and ``n_nonconverged`` counts up (or, with
-``on_nonconvergence = "fail"``, the step raises).
+not served and not in ``p_import_mw``); an island is reported, never an error (the run's
+``supply`` KPIs count its time and what was not served, and the run ends ``degraded``).
+
+When the power flow does not converge, ``converged`` is False, ``n_nonconverged`` counts up and
+every result of the step is NaN: the Grid's voltages, loadings, losses, import and all-bus
+outputs (OpenDSS: per-phase voltages and capacitor Mvar too; tap and capacitor settings stay),
+each element's voltages and ``p_served_mw``; an element's ``p_mw``/``q_mvar`` still say what it
+asked for. Never the last solved values (with ``on_nonconvergence = "fail"`` the step raises).
 """
 from __future__ import annotations
 
@@ -162,6 +170,7 @@ class SimParams(Params):
     network_params: dict[str, Any] = {}
     profiles: bool = True
     solver: Literal["lightsim2grid", "pandapower"] = "lightsim2grid"
+    #: an unsolved step: "hold" goes on with NaN results for it (never the last solved ones), "fail" ends the run
     on_nonconvergence: Literal["hold", "fail"] = "hold"
     regulators: Literal["auto", "fixed"] = "auto"
     tap_positions: dict[str, int] = {}
