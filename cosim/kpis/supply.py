@@ -107,5 +107,5 @@ def run_warnings(kpis: dict[str, Any]) -> list[str]:
     return [f"after the run: {note}; see kpis.json 'supply'" for note in degraded_notes(kpis)]
 
 
-BLOCK = Block("supply", "Supply (de-energised time, energy not served)", 22, _columns, _compute,
+BLOCK = Block("supply", "Supply (de-energised time, energy not served)", 95, _columns, _compute,
               headline=("deenergised_s", "unserved_mwh"))
