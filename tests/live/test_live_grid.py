@@ -120,3 +120,16 @@ def test_a_deenergised_element_makes_the_live_run_degraded(serve, until, engine)
     assert pcc["p_served_mw"] == 0.0 and pcc["vm_pu"] is None and pcc["p_mw"] == 1.0
     feeder = client.get("/entities/feeder").json()["outputs"]
     assert feeder["converged"] is True and feeder["n_buses_unsupplied"] >= 1
+
+
+def test_a_served_run_that_ends_degraded_exits_3(tmp_path):
+    """``cosim serve --exit-at-end`` on a run whose feeder has an unsolvable load from the start: the
+    run folder says ``degraded`` and the server returns 3, as ``cosim run`` does (not 0)."""
+    keys = dict(ENGINES["pandapower"][0], element_extra="")
+    path = tmp_path / "live.toml"
+    path.write_text(SCENARIO.format(**keys).replace("duration_s = 3600", "duration_s = 180").replace(
+        "p_mw = 1.0", f"p_mw = {ENGINES['pandapower'][2]}"))
+    run = LiveRun(load_live(path, {}, 0.001), tmp_path / "runs", report=False)
+    server = LiveServer(run, bind("127.0.0.1", 0), exit_at_end=True, say=lambda text: None)
+    assert server.serve() == 3
+    assert RunFolder(run.run_dir).metadata()["status"] == "degraded"
