@@ -45,13 +45,16 @@ INJECTION_SIGN = {"load": -1.0, "sgen": 1.0, "storage": -1.0}
 MODEL_KIND = {"Load": "load", "Sgen": "sgen", "Storage": "storage"}
 GRID_OUTPUTS = (
     "vm_min_pu", "vm_max_pu", "p_import_mw", "q_import_mvar", "losses_mw", "max_loading_pct",
-    "converged", "n_nonconverged",
+    "converged", "n_nonconverged", "n_buses_unsupplied",
     "allbus_vm_min_pu", "allbus_vm_max_pu", "allbus_violation_pu", "n_allbus_violating",
 )
 ELEMENT_ATTRS = ("p_mw", "q_mvar")
 #: What an element reports besides its powers: mean, lowest and highest voltage over its phases and
 #: the sum over its phases of the distance outside the band. [pu]
 ELEMENT_VOLTAGE_OUTPUTS = ("vm_pu", "vm_phase_min_pu", "vm_phase_max_pu", "vm_violation_pu")
+#: Output of every grid element: the active power the grid served it in the element's own sign (its
+#: ``p_mw`` output is what it asked for): 0 on a de-energised bus, NaN when the step did not solve. [MW]
+SERVED_ATTR = "p_served_mw"
 #: pandapower's ``runpp`` defaults, kept so results agree with it.
 MAX_ITERATION = 10
 TOLERANCE_MVA = 1e-8
@@ -183,6 +186,18 @@ class PowerFlow:
         """Bus position of each node."""
         return np.arange(len(self.vm_pu), dtype=np.int64)
 
+    def dead_bus_mask(self) -> np.ndarray:
+        """Per bus (``net.bus`` order): True where the network as it stands has no voltage to give
+        (out of service, or no path of in-service branches and closed switches to a source)."""
+        net = self.net
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            dead = set(topology.unsupplied_buses(net))
+        mask = net.bus.index.isin(list(dead))
+        if "in_service" in net.bus:
+            mask |= ~net.bus.in_service.to_numpy(bool)
+        return np.asarray(mask, dtype=bool)
+
     def default_excluded_buses(self) -> list[int]:
         """Bus positions left out of the all-bus voltage outputs: the slack (``ext_grid``) buses."""
         buses = self.net.ext_grid.bus[self.net.ext_grid.in_service.astype(bool)] if len(self.net.ext_grid) else []
@@ -249,10 +264,13 @@ class PowerFlow:
             if len(self.net[kind]):
                 self.net[kind]["p_mw"] = p_mw[kind]
                 self.net[kind]["q_mvar"] = q_mvar[kind]
+        # warm start from the last results, unless they have NaN (buses that were de-energised: a
+        # start from NaN never converges once they are fed again); then pandapower's own start
+        warm = self._solved_once and bool(np.isfinite(self.net.res_bus.vm_pu.to_numpy(float)).all())
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                pp.runpp(self.net, init="results" if self._solved_once else "auto")
+                pp.runpp(self.net, init="results" if warm else "auto")
         except Exception:  # LoadflowNotConverged and numerical failures alike
             self._solved_once = False
             return False

@@ -38,8 +38,10 @@ Entities:
   electrical power), per machine ``gen_<id>_f_hz`` and ``gen_<id>_p_mw``, per bus
   ``bus_<id>_vm_pu``.
 * ``Load`` (``bus = <ANDES bus idx or name>``): a load that cosim drives. Inputs ``p_mw`` and
-  ``q_mvar`` (consumer sign); outputs ``p_mw``, ``q_mvar`` (what it drew at the end of the step),
-  ``vm_pu`` (its bus voltage at the end of the step), ``vm_min_pu`` (lowest over the step's
+  ``q_mvar`` (consumer sign); outputs ``p_mw``, ``q_mvar`` (what it asked for, as on the other grid
+  engines), ``p_served_mw`` (what it drew at the end of the step: an impedance set at the step's
+  start voltage, so it follows the voltage inside the step), ``vm_pu`` (its bus voltage at the end
+  of the step), ``vm_min_pu`` (lowest over the step's
   sub-steps: a 100 ms dip shows also at 1 s steps), ``f_hz`` (the bus frequency of an ANDES
   ``BusFreq`` measurement at the bus) and ``rocof_hz_s``.
 
@@ -49,7 +51,10 @@ of step ``t`` describe that interval: the state at its end and the extremes insi
 step's input is the initial operating point: the power flow and ANDES's initialisation are solved
 with it, so the run starts in equilibrium. A machine pair losing synchronism (ANDES's criterion:
 rotor angles more than 180° apart) ends the run early and cleanly (status ok, the reason names
-the time); an integration that does not converge fails it.
+the time); an integration that does not converge fails it, and the outputs of that step are NaN
+(the loads' asked ``p_mw``/``q_mvar`` excepted), so a Session or a live run that reads them after
+the failure never reads the last solved step's values as this one's. No cosim input isolates a bus
+here (no line inputs or trips), so ANDES has no de-energised outputs.
 
 Example::
 
@@ -94,7 +99,7 @@ EVENT_TIMES = {"Toggle": ("t",), "Alter": ("t",), "Fault": ("tf", "tc")}
 GRID_OUTPUTS = ("f_hz", "f_nadir_hz", "f_zenith_hz", "rocof_hz_s", "vm_min_pu", "vm_max_pu", "delta_spread_deg",
                 "p_load_mw", "p_gen_mw")
 LOAD_INPUTS = ("p_mw", "q_mvar")
-LOAD_OUTPUTS = ("p_mw", "q_mvar", "vm_pu", "vm_min_pu", "f_hz", "rocof_hz_s")
+LOAD_OUTPUTS = ("p_mw", "q_mvar", "p_served_mw", "vm_pu", "vm_min_pu", "f_hz", "rocof_hz_s")
 
 
 def _rows(value: Any) -> Any:
@@ -406,19 +411,31 @@ class AndesGridSim(CosimSim):
                 raise EndRun(f"{self.sid}: machines lost synchronism at t = {float(ss.dae.t):.3f} s (ANDES's criterion: "
                              "rotor angles more than 180 degrees apart); the step from "
                              f"{step_start_s:g} s is the last recorded")
+            self._unsolved_outputs()
             raise RuntimeError(f"{self.sid}: ANDES's integration did not converge at t = {float(ss.dae.t):.3f} s "
                                f"({message}); try a smaller dt_s or a less severe event")
         if ss.dae.t != t_end_s:  # never report a step that ANDES did not reach
+            self._unsolved_outputs()
             raise RuntimeError(f"{self.sid}: ANDES stopped at t = {float(ss.dae.t):.6f} s short of {t_end_s:.6f} s "
                                "without an error of its own; try another dt_s")
+
+    def _unsolved_outputs(self) -> None:
+        """Every output NaN but the loads' asked powers: the step did not integrate."""
+        for eid, load in self.loads.items():
+            self.out[eid] = {**dict.fromkeys(LOAD_OUTPUTS, math.nan), "p_mw": load["p_mw"], "q_mvar": load["q_mvar"]}
+        if self.grid_eid is not None:
+            info = self.info
+            names = [*GRID_OUTPUTS, *(f"gen_{sanitise(g)}_{a}" for g in info["gens"] for a in ("f_hz", "p_mw")),
+                     *(f"bus_{sanitise(b)}_vm_pu" for b in info["buses"])]
+            self.out[self.grid_eid] = dict.fromkeys(names, math.nan)
 
     def _outputs(self, vm_min: dict[str, float], rocof_hz_s: float) -> None:
         ss, f0 = self.system, self.f0_hz
         v = ss.Bus.v.v
         for eid, load in self.loads.items():
             vm = float(v[self.bus_uid[eid]])
-            self.out[eid] = {"p_mw": float(ss.PQ.Req.v[self.uid[eid]]) * vm * vm * S_BASE_MVA,
-                             "q_mvar": float(ss.PQ.Xeq.v[self.uid[eid]]) * vm * vm * S_BASE_MVA,
+            self.out[eid] = {"p_mw": load["p_mw"], "q_mvar": load["q_mvar"],
+                             "p_served_mw": float(ss.PQ.Req.v[self.uid[eid]]) * vm * vm * S_BASE_MVA,
                              "vm_pu": vm, "vm_min_pu": vm_min[eid],
                              "f_hz": float(ss.BusFreq.f.v[self.bf_uid[eid]]) * f0,
                              "rocof_hz_s": rocof_hz_s}

@@ -53,15 +53,18 @@ Entities:
   ``q_import_mvar`` (at the slack, positive = import from upstream), ``losses_mw`` (lines
   and transformers), ``max_loading_pct``, ``converged``, ``n_nonconverged`` and per element
   ``bus_<id>_vm_pu``, ``line_<id>_loading_pct``, ``trafo_<id>_loading_pct``; inputs
-  ``line_<id>_in_service``. ``<id>`` is the element name sanitised to ``[a-z0-9_]`` (its
-  index when the name is missing or not unique).
+  ``line_<id>_in_service``, ``n_buses_unsupplied`` (buses the network as given supplies that
+  have no voltage in this step: cut from every source by an opened line; the extremes
+  ``vm_min_pu`` etc. are over the energised buses, this count sits beside them). ``<id>`` is the
+  element name sanitised to ``[a-z0-9_]`` (its index when the name is missing or not unique).
 * ``Load``, ``Sgen``, ``Storage``: ``bus=`` attaches a new element at that bus (name or
   index), ``element=`` drives an existing one. Inputs and outputs ``p_mw`` [MW] and
-  ``q_mvar`` [Mvar] (consumer convention for Load and Storage, generator convention for
-  Sgen, as pandapower's tables), output ``vm_pu`` at the element's bus; on the OpenDSS engine
-  also ``p_served_mw``, what OpenDSS served it in the same sign (short of ``p_mw`` below the
-  element's ``vmin_pu``, where OpenDSS serves a load as an impedance). An input replaces the
-  background profile of that element from then on.
+  ``q_mvar`` [Mvar] (what the element asks for; consumer convention for Load and Storage,
+  generator convention for Sgen, as pandapower's tables), output ``vm_pu`` at the element's bus
+  and ``p_served_mw``, what the grid served it in the same sign: ``p_mw`` on an energised bus
+  (pandapower's elements are constant power), short of it on OpenDSS below the element's
+  ``vmin_pu`` (where OpenDSS serves a load as an impedance), 0 on a de-energised bus (its
+  voltages NaN). An input replaces the background profile of that element from then on.
 
 Background profiles (SimBench's 15-minute year) are mapped to the scenario time by day of
 year and time of day, so any scenario year works; each value holds for its quarter hour.
@@ -76,9 +79,14 @@ each step's time, so a trip shorter than the grid's step is seen only when a ste
 it) and back in service after, unless a ``line_<id>_in_service`` input holds it open. With trips
 given the Grid also outputs ``n_lines_out`` (lines out of service by a trip or an input) and
 ``n_buses_islanded`` (buses left without a source: their ``bus_<id>_vm_pu`` is NaN, their loads are
-not served and not in ``p_import_mw``); an island is reported, never an error. When the power flow does not converge the Grid outputs hold
-their last values, ``converged`` is False and ``n_nonconverged`` counts up (or, with
-``on_nonconvergence = "fail"``, the step raises).
+not served and not in ``p_import_mw``); an island is reported, never an error (the run's
+``supply`` KPIs count its time and what was not served, and the run ends ``degraded``).
+
+When the power flow does not converge, ``converged`` is False, ``n_nonconverged`` counts up and
+every result of the step is NaN: the Grid's voltages, loadings, losses, import and all-bus
+outputs (OpenDSS: per-phase voltages and capacitor Mvar too; tap and capacitor settings stay),
+each element's voltages and ``p_served_mw``; an element's ``p_mw``/``q_mvar`` still say what it
+asked for. Never the last solved values (with ``on_nonconvergence = "fail"`` the step raises).
 """
 from __future__ import annotations
 
@@ -119,6 +127,7 @@ from cosim.adapters._grid_pandapower import (  # noqa: F401 — re-exported for 
     KINDS,
     MAX_ITERATION,
     MODEL_KIND,
+    SERVED_ATTR,
     TOLERANCE_MVA,
     PowerFlow,
     element_ids,
@@ -169,6 +178,7 @@ class SimParams(Params):
     network_params: dict[str, Any] = {}
     profiles: bool = True
     solver: Literal["lightsim2grid", "pandapower"] = "lightsim2grid"
+    #: an unsolved step: "hold" goes on with NaN results for it (never the last solved ones), "fail" ends the run
     on_nonconvergence: Literal["hold", "fail"] = "hold"
     regulators: Literal["auto", "fixed"] = "auto"
     tap_positions: dict[str, int] = {}
@@ -271,10 +281,6 @@ class _Attached:
     q_mvar: float | None
 
 
-#: Output of an OpenDSS element: the power OpenDSS served it (its p_mw is the setpoint). [MW]
-SERVED_ATTR = "p_served_mw"
-
-
 #: A line rating at or above this is a placeholder, not a conductor (the largest overhead
 #: transmission bundles carry ~5-10 kA). [kA]
 PLACEHOLDER_MAX_I_KA = 100.0
@@ -361,7 +367,7 @@ class GridSim(CosimSim):
             info = opendss_circuit_info(grid_models.dss_file(sim_params.network))
             return _build_meta(info.ids, [*opendss_grid_outputs(info), *trips],
                                [*(tap_set_attr(i) for i in info.ids["reg"]), *(cap_set_attr(i) for i in info.ids["cap"])],
-                               element_outputs=[SERVED_ATTR, *PHASE_OUTPUTS])
+                               element_outputs=list(PHASE_OUTPUTS))
         key = json.dumps([sim_params.network, sim_params.network_params, trips,
                           grid_models.file_version(sim_params.network)], sort_keys=True, default=str)
         if key not in cls._META_CACHE:
@@ -467,6 +473,15 @@ class GridSim(CosimSim):
         self._line_held_open: set[int] = set()  # lines a line_<id>_in_service input opened
         self._trip_state: dict[int, bool] = {}  # the state _switch_lines last gave a trip's line
         self._faults = FaultSchedule(self.flow.dss, list(p.faults), self.flow.info.buses) if p.faults else None
+        # buses the network as given leaves without voltage (out of service, or cut off in its file):
+        # not counted by n_buses_unsupplied, which counts what the run's switching de-energised
+        if p.engine == "opendss":
+            self._dead_at_start = np.zeros(len(self.flow.ids["bus"]), bool)
+            isolated = list(opendss_circuit_info(grid_models.dss_file(p.network)).isolated_buses)
+            self._dead_at_start[[i for i in isolated if i < len(self._dead_at_start)]] = True
+        else:
+            self._dead_at_start = self.flow.dead_bus_mask()
+        self._unsolved: dict[str, float] | None = None  # the Grid's outputs of a step that did not solve
 
     def _line_pos(self, ref: str) -> int:
         """Position of a trip's line: by name, sanitised id or (pandapower) index."""
@@ -512,9 +527,9 @@ class GridSim(CosimSim):
                                params.p_mw if "p_mw" in given else None,
                                params.q_mvar if "q_mvar" in given else None)
         self.attached[eid] = entity
-        self.out[eid] = {"p_mw": math.nan, "q_mvar": math.nan, **dict.fromkeys(ELEMENT_VOLTAGE_OUTPUTS, math.nan)}
+        self.out[eid] = {"p_mw": math.nan, "q_mvar": math.nan, **dict.fromkeys(ELEMENT_VOLTAGE_OUTPUTS, math.nan),
+                         SERVED_ATTR: math.nan}
         if self.params.engine == "opendss":
-            self.out[eid][SERVED_ATTR] = math.nan
             self.out[eid].update(dict.fromkeys(PHASE_OUTPUTS, math.nan))
 
     def step_entities(self, time_s: float, inputs: dict[str, dict[str, Any]]) -> None:
@@ -530,20 +545,44 @@ class GridSim(CosimSim):
             if self.params.on_nonconvergence == "fail":
                 raise RuntimeError(
                     f"grid sim {self.sid}: power flow did not converge at {self.utc(time_s).isoformat()} "
-                    f"(t = {time_s} s); set on_nonconvergence = \"hold\" to keep the last values"
+                    f"(t = {time_s} s); set on_nonconvergence = \"hold\" to go on with NaN results for such steps"
                 )
         self._fill_grid_outputs(converged)
-        if converged:
-            low, high = self.params.v_low_pu, self.params.v_high_pu
-            for eid, e in self.attached.items():
-                stats = _band_stats(self.flow.element_node_vm_pu(e.kind, e.pos), low, high)
-                stats.pop("n_violating")
-                self.out[eid] = {"p_mw": float(p_mw[e.kind][e.pos]), "q_mvar": float(q_mvar[e.kind][e.pos]),
-                                 "vm_pu": self.flow.element_vm_pu(e.kind, e.pos), **stats}
-                if self.params.engine == "opendss":  # what OpenDSS served: short of p_mw below vmin_pu
-                    self.out[eid][SERVED_ATTR] = self.flow.element_served_mw(e.kind, e.pos)
-                    phasors = bus_phase_voltages(self.flow.dss, self.flow.info.buses[e.bus_pos])
-                    self.out[eid].update(phase_outputs(phasors, self.flow.elements[e.kind][e.pos].phases))
+        self._fill_element_outputs(converged, p_mw, q_mvar)
+
+    def _fill_element_outputs(self, converged: bool, p_mw: dict[str, np.ndarray], q_mvar: dict[str, np.ndarray]) -> None:
+        """Each element's ``p_mw``/``q_mvar`` (what it asked for, solved or not) and, from the solve, its
+        voltages and ``p_served_mw``: NaN when the step did not solve, NaN voltages and 0 served on a
+        de-energised bus (module docstring)."""
+        low, high = self.params.v_low_pu, self.params.v_high_pu
+        opendss = self.params.engine == "opendss"
+        for eid, e in self.attached.items():
+            asked = float(p_mw[e.kind][e.pos])
+            out = {"p_mw": asked, "q_mvar": float(q_mvar[e.kind][e.pos])}
+            if not converged:
+                out.update(dict.fromkeys(ELEMENT_VOLTAGE_OUTPUTS, math.nan))
+                out[SERVED_ATTR] = math.nan
+                if opendss:
+                    out.update(dict.fromkeys(PHASE_OUTPUTS, math.nan))
+                self.out[eid] = out
+                continue
+            node_vm = self.flow.element_node_vm_pu(e.kind, e.pos)
+            stats = _band_stats(node_vm, low, high)
+            stats.pop("n_violating")
+            out["vm_pu"] = self.flow.element_vm_pu(e.kind, e.pos)
+            out.update(stats)
+            if not math.isfinite(stats["vm_phase_max_pu"]):  # no phase has a voltage: de-energised
+                out[SERVED_ATTR] = 0.0
+            elif opendss:  # what OpenDSS served: short of p_mw below vmin_pu
+                out[SERVED_ATTR] = self.flow.element_served_mw(e.kind, e.pos)
+            else:  # pandapower's elements are constant power: served what they asked
+                out[SERVED_ATTR] = asked
+            if opendss and not math.isfinite(stats["vm_phase_max_pu"]):
+                out.update(dict.fromkeys(PHASE_OUTPUTS, math.nan))  # de-energised: no voltage, as vm_pu
+            elif opendss:  # per-phase and sequence voltages at the element's bus
+                phasors = bus_phase_voltages(self.flow.dss, self.flow.info.buses[e.bus_pos])
+                out.update(phase_outputs(phasors, self.flow.elements[e.kind][e.pos].phases))
+            self.out[eid] = out
 
     def finalize(self) -> None:
         if self.params.engine == "opendss":
@@ -644,8 +683,9 @@ class GridSim(CosimSim):
         out["n_nonconverged"] = self.n_nonconverged
         if self._trips:  # the switching state is known whether or not the flow solved
             out["n_lines_out"] = self.flow.n_lines_out()
-        if not converged and "vm_min_pu" in out:
-            return  # hold the last good values
+        if not converged:  # nothing solved: every result of this step is unknown
+            out.update(self._unsolved_outputs())
+            return
         f = self.flow
         vm = f.vm_pu
         loadings = np.concatenate([f.line_loading_pct, f.trafo_loading_pct])
@@ -654,12 +694,29 @@ class GridSim(CosimSim):
         out["p_import_mw"], out["q_import_mvar"], out["losses_mw"] = f.p_import_mw, f.q_import_mvar, f.losses_mw
         out["max_loading_pct"] = _nan_extremes(loadings)[1]
         out.update(self._allbus(extremes))
+        dead = np.isnan(vm)
+        out["n_buses_unsupplied"] = int(np.count_nonzero(dead & ~self._dead_at_start)) if len(vm) == len(
+            self._dead_at_start) else int(np.count_nonzero(dead))
         if self._trips:
-            out["n_buses_islanded"] = int(np.isnan(vm).sum())
+            out["n_buses_islanded"] = int(dead.sum())
         # one list and one update for every element's value (bus, line, trafo order)
         out.update(zip(self._element_attrs, np.concatenate([vm, loadings]).tolist()))
         if self.params.engine == "opendss":
             out.update(f.device_outputs())
+
+    def _unsolved_outputs(self) -> dict[str, Any]:
+        """The Grid's outputs of a step whose power flow did not solve: every voltage, loading, flow,
+        loss and import NaN (the OpenDSS devices' tap and capacitor settings stay: they are known)."""
+        if self._unsolved is None:
+            nan = math.nan
+            names = [a for a in GRID_OUTPUTS if a not in ("converged", "n_nonconverged")]
+            self._unsolved = {**dict.fromkeys(names, nan), **dict.fromkeys(self._element_attrs, nan)}
+            if self._trips:
+                self._unsolved["n_buses_islanded"] = nan
+        values = dict(self._unsolved)
+        if self.params.engine == "opendss":
+            values.update(self.flow.device_outputs(solved=False))
+        return values
 
 
 #: ``a.min()`` / ``a.max()`` without ndarray's Python wrappers (they call these reductions)
@@ -810,7 +867,7 @@ def _build_meta(ids: dict[str, list[str]], extra_outputs: list[str] = (), extra_
     models = {"Grid": model_meta(inputs=[*(f"line_{i}_in_service" for i in ids["line"]), *extra_inputs],
                                  outputs=grid_outputs, role="grid")}
     for model in MODEL_KIND:
-        models[model] = model_meta(inputs=ELEMENT_ATTRS, outputs=[*ELEMENT_ATTRS, *ELEMENT_VOLTAGE_OUTPUTS, *element_outputs],
+        models[model] = model_meta(inputs=ELEMENT_ATTRS, outputs=[*ELEMENT_ATTRS, *ELEMENT_VOLTAGE_OUTPUTS, SERVED_ATTR, *element_outputs],
                                    params=ElementParams,
                                    role="grid_element")
     return meta(models)

@@ -11,8 +11,8 @@ regulator terminals unless its ``exclude_buses`` says otherwise): ``allbus_viola
 ``allbus_vm_min_pu``/``allbus_vm_max_pu``. The same per point of connection is the
 ``points_of_connection`` block (:mod:`cosim.kpis.pcc`).
 
-Steps whose power flow did not converge hold the last solved values in the grid's outputs:
-they say nothing about the grid. When there are any (from the recorded ``converged`` flag,
+Steps whose power flow did not converge report NaN in the grid's outputs (run folders written
+before the adapter did so hold the last solved values there): they say nothing about the grid. When there are any (from the recorded ``converged`` flag,
 else the ``n_nonconverged`` counter), every KPI above that depends on them is null — never a
 silently clean 0 — and ``n_nonconverged_steps``, ``nonconverged_frac`` and
 ``first_nonconverged_utc`` say how many and since when; ``over_converged_steps`` gives the same

@@ -22,10 +22,12 @@ so the step "solves" at a few percent of nominal voltage while the load draws a 
 power): the run is ``ok`` but the feeder could not carry what it was given. A fault's dip (a tenth
 of a second to a few seconds) stays under the time.
 
-A fourth reads the grid elements the OpenDSS engine serves (``p_served_mw`` beside ``p_mw``):
+A fourth reads the grid elements (``p_served_mw`` beside ``p_mw``; only the OpenDSS engine serves less
+than asked on an energised bus):
 **load not served**, :data:`UNSERVED_FRAC` (1 %) or more of the energy an element asked for not
 served, because its bus fell below the element's ``vmin_pu`` and OpenDSS served it as an
-impedance (its ``p_mw`` output is the setpoint, so it overstates what the grid carried).
+impedance (its ``p_mw`` output is the setpoint, so it overstates what the grid carried). Steps where
+the element was de-energised (served exactly 0) are left to :mod:`cosim.kpis.supply`.
 
 Per column with a finding, ``guards.<entity.attr>`` holds ``chatter_frac`` / ``floor_frac`` (or
 ``collapse_s`` / ``vm_min_pu``, or ``unserved_frac``) and a ``warning`` text; the run's ``metadata.json`` "warnings" and the report repeat the texts
@@ -76,9 +78,10 @@ def _columns(columns: list[str], roles: RunRoles) -> list[str]:
 
 
 def unserved_frac(p_mw: np.ndarray, served_mw: np.ndarray) -> float:
-    """Share of the requested energy (``|p_mw|`` summed) the grid did not serve. [-]"""
+    """Share of the requested energy (``|p_mw|`` summed) the grid did not serve, over the steps it served
+    something (a de-energised step, served exactly 0, is the ``supply`` block's ``deenergised_s``). [-]"""
     asked, got = np.abs(np.asarray(p_mw, dtype=float)), np.abs(np.asarray(served_mw, dtype=float))
-    ok = np.isfinite(asked) & np.isfinite(got)
+    ok = np.isfinite(asked) & np.isfinite(got) & (got != 0.0)
     total = float(asked[ok].sum())
     return float(np.clip(asked[ok] - got[ok], 0.0, None).sum() / total) if total > 0 else 0.0
 

@@ -3,13 +3,16 @@
 Metrics (Prometheus names carry their unit as Prometheus spells it, ``_seconds``):
 
 * ``cosim_output{entity, attr}``: every numeric (or true/false, as 1/0) output of every entity
-  after its latest step, in the unit of ``attr``'s suffix (``attr="p_mw"``: MW);
+  after its latest step, in the unit of ``attr``'s suffix (``attr="p_mw"``: MW); ``NaN`` where the
+  value is unknown (a grid step that did not solve, a de-energised bus's voltage), never the last
+  known value;
 * ``cosim_sim_time_seconds``: simulation time of the next step; ``cosim_steps_total``: steps taken;
 * ``cosim_rt_factor_ratio``: wall seconds per simulated second asked for;
   ``cosim_wall_per_sim_ratio``: the ratio so far; ``cosim_lag_seconds``: how late the latest step began;
 * ``cosim_signal_stale{entity}`` (1: the value is a held, stale reading) and
   ``cosim_signal_age_seconds{entity}`` for live signals (``adapters/live_signal.py``);
-* ``cosim_run_info{scenario, status}``: 1.
+* ``cosim_run_info{scenario, status}``: 1 (``status`` ``degraded`` from a grid's first unsolved or
+  de-energised step, :mod:`cosim.live.run`).
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ class RunCollector:
                                 labels=["entity", "attr"])
         for eid, values in outputs.items():
             for attr, value in values.items():
-                number = _number(value)
+                number = math.nan if value is None else _number(value)  # None: NaN, unknown (an unsolved grid step)
                 if number is not None:
                     out.add_metric([eid, attr], number)
         yield out

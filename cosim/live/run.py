@@ -10,6 +10,11 @@ Setting an input (:meth:`LiveRun.set_inputs`) holds it from the next step on, un
 again (``None`` releases it: the scenario's connections and params apply again), as
 :meth:`cosim.Session.set` does. A request is checked whole first (entity, input names, numbers,
 the adapter's bounds) and applied whole or not at all.
+
+The status is ``running`` until a grid's step does not solve (its ``converged`` output false: that
+step's voltages, flows and served powers are NaN, served as null) or leaves buses without voltage
+(``n_buses_unsupplied`` > 0): from that step on it is ``degraded``, with the reason, and stays so (the
+run goes on and takes inputs; the run folder ends ``degraded`` too, :mod:`cosim.run.runner`).
 """
 
 from __future__ import annotations
@@ -92,6 +97,7 @@ class LiveRun:
         self.session = Session(scn, out_dir=out_dir, report=report)
         self.run_dir = self.session.folder.path
         self.status, self.reason = "running", None
+        self._grids = scn.roles().entities_with("grid")
         self.n_steps = 0
         self.last_step_s: float | None = None  # simulation time of the latest step [s]
         self.lag_s = 0.0  # how late the latest step started [s]
@@ -111,7 +117,7 @@ class LiveRun:
     def stop(self, reason: str = "stopped") -> None:
         """End the run now (at a step boundary) and write the run folder; waits for it."""
         with self.lock:
-            if self.status == "running":
+            if self.status in ("running", "degraded"):
                 self.reason = reason
         self._stop.set()
         if self._thread.is_alive():
@@ -146,6 +152,23 @@ class LiveRun:
             self.last_step_s = next_s
             self.lag_s = lag_s
             self._read_outputs()
+            if self.status == "running":
+                self._check_grids(next_s)
+
+    def _check_grids(self, step_s: float) -> None:
+        """``degraded`` from the first step a grid did not solve or left buses without voltage."""
+        for grid in self._grids:
+            out = self.outputs.get(grid, {})
+            if out.get("converged") is False:
+                self.status, self.reason = "degraded", (
+                    f"grid {grid!r}: the power flow did not converge at t = {step_s:g} s; its voltages, flows "
+                    "and served powers are NaN (null) while it does not")
+                return
+            if (out.get("n_buses_unsupplied") or 0) > 0:
+                self.status, self.reason = "degraded", (
+                    f"grid {grid!r}: {out['n_buses_unsupplied']:g} buses without voltage from t = {step_s:g} s "
+                    "(a line or switch cut them from every source); their loads are not served")
+                return
 
     def _read_outputs(self) -> None:
         fresh: dict[str, dict[str, Any]] = {eid: {} for eid in self.scn.entities}
@@ -232,7 +255,7 @@ class LiveRun:
         self._known(eid)
         checked = self.check_inputs(eid, values)
         with self.lock:
-            if self.status != "running" or self.session.done:
+            if self.status not in ("running", "degraded") or self.session.done:
                 raise RunOver(f"the run is over (status {self.status}); its final state is still served")
             for attr, value in checked.items():
                 self.session.set(eid, attr, value)

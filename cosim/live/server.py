@@ -102,6 +102,8 @@ class LiveServer:
             return 1
         if self.run.status == "stopped":
             return 128 + self.caught[0] if self.caught else 1
+        if self.run.status == "degraded":  # finished, partly unknown: cosim run's exit code for it
+            return 3
         return 0
 
     def _on_signal(self, signum, frame) -> None:  # ours outside uvicorn's own handlers (before and after it serves)

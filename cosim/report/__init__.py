@@ -118,8 +118,9 @@ def _status_banner(meta: dict[str, Any], meta_problem: str | None, has_series: b
 
 
 def mask_unsolved(ts: pd.DataFrame, entities: dict[str, dict[str, Any]], roles) -> pd.DataFrame:
-    """NaN where a grid did not converge, in its own and its elements' columns (they hold the last
-    solved values there, which say nothing): the figures draw gaps instead."""
+    """NaN where a grid did not converge, in its own and its elements' columns (the grid adapter
+    writes NaN there itself, but an element's asked ``p_mw`` stays, and older run folders hold the last
+    solved values): the figures draw gaps instead."""
     out = ts
     for grid in roles.entities_with("grid"):
         flag = f"{grid}.converged"

@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 
 from cosim import kpis as kpi_module
-from cosim.kpis import guards
+from cosim.kpis import guards, supply
 from cosim.errors import RunInterrupted
 from cosim.folder import RunFolder
 from cosim.report import write_report
@@ -135,7 +135,7 @@ def finish_run(scn: Scenario, folder: RunFolder, outcome: Outcome, started: date
             kpi_error = f"{type(exc).__name__}: {exc}"
     status, reason = _degraded(scn, kpis, kpi_blocks, outcome)
     base = run_metadata(scn)
-    base["warnings"] = [*base["warnings"], *guards.run_warnings(kpis)]
+    base["warnings"] = [*base["warnings"], *guards.run_warnings(kpis), *supply.run_warnings(kpis)]
     meta = {
         **base,
         "status": status,
@@ -161,7 +161,8 @@ def finish_run(scn: Scenario, folder: RunFolder, outcome: Outcome, started: date
 
 def _degraded(scn: Scenario, kpis: dict[str, Any], blocks: dict[str, Any], outcome: Outcome) -> tuple[str, str | None]:
     """An ``ok`` run whose grid did not converge at more than ``nonconverged_max_frac`` of its
-    steps is ``degraded``: its grid KPIs over those steps are unknown (null), and it says so."""
+    steps is ``degraded``: its grid KPIs over those steps are unknown (null), and it says so; so is
+    one where buses or grid elements were de-energised (:mod:`cosim.kpis.supply`)."""
     if outcome.status != "ok":
         return outcome.status, outcome.reason
     notes = []
@@ -173,6 +174,7 @@ def _degraded(scn: Scenario, kpis: dict[str, Any], blocks: dict[str, Any], outco
             notes.append(f"grid {grid!r}: the power flow did not converge at {n} of {outcome.rows_recorded} "
                          f"steps{f' (first at {first})' if first else ''}; its voltages, loadings and import "
                          "there are unknown (their KPIs are null)")
+    notes += supply.degraded_notes(kpis)  # de-energised buses or elements: part of the grid was dead
     return ("degraded", "; ".join(notes)) if notes else (outcome.status, outcome.reason)
 
 
