@@ -276,6 +276,11 @@ class FirmSim(CosimSim):
     ModelParams = {"GasTurbine": GasTurbineParams, "Smr": SmrParams}
     EXAMPLE = {"models": {"GasTurbine": {"p_max_mw": 2.0, "p_init_mw": 1.0}, "Smr": {"p_max_mw": 77.0}}}
 
+    @classmethod
+    def input_bounds(cls, model, params, sim_params=None):
+        """A dispatch setpoint from 0 (off) to the unit's rating. [MW]"""
+        return {"p_set_mw": (0.0, float("inf") if params is None else params.p_max_mw)}
+
     def setup(self) -> None:
         self.units: dict[str, GasTurbine | Smr] = {}
 

@@ -174,6 +174,10 @@ class SimParams(Params):
     line_trips: Annotated[tuple[tuple[float, float, str], ...], BeforeValidator(_triples)] = ()
     #: a CSV of line trips (``t_s,duration_s,line``), added to ``line_trips``
     line_trips_file: DataFile | None = None
+    #: the largest |p_mw| and |q_mvar| a Load/Sgen/Storage input takes from outside (``Session.set``,
+    #: the live API); None: ten times the network's tabulated load and generation, at least
+    #: ``ELEMENT_P_MAX_FLOOR_MW`` [MW]
+    element_p_max_mw: float | None = Field(default=None, gt=0, allow_inf_nan=False)
 
     def all_line_trips(self) -> list[tuple[float, float, str]]:
         """``line_trips`` and the file's, by start time."""
@@ -338,6 +342,7 @@ class GridSim(CosimSim):
         "single": ["Grid"],
     }
     _META_CACHE: ClassVar[dict[str, dict[str, Any]]] = {}
+    _SIZE_CACHE: ClassVar[dict[str, tuple[float, dict[str, int]]]] = {}
 
     # -- validation hooks ---------------------------------------------------------------
     @classmethod
@@ -348,14 +353,37 @@ class GridSim(CosimSim):
             return _build_meta(info.ids, [*opendss_grid_outputs(info), *trips],
                                [*(tap_set_attr(i) for i in info.ids["reg"]), *(cap_set_attr(i) for i in info.ids["cap"])],
                                element_outputs=[SERVED_ATTR])
-        key = json.dumps([sim_params.network, sim_params.network_params, trips,
-                          grid_models.file_version(sim_params.network)], sort_keys=True, default=str)
+        key = _meta_key(sim_params)
         if key not in cls._META_CACHE:
             net = grid_models.load_network(sim_params.network, **sim_params.network_params)
             shunts = [shunt_set_attr(i) for i in element_ids(net.shunt)] if len(net.shunt) else []
             cls._META_CACHE[key] = _build_meta({t: element_ids(net[t]) for t in ("bus", "line", "trafo")}, trips,
                                                extra_inputs=shunts)
+            cls._SIZE_CACHE[key] = (_tabulated_mw(net), dict(zip(shunts, _max_steps(net.shunt))))
         return cls._META_CACHE[key]
+
+    @classmethod
+    def input_bounds(cls, model: str, params: ElementParams | None,
+                     sim_params: SimParams | None = None) -> dict[str, tuple[float, float]]:
+        """Element powers within +-``element_p_max_mw``; switches 0 or 1 (the unit's range);
+        a regulator's tap within +-16 steps and a capacitor's closed steps 0 or 1 (OpenDSS's
+        defaults, NumTaps = 32 and NumSteps = 1); a shunt's step within 0..``max_step``. [MW, Mvar, steps]"""
+        if sim_params is None:
+            return {}
+        meta = cls.meta_for(sim_params)
+        tabulated_mw, shunt_steps = cls._SIZE_CACHE.get(_meta_key(sim_params), (0.0, {}))
+        if model != "Grid":
+            top = sim_params.element_p_max_mw or max(ELEMENT_P_MAX_FLOOR_MW, 10 * tabulated_mw)
+            return {"p_mw": (-top, top), "q_mvar": (-top, top)}
+        bounds = {}
+        for attr in meta["models"]["Grid"]["inputs"]:
+            if attr.endswith("_tap_set_count"):
+                bounds[attr] = (-16.0, 16.0)
+            elif attr.startswith("cap_") and attr.endswith("_set_count"):
+                bounds[attr] = (0.0, 1.0)
+            elif attr in shunt_steps:
+                bounds[attr] = (0.0, float(shunt_steps[attr]))
+        return bounds
 
     @classmethod
     def check(cls, sim_params: SimParams, ctx: ScenarioContext) -> list[str]:
@@ -448,6 +476,9 @@ class GridSim(CosimSim):
         self._element_attrs = [*self._bus_attrs, *self._line_attrs, *self._trafo_attrs]
         self._trips = [(t_s, t_s + duration_s, self._line_pos(line)) for t_s, duration_s, line in p.all_line_trips()]
         self._line_held_open: set[int] = set()  # lines a line_<id>_in_service input opened
+        self._line_initial = ([bool(v) for v in self.flow.net.line["in_service"]] if p.engine == "pandapower"
+                              else [True] * len(self.flow.ids["line"]))  # the scenario's own states
+        self._scenario_pq: dict[str, tuple[float | None, float | None]] = {}  # each element's own p, q
         self._trip_state: dict[int, bool] = {}  # the state _switch_lines last gave a trip's line
 
     def _line_pos(self, ref: str) -> int:
@@ -494,6 +525,7 @@ class GridSim(CosimSim):
                                params.p_mw if "p_mw" in given else None,
                                params.q_mvar if "q_mvar" in given else None)
         self.attached[eid] = entity
+        self._scenario_pq[eid] = (entity.p_mw, entity.q_mvar)
         self.out[eid] = {"p_mw": math.nan, "q_mvar": math.nan, **dict.fromkeys(ELEMENT_VOLTAGE_OUTPUTS, math.nan)}
         if self.params.engine == "opendss":
             self.out[eid][SERVED_ATTR] = math.nan
@@ -521,6 +553,25 @@ class GridSim(CosimSim):
                                  "vm_pu": self.flow.element_vm_pu(e.kind, e.pos), **stats}
                 if self.params.engine == "opendss":  # what OpenDSS served: short of p_mw below vmin_pu
                     self.out[eid][SERVED_ATTR] = self.flow.element_served_mw(e.kind, e.pos)
+
+    def release(self, eid: str, attr: str) -> None:
+        """Input ``attr`` of ``eid`` is no longer held from outside: back to the scenario's own value
+        (a line to its state in the network, or its trips; a regulator to its RegControl; an
+        element's power to its params or its profile). A capacitor or shunt keeps its last step."""
+        if eid != self.grid_eid:
+            p_mw, q_mvar = self._scenario_pq[eid]
+            entity = self.attached[eid]
+            if attr == "p_mw":
+                entity.p_mw = p_mw
+            elif attr == "q_mvar":
+                entity.q_mvar = q_mvar
+        elif attr in self._tap_attr:
+            self.flow.set_tap_count(self._tap_attr[attr], None)
+        elif attr in self._line_attr:
+            pos = self._line_attr[attr]
+            self._line_held_open.discard(pos)
+            self._trip_state.pop(pos, None)
+            self.flow.set_line_in_service(pos, self._line_initial[pos])
 
     def finalize(self) -> None:
         if self.params.engine == "opendss":
@@ -683,6 +734,28 @@ def _unknown_trip_lines(sim_params: SimParams) -> list[str]:
         return []
     return [f"line_trips: unknown line(s) {unknown} in {sim_params.network}; give a line name or id "
             f"(e.g. {', '.join(sample)})"]
+
+
+#: the least ``element_p_max_mw`` defaults to, for a network with little or nothing tabulated [MW]
+ELEMENT_P_MAX_FLOOR_MW = 100.0
+
+
+def _meta_key(sim_params: SimParams) -> str:
+    trips = list(TRIP_OUTPUTS) if sim_params.all_line_trips() else []
+    return json.dumps([sim_params.network, sim_params.network_params, trips,
+                       grid_models.file_version(sim_params.network)], sort_keys=True, default=str)
+
+
+def _tabulated_mw(net) -> float:
+    """Σ |p_mw| of the network's loads, static generators and storage units. [MW]"""
+    return float(sum(net[t].p_mw.abs().sum() for t in ("load", "sgen", "storage") if t in net and len(net[t])))
+
+
+def _max_steps(shunt) -> list[int]:
+    """Each shunt's largest step (``max_step``; 1 where none is given), as the engine takes them. [steps]"""
+    if "max_step" not in shunt:
+        return [1] * len(shunt)
+    return [int(v) if v == v else 1 for v in shunt["max_step"]]
 
 
 def tap_set_attr(reg_id: str) -> str:

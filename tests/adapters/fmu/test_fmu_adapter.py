@@ -4,13 +4,16 @@ analytic solution, clean errors for broken FMUs and failing steps, and a run thr
 from __future__ import annotations
 
 import math
+import re
 import zipfile
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 import cosim
 from cosim.adapters.fmu import FmuError, FmuInstance, FmuSim, SimParams, describe
+from cosim.scenario import load_scenario
 
 START = {"start_utc": "2024-07-15T00:00:00+00:00", "duration_s": 3600, "seed": 1}
 
@@ -229,6 +232,32 @@ def test_entity_keys_are_checked_against_the_fmu(shipped_fmus):
     assert len(problems) == 2
     assert problems[0].startswith("q_load_kw: ChillerPlant.fmu has no input or parameter")
     assert problems[1].startswith("t_wet_c = 'hot': give a number")
+
+
+@pytest.mark.parametrize(("key", "value", "problem"), [
+    ("q_it_design_mw", -2.0, r"q_it_design_mw = -2.0: outside \[1e-06, 1000\] mw, the min and max DataHall.fmu's"),
+    ("q_it_design_mw", 0.0, r"outside \[1e-06, 1000\] mw"),  # the model divides by it
+    ("q_it_design_mw", math.nan, r"q_it_design_mw = nan: give a finite number"),
+    ("c_room_mj_k", math.inf, r"c_room_mj_k = inf: give a finite number"),
+    ("eta_fan_frac", 1.5, r"eta_fan_frac = 1.5: outside \[0.01, 1\] frac"),
+    ("t_chw_supply_c", -273.0, r"t_chw_supply_c = -273.0: outside \[1, 45\] c"),
+])
+def test_start_values_outside_the_fmus_min_max_are_one_validation_problem(shipped_fmus, key, value, problem):
+    """``entities.hall.q_it_design_mw = -2.0`` passed validation and failed at t = 0 (the FMU's
+    own domain check); a start value outside the description's min/max, NaN or inf is now a
+    problem at validation, naming the key, the value and the range."""
+    params = SimParams.model_validate({"fmu": "DataHall"})
+    entity = FmuSim.ModelParams["DataHall"].model_validate({key: value})
+    (found,) = FmuSim.check_entity("DataHall", entity, None, params)
+    assert re.search(problem, found), found
+
+
+def test_a_bad_start_value_fails_validation_with_file_and_key(shipped_fmus):
+    scenario = Path(__file__).resolve().parents[3] / "scenarios" / "default.toml"
+    with pytest.raises(cosim.ScenarioError) as caught:
+        load_scenario(scenario, {"entities.hall.q_it_design_mw": -2.0})
+    text = str(caught.value)
+    assert "default.toml: 1 problem" in text and "entities.hall: q_it_design_mw = -2.0: outside" in text
 
 
 SCENARIO = """
