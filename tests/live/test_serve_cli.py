@@ -230,3 +230,30 @@ def test_the_servers_edges_deep_json_size_limit_and_clients_that_leave(served, u
     assert "Traceback" not in err, err
     left = [line for line in err.splitlines() if "left before its request body" in line]
     assert len(left) == 3, err
+
+
+def test_an_out_of_bounds_fmu_input_is_refused_and_a_released_line_closes_again(served, until):
+    """``{"q_it_mw": -1e9}`` on ``hall`` was taken (200) and the next step killed the run; an opened
+    line released with ``null`` stayed open (the grid keeps the last state it was given)."""
+    s = served("scenarios/default.toml", "--rt-factor", "0.05", "--port", "0", "--no-report",
+               "--set", "scenario.duration_s=3600")
+    url = s.line_matching(r"on (http://127\.0\.0\.1:\d+)").group(1)
+    with httpx.Client(base_url=url, timeout=30.0) as client:
+        until(lambda: client.get("/state").json()["n_steps"] >= 1, "the first step")
+        hall = next(e for e in client.get("/entities").json() if e["id"] == "hall")
+        assert {i["name"]: [i["low"], i["high"]] for i in hall["inputs"]}["q_it_mw"] == [0.0, 1000.0]
+        refused = client.put("/entities/hall/inputs", json={"q_it_mw": -1e9})
+        assert refused.status_code == 422 and refused.json()["detail"][0]["bounds"] == [0.0, 1000.0]
+
+        def bus_18_after(answer):  # the feeder's far-end voltage at a step after the answer's
+            applies = answer.json()["applies_from_s"]
+            until(lambda: client.get("/state").json()["last_step_s"] >= applies, "the step it applies to")
+            return client.get("/entities/feeder").json()["outputs"]["bus_18_vm_pu"]
+
+        opened = client.put("/entities/feeder/inputs", json={"line_1_2_in_service": 0})
+        assert opened.status_code == 200, opened.text
+        assert bus_18_after(opened) is None  # NaN: cut off from the source
+        released = client.put("/entities/feeder/inputs", json={"line_1_2_in_service": None})
+        assert released.status_code == 200 and released.json()["held"] == {}
+        assert bus_18_after(released) > 0.8  # the line is back in service
+        assert client.get("/state").json()["status"] == "running"
