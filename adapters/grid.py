@@ -82,6 +82,7 @@ their last values, ``converged`` is False and ``n_nonconverged`` counts up (or, 
 """
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import math
@@ -96,6 +97,7 @@ from pydantic import BeforeValidator, Field, ValidationInfo, field_validator, mo
 from cosim import grid_models
 from cosim.sdk import CosimSim, DataFile, Params, ScenarioContext, as_tuple, meta, model_meta
 from cosim.adapters._grid_opendss import V_MAX_PU, V_MIN_PU, OpenDssFlow, unknown_bus_message
+from cosim.adapters._grid_opendss import circuit_info, compile_circuit, new_engine
 from cosim.adapters._event_csv import read_events
 from cosim.adapters._grid_opendss import sanitise as dss_sanitise
 from cosim.adapters._grid_backend import (
@@ -342,7 +344,7 @@ class GridSim(CosimSim):
         "single": ["Grid"],
     }
     _META_CACHE: ClassVar[dict[str, dict[str, Any]]] = {}
-    _SIZE_CACHE: ClassVar[dict[str, tuple[float, dict[str, int]]]] = {}
+    _SIZE_CACHE: ClassVar[dict[str, tuple[float, dict[str, tuple[int, int]]]]] = {}
 
     # -- validation hooks ---------------------------------------------------------------
     @classmethod
@@ -359,31 +361,26 @@ class GridSim(CosimSim):
             shunts = [shunt_set_attr(i) for i in element_ids(net.shunt)] if len(net.shunt) else []
             cls._META_CACHE[key] = _build_meta({t: element_ids(net[t]) for t in ("bus", "line", "trafo")}, trips,
                                                extra_inputs=shunts)
-            cls._SIZE_CACHE[key] = (_tabulated_mw(net), dict(zip(shunts, _max_steps(net.shunt))))
+            cls._SIZE_CACHE[key] = (_tabulated_mw(net), {a: (0, top) for a, top in zip(shunts, _max_steps(net.shunt))})
         return cls._META_CACHE[key]
 
     @classmethod
     def input_bounds(cls, model: str, params: ElementParams | None,
                      sim_params: SimParams | None = None) -> dict[str, tuple[float, float]]:
-        """Element powers within +-``element_p_max_mw``; switches 0 or 1 (the unit's range);
-        a regulator's tap within +-16 steps and a capacitor's closed steps 0 or 1 (OpenDSS's
-        defaults, NumTaps = 32 and NumSteps = 1); a shunt's step within 0..``max_step``. [MW, Mvar, steps]"""
+        """Element powers within +-``element_p_max_mw``; switches 0 or 1 (the unit's range); a
+        regulator's tap within its own MinTap..MaxTap, a capacitor's closed steps within 0..NumSteps
+        (OpenDSS); a shunt's step within 0..``max_step`` (pandapower). [MW, Mvar, steps]"""
         if sim_params is None:
             return {}
-        meta = cls.meta_for(sim_params)
-        tabulated_mw, shunt_steps = cls._SIZE_CACHE.get(_meta_key(sim_params), (0.0, {}))
+        cls.meta_for(sim_params)  # fills the size cache of a pandapower network
+        tabulated_mw, steps = cls._SIZE_CACHE.get(_meta_key(sim_params), (0.0, {}))
+        if sim_params.engine == "opendss":
+            path = grid_models.dss_file(sim_params.network)
+            tabulated_mw, steps = _opendss_size(str(path), path.stat().st_mtime_ns)
         if model != "Grid":
             top = sim_params.element_p_max_mw or max(ELEMENT_P_MAX_FLOOR_MW, 10 * tabulated_mw)
             return {"p_mw": (-top, top), "q_mvar": (-top, top)}
-        bounds = {}
-        for attr in meta["models"]["Grid"]["inputs"]:
-            if attr.endswith("_tap_set_count"):
-                bounds[attr] = (-16.0, 16.0)
-            elif attr.startswith("cap_") and attr.endswith("_set_count"):
-                bounds[attr] = (0.0, 1.0)
-            elif attr in shunt_steps:
-                bounds[attr] = (0.0, float(shunt_steps[attr]))
-        return bounds
+        return {attr: (float(low), float(high)) for attr, (low, high) in steps.items()}
 
     @classmethod
     def check(cls, sim_params: SimParams, ctx: ScenarioContext) -> list[str]:
@@ -749,6 +746,32 @@ def _meta_key(sim_params: SimParams) -> str:
 def _tabulated_mw(net) -> float:
     """Σ |p_mw| of the network's loads, static generators and storage units. [MW]"""
     return float(sum(net[t].p_mw.abs().sum() for t in ("load", "sgen", "storage") if t in net and len(net[t])))
+
+
+@functools.lru_cache(maxsize=16)
+def _opendss_size(path: str, _mtime_ns: int) -> tuple[float, dict[str, tuple[int, int]]]:
+    """An OpenDSS circuit's Σ |kW| of its loads and generators [MW], and the step range of each
+    regulator's tap input (MinTap..MaxTap from neutral) and capacitor's (0..NumSteps). [MW, steps]"""
+    dss = new_engine()
+    compile_circuit(dss, Path(path))
+    info = circuit_info(dss)
+    total_kw = 0.0
+    for table in (dss.Loads, dss.Generators):
+        for name in table.AllNames() if table.Count() else []:
+            table.Name(name)
+            total_kw += abs(table.kW())
+    steps: dict[str, tuple[int, int]] = {}
+    for reg, reg_id in zip(info.regs, info.ids["reg"]):
+        dss.RegControls.Name(reg)
+        dss.Transformers.Name(dss.RegControls.Transformer())
+        dss.Transformers.Wdg(dss.RegControls.TapWinding())
+        low, high, n = dss.Transformers.MinTap(), dss.Transformers.MaxTap(), dss.Transformers.NumTaps()
+        step = (high - low) / n
+        steps[tap_set_attr(reg_id)] = (math.ceil((low - 1) / step - 1e-9), math.floor((high - 1) / step + 1e-9))
+    for cap, cap_id in zip(info.caps, info.ids["cap"]):
+        dss.Capacitors.Name(cap)
+        steps[cap_set_attr(cap_id)] = (0, dss.Capacitors.NumSteps())
+    return total_kw / 1000.0, steps
 
 
 def _max_steps(shunt) -> list[int]:

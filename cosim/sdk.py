@@ -81,9 +81,10 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Val
 from cosim.roles import POWER_ATTR, ROLES, check_role
 from cosim.units import DIMENSIONLESS, UNIT_SUFFIXES, has_unit_suffix, unit_of
 
-__all__ = ["CosimSim", "DataFile", "DIMENSIONLESS", "EndRun", "INPUT_RANGES", "unit_range", "NoParams", "meta", "POWER_ATTR", "Params", "ROLES",
-           "STRICT_PARAMS", "ScenarioContext", "SingleModelSim", "TimeZone", "as_tuple", "UNIT_SUFFIXES",
-           "has_unit_suffix", "model_meta", "parse_utc", "sum_inputs", "ticks_per_s", "to_ticks", "unit_of"]
+__all__ = ["CosimSim", "DataFile", "DIMENSIONLESS", "EndRun", "INPUT_RANGES", "NoParams", "meta", "POWER_ATTR",
+           "Params", "ROLES", "STRICT_PARAMS", "ScenarioContext", "SingleModelSim", "TimeZone", "as_tuple",
+           "UNIT_SUFFIXES", "has_unit_suffix", "model_meta", "parse_utc", "sum_inputs", "ticks_per_s", "to_ticks",
+           "unit_of", "unit_range"]
 
 
 #: Folders whose files are devices or the system's own state, never data.
@@ -294,8 +295,8 @@ INPUT_RANGES: dict[str, tuple[float, float]] = {
     "hz": (40.0, 70.0),  # a 50 or 60 Hz system's frequency, far past any under/over-frequency trip
     "w_m2": (0.0, 1500.0),  # irradiance: the solar constant is 1361 W/m2 (Kopp & Lean 2011)
     "m_s": (0.0, 120.0),  # wind: the highest gust measured is 113 m/s (WMO, Barrow Island 1996)
-    "g_kwh": (0.0, 2000.0),  # carbon intensity: lignite plants emit about 1,100 g/kWh (IPCC AR5 WGIII A.III)
-    "usd_mwh": (-10_000.0, 100_000.0),  # price: market caps are 5,000 (ERCOT) and 10,000 (EU, EUR/MWh)
+    "g_kwh": (0.0, 2000.0),  # carbon intensity: coal's life-cycle median is 820 g/kWh (IPCC AR5 WGIII, Annex III)
+    "usd_mwh": (-10_000.0, 100_000.0),  # price: caps are $5,000/MWh (ERCOT) and +-9,999 EUR/MWh (EU intraday)
     "s": (0.0, 31_622_400.0),  # durations: up to a leap year
     "ms": (0.0, 3_600_000.0),  # latencies: up to an hour
     "mw": (-100_000.0, 100_000.0),  # a measured power: 100 GW exceeds any one site's or area's flow

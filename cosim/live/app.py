@@ -7,7 +7,7 @@ Endpoints:
   next step) and its ``utc``, ``last_step_s``, ``n_steps``, ``rt_factor``, ``wall_per_sim_ratio``,
   ``lag_s``, ``run_dir``.
 * ``GET /entities``: every entity's id, sim, adapter, model, role, outputs, the inputs it takes
-  from outside with the adapter's bounds (``low``/``high``; null: any finite number) and the
+  from outside with their bounds (``low``/``high``: ``CosimSim.settable_bounds``) and the
   values held on it.
 * ``GET /entities/{eid}``: its latest outputs (after its latest step; NaN as null) and held inputs.
 * ``PUT`` or ``POST /entities/{eid}/inputs`` with ``{"p_cap_w": 500}``: hold each input at its

@@ -451,5 +451,13 @@ def test_every_grid_input_has_finite_bounds_on_each_engine(engine, network):
             assert set(bounds) == set(inputs) and all(math.isfinite(b) for pair in bounds.values() for b in pair)
         top = GridSim.settable_bounds("Load", None, params)["p_mw"][1]
         assert top == (widen or 100.0)  # both feeders carry far less than 10 MW of their own
-    if engine == "opendss":
-        assert GridSim.settable_bounds("Grid", None, params)["reg_reg1a_tap_set_count"] == (-16.0, 16.0)
+    if engine == "opendss":  # the taps' and capacitors' bounds are exactly what the engine takes at a step
+        bounds = GridSim.settable_bounds("Grid", None, params)
+        assert bounds["reg_reg1a_tap_set_count"] == (-16.0, 16.0)  # IEEE 13's regulators: 32 taps, +-10 %
+        assert bounds["cap_cap1_set_count"] == (0.0, 1.0)
+        sim = make_sim(regulators="fixed")
+        step(sim, 0, {"grid": {"reg_reg1a_tap_set_count": 16, "cap_cap1_set_count": 1}})
+        for attr, value in (("reg_reg1a_tap_set_count", 17), ("reg_reg1a_tap_set_count", -17),
+                            ("cap_cap1_set_count", 2)):
+            with pytest.raises(ValueError, match=f"{attr} = "):
+                step(sim, 1, {"grid": {attr: value}})
