@@ -108,7 +108,7 @@ def test_a_dead_source_is_held_and_flagged_and_the_run_goes_on(serve, make_sourc
     assert sig["ci_g_kwh"] == 123.5 and sig["n_failed_polls"] == 0
     assert _metric(client, "cosim_signal_stale", {"entity": "sig"}) == 0.0
 
-    answer = client.put("/entities/ramp/inputs", json={"p_cap_mw": 0.5})  # no bounds known: any finite number
+    answer = client.put("/entities/ramp/inputs", json={"p_cap_mw": 0.5})  # inside its unit's plausible range
     assert answer.status_code == 200, answer.text
     applies_s = answer.json()["applies_from_s"]
 

@@ -419,3 +419,19 @@ def test_a_file_that_is_not_a_usable_fmu_gets_one_message_with_the_fix(foreign_f
     problems = FmuSim.check(SimParams(fmu=str(path)), None)
     assert len(problems) == 1
     assert problems[0].startswith("mine.fmu: ") and expected in problems[0] and "FMI 2.0 or 3.0" in problems[0]
+
+
+@pytest.mark.parametrize("fixture", ["foreign_fmu", "foreign_fmu3", "arrays_fmu3", "vdp_fmu"])
+def test_an_fmu_without_min_max_still_bounds_every_input(request, fixture):
+    """A user's FMU (FMI 2.0 or 3.0, arrays, model exchange) whose description gives no min/max:
+    every input still has finite bounds, its unit's plausible range or 1000 times its start value
+    either side, and an end the description gives is kept."""
+    path = request.getfixturevalue(fixture)
+    params = SimParams.model_validate({"fmu": str(path)})
+    iface = describe(str(path))
+    bounds = FmuSim.settable_bounds(iface.model, None, params)
+    assert iface.inputs and set(bounds) == set(iface.inputs)
+    for attr, (low, high) in bounds.items():
+        assert math.isfinite(low) and math.isfinite(high) and low < high, (attr, low, high)
+        given = iface.ports[attr].bounds()
+        assert (given[0] is None or given[0] == low) and (given[1] is None or given[1] == high), attr
