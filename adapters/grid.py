@@ -178,7 +178,7 @@ class SimParams(Params):
     line_trips_file: DataFile | None = None
     #: the largest |p_mw| and |q_mvar| a Load/Sgen/Storage input takes from outside (``Session.set``,
     #: the live API); None: ten times the network's tabulated load and generation, at least
-    #: ``ELEMENT_P_MAX_FLOOR_MW`` [MW]
+    #: 100 MW (``ELEMENT_P_MAX_FLOOR_MW``) [MW]
     element_p_max_mw: float | None = Field(default=None, gt=0, allow_inf_nan=False)
 
     def all_line_trips(self) -> list[tuple[float, float, str]]:

@@ -149,7 +149,8 @@ class Session:
         return values
 
     def set(self, entity: str, attr: str, value: float | bool | None) -> None:
-        """Hold input ``attr`` of ``entity`` at ``value`` from the next step on (None releases it).
+        """Hold input ``attr`` of ``entity`` at ``value`` from the next step on (None releases it: back
+        to the scenario's own value, its connection or what its adapter was given, ``CosimSim.release``).
 
         Raises:
             ScenarioError: the entity has no such input, the value is not a finite number (Python's or
