@@ -283,9 +283,16 @@ class FirmSim(CosimSim):
 
     def setup(self) -> None:
         self.units: dict[str, GasTurbine | Smr] = {}
+        self._initial_target: dict[str, float] = {}  # each unit's target before any setpoint [MW]
 
     def create_entity(self, eid: str, model: str, params: BaseModel | None) -> None:
         self.units[eid] = {"GasTurbine": GasTurbine, "Smr": Smr}[model](params)
+        self._initial_target[eid] = self.units[eid].target_mw
+
+    def release(self, eid: str, attr: str) -> None:
+        """A setpoint no longer held from outside: the unit goes back to its initial target (a unit
+        keeps the last target it was sent, and a held one was never the scenario's)."""
+        self.units[eid].target_mw = self._initial_target[eid]
 
     def step_entities(self, time_s: float, inputs: dict[str, dict[str, Any]]) -> None:
         for eid, unit in self.units.items():

@@ -230,6 +230,8 @@ class FmuSim(SingleModelSim):
 
         super().setup()
         self.iface = self.interface(self.params)
+        self._starts: dict[str, dict[str, Any]] = {}  # each entity's start values (its keys) [scenario units]
+        self._released: dict[str, dict[str, float]] = {}  # inputs to set back at the next step [scenario units]
         try:
             self.unzipdir = extract(str(self.iface.path))
         except Exception as exc:
@@ -237,10 +239,21 @@ class FmuSim(SingleModelSim):
 
     def build(self, eid: str, params: BaseModel | None) -> FmuInstance:
         p = self.params
+        self._starts[eid] = dict(params.model_extra or {}) if params is not None else {}
         return FmuInstance(self.iface, self.unzipdir, eid, dict(params.model_extra or {}), step_s=self.step_s,
                            solver=p.solver, solver_step_s=p.solver_step_s, rtol=p.rtol, log=p.log)
 
+    def release(self, eid: str, attr: str) -> None:
+        """An input no longer held from outside goes back, from the next step, to its start value
+        (the entity's key, else the model description's): an FMU keeps the last value it was set."""
+        port = self.iface.ports[attr]
+        value = self._starts.get(eid, {}).get(attr, port.from_fmu(port.start))
+        self._released.setdefault(eid, {})[attr] = float(value)
+
     def advance(self, inst: FmuInstance, time_s: float, inputs: dict[str, Any]) -> dict[str, Any]:
+        released = self._released.pop(inst.name, None)
+        if released:  # a value sent this step (a connection taking over again) wins
+            inputs = {**released, **inputs}
         inst.set_inputs(inputs)
         if self.params.outputs_at == "step_start":
             out = inst.outputs()

@@ -159,6 +159,21 @@ def test_releasing_an_opened_line_restores_it():
         assert s.get("pcc.p_mw") == reference.get("pcc.p_mw")
 
 
+def test_releasing_an_fmu_input_sets_its_start_value_again():
+    """An FMU keeps the last value it was set: a released setpoint stayed at the held value. Now it
+    goes back to the entity's start value (``t_chw_supply_setpoint_c = 12.0`` in default.toml)."""
+    short = {"scenario.duration_s": 600}
+    with Session("scenarios/default.toml", short, record=False) as s, \
+            Session("scenarios/default.toml", short, record=False) as reference:
+        s.set("plant", "t_chw_supply_setpoint_c", 20.0)
+        s.step(), reference.step()
+        assert s.get("plant.t_chw_supply_c") == pytest.approx(20.0)
+        s.set("plant", "t_chw_supply_setpoint_c", None)
+        s.step(), reference.step()
+        assert s.get("plant.t_chw_supply_c") == pytest.approx(reference.get("plant.t_chw_supply_c")) \
+            == pytest.approx(12.0)
+
+
 @pytest.mark.parametrize("t_s", [float("nan"), "3600", None])
 def test_run_until_refuses_what_is_not_a_time(toy_adapters, write_scenario, t_s):
     """NaN did nothing without a word; text gave a raw TypeError from the comparison."""
