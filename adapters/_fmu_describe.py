@@ -4,6 +4,7 @@ conversions (the naming rules are in the docstring of ``adapters/fmu.py``)."""
 from __future__ import annotations
 
 import logging
+import math
 import re
 import tomllib
 import xml.etree.ElementTree as ET
@@ -213,6 +214,8 @@ class Port:
     index: int = 0  # position in the flattened array (row-major); 0 for a scalar
     size: int = 1  # elements of the variable: 1 for a scalar
     start: float = 0.0  # the model description's start value, an array's element before it is set [FMU unit]
+    low: float | None = None  # the model description's min and max, where it gives them [FMU unit]
+    high: float | None = None
 
     @property
     def continuous_input(self) -> bool:
@@ -225,6 +228,13 @@ class Port:
 
     def from_fmu(self, value: float) -> float:
         return value * self.scale + self.offset
+
+    def bounds(self) -> tuple[float | None, float | None]:
+        """The model description's min and max in scenario units (None where it gives none). [attr unit]"""
+        ends = [None if v is None else float(f"{self.from_fmu(v):.12g}") for v in (self.low, self.high)]
+        if None not in ends and ends[0] > ends[1]:  # a negative scale swaps them
+            ends.reverse()
+        return ends[0], ends[1]
 
 
 @dataclass
@@ -379,6 +389,15 @@ def _starts(var, size: int) -> list[float]:
     return values if len(values) == size else [values[0] if len(values) == 1 else 0.0] * size
 
 
+def _number(text: Any) -> float | None:
+    """A min or max attribute as a finite number (None when absent or not one). [FMU unit]"""
+    try:
+        value = float(str(text).replace("true", "1").replace("false", "0")) if text is not None else None
+    except ValueError:
+        return None
+    return value if value is not None and math.isfinite(value) else None
+
+
 def _elements(var) -> list[tuple[int, ...]]:
     """1-based indices of every element of an array variable, row-major (``[()]`` for a scalar)."""
     shape = tuple(getattr(var, "shape", None) or ())
@@ -449,7 +468,8 @@ def describe(fmu: str, attrs: AttrMap | None = None, interface: str = "auto") ->
                 break
             result.ports[attr] = Port(var.name, attr, var.valueReference, kind_of, var.causality,
                                       var.variability or "continuous", named.scale, named.offset,
-                                      _accessor(var.type, md.fmiVersion), i, len(elements), starts[i])
+                                      _accessor(var.type, md.fmiVersion), i, len(elements), starts[i],
+                                      _number(var.min), _number(var.max))
         if var.name in mapping:
             explicit.add(var.name)
     if problems:

@@ -215,6 +215,9 @@ class SimParams(Params):
     dt_s: float | None = Field(default=None, gt=0, le=STEP_MAX_S)
     faults: Annotated[tuple[tuple[float, float, int | str, float], ...], BeforeValidator(_rows)] = ()
     gen_trips: Annotated[tuple[tuple[float, str], ...], BeforeValidator(_rows)] = ()
+    #: the largest |p_mw| and |q_mvar| a Load takes from outside (``Session.set``, the live API):
+    #: ten times the 100 MVA system base by default [MW]
+    load_p_max_mw: float = Field(default=10 * S_BASE_MVA, gt=0, allow_inf_nan=False)
 
     @field_validator("case")
     @classmethod
@@ -251,6 +254,17 @@ class AndesGridSim(CosimSim):
     # span_s: the tick test integrates 20 s + 60 s (2 x 2,400 sub-steps at ~5 ms) instead of its half hour
     EXAMPLE: ClassVar = {"sim": {"case": "ieee14"}, "models": {"Grid": {}, "Load": {"bus": 9, "p_mw": 10.0}},
                          "single": ["Grid"], "span_s": 80}
+
+    @classmethod
+    def input_bounds(cls, model: str, params: Any, sim_params: SimParams | None = None) -> dict[str, tuple[float, float]]:
+        """A Load's powers within +-``load_p_max_mw``. [MW, Mvar]"""
+        top = SimParams.model_fields["load_p_max_mw"].default if sim_params is None else sim_params.load_p_max_mw
+        return {"p_mw": (-top, top), "q_mvar": (-top, top)} if model == "Load" else {}
+
+    def release(self, eid: str, attr: str) -> None:
+        """A Load's power no longer held from outside: back to its params' value."""
+        if eid in self.loads and attr in LOAD_INPUTS:
+            self.loads[eid][attr] = self._load_params[eid][attr]
 
     @classmethod
     def meta_for(cls, sim_params: SimParams) -> dict[str, Any]:
@@ -312,6 +326,7 @@ class AndesGridSim(CosimSim):
         self.dt_s = p.dt_s if p.dt_s is not None else default_dt_s(self.step_s)
         self.n_sub = max(1, round(self.step_s / self.dt_s))
         self.loads: dict[str, dict[str, Any]] = {}
+        self._load_params: dict[str, dict[str, float]] = {}  # each Load's own p_mw, q_mvar
         self.grid_eid: str | None = None
         self.started = False
         self.fault_uids: list[int] = []
@@ -321,6 +336,7 @@ class AndesGridSim(CosimSim):
             self.grid_eid = eid
             return
         bus = find_bus(self.params.case, params.bus)
+        self._load_params[eid] = {"p_mw": params.p_mw, "q_mvar": params.q_mvar}
         self.loads[eid] = {"bus": bus, "p_mw": params.p_mw, "q_mvar": params.q_mvar, "pq": f"cosim_{eid}",
                            "bf": f"cosim_bf_{eid}"}
 

@@ -239,7 +239,8 @@ class BatterySim(SingleModelSim):
     }
 
     @classmethod
-    def input_bounds(cls, model: str, params: BaseModel | None) -> dict[str, tuple[float, float]]:
+    def input_bounds(cls, model: str, params: BaseModel | None,
+                     sim_params: BaseModel | None = None) -> dict[str, tuple[float, float]]:
         """``p_set_mw`` within the power limits (consumer sign: discharge negative). [MW]"""
         if params is None:
             return {}

@@ -276,11 +276,23 @@ class FirmSim(CosimSim):
     ModelParams = {"GasTurbine": GasTurbineParams, "Smr": SmrParams}
     EXAMPLE = {"models": {"GasTurbine": {"p_max_mw": 2.0, "p_init_mw": 1.0}, "Smr": {"p_max_mw": 77.0}}}
 
+    @classmethod
+    def input_bounds(cls, model, params, sim_params=None):
+        """A dispatch setpoint from 0 (off) to the unit's rating. [MW]"""
+        return {"p_set_mw": (0.0, float("inf") if params is None else params.p_max_mw)}
+
     def setup(self) -> None:
         self.units: dict[str, GasTurbine | Smr] = {}
+        self._initial_target: dict[str, float] = {}  # each unit's target before any setpoint [MW]
 
     def create_entity(self, eid: str, model: str, params: BaseModel | None) -> None:
         self.units[eid] = {"GasTurbine": GasTurbine, "Smr": Smr}[model](params)
+        self._initial_target[eid] = self.units[eid].target_mw
+
+    def release(self, eid: str, attr: str) -> None:
+        """A setpoint no longer held from outside: the unit goes back to its initial target (a unit
+        keeps the last target it was sent, and a held one was never the scenario's)."""
+        self.units[eid].target_mw = self._initial_target[eid]
 
     def step_entities(self, time_s: float, inputs: dict[str, dict[str, Any]]) -> None:
         for eid, unit in self.units.items():

@@ -55,13 +55,14 @@ Example ``[sims]`` entry::
 
 from __future__ import annotations
 
+import math
 import shutil
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
-from cosim.sdk import ROLES, Params, ScenarioContext, SingleModelSim
+from cosim.sdk import ROLES, Params, ScenarioContext, SingleModelSim, unit_of, unit_range
 from cosim.adapters._fmu_describe import (
     AttrMap,
     FmuError,
@@ -130,6 +131,10 @@ class EntityParams(BaseModel):
     model_config = ConfigDict(extra="allow")
 
 
+def _g(value: float | None, none: str = "-inf") -> str:
+    return none if value is None else f"{value:g}"
+
+
 class _EveryModel(dict):
     """``ModelParams`` for an adapter whose model names come from the FMU it runs."""
 
@@ -191,13 +196,42 @@ class FmuSim(SingleModelSim):
                                 f"settable: {', '.join(iface.settable)}")
             elif isinstance(value, bool) or not isinstance(value, (int, float)):
                 problems.append(f"{key} = {value!r}: give a number (in the unit of the suffix)")
+            elif not math.isfinite(value):
+                problems.append(f"{key} = {value!r}: give a finite number (in the unit of the suffix)")
+            else:
+                low, high = iface.ports[key].bounds()
+                if (low is not None and value < low) or (high is not None and value > high):
+                    problems.append(f"{key} = {value!r}: outside [{_g(low)}, {_g(high, 'inf')}] {unit_of(key) or ''}, the "
+                                    f"min and max {iface.path.name}'s model description gives; give a value inside them")
         return problems
+
+    @classmethod
+    def input_bounds(cls, model: str, params: BaseModel | None,
+                     sim_params: BaseModel | None = None) -> dict[str, tuple[float, float]]:
+        """Each input's min and max from the model description; an end it does not give is the
+        unit's plausible range (``cosim.sdk.INPUT_RANGES``), or, for a unit without one, 1000 times
+        the larger of 1 and the input's start value on either side. [input units]"""
+        if sim_params is None:
+            return {}
+        iface = cls.interface(sim_params)
+        bounds = {}
+        for attr in iface.inputs:
+            port = iface.ports[attr]
+            low, high = port.bounds()
+            fallback = unit_range(attr)
+            if fallback is None:
+                reach = 1000.0 * max(1.0, abs(port.from_fmu(port.start)))
+                fallback = (-reach, reach)
+            bounds[attr] = (fallback[0] if low is None else low, fallback[1] if high is None else high)
+        return bounds
 
     def setup(self) -> None:
         from fmpy import extract  # fmpy loads ctypes and lxml: only sims that run an FMU pay for it
 
         super().setup()
         self.iface = self.interface(self.params)
+        self._starts: dict[str, dict[str, Any]] = {}  # each entity's start values (its keys) [scenario units]
+        self._released: dict[str, dict[str, float]] = {}  # inputs to set back at the next step [scenario units]
         try:
             self.unzipdir = extract(str(self.iface.path))
         except Exception as exc:
@@ -205,10 +239,21 @@ class FmuSim(SingleModelSim):
 
     def build(self, eid: str, params: BaseModel | None) -> FmuInstance:
         p = self.params
+        self._starts[eid] = dict(params.model_extra or {}) if params is not None else {}
         return FmuInstance(self.iface, self.unzipdir, eid, dict(params.model_extra or {}), step_s=self.step_s,
                            solver=p.solver, solver_step_s=p.solver_step_s, rtol=p.rtol, log=p.log)
 
+    def release(self, eid: str, attr: str) -> None:
+        """An input no longer held from outside goes back, from the next step, to its start value
+        (the entity's key, else the model description's): an FMU keeps the last value it was set."""
+        port = self.iface.ports[attr]
+        value = self._starts.get(eid, {}).get(attr, port.from_fmu(port.start))
+        self._released.setdefault(eid, {})[attr] = float(value)
+
     def advance(self, inst: FmuInstance, time_s: float, inputs: dict[str, Any]) -> dict[str, Any]:
+        released = self._released.pop(inst.name, None)
+        if released:  # a value sent this step (a connection taking over again) wins
+            inputs = {**released, **inputs}
         inst.set_inputs(inputs)
         if self.params.outputs_at == "step_start":
             out = inst.outputs()

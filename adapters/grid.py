@@ -90,6 +90,7 @@ asked for. Never the last solved values (with ``on_nonconvergence = "fail"`` the
 """
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import math
@@ -104,6 +105,7 @@ from pydantic import BeforeValidator, Field, ValidationInfo, field_validator, mo
 from cosim import grid_models
 from cosim.sdk import CosimSim, DataFile, Params, ScenarioContext, as_tuple, meta, model_meta
 from cosim.adapters._grid_opendss import V_MAX_PU, V_MIN_PU, OpenDssFlow, unknown_bus_message
+from cosim.adapters._grid_opendss import circuit_info, compile_circuit, new_engine
 from cosim.adapters._event_csv import read_events
 from cosim.adapters._grid_opendss import sanitise as dss_sanitise
 from cosim.adapters._grid_opendss_faults import (
@@ -195,6 +197,10 @@ class SimParams(Params):
     #: faults solved in the feeder (engine = "opendss"): ``[{bus, kind, phases, r_ohm, t_s, clearing_s}, ...]``
     #: (adapters/_grid_opendss_faults.py)
     faults: Annotated[tuple[OpenDssFault, ...], BeforeValidator(as_tuple)] = ()
+    #: the largest |p_mw| and |q_mvar| a Load/Sgen/Storage input takes from outside (``Session.set``,
+    #: the live API); None: ten times the network's tabulated load and generation, at least
+    #: 100 MW (``ELEMENT_P_MAX_FLOOR_MW``) [MW]
+    element_p_max_mw: float | None = Field(default=None, gt=0, allow_inf_nan=False)
 
     def all_line_trips(self) -> list[tuple[float, float, str]]:
         """``line_trips`` and the file's, by start time."""
@@ -358,6 +364,7 @@ class GridSim(CosimSim):
         "single": ["Grid"],
     }
     _META_CACHE: ClassVar[dict[str, dict[str, Any]]] = {}
+    _SIZE_CACHE: ClassVar[dict[str, tuple[float, dict[str, tuple[int, int]]]]] = {}
 
     # -- validation hooks ---------------------------------------------------------------
     @classmethod
@@ -368,14 +375,32 @@ class GridSim(CosimSim):
             return _build_meta(info.ids, [*opendss_grid_outputs(info), *trips],
                                [*(tap_set_attr(i) for i in info.ids["reg"]), *(cap_set_attr(i) for i in info.ids["cap"])],
                                element_outputs=list(PHASE_OUTPUTS))
-        key = json.dumps([sim_params.network, sim_params.network_params, trips,
-                          grid_models.file_version(sim_params.network)], sort_keys=True, default=str)
+        key = _meta_key(sim_params)
         if key not in cls._META_CACHE:
             net = grid_models.load_network(sim_params.network, **sim_params.network_params)
             shunts = [shunt_set_attr(i) for i in element_ids(net.shunt)] if len(net.shunt) else []
             cls._META_CACHE[key] = _build_meta({t: element_ids(net[t]) for t in ("bus", "line", "trafo")}, trips,
                                                extra_inputs=shunts)
+            cls._SIZE_CACHE[key] = (_tabulated_mw(net), {a: (0, top) for a, top in zip(shunts, _max_steps(net.shunt))})
         return cls._META_CACHE[key]
+
+    @classmethod
+    def input_bounds(cls, model: str, params: ElementParams | None,
+                     sim_params: SimParams | None = None) -> dict[str, tuple[float, float]]:
+        """Element powers within +-``element_p_max_mw``; switches 0 or 1 (the unit's range); a
+        regulator's tap within its own MinTap..MaxTap, a capacitor's closed steps within 0..NumSteps
+        (OpenDSS); a shunt's step within 0..``max_step`` (pandapower). [MW, Mvar, steps]"""
+        if sim_params is None:
+            return {}
+        cls.meta_for(sim_params)  # fills the size cache of a pandapower network
+        tabulated_mw, steps = cls._SIZE_CACHE.get(_meta_key(sim_params), (0.0, {}))
+        if sim_params.engine == "opendss":
+            path = grid_models.dss_file(sim_params.network)
+            tabulated_mw, steps = _opendss_size(str(path), path.stat().st_mtime_ns)
+        if model != "Grid":
+            top = sim_params.element_p_max_mw or max(ELEMENT_P_MAX_FLOOR_MW, 10 * tabulated_mw)
+            return {"p_mw": (-top, top), "q_mvar": (-top, top)}
+        return {attr: (float(low), float(high)) for attr, (low, high) in steps.items()}
 
     @classmethod
     def check(cls, sim_params: SimParams, ctx: ScenarioContext) -> list[str]:
@@ -471,6 +496,9 @@ class GridSim(CosimSim):
         self._element_attrs = [*self._bus_attrs, *self._line_attrs, *self._trafo_attrs]
         self._trips = [(t_s, t_s + duration_s, self._line_pos(line)) for t_s, duration_s, line in p.all_line_trips()]
         self._line_held_open: set[int] = set()  # lines a line_<id>_in_service input opened
+        self._line_initial = ([bool(v) for v in self.flow.net.line["in_service"]] if p.engine == "pandapower"
+                              else [True] * len(self.flow.ids["line"]))  # the scenario's own states
+        self._scenario_pq: dict[str, tuple[float | None, float | None]] = {}  # each element's own p, q
         self._trip_state: dict[int, bool] = {}  # the state _switch_lines last gave a trip's line
         self._faults = FaultSchedule(self.flow.dss, list(p.faults), self.flow.info.buses) if p.faults else None
         # buses the network as given leaves without voltage (out of service, or cut off in its file):
@@ -527,6 +555,7 @@ class GridSim(CosimSim):
                                params.p_mw if "p_mw" in given else None,
                                params.q_mvar if "q_mvar" in given else None)
         self.attached[eid] = entity
+        self._scenario_pq[eid] = (entity.p_mw, entity.q_mvar)
         self.out[eid] = {"p_mw": math.nan, "q_mvar": math.nan, **dict.fromkeys(ELEMENT_VOLTAGE_OUTPUTS, math.nan),
                          SERVED_ATTR: math.nan}
         if self.params.engine == "opendss":
@@ -583,6 +612,25 @@ class GridSim(CosimSim):
                 phasors = bus_phase_voltages(self.flow.dss, self.flow.info.buses[e.bus_pos])
                 out.update(phase_outputs(phasors, self.flow.elements[e.kind][e.pos].phases))
             self.out[eid] = out
+
+    def release(self, eid: str, attr: str) -> None:
+        """Input ``attr`` of ``eid`` is no longer held from outside: back to the scenario's own value
+        (a line to its state in the network, or its trips; a regulator to its RegControl; an
+        element's power to its params or its profile). A capacitor or shunt keeps its last step."""
+        if eid != self.grid_eid:
+            p_mw, q_mvar = self._scenario_pq[eid]
+            entity = self.attached[eid]
+            if attr == "p_mw":
+                entity.p_mw = p_mw
+            elif attr == "q_mvar":
+                entity.q_mvar = q_mvar
+        elif attr in self._tap_attr:
+            self.flow.set_tap_count(self._tap_attr[attr], None)
+        elif attr in self._line_attr:
+            pos = self._line_attr[attr]
+            self._line_held_open.discard(pos)
+            self._trip_state.pop(pos, None)
+            self.flow.set_line_in_service(pos, self._line_initial[pos])
 
     def finalize(self) -> None:
         if self.params.engine == "opendss":
@@ -763,6 +811,54 @@ def _unknown_trip_lines(sim_params: SimParams) -> list[str]:
         return []
     return [f"line_trips: unknown line(s) {unknown} in {sim_params.network}; give a line name or id "
             f"(e.g. {', '.join(sample)})"]
+
+
+#: the least ``element_p_max_mw`` defaults to, for a network with little or nothing tabulated [MW]
+ELEMENT_P_MAX_FLOOR_MW = 100.0
+
+
+def _meta_key(sim_params: SimParams) -> str:
+    trips = list(TRIP_OUTPUTS) if sim_params.all_line_trips() else []
+    return json.dumps([sim_params.network, sim_params.network_params, trips,
+                       grid_models.file_version(sim_params.network)], sort_keys=True, default=str)
+
+
+def _tabulated_mw(net) -> float:
+    """Σ |p_mw| of the network's loads, static generators and storage units. [MW]"""
+    return float(sum(net[t].p_mw.abs().sum() for t in ("load", "sgen", "storage") if t in net and len(net[t])))
+
+
+@functools.lru_cache(maxsize=16)
+def _opendss_size(path: str, _mtime_ns: int) -> tuple[float, dict[str, tuple[int, int]]]:
+    """An OpenDSS circuit's Σ |kW| of its loads and generators [MW], and the step range of each
+    regulator's tap input (MinTap..MaxTap from neutral) and capacitor's (0..NumSteps). [MW, steps]"""
+    dss = new_engine()
+    compile_circuit(dss, Path(path))
+    info = circuit_info(dss)
+    total_kw = 0.0
+    for table in (dss.Loads, dss.Generators):
+        for name in table.AllNames() if table.Count() else []:
+            table.Name(name)
+            total_kw += abs(table.kW())
+    steps: dict[str, tuple[int, int]] = {}
+    for reg, reg_id in zip(info.regs, info.ids["reg"]):
+        dss.RegControls.Name(reg)
+        dss.Transformers.Name(dss.RegControls.Transformer())
+        dss.Transformers.Wdg(dss.RegControls.TapWinding())
+        low, high, n = dss.Transformers.MinTap(), dss.Transformers.MaxTap(), dss.Transformers.NumTaps()
+        step = (high - low) / n
+        steps[tap_set_attr(reg_id)] = (math.ceil((low - 1) / step - 1e-9), math.floor((high - 1) / step + 1e-9))
+    for cap, cap_id in zip(info.caps, info.ids["cap"]):
+        dss.Capacitors.Name(cap)
+        steps[cap_set_attr(cap_id)] = (0, dss.Capacitors.NumSteps())
+    return total_kw / 1000.0, steps
+
+
+def _max_steps(shunt) -> list[int]:
+    """Each shunt's largest step (``max_step``; 1 where none is given), as the engine takes them. [steps]"""
+    if "max_step" not in shunt:
+        return [1] * len(shunt)
+    return [int(v) if v == v else 1 for v in shunt["max_step"]]
 
 
 def tap_set_attr(reg_id: str) -> str:

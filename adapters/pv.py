@@ -249,6 +249,11 @@ class PvSim(SingleModelSim):
         "models": {"PvPlant": {"latitude_deg": 36.1, "longitude_deg": -79.95, "p_dc_mw": 1.2, "p_ac_mw": 1.0}},
     }
 
+    @classmethod
+    def input_bounds(cls, model, params, sim_params=None):
+        """A curtailment limit is a power from 0 up (its top: the unit's plausible range). [MW]"""
+        return {"p_limit_mw": (0.0, float("inf"))}
+
     def build(self, eid: str, params: PvPlantParams) -> _Geometry:
         return _Geometry(PvPlant(params))
 

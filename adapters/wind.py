@@ -161,6 +161,12 @@ class WindSim(SingleModelSim):
     OUTPUTS = ("p_mw", "p_avail_mw", "p_curtailed_mw", "v_hub_m_s")
     EXAMPLE = {"models": {"WindFarm": {"turbine": "iea_3p3mw", "n_turbines": 2}}}
 
+    @classmethod
+    def input_bounds(cls, model, params, sim_params=None):
+        """A curtailment limit from 0 to the farm's rating. [MW]"""
+        top = float("inf") if params is None else params.n_turbines * TURBINES[params.turbine].rated_mw
+        return {"p_limit_mw": (0.0, top)}
+
     def advance(self, farm: WindFarm, time_s: float, inputs: dict[str, Any]) -> dict[str, float]:
         wind = float(inputs.get("wind_m_s", 0.0))
         p_avail = farm.power_mw(wind)

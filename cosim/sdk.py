@@ -33,9 +33,12 @@ and implements ``setup()`` (after init), ``create_entity(eid, model, params)`` a
   per-fleet knobs); declare the model ``any_inputs`` for mosaik, and cosim's validator still
   accepts only ``inputs`` plus these.
 * ``listing()`` — extra lines for ``cosim list`` (the datacenter's scheduling policies).
-* ``input_bounds(model, params)`` — ``{input: (low, high)}`` an entity accepts (a GPU's cap
-  range, a battery's power limits): the default bounds of a learning agent's actions
-  (:mod:`cosim.gym`); default none.
+* ``input_bounds(model, params, sim_params)`` — ``{input: (low, high)}`` an entity accepts (a
+  GPU's cap range, a battery's power limits, an FMU's min/max): the default bounds of a learning
+  agent's actions (:mod:`cosim.gym`); default none. ``settable_bounds`` adds, for every other
+  input, the physically plausible range of its unit (:data:`INPUT_RANGES`): what
+  ``Session.set`` and the live API refuse values outside of. Every input must have one (the
+  contract test checks): an input whose unit has no range there needs an ``input_bounds`` entry.
 * ``forecast(attr, start_utc, n, step_s)`` — the next ``n`` values of an output, ``step_s``
   apart from ``start_utc`` (a signal read ahead from its file): a learning agent's forecast
   window; default None (this simulator cannot look ahead).
@@ -62,6 +65,7 @@ step's time in ticks) and ``self.step_ticks``, never ``time_s // step_s`` on flo
 from __future__ import annotations
 
 import copy
+import math
 import operator
 import zlib
 from dataclasses import dataclass
@@ -77,9 +81,10 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Val
 from cosim.roles import POWER_ATTR, ROLES, check_role
 from cosim.units import DIMENSIONLESS, UNIT_SUFFIXES, has_unit_suffix, unit_of
 
-__all__ = ["CosimSim", "DataFile", "DIMENSIONLESS", "EndRun", "NoParams", "meta", "POWER_ATTR", "Params", "ROLES",
-           "STRICT_PARAMS", "ScenarioContext", "SingleModelSim", "TimeZone", "as_tuple", "UNIT_SUFFIXES",
-           "has_unit_suffix", "model_meta", "parse_utc", "sum_inputs", "ticks_per_s", "to_ticks", "unit_of"]
+__all__ = ["CosimSim", "DataFile", "DIMENSIONLESS", "EndRun", "INPUT_RANGES", "NoParams", "meta", "POWER_ATTR",
+           "Params", "ROLES", "STRICT_PARAMS", "ScenarioContext", "SingleModelSim", "TimeZone", "as_tuple",
+           "UNIT_SUFFIXES", "has_unit_suffix", "model_meta", "parse_utc", "sum_inputs", "ticks_per_s", "to_ticks",
+           "unit_of", "unit_range"]
 
 
 #: Folders whose files are devices or the system's own state, never data.
@@ -277,6 +282,34 @@ def model_meta(
     return meta
 
 
+#: Physically plausible range of an input by its unit suffix, where its adapter states none
+#: (``CosimSim.settable_bounds``). Wide on purpose: they refuse nonsense (a temperature below
+#: absolute zero, a negative irradiance), not unusual studies; an adapter states tighter ones.
+INPUT_RANGES: dict[str, tuple[float, float]] = {
+    "": (0.0, 1.0),  # flags (``in_service``, ``event_active``): off or on
+    "c": (-90.0, 150.0),  # [degC] air: -89.2 degC (Vostok, 1983) up; water loops and chips below 150
+    "k": (-200.0, 200.0),  # [K] temperature differences
+    "pu": (0.0, 2.0),  # per unit: 0 de-energised, 2 far above any ANSI C84.1 or IEEE 1547 trip
+    "frac": (0.0, 1.0),
+    "pct": (0.0, 1000.0),
+    "hz": (40.0, 70.0),  # a 50 or 60 Hz system's frequency, far past any under/over-frequency trip
+    "w_m2": (0.0, 1500.0),  # irradiance: the solar constant is 1361 W/m2 (Kopp & Lean 2011)
+    "m_s": (0.0, 120.0),  # wind: the highest gust measured is 113 m/s (WMO, Barrow Island 1996)
+    "g_kwh": (0.0, 2000.0),  # carbon intensity: coal's life-cycle median is 820 g/kWh (IPCC AR5 WGIII, Annex III)
+    "usd_mwh": (-10_000.0, 100_000.0),  # price: caps are $5,000/MWh (ERCOT) and +-9,999 EUR/MWh (EU intraday)
+    "s": (0.0, 31_622_400.0),  # durations: up to a leap year
+    "ms": (0.0, 3_600_000.0),  # latencies: up to an hour
+    "mw": (-100_000.0, 100_000.0),  # a measured power: 100 GW exceeds any one site's or area's flow
+    "mvar": (-100_000.0, 100_000.0),
+}
+
+
+def unit_range(attr: str) -> tuple[float, float] | None:
+    """The plausible range (:data:`INPUT_RANGES`) of input ``attr`` by its unit, or None. [unit of attr]"""
+    unit = unit_of(attr)
+    return None if unit is None else INPUT_RANGES.get(unit)
+
+
 def meta(models: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """A time-based simulator's META from its models' entries (:func:`model_meta`)."""
     return {"api_version": "3.0", "type": "time-based", "models": dict(models)}
@@ -338,9 +371,35 @@ class CosimSim(mosaik_api_v3.Simulator):
         return []
 
     @classmethod
-    def input_bounds(cls, model: str, params: BaseModel | None) -> dict[str, tuple[float, float]]:
-        """``{input: (low, high)}`` one entity accepts, from its params (default: none known). [input units]"""
+    def input_bounds(cls, model: str, params: BaseModel | None,
+                     sim_params: BaseModel | None = None) -> dict[str, tuple[float, float]]:
+        """``{input: (low, high)}`` one entity accepts, from its params and its sim's (default: none
+        known). [input units]"""
         return {}
+
+    @classmethod
+    def settable_bounds(cls, model: str, params: BaseModel | None,
+                        sim_params: BaseModel | None = None) -> dict[str, tuple[float, float]]:
+        """``{input: (low, high)}`` for every input of one entity: :meth:`input_bounds`, else its
+        unit's plausible range (:data:`INPUT_RANGES`); an input with neither is left out (and
+        refused by the contract test). [input units]"""
+        meta = cls.META if sim_params is None else cls.meta_for(sim_params)
+        desc = meta.get("models", {}).get(model, {})
+        names = [*desc.get("inputs", []), *cls.entity_inputs(model, params)]
+        stated = cls.input_bounds(model, params, sim_params)
+        bounds = {}
+        for name in names:
+            low, high = stated.get(name, (-math.inf, math.inf))
+            plausible = unit_range(name) or (-math.inf, math.inf)  # an open end: the unit's range closes it
+            low, high = (low if math.isfinite(low) else plausible[0]), (high if math.isfinite(high) else plausible[1])
+            if math.isfinite(low) and math.isfinite(high):
+                bounds[name] = (float(low), float(high))
+        return bounds
+
+    def release(self, eid: str, attr: str) -> None:
+        """Input ``attr`` of ``eid`` is no longer held from outside (``Session.set(..., None)``): an
+        adapter that keeps the last value of an input it is not sent returns it to the scenario's
+        own value here (default: nothing to do)."""
 
     def forecast(self, attr: str, start_utc: datetime, n: int, step_s: float) -> list[float] | None:
         """The next ``n`` values of output ``attr`` at ``start_utc + k * step_s`` (None: cannot look ahead)."""

@@ -52,6 +52,7 @@ LAZY = {
     "gymnasium": "the learning extra", "pettingzoo": "the learning extra",
     "fastapi": "the live extra: only when a live run is served (cosim serve)",
     "uvicorn": "the live extra: only when a live run is served (cosim serve)",
+    "starlette": "fastapi's base, the live extra: only when a live run is served (cosim serve)",
     "prometheus_client": "the live extra: only when /metrics is built or scraped",
     "cosim.run.mosaik_engine": "imports mosaik (above)",
 }

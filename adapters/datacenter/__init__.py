@@ -632,7 +632,8 @@ class DatacenterSim(SingleModelSim):
         return fleet_inputs([f.name for f in params.inference]) if params is not None else []
 
     @classmethod
-    def input_bounds(cls, model: str, params: BaseModel | None) -> dict[str, tuple[float, float]]:
+    def input_bounds(cls, model: str, params: BaseModel | None,
+                     sim_params: BaseModel | None = None) -> dict[str, tuple[float, float]]:
         """Knob ranges of one Cluster: caps within its GPUs' settable limits (``p_cap_w`` one that
         every GPU takes), fractions in [0, 1], batch caps from 1 to the fleets' ``max_batch``. [W, -, -]"""
         if params is None or params.node not in NODES or any((f.node or params.node) not in NODES

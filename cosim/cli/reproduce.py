@@ -15,6 +15,7 @@ from pathlib import Path
 
 from cosim.cli.run import add_engine_argument, engine_overrides
 from cosim.cli.studies import non_negative_int
+from cosim.errors import Problem, ScenarioError
 from cosim.studies.reproduce import CASES_DIR, case_files, format_table, load_cases, run_cases, write_outputs
 
 
@@ -23,6 +24,8 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         for path in case_files(args.cases):
             print(path.stem)
         return 0
+    if args.out is not None:
+        out_folder_check(args.out)
     cases = load_cases(args.names, args.cases)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     out = args.out or Path("runs") / f"reproduce-{stamp}"
@@ -33,6 +36,20 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     json_path, html_path = write_outputs(results, out, args.quick)
     print(f"table: {json_path}; page: {html_path}")
     return 0 if all(r.passed for r in results) else 1
+
+
+def out_folder_check(out: Path) -> None:
+    """Refuse an ``--out`` that cannot be a folder (it, or a folder above it, is a file) before any run.
+
+    Raises:
+        ScenarioError: naming the option, the path and the fix.
+    """
+    above = next((p for p in (out, *out.parents) if p.exists() or p.is_symlink()), None)
+    if above is not None and not above.is_dir():
+        what = "is a file" if above == out else f"is under {above}, a file"
+        raise ScenarioError("cosim reproduce", [Problem("--out", f"{what}, not a folder; give a folder (created "
+                                                                 "when missing) for the runs, reproduce.json and "
+                                                                 "reproduce.html", str(out))])
 
 
 def print_progress(text: str) -> None:

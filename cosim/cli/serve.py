@@ -9,6 +9,7 @@ from pathlib import Path
 from cosim.cli.run import engine_overrides, positive_float, print_warnings
 from cosim.live import LiveRun, load_live
 from cosim.live import server as live_server
+from cosim.live.app import MAX_BODY_BYTES
 
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
 
@@ -36,7 +37,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except BaseException:
         sock.close()
         raise
-    server = live_server.LiveServer(run, sock, exit_at_end=args.exit_at_end, say=lambda text: print(text, flush=True))
+    server = live_server.LiveServer(run, sock, exit_at_end=args.exit_at_end, say=lambda text: print(text, flush=True),
+                                    max_body_bytes=args.max_body_bytes)
     url, s = server.url, scn.scenario
     print(f"cosim serve: {s.name} ({s.duration_s} s at rt_factor {run.rt_factor:g}) on {url}  "
           f"(API: {url}/docs, metrics: {url}/metrics; Ctrl-C stops)\nrun folder: {run.run_dir}", flush=True)
@@ -52,6 +54,17 @@ def _port(text: str) -> int:
     if not 0 <= port <= 65535:
         raise argparse.ArgumentTypeError(f"expected a port number 0..65535 (0: a free one), got {port}")
     return port
+
+
+def _body_bytes(text: str) -> int:
+    """argparse type: a request-size limit in bytes, at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number of bytes, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected at least 1 byte, got {value}")
+    return value
 
 
 def add_parsers(sub) -> None:
@@ -71,4 +84,6 @@ def add_parsers(sub) -> None:
     p.add_argument("--exit-at-end", action="store_true",
                    help="stop serving once the scenario ends (default: serve the final state until Ctrl-C)")
     p.add_argument("--no-report", action="store_true", help="skip report.html")
+    p.add_argument("--max-body-bytes", type=_body_bytes, default=MAX_BODY_BYTES, metavar="N",
+                   help=f"largest request body read; a larger one is answered 413 [{MAX_BODY_BYTES}]")
     p.set_defaults(func=cmd_serve)

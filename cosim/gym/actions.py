@@ -7,8 +7,9 @@ coordinate an index into its ``values``).
 
 An action outside the space is clipped to it (to the nearest index for MultiDiscrete) and
 an :class:`ActionClippedWarning` says which coordinates were clipped; the step's info counts
-them (``n_actions_clipped``). Nothing is rejected, so a policy whose Gaussian overshoots
-keeps running.
+them (``n_actions_clipped``), so a policy whose Gaussian overshoots keeps running. A NaN or
+infinite coordinate is not clipped (a NaN has no side to clip to: it charged the battery at
+its lowest bound): the step raises a ValueError naming it, before anything is applied.
 """
 
 from __future__ import annotations
@@ -56,15 +57,19 @@ class Actuator:
             raise ValueError(f"action {action!r} is not an array of numbers; {takes}") from None
         if raw.shape != (len(self.actions),):
             raise ValueError(f"action has shape {np.shape(action)}; {takes}")
+        if not np.isfinite(raw).all():
+            named = ", ".join(f"{a.name} = {v}" for a, v in zip(self.actions, raw) if not np.isfinite(v))
+            raise ValueError(f"action has non-finite value(s): {named}; nothing was applied. Give finite numbers "
+                             f"(a policy that outputs NaN has diverged; the do-nothing action is idle_action())")
         if self.discrete:
             return self._discrete(raw)
         return self._continuous(raw)
 
     def _continuous(self, raw: np.ndarray) -> tuple[list[tuple[str, str, float]], int]:
         low, high = self.space.low.astype(float), self.space.high.astype(float)
-        outside = ~np.isfinite(raw) | (raw < low) | (raw > high)
+        outside = (raw < low) | (raw > high)
         out = []
-        for a, value in zip(self.actions, np.clip(np.where(np.isfinite(raw), raw, low), low, high)):
+        for a, value in zip(self.actions, np.clip(raw, low, high)):
             value = min(max(float(value), a.low), a.high)  # float32 bounds may round past the input's own
             if a.values is not None:
                 value = min(a.values, key=lambda v: abs(v - value))
@@ -73,9 +78,9 @@ class Actuator:
         return out, int(outside.sum())
 
     def _discrete(self, raw: np.ndarray) -> tuple[list[tuple[str, str, float]], int]:
-        index = np.where(np.isfinite(raw), np.rint(raw), 0)
+        index = np.rint(raw)
         top = np.array([len(a.values) - 1 for a in self.actions])
-        outside = ~np.isfinite(raw) | (index < 0) | (index > top) | (index != raw)
+        outside = (index < 0) | (index > top) | (index != raw)
         index = np.clip(index, 0, top).astype(int)
         self._warn(outside, raw)
         return [(a.entity, a.attr, a.values[i]) for a, i in zip(self.actions, index)], int(outside.sum())

@@ -389,6 +389,13 @@ def _action(scn: Scenario, body: Any, where: str, problems: list[Problem]) -> Ac
     low, high = _bounds(body, values, default, where, f"{eid}.{attr}", problems)
     if len(problems) > before:
         return None
+    hard = _settable_bounds(scn, eid, attr)
+    for key, value, inside in (("low", low, hard is None or low >= hard[0]), ("high", high, hard is None or high <= hard[1])):
+        if not inside:  # Session.set would refuse it at the step
+            problems.append(Problem(f"{where}.{key}", f"outside what {eid}.{attr} accepts from outside, "
+                                                      f"[{hard[0]:g}, {hard[1]:g}]; bound it inside", value))
+    if len(problems) > before:
+        return None
     idle = _idle(body.get("idle"), low, high, values, f"{where}.idle", problems)
     if values is not None and any(not low <= v <= high for v in values):
         problems.append(Problem(f"{where}.values", f"outside [low, high] = [{low:g}, {high:g}]", list(values)))
@@ -414,10 +421,17 @@ def _default_bounds(scn: Scenario, eid: str, attr: str) -> tuple[float, float] |
     """The adapter's bounds of the input (``CosimSim.input_bounds``), when it knows them."""
     entity = scn.entities[eid]
     cls = registry.adapter_class(scn.sims[entity.sim].adapter)
-    bounds = cls.input_bounds(entity.model, _entity_model(scn, eid))
+    bounds = cls.input_bounds(entity.model, _entity_model(scn, eid), scn.sim_models.get(entity.sim))
     if attr not in bounds or not all(math.isfinite(float(b)) for b in bounds[attr]):
         return None  # none known, or open-ended (a limit without a rating): the action must give low and high
     return tuple(map(float, bounds[attr]))
+
+
+def _settable_bounds(scn: Scenario, eid: str, attr: str) -> tuple[float, float] | None:
+    """The bounds ``Session.set`` holds the input to (``CosimSim.settable_bounds``), when there are any."""
+    entity = scn.entities[eid]
+    cls = registry.adapter_class(scn.sims[entity.sim].adapter)
+    return cls.settable_bounds(entity.model, _entity_model(scn, eid), scn.sim_models.get(entity.sim)).get(attr)
 
 
 def _values(value: Any, where: str, problems: list[Problem]) -> tuple[float, ...] | None:

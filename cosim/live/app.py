@@ -7,7 +7,7 @@ Endpoints:
   next step) and its ``utc``, ``last_step_s``, ``n_steps``, ``rt_factor``, ``wall_per_sim_ratio``,
   ``lag_s``, ``run_dir``.
 * ``GET /entities``: every entity's id, sim, adapter, model, role, outputs, the inputs it takes
-  from outside with the adapter's bounds (``low``/``high``; null: any finite number) and the
+  from outside with their bounds (``low``/``high``: ``CosimSim.settable_bounds``) and the
   values held on it.
 * ``GET /entities/{eid}``: its latest outputs (after its latest step; NaN as null) and held inputs.
 * ``PUT`` or ``POST /entities/{eid}/inputs`` with ``{"p_cap_w": 500}``: hold each input at its
@@ -16,6 +16,10 @@ Endpoints:
   is 404 naming the known ones; an unknown input, a value that is no finite number, or one
   outside the bounds is 422 with one problem per key (``path`` = ``entities.<eid>.<input>``,
   ``value``, ``problem``, and the input's ``bounds``); a request after the run ended is 409.
+  A body that is not JSON, or JSON nested deeper than ``MAX_JSON_DEPTH`` (64) levels, is 400; one
+  over the size limit (``MAX_BODY_BYTES``, 1 MiB, or ``cosim serve --max-body-bytes``) is 413, told
+  by its Content-Length before anything is read, or as soon as the bytes read pass it. A client that
+  leaves before its body is in gets no answer and costs one log line (no traceback).
 * ``GET /metrics``: Prometheus text format (:mod:`cosim.live.metrics`).
 """
 
@@ -23,12 +27,29 @@ Endpoints:
 # Request is imported inside build_app (the live extra is optional)
 
 import json
+import logging
 import math
 from typing import Any
 
 from cosim.errors import ScenarioError
 from cosim.live import metrics
 from cosim.live.run import LiveRun, RunOver, UnknownEntity
+
+#: The largest request body read, by default (``cosim serve --max-body-bytes``). [bytes]
+MAX_BODY_BYTES = 1024 * 1024
+#: The deepest nesting of arrays and objects a request's JSON may have (an input set is 1 level).
+MAX_JSON_DEPTH = 64
+
+_log = logging.getLogger("uvicorn.error")  # uvicorn's own log: one line where the server's messages go
+
+
+class _BodyTooLarge(Exception):
+    """A request body over the limit (``size``: its Content-Length, 0 when the bytes read passed it). [bytes]"""
+
+    def __init__(self, size: int):
+        super().__init__(size)
+        self.size = size
+
 
 _INPUTS_BODY = {
     "requestBody": {
@@ -41,10 +62,11 @@ _INPUTS_BODY = {
 }
 
 
-def build_app(run: LiveRun):
-    """The FastAPI application serving ``run``."""
+def build_app(run: LiveRun, max_body_bytes: int = MAX_BODY_BYTES):
+    """The FastAPI application serving ``run``, reading request bodies up to ``max_body_bytes``."""
     from fastapi import FastAPI, Request, Response  # the live extra: imported only when a run is served
     from fastapi.responses import JSONResponse  # the live extra: imported only when a run is served
+    from starlette.requests import ClientDisconnect  # the live extra (fastapi's base): imported only when a run is served
 
     app = FastAPI(title=f"cosim live: {run.scn.scenario.name}", version="1",
                   description="A cosim scenario running in real time: read its state and outputs, set its inputs.")
@@ -68,9 +90,26 @@ def build_app(run: LiveRun):
 
     async def set_inputs(eid: str, request: Request):
         try:
-            body = json.loads(await request.body() or b"null")
+            raw = await _read_body(request, max_body_bytes)
+        except _BodyTooLarge as exc:
+            declared = f" ({exc.size} bytes declared)" if exc.size else ""
+            return JSONResponse({"detail": f"the body is larger than the server's limit of {max_body_bytes} bytes"
+                                           f"{declared}; send only the inputs to set, e.g. {{\"p_cap_w\": 500}}"},
+                                status_code=413, headers={"Connection": "close"})
+        except ClientDisconnect:
+            client = f"{request.client.host}:{request.client.port}" if request.client else "a client"
+            _log.warning("%s left before its request body to %s was in; nothing was set", client, request.url.path)
+            return Response(status_code=400)  # nobody reads it
+        try:
+            body = json.loads(raw or b"null")
+        except RecursionError:
+            body = _TOO_DEEP
         except ValueError as exc:
             return JSONResponse({"detail": f"the body is not JSON ({exc}); send e.g. {{\"p_cap_w\": 500}}"},
+                                status_code=400)
+        if body is _TOO_DEEP or _depth_over(body, MAX_JSON_DEPTH):
+            return JSONResponse({"detail": f"the body's JSON is nested deeper than {MAX_JSON_DEPTH} levels; send "
+                                           "a flat object of inputs and values, e.g. {\"p_cap_w\": 500}"},
                                 status_code=400)
         try:
             return run.set_inputs(eid, body)
@@ -94,6 +133,36 @@ def build_app(run: LiveRun):
         return Response(metrics.exposition(run, registry), media_type=metrics.CONTENT_TYPE)
 
     return app
+
+
+_TOO_DEEP = object()
+
+
+async def _read_body(request, limit: int) -> bytes:
+    """The request's body, refused (:class:`_BodyTooLarge`) when its Content-Length or the bytes read
+    pass ``limit``: nothing over it is kept in memory."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise _BodyTooLarge(int(declared))
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise _BodyTooLarge(0)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _depth_over(value: Any, limit: int) -> bool:
+    """True when ``value`` nests lists and dicts deeper than ``limit`` levels (walked without recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (list, dict)):
+            if depth > limit:
+                return True
+            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return False
 
 
 def json_value(value: Any) -> Any:

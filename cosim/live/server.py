@@ -15,7 +15,7 @@ import sys
 import threading
 from typing import Callable
 
-from cosim.live.app import build_app
+from cosim.live.app import MAX_BODY_BYTES, build_app
 from cosim.live.run import LiveRun
 
 #: The packages ``cosim serve`` needs (pyproject's ``live`` extra).
@@ -67,12 +67,12 @@ class LiveServer:
     """
 
     def __init__(self, run: LiveRun, sock: socket.socket, exit_at_end: bool = False,
-                 say: Callable[[str], None] = print):
+                 say: Callable[[str], None] = print, max_body_bytes: int = MAX_BODY_BYTES):
         import uvicorn  # the live extra: imported only when a run is served
 
         self.run, self.sock, self.exit_at_end, self.say = run, sock, exit_at_end, say
         self.url = url_of(sock)
-        self.server = uvicorn.Server(uvicorn.Config(build_app(run), log_level="warning", access_log=False,
+        self.server = uvicorn.Server(uvicorn.Config(build_app(run, max_body_bytes), log_level="warning", access_log=False,
                                                     lifespan="off", timeout_graceful_shutdown=2))
         self.caught: list[int] = []
 

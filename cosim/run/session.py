@@ -149,7 +149,8 @@ class Session:
         return values
 
     def set(self, entity: str, attr: str, value: float | bool | None) -> None:
-        """Hold input ``attr`` of ``entity`` at ``value`` from the next step on (None releases it).
+        """Hold input ``attr`` of ``entity`` at ``value`` from the next step on (None releases it: back
+        to the scenario's own value, its connection or what its adapter was given, ``CosimSim.release``).
 
         Raises:
             ScenarioError: the entity has no such input, the value is not a finite number (Python's or
@@ -159,7 +160,10 @@ class Session:
         eid, attr = self._split(f"{entity}.{attr}", "input", self.scn.inputs)
         held = self.engine.entity_sim[eid].held
         if value is None:
-            held.pop((eid, attr), None)
+            if held.pop((eid, attr), _NOT_HELD) is not _NOT_HELD:  # back to the scenario's own value
+                release = getattr(self.engine.entity_sim[eid].obj, "release", None)
+                if release is not None:
+                    release(eid, attr)
             return
         if not finite_number(value):
             raise ScenarioError("Session.set", [Problem(f"{eid}.{attr}", "give a finite number (in the unit of the "
@@ -235,15 +239,19 @@ class Session:
         self.close()
 
 
+_NOT_HELD = object()
+
+
 def input_bounds(scn: Scenario, eid: str) -> dict[str, tuple[float, float]]:
-    """``{input: (low, high)}`` the adapter of entity ``eid`` accepts (``CosimSim.input_bounds``;
-    inputs it does not name take any finite number). [input units]"""
+    """``{input: (low, high)}`` entity ``eid`` accepts from outside: its adapter's bounds
+    (``CosimSim.settable_bounds``: those it states, else the unit's plausible range). [input units]"""
     entity = scn.entities[eid]
     cls = registry.adapter_class(scn.sims[entity.sim].adapter)
     params_cls = getattr(cls, "ModelParams", {}).get(entity.model)
     params = None if params_cls is None else params_cls.model_validate(
         scn.entity_params[eid], context={"base_dir": scn.base_dir})
-    return {attr: (float(low), float(high)) for attr, (low, high) in cls.input_bounds(entity.model, params).items()}
+    bounds = cls.settable_bounds(entity.model, params, scn.sim_models.get(entity.sim))
+    return {attr: (float(low), float(high)) for attr, (low, high) in bounds.items()}
 
 
 def _direct(scenario: str | Path | Scenario, overrides: dict[str, Any] | None) -> Scenario:

@@ -137,3 +137,22 @@ def test_an_unusable_case_file_is_one_problem_naming_it(tmp_path, name, make, ex
     assert len(problems) == 1, problems
     assert problems[0].path.startswith("sims.") and f"case = '{tmp_path / name}'" in problems[0].message
     assert expected in problems[0].message
+
+
+def test_a_loads_inputs_are_bounded_by_load_p_max_mw_and_a_release_restores_its_params():
+    """A Load's p_mw/q_mvar from outside stay within +-``load_p_max_mw`` (default ten times the
+    100 MVA base; a scenario widens it); released, the load goes back to its params' power."""
+    from cosim.adapters.andes_grid import AndesGridSim, SimParams
+
+    assert AndesGridSim.settable_bounds("Load", None, SimParams.model_validate({"case": "ieee14"})) == {
+        "p_mw": (-1000.0, 1000.0), "q_mvar": (-1000.0, 1000.0)}
+    wide = SimParams.model_validate({"case": "ieee14", "load_p_max_mw": 5000.0})
+    assert AndesGridSim.settable_bounds("Load", None, wide)["p_mw"] == (-5000.0, 5000.0)
+    sim = AndesGridSim()
+    sim.init("g", 1.0, start_utc="2024-07-15T00:00:00Z", step_s=1, duration_s=10, seed=0, case="ieee14")
+    sim.create(1, "Load", eid="dc", bus=9, p_mw=10.0, q_mvar=1.0)
+    sim.loads["dc"].update(p_mw=80.0, q_mvar=5.0)  # what a held input left there
+    sim.release("dc", "p_mw")
+    sim.release("dc", "q_mvar")
+    assert (sim.loads["dc"]["p_mw"], sim.loads["dc"]["q_mvar"]) == (10.0, 1.0)
+    sim.finalize()

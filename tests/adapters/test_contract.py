@@ -172,3 +172,60 @@ def test_declared_time_constants_name_numeric_params(name):
             assert last in owner.model_fields, f"{name}: TIME_CONSTANTS names {dotted!r}: no such param"
             assert _field_type(owner, last) in (float, int), f"{name}: {dotted} is not a number [s]"
             assert dotted.endswith("_s"), f"{name}: {dotted} is a time constant without its unit suffix _s"
+
+
+def _unbounded(cls, example: dict[str, Any]) -> list[str]:
+    """Inputs of the adapter's models (as its EXAMPLE configures them) that ``settable_bounds``
+    gives no finite ``low <= high`` for: what ``Session.set`` and the live API could not check."""
+    sim_params = cls.SimParams.model_validate(example.get("sim", {}), context={"base_dir": SCENARIOS})
+    missing = []
+    for model, desc in cls.meta_for(sim_params)["models"].items():
+        given = example.get("models", {}).get(model)
+        params_cls = cls.ModelParams.get(model) if given is not None else None
+        params = None if params_cls is None else params_cls.model_validate(given, context={"base_dir": SCENARIOS})
+        bounds = cls.settable_bounds(model, params, sim_params)
+        for attr in [*desc.get("inputs", []), *cls.entity_inputs(model, params)]:
+            low, high = bounds.get(attr, (math.nan, math.nan))
+            if not (math.isfinite(low) and math.isfinite(high) and low <= high):
+                missing.append(f"{model}.{attr}: {bounds.get(attr)}")
+    return missing
+
+
+@pytest.mark.parametrize("name", ADAPTERS)
+def test_every_settable_input_has_finite_bounds(name):
+    """Every input a Session or the live API may set has finite bounds (its adapter's
+    ``input_bounds`` or its unit's plausible range, ``cosim.sdk.INPUT_RANGES``), so a value
+    such as ``q_it_mw = -1e9`` is refused before the step instead of failing the run in it."""
+    cls = registry.adapter_class(name)
+    assert not _unbounded(cls, _fill(cls.EXAMPLE, Path("/tmp"))), name
+
+
+def _shipped_fmus() -> list[str]:
+    from cosim.adapters._fmu_describe import shipped_models
+
+    return shipped_models()
+
+
+@pytest.mark.parametrize("fmu", _shipped_fmus())
+def test_every_shipped_fmu_bounds_every_input_from_its_description(fmu):
+    """The shipped FMUs give min and max for every input and parameter (their C code refuses values
+    outside its domain at the step; the adapter refuses them before it, from the description)."""
+    from cosim.adapters._fmu_describe import describe
+
+    cls = registry.adapter_class("fmu")
+    assert not _unbounded(cls, {"sim": {"fmu": fmu}, "models": {}}), fmu
+    iface = describe(fmu)
+    assert all(None not in iface.ports[a].bounds() for a in iface.settable), fmu
+
+
+def test_an_input_without_bounds_fails_the_contract():
+    """The check above can fail: an input whose unit has no plausible range and that the adapter
+    gives no bounds for is reported."""
+    from cosim.sdk import SingleModelSim
+
+    class Unbounded(SingleModelSim):
+        MODEL, ROLE = "Thing", "other"
+        INPUTS, OUTPUTS = ("gain_ratio", "p_set_mw"), ("p_mw",)
+        EXAMPLE = {"models": {"Thing": {}}}
+
+    assert _unbounded(Unbounded, Unbounded.EXAMPLE) == ["Thing.gain_ratio: None"]

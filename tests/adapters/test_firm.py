@@ -143,3 +143,16 @@ def test_adapter_keeps_last_target_and_reports_shortfall():
     assert out["p_mw"] == pytest.approx(77.0 - 3.85) and out["p_shortfall_mw"] == pytest.approx(-(77.0 - 3.85))
     sim.step(60, {}, 3600)  # no new setpoint: keeps ramping toward the last one
     assert sim.get_data({"smr": ["p_mw"]})["smr"]["p_mw"] == pytest.approx(77.0 - 7.7)
+
+
+def test_a_released_setpoint_sends_the_unit_back_to_its_initial_target():
+    """A unit keeps its last target without a setpoint; a held one released (``Session.set(...,
+    None)``) is not the scenario's, so the unit goes back to the target it started with."""
+    sim = FirmSim()
+    sim.init("firm", time_resolution=1.0, start_utc="2024-07-15T00:00:00Z", step_s=60, duration_s=3600, seed=0)
+    sim.create(1, "GasTurbine", eid="gt", p_max_mw=2.0, p_init_mw=1.5)
+    sim.step(0, {"gt": {"p_set_mw": {"session": 0.9}}}, 3600)
+    assert sim.units["gt"].target_mw == 0.9
+    sim.release("gt", "p_set_mw")
+    sim.step(60, {}, 3600)
+    assert sim.units["gt"].target_mw == 1.5 and sim.get_data({"gt": ["p_shortfall_mw"]})["gt"]["p_shortfall_mw"] >= 0

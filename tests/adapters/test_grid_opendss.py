@@ -417,3 +417,48 @@ def test_a_user_feeder_at_a_connected_bus_validates(tmp_path):
     scenario = tmp_path / "scenario.toml"
     scenario.write_text(USER_FEEDER_SCENARIO.format(bus="mid"))
     assert load_scenario(scenario).scenario.name == "user_feeder"
+
+
+@pytest.mark.parametrize("engine, network, line, bus", [("opendss", "ieee13", "line_671_692_in_service", "bus_675_vm_pu"),
+                                                        ("pandapower", "ieee33", "line_5_6_in_service", "bus_18_vm_pu")])
+def test_a_released_line_and_element_power_go_back_to_the_scenarios_own(engine, network, line, bus):
+    """On both engines: ``release`` (``Session.set(..., None)``) closes a line an input opened and
+    gives an element back its params' power; before, both kept the last value they were sent."""
+    regulators = {"regulators": "fixed"} if engine == "opendss" else {}
+    sim = make_sim(network, entities=[("pcc", "Load", {"bus": bus.split("_")[1], "p_mw": 0.3})], engine=engine,
+                   **regulators)
+    base = dict(step(sim))
+    opened = dict(step(sim, 1, {"grid": {line: 0}, "pcc": {"p_mw": 0.0}}))
+    assert math.isnan(opened[bus]) and sim.out["pcc"]["p_mw"] == 0.0
+    sim.release("grid", line)
+    sim.release("pcc", "p_mw")
+    again = dict(step(sim, 2))
+    # the same solve from another starting point: equal within OpenDSS's default tolerance (0.0001 pu)
+    assert again[bus] == pytest.approx(base[bus], abs=1e-4) and sim.out["pcc"]["p_mw"] == pytest.approx(0.3)
+    assert again["p_import_mw"] == pytest.approx(base["p_import_mw"], rel=1e-3)
+
+
+@pytest.mark.parametrize("engine, network", [("opendss", "ieee13"), ("pandapower", "ieee33")])
+def test_every_grid_input_has_finite_bounds_on_each_engine(engine, network):
+    """Each engine's Grid inputs (lines, regulator taps, capacitor steps) and element powers are
+    bounded; element powers within ``element_p_max_mw``, which a scenario can widen."""
+
+    for widen in (None, 500.0):
+        params = SimParams.model_validate({"network": network, "engine": engine,
+                                           **({"element_p_max_mw": widen} if widen else {})})
+        for model in GridSim.meta_for(params)["models"]:
+            inputs = GridSim.meta_for(params)["models"][model]["inputs"]
+            bounds = GridSim.settable_bounds(model, None, params)
+            assert set(bounds) == set(inputs) and all(math.isfinite(b) for pair in bounds.values() for b in pair)
+        top = GridSim.settable_bounds("Load", None, params)["p_mw"][1]
+        assert top == (widen or 100.0)  # both feeders carry far less than 10 MW of their own
+    if engine == "opendss":  # the taps' and capacitors' bounds are exactly what the engine takes at a step
+        bounds = GridSim.settable_bounds("Grid", None, params)
+        assert bounds["reg_reg1a_tap_set_count"] == (-16.0, 16.0)  # IEEE 13's regulators: 32 taps, +-10 %
+        assert bounds["cap_cap1_set_count"] == (0.0, 1.0)
+        sim = make_sim(regulators="fixed")
+        step(sim, 0, {"grid": {"reg_reg1a_tap_set_count": 16, "cap_cap1_set_count": 1}})
+        for attr, value in (("reg_reg1a_tap_set_count", 17), ("reg_reg1a_tap_set_count", -17),
+                            ("cap_cap1_set_count", 2)):
+            with pytest.raises(ValueError, match=f"{attr} = "):
+                step(sim, 1, {"grid": {attr: value}})

@@ -205,6 +205,21 @@ def test_the_command_writes_json_and_html_and_exits_1_on_a_failure(tmp_path, toy
     assert not math.isnan(data["cases"][0]["figures"][0]["ours"])
 
 
+@pytest.mark.parametrize("where", ["file", "file/sub"])
+def test_an_out_that_is_a_file_is_refused_before_any_run(tmp_path, toy_adapters, capsys, where):
+    """``--out FILE`` started the runs, then failed with NotADirectoryError; now it is one message
+    naming the option and the path, and nothing runs."""
+    cases = tmp_path / "published"
+    cases.mkdir()
+    (cases / "toy.toml").write_text(TOY)
+    (tmp_path / "file").write_text("mine")
+    assert main(["reproduce", "--cases", str(cases), "--out", str(tmp_path / where), "--quiet"]) == 1
+    captured = capsys.readouterr()
+    assert "--out = " in captured.err and "not a folder; give a folder" in captured.err
+    assert "Traceback" not in captured.err and captured.out == ""
+    assert (tmp_path / "file").read_text() == "mine" and sorted(p.name for p in tmp_path.iterdir()) == ["file", "published"]
+
+
 def test_a_case_with_nothing_checked_in_quick_mode_is_not_a_pass(tmp_path, toy_adapters, capsys):
     """Only full-run figures: under --quick nothing is judged, so the case is NOT CHECKED and the
     command exits 1 (it used to print PASS and exit 0 with nothing checked); the full run passes."""

@@ -159,6 +159,23 @@ def test_out_of_bounds_actions_are_clipped_with_a_warning():
     assert info["n_actions_clipped"] == 0
 
 
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+@pytest.mark.parametrize("position", [0, 1])
+def test_a_non_finite_action_is_refused_not_clipped(bad, position):
+    """A NaN action was clipped to the lowest bound with only a warning: the battery charged at
+    -1 MW. Now the step raises naming the coordinate, nothing is applied and the episode goes on."""
+    env = CosimEnv(SITE, TWO_HOURS, observations=["bess.p_mw"], time_features=False, forecasts=[])
+    env.reset(seed=0)
+    action = np.array([0.5, 0.0], np.float32)
+    action[position] = bad
+    name = ["bess.p_set_mw", "campus.pause_flexible_frac"][position]
+    with pytest.raises(ValueError, match=rf"non-finite value\(s\): {name} = {bad}; nothing was applied"):
+        env.step(action)
+    _, _, _, _, info = env.step(np.array([0.5, 0.0], np.float32))
+    assert info["time_s"] == 900 and info["n_actions_clipped"] == 0  # the refused step did not count
+    env.close()
+
+
 def test_reward_is_the_weighted_sum_of_the_terms_in_info():
     env = CosimEnv(SITE, TWO_HOURS)
     env.reset(seed=0)

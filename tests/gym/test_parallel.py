@@ -46,3 +46,17 @@ def test_actions_for_an_unknown_agent_are_refused():
         env.step({"batery": np.array([0.5], np.float32), "workload": np.array([0])})
     env.step({"battery": np.array([0.5], np.float32)})  # an agent left out keeps its inputs, as documented
     env.close()
+
+
+@pytest.mark.parametrize("agent", ["battery", "workload"])
+def test_a_non_finite_action_of_any_agent_is_refused_before_any_is_applied(agent):
+    """As in the single-agent env: NaN is refused (it was clipped to the lowest bound or index 0)."""
+    env = CosimParallelEnv(SITE, TWO_HOURS)
+    env.reset(seed=0)
+    actions = {"battery": np.array([0.5], np.float32), "workload": np.array([1.0])}
+    actions[agent] = np.array([np.nan])
+    with pytest.raises(ValueError, match=r"non-finite value\(s\): .* = nan; nothing was applied"):
+        env.step(actions)
+    _, _, _, _, infos = env.step({"battery": np.array([0.5], np.float32), "workload": np.array([1])})
+    assert infos["battery"]["time_s"] == 900  # the refused step did not count
+    env.close()

@@ -120,6 +120,16 @@ def test_an_action_needs_bounds_when_the_adapter_gives_none(write_scenario):
     assert CosimEnv(write_scenario(ok, "ok.toml")).action_space.nvec.tolist() == [2]  # values give the bounds
 
 
+def test_action_bounds_wider_than_what_the_input_accepts_from_outside_are_refused(write_scenario):
+    """Every input has bounds ``Session.set`` holds it to (here a measured power's plausible
+    +-100 GW); an action allowed past them would fail at the step that went there."""
+    text = GOOD.replace('actions = [{ input = "bess.p_set_mw" }]',
+                        'actions = [{ input = "bess.p_load_mw", low = -2e5, high = 1.0 }]')
+    with pytest.raises(ScenarioError, match=r"agent.actions\[0\].low = -200000.0: outside what bess.p_load_mw "
+                                            r"accepts from outside, \[-100000, 100000\]; bound it inside"):
+        CosimEnv(write_scenario(text))
+
+
 def test_the_core_accepts_agent_tables_and_refuses_other_shapes(write_scenario):
     assert load_scenario(write_scenario(BAD)).raw["agent"]["decision_s"] == 90  # not read by the core
     with pytest.raises(ScenarioError, match=r"agent = 3: must be a table \(\[agent\] ...\), read by cosim.gym"):

@@ -108,7 +108,7 @@ def test_a_dead_source_is_held_and_flagged_and_the_run_goes_on(serve, make_sourc
     assert sig["ci_g_kwh"] == 123.5 and sig["n_failed_polls"] == 0
     assert _metric(client, "cosim_signal_stale", {"entity": "sig"}) == 0.0
 
-    answer = client.put("/entities/ramp/inputs", json={"p_cap_mw": 0.5})  # no bounds known: any finite number
+    answer = client.put("/entities/ramp/inputs", json={"p_cap_mw": 0.5})  # inside its unit's plausible range
     assert answer.status_code == 200, answer.text
     applies_s = answer.json()["applies_from_s"]
 
@@ -182,15 +182,16 @@ n_gpus = 1024
 """
 
 
-def test_an_open_ended_bound_is_served_as_null_not_a_500(serve):
+def test_an_open_ended_bound_is_closed_by_the_units_range_not_a_500(serve):
     """A cluster without ``rated_mw`` takes any facility limit from 0 up: the bound (0, inf) broke
-    JSON (no infinity) in /entities and in a refusal's ``bounds``; an open end is null."""
+    JSON (no infinity) in /entities and in a refusal's ``bounds``; an open end is closed by the unit's
+    plausible range (``cosim.sdk.INPUT_RANGES``: 100 GW for a power)."""
     served, client = serve(HEAD.format(duration_s=3600) + CAMPUS, rt_factor=0.05)
     answer = client.get("/entities")
     assert answer.status_code == 200, answer.text
     (campus,) = [e for e in answer.json() if e["id"] == "campus"]
     limit = [i for i in campus["inputs"] if i["name"] == "p_limit_mw"][0]
-    assert limit == {"name": "p_limit_mw", "low": 0.0, "high": None}
+    assert limit == {"name": "p_limit_mw", "low": 0.0, "high": 100_000.0}
     refused = client.put("/entities/campus/inputs", json={"p_limit_mw": -5})
     assert refused.status_code == 422, refused.text
-    assert refused.json()["detail"][0]["bounds"] == [0.0, None]
+    assert refused.json()["detail"][0]["bounds"] == [0.0, 100_000.0]

@@ -177,3 +177,83 @@ def test_a_live_run_keeps_real_time_unless_told_otherwise(tmp_path):
                    'fallback = { ci_g_kwh = 1.0 }\n\n[entities.sig]\nsim = "feed"\nmodel = "LiveSignal"\n')
     scn = load_live(own, {}, None)
     assert scn.scenario.rt_factor == 0.5 and scn.engine == "direct"
+
+
+def _raw_put(url: str, head: bytes, body: bytes, read: bool = True) -> bytes:
+    """A PUT written by hand on a socket (a client that lies about or leaves its body); the answer's
+    bytes, or b"" when ``read`` is False (the client leaves at once)."""
+    host, port = url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        sock.sendall(b"PUT /entities/campus/inputs HTTP/1.1\r\nHost: cosim\r\n" + head + b"\r\n" + body)
+        if not read:
+            return b""
+        answer = b""
+        while b"\r\n\r\n" not in answer or len(answer.partition(b"\r\n\r\n")[2]) < int(
+                re.search(rb"content-length: (\d+)", answer, re.I).group(1)):
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            answer += chunk
+        return answer
+
+
+def test_the_servers_edges_deep_json_size_limit_and_clients_that_leave(served, until):
+    """A JSON body nested 100k deep answered 500 with a traceback; a 30 MB body was parsed; each client
+    that left mid-body printed a 60-line traceback. Now: 400 past 64 levels, 413 past the limit (here
+    ``--max-body-bytes 300000``, declared or read), one log line per client that leaves."""
+    s = served("scenarios/default.toml", "--rt-factor", "0.05", "--port", "0", "--no-report",
+               "--set", "scenario.duration_s=3600", "--max-body-bytes", "300000")
+    url = s.line_matching(r"on (http://127\.0\.0\.1:\d+)").group(1)
+    with httpx.Client(base_url=url, timeout=30.0) as client:
+        until(lambda: client.get("/state").json()["n_steps"] >= 1, "the first step")
+        for depth, status in ((100_000, 400), (2_000, 400), (65, 400), (64, 422)):  # 64: parsed, not an object
+            answer = client.put("/entities/campus/inputs", content=b"[" * depth + b"]" * depth)
+            assert answer.status_code == status, (depth, answer.text)
+            if status == 400:
+                assert "nested deeper than 64 levels" in answer.json()["detail"]
+        # a client that sends its whole body after a 413 may see the connection reset (the server closes
+        # with bytes unread), as from any server that refuses early: these clients send part, then read
+        big = _raw_put(url, b"Content-Length: 30000000\r\n", b'{"p_cap_w": 500' + b" " * 1000)
+        assert big.startswith(b"HTTP/1.1 413 ") and b"limit of 300000 bytes (30000000 bytes declared)" in big
+        chunk = b" " * 10_000
+        streamed = _raw_put(url, b"Transfer-Encoding: chunked\r\n",  # no Content-Length: counted as read
+                            b"%x\r\n%s\r\n" % (len(chunk), chunk) * 31)
+        assert streamed.startswith(b"HTTP/1.1 413 ") and b"limit of 300000 bytes;" in streamed
+        for _ in range(3):  # promises 1000 bytes, sends 7, leaves
+            _raw_put(url, b"Content-Length: 1000\r\n", b'{"p_cap', read=False)
+        until(lambda: client.get("/state").json()["n_steps"] >= 3, "steps after the clients left")
+        assert client.get("/entities/campus").json()["held"] == {}  # nothing of any of them was set
+        assert client.put("/entities/campus/inputs", json={"p_cap_w": 500}).status_code == 200
+    s.proc.send_signal(signal.SIGTERM)
+    assert s.proc.wait(timeout=60) == 128 + signal.SIGTERM
+    err = s.proc.stderr.read()
+    assert "Traceback" not in err, err
+    left = [line for line in err.splitlines() if "left before its request body" in line]
+    assert len(left) == 3, err
+
+
+def test_an_out_of_bounds_fmu_input_is_refused_and_a_released_line_closes_again(served, until):
+    """``{"q_it_mw": -1e9}`` on ``hall`` was taken (200) and the next step killed the run; an opened
+    line released with ``null`` stayed open (the grid keeps the last state it was given)."""
+    s = served("scenarios/default.toml", "--rt-factor", "0.05", "--port", "0", "--no-report",
+               "--set", "scenario.duration_s=3600")
+    url = s.line_matching(r"on (http://127\.0\.0\.1:\d+)").group(1)
+    with httpx.Client(base_url=url, timeout=30.0) as client:
+        until(lambda: client.get("/state").json()["n_steps"] >= 1, "the first step")
+        hall = next(e for e in client.get("/entities").json() if e["id"] == "hall")
+        assert {i["name"]: [i["low"], i["high"]] for i in hall["inputs"]}["q_it_mw"] == [0.0, 1000.0]
+        refused = client.put("/entities/hall/inputs", json={"q_it_mw": -1e9})
+        assert refused.status_code == 422 and refused.json()["detail"][0]["bounds"] == [0.0, 1000.0]
+
+        def bus_18_after(answer):  # the feeder's far-end voltage at a step after the answer's
+            applies = answer.json()["applies_from_s"]
+            until(lambda: client.get("/state").json()["last_step_s"] >= applies, "the step it applies to")
+            return client.get("/entities/feeder").json()["outputs"]["bus_18_vm_pu"]
+
+        opened = client.put("/entities/feeder/inputs", json={"line_1_2_in_service": 0})
+        assert opened.status_code == 200, opened.text
+        assert bus_18_after(opened) is None  # NaN: cut off from the source
+        released = client.put("/entities/feeder/inputs", json={"line_1_2_in_service": None})
+        assert released.status_code == 200 and released.json()["held"] == {}
+        assert bus_18_after(released) > 0.8  # the line is back in service
+        assert client.get("/state").json()["status"] == "running"

@@ -112,13 +112,66 @@ def test_set_takes_numpy_numbers_and_refuses_values_outside_the_adapters_bounds(
             s.set("bess", "p_set_mw", 5.0)
         with pytest.raises(cosim.ScenarioError, match=r"campus.p_cap_w = 1000: outside the bounds \[200, 700\] w"):
             s.set("campus", "p_cap_w", 1000)
-        with pytest.raises(cosim.ScenarioError, match=r"campus.p_limit_mw = -5.0: outside the bounds \[0, inf\] mw"):
+        with pytest.raises(cosim.ScenarioError, match=r"campus.p_limit_mw = -5.0: outside the bounds \[0, 100000\] mw"):
             s.set("campus", "p_limit_mw", -5.0)  # no rated_mw: was taken, then the cluster failed the run
         s.set("campus", "p_limit_mw", 1e4)  # any limit above the draw: no limit
         held = s.engine.entity_sim["bess"].held
         assert held[("bess", "p_set_mw")] == 0.5 and type(held[("bess", "p_set_mw")]) is float
         s.run_until(900)  # the refused values were not held: the run steps on
         assert s.time_s == 900
+
+
+@pytest.mark.parametrize(("entity", "attr", "value", "bounds"), [
+    ("hall", "q_it_mw", -1e9, r"\[0, 1000\] mw"),  # was taken; fmi2DoStep then failed the run
+    ("plant", "t_chw_supply_setpoint_c", -273.0, r"\[1, 35\] c"),  # was taken: water at -273 degC, a plausible PUE
+    ("pcc", "p_mw", 1000.0, r"\[-100, 100\] mw"),  # was taken: the feeder never converged again
+    ("feeder", "line_1_2_in_service", 2.0, r"\[0, 1\]"),
+    ("pv", "ghi_w_m2", -5.0, r"\[0, 1500\] w_m2"),
+])
+def test_set_refuses_fmu_and_grid_inputs_outside_their_bounds(entity, attr, value, bounds):
+    """FMU inputs are bounded by the model description's min/max, grid elements' powers by the
+    sim's ``element_p_max_mw`` (default: ten times the network's tabulated load and generation, at
+    least 100 MW), every other input by its adapter or its unit's plausible range."""
+    with Session("scenarios/default.toml", {"scenario.duration_s": 600}, record=False) as s:
+        s.step()
+        with pytest.raises(cosim.ScenarioError, match=rf"{entity}.{attr} = {value}: outside the bounds {bounds}"):
+            s.set(entity, attr, value)
+        assert (entity, attr) not in s.engine.entity_sim[entity].held
+        s.step()  # the refused value was not held: the run steps on
+
+
+def test_releasing_an_opened_line_restores_it():
+    """``set(line, None)`` released the hold but left the line open (the adapter keeps the last state
+    it was given): the feeder stayed cut. Now a release puts back the scenario's own value."""
+    opened = {"scenario.duration_s": 600}
+    with Session("scenarios/default.toml", opened, record=False) as s, \
+            Session("scenarios/default.toml", opened, record=False) as reference:
+        s.set("feeder", "line_1_2_in_service", 0)
+        s.step(), reference.step()
+        assert np.isnan(s.get("feeder.bus_18_vm_pu"))  # cut off from the source
+        s.set("feeder", "line_1_2_in_service", None)
+        s.set("pcc", "p_mw", 5.0)
+        s.set("pcc", "p_mw", None)
+        s.step(), reference.step()
+        # the same solve, warm-started from other voltages: equal within the Newton tolerance
+        assert s.get("feeder.bus_18_vm_pu") == pytest.approx(reference.get("feeder.bus_18_vm_pu"), abs=1e-9)
+        assert s.get("feeder.bus_18_vm_pu") > 0.8
+        assert s.get("pcc.p_mw") == reference.get("pcc.p_mw")
+
+
+def test_releasing_an_fmu_input_sets_its_start_value_again():
+    """An FMU keeps the last value it was set: a released setpoint stayed at the held value. Now it
+    goes back to the entity's start value (``t_chw_supply_setpoint_c = 12.0`` in default.toml)."""
+    short = {"scenario.duration_s": 600}
+    with Session("scenarios/default.toml", short, record=False) as s, \
+            Session("scenarios/default.toml", short, record=False) as reference:
+        s.set("plant", "t_chw_supply_setpoint_c", 20.0)
+        s.step(), reference.step()
+        assert s.get("plant.t_chw_supply_c") == pytest.approx(20.0)
+        s.set("plant", "t_chw_supply_setpoint_c", None)
+        s.step(), reference.step()
+        assert s.get("plant.t_chw_supply_c") == pytest.approx(reference.get("plant.t_chw_supply_c")) \
+            == pytest.approx(12.0)
 
 
 @pytest.mark.parametrize("t_s", [float("nan"), "3600", None])

@@ -4,13 +4,16 @@ analytic solution, clean errors for broken FMUs and failing steps, and a run thr
 from __future__ import annotations
 
 import math
+import re
 import zipfile
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 import cosim
 from cosim.adapters.fmu import FmuError, FmuInstance, FmuSim, SimParams, describe
+from cosim.scenario import load_scenario
 
 START = {"start_utc": "2024-07-15T00:00:00+00:00", "duration_s": 3600, "seed": 1}
 
@@ -231,6 +234,32 @@ def test_entity_keys_are_checked_against_the_fmu(shipped_fmus):
     assert problems[1].startswith("t_wet_c = 'hot': give a number")
 
 
+@pytest.mark.parametrize(("key", "value", "problem"), [
+    ("q_it_design_mw", -2.0, r"q_it_design_mw = -2.0: outside \[1e-06, 1000\] mw, the min and max DataHall.fmu's"),
+    ("q_it_design_mw", 0.0, r"outside \[1e-06, 1000\] mw"),  # the model divides by it
+    ("q_it_design_mw", math.nan, r"q_it_design_mw = nan: give a finite number"),
+    ("c_room_mj_k", math.inf, r"c_room_mj_k = inf: give a finite number"),
+    ("eta_fan_frac", 1.5, r"eta_fan_frac = 1.5: outside \[0.01, 1\] frac"),
+    ("t_chw_supply_c", -273.0, r"t_chw_supply_c = -273.0: outside \[1, 45\] c"),
+])
+def test_start_values_outside_the_fmus_min_max_are_one_validation_problem(shipped_fmus, key, value, problem):
+    """``entities.hall.q_it_design_mw = -2.0`` passed validation and failed at t = 0 (the FMU's
+    own domain check); a start value outside the description's min/max, NaN or inf is now a
+    problem at validation, naming the key, the value and the range."""
+    params = SimParams.model_validate({"fmu": "DataHall"})
+    entity = FmuSim.ModelParams["DataHall"].model_validate({key: value})
+    (found,) = FmuSim.check_entity("DataHall", entity, None, params)
+    assert re.search(problem, found), found
+
+
+def test_a_bad_start_value_fails_validation_with_file_and_key(shipped_fmus):
+    scenario = Path(__file__).resolve().parents[3] / "scenarios" / "default.toml"
+    with pytest.raises(cosim.ScenarioError) as caught:
+        load_scenario(scenario, {"entities.hall.q_it_design_mw": -2.0})
+    text = str(caught.value)
+    assert "default.toml: 1 problem" in text and "entities.hall: q_it_design_mw = -2.0: outside" in text
+
+
 SCENARIO = """
 [scenario]
 name = "fmu_smoke"
@@ -390,3 +419,19 @@ def test_a_file_that_is_not_a_usable_fmu_gets_one_message_with_the_fix(foreign_f
     problems = FmuSim.check(SimParams(fmu=str(path)), None)
     assert len(problems) == 1
     assert problems[0].startswith("mine.fmu: ") and expected in problems[0] and "FMI 2.0 or 3.0" in problems[0]
+
+
+@pytest.mark.parametrize("fixture", ["foreign_fmu", "foreign_fmu3", "arrays_fmu3", "vdp_fmu"])
+def test_an_fmu_without_min_max_still_bounds_every_input(request, fixture):
+    """A user's FMU (FMI 2.0 or 3.0, arrays, model exchange) whose description gives no min/max:
+    every input still has finite bounds, its unit's plausible range or 1000 times its start value
+    either side, and an end the description gives is kept."""
+    path = request.getfixturevalue(fixture)
+    params = SimParams.model_validate({"fmu": str(path)})
+    iface = describe(str(path))
+    bounds = FmuSim.settable_bounds(iface.model, None, params)
+    assert iface.inputs and set(bounds) == set(iface.inputs)
+    for attr, (low, high) in bounds.items():
+        assert math.isfinite(low) and math.isfinite(high) and low < high, (attr, low, high)
+        given = iface.ports[attr].bounds()
+        assert (given[0] is None or given[0] == low) and (given[1] is None or given[1] == high), attr
