@@ -256,4 +256,5 @@ def test_an_out_of_bounds_fmu_input_is_refused_and_a_released_line_closes_again(
         released = client.put("/entities/feeder/inputs", json={"line_1_2_in_service": None})
         assert released.status_code == 200 and released.json()["held"] == {}
         assert bus_18_after(released) > 0.8  # the line is back in service
-        assert client.get("/state").json()["status"] == "running"
+        # the steps with buses cut off made the run degraded, and it stays so once they are supplied again
+        assert client.get("/state").json()["status"] == "degraded"
