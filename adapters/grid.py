@@ -94,7 +94,7 @@ import pandas as pd
 from pydantic import BeforeValidator, Field, ValidationInfo, field_validator, model_validator
 
 from cosim import grid_models
-from cosim.sdk import CosimSim, DataFile, Params, ScenarioContext, as_tuple, meta, model_meta
+from cosim.sdk import CosimSim, DataFile, Params, PowerFlowNotConverged, ScenarioContext, as_tuple, meta, model_meta
 from cosim.adapters._grid_opendss import V_MAX_PU, V_MIN_PU, OpenDssFlow, unknown_bus_message
 from cosim.adapters._event_csv import read_events
 from cosim.adapters._grid_opendss import sanitise as dss_sanitise
@@ -507,7 +507,7 @@ class GridSim(CosimSim):
         if not converged:
             self.n_nonconverged += 1
             if self.params.on_nonconvergence == "fail":
-                raise RuntimeError(
+                raise PowerFlowNotConverged(
                     f"grid sim {self.sid}: power flow did not converge at {self.utc(time_s).isoformat()} "
                     f"(t = {time_s} s); set on_nonconvergence = \"hold\" to keep the last values"
                 )
