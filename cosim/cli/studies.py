@@ -17,7 +17,8 @@ from cosim.report import write_report
 from cosim.run.repair import repair
 from cosim.scenario import parse_set
 from cosim.studies.compare import compare, expand_runs, format_table, spectrum_png, write_compare_html
-from cosim.studies.hosting import Limits, hosting_capacity
+from cosim.studies.hosting import STEP_MW, Limits, hosting_capacity
+from cosim.studies.hosting_buses import VoltageBuses
 from cosim.studies.sweep import run_sweep
 from cosim.studies.variants import SweepSpec, load_sweep_file
 
@@ -63,11 +64,18 @@ def cmd_hosting(args: argparse.Namespace) -> int:
     out = args.out or Path("runs") / f"hosting-{args.scenario.stem}"
     table = hosting_capacity(args.scenario, args.load, out, buses=args.bus or None, size_param=args.param,
                              bus_entity=args.bus_entity, min_mw=args.min_mw, max_mw=args.max_mw, tol_mw=args.tol_mw,
+                             step_mw=args.step_mw, scan_above=not args.no_scan_above,
+                             voltage_buses=voltage_buses_arg(args),
                              limits=Limits(args.v_low, args.v_high, args.loading_max), overrides=engine_overrides(args),
                              workers=args.workers, scheduler=args.scheduler, progress=not args.quiet,
                              allow_commands=args.allow_commands)
     print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
-    print(f"table: {out / 'hosting.csv'}; figure: {out / 'hosting.png'}")
+    print(f"table: {out / 'hosting.csv'}; results: {out / 'hosting.json'}; figure: {out / 'hosting.png'}")
+    for _, row in table.iterrows():
+        if row.get("holds_again_mw"):
+            print(f"note: bus {row['bus']}: every limit holds again at {row['holds_again_mw']} MW, above the "
+                  f"{row['hosting_mw']:.3f} MW answer (scan step {args.step_mw:g} MW): violations come and go with "
+                  "the load (regulator taps); the answer is the first limit met from below", file=sys.stderr)
     base = table[table["bound"] == "base case fails"]
     if len(base) and len(base) == len(table):
         print(f"warning: every bus fails already without the load: {base.iloc[0]['limited_by']}", file=sys.stderr)
@@ -76,6 +84,19 @@ def cmd_hosting(args: argparse.Namespace) -> int:
         print(f"{len(errors)} of {len(table)} buses have no answer (errors above)", file=sys.stderr)
         return SOME_FAILED_EXIT
     return 0
+
+
+def voltage_buses_arg(args: argparse.Namespace) -> VoltageBuses:
+    """``--voltage-buses`` and ``--voltage-kv-min``/``--voltage-kv-max`` as one choice."""
+    if args.voltage_kv_min is None and args.voltage_kv_max is None:
+        return VoltageBuses.parse(args.voltage_buses, "--voltage-buses")
+    if args.voltage_buses not in (None, "all", "primary"):
+        raise ScenarioError("--voltage-buses", [Problem("--voltage-buses", "a list of buses and a kV range do not "
+                                                        "combine; give one of them", args.voltage_buses)])
+    chosen = VoltageBuses(primary=args.voltage_buses == "primary", kv_min=args.voltage_kv_min,
+                          kv_max=args.voltage_kv_max)
+    chosen.check("--voltage-kv-min/--voltage-kv-max")
+    return chosen
 
 
 def cmd_repair(args: argparse.Namespace) -> int:
@@ -130,10 +151,24 @@ def add_parsers(sub) -> None:
     p.add_argument("--load", required=True, help="entity whose size is bisected, e.g. campus")
     p.add_argument("--param", help="its size param [peak_mw if it has one, else p_mw]")
     p.add_argument("--bus-entity", help="grid element whose bus moves [the load itself, or what it feeds]")
-    p.add_argument("--bus", action="append", default=[], help="a bus to study (repeat); default every bus but the slack")
-    p.add_argument("--min-mw", type=float, default=0.001)
-    p.add_argument("--max-mw", type=float, default=50.0)
-    p.add_argument("--tol-mw", type=float, default=0.1)
+    p.add_argument("--bus", action="append", default=[],
+                   help="a bus where the load goes (repeat); default every bus where its phases fit, but the "
+                        "slack / source and regulator terminals")
+    p.add_argument("--min-mw", type=float, default=0.001, help="the base case's size, ~no load [0.001 MW]")
+    p.add_argument("--max-mw", type=float, default=50.0, help="the largest size tried [50 MW]")
+    p.add_argument("--tol-mw", type=float, default=0.1, help="the answer's resolution (bisection) [0.1 MW]")
+    p.add_argument("--step-mw", type=float, default=STEP_MW,
+                   help=f"the scan's step up to the first failure and above it [{STEP_MW:g} MW]; a window of "
+                        "violations narrower than this can be missed")
+    p.add_argument("--no-scan-above", action="store_true",
+                   help="stop at the first failure (do not look for sizes where the limits hold again)")
+    p.add_argument("--voltage-buses", metavar="all|primary|BUS,BUS,...",
+                   help="the buses the voltage band applies to: every bus but the source and regulator terminals "
+                        "[all], the distribution primary (1-35 kV), or these buses")
+    p.add_argument("--voltage-kv-min", type=float, metavar="KV",
+                   help="check buses of at least this nominal line-to-line voltage [kV]")
+    p.add_argument("--voltage-kv-max", type=float, metavar="KV",
+                   help="check buses of at most this nominal line-to-line voltage [kV]")
     p.add_argument("--v-low", type=float, default=0.95, help="lowest bus voltage allowed [pu]")
     p.add_argument("--v-high", type=float, default=1.05, help="highest bus voltage allowed [pu]")
     p.add_argument("--loading-max", type=float, default=100.0, help="highest line/trafo loading allowed [%%]")

@@ -119,14 +119,14 @@ class VoltageBuses:
             unknown = [n for n in self.names if n.lower() not in by_name]
             if unknown:
                 known = [str(b.ref) for b in buses]
-                raise ScenarioError(where, [Problem(where, f"{network} has no bus {few(unknown, 6)}; its buses: "
+                raise ScenarioError(where, [Problem(where, f"{network} has no bus {few([repr(u) for u in unknown], 6)}; its buses: "
                                                            f"{few(known, 8)}", list(self.names))])
             return [by_name[n.lower()] for n in self.names]
         low, high = self.bounds_kv()
         chosen = [b for b in buses if not b.source and low <= b.vn_kv <= high]
         if not chosen:
             levels = sorted({round(b.vn_kv, 3) for b in buses if not math.isnan(b.vn_kv)})
-            raise ScenarioError(where, [Problem(where, f"no bus of {network} is {self.describe()}; its nominal "
+            raise ScenarioError(where, [Problem(where, f"{network} has none of the {self.describe()}; its nominal "
                                                        f"voltages: {', '.join(f'{v:g}' for v in levels)} kV")])
         return chosen
 
