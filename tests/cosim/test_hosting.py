@@ -285,3 +285,47 @@ def test_an_interrupted_study_keeps_the_finished_buses(tmp_path, monkeypatch):
     table = pd.read_csv(tmp_path / "out" / "hosting.csv")
     assert table["bound"].tolist() == ["lower bound", "not run"]  # b0 (the source's bus) hosts anything
     assert pd.read_parquet(tmp_path / "out" / "hosting.parquet")["bus"].tolist() == ["b0", "b1"]
+
+
+# -- the grid's verdict is a typed failure, not a wording ------------------------------------
+@pytest.mark.parametrize("engine", ["direct", "mosaik"])
+def test_a_diverging_power_flow_is_a_typed_failure_on_every_engine(tmp_path, engine):
+    """60 MW through 2 + j3 Ω from 20 kV is beyond the line's largest transfer (~35 MW at unity
+    power factor: Vs² / (2 (|Z| + R))): with ``on_nonconvergence = "fail"`` the run fails, and
+    its metadata says why by type."""
+    from cosim.folder import RunFolder
+    from cosim.studies.hosting import verdict
+    from cosim.studies.sweep import run_variant
+
+    scenario = two_bus(tmp_path, max_i_ka=10.0)
+    row = run_variant(str(scenario), {"sims.grid.on_nonconvergence": "fail", "entities.pcc.p_mw": 60.0,
+                                      "scenario.engine": engine}, str(tmp_path / "run"))
+    meta = RunFolder(tmp_path / "run").metadata()
+    assert row["status"] == "failed" and meta["error_type"] == "PowerFlowNotConverged"
+    assert verdict(tmp_path / "run", "feeder", Limits()) == (False, "nonconvergence", {})
+
+
+def test_hosting_reads_nonconvergence_from_the_type_and_not_the_text(tmp_path, monkeypatch):
+    """The only limit in reach is the power flow's (no voltage floor to speak of): the answer is
+    below the ~35 MW transfer limit and limited by nonconvergence; a run that failed with the same
+    words but no type is an error of that bus, not a grid verdict."""
+    import cosim.studies.hosting as hosting_module
+    from cosim.folder import RunFolder
+
+    scenario = two_bus(tmp_path, max_i_ka=10.0)
+    scenario.write_text(scenario.read_text().replace('network = "two_bus.json"',
+                                                     'network = "two_bus.json"\non_nonconvergence = "fail"'))
+    loose = Limits(v_low_pu=0.01, v_high_pu=2.0)
+    row = hosting_capacity(scenario, "pcc", tmp_path / "typed", buses=["b1"], max_mw=60.0, tol_mw=0.5, limits=loose,
+                           step_mw=10.0, scan_above=False, workers=0, progress=False).iloc[0]
+    assert row["limited_by"] == "nonconvergence" and row["bound"] == "exact" and 25.0 < row["hosting_mw"] < 40.0
+
+    def run_variant(scenario, overrides, run_dir, report=False, allow_commands=False):
+        Path(run_dir).mkdir(parents=True, exist_ok=True)
+        RunFolder(run_dir).write_failed("RuntimeError: grid sim grid: power flow did not converge at 00:00")
+        return RunFolder(run_dir).sweep_row()
+
+    monkeypatch.setattr(hosting_module, "run_variant", run_variant)
+    row = hosting_capacity(scenario, "pcc", tmp_path / "text", buses=["b1"], max_mw=60.0, tol_mw=0.5, limits=loose,
+                           step_mw=10.0, workers=0, progress=False).iloc[0]
+    assert row["bound"] == "error" and "power flow did not converge" in row["limited_by"]
