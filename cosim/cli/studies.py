@@ -64,7 +64,7 @@ def cmd_hosting(args: argparse.Namespace) -> int:
     out = args.out or Path("runs") / f"hosting-{args.scenario.stem}"
     table = hosting_capacity(args.scenario, args.load, out, buses=args.bus or None, size_param=args.param,
                              bus_entity=args.bus_entity, min_mw=args.min_mw, max_mw=args.max_mw, tol_mw=args.tol_mw,
-                             step_mw=args.step_mw, scan_above=not args.no_scan_above,
+                             step_mw=args.step_mw, scan_above=args.scan_above,
                              voltage_buses=voltage_buses_arg(args),
                              limits=Limits(args.v_low, args.v_high, args.loading_max), overrides=engine_overrides(args),
                              workers=args.workers, scheduler=args.scheduler, progress=not args.quiet,
@@ -72,7 +72,7 @@ def cmd_hosting(args: argparse.Namespace) -> int:
     print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     print(f"table: {out / 'hosting.csv'}; results: {out / 'hosting.json'}; figure: {out / 'hosting.png'}")
     for _, row in table.iterrows():
-        if row.get("holds_again_mw"):
+        if row.get("holds_again_mw") and row["holds_again_mw"] != "not scanned":
             print(f"note: bus {row['bus']}: every limit holds again at {row['holds_again_mw']} MW, above the "
                   f"{row['hosting_mw']:.3f} MW answer (scan step {args.step_mw:g} MW): violations come and go with "
                   "the load (regulator taps); the answer is the first limit met from below", file=sys.stderr)
@@ -160,8 +160,12 @@ def add_parsers(sub) -> None:
     p.add_argument("--step-mw", type=float, default=STEP_MW,
                    help=f"the scan's step up to the first failure and above it [{STEP_MW:g} MW]; a window of "
                         "violations narrower than this can be missed")
-    p.add_argument("--no-scan-above", action="store_true",
-                   help="stop at the first failure (do not look for sizes where the limits hold again)")
+    above = p.add_mutually_exclusive_group()
+    above.add_argument("--scan-above", dest="scan_above", action="store_const", const=True,
+                       help="scan on above the first failure to --max-mw for sizes where the limits hold again "
+                            "[on where the grid's own regulators or capacitor controls act]")
+    above.add_argument("--no-scan-above", dest="scan_above", action="store_const", const=False,
+                       help="stop at the first failure")
     p.add_argument("--voltage-buses", metavar="all|primary|BUS,BUS,...",
                    help="the buses the voltage band applies to: every bus but the source and regulator terminals "
                         "[all], the distribution primary (1-35 kV), or these buses")

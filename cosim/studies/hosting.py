@@ -27,9 +27,11 @@ is ``tol_mw`` narrow. The answer is the bracket's passing end: the first limit m
 at most ``tol_mw`` under it, and the same whatever ``max_mw`` is once ``max_mw`` is above it
 (the scan points do not depend on ``max_mw``). Bisection alone assumes violations grow with
 the load; with tap-changing regulators they do not (a regulator taps up and a bus that
-failed passes again), so the scan goes on above the first failure to ``max_mw`` (unless
-``scan_above`` is off) and the result lists the scan points where the limits hold again
-(``holds_again_mw``). A window of violations narrower than ``step_mw`` can fall between two
+failed passes again), so on a grid whose own controls act (OpenDSS with RegControls or
+capacitors and ``regulators = "auto"``) the scan goes on above the first failure to ``max_mw``
+and the result lists the scan points where the limits hold again (``holds_again_mw``).
+``scan_above`` forces it on or off (on: where else a generator or a meshed network might make
+violations come and go; off: fewer runs). A window of violations narrower than ``step_mw`` can fall between two
 scan points: make the step smaller to look closer.
 
 A run that fails because the grid's power flow did not converge (``on_nonconvergence =
@@ -62,7 +64,13 @@ from cosim.folder import RunFolder
 from cosim.kpis import V_HIGH_PU, V_LOW_PU
 from cosim.scenario import Scenario, load_scenario
 from cosim.studies.executor import check_workers, run_tasks
-from cosim.studies.hosting_buses import VoltageBuses, feeder_bus_table, grid_sim_params, placement_buses
+from cosim.studies.hosting_buses import (
+    VoltageBuses,
+    feeder_bus_table,
+    grid_has_controls,
+    grid_sim_params,
+    placement_buses,
+)
 from cosim.studies.sweep import run_variant
 
 TABLE_NAME = "hosting.parquet"
@@ -90,7 +98,7 @@ class Search:
     max_mw: float = 50.0
     tol_mw: float = 0.1
     step_mw: float = STEP_MW
-    scan_above: bool = True
+    scan_above: bool | None = None  # None: where the grid's own controls act (grid_has_controls)
 
     def problems(self) -> list[Problem]:
         where = "hosting-capacity"
@@ -463,7 +471,9 @@ def _search(trial: Trial, row: dict[str, Any], search: Search, passed: list[floa
             else:
                 hi, hi_broken = mid, broken
         row.update(hosting_mw=lo, limited_by=hi_broken, n_runs=runs(), **_grid_row(lo_grid))
-        if search.scan_above:
+        if not search.scan_above:
+            row.update(holds_again_mw="not scanned")
+        else:
             if bar is not None:
                 bar.set_description_str(f"bus {row['bus']}: scan above")
             again = []
@@ -489,7 +499,7 @@ def hosting_capacity(scenario: str | Path, load_entity: str, out_dir: str | Path
                      max_mw: float = 50.0, tol_mw: float = 0.1, limits: Limits = Limits(),
                      overrides: dict[str, Any] | None = None, workers: int | None = None,
                      scheduler: str | None = None, keep_runs: bool = True, progress: bool = True,
-                     allow_commands: bool = False, step_mw: float = STEP_MW, scan_above: bool = True,
+                     allow_commands: bool = False, step_mw: float = STEP_MW, scan_above: bool | None = None,
                      voltage_buses: VoltageBuses | Any = None) -> pd.DataFrame:
     """Hosting capacity at each bus; writes ``hosting.parquet``, ``hosting.csv``, ``hosting.json`` and ``hosting.png``.
 
@@ -503,7 +513,8 @@ def hosting_capacity(scenario: str | Path, load_entity: str, out_dir: str | Path
         max_mw: the largest size tried. [MW]
         tol_mw: bisection stops when the bracket is this narrow. [MW]
         step_mw: the scan's step (module docstring). [MW]
-        scan_above: scan on above the first failure to ``max_mw`` for sizes where the limits hold again.
+        scan_above: scan on above the first failure to ``max_mw`` for sizes where the limits hold
+            again; None (default): where the grid's own controls act (module docstring).
         limits: voltage band and loading limit.
         voltage_buses: the buses the voltage band applies to: a :class:`VoltageBuses` or what
             :meth:`VoltageBuses.parse` takes (``"primary"``, a list of names, ``{kv_min, kv_max}``);
@@ -518,8 +529,8 @@ def hosting_capacity(scenario: str | Path, load_entity: str, out_dir: str | Path
         ``peak_mw`` is its whole trace's peak, which the period may not reach),
         ``limited_by`` (voltage / thermal / nonconvergence, ``base case: …`` or ``none up to
         max_mw``), ``bound``, ``vm_min_pu`` (of the checked buses) and ``max_loading_pct`` of that
-        run, ``holds_again_mw`` (scan points above the answer where every limit holds again),
-        ``n_runs``.
+        run, ``holds_again_mw`` (scan points above the answer where every limit holds again;
+        ``"not scanned"`` when the scan stopped at the first failure), ``n_runs``.
     """
     search = Search(min_mw, max_mw, tol_mw, step_mw, scan_above)
     if problems := search.problems():
@@ -532,6 +543,8 @@ def hosting_capacity(scenario: str | Path, load_entity: str, out_dir: str | Path
     if setup is None:
         setup = replay_setup(scn, load_entity, out, overrides, allow_commands)
     setup, checked, table_of_buses = _with_voltage_buses(setup, scn, voltage_buses)
+    if scan_above is None:
+        search = dataclasses.replace(search, scan_above=grid_has_controls(scn, setup.grid_entity))
     element = setup.bus_key.split(".")[1]
     phases = str(scn.entity_params.get(element, {}).get("phases") or "abc")
     buses = list(buses) if buses else placement_buses(table_of_buses, phases)

@@ -167,3 +167,14 @@ def feeder_bus_table(scn: Scenario, grid_entity: str) -> list[FeederBus]:
 def placement_buses(buses: list[FeederBus], phases: str = "abc") -> list[str | int]:
     """Where a load of ``phases`` can go: every bus but the source and regulator terminals that has them."""
     return [b.ref for b in buses if not b.source and set(phases) <= set(b.phases)]
+
+
+def grid_has_controls(scn: Scenario, grid_entity: str) -> bool:
+    """Whether the grid moves its own taps or capacitors as the load grows (OpenDSS RegControls, or
+    capacitors that CapControls may switch, with ``regulators = "auto"``): where violations may come
+    and go with the load. The pandapower engine holds every tap and shunt where the network has them."""
+    _, params = grid_sim_params(scn, grid_entity)
+    if params.get("engine", "pandapower") != "opendss" or params.get("regulators", "auto") != "auto":
+        return False
+    info = opendss_circuit_info(grid_models.dss_file(params["network"], scn.base_dir))
+    return bool(info.regs or info.caps)

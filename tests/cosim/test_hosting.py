@@ -86,6 +86,7 @@ def test_two_bus_voltage_limit_matches_the_closed_form(tmp_path):
                              workers=0, progress=False, **STEP)
     row = table.iloc[0]
     assert row["limited_by"] == "voltage" and row["bound"] == "exact"
+    assert row["holds_again_mw"] == "not scanned"  # pandapower holds every tap: nothing acts above
     assert exact - TOL_MW <= row["hosting_mw"] <= exact  # never above the limit, at most tol below
     assert row["vm_min_pu"] >= 0.95
     assert (tmp_path / "out" / "hosting.png").is_file() and (tmp_path / "out" / "hosting.parquet").is_file()

@@ -134,7 +134,8 @@ def test_sizes_where_the_limits_hold_again_are_reported_in_json_and_printed(feed
     assert "note: bus far: every limit holds again at 3, 3.5, 4.5, 5 MW, above the" in err
     (bus,) = json.loads((out / "hosting.json").read_text())["buses"]
     assert bus["holds_again_mw"] == "3, 3.5, 4.5, 5" and bus["bound"] == "exact"
-    assert json.loads((out / "hosting.json").read_text())["search"]["step_mw"] == 0.5
+    search = json.loads((out / "hosting.json").read_text())["search"]
+    assert search["step_mw"] == 0.5 and search["scan_above"] is True  # the RegControl acts: scanned by default
 
 
 def test_primary_only_leaves_the_120_v_secondary_out(feeder, tmp_path):
