@@ -339,11 +339,12 @@ def base_case_detail(run_dir: Path, grid_entity: str, limits: Limits,
     low, high = grid_kpis.get("allbus_vm_min_pu"), grid_kpis.get("allbus_vm_max_pu")
     where_low, where_high = _worst_buses(folder, names, grid_entity, checked_buses)
     if low is not None and low < limits.v_low_pu:
-        found.append(f"the lowest checked voltage is {low:.3f} pu{where_low}, below {limits.v_low_pu:g} "
-                     f"(pass --v-low {math.floor(low * 100) / 100:.2f} to study from the feeder's own level)")
+        found.append(f"the lowest checked voltage is {_pu(low, limits.v_low_pu)} pu{where_low}, below "
+                     f"{limits.v_low_pu:g} (pass --v-low {math.floor(low * 100) / 100:.2f} to study from the "
+                     "feeder's own level)")
     if high is not None and high > limits.v_high_pu:
-        found.append(f"the highest checked voltage is {high:.3f} pu{where_high}, above {limits.v_high_pu:g} "
-                     f"(pass --v-high {math.ceil(high * 100) / 100:.2f} to study from there)")
+        found.append(f"the highest checked voltage is {_pu(high, limits.v_high_pu)} pu{where_high}, above "
+                     f"{limits.v_high_pu:g} (pass --v-high {math.ceil(high * 100) / 100:.2f} to study from there)")
     loading = grid_kpis.get("max_loading_pct")
     if loading is not None and loading > limits.loading_max_pct:
         found.append(f"{_worst_branch(folder, names, grid_entity)} is loaded to {loading:.1f} %, above "
@@ -352,6 +353,14 @@ def base_case_detail(run_dir: Path, grid_entity: str, limits: Limits,
     if grid_kpis.get("n_nonconverged"):
         found.append(f"the power flow did not converge at {grid_kpis['n_nonconverged']} steps")
     return ("without the load: " + "; ".join(found)) if found else None
+
+
+def _pu(value: float, limit: float) -> str:
+    """``value`` to 3 decimals, or as many more (up to 6) as it takes not to read as ``limit``."""
+    for digits in range(3, 7):
+        if round(value, digits) != round(limit, digits):
+            break
+    return f"{value:.{digits}f}"
 
 
 def _worst_buses(folder: RunFolder, names: list[str], grid_entity: str, checked: tuple[str, ...] | None
@@ -392,7 +401,8 @@ def search_bus(setup: Setup, bus: str | int, search: Search, limits: Limits, out
     """The hosting capacity at one bus (runs in a Dask worker; see the module docstring).
 
     ``checked_buses``: the ids (as in ``bus_<id>_vm_pu``) of the buses whose voltages are checked,
-    to name the worst one in a failing base case (None: every recorded bus). ``progress``: a bar over the scan's points (in this process only).
+    to name the worst one in a failing base case (None: every recorded bus). ``progress``: a bar
+    over the scan's points (in this process only).
     """
     folder = Path(out_dir) / "runs" / f"bus_{bus}"
     element = setup.bus_key.split(".")[1]  # "entities.<element>.bus"
@@ -576,8 +586,14 @@ def _with_voltage_buses(setup: Setup, scn: Scenario, voltage_buses: VoltageBuses
     grid_sim, params = grid_sim_params(scn, setup.grid_entity)
     table = feeder_bus_table(scn, setup.grid_entity)
     network = str(params["network"])
-    if voltage_buses.is_default:
-        return dataclasses.replace(setup, voltage_buses=voltage_buses.describe()), None, table
+    if voltage_buses.is_default:  # the grid's own monitored buses: its exclude_buses, else all but the source's
+        own = params.get("exclude_buses")
+        if own is None:
+            checked = tuple(b.id for b in table if not b.source)
+        else:
+            named = {str(b).lower() for b in own}
+            checked = tuple(b.id for b in table if str(b.ref).lower() not in named and b.id not in named)
+        return dataclasses.replace(setup, voltage_buses=voltage_buses.describe()), checked, table
     chosen = voltage_buses.select(table, Path(network).name)
     exclude = voltage_buses.exclude_override(table, Path(network).name)
     overrides = {**setup.overrides, f"sims.{grid_sim}.exclude_buses": exclude}

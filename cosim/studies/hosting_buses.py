@@ -118,8 +118,8 @@ class VoltageBuses:
             by_name = {str(b.ref).lower(): b for b in buses}
             unknown = [n for n in self.names if n.lower() not in by_name]
             if unknown:
-                known = [str(b.ref) for b in buses]
-                raise ScenarioError(where, [Problem(where, f"{network} has no bus {few([repr(u) for u in unknown], 6)}; its buses: "
+                known, missing = [str(b.ref) for b in buses], [repr(u) for u in unknown]
+                raise ScenarioError(where, [Problem(where, f"{network} has no bus {few(missing, 6)}; its buses: "
                                                            f"{few(known, 8)}", list(self.names))])
             return [by_name[n.lower()] for n in self.names]
         low, high = self.bounds_kv()

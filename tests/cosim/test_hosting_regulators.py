@@ -183,7 +183,8 @@ def test_voltage_bus_choices_on_the_ieee8500_feeder(tmp_path):
 
     with pytest.raises(ScenarioError, match="ieee8500 has no bus 'nowhere'"):
         VoltageBuses.parse(["nowhere"]).select(buses, "ieee8500")
-    with pytest.raises(ScenarioError, match="ieee8500 has none of the buses of nominal 200 kV and up line to line; its nominal voltages: 0.208, 12.47, 115 kV"):
+    with pytest.raises(ScenarioError, match="ieee8500 has none of the buses of nominal 200 kV and up line to line; "
+                                            "its nominal voltages: 0.208, 12.47, 115 kV"):
         VoltageBuses.parse({"kv_min": 200.0}).select(buses, "ieee8500")
     with pytest.raises(ScenarioError, match='give "all", "primary"'):
         VoltageBuses.parse({"kv": 1})
