@@ -190,3 +190,42 @@ def test_voltage_bus_choices_on_the_ieee8500_feeder(tmp_path):
         VoltageBuses.parse({"kv": 1})
     assert grid_models.engine_of("ieee8500") == "opendss"
     assert not math.isnan(primary[0].vn_kv)
+
+
+STUDY = """
+[hosting]
+scenario = "hc.toml"
+load = "pcc"
+buses = ["far"]
+voltage_buses = "primary"
+v_low_pu = 0.991
+max_mw = 2.6
+tol_mw = 0.05
+scan_above = false
+
+[hosting.set]
+"scenario.duration_s" = 60
+"""
+
+
+def test_a_hosting_study_file_gives_the_same_study_and_the_command_line_wins(feeder, tmp_path, capsys):
+    passing, failing = first_failure(feeder)
+    (feeder / "study.toml").write_text(STUDY)
+    out = tmp_path / "out"
+    assert main(["hosting-capacity", str(feeder / "study.toml"), "--max-mw", "4", "--workers", "0", "--quiet",
+                 "--out", str(out)]) == 0
+    saved = json.loads((out / "hosting.json").read_text())
+    assert saved["search"]["max_mw"] == 4.0 and saved["search"]["scan_above"] is False  # flag won, file kept
+    assert saved["limits"]["v_low_pu"] == V_LOW and saved["setup"]["voltage_buses"].startswith("primary buses")
+    (bus,) = saved["buses"]
+    assert bus["bus"] == "far" and passing - TOL_MW <= bus["hosting_mw"] < failing
+
+
+def test_a_hosting_study_file_with_mistakes_names_them_all(feeder, capsys):
+    (feeder / "bad.toml").write_text(STUDY.replace('voltage_buses = "primary"', "voltage_buses = 3")
+                                     .replace("max_mw = 2.6", "max_mw = -1\nstep = 0.5"))
+    assert main(["hosting-capacity", str(feeder / "bad.toml"), "--workers", "0", "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert "bad.toml: 3 problems:" in err
+    assert "hosting.step: unknown key" in err and "hosting.max_mw = -1: give a positive number" in err
+    assert 'hosting.voltage_buses = 3: give "all", "primary"' in err
