@@ -452,6 +452,7 @@ Trial = Callable[[float], tuple[bool, str, dict[str, Any]]]
 def _search(trial: Trial, row: dict[str, Any], search: Search, passed: list[float], runs, bar=None) -> dict[str, Any]:
     """Base case, scan to the first failure, bisection inside it, scan on above (module docstring)."""
     tick = (lambda text: (bar.set_postfix_str(text, refresh=False), bar.update(1))) if bar else (lambda text: None)
+    stage = (lambda text: bar.set_description_str(f"bus {row['bus']}: {text}")) if bar else (lambda text: None)
     ok, broken, grid = trial(search.min_mw)
     tick(f"{search.min_mw:g} MW {'ok' if ok else broken}")
     if not ok:
@@ -469,34 +470,45 @@ def _search(trial: Trial, row: dict[str, Any], search: Search, passed: list[floa
             lo, lo_grid = size, grid
             passed.append(lo)
             continue
-        hi, hi_broken = size, broken
-        if bar is not None:
-            bar.set_description_str(f"bus {row['bus']}: bisect")
-        while hi - lo > search.tol_mw:
-            mid = 0.5 * (lo + hi)
-            ok, broken, grid = trial(mid)
-            if ok:
-                lo, lo_grid = mid, grid
-                passed.append(lo)
-            else:
-                hi, hi_broken = mid, broken
-        row.update(hosting_mw=lo, limited_by=hi_broken, n_runs=runs(), **_grid_row(lo_grid))
-        if not search.scan_above:
-            row.update(holds_again_mw="not scanned")
+        stage("bisect")
+        lo, lo_grid, limited_by = _bisect(trial, lo, lo_grid, size, broken, search.tol_mw, passed)
+        row.update(hosting_mw=lo, limited_by=limited_by, **_grid_row(lo_grid))
+        if search.scan_above:
+            stage("scan above")
+            row.update(holds_again_mw=", ".join(f"{x:g}" for x in _holding(trial, points[k + 1:], tick)))
         else:
-            if bar is not None:
-                bar.set_description_str(f"bus {row['bus']}: scan above")
-            again = []
-            for above in points[k + 1:]:
-                ok, broken, _ = trial(above)
-                tick(f"{above:g} MW {'ok' if ok else broken}")
-                if ok:
-                    again.append(above)
-            row.update(holds_again_mw=", ".join(f"{x:g}" for x in again), n_runs=runs())
+            row.update(holds_again_mw="not scanned")
+        row.update(n_runs=runs())
         return row
     row.update(hosting_mw=search.max_mw, limited_by="none up to max_mw", bound="lower bound", n_runs=runs(),
                **_grid_row(lo_grid))
     return row
+
+
+def _bisect(trial: Trial, lo: float, lo_grid: dict[str, Any], hi: float, hi_broken: str, tol_mw: float,
+            passed: list[float]) -> tuple[float, dict[str, Any], str]:
+    """Narrow ``[lo, hi]`` (``lo`` passing, ``hi`` failing) to ``tol_mw``: the passing end, its grid
+    KPIs, and what broke at the failing end."""
+    while hi - lo > tol_mw:
+        mid = 0.5 * (lo + hi)
+        ok, broken, grid = trial(mid)
+        if ok:
+            lo, lo_grid = mid, grid
+            passed.append(lo)
+        else:
+            hi, hi_broken = mid, broken
+    return lo, lo_grid, hi_broken
+
+
+def _holding(trial: Trial, sizes: list[float], tick) -> list[float]:
+    """The sizes (scan points above the first failure) at which every limit holds again."""
+    again = []
+    for size in sizes:
+        ok, broken, _ = trial(size)
+        tick(f"{size:g} MW {'ok' if ok else broken}")
+        if ok:
+            again.append(size)
+    return again
 
 
 def _grid_row(grid: dict[str, Any]) -> dict[str, Any]:
