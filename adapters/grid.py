@@ -103,7 +103,7 @@ import pandas as pd
 from pydantic import BeforeValidator, Field, ValidationInfo, field_validator, model_validator
 
 from cosim import grid_models
-from cosim.sdk import CosimSim, DataFile, Params, ScenarioContext, as_tuple, meta, model_meta
+from cosim.sdk import CosimSim, DataFile, Params, PowerFlowNotConverged, ScenarioContext, as_tuple, meta, model_meta
 from cosim.adapters._grid_opendss import V_MAX_PU, V_MIN_PU, OpenDssFlow, unknown_bus_message
 from cosim.adapters._grid_opendss import circuit_info, compile_circuit, new_engine
 from cosim.adapters._event_csv import read_events
@@ -572,7 +572,7 @@ class GridSim(CosimSim):
         if not converged:
             self.n_nonconverged += 1
             if self.params.on_nonconvergence == "fail":
-                raise RuntimeError(
+                raise PowerFlowNotConverged(
                     f"grid sim {self.sid}: power flow did not converge at {self.utc(time_s).isoformat()} "
                     f"(t = {time_s} s); set on_nonconvergence = \"hold\" to go on with NaN results for such steps"
                 )

@@ -48,6 +48,15 @@ class ScenarioError(Exception):
         super().__init__(f"{self.file}: {count}:\n" + "\n".join(f" - {p}" for p in problems))
 
 
+class PowerFlowNotConverged(RuntimeError):
+    """A grid's power flow did not converge at a step (a grid sim with ``on_nonconvergence = "fail"``).
+
+    A run that ends on it is ``failed`` with ``error_type = "PowerFlowNotConverged"`` in its
+    ``metadata.json``: a verdict about the grid (hosting capacity counts it as a violated limit),
+    not a crash. Adapters raise it through :mod:`cosim.sdk`.
+    """
+
+
 class UnknownAdapterError(LookupError):
     """An adapter name that the registry does not know."""
 

@@ -49,7 +49,9 @@ and implements ``setup()`` (after init), ``create_entity(eid, model, params)`` a
   with simulated time, such as ANDES's 30 integration steps per second; default: theirs).
 
 A step that raises :class:`EndRun` ends the run early and cleanly (status ``ok``, the
-exception's message as the reason); any other exception fails it.
+exception's message as the reason); any other exception fails it. A grid whose power flow
+does not converge raises :class:`PowerFlowNotConverged` (the run's ``metadata.json`` then
+says ``error_type = "PowerFlowNotConverged"``: a verdict about the grid, not a crash).
 
 Every ``init`` receives ``start_utc`` (ISO 8601), ``step_s``, ``duration_s`` and
 ``seed`` from the scenario, besides the simulator's own params, and mosaik's
@@ -78,13 +80,14 @@ import mosaik_api_v3
 import numpy as np
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, ValidationInfo, model_validator
 
+from cosim.errors import PowerFlowNotConverged
 from cosim.roles import POWER_ATTR, ROLES, check_role
 from cosim.units import DIMENSIONLESS, UNIT_SUFFIXES, has_unit_suffix, unit_of
 
 __all__ = ["CosimSim", "DataFile", "DIMENSIONLESS", "EndRun", "INPUT_RANGES", "NoParams", "meta", "POWER_ATTR",
-           "Params", "ROLES", "STRICT_PARAMS", "ScenarioContext", "SingleModelSim", "TimeZone", "as_tuple",
-           "UNIT_SUFFIXES", "has_unit_suffix", "model_meta", "parse_utc", "sum_inputs", "ticks_per_s", "to_ticks",
-           "unit_of", "unit_range"]
+           "Params", "PowerFlowNotConverged", "ROLES", "STRICT_PARAMS", "ScenarioContext", "SingleModelSim",
+           "TimeZone", "as_tuple", "UNIT_SUFFIXES", "has_unit_suffix", "model_meta", "parse_utc", "sum_inputs",
+           "ticks_per_s", "to_ticks", "unit_of", "unit_range"]
 
 
 #: Folders whose files are devices or the system's own state, never data.

@@ -13,11 +13,14 @@ from pathlib import Path
 
 from cosim.cli.run import add_allow_commands, add_engine_argument, engine_overrides
 from cosim.errors import Problem, ScenarioError
+from cosim.kpis import V_HIGH_PU, V_LOW_PU
 from cosim.report import write_report
 from cosim.run.repair import repair
 from cosim.scenario import parse_set
 from cosim.studies.compare import compare, expand_runs, format_table, spectrum_png, write_compare_html
-from cosim.studies.hosting import Limits, hosting_capacity
+from cosim.studies.hosting import STEP_MW, Limits, hosting_capacity
+from cosim.studies.hosting_buses import VoltageBuses
+from cosim.studies.hosting_file import is_hosting_file, load_hosting_file
 from cosim.studies.sweep import run_sweep
 from cosim.studies.variants import SweepSpec, load_sweep_file
 
@@ -60,14 +63,18 @@ SOME_FAILED_EXIT = 2
 
 
 def cmd_hosting(args: argparse.Namespace) -> int:
+    study = hosting_arguments(args)
     out = args.out or Path("runs") / f"hosting-{args.scenario.stem}"
-    table = hosting_capacity(args.scenario, args.load, out, buses=args.bus or None, size_param=args.param,
-                             bus_entity=args.bus_entity, min_mw=args.min_mw, max_mw=args.max_mw, tol_mw=args.tol_mw,
-                             limits=Limits(args.v_low, args.v_high, args.loading_max), overrides=engine_overrides(args),
-                             workers=args.workers, scheduler=args.scheduler, progress=not args.quiet,
-                             allow_commands=args.allow_commands)
+    step_mw = study.pop("step_mw")
+    table = hosting_capacity(out_dir=out, step_mw=step_mw, workers=args.workers, scheduler=args.scheduler,
+                             progress=not args.quiet, allow_commands=args.allow_commands, **study)
     print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
-    print(f"table: {out / 'hosting.csv'}; figure: {out / 'hosting.png'}")
+    print(f"table: {out / 'hosting.csv'}; results: {out / 'hosting.json'}; figure: {out / 'hosting.png'}")
+    for _, row in table.iterrows():
+        if row.get("holds_again_mw") and row["holds_again_mw"] != "not scanned":
+            print(f"note: bus {row['bus']}: every limit holds again at {row['holds_again_mw']} MW, above the "
+                  f"{row['hosting_mw']:.3f} MW answer (scan step {step_mw:g} MW): violations come and go with "
+                  "the load (regulator taps); the answer is the first limit met from below", file=sys.stderr)
     base = table[table["bound"] == "base case fails"]
     if len(base) and len(base) == len(table):
         print(f"warning: every bus fails already without the load: {base.iloc[0]['limited_by']}", file=sys.stderr)
@@ -76,6 +83,47 @@ def cmd_hosting(args: argparse.Namespace) -> int:
         print(f"{len(errors)} of {len(table)} buses have no answer (errors above)", file=sys.stderr)
         return SOME_FAILED_EXIT
     return 0
+
+
+#: ``hosting-capacity`` options a study file may give instead, with their defaults.
+HOSTING_DEFAULTS = {"min_mw": 0.001, "max_mw": 50.0, "tol_mw": 0.1, "step_mw": STEP_MW, "v_low_pu": V_LOW_PU,
+                    "v_high_pu": V_HIGH_PU, "loading_max_pct": 100.0, "param": None, "bus_entity": None,
+                    "scan_above": None}
+
+
+def hosting_arguments(args: argparse.Namespace) -> dict:
+    """:func:`hosting_capacity`'s arguments from a scenario or ``[hosting]`` study file and the command
+    line (an option given on the command line wins; ``--set`` adds to the file's ``[hosting.set]``)."""
+    spec = load_hosting_file(args.scenario) if is_hosting_file(args.scenario) else {}
+    given = {"min_mw": args.min_mw, "max_mw": args.max_mw, "tol_mw": args.tol_mw, "step_mw": args.step_mw,
+             "v_low_pu": args.v_low, "v_high_pu": args.v_high, "loading_max_pct": args.loading_max,
+             "param": args.param, "bus_entity": args.bus_entity, "scan_above": args.scan_above}
+    value = {k: given[k] if given[k] is not None else spec.get(k, default) for k, default in HOSTING_DEFAULTS.items()}
+    load = args.load or spec.get("load")
+    if not load:
+        raise ScenarioError("--load", [Problem("--load", "name the entity to size (e.g. --load pcc), or give "
+                                                         "load = \"pcc\" in the study file's [hosting]")])
+    cli_buses = args.voltage_buses is not None or args.voltage_kv_min is not None or args.voltage_kv_max is not None
+    return {"scenario": spec.get("scenario", args.scenario), "load_entity": load,
+            "buses": args.bus or spec.get("buses"), "size_param": value["param"], "bus_entity": value["bus_entity"],
+            "min_mw": value["min_mw"], "max_mw": value["max_mw"], "tol_mw": value["tol_mw"],
+            "step_mw": value["step_mw"], "scan_above": value["scan_above"],
+            "voltage_buses": voltage_buses_arg(args) if cli_buses else spec.get("voltage_buses"),
+            "limits": Limits(value["v_low_pu"], value["v_high_pu"], value["loading_max_pct"]),
+            "overrides": {**spec.get("overrides", {}), **engine_overrides(args)}}
+
+
+def voltage_buses_arg(args: argparse.Namespace) -> VoltageBuses:
+    """``--voltage-buses`` and ``--voltage-kv-min``/``--voltage-kv-max`` as one choice."""
+    if args.voltage_kv_min is None and args.voltage_kv_max is None:
+        return VoltageBuses.parse(args.voltage_buses, "--voltage-buses")
+    if args.voltage_buses not in (None, "all", "primary"):
+        raise ScenarioError("--voltage-buses", [Problem("--voltage-buses", "a list of buses and a kV range do not "
+                                                        "combine; give one of them", args.voltage_buses)])
+    chosen = VoltageBuses(primary=args.voltage_buses == "primary", kv_min=args.voltage_kv_min,
+                          kv_max=args.voltage_kv_max)
+    chosen.check("--voltage-kv-min/--voltage-kv-max")
+    return chosen
 
 
 def cmd_repair(args: argparse.Namespace) -> int:
@@ -126,17 +174,37 @@ def add_parsers(sub) -> None:
     p.set_defaults(func=cmd_sweep)
 
     p = sub.add_parser("hosting-capacity", help="largest load (MW) per bus without voltage/thermal violations")
-    p.add_argument("scenario", type=Path)
-    p.add_argument("--load", required=True, help="entity whose size is bisected, e.g. campus")
+    p.add_argument("scenario", type=Path, help="a scenario file, or a study file with a [hosting] section "
+                                               "(options given here win over the file's)")
+    p.add_argument("--load", help="entity whose size is searched, e.g. campus (required unless the study file "
+                                  "names it)")
     p.add_argument("--param", help="its size param [peak_mw if it has one, else p_mw]")
     p.add_argument("--bus-entity", help="grid element whose bus moves [the load itself, or what it feeds]")
-    p.add_argument("--bus", action="append", default=[], help="a bus to study (repeat); default every bus but the slack")
-    p.add_argument("--min-mw", type=float, default=0.001)
-    p.add_argument("--max-mw", type=float, default=50.0)
-    p.add_argument("--tol-mw", type=float, default=0.1)
-    p.add_argument("--v-low", type=float, default=0.95, help="lowest bus voltage allowed [pu]")
-    p.add_argument("--v-high", type=float, default=1.05, help="highest bus voltage allowed [pu]")
-    p.add_argument("--loading-max", type=float, default=100.0, help="highest line/trafo loading allowed [%%]")
+    p.add_argument("--bus", action="append", default=[],
+                   help="a bus where the load goes (repeat); default every bus where its phases fit, but the "
+                        "slack / source and regulator terminals")
+    p.add_argument("--min-mw", type=float, help="the base case's size, ~no load [0.001 MW]")
+    p.add_argument("--max-mw", type=float, help="the largest size tried [50 MW]")
+    p.add_argument("--tol-mw", type=float, help="the answer's resolution (bisection) [0.1 MW]")
+    p.add_argument("--step-mw", type=float,
+                   help=f"the scan's step up to the first failure and above it [{STEP_MW:g} MW]; a window of "
+                        "violations narrower than this can be missed")
+    above = p.add_mutually_exclusive_group()
+    above.add_argument("--scan-above", dest="scan_above", action="store_const", const=True,
+                       help="scan on above the first failure to --max-mw for sizes where the limits hold again "
+                            "[on where the grid's own regulators or capacitor controls act]")
+    above.add_argument("--no-scan-above", dest="scan_above", action="store_const", const=False,
+                       help="stop at the first failure")
+    p.add_argument("--voltage-buses", metavar="all|primary|BUS,BUS,...",
+                   help="the buses the voltage band applies to: every bus but the source and regulator terminals "
+                        "[all], the distribution primary (1-35 kV), or these buses")
+    p.add_argument("--voltage-kv-min", type=float, metavar="KV",
+                   help="check buses of at least this nominal line-to-line voltage [kV]")
+    p.add_argument("--voltage-kv-max", type=float, metavar="KV",
+                   help="check buses of at most this nominal line-to-line voltage [kV]")
+    p.add_argument("--v-low", type=float, help="lowest bus voltage allowed [0.95 pu]")
+    p.add_argument("--v-high", type=float, help="highest bus voltage allowed [1.05 pu]")
+    p.add_argument("--loading-max", type=float, help="highest line/trafo loading allowed [100 %%]")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override for every run")
     add_engine_argument(p)
     add_allow_commands(p)

@@ -439,7 +439,7 @@ def run_direct(scn: Scenario, run_dir: Path, progress: bool = True) -> Outcome:
     rt_factor = scn.scenario.rt_factor
     started_at = time.perf_counter()
     STOP.install()
-    status, reason = "ok", None
+    status, reason, error_type = "ok", None, None
     try:
         engine.start()
         engine.run_ahead()
@@ -458,7 +458,7 @@ def run_direct(scn: Scenario, run_dir: Path, progress: bool = True) -> Outcome:
         status, reason = "ok", str(exc)
         _finalize_quietly(engine)
     except Exception as exc:  # a simulator failed mid-run: keep what was recorded
-        status, reason = "failed", f"{type(exc).__name__}: {exc}"
+        status, reason, error_type = "failed", f"{type(exc).__name__}: {exc}", type(exc).__name__
         _finalize_quietly(engine)
     finally:
         recorder_module.close_all(run_dir / "timeseries.parquet")
@@ -468,7 +468,7 @@ def run_direct(scn: Scenario, run_dir: Path, progress: bool = True) -> Outcome:
     status, reason = check_complete(status, reason, rows, n_steps)
     behind = recorder_module.RT_BEHIND_MAX_S.pop(str(run_dir / "timeseries.parquet"), None)
     return Outcome(status, reason, wall_s, rows, rows, behind,
-                   engine.ahead.describe() if engine.ahead is not None else None)
+                   engine.ahead.describe() if engine.ahead is not None else None, error_type)
 
 
 def _input_plan(sim: _Sim):

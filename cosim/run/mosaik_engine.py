@@ -112,7 +112,7 @@ def run_world(scn: Scenario, run_dir: Path, progress: bool = True) -> Outcome:
     world = None
     started_at = time.perf_counter()
     STOP.install()
-    status, reason = "ok", None
+    status, reason, error_type = "ok", None, None
     try:
         world = mosaik.World(_sim_config(scn, processes), time_resolution=scn.scenario.tick_s, skip_greetings=True,
                              configure_logging=False, mosaik_config={"start_timeout": processes.start_timeout_s})
@@ -156,10 +156,11 @@ def run_world(scn: Scenario, run_dir: Path, progress: bool = True) -> Outcome:
         status, reason = "ok", str(exc)
         _shutdown_quietly(world)
     except Exception as exc:  # a simulator failed mid-run: keep what was recorded
-        status, reason = "failed", f"{type(exc).__name__}: {exc}"
+        status, reason, error_type = "failed", f"{type(exc).__name__}: {exc}", type(exc).__name__
         died = _death_of(processes)  # mosaik may see the broken socket before the watchdog polls
         if watchdog and watchdog.reason or died:
             reason = (watchdog.reason if watchdog and watchdog.reason else None) or died
+            error_type = None  # the process died: not the exception's verdict
         _shutdown_quietly(world)
     finally:
         if watchdog is not None:
@@ -172,7 +173,7 @@ def run_world(scn: Scenario, run_dir: Path, progress: bool = True) -> Outcome:
     rows = _rows_in(run_dir / "timeseries.parquet")
     status, reason = check_complete(status, reason, rows, n_steps)  # e.g. a remote simulator that quit silently
     behind = recorder_module.RT_BEHIND_MAX_S.pop(str(run_dir / "timeseries.parquet"), None)
-    return Outcome(status, reason, wall_s, rows, rows, behind)
+    return Outcome(status, reason, wall_s, rows, rows, behind, error_type=error_type)
 
 
 def _death_of(processes: SimProcesses) -> str | None:

@@ -18,6 +18,9 @@ class Outcome:
         rt_behind_max_s: with a real-time factor, how far behind the wall clock the run fell at
             worst (0 when it kept up; None without one). [s]
         ahead: see the attribute.
+        error_type: the class name of the exception that failed the run (``"PowerFlowNotConverged"``
+            for a grid that did not converge with ``on_nonconvergence = "fail"``), None otherwise:
+            what a study reacts to, rather than the wording of ``reason``.
     """
 
     status: str
@@ -29,6 +32,7 @@ class Outcome:
     #: the direct engine's worker process for the simulators that take no inputs (which, its
     #: memory), when one ran (:mod:`cosim.run.ahead`)
     ahead: dict | None = None
+    error_type: str | None = None
 
     @property
     def steps_per_s(self) -> float:

@@ -140,6 +140,7 @@ def finish_run(scn: Scenario, folder: RunFolder, outcome: Outcome, started: date
         **base,
         "status": status,
         "reason": reason,
+        "error_type": outcome.error_type if status == "failed" else None,
         "started_utc": started.isoformat(timespec="seconds"),
         "wall_s": round(outcome.wall_s, 3),
         "steps": outcome.n_steps,

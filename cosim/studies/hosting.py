@@ -1,56 +1,84 @@
-"""Hosting capacity: the largest datacenter load a bus takes without voltage or thermal violations.
+"""Hosting capacity: the largest datacenter load a bus takes, met from below, without voltage or thermal violations.
 
-For each bus, the load's size is bisected over full runs with the load moved to that bus
-(the ``bus`` param of the grid element it feeds). The size is either
+For each bus, full runs are made with the load moved to that bus (the ``bus`` param of the
+grid element it feeds) at growing sizes. The size is either
 
 * a param of one entity: ``campus.peak_mw`` of a ``FacilityLoad`` (the trace's shape kept)
   or ``pcc.p_mw`` of a constant grid ``Load``; or
 * *replay mode*, when the load entity is a grid element fed by connections (``--load pcc``
   for a GPU cluster plus cooling plant feeding ``pcc``): the scenario runs once, and a
-  grid-only copy replays what each fed grid element drew (``replay.csv``), the point of
-  connection's draw scaled so its peak is the trial's size; PV and storage stay at their
+  grid-only variant of it (the same file with its ``sims``, ``entities`` and ``connect``
+  replaced by overrides) replays what each fed grid element drew (``replay.csv``), the point
+  of connection's draw scaled so its peak is the trial's size; PV and storage stay at their
   buses as recorded. The site is not re-simulated per trial (fast, and the shape is the
   site's own), so feedback from grid voltage to the site is not captured.
 
-A run *passes* when, at every step of the whole scenario, every bus stays within
-``[v_low_pu, v_high_pu]``, every line and transformer at or below ``loading_max_pct`` and
-the power flow converged. (pandapower's ``case33bw`` has no line ratings: on ``ieee33``
+A run *passes* when, at every step of the whole scenario, every checked bus stays within
+``[v_low_pu, v_high_pu]`` (the grid's ``allbus_vm_min_pu``/``allbus_vm_max_pu`` over the
+buses :class:`~cosim.studies.hosting_buses.VoltageBuses` chooses; by default every bus but the
+source and regulator terminals), every line and transformer at or below ``loading_max_pct``
+and the power flow converged. (pandapower's ``case33bw`` has no line ratings: on ``ieee33``
 only the voltage binds.)
 
-The bisection keeps ``lo`` passing and ``hi`` failing until ``hi - lo <= tol_mw`` and
-reports ``lo``: the answer is at most ``tol_mw`` below the true limit, never above. It
-assumes violations grow with the load (true for a radial feeder's voltage drop and line
-currents; a bus where the answer is not monotonic is mis-reported). First checks: with
-the load at ``min_mw`` (the base case, ~no campus) a failing run gives 0 MW and names the
-limit already broken; a run passing at ``max_mw`` gives ``max_mw`` marked as a lower bound.
+The search (:func:`search_bus`): the base case at ``min_mw`` first; then a *scan* up from it
+at the fixed points ``step_mw, 2 step_mw, ...`` (and ``max_mw``) to the first failing point;
+then a bisection inside that bracket (the last passing and the first failing point) until it
+is ``tol_mw`` narrow. The answer is the bracket's passing end: the first limit met from below,
+at most ``tol_mw`` under it, and the same whatever ``max_mw`` is once ``max_mw`` is above it
+(the scan points do not depend on ``max_mw``). Bisection alone assumes violations grow with
+the load; with tap-changing regulators they do not (a regulator taps up and a bus that
+failed passes again), so on a grid whose own controls act (OpenDSS with RegControls or
+capacitors and ``regulators = "auto"``) the scan goes on above the first failure to ``max_mw``
+and the result lists the scan points where the limits hold again (``holds_again_mw``).
+``scan_above`` forces it on or off (on: where else a generator or a meshed network might make
+violations come and go; off: fewer runs). A window of violations narrower than ``step_mw`` can fall between two
+scan points: make the step smaller to look closer.
 
-Each bus is one Dask task running its bisection's runs in turn, so buses run in parallel
-(``workers``/``scheduler`` as in :func:`cosim.sweep.run_sweep`).
+A run that fails because the grid's power flow did not converge (``on_nonconvergence =
+"fail"``: the run's ``metadata.json`` says ``error_type = "PowerFlowNotConverged"``) is a
+violated limit, ``nonconvergence``; a run failed by anything else is no answer for that bus.
+
+Each bus is one Dask task running its search's runs in turn, so buses run in parallel
+(``workers``/``scheduler`` as in :func:`cosim.studies.sweep.run_sweep`).
 """
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import json
 import math
 import shutil
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import pandas as pd
 
 from tqdm import tqdm
 
 from cosim import grid_models
-from cosim.errors import Problem, ScenarioError
+from cosim.errors import PowerFlowNotConverged, Problem, ScenarioError
 from cosim.folder import RunFolder
 from cosim.kpis import V_HIGH_PU, V_LOW_PU
 from cosim.scenario import Scenario, load_scenario
 from cosim.studies.executor import check_workers, run_tasks
+from cosim.studies.hosting_buses import (
+    VoltageBuses,
+    feeder_bus_table,
+    grid_has_controls,
+    grid_sim_params,
+    placement_buses,
+)
 from cosim.studies.sweep import run_variant
 
 TABLE_NAME = "hosting.parquet"
+
+#: The scan's step when none is given: fixed (not a fraction of ``max_mw``, so the answer does not
+#: move with it) and a few times the default ``tol_mw``; regulator windows on a 12.47 kV primary
+#: are about 1 MW wide (IEEE 8500, bus m1166366: 2.2-3.4 MW at 0.92 pu). [MW]
+STEP_MW = 0.5
 
 
 @dataclass(frozen=True)
@@ -60,6 +88,40 @@ class Limits:
     v_low_pu: float = V_LOW_PU
     v_high_pu: float = V_HIGH_PU
     loading_max_pct: float = 100.0
+
+
+@dataclass(frozen=True)
+class Search:
+    """The sizes tried at each bus (see the module docstring). [MW]"""
+
+    min_mw: float = 0.001
+    max_mw: float = 50.0
+    tol_mw: float = 0.1
+    step_mw: float = STEP_MW
+    scan_above: bool | None = None  # None: where the grid's own controls act (grid_has_controls)
+
+    def problems(self) -> list[Problem]:
+        where = "hosting-capacity"
+        values = (self.min_mw, self.max_mw, self.tol_mw, self.step_mw)
+        if not all(isinstance(v, (int, float)) and math.isfinite(v) for v in values):
+            return [Problem(where, "min_mw, max_mw, tol_mw and step_mw must be finite numbers", values)]
+        found = []
+        if not 0 < self.min_mw < self.max_mw:
+            found.append(Problem(where, "need 0 < min_mw < max_mw", (self.min_mw, self.max_mw)))
+        if self.tol_mw <= 0 or self.step_mw <= 0:
+            found.append(Problem(where, "need tol_mw > 0 and step_mw > 0", (self.tol_mw, self.step_mw)))
+        elif self.step_mw < self.tol_mw:
+            found.append(Problem(where, "step_mw below tol_mw: the scan would be finer than the answer; give "
+                                        f"step_mw >= {self.tol_mw:g}", self.step_mw))
+        return found
+
+    def scan_points(self) -> list[float]:
+        """``step_mw, 2 step_mw, ...`` above ``min_mw`` and below ``max_mw``, then ``max_mw``. [MW]"""
+        points, k = [], math.floor(self.min_mw / self.step_mw + 1e-9) + 1
+        while (x := round(k * self.step_mw, 9)) < self.max_mw - 1e-9:
+            points.append(x)
+            k += 1
+        return [*points, self.max_mw]
 
 
 @dataclass(frozen=True)
@@ -77,6 +139,7 @@ class Setup:
     mw_per_unit: float = 1.0    # replay: the recorded peak, the scales being fractions of it
     replay_of: str | None = None
     allow_commands: bool = False  # the scenario may start programs (--allow-commands)
+    voltage_buses: str = "every bus but the source and regulator terminals"
 
 
 def resolve_setup(scenario: str | Path, load_entity: str, size_param: str | None = None,
@@ -141,7 +204,7 @@ def driven_elements(scn: Scenario, sim: str) -> list[str]:
 # -- replay mode -----------------------------------------------------------------------
 def replay_setup(scn: Scenario, load_entity: str, out: Path, overrides: dict[str, Any] | None = None,
                  allow_commands: bool = False) -> Setup:
-    """Run the scenario once, then write a grid-only scenario replaying what it drew.
+    """Run the scenario once, then set up its grid-only variant replaying what it drew.
 
     The point of connection's recorded ``p_mw``/``q_mvar`` (IT, cooling, whatever fed it)
     is the load's shape; every other grid element fed by connections (PV, a battery) is
@@ -168,53 +231,31 @@ def replay_setup(scn: Scenario, load_entity: str, out: Path, overrides: dict[str
     frame = ts.copy()
     frame.index = [t.isoformat() for t in frame.index]
     frame.index.name = "time_utc"
-    frame.to_csv(out / "replay.csv")
-    path = out / "replay_scenario.toml"
-    path.write_text(_replay_toml(scn, grid_sim, driven), encoding="utf-8")
+    replay_csv = out / "replay.csv"
+    frame.to_csv(replay_csv)
     keys = tuple(f"sims.replay_{load_entity}.columns.{a}.scale" for a in ("p_mw", "q_mvar"))
-    return Setup(str(path.resolve()), keys, f"entities.{load_entity}.bus", _grid_entity(scn, grid_sim), {},
-                 mw_per_unit=peak_mw, replay_of=str(scn.file))
+    kept = {k: v for k, v in (overrides or {}).items() if k.split(".")[0] == "scenario"}
+    return Setup(str(scn.file.resolve()), keys, f"entities.{load_entity}.bus", _grid_entity(scn, grid_sim),
+                 {**kept, **replay_overrides(scn, grid_sim, driven, replay_csv.resolve())}, mw_per_unit=peak_mw,
+                 replay_of=str(scn.file), allow_commands=allow_commands)
 
 
-def _replay_toml(scn: Scenario, grid_sim: str, driven: list[str]) -> str:
-    s = scn.scenario
-    lines = ["# Written by cosim hosting-capacity: the grid of", f"# {scn.file}",
-             "# with its fed elements replaying the base run (replay.csv).", "",
-             "[scenario]", f"name = {_toml(s.name + '_replay')}", f"start = {s.start.isoformat().replace('+00:00', 'Z')}",
-             f"duration_s = {s.duration_s}", f"step_s = {s.step_s}", f"seed = {s.seed}",
-             *([f"tick_s = {s.tick_s}"] if s.tick_s != 1.0 else []), "",
-             f"[sims.{grid_sim}]", 'adapter = "grid"']
-    if scn.sims[grid_sim].step_s:
-        lines.append(f"step_s = {scn.sims[grid_sim].step_s}")
-    lines += [f"{k} = {_toml(v)}" for k, v in scn.sim_params[grid_sim].items() if v is not None]
+def replay_overrides(scn: Scenario, grid_sim: str, driven: list[str], replay_csv: Path) -> dict[str, Any]:
+    """Overrides that turn ``scn`` into its grid alone, each fed element driven by a ``signals`` sim
+    replaying its recorded ``p_mw``/``q_mvar`` from ``replay_csv``: whole ``sims``, ``entities`` and
+    ``connect`` tables (taken from the scenario as validated, ``--set`` overrides included), and
+    empty ``record`` and ``kpis`` tables (theirs may name entities the variant no longer has)."""
+    raw = copy.deepcopy(scn.raw)
+    sims = {grid_sim: raw["sims"][grid_sim]}
+    entities = {eid: raw["entities"][eid] for eid, spec in scn.entities.items() if spec.sim == grid_sim}
+    connect = []
     for e in driven:
-        columns = {a: {"column": f"{e}.{a}", "scale": 1.0} for a in ("p_mw", "q_mvar")}
-        lines += ["", f"[sims.replay_{e}]", 'adapter = "signals"', 'file = "replay.csv"', 'interpolation = "hold"',
-                  f"columns = {_toml(columns)}"]
-    for eid, spec in scn.entities.items():
-        if spec.sim == grid_sim:
-            params = {k: v for k, v in scn.entity_params[eid].items() if v is not None}
-            lines += ["", f"[entities.{eid}]", f"sim = {_toml(grid_sim)}", f"model = {_toml(spec.model)}"]
-            lines += [f"{k} = {_toml(v)}" for k, v in params.items()]
-    for e in driven:
-        lines += ["", f"[entities.replay_{e}]", f'sim = "replay_{e}"', 'model = "Series"',
-                  "", "[[connect]]", f'src = "replay_{e}"', f'dst = "{e}"', 'attrs = ["p_mw", "q_mvar"]']
-    return "\n".join(lines) + "\n"
-
-
-def _toml(value: Any) -> str:
-    """A TOML literal of a JSON-like value (strings, numbers, booleans, lists, tables)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return repr(value)
-    if isinstance(value, str):
-        return json.dumps(value)  # JSON's escapes are TOML basic-string escapes
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(_toml(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return "{ " + ", ".join(f"{json.dumps(str(k))} = {_toml(v)}" for k, v in value.items() if v is not None) + " }"
-    return json.dumps(str(value))
+        sims[f"replay_{e}"] = {"adapter": "signals", "file": str(replay_csv), "interpolation": "hold",
+                               "columns": {a: {"column": f"{e}.{a}", "scale": 1.0} for a in ("p_mw", "q_mvar")}}
+        entities[f"replay_{e}"] = {"sim": f"replay_{e}", "model": "Series"}
+        connect.append({"src": f"replay_{e}", "dst": e, "attrs": ["p_mw", "q_mvar"]})
+    return {"scenario.name": f"{scn.scenario.name}_replay", "sims": sims, "entities": entities,
+            "connect": connect, "record": {}, "kpis": {}}
 
 
 def _bus_entity(scn: Scenario, load_entity: str) -> str | None:
@@ -226,18 +267,10 @@ def _bus_entity(scn: Scenario, load_entity: str) -> str | None:
     return None
 
 
-def feeder_buses(scn: Scenario, grid_entity: str) -> list[str | int]:
-    """Every bus of the grid but the slack's: bus names when unique, else indices."""
-    sim = scn.entities[grid_entity].sim
-    params = scn.sim_params[sim]
-    if params.get("engine", "pandapower") != "pandapower":
-        raise ScenarioError(scn.file, [Problem("hosting-capacity", "listing a feeder's buses needs the pandapower "
-                                                                   "engine; give the buses explicitly")])
-    net = grid_models.load_network(params["network"], scn.base_dir, **params.get("network_params", {}))
-    slack = set(net.ext_grid.bus) | (set(net.gen.bus[net.gen.slack]) if "slack" in net.gen else set())
-    names = list(net.bus.name)
-    unique = all(isinstance(n, str) and n for n in names) and len(set(names)) == len(names)
-    return [net.bus.name.at[i] if unique else int(i) for i in net.bus.index if i not in slack]
+def feeder_buses(scn: Scenario, grid_entity: str, phases: str = "abc") -> list[str | int]:
+    """Every bus of the grid where a load of ``phases`` fits, but the slack / source and regulator
+    terminals: bus names (pandapower: names when unique, else ids), on either engine."""
+    return placement_buses(feeder_bus_table(scn, grid_entity), phases)
 
 
 # -- one bus ---------------------------------------------------------------------------
@@ -246,16 +279,13 @@ class TrialFailed(Exception):
     invalid override): the bus gets ``bound="error"`` instead of a violation."""
 
 
-#: A failed run's reason that *is* a grid verdict: the power flow diverged with
-#: ``on_nonconvergence = "fail"`` (adapters/grid.py).
-GRID_FAILURE = "power flow did not converge"
-
-
 def verdict(run_dir: Path, grid_entity: str, limits: Limits, element: str | None = None
             ) -> tuple[bool, str, dict[str, Any]]:
     """Did the run in ``run_dir`` respect the limits? ``(passed, what broke, grid KPIs)``.
 
-    With ``element``, the grid KPIs get ``peak_drawn_mw``: that element's highest draw.
+    The voltages are the grid's all-bus ones (``allbus_vm_min_pu``/``allbus_vm_max_pu``: the
+    buses the study checks). With ``element``, the grid KPIs get ``peak_drawn_mw``: that
+    element's highest draw.
 
     Raises:
         TrialFailed: the run failed for a reason other than the grid, or its folder cannot be read.
@@ -266,10 +296,9 @@ def verdict(run_dir: Path, grid_entity: str, limits: Limits, element: str | None
         if problem or not meta:
             raise ValueError(problem or "no metadata.json")
         if meta.get("status") not in ("ok", "degraded"):  # degraded: the grid did not converge somewhere
-            reason = str(meta.get("reason"))
-            if meta.get("status") == "failed" and GRID_FAILURE in reason:
+            if meta.get("status") == "failed" and meta.get("error_type") == PowerFlowNotConverged.__name__:
                 return False, "nonconvergence", {}
-            raise TrialFailed(f"run {meta.get('status')}: {reason}")
+            raise TrialFailed(f"run {meta.get('status')}: {meta.get('reason')}")
         kpis, problem = folder.kpis_checked()
         if problem or not (folder.path / "kpis.json").is_file():
             raise ValueError(problem or "no kpis.json")
@@ -278,8 +307,14 @@ def verdict(run_dir: Path, grid_entity: str, limits: Limits, element: str | None
     grid = dict(kpis.get(grid_entity, {}))
     if element is not None:
         grid["peak_drawn_mw"] = kpis.get("entities", {}).get(element, {}).get("peak_mw")
-    if "vm_min_pu" not in grid:
+    if "allbus_vm_min_pu" not in grid:
         raise ValueError(f"{run_dir}: kpis.json has no voltages of {grid_entity!r}; is it the Grid entity?")
+    grid["vm_min_pu"], grid["vm_max_pu"] = grid["allbus_vm_min_pu"], grid.get("allbus_vm_max_pu")
+    return (not (broken := violated(grid, limits))), "+".join(broken), grid
+
+
+def violated(grid: dict[str, Any], limits: Limits) -> list[str]:
+    """The limits a run's grid KPIs break: ``nonconvergence``, ``voltage``, ``thermal``."""
     broken = []
     if grid.get("n_nonconverged") or grid["vm_min_pu"] is None:  # no converged step at all: no voltages
         broken.append("nonconvergence")
@@ -289,89 +324,171 @@ def verdict(run_dir: Path, grid_entity: str, limits: Limits, element: str | None
     loading = grid.get("max_loading_pct")
     if loading is not None and loading > limits.loading_max_pct:
         broken.append("thermal")
-    return not broken, "+".join(broken), grid
+    return broken
 
 
-def base_case_detail(run_dir: Path, grid_entity: str, limits: Limits) -> str | None:
-    """Where the feeder breaks the voltage band with (almost) no load: the worst bus, its voltage,
-    and the band that study could use instead (the feeder's own level, rounded down)."""
+def base_case_detail(run_dir: Path, grid_entity: str, limits: Limits,
+                     checked_buses: tuple[str, ...] | None = None) -> str | None:
+    """Every limit the feeder breaks with (almost) no load, at once: the lowest and the highest
+    checked bus voltage and the most loaded line or transformer beyond their limits, each with
+    the option a study could pass instead (the feeder's own level, rounded outwards)."""
     folder = RunFolder(run_dir)
-    columns = [c for c in folder.column_names() if c.startswith(f"{grid_entity}.bus_") and c.endswith("_vm_pu")]
+    names = folder.column_names()
+    grid_kpis = folder.kpis().get(grid_entity, {})
+    found = []
+    low, high = grid_kpis.get("allbus_vm_min_pu"), grid_kpis.get("allbus_vm_max_pu")
+    where_low, where_high = _worst_buses(folder, names, grid_entity, checked_buses)
+    if low is not None and low < limits.v_low_pu:
+        found.append(f"the lowest checked voltage is {_pu(low, limits.v_low_pu)} pu{where_low}, below "
+                     f"{limits.v_low_pu:g} (pass --v-low {math.floor(low * 100) / 100:.2f} to study from the "
+                     "feeder's own level)")
+    if high is not None and high > limits.v_high_pu:
+        found.append(f"the highest checked voltage is {_pu(high, limits.v_high_pu)} pu{where_high}, above "
+                     f"{limits.v_high_pu:g} (pass --v-high {math.ceil(high * 100) / 100:.2f} to study from there)")
+    loading = grid_kpis.get("max_loading_pct")
+    if loading is not None and loading > limits.loading_max_pct:
+        found.append(f"{_worst_branch(folder, names, grid_entity)} is loaded to {loading:.1f} %, above "
+                     f"{limits.loading_max_pct:g} % (pass --loading-max {math.ceil(loading):.0f}, or give the "
+                     "conductor's rating)")
+    if grid_kpis.get("n_nonconverged"):
+        found.append(f"the power flow did not converge at {grid_kpis['n_nonconverged']} steps")
+    return ("without the load: " + "; ".join(found)) if found else None
+
+
+def _pu(value: float, limit: float) -> str:
+    """``value`` to 3 decimals, or as many more (up to 6) as it takes not to read as ``limit``."""
+    for digits in range(3, 7):
+        if round(value, digits) != round(limit, digits):
+            break
+    return f"{value:.{digits}f}"
+
+
+def _worst_buses(folder: RunFolder, names: list[str], grid_entity: str, checked: tuple[str, ...] | None
+                 ) -> tuple[str, str]:
+    """`` at bus X`` of the lowest and of the highest recorded voltage of a checked bus (per phase
+    where the engine reports phases: ``X_a``); ``""`` when none is recorded."""
+    prefix, ids = f"{grid_entity}.bus_", set(checked) if checked is not None else None
+    name = lambda column: column.removeprefix(prefix).removesuffix("_vm_pu")  # noqa: E731
+
+    def is_checked(key: str) -> bool:
+        return ids is None or key in ids or (key[-2:-1] == "_" and key[-1] in "abc" and key[:-2] in ids)
+
+    columns = [c for c in names if c.startswith(prefix) and c.endswith("_vm_pu") and is_checked(name(c))]
     if not columns:
-        return None
+        return "", ""
     ts = folder.numeric_columns(columns)
     lows, highs = ts.min(), ts.max()
-    worst_low, worst_high = lows.idxmin(), highs.idxmax()
-    name = lambda column: column.removeprefix(f"{grid_entity}.bus_").removesuffix("_vm_pu")  # noqa: E731
-    if lows[worst_low] < limits.v_low_pu:
-        floor = math.floor(lows[worst_low] * 100) / 100
-        return (f"without the load, bus {name(worst_low)} is already at {lows[worst_low]:.3f} pu, below "
-                f"{limits.v_low_pu:g}; to study from the feeder's own level pass --v-low {floor:.2f}")
-    if highs[worst_high] > limits.v_high_pu:
-        ceiling = math.ceil(highs[worst_high] * 100) / 100
-        return (f"without the load, bus {name(worst_high)} is already at {highs[worst_high]:.3f} pu, above "
-                f"{limits.v_high_pu:g}; pass --v-high {ceiling:.2f} to study from there")
-    return None
+    return f" at bus {name(lows.idxmin())}", f" at bus {name(highs.idxmax())}"
 
 
-def bisect_bus(setup: Setup, bus: str | int, min_mw: float, max_mw: float, tol_mw: float, limits: Limits,
-               out_dir: str, keep_runs: bool = True) -> dict[str, Any]:
-    """The hosting capacity at one bus (runs in a Dask worker; see the module docstring)."""
+def _worst_branch(folder: RunFolder, names: list[str], grid_entity: str) -> str:
+    columns = [c for c in names if c.startswith((f"{grid_entity}.line_", f"{grid_entity}.trafo_"))
+               and c.endswith("_loading_pct")]
+    if not columns:
+        return "a line or transformer"
+    worst = folder.numeric_columns(columns).max().idxmax()
+    kind, _, rest = worst.removeprefix(f"{grid_entity}.").partition("_")
+    return f"{'line' if kind == 'line' else 'transformer'} {rest.removesuffix('_loading_pct')}"
+
+
+#: What a trial records of the grid: its summary columns (every step is checked).
+GRID_RECORD = ("p_import_mw", "vm_min_pu", "vm_max_pu", "allbus_vm_min_pu", "allbus_vm_max_pu", "allbus_violation_pu",
+               "max_loading_pct", "n_nonconverged", "converged")
+
+
+def search_bus(setup: Setup, bus: str | int, search: Search, limits: Limits, out_dir: str, keep_runs: bool = True,
+               checked_buses: tuple[str, ...] | None = None, progress: bool = False) -> dict[str, Any]:
+    """The hosting capacity at one bus (runs in a Dask worker; see the module docstring).
+
+    ``checked_buses``: the ids (as in ``bus_<id>_vm_pu``) of the buses whose voltages are checked,
+    to name the worst one in a failing base case (None: every recorded bus). ``progress``: a bar
+    over the scan's points (in this process only).
+    """
     folder = Path(out_dir) / "runs" / f"bus_{bus}"
     element = setup.bus_key.split(".")[1]  # "entities.<element>.bus"
-    record = [f"{element}.p_mw", *(f"{setup.grid_entity}.{a}" for a in ("p_import_mw", "vm_min_pu", "vm_max_pu",
-                                                                         "max_loading_pct", "n_nonconverged",
-                                                                         "converged"))]
+    record = [f"{element}.p_mw", *(f"{setup.grid_entity}.{a}" for a in GRID_RECORD)]
     n_runs = 0
 
     def trial(size_mw: float) -> tuple[bool, str, dict[str, Any]]:
         nonlocal n_runs
         n_runs += 1
         run_dir = folder / f"{size_mw:.6f}MW"
-        # every step is checked: only the grid's summary columns, at the scenario's own step; the
-        # base case also records each bus, to say where the feeder already breaks a limit
+        # the base case also records each checked bus and branch, to say where the feeder already breaks a limit
         base = n_runs == 1
-        buses = [f"{setup.grid_entity}.bus_*_vm_pu"] if base else []
+        # (patterns that match some output on every grid: a network may have no transformer)
+        extra = [f"{setup.grid_entity}.bus_*_vm_pu", f"{setup.grid_entity}.*_loading_pct"] if base else []
         sizes = {key: size_mw / setup.mw_per_unit for key in setup.size_keys}
-        overrides = {**setup.overrides, **sizes, setup.bus_key: bus, "record.include": record + buses,
+        overrides = {**setup.overrides, **sizes, setup.bus_key: bus, "record.include": record + extra,
                      "record.exclude": [], "record.step_s": None}
         row = run_variant(setup.scenario, overrides, str(run_dir), allow_commands=setup.allow_commands)
         if row["status"] != "ok" and str(row.get("reason", "")).startswith("invalid scenario"):
             raise TrialFailed(row["reason"])  # the bus or the size is not accepted: not a grid limit
         result = verdict(run_dir, setup.grid_entity, limits, element)
         if base and not result[0]:
-            result[2]["base_case"] = base_case_detail(run_dir, setup.grid_entity, limits)
+            result[2]["base_case"] = base_case_detail(run_dir, setup.grid_entity, limits, checked_buses)
         if not keep_runs:
             shutil.rmtree(run_dir, ignore_errors=True)
         return result
 
     row: dict[str, Any] = {"bus": str(bus), "hosting_mw": 0.0, "peak_drawn_mw": math.nan, "limited_by": "",
-                           "bound": "exact", "vm_min_pu": math.nan, "max_loading_pct": math.nan}
+                           "bound": "exact", "vm_min_pu": math.nan, "max_loading_pct": math.nan, "holds_again_mw": ""}
     passed: list[float] = []
+    bar = tqdm(total=len(search.scan_points()) + 1, unit="run", desc=f"bus {bus}: scan", file=sys.stderr,
+               leave=False) if progress else None
     try:
-        return _bisect(trial, row, min_mw, max_mw, tol_mw, passed, lambda: n_runs)
+        return _search(trial, row, search, passed, lambda: n_runs, bar)
     except TrialFailed as exc:  # not a grid verdict: no answer for this bus, and why
         below = f" (passed up to {max(passed):.6g} MW)" if passed else ""
         row.update(hosting_mw=math.nan, limited_by=f"error: {exc}{below}", bound="error", n_runs=n_runs)
         return row
+    finally:
+        if bar is not None:
+            bar.close()
 
 
-def _bisect(trial, row: dict[str, Any], min_mw: float, max_mw: float, tol_mw: float, passed: list[float],
-            runs) -> dict[str, Any]:
-    ok, broken, grid = trial(min_mw)
+Trial = Callable[[float], tuple[bool, str, dict[str, Any]]]
+
+
+def _search(trial: Trial, row: dict[str, Any], search: Search, passed: list[float], runs, bar=None) -> dict[str, Any]:
+    """Base case, scan to the first failure, bisection inside it, scan on above (module docstring)."""
+    tick = (lambda text: (bar.set_postfix_str(text, refresh=False), bar.update(1))) if bar else (lambda text: None)
+    stage = (lambda text: bar.set_description_str(f"bus {row['bus']}: {text}")) if bar else (lambda text: None)
+    ok, broken, grid = trial(search.min_mw)
+    tick(f"{search.min_mw:g} MW {'ok' if ok else broken}")
     if not ok:
         detail = grid.get("base_case")
         row.update(limited_by=f"base case: {broken}" + (f" ({detail})" if detail else ""), bound="base case fails",
                    n_runs=runs(), **_grid_row(grid))
         return row
-    lo, lo_grid = min_mw, grid
+    lo, lo_grid = search.min_mw, grid
     passed.append(lo)
-    ok, broken, grid = trial(max_mw)
-    if ok:
-        row.update(hosting_mw=max_mw, limited_by="none up to max_mw", bound="lower bound", n_runs=runs(),
-                   **_grid_row(grid))
+    points = search.scan_points()
+    for k, size in enumerate(points):
+        ok, broken, grid = trial(size)
+        tick(f"{size:g} MW {'ok' if ok else broken}")
+        if ok:
+            lo, lo_grid = size, grid
+            passed.append(lo)
+            continue
+        stage("bisect")
+        lo, lo_grid, limited_by = _bisect(trial, lo, lo_grid, size, broken, search.tol_mw, passed)
+        row.update(hosting_mw=lo, limited_by=limited_by, **_grid_row(lo_grid))
+        if search.scan_above:
+            stage("scan above")
+            row.update(holds_again_mw=", ".join(f"{x:g}" for x in _holding(trial, points[k + 1:], tick)))
+        else:
+            row.update(holds_again_mw="not scanned")
+        row.update(n_runs=runs())
         return row
-    hi, hi_broken = max_mw, broken
+    row.update(hosting_mw=search.max_mw, limited_by="none up to max_mw", bound="lower bound", n_runs=runs(),
+               **_grid_row(lo_grid))
+    return row
+
+
+def _bisect(trial: Trial, lo: float, lo_grid: dict[str, Any], hi: float, hi_broken: str, tol_mw: float,
+            passed: list[float]) -> tuple[float, dict[str, Any], str]:
+    """Narrow ``[lo, hi]`` (``lo`` passing, ``hi`` failing) to ``tol_mw``: the passing end, its grid
+    KPIs, and what broke at the failing end."""
     while hi - lo > tol_mw:
         mid = 0.5 * (lo + hi)
         ok, broken, grid = trial(mid)
@@ -380,8 +497,18 @@ def _bisect(trial, row: dict[str, Any], min_mw: float, max_mw: float, tol_mw: fl
             passed.append(lo)
         else:
             hi, hi_broken = mid, broken
-    row.update(hosting_mw=lo, limited_by=hi_broken, n_runs=runs(), **_grid_row(lo_grid))
-    return row
+    return lo, lo_grid, hi_broken
+
+
+def _holding(trial: Trial, sizes: list[float], tick) -> list[float]:
+    """The sizes (scan points above the first failure) at which every limit holds again."""
+    again = []
+    for size in sizes:
+        ok, broken, _ = trial(size)
+        tick(f"{size:g} MW {'ok' if ok else broken}")
+        if ok:
+            again.append(size)
+    return again
 
 
 def _grid_row(grid: dict[str, Any]) -> dict[str, Any]:
@@ -394,20 +521,28 @@ def hosting_capacity(scenario: str | Path, load_entity: str, out_dir: str | Path
                      max_mw: float = 50.0, tol_mw: float = 0.1, limits: Limits = Limits(),
                      overrides: dict[str, Any] | None = None, workers: int | None = None,
                      scheduler: str | None = None, keep_runs: bool = True, progress: bool = True,
-                     allow_commands: bool = False) -> pd.DataFrame:
-    """Hosting capacity at each bus; writes ``hosting.parquet``, ``hosting.csv`` and ``hosting.png``.
+                     allow_commands: bool = False, step_mw: float = STEP_MW, scan_above: bool | None = None,
+                     voltage_buses: VoltageBuses | Any = None) -> pd.DataFrame:
+    """Hosting capacity at each bus; writes ``hosting.parquet``, ``hosting.csv``, ``hosting.json`` and ``hosting.png``.
 
     Args:
         scenario: the scenario file (its load's shape, its grid, its period).
-        load_entity: the entity sized by bisection (see :func:`resolve_setup`).
+        load_entity: the entity sized (see :func:`resolve_setup`).
         out_dir: where the table, the figure and ``runs/bus_<bus>/<size>MW`` go.
-        buses: bus names (or indices) to study; default every bus of the feeder but the slack.
+        buses: bus names (or indices) where the load goes; default every bus of the feeder where
+            the load's phases fit, but the slack / source bus and regulator terminals.
         min_mw: the base case's size, ~no load (``peak_mw`` must be > 0). [MW]
         max_mw: the largest size tried. [MW]
         tol_mw: bisection stops when the bracket is this narrow. [MW]
+        step_mw: the scan's step (module docstring). [MW]
+        scan_above: scan on above the first failure to ``max_mw`` for sizes where the limits hold
+            again; None (default): where the grid's own controls act (module docstring).
         limits: voltage band and loading limit.
+        voltage_buses: the buses the voltage band applies to: a :class:`VoltageBuses` or what
+            :meth:`VoltageBuses.parse` takes (``"primary"``, a list of names, ``{kv_min, kv_max}``);
+            default every bus but the source and regulator terminals.
         overrides: dotted overrides applied to every run (e.g. a shorter period).
-        workers, scheduler: Dask, as in :func:`cosim.sweep.run_sweep` (one task per bus).
+        workers, scheduler: Dask, as in :func:`cosim.studies.sweep.run_sweep` (one task per bus).
 
     Returns:
         One row per bus: ``bus``, ``hosting_mw`` (the size param's value; in replay mode
@@ -415,47 +550,93 @@ def hosting_capacity(scenario: str | Path, load_entity: str, out_dir: str | Path
         passing run: what the bus really hosted over the period; a ``FacilityLoad``'s
         ``peak_mw`` is its whole trace's peak, which the period may not reach),
         ``limited_by`` (voltage / thermal / nonconvergence, ``base case: …`` or ``none up to
-        max_mw``), ``bound``, ``vm_min_pu`` and ``max_loading_pct`` of that run, ``n_runs``.
+        max_mw``), ``bound``, ``vm_min_pu`` (of the checked buses) and ``max_loading_pct`` of that
+        run, ``holds_again_mw`` (scan points above the answer where every limit holds again;
+        ``"not scanned"`` when the scan stopped at the first failure), ``n_runs``.
     """
-    if not 0 < min_mw < max_mw or tol_mw <= 0:
-        raise ScenarioError("hosting-capacity", [Problem("hosting-capacity", "need 0 < min_mw < max_mw and tol_mw > 0",
-                                                         (min_mw, max_mw, tol_mw))])
+    search = Search(min_mw, max_mw, tol_mw, step_mw, scan_above)
+    if problems := search.problems():
+        raise ScenarioError("hosting-capacity", problems)
+    voltage_buses = voltage_buses if isinstance(voltage_buses, VoltageBuses) else VoltageBuses.parse(voltage_buses)
     check_workers(workers)
     setup, scn = resolve_setup(scenario, load_entity, size_param, bus_entity, overrides, allow_commands)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     if setup is None:
         setup = replay_setup(scn, load_entity, out, overrides, allow_commands)
-    buses = list(buses) if buses else feeder_buses(scn, setup.grid_entity)
-    calls = [(setup, bus, min_mw, max_mw, tol_mw, limits, str(out), keep_runs) for bus in buses]
-    (out / "hosting.json").write_text(json.dumps({"setup": asdict(setup), "limits": asdict(limits), "min_mw": min_mw,
-                                                  "max_mw": max_mw, "tol_mw": tol_mw}, indent=2, default=str) + "\n")
+    setup, checked, table_of_buses = _with_voltage_buses(setup, scn, voltage_buses)
+    if scan_above is None:
+        search = dataclasses.replace(search, scan_above=grid_has_controls(scn, setup.grid_entity))
+    element = setup.bus_key.split(".")[1]
+    phases = str(scn.entity_params.get(element, {}).get("phases") or "abc")
+    buses = list(buses) if buses else placement_buses(table_of_buses, phases)
+    in_process = workers == 0 and scheduler is None
+    calls = [(setup, bus, search, limits, str(out), keep_runs, checked, progress and in_process) for bus in buses]
+    header = {"setup": asdict(setup) | {"overrides": _short_overrides(setup.overrides)}, "limits": asdict(limits),
+              "search": asdict(search)}
     rows: dict[int, dict[str, Any]] = {}
     bar = _bar(len(calls), progress)
     try:
-        for i, row, error in run_tasks(bisect_bus, calls, workers, scheduler):
+        for i, row, error in run_tasks(search_bus, calls, workers, scheduler):
             if error is not None:  # e.g. a bus name the grid does not know: that bus only
                 row = {"bus": str(buses[i]), "hosting_mw": math.nan, "limited_by": f"error: {error}",
                        "bound": "error", "n_runs": 0}
             rows[i] = row
-            _write_tables(buses, rows, out)  # as buses finish: an interrupted study keeps them
+            _write_tables(buses, rows, out, header)  # as buses finish: an interrupted study keeps them
             if bar is not None:
                 bar.update(1)
     finally:  # interrupted or not, the table holds every finished bus ("not run" for the rest)
         if bar is not None:
             bar.close()
-        table = _write_tables(buses, rows, out)
+        table = _write_tables(buses, rows, out, header)
     plot_hosting(table, out / "hosting.png", scn, setup.grid_entity)
     return table
 
 
-def _write_tables(buses: list[str | int], rows: dict[int, dict[str, Any]], out: Path) -> pd.DataFrame:
+def _with_voltage_buses(setup: Setup, scn: Scenario, voltage_buses: VoltageBuses):
+    """The setup with the grid's ``exclude_buses`` leaving the chosen buses, their ids, and every bus."""
+    grid_sim, params = grid_sim_params(scn, setup.grid_entity)
+    table = feeder_bus_table(scn, setup.grid_entity)
+    network = str(params["network"])
+    if voltage_buses.is_default:  # the grid's own monitored buses: its exclude_buses, else all but the source's
+        own = params.get("exclude_buses")
+        if own is None:
+            checked = tuple(b.id for b in table if not b.source)
+        else:
+            named = {str(b).lower() for b in own}
+            checked = tuple(b.id for b in table if str(b.ref).lower() not in named and b.id not in named)
+        return dataclasses.replace(setup, voltage_buses=voltage_buses.describe()), checked, table
+    chosen = voltage_buses.select(table, Path(network).name)
+    exclude = voltage_buses.exclude_override(table, Path(network).name)
+    overrides = {**setup.overrides, f"sims.{grid_sim}.exclude_buses": exclude}
+    return (dataclasses.replace(setup, overrides=overrides, voltage_buses=voltage_buses.describe()),
+            tuple(b.id for b in chosen), table)
+
+
+def _short_overrides(overrides: dict[str, Any]) -> dict[str, Any]:
+    """The overrides for ``hosting.json``, a long list (thousands of excluded buses) as its length."""
+    return {k: (f"<{len(v)} items>" if isinstance(v, list) and len(v) > 20 else v) for k, v in overrides.items()}
+
+
+def _write_tables(buses: list[str | int], rows: dict[int, dict[str, Any]], out: Path,
+                  header: dict[str, Any] | None = None) -> pd.DataFrame:
     records = [rows.get(i) or {"bus": str(bus), "hosting_mw": math.nan, "limited_by": "the study stopped before "
                                "this bus finished", "bound": "not run", "n_runs": 0} for i, bus in enumerate(buses)]
     table = pd.DataFrame(records)
     table.to_parquet(out / TABLE_NAME, index=False)
     table.to_csv(out / "hosting.csv", index=False)
+    if header is not None:
+        clean = [{k: _json_value(v) for k, v in r.items()} for r in records]
+        (out / "hosting.json").write_text(json.dumps({**header, "buses": clean}, indent=2, default=str) + "\n",
+                                          encoding="utf-8")
     return table
+
+
+def _json_value(value: Any) -> Any:
+    """NaN as null (JSON has no NaN), numpy numbers as Python's."""
+    if hasattr(value, "item"):
+        value = value.item()
+    return None if isinstance(value, float) and not math.isfinite(value) else value
 
 
 def _bar(total: int, progress: bool):

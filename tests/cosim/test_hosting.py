@@ -29,6 +29,9 @@ from cosim.studies.hosting import (
 
 R_OHM, X_OHM, VS_KV = 2.0, 3.0, 20.0
 TOL_MW = 0.05
+#: the scan's step on these feeders without regulators (violations grow with the load): a coarse
+#: scan keeps the runs few; the answer is the bisection's, to TOL_MW
+STEP = {"step_mw": 2.0}
 
 SCENARIO = """
 [scenario]
@@ -80,9 +83,10 @@ def test_two_bus_voltage_limit_matches_the_closed_form(tmp_path):
     exact = (-2 * R_OHM * v**2 + math.sqrt(4 * R_OHM**2 * v**4 - 4 * z2 * (v**4 - VS_KV**2 * v**2))) / (2 * z2)
     assert exact == pytest.approx(9.018, abs=1e-3)
     table = hosting_capacity(scenario, "pcc", tmp_path / "out", buses=["b1"], max_mw=20.0, tol_mw=TOL_MW,
-                             workers=0, progress=False)
+                             workers=0, progress=False, **STEP)
     row = table.iloc[0]
     assert row["limited_by"] == "voltage" and row["bound"] == "exact"
+    assert row["holds_again_mw"] == "not scanned"  # pandapower holds every tap: nothing acts above
     assert exact - TOL_MW <= row["hosting_mw"] <= exact  # never above the limit, at most tol below
     assert row["vm_min_pu"] >= 0.95
     assert (tmp_path / "out" / "hosting.png").is_file() and (tmp_path / "out" / "hosting.parquet").is_file()
@@ -94,7 +98,7 @@ def test_two_bus_thermal_limit_matches_the_line_rating(tmp_path):
     exact = brentq(lambda p: p / (math.sqrt(3) * v_receiving_kv(p)) - max_i_ka, 0.1, 9.0)
     assert v_receiving_kv(exact) > 0.95 * VS_KV  # the rating binds before the voltage does
     table = hosting_capacity(scenario, "pcc", tmp_path / "out", buses=["b1"], max_mw=20.0, tol_mw=TOL_MW,
-                             workers=0, progress=False)
+                             workers=0, progress=False, **STEP)
     row = table.iloc[0]
     assert row["limited_by"] == "thermal"
     assert exact - TOL_MW <= row["hosting_mw"] <= exact
@@ -125,11 +129,13 @@ def test_ieee33_bus_matches_pandapower_bisection(tmp_path):
     scenario = tmp_path / "hc33.toml"
     scenario.write_text(SCENARIO.format(network="ieee33", bus="3"))
     base = hosting_capacity(scenario, "pcc", tmp_path / "base", buses=["18"], workers=0, progress=False)
-    assert base.iloc[0]["hosting_mw"] == 0 and base.iloc[0]["limited_by"].startswith("base case: voltage (without the load, bus ")
+    assert base.iloc[0]["hosting_mw"] == 0
+    assert base.iloc[0]["limited_by"] == ("base case: voltage (without the load: the lowest checked voltage is 0.913 pu "
+                                          "at bus 18, below 0.95 (pass --v-low 0.91 to study from the feeder's own level))")
     assert base.iloc[0]["vm_min_pu"] == pytest.approx(0.913, abs=1e-3)
 
     table = hosting_capacity(scenario, "pcc", tmp_path / "out", buses=["3"], max_mw=20.0, tol_mw=TOL_MW,
-                             limits=Limits(v_low_pu=0.90), workers=0, progress=False)
+                             limits=Limits(v_low_pu=0.90), workers=0, progress=False, **STEP)
     exact = pandapower_limit_mw("3", 0.90)
     assert 1.0 < exact < 20.0
     assert exact - TOL_MW <= table.iloc[0]["hosting_mw"] <= exact + 1e-6
@@ -154,7 +160,7 @@ def test_ieee33_with_a_conductor_rating_is_limited_by_it(tmp_path):
     scenario.write_text(SCENARIO.format(network="ieee33", bus="3").replace(
         'network = "ieee33"', 'network = "ieee33"\nnetwork_params = {max_i_ka = 0.3}'))
     row = hosting_capacity(scenario, "pcc", tmp_path / "out", buses=["3"], max_mw=20.0, tol_mw=TOL_MW,
-                           limits=Limits(v_low_pu=0.90), workers=0, progress=False).iloc[0]
+                           limits=Limits(v_low_pu=0.90), workers=0, progress=False, **STEP).iloc[0]
     assert row["limited_by"] == "thermal"
     assert lo < pandapower_limit_mw("3", 0.90)  # the rating, not the voltage, binds first
     assert lo - TOL_MW <= row["hosting_mw"] <= lo + 1e-6
@@ -214,9 +220,9 @@ def test_replayed_site_draw_matches_the_closed_form(tmp_path):
     exact = brentq(lambda p: v_receiving_pf_kv(p, 0.98) - 0.95 * VS_KV, 0.1, 9.0)
     hour = {"scenario.duration_s": 3600}
     sized = hosting_capacity(scenario, "campus", tmp_path / "sized", buses=["b1"], max_mw=20.0, tol_mw=TOL_MW,
-                             overrides=hour, workers=0, progress=False).iloc[0]
+                             overrides=hour, workers=0, progress=False, **STEP).iloc[0]
     replayed = hosting_capacity(scenario, "pcc", tmp_path / "replay", buses=["b1"], max_mw=20.0, tol_mw=TOL_MW,
-                                overrides=hour, workers=0, progress=False).iloc[0]
+                                overrides=hour, workers=0, progress=False, **STEP).iloc[0]
     assert (tmp_path / "replay" / "replay.csv").is_file()
     assert replayed["limited_by"] == sized["limited_by"] == "voltage"
     assert exact - TOL_MW <= replayed["hosting_mw"] <= exact
@@ -231,10 +237,10 @@ def test_hosting_on_a_running_dask_scheduler(tmp_path):
 
     scenario = two_bus(tmp_path, max_i_ka=10.0)
     local = hosting_capacity(scenario, "pcc", tmp_path / "local", buses=["b1"], max_mw=20.0, tol_mw=0.5,
-                             workers=0, progress=False)
+                             workers=0, progress=False, **STEP)
     with LocalCluster(n_workers=1, threads_per_worker=1, dashboard_address=":0") as cluster:
         remote = hosting_capacity(scenario, "pcc", tmp_path / "remote", buses=["b1", "nowhere"], max_mw=20.0,
-                                  tol_mw=0.5, scheduler=cluster.scheduler_address, progress=False)
+                                  tol_mw=0.5, scheduler=cluster.scheduler_address, progress=False, **STEP)
     assert remote.iloc[0]["hosting_mw"] == local.iloc[0]["hosting_mw"] and remote.iloc[0]["n_runs"] > 2
     assert remote.iloc[1]["bound"] == "error" and "unknown bus 'nowhere'" in remote.iloc[1]["limited_by"]
 
@@ -263,7 +269,7 @@ def test_a_crashed_run_is_an_error_not_a_violation(tmp_path, monkeypatch):
     scenario = two_bus(tmp_path, max_i_ka=10.0)
     _failing_above(monkeypatch, 5.0)  # below the 9.02 MW voltage limit: bisection would report ~5 MW
     row = hosting_capacity(scenario, "pcc", tmp_path / "out", buses=["b1"], max_mw=20.0, tol_mw=0.5,
-                           workers=0, progress=False).iloc[0]
+                           workers=0, progress=False, **STEP).iloc[0]
     assert row["bound"] == "error" and math.isnan(row["hosting_mw"])
     assert "MemoryError: worker out of memory" in row["limited_by"] and "passed up to" in row["limited_by"]
 
@@ -276,7 +282,51 @@ def test_an_interrupted_study_keeps_the_finished_buses(tmp_path, monkeypatch):
     _failing_above(monkeypatch, 1.0, exc=KeyboardInterrupt, bus="b1")  # the second bus: Ctrl-C
     with pytest.raises(KeyboardInterrupt):
         hosting_capacity(scenario, "pcc", tmp_path / "out", buses=["b0", "b1"], max_mw=20.0, tol_mw=0.5,
-                         workers=0, progress=False)
+                         workers=0, progress=False, **STEP)
     table = pd.read_csv(tmp_path / "out" / "hosting.csv")
     assert table["bound"].tolist() == ["lower bound", "not run"]  # b0 (the source's bus) hosts anything
     assert pd.read_parquet(tmp_path / "out" / "hosting.parquet")["bus"].tolist() == ["b0", "b1"]
+
+
+# -- the grid's verdict is a typed failure, not a wording ------------------------------------
+@pytest.mark.parametrize("engine", ["direct", "mosaik"])
+def test_a_diverging_power_flow_is_a_typed_failure_on_every_engine(tmp_path, engine):
+    """60 MW through 2 + j3 Ω from 20 kV is beyond the line's largest transfer (~35 MW at unity
+    power factor: Vs² / (2 (|Z| + R))): with ``on_nonconvergence = "fail"`` the run fails, and
+    its metadata says why by type."""
+    from cosim.folder import RunFolder
+    from cosim.studies.hosting import verdict
+    from cosim.studies.sweep import run_variant
+
+    scenario = two_bus(tmp_path, max_i_ka=10.0)
+    row = run_variant(str(scenario), {"sims.grid.on_nonconvergence": "fail", "entities.pcc.p_mw": 60.0,
+                                      "scenario.engine": engine}, str(tmp_path / "run"))
+    meta = RunFolder(tmp_path / "run").metadata()
+    assert row["status"] == "failed" and meta["error_type"] == "PowerFlowNotConverged"
+    assert verdict(tmp_path / "run", "feeder", Limits()) == (False, "nonconvergence", {})
+
+
+def test_hosting_reads_nonconvergence_from_the_type_and_not_the_text(tmp_path, monkeypatch):
+    """The only limit in reach is the power flow's (no voltage floor to speak of): the answer is
+    below the ~35 MW transfer limit and limited by nonconvergence; a run that failed with the same
+    words but no type is an error of that bus, not a grid verdict."""
+    import cosim.studies.hosting as hosting_module
+    from cosim.folder import RunFolder
+
+    scenario = two_bus(tmp_path, max_i_ka=10.0)
+    scenario.write_text(scenario.read_text().replace('network = "two_bus.json"',
+                                                     'network = "two_bus.json"\non_nonconvergence = "fail"'))
+    loose = Limits(v_low_pu=0.01, v_high_pu=2.0)
+    row = hosting_capacity(scenario, "pcc", tmp_path / "typed", buses=["b1"], max_mw=60.0, tol_mw=0.5, limits=loose,
+                           step_mw=10.0, scan_above=False, workers=0, progress=False).iloc[0]
+    assert row["limited_by"] == "nonconvergence" and row["bound"] == "exact" and 25.0 < row["hosting_mw"] < 40.0
+
+    def run_variant(scenario, overrides, run_dir, report=False, allow_commands=False):
+        Path(run_dir).mkdir(parents=True, exist_ok=True)
+        RunFolder(run_dir).write_failed("RuntimeError: grid sim grid: power flow did not converge at 00:00")
+        return RunFolder(run_dir).sweep_row()
+
+    monkeypatch.setattr(hosting_module, "run_variant", run_variant)
+    row = hosting_capacity(scenario, "pcc", tmp_path / "text", buses=["b1"], max_mw=60.0, tol_mw=0.5, limits=loose,
+                           step_mw=10.0, workers=0, progress=False).iloc[0]
+    assert row["bound"] == "error" and "power flow did not converge" in row["limited_by"]

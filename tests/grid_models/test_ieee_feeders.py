@@ -1,4 +1,4 @@
-"""Tests of the IEEE 13/34/123-node OpenDSS feeders in the grid catalogue.
+"""Tests of the IEEE 13/34/123/8500-node OpenDSS feeders in the grid catalogue (8500: see test_ieee8500.py).
 
 Published data and results: IEEE PES Distribution System Analysis Subcommittee, "IEEE 13 / 34 /
 123 Node Test Feeder" (W. H. Kersting, "Radial distribution test feeders", IEEE PES Winter
@@ -16,7 +16,7 @@ import pytest
 from cosim import grid_models
 from cosim.adapters._grid_opendss import OpenDssFlow
 
-FEEDERS = ("ieee13", "ieee34", "ieee123")
+FEEDERS = ("ieee13", "ieee34", "ieee123", "ieee8500")
 
 #: IEEE 34 Node Test Feeder, published voltage profile [pu] (phases a, b, c; None where absent),
 #: solved with regulator 1 at taps 12/5/5 and regulator 2 at 13/11/12 as published.

@@ -276,4 +276,5 @@ def test_a_base_case_that_violates_names_the_bus_and_the_fix(tmp_path):
                              "scenario.engine": "direct"}, workers=0, progress=False)
     row = table.iloc[0]
     assert row["bound"] == "base case fails"
-    assert "bus 18 is already at 0.9" in row["limited_by"] and "pass --v-low 0.9" in row["limited_by"]
+    assert "the lowest checked voltage is 0.9" in row["limited_by"] and "at bus 18," in row["limited_by"]
+    assert "pass --v-low 0.9" in row["limited_by"]
