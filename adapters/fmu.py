@@ -71,6 +71,7 @@ from cosim.adapters._fmu_describe import (
     is_path,
 )
 from cosim.adapters._fmu_instance import FmuInstance
+from cosim.adapters._fmu_archive import extract as extract_fmu
 
 __all__ = ["FmuError", "FmuInstance", "FmuSim", "SimParams", "describe"]
 
@@ -194,12 +195,10 @@ class FmuSim(SingleModelSim):
         return problems
 
     def setup(self) -> None:
-        from fmpy import extract  # fmpy loads ctypes and lxml: only sims that run an FMU pay for it
-
         super().setup()
         self.iface = self.interface(self.params)
         try:
-            self.unzipdir = extract(str(self.iface.path))
+            self.unzipdir = extract_fmu(self.iface.path)  # within the size limits, nothing outside its folder
         except Exception as exc:
             raise FmuError(f"{self.iface.path.name}: cannot extract the FMU: {exc}") from exc
 
