@@ -63,5 +63,5 @@ def read_table_bounded(path: str | Path, **csv_options: Any) -> pd.DataFrame:
         return pd.read_parquet(path)
     frame = pd.read_csv(path, nrows=limit_rows + 1, **csv_options)
     if len(frame) > limit_rows:
-        raise TableTooLarge(f"{path.name}: more than {limit_rows:,} rows, over the limit; {_fix()}")
+        raise TableTooLarge(f"{path.name}: more than the limit of {limit_rows:,} rows; {_fix()}")
     return frame

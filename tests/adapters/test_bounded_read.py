@@ -65,7 +65,7 @@ def test_a_csv_is_not_read_past_the_limit(tmp_path, monkeypatch):
     path = tmp_path / "t.csv.gz"
     with gzip.open(path, "wt") as handle:
         handle.write("time_utc,p_mw\n" + "".join(f"2024-01-01T00:{i:02d}:00Z,1\n" for i in range(20)) + '"unclosed\n')
-    with pytest.raises(TableTooLarge, match="more than 10 rows"):
+    with pytest.raises(TableTooLarge, match="more than the limit of 10 rows"):
         read_table_bounded(path)
 
 
