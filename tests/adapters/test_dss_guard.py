@@ -218,3 +218,17 @@ def test_an_opendss_error_is_never_cut_before_its_reason(tmp_path):
     with pytest.raises(ValueError) as err:
         compile_circuit(dss, feeder)
     assert ("no_such_code_" * 30).lower() in str(err.value).lower()
+
+
+def test_a_run_writes_nothing_into_the_feeder_folder(tmp_path):
+    """Validation, the run's compile and every step's solve leave a user's feeder folder as it was."""
+    import cosim
+
+    folder = tmp_path / "feeder"
+    folder.mkdir()
+    (folder / "ieee13.dss").write_text(IEEE13)
+    before = listing(folder)
+    result = cosim.run(ROOT / "scenarios" / "ieee13_llm_campus.toml", out_dir=tmp_path / "runs",
+                       overrides={"sims.grid.network": str(folder / "ieee13.dss"), "scenario.duration_s": 900})
+    assert result.ok
+    assert listing(folder) == before
