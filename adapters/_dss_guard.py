@@ -347,6 +347,16 @@ def dss_file_problems(path: Path) -> list[str]:
     return screen.found
 
 
+def quoted(path: Path) -> str:
+    """``path`` as one OpenDSS token: in the first pair of quotes or brackets whose closing character it
+    does not hold (a ``]`` in a folder name would otherwise end the token early)."""
+    text = str(path)
+    for begin, end in zip(_OPEN, _CLOSE):
+        if end not in text:
+            return f"{begin}{text}{end}"
+    raise ValueError(f"{path}: the path holds every closing quote and bracket OpenDSS knows; rename its folder")
+
+
 def refusal(path: Path, problems: list[str]) -> str:
     """One message for the problems of ``path``: the first in full, and how many more."""
     more = f" (and {len(problems) - 1} more such line{'s' if len(problems) > 2 else ''})" if len(problems) > 1 else ""

@@ -50,7 +50,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cosim.adapters._dss_guard import dss_file_problems, refusal
+from cosim.adapters._dss_guard import dss_file_problems, quoted, refusal
 
 PHASE_NODES = {"a": 1, "b": 2, "c": 3}
 NODE_PHASE = {v: k for k, v in PHASE_NODES.items()}
@@ -142,7 +142,7 @@ def compile_circuit(dss, path: Path) -> None:
         raise ValueError(refusal(path, unsafe))
     try:
         dss.Text.Command("Clear")
-        dss.Text.Command(f"Compile [{path}]")
+        dss.Text.Command(f"Compile {quoted(path)}")
     except Exception as exc:  # DSSException: a syntax or reference error in the file
         text = " ".join(str(exc).split())  # OpenDSS's message spans lines: one line, whole (its reason comes last)
         raise ValueError(f"{path.name}: OpenDSS cannot compile it: {text}") from exc

@@ -232,3 +232,14 @@ def test_a_run_writes_nothing_into_the_feeder_folder(tmp_path):
                        overrides={"sims.grid.network": str(folder / "ieee13.dss"), "scenario.duration_s": 900})
     assert result.ok
     assert listing(folder) == before
+
+
+@pytest.mark.parametrize("folder_name", ["plain", "with ] bracket", "with ) and ] and \"", "it's"])
+def test_a_feeder_in_a_folder_with_quotes_or_brackets_compiles_itself(folder_name, tmp_path):
+    """OpenDSS reads the path as one token whatever the folder's name holds (a ``]`` ended it early)."""
+    folder = tmp_path / folder_name
+    folder.mkdir()
+    (folder / "ieee13.dss").write_text(IEEE13)
+    dss = new_engine()
+    compile_circuit(dss, folder / "ieee13.dss")
+    assert dss.Circuit.NumBuses() > 10
