@@ -23,6 +23,10 @@ MAX_ROWS = 2_000_000
 MAX_FILE_BYTES = 1024 * 1024 * 1024
 
 
+#: An event file (faults, line trips, demand-response events): a few thousand rows at most. [bytes]
+MAX_EVENT_FILE_BYTES = 64 * 1024 * 1024
+
+
 class TableTooLarge(ValueError):
     """A table over a stated limit (the message names the file, the limit and the fix)."""
 
@@ -65,3 +69,14 @@ def read_table_bounded(path: str | Path, **csv_options: Any) -> pd.DataFrame:
     if len(frame) > limit_rows:
         raise TableTooLarge(f"{path.name}: more than the limit of {limit_rows:,} rows; {_fix()}")
     return frame
+
+
+def check_event_file_size(path: str | Path) -> None:
+    """Raise :class:`TableTooLarge` when an event file (read whole as text) is over
+    :data:`MAX_EVENT_FILE_BYTES` (``COSIM_TABLE_MAX_MB`` raises it too)."""
+    path = Path(path)
+    size = path.stat().st_size
+    limit = _env_int("COSIM_TABLE_MAX_MB", MAX_EVENT_FILE_BYTES, 1024 * 1024)
+    if size > limit:
+        raise TableTooLarge(f"{path.name}: {size / 2**20:,.0f} MiB, over the limit of {limit / 2**20:,.0f} MiB for an "
+                            "event file (one row an event); set COSIM_TABLE_MAX_MB to raise it")

@@ -75,3 +75,26 @@ def test_a_table_at_the_limit_reads_whole(tmp_path, monkeypatch):
     _rows(100).to_csv(path, index=False)
     assert len(read_table_bounded(path)) == 100
     assert MAX_ROWS >= 525_600 * 2  # two years of one-minute rows pass by default
+
+
+def _faults(path):
+    from cosim.adapters._event_csv import read_events
+
+    read_events(path, "vm_pu", float, "numbers")
+
+
+def _dr(path):
+    from cosim.adapters.dr_events import read_events
+
+    read_events(path)
+
+
+@pytest.mark.parametrize("reader", [_faults, _dr])
+def test_an_event_file_over_its_size_limit_is_refused_before_reading(reader, tmp_path, monkeypatch):
+    """Event files are read whole as text: over 64 MiB (here lowered to 0.01 MiB) they are refused unread."""
+    monkeypatch.setenv("COSIM_TABLE_MAX_MB", "0.01")
+    path = tmp_path / "events.csv"
+    path.write_text("t_s,duration_s,vm_pu\n" + "0,1,0.5\n" * 5000)
+    with pytest.raises(ValueError) as err:
+        reader(path)
+    assert "events.csv: " in str(err.value) and "over the limit of" in str(err.value)
