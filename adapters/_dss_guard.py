@@ -36,7 +36,7 @@ from pathlib import Path
 #: Commands a network file may use (OpenDSS's names, lower case): define elements, set solution
 #: options, compute voltage bases and bus lists, solve, open and close switches.
 ALLOWED_COMMANDS = frozenset({
-    "new", "edit", "more", "m", "~", "select", "batchedit", "like", "set", "get", "solve", "clear",
+    "new", "edit", "more", "m", "~", "select", "batchedit", "like", "set", "solve", "clear",
     "calcvoltagebases", "setkvbase", "buildy", "init", "makebuslist", "reprocessbuses", "interpolate",
     "setloadandgenkv", "setbusxy", "enable", "disable", "open", "close", "remove", "reset", "next",
     "allocateloads", "makeposseq", "updatestorage", "finishtimestep", "_initsnap", "_solvenocontrol",
@@ -82,6 +82,8 @@ FILE_PROPERTIES = frozenset({"csvfile", "sngfile", "dblfile", "pqcsvfile"})
 LIBRARY_PROPERTIES = frozenset({"usermodel", "dynadll", "shaftmodel"})
 #: ``file=`` inside an array value (``mult=(file=shape.csv)``) reads that file.
 _FILE_IN_VALUE = re.compile(r"(?:^|[\s,(\[{])(?:file|sngfile|dblfile|csvfile)\s*=\s*([^\s,)\]}]+)", re.I)
+#: A script variable in a token or in an array value (OpenDSS substitutes ``@name`` wherever a token starts).
+_VARIABLE = re.compile(r"(?:^|[\s,(\[{|\"'=])@")
 #: OpenDSS's parser: delimiters, white space, quote pairs.
 _DELIMS, _SPACE, _OPEN, _CLOSE = ",=", " \t", "(\"'[{", ")\"']}"
 
@@ -245,8 +247,10 @@ class _Screen:
             cls = obj.split(".")[0].lower() if "." in obj else ""
             self.properties_of(where, path.parent, self.classes(cls), [(prop, value), *pairs[1:]])
             return
-        if value.startswith("@"):
-            self.refuse(where, f"the command '{value}' is a script variable", "write the command itself")
+        variable = next((t for pair in pairs for t in pair if _VARIABLE.search(t)), None)
+        if variable is not None:  # OpenDSS replaces @name by a variable's value (@result: the last answer)
+            self.refuse(where, f"'{variable}' uses a script variable (@...), whose value the file does not show",
+                        "write the value itself")
             return
         command = resolve(value, self.commands)
         if not command:

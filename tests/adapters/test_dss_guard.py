@@ -243,3 +243,13 @@ def test_a_feeder_in_a_folder_with_quotes_or_brackets_compiles_itself(folder_nam
     dss = new_engine()
     compile_circuit(dss, folder / "ieee13.dss")
     assert dss.Circuit.NumBuses() > 10
+
+
+@pytest.mark.parametrize("line", ["Redirect @result", "Buscoords @lastfile", "New LoadShape.s npts=2 mult=(@x 1)",
+                                  "New Load.v bus1=650 kW=@kw", "@lastredirectfile"])
+def test_script_variables_are_refused(line, tmp_path):
+    """OpenDSS replaces ``@name`` wherever a token starts; ``@result`` holds the last answer (``Set casename=/etc/passwd``
+    then ``Get casename`` made ``Redirect @result`` read that file)."""
+    (tmp_path / "f.dss").write_text(IEEE13 + f"\nSet casename=/etc/passwd\n{line}\n")
+    problems = dss_file_problems(tmp_path / "f.dss")
+    assert len(problems) == 1 and "script variable" in problems[0], problems
