@@ -241,16 +241,16 @@ class _Screen:
         pairs = parse_params(stripped)
         if not pairs:
             return
+        variable = next((t for pair in pairs for t in pair if _VARIABLE.search(t)), None)
+        if variable is not None:  # OpenDSS replaces @name by a variable's value (@result: the last answer)
+            self.refuse(where, f"'{variable}' uses a script variable (@...), whose value the file does not show",
+                        "write the value itself")
+            return
         name, value = pairs[0]
         if name:  # "Line.l1.r1=0.1" or "r1=0.1": a property of an element (the active one without a class)
             obj, _, prop = name.rpartition(".")
             cls = obj.split(".")[0].lower() if "." in obj else ""
             self.properties_of(where, path.parent, self.classes(cls), [(prop, value), *pairs[1:]])
-            return
-        variable = next((t for pair in pairs for t in pair if _VARIABLE.search(t)), None)
-        if variable is not None:  # OpenDSS replaces @name by a variable's value (@result: the last answer)
-            self.refuse(where, f"'{variable}' uses a script variable (@...), whose value the file does not show",
-                        "write the value itself")
             return
         command = resolve(value, self.commands)
         if not command:

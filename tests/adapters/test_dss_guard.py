@@ -246,7 +246,7 @@ def test_a_feeder_in_a_folder_with_quotes_or_brackets_compiles_itself(folder_nam
 
 
 @pytest.mark.parametrize("line", ["Redirect @result", "Buscoords @lastfile", "New LoadShape.s npts=2 mult=(@x 1)",
-                                  "New Load.v bus1=650 kW=@kw", "@lastredirectfile"])
+                                  "New Load.v bus1=650 kW=@kw", "@lastredirectfile", "Load.v.kw=@result"])
 def test_script_variables_are_refused(line, tmp_path):
     """OpenDSS replaces ``@name`` wherever a token starts; ``@result`` holds the last answer (``Set casename=/etc/passwd``
     then ``Get casename`` made ``Redirect @result`` read that file)."""
