@@ -36,7 +36,7 @@ WRITING_CLASSES = frozenset({"OutputWriter"})
 #: Deepest nesting a network file needs (pandapower writes ~6 levels; a JSON string inside counts on). [-]
 MAX_DEPTH = 64
 #: JSON strings inside JSON strings (a net's tables, a table's cells) followed this deep. [-]
-MAX_STRING_LEVELS = 4
+MAX_STRING_LEVELS = 8
 
 
 @cache
@@ -77,14 +77,15 @@ def json_net_problem(path: Path, text: str | None = None) -> str:
             stack.extend((v, f"{where}.{k}", depth + 1, levels) for k, v in value.items())
         elif isinstance(value, list):
             stack.extend((v, f"{where}[{i}]", depth + 1, levels) for i, v in enumerate(value))
-        elif isinstance(value, str) and "_module" in value or isinstance(value, str) and "_class" in value:
+        elif isinstance(value, str) and value.lstrip()[:1] in ("{", "["):  # JSON in a string (a table; its
+            # keys may be written with escapes, "\u005fmodule", so every such string is read)
             if levels >= MAX_STRING_LEVELS:
                 return f"{where}: JSON inside JSON more than {MAX_STRING_LEVELS} levels deep (a network is not)"
             try:
                 inner = json.loads(value)
             except RecursionError:
                 return f"{where}: nested deeper than {MAX_DEPTH} levels (a network is not)"
-            except ValueError:  # a plain string that mentions _module: pandapower reads it as text
+            except ValueError:  # a string that is not JSON: pandapower reads it as text
                 continue
             stack.append((inner, f"{where}(json)", depth + 1, levels + 1))
     return ""

@@ -87,3 +87,14 @@ def test_nesting_past_the_limit_is_refused_with_its_path(tmp_path):
     path.write_text(json.dumps({"_module": "pandapower.auxiliary", "_class": "pandapowerNet",
                                 "_object": {"bus": json.loads("[" * 80 + "]" * 80)}}))
     assert json_net_problem(path).startswith("nested deeper than 64 levels at $._object.bus")
+
+
+def test_an_entry_spelt_with_escapes_inside_a_table_is_refused(tmp_path):
+    """``"\\u005fmodule"`` is ``"_module"`` once pandas reads the table's JSON string: found all the same."""
+    data = json.loads(pp.to_json(load_network("ieee33")))
+    table = data["_object"]["bus"]["_object"]
+    data["_object"]["bus"]["_object"] = table.replace('"columns":', '"x":{"\\u005fmodule":"this","\\u005fclass":"y"},'
+                                                                    '"columns":', 1)
+    path = tmp_path / "net.json"
+    path.write_text(json.dumps(data))
+    assert "'this'" in json_net_problem(path)
