@@ -7,6 +7,8 @@ import math
 from pathlib import Path
 from typing import Callable
 
+from cosim.adapters._bounded_read import check_event_file_size
+
 
 def read_events(path: Path, what: str, parse: Callable[[str], object], must: str) -> list[tuple[float, float, object]]:
     """The ``(t_s, duration_s, <what>)`` rows of ``path`` (lines starting with ``#`` are comments).
@@ -18,6 +20,7 @@ def read_events(path: Path, what: str, parse: Callable[[str], object], must: str
     Raises:
         ValueError: naming the file, and the row of a bad value.
     """
+    check_event_file_size(path)  # read whole: within a stated size (a ValueError naming the file and limit)
     rows = [line for line in Path(path).read_text(encoding="utf-8-sig").splitlines() if not line.startswith("#")]
     reader = csv.DictReader(rows)
     if [c for c in ("t_s", "duration_s", what) if c not in (reader.fieldnames or [])]:

@@ -20,6 +20,8 @@ from pydantic import field_validator
 from cosim import thermal_fmus
 from cosim.thermal_fmus import build as fmu_build
 
+from cosim.adapters._fmu_archive import archive_problem
+
 from cosim.sdk import EndRun, Params, has_unit_suffix, unit_of
 
 LOG = logging.getLogger("cosim.fmu")
@@ -144,6 +146,9 @@ def _read_description(path: str, mtime_ns: int, size: int):
     from fmpy import read_model_description  # fmpy loads ctypes and lxml: only when an FMU is looked at
 
     name = Path(path).name
+    too_big = archive_problem(Path(path))  # sizes, names, DTD: before anything is parsed
+    if too_big:
+        raise FmuError(f"{name}: {too_big}")
     not_fmu = _not_an_fmu(Path(path))
     if not_fmu:
         raise FmuError(f"{name}: {not_fmu}")

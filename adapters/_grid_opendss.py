@@ -50,6 +50,8 @@ from pathlib import Path
 
 import numpy as np
 
+from cosim.adapters._dss_guard import dss_file_problems, quoted, refusal
+
 PHASE_NODES = {"a": 1, "b": 2, "c": 3}
 NODE_PHASE = {v: k for k, v in PHASE_NODES.items()}
 KINDS = ("load", "sgen", "storage")
@@ -130,43 +132,6 @@ class CircuitInfo:
                 "reg": unique_ids(self.regs), "cap": unique_ids(self.caps)}
 
 
-#: OpenDSS commands that write files, open windows or run programs: a feeder file must not
-#: (a scenario runs no code). ``set`` options that write files are listed apart.
-UNSAFE_COMMANDS = frozenset({"export", "save", "show", "plot", "doscmd", "fileedit", "dump", "visualize", "cd"})
-UNSAFE_OPTIONS = ("datapath", "demand", "logfile", "log", "editor", "diverbose")
-
-
-def dss_file_problems(path: Path, root: Path | None = None, seen: set[Path] | None = None) -> list[str]:
-    """Lines of ``path`` (and the files it redirects to) that would write files, run programs or
-    read outside the feeder's folder; empty when the file is only a circuit description."""
-    root = (root or path.parent).resolve()
-    seen = seen if seen is not None else set()
-    path = path.resolve()
-    if path in seen or not path.is_file():
-        return []
-    seen.add(path)
-    found = []
-    for number, raw in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
-        line = raw.split("!")[0].split("//")[0].strip()
-        if not line:
-            continue
-        words = line.replace("=", " = ").split()
-        command = words[0].lower()
-        where = f"{path.name}:{number}: {line[:60]}"
-        if command in UNSAFE_COMMANDS:
-            found.append(f"{where}: '{words[0]}' writes files or runs programs; remove it (cosim reads results "
-                         "itself)")
-        elif command == "set" and len(words) > 1 and words[1].lower() in UNSAFE_OPTIONS:
-            found.append(f"{where}: 'set {words[1]}' writes files or changes folders; remove it")
-        elif command in ("redirect", "compile") and len(words) > 1:
-            target = (path.parent / words[1].strip("[]\"'")).resolve()
-            if root != target.parent and root not in target.parents:
-                found.append(f"{where}: reads a file outside the feeder's folder ({root}); copy it next to the feeder")
-            else:
-                found.extend(dss_file_problems(target, root, seen))
-    return found
-
-
 def compile_circuit(dss, path: Path) -> None:
     """Compile ``path`` into engine ``dss``; raise ValueError with OpenDSS's message on failure
     (and before OpenDSS sees it, when the file holds a command that writes files or runs programs)."""
@@ -174,13 +139,13 @@ def compile_circuit(dss, path: Path) -> None:
         raise ValueError(f"OpenDSS file not found: {path}")
     unsafe = dss_file_problems(path)
     if unsafe:
-        raise ValueError(f"{path.name} is not only a circuit description: " + "; ".join(unsafe[:5]))
+        raise ValueError(refusal(path, unsafe))
     try:
         dss.Text.Command("Clear")
-        dss.Text.Command(f"Compile [{path}]")
+        dss.Text.Command(f"Compile {quoted(path)}")
     except Exception as exc:  # DSSException: a syntax or reference error in the file
-        text = " ".join(str(exc).split())  # OpenDSS's message spans lines: one line, as every problem
-        raise ValueError(f"{path.name}: OpenDSS cannot compile it: {text[:300]}") from exc
+        text = " ".join(str(exc).split())  # OpenDSS's message spans lines: one line, whole (its reason comes last)
+        raise ValueError(f"{path.name}: OpenDSS cannot compile it: {text}") from exc
     try:
         name = dss.Circuit.Name()
     except Exception:  # DSSException "There is no active circuit!" (an empty file, one without a circuit)

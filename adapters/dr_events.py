@@ -40,6 +40,7 @@ from pydantic import BaseModel
 
 from cosim.sdk import Params, ScenarioContext, SingleModelSim, parse_utc, ticks_per_s, to_ticks
 from cosim.sdk import DataFile
+from cosim.adapters._bounded_read import TableTooLarge, check_event_file_size
 
 COLUMNS = ("program", "notice_utc", "start_utc", "end_utc", "reduction_mw", "cap_mw")
 OUTPUTS = ("event_active", "dr_reduction_mw", "dr_cap_mw", "dr_notice_s", "dr_remaining_s")
@@ -100,7 +101,10 @@ def read_events(path: Path) -> list[Event]:
     """
     path = Path(path)
     try:
+        check_event_file_size(path)  # read whole: within a stated size
         text = path.read_text(encoding="utf-8-sig")
+    except TableTooLarge as exc:
+        raise EventFileError(str(exc)) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise EventFileError(f"{path.name}: cannot read: {exc}") from exc
     reader = csv.DictReader(text.splitlines())

@@ -72,6 +72,7 @@ from cosim.adapters._fmu_describe import (
     is_path,
 )
 from cosim.adapters._fmu_instance import FmuInstance
+from cosim.adapters._fmu_archive import extract as extract_fmu
 
 __all__ = ["FmuError", "FmuInstance", "FmuSim", "SimParams", "describe"]
 
@@ -226,14 +227,12 @@ class FmuSim(SingleModelSim):
         return bounds
 
     def setup(self) -> None:
-        from fmpy import extract  # fmpy loads ctypes and lxml: only sims that run an FMU pay for it
-
         super().setup()
         self.iface = self.interface(self.params)
         self._starts: dict[str, dict[str, Any]] = {}  # each entity's start values (its keys) [scenario units]
         self._released: dict[str, dict[str, float]] = {}  # inputs to set back at the next step [scenario units]
         try:
-            self.unzipdir = extract(str(self.iface.path))
+            self.unzipdir = extract_fmu(self.iface.path)  # within the size limits, nothing outside its folder
         except Exception as exc:
             raise FmuError(f"{self.iface.path.name}: cannot extract the FMU: {exc}") from exc
 

@@ -36,6 +36,7 @@ from pydantic import BaseModel, field_validator, model_validator
 from cosim.sdk import Params, ScenarioContext, SingleModelSim, TimeZone, parse_utc
 from cosim.sdk import DataFile
 from cosim.sdk import has_unit_suffix, unit_of
+from cosim.adapters._bounded_read import TableTooLarge, read_table_bounded
 
 #: ``(from_unit, target unit suffix) -> (scale, offset)``: ``out = value * scale + offset``.
 UNIT_CONVERSIONS: dict[tuple[str, str], tuple[float, float]] = {
@@ -164,10 +165,9 @@ def read_table(path: Path, time_column: str = "time_utc", tz: str | None = None)
 def _read_table_cached(path: str, mtime_ns: int, size: int, time_column: str, tz: str | None):
     name = Path(path).name
     try:
-        if name.lower().endswith((".parquet", ".pq")):
-            frame = pd.read_parquet(path)
-        else:
-            frame = pd.read_csv(path)
+        frame = read_table_bounded(path)  # the file's size and rows within stated limits
+    except TableTooLarge as exc:
+        raise DataError(str(exc)) from None
     except Exception as exc:  # pandas raises many types for a bad file
         raise DataError(f"{name}: cannot read as CSV/Parquet: {_quote(exc, 150)}") from exc
     if time_column not in frame.columns:

@@ -28,6 +28,8 @@ import pandapower as pp
 import pandas as pd
 from pandapower.auxiliary import pandapowerNet
 
+from cosim.grid_models._json_guard import json_net_problem
+
 _NETS: dict[tuple[str, str, str], pandapowerNet] = {}
 
 
@@ -194,10 +196,11 @@ def _build(kind: str, target: str, params: dict) -> pandapowerNet:
 def _not_a_net(path: Path) -> str:
     """Why ``path`` cannot be a pandapower net before pandapower reads it (not JSON, or JSON of
     something else), or ``""``."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8", errors="replace"))
-    except json.JSONDecodeError as exc:
-        return f"not JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}"
+    text = path.read_text(encoding="utf-8", errors="replace")
+    problem = json_net_problem(path, text)  # not JSON, too deep, or a Python type a net does not need
+    if problem:
+        return problem
+    data = json.loads(text)
     if not isinstance(data, dict):
         return f"JSON, but a {type(data).__name__}, not a net"
     if "pandapowerNet" not in str(data.get("_class", "")) and "bus" not in data:  # older files: a table dict

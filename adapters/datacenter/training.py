@@ -17,6 +17,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from cosim.adapters._bounded_read import TableTooLarge, read_table_bounded
+
 DATA = Path(__file__).resolve().parents[2] / "scenarios" / "data" / "datacenter"
 PHILLY_FILE = DATA / "philly" / "philly_sampled_jobs.csv.gz"
 ACME_FILE = DATA / "acme" / "acme_power_cdfs.csv.gz"
@@ -131,7 +133,9 @@ def read_job_trace(path: Path, *, time_scale: float = 1.0) -> pd.DataFrame:
     """
     path = Path(path)
     try:
-        frame = pd.read_csv(path)
+        frame = read_table_bounded(path)  # the file's size and rows within stated limits
+    except TableTooLarge as exc:
+        raise TraceError(str(exc)) from None
     except Exception as exc:  # pandas raises many types for a bad file
         raise TraceError(f"{path.name}: cannot read as CSV: {exc}") from exc
     time_col = "submitted_time" if "submitted_time" in frame.columns else "submit_s"

@@ -25,6 +25,7 @@ from cosim.errors import Problem, few
 from cosim.gym._check import is_table, number
 from cosim.scenario import Scenario
 from cosim.sdk import CosimSim, DataFile
+from cosim.adapters._bounded_read import TableTooLarge, read_table_bounded
 
 FORECAST_KEYS = ("signal", "n", "step_s", "error")
 #: Forecast error models and the keys each takes besides ``model``.
@@ -347,10 +348,10 @@ def _read_cached(path: str, mtime_ns: int, size: int, column: str, interpolation
 
 
 def _frame(path: str, name: str) -> pd.DataFrame:
-    try:
-        if name.lower().endswith((".parquet", ".pq")):
-            return pd.read_parquet(path)
-        return pd.read_csv(path, keep_default_na=False)  # a blank or "n/a" is quoted as written, not as nan
+    try:  # within stated size and row limits; a blank or "n/a" is quoted as written, not as nan
+        return read_table_bounded(path, keep_default_na=False)
+    except TableTooLarge as exc:
+        raise ArchiveError("file", str(exc)) from None
     except Exception as exc:  # pandas raises many types for a bad file
         raise ArchiveError("file", f"{name} cannot be read as CSV or Parquet ({str(exc)[:120]}); give a CSV "
                                    f"with {TIME_COLUMN}, the forecast column and optionally {ISSUED_COLUMN}") from None
