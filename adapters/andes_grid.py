@@ -202,7 +202,9 @@ def dyr_problems(case: str, dyr: str, skip_unsupported: bool = False) -> list[st
     for model, table in tables.items():
         if len(table.columns):
             for bus in table.iloc[:, 0]:
-                key = str(int(bus)) if isinstance(bus, float) and float(bus).is_integer() else str(bus)
+                if isinstance(bus, str):  # ANDES's own event records (Toggle, Alter) name a model, not a bus
+                    continue
+                key = str(int(bus)) if float(bus).is_integer() else str(bus)
                 if key not in buses:
                     missing[(model, key)] += 1
     if missing:
@@ -241,6 +243,10 @@ def load_case(case: str, dyr: str | None = None):
                 system = None
         except Exception as exc:  # a file ANDES cannot parse (a JSON syntax error is a ValueError too)
             raise ValueError(f"case = {case!r}: ANDES could not read it ({type(exc).__name__}: {exc}); {fix}") from None
+    if system is None and dyr:
+        explained = dyr_problems(case, dyr, skip_unsupported=True)
+        if explained:
+            raise ValueError("; ".join(explained))
     if system is None:
         said = f" (ANDES: {'; '.join(log.errors[-3:])})" if log.errors else ""
         where = f"case = {case!r} with dyr = {dyr!r}" if dyr else f"case = {case!r}"
@@ -342,8 +348,12 @@ def find_bus(case: str, bus: Any, dyr: str | None = None) -> str:
     if _key(bus) in info["buses"]:
         return _key(bus)
     by_name = {n.lower(): i for i, n in info["buses"].items()}
-    if str(bus).strip().lower() in by_name:
-        return by_name[str(bus).strip().lower()]
+    named = [i for i, n in info["buses"].items() if n.lower() == str(bus).strip().lower()]
+    if len(named) > 1:
+        levels = ", ".join(f"{i} at {info['vn_kv'][i]:g} kV" for i in named)
+        raise ValueError(f"bus {bus!r} names {len(named)} buses of case {case!r} ({levels}): give the bus number")
+    if named:
+        return named[0]
     near = difflib.get_close_matches(str(bus).strip().lower(), list(by_name) + list(info["buses"]), n=5, cutoff=0.5)
     known = [f"{by_name.get(n, n)} ({info['buses'][by_name.get(n, n)]})" for n in near]
     known = known or [f"{i} ({n})" for i, n in list(info["buses"].items())[:8]]
