@@ -12,9 +12,15 @@ with it every step.
 
 * ``case``: a case shipped with ANDES, with its dynamic data: ``ieee14``, ``ieee39`` (the New
   England 39-bus system, 10 machines), ``wecc`` (the WECC 179-bus system, 29 machines),
-  ``kundur`` (two areas, four machines), or the path of an ANDES case file (``.xlsx`` /
-  ``.json``). The case's own scripted events (Toggle, Fault, Alter devices) are moved past the
-  end of the run: only the events of the scenario happen.
+  ``kundur`` (two areas, four machines); the path of an ANDES case file (``.xlsx`` / ``.json``);
+  or a power-flow case, a PSS/E RAW (``.raw``, v32-v35) or MATPOWER (``.m``), with its dynamic
+  data in ``dyr`` (a PSS/E DYR, read by ANDES's own reader: ``andes.load(raw, addfile=dyr)``; a
+  MATPOWER case's generators take the machine ids 1, 2, ... at each bus). Both paths are relative
+  to the scenario. Checked before the run: a RAW or MATPOWER case without ``dyr``; DYR records of
+  models ANDES does not have (one problem naming each model, its count, the file and what the run
+  does without it; ``skip_unsupported_dyr = true`` runs without them); DYR records at buses the
+  case does not have. The case's own scripted events (Toggle, Fault, Alter devices) are moved
+  past the end of the run: only the events of the scenario happen.
 * ``dt_s``: ANDES's integration step (implicit trapezoid); each cosim step is ``step_s / dt_s``
   sub-steps, so ``dt_s`` must divide ``step_s`` (default: the largest divisor of the step not above
   1/30 s, ANDES's own default). ``step_s`` may be at most 1 s: the campus's P is held over a
@@ -37,19 +43,26 @@ Entities:
   difference between machines), ``p_load_mw`` (every load's draw), ``p_gen_mw`` (the machines'
   electrical power), per machine ``gen_<id>_f_hz`` and ``gen_<id>_p_mw``, per bus
   ``bus_<id>_vm_pu``.
-* ``Load`` (``bus = <ANDES bus idx or name>``): a load that cosim drives. Inputs ``p_mw`` and
+* ``Load`` (``bus = <bus number or name>``; an unknown one is refused naming the nearest names, a
+  name several buses share asks for the number): a load that cosim drives. Inputs ``p_mw`` and
   ``q_mvar`` (consumer sign); outputs ``p_mw``, ``q_mvar`` (what it drew at the end of the step),
   ``vm_pu`` (its bus voltage at the end of the step), ``vm_min_pu`` (lowest over the step's
   sub-steps: a 100 ms dip shows also at 1 s steps), ``f_hz`` (the bus frequency of an ANDES
-  ``BusFreq`` measurement at the bus) and ``rocof_hz_s``.
+  ``BusFreq`` measurement at the bus), ``rocof_hz_s``, and ``p_connected_frac`` /
+  ``q_connected_frac`` (PERC1's shares at the end of the step; 1 without it). With ``perc1 = {...}``
+  (``ride_through``'s PERC1 keys) or ``perc1_dyr = "<record>.dyr"`` (``cosim model-record``'s
+  output; ``perc1_id`` picks the record) the load is a PERC1 device inside ANDES
+  (``adapters/_andes_perc1.py``): it draws ``p_mw``/``q_mvar`` at constant power times its shares,
+  which ANDES evaluates at every iteration of every sub-step.
 
-Coupling: at step ``t`` the Load's input power is set (as the impedance that draws exactly that
-power at the bus voltage of ``t``) and the case is integrated over ``[t, t + step_s)``; the outputs
+Coupling: at step ``t`` the Load's input power is set (without PERC1: as the impedance that draws
+exactly that power at the bus voltage of ``t``) and the case is integrated over ``[t, t + step_s)``; the outputs
 of step ``t`` describe that interval: the state at its end and the extremes inside it. The first
 step's input is the initial operating point: the power flow and ANDES's initialisation are solved
 with it, so the run starts in equilibrium. A machine pair losing synchronism (ANDES's criterion:
 rotor angles more than 180° apart) ends the run early and cleanly (status ok, the reason names
-the time); an integration that does not converge fails it.
+the time); an integration that does not converge fails it. A case ANDES cannot start fails with
+the step that failed: setup, power flow, or TDS initialisation (the largest mismatch named).
 
 Example::
 
