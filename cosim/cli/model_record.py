@@ -16,7 +16,7 @@ from typing import Any
 
 from cosim import registry
 from cosim.adapters import _perc1_record as record
-from cosim.errors import ScenarioError
+from cosim.errors import Problem, ScenarioError
 from cosim.scenario import load_scenario
 
 
@@ -59,8 +59,8 @@ def records(scenario: Path) -> list[tuple[str, Any, str, dict[str, float]]]:
             continue
         where = _bus(scn, eid)
         if where is None:
-            raise ScenarioError(f"{scenario}: entities.{eid}.perc1: no bus to write in its record (neither the "
-                                "entity nor one it feeds has a bus); connect it to a grid Load with a bus")
+            raise ScenarioError(scenario, [Problem(f"entities.{eid}.perc1", "no bus to write in its record (neither the "
+                                                   "entity nor one it feeds has a bus); connect it to a grid Load with a bus")])
         _name, bus = where
         _cls, params = _params(scn, eid)
         device_id = str(getattr(params, "perc1_id", "1"))
@@ -71,8 +71,8 @@ def records(scenario: Path) -> list[tuple[str, Any, str, dict[str, float]]]:
             values = perc1.model_dump()
         found.append((eid, bus, device_id, values))
     if not found:
-        raise ScenarioError(f"{scenario}: no entity has a perc1 table or a perc1_dyr record; add perc1 = {{...}} to a "
-                            "RideThrough or an andes_grid Load")
+        raise ScenarioError(scenario, [Problem("entities", "no entity has a perc1 table or a perc1_dyr record; add "
+                                               "perc1 = {...} to a RideThrough or an andes_grid Load")])
     return found
 
 
@@ -96,7 +96,7 @@ def cmd_model_record(args: argparse.Namespace) -> int:
     try:
         paths = write(args.scenario, out)
     except ValueError as exc:  # a malformed perc1_dyr record (its message names the file)
-        raise ScenarioError(str(exc)) from None
+        raise ScenarioError(args.scenario, [Problem("perc1_dyr", str(exc))]) from None
     for path in paths:
         print(path)
     return 0

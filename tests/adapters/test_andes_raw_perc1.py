@@ -274,10 +274,12 @@ def test_ups_dip_counter_keeps_working_with_the_native_perc1(both):
 
 
 # -- the model record ------------------------------------------------------------------------------------
-def test_the_record_line_reads_back():
+def test_the_record_line_reads_back(tmp_path):
     values = {k: float(i) / 10 + 0.05 for i, (k, _u, _m) in enumerate(record.PARAMS.values())}
-    path_text = record.record_line(16, "1", values) + "\n"
-    assert path_text.startswith("16 'PERC1' '1' ") and path_text.rstrip().endswith("/")
+    line = record.record_line(16, "1", values)
+    assert line.startswith("16 'PERC1' '1' ") and line.endswith(" /")
+    (tmp_path / "r.dyr").write_text("      1 'GENCLS' 1  4.0 0.0 /\n" + line + "\n")  # other models are skipped
+    assert record.read_records(tmp_path / "r.dyr") == [("16", "1", pytest.approx(values))]
 
 
 def test_record_out_and_back_gives_the_same_run(tmp_path):
@@ -303,3 +305,16 @@ def test_the_cosimulated_campus_record_takes_the_bus_it_feeds(tmp_path):
     rows = model_record.records(STUDY)
     assert rows == [("ups", 16, "1", pytest.approx(rows[0][3]))]
     assert rows[0][3]["frecon_frac"] == 0.9 and rows[0][3]["vt2_pu"] == 1.2  # the defaults filled in
+
+
+def test_model_record_of_a_scenario_without_perc1_is_one_message(capsys):
+    assert cli_main(["model-record", str(ROOT / "scenarios" / "ffr_trip.toml"), "--out", "/nonexistent/never"]) == 1
+    err = capsys.readouterr().err
+    assert "no entity has a perc1 table or a perc1_dyr record" in err and "ffr_trip.toml" in err
+
+
+def test_a_malformed_perc1_record_names_the_file_and_the_count(tmp_path):
+    (tmp_path / "rec.dyr").write_text("16 'PERC1' '1' 0.5 0.7 /\n")
+    with pytest.raises(ValueError, match=r"rec.dyr: the PERC1 record at bus 16 id '1' has 2 values; a PERC1 record "
+                                         r"has 16: Vt0, Vt1"):
+        record.read_records(tmp_path / "rec.dyr")
