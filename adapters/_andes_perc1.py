@@ -22,8 +22,14 @@ fixed ``andes.models.file_classes`` and loads generated code for exactly those m
 no plug-in hook. ``register`` therefore does, for one ``System`` and without touching ANDES's
 files, what ``import_models`` does for each model (instantiate, put in ``System.models`` and the
 model's group), then generates the model's numerical code with ANDES's own ``Model.prepare``
-into ``~/.andes/cosim_pycode/PERC1.py`` (reused while its md5 matches) and loads it as
-``CodegenManager._expand_pycode`` does.
+into ``~/.andes/cosim_pycode/PERC1.py`` and, on the next runs, loads that file as
+``CodegenManager._expand_pycode`` does (while its md5, ANDES's checksum of the model's
+equations, matches; else it generates again, in memory).
+
+Where it differs from the co-simulated ``Perc1``: the lead-lag outputs are not clipped to [0, 1]
+(a lead above its lag can draw more than the demand for a moment); the time back inside the band
+counts ANDES's accepted sub-steps (a step ANDES rejects and retries shorter is counted at the
+length first tried); the frequency is an ANDES ``BusFreq`` measurement at the bus.
 
 The device's own P (``p0``, ``q0``) is what cosim sets each step (the campus's demand); the device
 draws nothing at ``t = 0`` (the power flow and the initialisation see the companion ``PQ`` load
