@@ -210,7 +210,8 @@ def dyr_problems(case: str, dyr: str, skip_unsupported: bool = False) -> list[st
         problems.append(f"dyr = {dyr!r}: ANDES has no model for {sum(unsupported.values())} record(s): {listed}. "
                         "Without them the run goes on as said for each; set skip_unsupported_dyr = true to run so, or "
                         "replace them with models ANDES has (andes.io psse-dyr.yaml lists them)")
-    buses = {str(b) for b in _raw_buses(case)}
+    stat = Path(case).stat()
+    buses = {str(b) for b in _raw_buses(case, (stat.st_mtime_ns, stat.st_size))}
     missing = Counter()
     for model, table in tables.items():
         if len(table.columns):
@@ -228,7 +229,8 @@ def dyr_problems(case: str, dyr: str, skip_unsupported: bool = False) -> list[st
 
 
 @lru_cache(maxsize=8)
-def _raw_buses(case: str) -> tuple[Any, ...]:
+def _raw_buses(case: str, _version: tuple[int, int]) -> tuple[Any, ...]:
+    """The bus numbers of a power-flow case (cached per file version: a notebook may edit it)."""
     system = _andes().load(case_path(case), setup=False, no_output=True, default_config=True)
     return tuple(system.Bus.idx.v) if system is not None else ()
 
