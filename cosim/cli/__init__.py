@@ -1,5 +1,6 @@
 """The ``cosim`` command: ``run``, ``validate``, ``list`` (:mod:`.run`); ``sweep``,
-``hosting-capacity``, ``report``, ``compare`` (:mod:`.studies`); ``reproduce`` (:mod:`.reproduce`).
+``hosting-capacity``, ``report``, ``compare`` (:mod:`.studies`); ``reproduce`` (:mod:`.reproduce`);
+``model-record`` (:mod:`.model_record`).
 
 A user mistake prints one message naming the file, key, value and fix, and exits 1 —
 never a traceback (set ``COSIM_DEBUG=1`` to see one for a bug report).
@@ -12,6 +13,7 @@ import os
 import sys
 import traceback
 
+from cosim.cli import model_record as model_record_commands
 from cosim.cli import reproduce as reproduce_commands
 from cosim.cli import run as run_commands
 from cosim.cli import serve as serve_commands
@@ -29,6 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     study_commands.add_parsers(sub)
     reproduce_commands.add_parsers(sub)
     serve_commands.add_parsers(sub)
+    model_record_commands.add_parsers(sub)
     return parser
 
 

@@ -124,7 +124,7 @@ def _keep_sheets(tmp_path, *names: str) -> None:
     ("mine.xlsx", lambda tmp: (tmp / "mine.xlsx").write_text("not a spreadsheet"), "could not read it"),
     ("mine.xlsx", lambda tmp: _keep_sheets(tmp, "Area"), "ANDES read no buses from it"),
     ("mine.xlsx", lambda tmp: _keep_sheets(tmp, "Bus", "PQ", "PV", "Slack", "Line", "Shunt", "Area"),
-     "no synchronous machine (GENROU)"),
+     "no synchronous machine (GENROU or GENCLS)"),
 ])
 def test_an_unusable_case_file_is_one_problem_naming_it(tmp_path, name, make, expected):
     """A case file that is not JSON, not a case, or a case without buses or machines: one problem at the

@@ -50,6 +50,7 @@ WINDOWS = {
     "multisite_carbon": 3_600,       # the first hour: replicas and training jobs move ERCOT -> CAISO from 0 s
     "load_loss_event": 120,          # whole (0.1 s steps): the third fault's transfer at 34 s and the response
     "interconnection_study": 36,     # ANDES at 0.1 s: the three faults, the third one's transfer at 34.1 s
+    "npcc_perc1_campus": 4,          # ANDES (140 buses, 1/60 s): the fault at 2 s, the native PERC1's cease, the recovery
     "openg2g_ieee13": 30,            # the OFO's sensitivity solve and 30 of its 1 s steps (300 at 0.1 s)
     "oversubscription": 86_400,      # the day: POLCA caps at the inference peaks
     "precooling": 43_200,            # whole: pre-cooling before and through the 17-21 UTC peak
