@@ -216,8 +216,8 @@ def test_native_perc1_ceases_in_the_first_substep_of_the_fault_and_latches(monke
     v_min = min(v for _t, v, _s in during)
     after = [s for t, _v, s in seen if 1.15 < t < 1.55]  # back above Vt1, before Tdrecon = 0.5 s is over
     assert after and max(after) == pytest.approx(min(after)) == pytest.approx(1 - (0.7 - v_min) / 0.2, abs=1e-6)
-    data = sim.get_data({"pcc": ["p_mw", "p_connected_frac"]})["pcc"]
-    assert data["p_connected_frac"] > after[0] and data["p_mw"] == pytest.approx(200.0 * data["p_connected_frac"])
+    data = sim.get_data({"pcc": ["p_served_mw", "p_connected_frac"]})["pcc"]
+    assert data["p_connected_frac"] > after[0] and data["p_served_mw"] == pytest.approx(200.0 * data["p_connected_frac"])
 
 
 def _study(tmp_path: Path, native: bool, name: str) -> Path:
