@@ -322,6 +322,8 @@ class OpenDssFlow:
         dss.Solution.MaxControlIterations(max_control_iterations)
         dss.Solution.MaxIterations(MAX_ITERATIONS)
         self._restart = False
+        #: the control loop is held off (a fault is on: adapters/_grid_opendss_faults.py)
+        self.controls_held = False
         self.info = circuit_info(dss)
         self.ids = self.info.ids
         self.bus_phases = self.info.bus_phases
@@ -554,7 +556,7 @@ class OpenDssFlow:
                     dss.Loads.kvar(sign * float(q) * 1e3 * share)
         if self._restart:  # after a failure: re-initialise (zero-load start) instead of the bad state
             dss.Text.Command("Set Mode=Snapshot")
-        if self.control_mode == "time":
+        if self.control_mode == "time" and not self.controls_held:  # a faulted step holds them off
             timed = self._solved_once
             dss.Text.Command(f"Set ControlMode={'Time' if timed else 'Static'}")
             dss.Solution.Hour(int(time_s // 3600))

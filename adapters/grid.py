@@ -98,6 +98,14 @@ from cosim.sdk import CosimSim, DataFile, Params, ScenarioContext, as_tuple, met
 from cosim.adapters._grid_opendss import V_MAX_PU, V_MIN_PU, OpenDssFlow, unknown_bus_message
 from cosim.adapters._event_csv import read_events
 from cosim.adapters._grid_opendss import sanitise as dss_sanitise
+from cosim.adapters._grid_opendss_faults import (
+    PHASE_OUTPUTS,
+    FaultSchedule,
+    OpenDssFault,
+    bus_phase_voltages,
+    fault_problems,
+    phase_outputs,
+)
 from cosim.adapters._grid_backend import (
     GridBackend,
     opendss_circuit_info,
@@ -174,6 +182,9 @@ class SimParams(Params):
     line_trips: Annotated[tuple[tuple[float, float, str], ...], BeforeValidator(_triples)] = ()
     #: a CSV of line trips (``t_s,duration_s,line``), added to ``line_trips``
     line_trips_file: DataFile | None = None
+    #: faults solved in the feeder (engine = "opendss"): ``[{bus, kind, phases, r_ohm, t_s, clearing_s}, ...]``
+    #: (adapters/_grid_opendss_faults.py)
+    faults: Annotated[tuple[OpenDssFault, ...], BeforeValidator(as_tuple)] = ()
 
     def all_line_trips(self) -> list[tuple[float, float, str]]:
         """``line_trips`` and the file's, by start time."""
@@ -197,6 +208,9 @@ class SimParams(Params):
             raise ValueError('regulators, tap_positions and control_mode apply to engine = "opendss"')
         if self.engine == "opendss" and self.network_params:
             raise ValueError('network_params apply to engine = "pandapower" catalogue networks')
+        if self.engine != "opendss" and self.faults:
+            raise ValueError('faults apply to engine = "opendss" (a balanced power flow has no fault); on '
+                             'pandapower give the sag as events of the faults adapter')
         for t_s, duration_s, line in self.all_line_trips():
             if t_s < 0 or duration_s <= 0:
                 raise ValueError(f"line trip ({t_s:g}, {duration_s:g}, {line!r}): give t_s >= 0 and duration_s > 0 "
@@ -347,7 +361,7 @@ class GridSim(CosimSim):
             info = opendss_circuit_info(grid_models.dss_file(sim_params.network))
             return _build_meta(info.ids, [*opendss_grid_outputs(info), *trips],
                                [*(tap_set_attr(i) for i in info.ids["reg"]), *(cap_set_attr(i) for i in info.ids["cap"])],
-                               element_outputs=[SERVED_ATTR])
+                               element_outputs=[SERVED_ATTR, *PHASE_OUTPUTS])
         key = json.dumps([sim_params.network, sim_params.network_params, trips,
                           grid_models.file_version(sim_params.network)], sort_keys=True, default=str)
         if key not in cls._META_CACHE:
@@ -370,6 +384,9 @@ class GridSim(CosimSim):
                             f"{', '.join(info.regs) or 'none'}"]
                 if sim_params.tap_positions and sim_params.regulators != "fixed":
                     return ['tap_positions apply with regulators = "fixed"; set it, or drop tap_positions']
+                faulty = fault_problems(list(sim_params.faults), info.buses, info.bus_phases, ctx.step_s)
+                if faulty:
+                    return faulty
                 known = info.buses
             else:
                 net = grid_models.load_network(sim_params.network, **sim_params.network_params)
@@ -449,6 +466,7 @@ class GridSim(CosimSim):
         self._trips = [(t_s, t_s + duration_s, self._line_pos(line)) for t_s, duration_s, line in p.all_line_trips()]
         self._line_held_open: set[int] = set()  # lines a line_<id>_in_service input opened
         self._trip_state: dict[int, bool] = {}  # the state _switch_lines last gave a trip's line
+        self._faults = FaultSchedule(self.flow.dss, list(p.faults), self.flow.info.buses) if p.faults else None
 
     def _line_pos(self, ref: str) -> int:
         """Position of a trip's line: by name, sanitised id or (pandapower) index."""
@@ -497,12 +515,15 @@ class GridSim(CosimSim):
         self.out[eid] = {"p_mw": math.nan, "q_mvar": math.nan, **dict.fromkeys(ELEMENT_VOLTAGE_OUTPUTS, math.nan)}
         if self.params.engine == "opendss":
             self.out[eid][SERVED_ATTR] = math.nan
+            self.out[eid].update(dict.fromkeys(PHASE_OUTPUTS, math.nan))
 
     def step_entities(self, time_s: float, inputs: dict[str, dict[str, Any]]) -> None:
         self._apply_inputs(inputs)
         self._switch_lines(float(time_s))
         p_mw, q_mvar = self._injections(time_s)
         clock = {"time_s": time_s} if self.params.engine == "opendss" else {}
+        if self._faults is not None:  # a faulted step: loads as admittances, controls held off
+            self.flow.controls_held = self._faults.apply(float(time_s), self.params.control_mode)
         converged = self.flow.solve(p_mw, q_mvar, **clock)
         if not converged:
             self.n_nonconverged += 1
@@ -521,6 +542,8 @@ class GridSim(CosimSim):
                                  "vm_pu": self.flow.element_vm_pu(e.kind, e.pos), **stats}
                 if self.params.engine == "opendss":  # what OpenDSS served: short of p_mw below vmin_pu
                     self.out[eid][SERVED_ATTR] = self.flow.element_served_mw(e.kind, e.pos)
+                    phasors = bus_phase_voltages(self.flow.dss, self.flow.info.buses[e.bus_pos])
+                    self.out[eid].update(phase_outputs(phasors, self.flow.elements[e.kind][e.pos].phases))
 
     def finalize(self) -> None:
         if self.params.engine == "opendss":

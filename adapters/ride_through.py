@@ -73,6 +73,18 @@ generator sign, the site accounting's ``backup`` role — it includes ``p_unserv
 site's import is what the grid served; the backup's own supply is ``p_ups_mw + p_genset_mw``), ``e_ups_mwh``, ``in_service`` (on the grid), ``n_trips``, ``t_backup_s`` (time on
 backup so far), ``p_connected_frac``, ``q_connected_frac`` (PERC1's shares).
 
+**Voltage definition** (``voltage_definition``): with an unbalanced grid (the grid adapter's OpenDSS
+engine reports ``v1_pu`` and ``v_worst_pu`` per element: ``adapters/_grid_opendss_faults.py``) the
+logic acts on the positive-sequence voltage (``"positive_sequence"``, the default: input ``v1_pu``)
+or on the worst phase's (``"worst_phase"``: input ``v_worst_pu``); where that input is not connected
+(or NaN) it acts on ``vm_pu`` (a balanced engine's bus voltage, both definitions at once). The
+outputs ``vm_acted_pu`` (the voltage acted on, the sag included) and
+``ceasing_positive_sequence_frac`` / ``ceasing_worst_phase_frac`` (the share PERC1 would cease at
+this step's voltage by each definition, before latching; 0 without ``perc1``) let a run say which
+definition decided a cessation: a single-line-to-ground fault can leave the positive sequence at
+0.8 pu while one phase is near 0 (EPRI's DCFlex ride-through work: compliance can flip with the
+definition).
+
 Example ``[entities]`` entry::
 
     ups = { sim = "rt", model = "RideThrough", curve = "itic", n_dips_to_trip = 3,
@@ -89,8 +101,13 @@ from pydantic import BeforeValidator, Field, model_validator
 from cosim.sdk import Params, SingleModelSim, as_tuple
 
 OUTPUTS = ("p_mw", "q_mvar", "p_lost_mw", "p_ups_mw", "p_genset_mw", "p_unserved_mw", "p_recharge_mw",
-           "p_backup_mw", "e_ups_mwh", "in_service", "n_trips", "t_backup_s", "p_connected_frac", "q_connected_frac")
-INPUTS = ("p_load_mw", "q_load_mvar", "vm_pu", "vm_sag_pu", "t_sag_s", "f_hz")
+           "p_backup_mw", "e_ups_mwh", "in_service", "n_trips", "t_backup_s", "p_connected_frac", "q_connected_frac",
+           "vm_acted_pu", "ceasing_positive_sequence_frac", "ceasing_worst_phase_frac")
+INPUTS = ("p_load_mw", "q_load_mvar", "vm_pu", "v1_pu", "v_worst_pu", "vm_sag_pu", "t_sag_s", "f_hz")
+#: the voltage the logic acts on: the positive-sequence voltage or the worst phase's
+VOLTAGE_DEFINITIONS = ("positive_sequence", "worst_phase")
+#: the input carrying each definition's voltage (``vm_pu`` stands in where it is not connected)
+DEFINITION_INPUT = {"positive_sequence": "v1_pu", "worst_phase": "v_worst_pu"}
 
 #: The default recharge draw as a share of the first step's load (our pick: a UPS charger a tenth
 #: of the UPS rating; ``recharge_mw`` sets it). [-]
@@ -238,6 +255,8 @@ class RideThroughParams(Params):
             0: no recharge. [MW]
         recharge_efficiency_frac: the share of the recharge draw stored in the UPS. [-]
         perc1: PERC1-equivalent ceasing and reconnection; None: off.
+        voltage_definition: ``positive_sequence`` (input ``v1_pu``) or ``worst_phase`` (``v_worst_pu``);
+            ``vm_pu`` where that input is absent.
     """
 
     TIME_CONSTANTS = ('ramp_s', 'perc1.t_recon_s', 'perc1.tap_s', 'perc1.taq_s')
@@ -258,6 +277,7 @@ class RideThroughParams(Params):
     recharge_mw: float | None = Field(default=None, ge=0)
     recharge_efficiency_frac: float = Field(default=0.95, gt=0, le=1.0)
     perc1: Perc1Params | None = None
+    voltage_definition: Literal["positive_sequence", "worst_phase"] = "positive_sequence"
 
     @property
     def points(self) -> tuple[tuple[float, float], ...]:
@@ -309,7 +329,8 @@ class RideThrough:
         if self.recharge_mw is None:
             self.recharge_mw = RECHARGE_FRAC * max(p_load, 0.0)
         sag = float(m.get("vm_sag_pu", 1.0))
-        vm = float(m.get("vm_pu", 1.0)) * sag
+        by_definition = {d: _voltage(m, DEFINITION_INPUT[d]) * sag for d in VOLTAGE_DEFINITIONS}
+        vm = by_definition[self.p.voltage_definition]
         exposed = float(m.get("t_sag_s", dt_s)) if sag < 1.0 and "t_sag_s" in m else dt_s
         volt = self._voltage_trip(time_s, vm, exposed)
         freq = self._frequency_trip(m.get("f_hz"), dt_s)
@@ -319,7 +340,10 @@ class RideThrough:
         elif not self.on_grid and self.p.off_s is not None and time_s - self.t_trip_s >= self.p.off_s - 1e-9:
             self.on_grid, self.t_return_s = True, time_s
         shares = self.perc1.step(dt_s, vm, m.get("f_hz")) if self.perc1 is not None else (1.0, 1.0)
-        return self._split(time_s, dt_s, p_load, q_load, shares)
+        out = self._split(time_s, dt_s, p_load, q_load, shares)
+        ceasing = {d: self.perc1._ceasing(v) if self.perc1 is not None else 0.0 for d, v in by_definition.items()}
+        out.update({"vm_acted_pu": vm, **{f"ceasing_{d}_frac": c for d, c in ceasing.items()}})
+        return out
 
     def _grid_share(self, time_s: float) -> float:
         if not self.on_grid:
@@ -363,6 +387,14 @@ class RideThrough:
         draw = min(self.recharge_mw, room_mwh * 3600.0 / (dt_s * eff))
         self.e_ups_mwh = self.e_full_mwh if draw < self.recharge_mw else self.e_ups_mwh + draw * eff * dt_s / 3600.0
         return draw
+
+
+def _voltage(m: dict[str, Any], key: str) -> float:
+    """The voltage of input ``key``, else ``vm_pu`` (1.0 unless connected). [pu]"""
+    value = m.get(key)
+    if value is not None and math.isfinite(float(value)):
+        return float(value)
+    return float(m.get("vm_pu", 1.0))
 
 
 class RideThroughSim(SingleModelSim):

@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from cosim import grid_models, registry
-from cosim.errors import ScenarioError, few
+from cosim.errors import Problem, ScenarioError, few
 from cosim.gym import check_scenario as check_agent_sections
 from cosim.run import run_scenario
-from cosim.scenario import load_scenario, parse_set, read_toml
+from cosim.scenario import envelopes, load_scenario, parse_set, read_toml
 from cosim.scenario.schema import FOREIGN_SECTIONS
 from cosim.studies.reproduce import check_case, load_case
 
@@ -40,7 +40,34 @@ def _sidecar_case(path: str):
     return load_case(path) if "reproduce" in raw and "scenario" not in raw else None
 
 
+def _validate_envelope(path: str) -> bool:
+    """An envelope file (``[envelope]``, no ``[scenario]``: cosim/scenario/envelopes.py) checked and
+    summarised; False when ``path`` is not one.
+
+    Raises:
+        ScenarioError: every problem of the file, key by key.
+    """
+    try:
+        raw = read_toml(Path(path))
+    except ScenarioError:
+        return False  # load_scenario reports it
+    if "envelope" not in raw or "scenario" in raw:
+        return False
+    try:
+        env = envelopes.load(str(Path(path).resolve()))
+    except envelopes.EnvelopeError as exc:
+        raise ScenarioError(path, [Problem(p.split(":", 1)[0], p.split(":", 1)[1].strip() if ":" in p else p)
+                                   for p in exc.problems]) from None
+    kind = "a placeholder (no values: refused for verdicts)" if env.status == "placeholder" else \
+        f"{len(env.points)} points, must stay {env.must_stay} {env.continuous:g} {env.unit} after {env.points[-1][0]:g} s"
+    print(f"{path}: ok — envelope {env.name} ({env.quantity}"
+          f"{', ' + env.voltage_definition if env.voltage_definition else ''}): {kind}")
+    return True
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
+    if _validate_envelope(args.scenario):
+        return 0
     case = _sidecar_case(args.scenario)
     if case is not None:  # a sidecar: validate every variant's run of its base scenario
         check_case(case, quick=False, extra=engine_overrides(args))

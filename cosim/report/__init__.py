@@ -163,7 +163,8 @@ def render(run_dir: Path) -> str:
         try:
             roles, entities = folder.roles(), folder.entity_info()
             ts = mask_unsolved(ts, entities, roles)
-            figures = build_figures(FigureInput(ts, roles, entities, event_spans(ts), band_hz=swing_band(meta)))
+            figures = build_figures(FigureInput(ts, roles, entities, event_spans(ts), band_hz=swing_band(meta),
+                                                  kpis=kpis if isinstance(kpis, dict) else {}))
         except Exception as exc:  # noqa: BLE001 — odd values in a damaged series: the page still says what there is
             parts.append(f"<section id='unreadable-figures'><h2>Figures not drawn</h2><p class='absent'>"
                          f"{esc(type(exc).__name__)}: {esc(exc)}</p></section>")

@@ -18,6 +18,9 @@ run recorded:
   and ±0.2 Hz around its start, and ``rocof_hz_s`` below (only when recorded);
 * ``spectrum`` — at recording steps ≤ 0.5 s, the Welch power spectral density of every
   ``p_mw`` column with the 0.1–2 Hz band of :mod:`cosim.kpis.swing` shaded (only then);
+* ``ride_through`` — each envelope judged by :mod:`cosim.kpis.ride_through_verdict`: its boundary
+  in time since a disturbance began and every disturbance's voltage (positive sequence, worst
+  phase) or frequency drawn over it, with the verdict (only then);
 * DR events (``event_active``) shaded on every time plot.
 
 Adding a figure is one entry of :data:`FIGURES` (and its draw function).
@@ -36,7 +39,9 @@ import numpy as np
 import pandas as pd
 
 from cosim.kpis import V_HIGH_PU, V_LOW_PU
+from cosim.kpis import ride_through_verdict as rtv
 from cosim.kpis.swing import BAND_HZ, MAX_STEP_S, welch_psd
+from cosim.scenario.envelopes import load as load_envelope
 from cosim.roles import RunRoles
 
 MAX_POINTS = 3000
@@ -57,6 +62,7 @@ class FigureInput:
     v_low: float = V_LOW_PU
     v_high: float = V_HIGH_PU
     band_hz: tuple[float, float] = BAND_HZ  # the swing band the run's KPIs screened ([kpis.swing] band_hz)
+    kpis: dict[str, Any] = field(default_factory=dict)  # the run's kpis.json (the ride-through verdicts)
 
 
 @dataclass(frozen=True)
@@ -474,6 +480,66 @@ def fig_spectrum(f: FigureInput) -> str | None:
     return base64.b64encode(buf.getvalue()).decode("ascii")
 
 
+#: the most envelope panels the ride-through figure draws
+MAX_ENVELOPE_PANELS = 4
+DEFINITION_STYLE = {"positive_sequence": ("tab:blue", "-"), "worst_phase": ("tab:red", "-"),
+                    "frequency": ("tab:purple", "-")}
+
+
+def fig_ride_through(f: FigureInput) -> str | None:
+    """Each judged envelope of :mod:`cosim.kpis.ride_through_verdict`: its boundary (time since the
+    disturbance's start) and every disturbance's trajectory over it, one line per voltage definition."""
+    verdict = f.kpis.get(rtv.NAME) if isinstance(f.kpis, dict) else None
+    if not isinstance(verdict, dict):
+        return None
+    panels = []
+    for entity, entries in verdict.items():
+        if entity == "cessations" or not isinstance(entries, dict):
+            continue
+        for entry in entries.values():
+            if isinstance(entry, dict) and entry.get("judged") and isinstance(entry.get("envelope"), str):
+                try:
+                    panels.append((entity, entry, load_envelope(entry["envelope"])))
+                except (ValueError, OSError):  # the file moved since the run: no panel
+                    continue
+    if not panels:
+        return None
+    panels = panels[:MAX_ENVELOPE_PANELS]
+    plt = _plt()
+    fig, axes = plt.subplots(len(panels), 1, figsize=(11, 3.2 * len(panels)), squeeze=False)
+    start = f.ts.index[0]
+    for ax, (entity, entry, envelope) in zip(axes[:, 0], panels):
+        columns = rtv.series_columns(list(f.ts.columns), entity, envelope)
+        longest = max([d["duration_s"] for definition in columns for d in
+                       entry.get(definition, {}).get("disturbances", {}).values()] or [0.0])
+        span = max(3.0 * longest, 0.5, min(envelope.points[-1][0] * 1.2, 4.0 * longest + 0.5))
+        times = [t for t, _ in envelope.points] + [span]
+        levels = [v for _, v in envelope.points] + [envelope.points[-1][1]]
+        ax.step(times, levels, where="post", color="black", lw=1.6, label=f"{envelope.name} boundary")
+        for definition, column in columns.items():
+            colour, style = DEFINITION_STYLE[definition]
+            for k, d in enumerate(entry.get(definition, {}).get("disturbances", {}).values()):
+                t0 = start + pd.Timedelta(seconds=d["t_start_s"])
+                window = f.ts[column][(f.ts.index >= t0 - pd.Timedelta(seconds=0.1 * span))
+                                      & (f.ts.index <= t0 + pd.Timedelta(seconds=span))]
+                x = (window.index - t0).total_seconds()
+                ax.step(x, window.to_numpy(float), where="post", color=colour, ls=style, lw=1.2, alpha=0.9,
+                        label=f"{definition} ({column})" if k == 0 else None)
+        verdict_text = "pass" if entry.get("pass") else "FAIL"
+        applies = entry.get("applies_to_judged_on") or entry.get("applies_to") or envelope.quantity
+        ax.set_title(f"{entity}: {envelope.title} — {verdict_text} on {applies}", fontsize=10, loc="left")
+        ax.set_xlabel("time since the disturbance began [s]")
+        ax.set_ylabel(f"{envelope.quantity} [{envelope.unit}]")
+        ax.set_xlim(-0.1 * span, span)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    fig.tight_layout()  # not _png: its date formatting would hide the upper panels' (own) time axes
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=90)
+    plt.close(fig)
+    return base64.b64encode(buf.getvalue()).decode("ascii")
+
+
 FIGURES: tuple[Figure, ...] = (
     Figure("power", "Power", "no site powers (IT, loads, cooling, generation, storage by role) or grid import "
            "recorded", fig_power),
@@ -487,6 +553,8 @@ FIGURES: tuple[Figure, ...] = (
     Figure("frequency", "System frequency", "no system frequency (f_hz) recorded", fig_frequency, optional=True),
     Figure("spectrum", "Power spectrum", "no power (p_mw) recorded at steps of 0.5 s or less", fig_spectrum,
            optional=True),
+    Figure("ride_through", "Ride-through envelopes", "no ride-through verdicts ([kpis.ride_through_verdict])",
+           fig_ride_through, optional=True),
 )
 
 

@@ -261,6 +261,12 @@ class HeadroomKpiSpec(_Strict):
     limits_pct: Annotated[tuple[float, ...], BeforeValidator(as_tuple), AfterValidator(_distinct_limits)] = \
         HEADROOM_LIMITS_PCT
     max_event_h: float = Field(default=HEADROOM_MAX_EVENT_H, gt=0)
+class RideThroughVerdictSpec(_Strict):
+    """``[kpis.ride_through_verdict]``: the ride-through envelopes (``cosim/scenario/envelopes.py``)
+    judged at each point of connection: entity id -> envelope names (shipped) or ``.toml`` files
+    (relative to the scenario)."""
+
+    envelopes: dict[str, list[str]] = {}
 
 
 class KpiSpec(_Strict):
@@ -268,6 +274,7 @@ class KpiSpec(_Strict):
 
     swing: SwingKpiSpec = SwingKpiSpec()
     headroom: HeadroomKpiSpec = HeadroomKpiSpec()
+    ride_through_verdict: RideThroughVerdictSpec = RideThroughVerdictSpec()
 
 
 @dataclass

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ValidationError
 from cosim import registry
 from cosim.errors import Problem, ScenarioError, few
 from cosim.roles import ROLES, missing_outputs
+from cosim.scenario import envelopes
 from cosim.scenario.schema import (
     ENTITY_KEYS,
     FOREIGN_SECTIONS,
@@ -80,6 +81,7 @@ def validate(raw: dict[str, Any], path: Path, allow_commands: bool = False) -> S
     _check_record(scn, problems)
     _check_kpi_params(scn)
     _check_swing_spec(scn, problems)
+    _check_verdict_envelopes(scn, problems)
     if not problems:
         check_engine(scn, problems)
     if not problems:
@@ -617,3 +619,49 @@ def _pruning_hazards(scn: Scenario) -> list[str]:
                          f"mosaik 3.6 may deliver None at their common steps (every {_seconds(common / scn.ticks_per_s)} "
                          "s); the direct engine does not (scenario.engine = \"direct\"), or give both the same step")
     return found
+
+
+def _check_verdict_envelopes(scn: Scenario, problems: list[Problem]) -> None:
+    """Every envelope ``[kpis.ride_through_verdict]`` names: at a known entity, a valid file, not a
+    placeholder (one problem each); a user's own file is kept by its absolute path for the KPIs."""
+    refs = scn.kpis.ride_through_verdict.envelopes
+    if not refs:
+        return
+    where = "kpis.ride_through_verdict.envelopes"
+    for entity in refs:
+        if entity not in scn.entities:
+            problems.append(Problem(f"{where}.{entity}", f"unknown entity; give a point of connection among "
+                                                         f"{', '.join(sorted(scn.entities)) or 'none'}"))
+    for key, message in envelopes.verdict_problems(refs, scn.base_dir, where):
+        problems.append(Problem(key, message))
+    if not any(p.path.startswith(where) for p in problems):
+        _check_verdict_records(scn, refs, where, problems)
+    if not any(p.path.startswith(where) for p in problems):
+        resolved = {e: [str(envelopes.resolve(r, scn.base_dir)) if r.lower().endswith(".toml") or "/" in r else r
+                        for r in names] for e, names in refs.items()}
+        scn.kpis = scn.kpis.model_copy(update={"ride_through_verdict": scn.kpis.ride_through_verdict.model_copy(
+            update={"envelopes": resolved})})
+
+
+#: the recorded attributes a verdict reads, by quantity (cosim/kpis/ride_through_verdict.py)
+VERDICT_ATTRS = {"voltage": ("v1_pu", "vm_min_pu", "vm_max_pu", "vm_pu"), "frequency": ("f_hz",)}
+
+
+def _check_verdict_records(scn: Scenario, refs: dict[str, list[str]], where: str, problems: list[Problem]) -> None:
+    """A verdict whose point of connection records nothing it can judge is a problem, not an empty verdict."""
+    if len(scn.entities) != len(_declared(scn, "entities")):
+        return  # some entities are invalid: said elsewhere
+    names = [f"{eid}.{attr}" for eid in scn.entities for attr in scn.outputs(eid)]
+    recorded = {n for n in names if any(fnmatch.fnmatchcase(n, p) for p in scn.record.include)
+                and not any(fnmatch.fnmatchcase(n, p) for p in scn.record.exclude)}
+    any_f_hz = [n for n in recorded if n.endswith(".f_hz")]
+    for entity, names_ in refs.items():
+        for k, ref in enumerate(names_):
+            quantity = envelopes.load(ref, scn.base_dir).quantity
+            wanted = [f"{entity}.{a}" for a in VERDICT_ATTRS[quantity]]
+            if any(w in recorded for w in wanted) or (quantity == "frequency" and len(any_f_hz) == 1):
+                continue
+            problems.append(Problem(f"{where}.{entity}[{k}]", f"{ref!r} judges {entity}'s {quantity}, but the run records "
+                                    f"none of {', '.join(wanted)}; add \"{entity}.*\" to record.include (or a "
+                                    "point of connection that reports it)"))
+
