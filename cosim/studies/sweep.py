@@ -208,12 +208,14 @@ def _table(ids: list[str], variants: list[dict[str, Any]], rows: dict[str, dict[
 
 
 def _write_table(table: pd.DataFrame, path: Path) -> None:
-    """Parquet needs one type per column: a column mixing types (``3`` and ``"6"``) or holding tables
-    (a whole ``smoothing = {...}`` override) is written as text."""
+    """Parquet needs one type per column: a column mixing types (``3`` and ``"6"``), holding tables
+    (a whole ``smoothing = {...}`` override) or lists with gaps is written as text."""
     fixed = table.copy()
     for column in fixed.columns:
-        kinds = {type(v) for v in fixed[column] if v is not None and not (isinstance(v, float) and math.isnan(v))}
-        if (len(kinds) > 1 and not kinds <= {int, float}) or dict in kinds:
+        given = [v for v in fixed[column] if v is not None and not (isinstance(v, float) and math.isnan(v))]
+        kinds = {type(v) for v in given}
+        # a list column with gaps (a key only some variants set, as the battery's ``connect``) is text too
+        if (len(kinds) > 1 and not kinds <= {int, float}) or dict in kinds or (list in kinds and len(given) < len(fixed)):
             fixed[column] = [None if v is None else str(v) for v in fixed[column]]
     fixed.to_parquet(path, index=False)
 
