@@ -47,6 +47,8 @@ PAGE_FILE = "battery.html"
 DIST_ENTITY, DIST_SIM = "battery_poc_events", "battery_events"
 #: time before every disturbance (the pre-disturbance values are read over it) and after it [s]
 PRE_S, POST_S = 2.0, 8.0
+#: how long a voltage or frequency step is held (cosim's choice) [s]
+STEP_HOLD_S = 10.0
 #: NERC's review of 10 July 2024: six faults within 82 s (auto-reclosing onto a failed arrester).
 #: The review gives the count and the span; the faults' own times are not in this project, so
 #: they are spread evenly over the span (cosim's choice). [-, s]
@@ -314,7 +316,7 @@ def _flat_start(site: Site, how: str, flat_start_s: float) -> list[Case]:
 
 
 def _voltage_step(site: Site, how: str, _f: float) -> list[Case]:
-    hold = 10.0
+    hold = STEP_HOLD_S
     return [Case("voltage_step", f"{sign}5 %", how,
                  _imposed(site, _base(site, PRE_S + hold + POST_S), voltage=[[PRE_S, hold, factor]]),
                  t_clear_s=PRE_S + hold) for sign, factor in (("+", 1.05), ("-", 0.95))]
@@ -338,7 +340,7 @@ def _ride_through(side: str, test: str):
 
 
 def _frequency_step(site: Site, how: str, _f: float) -> list[Case]:
-    hold, ramp = 10.0, 0.5
+    hold, ramp = STEP_HOLD_S, 0.5
     return [Case("frequency_step", f"{delta:+g} Hz", how,
                  _imposed(site, _base(site, PRE_S + hold + ramp + POST_S), frequency=[[PRE_S, hold, delta, ramp]]),
                  t_clear_s=PRE_S + hold + ramp, note=f"ramp {ramp:g} s ({abs(delta) / ramp:g} Hz/s)")
@@ -373,9 +375,9 @@ def _repeated_faults(site: Site, how: str, _f: float) -> list[Case]:
 
 def _loss_of_largest_unit(site: Site, how: str, _f: float) -> list[Case]:
     gen, rating = largest_unit(site.raw["sims"][site.grid_sim].get("case", "ieee39"), site.path.parent)
-    base = _base(site, PRE_S + 20.0)
+    base = _base(site, PRE_S + 2 * STEP_HOLD_S)
     base[f"sims.{site.grid_sim}.gen_trips"] = [[PRE_S, gen]]
-    return [Case("loss_of_largest_unit", f"trip {gen}", how, base, t_clear_s=PRE_S + 20.0,
+    return [Case("loss_of_largest_unit", f"trip {gen}", how, base, t_clear_s=PRE_S + 2 * STEP_HOLD_S,
                  note=f"{gen}, {rating:g} MVA, the case's largest machine")]
 
 
