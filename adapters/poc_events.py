@@ -11,14 +11,17 @@ disturbance, only the campus's response to it. ``cosim battery`` builds these en
 Params of a ``PocEvents`` entity:
 
 * ``voltage = [[t_s, duration_s, factor], ...]``: from ``t_s`` for ``duration_s`` the voltage is
-  ``factor`` times the bus voltage (``0 <= factor``, not 1). [s, s, -]
+  ``factor`` times the bus voltage (``0 <= factor``, not 1). [s, s, -] With the input ``vm_pu``
+  connected (the bus voltage, as the ride-through entity gets it) the value is a *level* instead:
+  the output factor is ``level / vm_pu``, so the campus sees the level itself. [pu]
 * ``frequency = [[t_s, duration_s, delta_hz, ramp_s], ...]``: from ``t_s`` the frequency ramps
   linearly by ``delta_hz`` over ``ramp_s``, holds, and at ``t_s + duration_s`` ramps back over
   ``ramp_s``. [s, s, Hz, s]
 * ``f_nominal_hz``: the frequency outside the events. [Hz]
 
 Over a step ``[t, t + step_s)``: ``vm_sag_pu`` is the factor farthest from 1 of the voltage events
-overlapping the step (1.0 without one) and ``t_sag_s`` how long it lasts inside the step;
+overlapping the step (1.0 without one; ``level / vm_pu`` with the input) and ``t_sag_s`` how long it
+lasts inside the step;
 ``f_hz`` is the frequency at the step's start.
 
 Example ``[entities]`` entry (a 5 % voltage step down for 10 s at 1 s)::
@@ -34,6 +37,7 @@ from pydantic import BeforeValidator, model_validator
 
 from cosim.sdk import Params, SingleModelSim, as_tuple
 
+INPUTS = ("vm_pu",)
 OUTPUTS = ("vm_sag_pu", "t_sag_s", "f_hz")
 
 
@@ -101,9 +105,12 @@ class PocEventsSim(SingleModelSim):
     """Imposed point-of-connection disturbances (model ``PocEvents``)."""
 
     MODEL, PARAMS, ROLE, PHYSICS = "PocEvents", PocEventsParams, "signal", PocEvents
-    OUTPUTS = OUTPUTS
+    INPUTS, OUTPUTS = INPUTS, OUTPUTS
     EXAMPLE = {"models": {"PocEvents": {"voltage": [[2.0, 1.0, 0.95]], "frequency": [[4.0, 2.0, -0.5, 0.5]]}}}
 
     def advance(self, events: PocEvents, time_s: float, inputs: dict[str, Any]) -> dict[str, float]:
         factor, t_sag = events.voltage_over(float(time_s), float(self.step_s))
+        vm_pu = inputs.get("vm_pu")
+        if vm_pu is not None and factor != 1.0 and float(vm_pu) > 0:
+            factor = factor / float(vm_pu)  # a level: the factor that brings the bus voltage to it
         return {"vm_sag_pu": factor, "t_sag_s": t_sag, "f_hz": events.frequency_at(float(time_s))}

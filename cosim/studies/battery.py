@@ -237,11 +237,27 @@ def _imposed(site: Site, base: dict[str, Any], voltage: list | None = None, freq
                     c["initial_data"].pop("f_hz", None)
         connects = [c for c in connects if c.get("attrs") != []]
     connects.append({"src": DIST_ENTITY, "dst": site.ride_through, "attrs": attrs})
+    if voltage:  # the levels are absolute: the events read the bus voltage the ride-through entity reads
+        vm_attr = _voltage_source(raw.get("connect", []), site)
+        if vm_attr is not None:
+            connects.append({"src": site.poc, "dst": DIST_ENTITY, "attrs": [[vm_attr, "vm_pu"]], "time_shifted": True,
+                             "initial_data": {vm_attr: 1.0}})
     out = {**base, f"sims.{DIST_SIM}": {"adapter": "poc_events"}, f"entities.{DIST_ENTITY}": params,
            "connect": connects}
     if "record.include" in out:
         out["record.include"] = [*out["record.include"], f"{DIST_ENTITY}.*"]
     return out
+
+
+def _voltage_source(connects: list[dict[str, Any]], site: Site) -> str | None:
+    """The point of connection's attribute that feeds the ride-through entity's ``vm_pu``."""
+    for c in connects:
+        if c.get("src") == site.poc and c.get("dst") == site.ride_through:
+            for a in c.get("attrs", []):
+                src, dst = (a[0], a[-1]) if isinstance(a, list) else (a, a)
+                if dst == "vm_pu":
+                    return src
+    return None
 
 
 def _steps(site: Site, seconds: float) -> float:
@@ -349,7 +365,7 @@ def _frequency_step(site: Site, how: str, _f: float) -> list[Case]:
 
 def _repeated_faults(site: Site, how: str, _f: float) -> list[Case]:
     spacing = REPEATED_SPAN_S / (REPEATED_N - 1)
-    times = [round(PRE_S + k * spacing / site.step_s) * site.step_s for k in range(REPEATED_N)]
+    times = [round((PRE_S + k * spacing) / site.step_s) * site.step_s for k in range(REPEATED_N)]
     times = [round(t, 6) for t in times]
     duration = PRE_S + REPEATED_SPAN_S + POST_S
     sim = site.raw["sims"][site.grid_sim]
@@ -411,8 +427,8 @@ class Tolerances:
 def poc_channels(ts: pd.DataFrame, poc: str, ride_through: str | None) -> pd.DataFrame:
     """P, Q, V and f at the point of connection (``t_s`` from the start) and the transfers so far.
 
-    V is the bus voltage times an imposed factor (``battery_poc_events.vm_sag_pu``) where there is
-    one; f the imposed frequency where there is one, else the element's, else the grid's."""
+    V is, where a disturbance is imposed, the voltage the ride-through entity acted on
+    (``vm_acted_pu``; else the bus voltage times the factor ``battery_poc_events.vm_sag_pu``); f the imposed frequency where there is one, else the element's, else the grid's."""
     def col(name: str) -> pd.Series | None:
         return ts[name].astype(float) if name in ts.columns else None
 
@@ -420,8 +436,9 @@ def poc_channels(ts: pd.DataFrame, poc: str, ride_through: str | None) -> pd.Dat
     v = col(f"{poc}.vm_pu")
     v = v if v is not None else col(f"{poc}.v1_pu")
     factor = col(f"{DIST_ENTITY}.vm_sag_pu")
-    if v is not None and factor is not None:
-        v = v * factor
+    acted = col(f"{ride_through}.vm_acted_pu") if ride_through else None
+    if factor is not None:  # imposed: the voltage the campus acted on (bus voltage times the factor)
+        v = acted if acted is not None else (v * factor if v is not None else None)
     f = col(f"{DIST_ENTITY}.f_hz")
     if f is None:
         f = col(f"{poc}.f_hz")

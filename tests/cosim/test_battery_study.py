@@ -118,7 +118,8 @@ def test_andes_cases_native_and_imposed():
     cases, how = build_cases(site, list(TESTS), flat_start_s=20.0)
     assert how["phase_jump"].startswith("not applicable")
     faults = next(c for c in cases if c.test == "repeated_faults").overrides["sims.tgrid.faults"]
-    assert len(faults) == REPEATED_N and faults[-1][0] - faults[0][0] == pytest.approx(REPEATED_SPAN_S)
+    assert len(faults) == REPEATED_N and faults[0][0] == battery.PRE_S
+    assert faults[-1][0] - faults[0][0] == pytest.approx(REPEATED_SPAN_S)
     assert all(f[2] == 16 for f in faults)
     trip = next(c for c in cases if c.test == "loss_of_largest_unit").overrides["sims.tgrid.gen_trips"]
     assert trip == [[battery.PRE_S, "GENROU_9"]]  # 1684.1 MVA, the ieee39 case's largest Sn
