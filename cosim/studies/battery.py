@@ -1,4 +1,4 @@
-"""The model-quality test battery: a campus's scenario run through a fixed set of disturbances at its point of connection.
+"""The model-quality test battery: a campus run through a fixed set of disturbances at its point of connection.
 
 ``cosim battery SCENARIO`` builds one variant of the scenario per test case (dotted overrides, as
 a sweep's variants: :mod:`.variants`), runs them as a sweep (:func:`cosim.studies.sweep.run_sweep`:
@@ -148,7 +148,8 @@ def find_site(path: str | Path, poc: str | None = None) -> Site:
     path = Path(path)
     raw = read_toml(path)
     sims, entities = raw.get("sims", {}), raw.get("entities", {})
-    grid_sims = {s for s, body in sims.items() if isinstance(body, dict) and body.get("adapter") in ("andes_grid", "grid")}
+    grid_sims = {s for s, body in sims.items()
+                 if isinstance(body, dict) and body.get("adapter") in ("andes_grid", "grid")}
     fed = []
     for c in raw.get("connect", []):
         dst, src = str(c.get("dst", "")), str(c.get("src", ""))
@@ -428,7 +429,8 @@ def poc_channels(ts: pd.DataFrame, poc: str, ride_through: str | None) -> pd.Dat
     """P, Q, V and f at the point of connection (``t_s`` from the start) and the transfers so far.
 
     V is, where a disturbance is imposed, the voltage the ride-through entity acted on
-    (``vm_acted_pu``; else the bus voltage times the factor ``battery_poc_events.vm_sag_pu``); f the imposed frequency where there is one, else the element's, else the grid's."""
+    (``vm_acted_pu``; else the bus voltage times the factor ``battery_poc_events.vm_sag_pu``); f the
+    imposed frequency where a frequency event was imposed, else the element's, else the grid's."""
     def col(name: str) -> pd.Series | None:
         return ts[name].astype(float) if name in ts.columns else None
 
@@ -440,6 +442,8 @@ def poc_channels(ts: pd.DataFrame, poc: str, ride_through: str | None) -> pd.Dat
     if factor is not None:  # imposed: the voltage the campus acted on (bus voltage times the factor)
         v = acted if acted is not None else (v * factor if v is not None else None)
     f = col(f"{DIST_ENTITY}.f_hz")
+    if f is not None and not (f != f.iloc[0]).any():  # no frequency event imposed: the grid's frequency
+        f = None
     if f is None:
         f = col(f"{poc}.f_hz")
     if f is None:
@@ -466,6 +470,9 @@ def drift_verdict(ch: pd.DataFrame, tol: Tolerances) -> tuple[bool, str]:
     for name, limit in limits.items():
         values = rest[name].to_numpy(float)
         values = values[np.isfinite(values)]
+        if name == "f_hz" and not len(values):  # a stiff source records no frequency: it is the nominal
+            parts.append("f_hz not recorded (a stiff source: nominal)")
+            continue
         drift = float(values.max() - values.min()) if len(values) else math.nan
         ok = math.isfinite(drift) and drift <= limit + 1e-12
         passed &= ok
@@ -496,9 +503,14 @@ def ride_through_verdict(ch: pd.DataFrame, t_event_s: float, t_clear_s: float, t
         when = f"within {tol.recover_s:g} s of {t_clear_s:g} s"
     passed = transfers == 0 and recovered
     text = (f"transfers to backup {transfers}; P before {p_pre:.4g} MW, best {when} {got:.4g} MW "
-            f"(needs {target:.4g}); V min {np.nanmin(ch['v_pu']):.4g} max {np.nanmax(ch['v_pu']):.4g} pu; "
-            f"f min {np.nanmin(ch['f_hz']):.4g} max {np.nanmax(ch['f_hz']):.4g} Hz")
+            f"(needs {target:.4g}); V {_span(ch['v_pu'], 'pu')}; f {_span(ch['f_hz'], 'Hz')}")
     return passed, text
+
+
+def _span(values: pd.Series, unit: str) -> str:
+    finite = values.to_numpy(float)
+    finite = finite[np.isfinite(finite)]
+    return f"min {finite.min():.4g} max {finite.max():.4g} {unit}" if len(finite) else "not recorded"
 
 
 def judge_case(case: Case, ch: pd.DataFrame, tol: Tolerances) -> tuple[bool, str]:

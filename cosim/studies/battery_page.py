@@ -1,4 +1,4 @@
-"""The battery's figures (P, Q, V and f at the point of connection, every case of a test over each other) and its page."""
+"""The battery's figures (P, Q, V and f at the point of connection, a test's cases overlaid) and its page."""
 
 from __future__ import annotations
 
@@ -29,7 +29,8 @@ def write_plots(record: dict[str, Any], out: Path, titles: dict[str, str],
         for case in cases:
             ch = channels(RunFolder(out / case["run_dir"]).timeseries(), record["poc"], record["ride_through"])
             for ax, (name, _label) in zip(axes, CHANNELS):
-                ax.plot(ch["t_s"], ch[name], lw=1.2, drawstyle="steps-post", label=f"{case['case']} ({case['verdict']})")
+                ax.plot(ch["t_s"], ch[name], lw=1.2, drawstyle="steps-post",
+                        label=f"{case['case']} ({case['verdict']})")
         for ax, (_name, label) in zip(axes, CHANNELS):
             ax.set_ylabel(label)
             ax.grid(alpha=0.3)

@@ -195,7 +195,8 @@ def make_bundle(source: str | Path, out: str | Path | None = None, allow_failed:
         manifest = {"created_utc": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
                     "kind": "battery" if record else "runs", "allow_failed": bool(bad), "failed_runs": bad,
                     "versions": versions(), "runs": entries,
-                    "files": {str(p.relative_to(stage)): sha256_file(p) for p in sorted(stage.rglob("*")) if p.is_file()}}
+                    "files": {str(p.relative_to(stage)): sha256_file(p)
+                              for p in sorted(stage.rglob("*")) if p.is_file()}}
         (stage / MANIFEST).write_text(json.dumps(manifest, indent=2, default=str), encoding="utf-8")
         (stage / "versions.txt").write_text(_versions_text(manifest["versions"]), encoding="utf-8")
         manifest["files"]["versions.txt"] = sha256_file(stage / "versions.txt")
@@ -304,7 +305,8 @@ def _readme(entries: list[dict[str, Any]], record: dict[str, Any] | None) -> str
               "## Runs", "", "| run | what | status | scenario |", "|---|---|---|---|"]
     lines += [f"| {e['name']} | {e['label']} | {e['status']} | `{e['scenario']}` |" for e in entries]
     lines += ["", "## Re-run and check", "",
-              "With cosim installed at the commit in `versions.txt`:", "", "```", "cosim bundle --verify THIS.zip", "```",
+              "With cosim installed at the commit in `versions.txt`:", "",
+              "```", "cosim bundle --verify THIS.zip", "```",
               "", "checks every file's SHA-256 and re-runs every run from `inputs/` with its overrides "
               "(`manifest.json`), comparing the SHA-256 of its time series' values with the recorded one. One run by "
               "hand: `cosim run inputs/<scenario> --set KEY=VALUE ...` with the run's overrides.", ""]

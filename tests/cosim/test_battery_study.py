@@ -77,6 +77,15 @@ def test_flat_start_drift_of_each_channel_just_inside_and_just_outside(channel, 
         assert drift_verdict(ch, TOL)[0] is expected, (channel, factor)
 
 
+def test_flat_start_without_a_recorded_frequency_judges_the_rest():
+    """A stiff source (OpenDSS) records no frequency: f is not judged, P, Q and V are."""
+    flat = channels(np.full(50, 100.0), f_hz=np.full(50, np.nan))
+    passed, text = drift_verdict(flat, TOL)
+    assert passed and "f_hz not recorded" in text
+    flat.loc[25:, "v_pu"] = 1.01
+    assert drift_verdict(flat, TOL)[0] is False
+
+
 def test_poc_channels_apply_the_imposed_factor_and_frequency():
     index = pd.date_range("2024-01-01", periods=3, freq="100ms")
     ts = pd.DataFrame({"pcc.p_mw": [1.0, 2.0, 3.0], "pcc.q_mvar": [0.0] * 3, "pcc.vm_pu": [1.04] * 3,
@@ -127,6 +136,19 @@ def test_andes_cases_native_and_imposed():
     assert step.overrides["entities.battery_poc_events"]["voltage"] == [[battery.PRE_S, battery.STEP_HOLD_S, 1.05]]
     keys = [json.dumps(c.overrides, sort_keys=True) for c in cases if c.overrides]
     assert len(keys) == len(set(keys))
+
+
+def test_opendss_cases_fault_the_point_of_connection_bus():
+    """On the OpenDSS feeder (a stiff source): repeated faults are three-phase Fault elements at the campus's
+    bus 675, the loss of a unit is not applicable, the scenario's own SLG fault is removed."""
+    site = find_site(ROOT / "scenarios" / "ieee13_fault_ride_through.toml")
+    assert (site.engine, site.poc, site.ride_through) == ("opendss", "pcc", "ups")
+    cases, how = build_cases(site, list(TESTS))
+    assert how["loss_of_largest_unit"].startswith("not applicable") and "stiff" in how["loss_of_largest_unit"]
+    faults = next(c for c in cases if c.test == "repeated_faults").overrides["sims.grid.faults"]
+    assert len(faults) == REPEATED_N and {(f["bus"], f["kind"]) for f in faults} == {("675", "3ph")}
+    flat = next(c for c in cases if c.test == "flat_start")
+    assert flat.overrides["sims.grid.faults"] == []
 
 
 def test_imposed_tests_need_a_ride_through_entity(tmp_path):
