@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from cosim.adapters.ride_through import Perc1Params
 from cosim.errors import Problem, ScenarioError
 from cosim.folder import RunFolder
 from cosim.scenario import read_toml
@@ -53,8 +54,9 @@ PACKAGES = ("cosim", "mosaik", "mosaik-api-v3", "andes", "pandapower", "lightsim
 #: the scenario keys of a ride-through entity written to the parameter table
 PERC1_KEYS = ("vt0_pu", "vt1_pu", "vt2_pu", "vt3_pu", "fcease_frac", "frecon_frac", "t_recon_delay_s", "t_recon_s",
               "tap_s", "tbp_s", "taq_s", "tbq_s", "dbfl_hz", "dbfh_hz", "kpf_frac_per_hz")
-#: Hook for the PSS/E DYR-style PERC1 record: ``f(bus, load_id, perc1_params) -> str``. None: the
-#: bundle writes ``model/perc1_dyr.txt`` saying the record is not included (only the parameter table).
+#: Hook for the PSS/E DYR-style PERC1 record: ``f(bus, load_id, perc1_params) -> str`` with every
+#: ``perc1`` key (defaults filled in). None: the bundle writes ``model/perc1_dyr.txt`` saying the
+#: record is not included (the parameter table is).
 DYR_RECORD: Callable[[Any, str, dict[str, Any]], str] | None = None
 
 
@@ -153,7 +155,8 @@ def versions() -> dict[str, Any]:
 
 
 def perc1_table(scenario: Path) -> pd.DataFrame:
-    """Every ride-through entity's parameters (``perc1`` and the trip logic) as rows ``entity, key, value``."""
+    """Every ride-through entity's parameters as rows ``entity, key, value, given``: its ``perc1``
+    block with the defaults filled in (``given`` false for a default) and the trip logic as written."""
     raw = read_toml(scenario)
     sims = raw.get("sims", {})
     rows = []
@@ -164,10 +167,11 @@ def perc1_table(scenario: Path) -> pd.DataFrame:
             if key in ("sim", "model"):
                 continue
             if key == "perc1" and isinstance(value, dict):
-                rows += [{"entity": eid, "key": f"perc1.{k}", "value": v} for k, v in value.items()]
+                full = Perc1Params(**value).model_dump()
+                rows += [{"entity": eid, "key": f"perc1.{k}", "value": v, "given": k in value} for k, v in full.items()]
             else:
-                rows.append({"entity": eid, "key": key, "value": value})
-    return pd.DataFrame(rows, columns=["entity", "key", "value"])
+                rows.append({"entity": eid, "key": key, "value": value, "given": True})
+    return pd.DataFrame(rows, columns=["entity", "key", "value", "given"])
 
 
 # -- packing -----------------------------------------------------------------------------------
@@ -234,10 +238,9 @@ def _stage(stage: Path, source: Path, runs: list[dict[str, Any]], record: dict[s
             ts = folder.timeseries()
             entry["result_sha256"] = result_hash(ts)
             ts.to_csv(dest / "timeseries.csv")
-            site = find_site(run["scenario"]) if record is None else None
-            poc = record["poc"] if record else site.poc
-            ride = record["ride_through"] if record else site.ride_through
-            poc_channels(ts, poc, ride).to_csv(dest / "poc.csv", index=False)
+            where = _poc_of(run["scenario"], record)
+            if where is not None:
+                poc_channels(ts, *where).to_csv(dest / "poc.csv", index=False)
         entries.append(entry)
     _model(stage, scenarios, record)
     if record is not None:
@@ -250,6 +253,17 @@ def _stage(stage: Path, source: Path, runs: list[dict[str, Any]], record: dict[s
     return entries
 
 
+def _poc_of(scenario: Path, record: dict[str, Any] | None) -> tuple[str, str | None] | None:
+    """The point of connection and ride-through entity of a run (None: its scenario has no point of connection)."""
+    if record is not None:
+        return record["poc"], record["ride_through"]
+    try:
+        site = find_site(scenario)
+    except ScenarioError:
+        return None
+    return site.poc, site.ride_through
+
+
 def _common_root(paths: list[Path]) -> str:
     return os.path.commonpath([str(p.parent) for p in paths])
 
@@ -257,20 +271,22 @@ def _common_root(paths: list[Path]) -> str:
 def _model(stage: Path, scenarios: list[Path], record: dict[str, Any] | None) -> None:
     (stage / "model").mkdir()
     tables = [perc1_table(s) for s in scenarios]
-    table = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame(columns=["entity", "key", "value"])
+    columns = ["entity", "key", "value", "given"]
+    table = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame(columns=columns)
     table.to_csv(stage / "model" / "perc1_parameters.csv", index=False)
     if DYR_RECORD is None:
         text = ("The PSS/E DYR-style PERC1 record is not included: this cosim has no DYR writer "
                 "(cosim.studies.bundle.DYR_RECORD is None). The parameters are in perc1_parameters.csv.\n")
     else:
         raw = read_toml(scenarios[0])
-        poc = record["poc"] if record else find_site(scenarios[0]).poc
-        bus = raw["entities"][poc].get("bus")
+        where = _poc_of(scenarios[0], record)
+        bus = raw["entities"][where[0]].get("bus") if where else None
         lines = []
         for eid in table["entity"].unique():
-            params = {k.removeprefix("perc1."): v for k, v in zip(table["key"], table["value"])
-                      if k.startswith("perc1.")}
-            lines.append(DYR_RECORD(bus, str(eid), params))
+            mine = table[table["entity"] == eid]
+            params = {k.removeprefix("perc1."): v for k, v in zip(mine["key"], mine["value"]) if k.startswith("perc1.")}
+            if params:
+                lines.append(DYR_RECORD(bus, str(eid), params))
         text = "\n".join(lines) + "\n"
     (stage / "model" / "perc1_dyr.txt").write_text(text, encoding="utf-8")
 

@@ -250,9 +250,26 @@ def test_bundle_holds_what_a_planner_needs(packed):
     assert list(poc.columns) == ["t_s", "p_mw", "q_mvar", "v_pu", "f_hz", "n_trips"]
     assert np.diff(poc["t_s"]).round(9).tolist() == [0.1] * (len(poc) - 1)  # the solver's step
     table = pd.read_csv(io.BytesIO(zipfile.ZipFile(packed).read("model/perc1_parameters.csv")))
-    assert dict(zip(table["key"], table["value"]))["perc1.frecon_frac"] == "0.9"
+    values, given = dict(zip(table["key"], table["value"])), dict(zip(table["key"], table["given"]))
+    assert float(values["perc1.frecon_frac"]) == 0.9 and given["perc1.frecon_frac"]
+    assert float(values["perc1.vt2_pu"]) == 1.2 and not given["perc1.vt2_pu"]  # the default, filled in
     assert "not included" in zipfile.ZipFile(packed).read("model/perc1_dyr.txt").decode()
     assert "git commit" in zipfile.ZipFile(packed).read("versions.txt").decode()
+
+
+def test_bundle_writes_the_dyr_record_through_its_hook(battery_copy, tmp_path, monkeypatch):
+    import zipfile
+
+    seen = []
+
+    def record(bus, device_id, perc1):
+        seen.append(perc1)
+        return f"{bus} 'PERC1' '{device_id}' {perc1['vt1_pu']:g} /"
+
+    monkeypatch.setattr(bundle, "DYR_RECORD", record)
+    path = bundle.make_bundle(battery_copy, tmp_path / "dyr.zip")
+    assert zipfile.ZipFile(path).read("model/perc1_dyr.txt").decode() == "16 'PERC1' 'ups' 0.7 /\n"
+    assert len(seen[0]) > 10  # every perc1 key, the defaults filled in
 
 
 def test_bundle_verify_re_runs_to_identical_hashes(packed, capsys):
