@@ -162,9 +162,12 @@ def find_site(path: str | Path, poc: str | None = None) -> Site:
     if poc is None or poc not in entities or entities[poc].get("sim") not in grid_sims:
         known = ", ".join(candidates) or "none"
         why = ("no grid element (an andes_grid or grid Load) is fed by the campus" if not candidates
+               else f"not a grid element; the ones fed: {known}" if poc is not None
                else f"several grid elements are fed: {known}; give --poc ENTITY")
-        raise ScenarioError(path, [Problem("connect", f"the battery needs a point of connection: {why}; connect the "
-                                                      "campus (or its ride-through entity) to a grid Load", poc)])
+        fix = ("the battery needs a point of connection: " + why + "; connect the campus (or its ride-through "
+               "entity) to a grid Load")
+        problem = Problem("--poc", fix, poc) if poc is not None else Problem("connect", fix)
+        raise ScenarioError(path, [problem])
     grid_sim = entities[poc]["sim"]
     adapter = sims[grid_sim]["adapter"]
     engine = "andes" if adapter == "andes_grid" else ("opendss" if sims[grid_sim].get("engine") == "opendss"
