@@ -43,7 +43,8 @@ from cosim.adapters.ride_through import Perc1Params
 from cosim.errors import Problem, ScenarioError
 from cosim.folder import RunFolder
 from cosim.scenario import read_toml
-from cosim.studies.battery import BATTERY_FILE, PAGE_FILE, VERDICTS_FILE, find_site, poc_channels, read_battery
+from cosim.studies.battery import BATTERY_FILE, PAGE_FILE, VERDICTS_FILE, find_site, read_battery
+from cosim.studies.battery_criteria import poc_channels
 from cosim.studies.sweep import run_variant
 
 MANIFEST = "manifest.json"
@@ -316,7 +317,8 @@ def _readme(entries: list[dict[str, Any]], record: dict[str, Any] | None) -> str
               "- `runs/<name>/`: `poc.csv` (P, Q, V, f at the point of connection at the solver's step), "
               "`timeseries.csv` (every recorded column), `kpis.json`, `metadata.json`",
               "- `model/`: `perc1_parameters.csv` (the ride-through / PERC1 parameters) and `perc1_dyr.txt`",
-              "- `versions.txt`: Python, packages and the cosim git commit that produced the runs",
+              "- `versions.txt`: Python, packages and the cosim git commit the bundle was made with (each run's "
+              "own commit and versions are in its `metadata.json`)",
               "- `manifest.json`: SHA-256 of every file, and per run its scenario, overrides and result hash", "",
               "## Runs", "", "| run | what | status | scenario |", "|---|---|---|---|"]
     lines += [f"| {e['name']} | {e['label']} | {e['status']} | `{e['scenario']}` |" for e in entries]

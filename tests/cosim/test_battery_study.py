@@ -16,8 +16,9 @@ import pytest
 from cosim.cli import main
 from cosim.errors import ScenarioError
 from cosim.studies import battery, bundle
-from cosim.studies.battery import (ENGINES, REPEATED_N, REPEATED_SPAN_S, SUPPORT, TESTS, Case, Tolerances, build_cases,
-                                   corners, drift_verdict, find_site, judge_case, poc_channels)
+from cosim.studies.battery import (ENGINES, REPEATED_N, REPEATED_SPAN_S, SUPPORT, TESTS, Case, build_cases, corners,
+                                   find_site, judge_case)
+from cosim.studies.battery_criteria import Tolerances, drift_verdict, poc_channels
 
 ROOT = Path(__file__).resolve().parents[2]
 STUDY = ROOT / "scenarios" / "interconnection_study.toml"
