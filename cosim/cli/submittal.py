@@ -10,6 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from cosim.cli.run import add_engine_argument, engine_overrides
 from cosim.cli.studies import SOME_FAILED_EXIT, non_negative_int
 from cosim.errors import Problem, ScenarioError
 from cosim.studies.battery import PAGE_FILE, TESTS, VERDICTS_FILE, run_battery
@@ -19,7 +20,8 @@ from cosim.studies.bundle import make_bundle, print_rows, verify_bundle
 def cmd_battery(args: argparse.Namespace) -> int:
     out = args.out or Path("runs") / f"battery-{args.scenario.stem}"
     record = run_battery(args.scenario, out, only=args.only or None, poc=args.poc, workers=args.workers,
-                         scheduler=args.scheduler, flat_start_s=args.flat_start_s, progress=not args.quiet)
+                         scheduler=args.scheduler, flat_start_s=args.flat_start_s, progress=not args.quiet,
+                         overrides=engine_overrides(args))
     width = max(len(f"{c['test']}: {c['case']}") for c in record["cases"])
     for c in record["cases"]:
         print(f"{(c['test'] + ': ' + c['case']).ljust(width)}  {c['verdict']:<15} {c['how']}")
@@ -58,6 +60,9 @@ def add_parsers(sub) -> None:
                    help="local Dask worker processes [0: in this process]")
     p.add_argument("--scheduler", metavar="ADDRESS", help="a running Dask scheduler, e.g. tcp://10.0.0.5:8786")
     p.add_argument("--flat-start-s", type=float, default=20.0, help="length of the flat-start run [20 s]")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override for every case (TOML literal), before the battery's own keys")
+    add_engine_argument(p)
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_battery)
 

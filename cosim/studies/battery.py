@@ -37,6 +37,7 @@ from cosim.adapters.andes_grid import CASES, load_case
 from cosim.errors import Problem, ScenarioError
 from cosim.folder import RunFolder, write_json
 from cosim.scenario import read_toml
+from cosim.scenario.load import apply_overrides
 from cosim.scenario.envelopes import EnvelopeError, load as load_envelope, shipped
 from cosim.studies.battery_criteria import (DIST_ENTITY, Tolerances, drift_verdict, poc_channels,
                                            ride_through_verdict)
@@ -139,15 +140,15 @@ class Site:
     envelopes: list[str] = field(default_factory=list)
 
 
-def find_site(path: str | Path, poc: str | None = None) -> Site:
+def find_site(path: str | Path, poc: str | None = None, overrides: dict[str, Any] | None = None) -> Site:
     """The point of connection of the scenario at ``path`` (``poc``, or the one grid element fed by
-    the campus), its engine and ride-through entity.
+    the campus), its engine and ride-through entity, with ``overrides`` (dotted keys) applied.
 
     Raises:
         ScenarioError: no point of connection, several without ``poc``, or steps of 1 s or more.
     """
     path = Path(path)
-    raw = read_toml(path)
+    raw = apply_overrides(read_toml(path), overrides)
     sims, entities = raw.get("sims", {}), raw.get("entities", {})
     grid_sims = {s for s, body in sims.items()
                  if isinstance(body, dict) and body.get("adapter") in ("andes_grid", "grid")}
@@ -433,9 +434,11 @@ def criterion_text(test: str, tol: Tolerances) -> str:
 # -- the battery -------------------------------------------------------------------------------
 def run_battery(scenario: str | Path, out_dir: str | Path, only: list[str] | None = None, poc: str | None = None,
                 workers: int | None = 0, scheduler: str | None = None, flat_start_s: float = 20.0,
-                tol: Tolerances | None = None, progress: bool = False) -> dict[str, Any]:
+                tol: Tolerances | None = None, progress: bool = False,
+                overrides: dict[str, Any] | None = None) -> dict[str, Any]:
     """Build, run and judge the battery; write ``battery.json``, ``verdicts.csv``, the plots and
     ``battery.html`` into ``out_dir``. Returns the battery record (``battery.json``'s content).
+    ``overrides`` (dotted keys, as ``--set``) apply to the scenario before every case's own.
 
     Raises:
         ScenarioError: an unknown test, no point of connection, steps of 1 s or more.
@@ -446,8 +449,11 @@ def run_battery(scenario: str | Path, out_dir: str | Path, only: list[str] | Non
     if unknown:
         raise ScenarioError("--only", [Problem("--only", f"unknown test; the battery's tests: {', '.join(TESTS)}", t)
                                        for t in unknown])
-    site = find_site(scenario, poc)
+    site = find_site(scenario, poc, overrides)
     cases, how_by_test = build_cases(site, tests, flat_start_s)
+    for case in cases:
+        if case.overrides:
+            case.overrides = {**(overrides or {}), **case.overrides}
     runnable = [c for c in cases if c.how in ("native", "imposed")]
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

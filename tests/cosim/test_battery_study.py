@@ -177,6 +177,15 @@ def test_battery_refuses_a_scenario_it_cannot_test(tmp_path, capsys, edit, words
     assert not (tmp_path / "out").exists()
 
 
+def test_set_applies_before_the_checks(tmp_path, capsys):
+    """``--set`` overrides reach the site: 1 s steps given on the command line are refused like those in the file."""
+    code = main(["battery", str(STUDY), "--set", "scenario.step_s=1", "--set", "scenario.tick_s=1",
+                 "--out", str(tmp_path / "out")])
+    assert code == 1 and "sub-second steps" in capsys.readouterr().err
+    site = find_site(STUDY, overrides={"scenario.step_s": 0.05})
+    assert site.step_s == 0.05
+
+
 def test_unknown_test_is_refused(capsys):
     with pytest.raises(SystemExit) as exc:
         main(["battery", str(STUDY), "--only", "flat_starts"])
