@@ -7,8 +7,9 @@ criterion (pure functions of the point-of-connection channels: :mod:`.battery_cr
 channels of every test's cases over each other and writes one page for the whole battery.
 
 The tests follow the structure of ERCOT's Dynamic Model Quality Test Guideline (ERCOT Dynamics
-Working Group Procedure Manual, section 3.1.5: flat start, small voltage disturbance, low- and
-high-voltage ride-through, frequency disturbance, phase-angle jump), with two tests from NERC's
+Working Group Procedure Manual, Revision 24, 5 June 2025, section 3.1.5: flat start (3.1.5.2), small
+voltage disturbance (3.1.5.3), LVRT (3.1.5.4), HVRT, frequency disturbance, phase-angle jump; the
+section numbers as listed for that revision by the gridmo MQT template's page), with two tests from NERC's
 review of the 10 July 2024 event (repeated faults; NERC, "Incident Review: Considering
 Simultaneous Voltage-Sensitive Load Reductions", 8 Jan 2025) and a loss-of-largest-unit event.
 The guideline's pass thresholds are not in this project: every tolerance here is cosim's, stated
@@ -88,7 +89,7 @@ TESTS = {t.name: t for t in (
          "is cosim's (a load that ceases must come back: NERC's 2025 incident review)"),
     Test("hvrt", "High-voltage ride-through at each envelope's corners",
          "as LVRT, for a swell held at the corner of a must_stay = \"below\" envelope",
-         "ERCOT DWG Procedure Manual 3.1.5.5 (HVRT test); envelopes from their files' [source]"),
+         "ERCOT DWG Procedure Manual 3.1.5 (HVRT test); envelopes from their files' [source]"),
     Test("frequency_step", "Frequency steps of +0.5 Hz and -0.5 Hz (ramp 0.5 s, held 10 s)",
          "no transfer to backup, and P back to at least {recover_frac:.0%} of its pre-step value within "
          "{recover_s:g} s of the step's end",
