@@ -391,4 +391,8 @@ def _rerun(stage: Path, entry: dict[str, Any]) -> dict[str, Any]:
 
 def print_rows(rows: list[dict[str, Any]]) -> None:
     for r in rows:
-        print(f"{r['name']}: {'identical' if r['match'] else 'DIFFERS'} ({(r['got'] or '-')[:16]})", file=sys.stdout)
+        if r["expected"] is None:  # a run packed with --allow-failed that recorded nothing
+            print(f"{r['name']}: no recorded result to compare ({r['reason']})", file=sys.stdout)
+        else:
+            verdict = "identical" if r["match"] else "DIFFERS"
+            print(f"{r['name']}: {verdict} ({(r['got'] or '-')[:16]})", file=sys.stdout)
