@@ -1,6 +1,6 @@
 """The ``cosim`` command: ``run``, ``validate``, ``list`` (:mod:`.run`); ``sweep``,
-``hosting-capacity``, ``report``, ``compare`` (:mod:`.studies`); ``reproduce`` (:mod:`.reproduce`);
-``model-record`` (:mod:`.model_record`).
+``hosting-capacity``, ``report``, ``compare`` (:mod:`.studies`); ``battery``, ``bundle``
+(:mod:`.submittal`); ``reproduce`` (:mod:`.reproduce`); ``model-record`` (:mod:`.model_record`).
 
 A user mistake prints one message naming the file, key, value and fix, and exits 1 —
 never a traceback (set ``COSIM_DEBUG=1`` to see one for a bug report).
@@ -18,6 +18,7 @@ from cosim.cli import reproduce as reproduce_commands
 from cosim.cli import run as run_commands
 from cosim.cli import serve as serve_commands
 from cosim.cli import studies as study_commands
+from cosim.cli import submittal as submittal_commands
 from cosim.errors import ScenarioError
 
 __all__ = ["build_parser", "main"]
@@ -29,6 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     run_commands.add_parsers(sub)
     study_commands.add_parsers(sub)
+    submittal_commands.add_parsers(sub)
     reproduce_commands.add_parsers(sub)
     serve_commands.add_parsers(sub)
     model_record_commands.add_parsers(sub)

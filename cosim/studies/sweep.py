@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
 from tqdm import tqdm
 
 from cosim.errors import Problem, ScenarioError
@@ -208,14 +209,26 @@ def _table(ids: list[str], variants: list[dict[str, Any]], rows: dict[str, dict[
 
 
 def _write_table(table: pd.DataFrame, path: Path) -> None:
-    """Parquet needs one type per column: a column mixing types (``3`` and ``"6"``) or holding tables
-    (a whole ``smoothing = {...}`` override) is written as text."""
+    """Parquet needs one type per column: a column mixing types (``3`` and ``"6"``), holding tables
+    (a whole ``smoothing = {...}`` override) or lists Arrow cannot type is written as text."""
     fixed = table.copy()
     for column in fixed.columns:
-        kinds = {type(v) for v in fixed[column] if v is not None and not (isinstance(v, float) and math.isnan(v))}
-        if (len(kinds) > 1 and not kinds <= {int, float}) or dict in kinds:
+        given = [v for v in fixed[column] if v is not None and not (isinstance(v, float) and math.isnan(v))]
+        kinds = {type(v) for v in given}
+        # a list column Arrow cannot type (the battery's ``connect``, set by some variants only) is text too
+        if (len(kinds) > 1 and not kinds <= {int, float}) or dict in kinds or (list in kinds
+                                                                             and not _arrow_ok(fixed[column])):
             fixed[column] = [None if v is None else str(v) for v in fixed[column]]
     fixed.to_parquet(path, index=False)
+
+
+def _arrow_ok(column: pd.Series) -> bool:
+    """Whether Arrow takes this column of lists as one typed column (``[[2.0, "GENROU_9"]]`` mixes types: no)."""
+    try:
+        pa.array(column, from_pandas=True)
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        return False
+    return True
 
 
 def read_sweep(out_dir: str | Path) -> pd.DataFrame:
