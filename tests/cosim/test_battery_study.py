@@ -263,7 +263,8 @@ def test_bundle_holds_what_a_planner_needs(packed):
     values, given = dict(zip(table["key"], table["value"])), dict(zip(table["key"], table["given"]))
     assert float(values["perc1.frecon_frac"]) == 0.9 and given["perc1.frecon_frac"]
     assert float(values["perc1.vt2_pu"]) == 1.2 and not given["perc1.vt2_pu"]  # the default, filled in
-    assert "not included" in zipfile.ZipFile(packed).read("model/perc1_dyr.txt").decode()
+    record = zipfile.ZipFile(packed).read("model/perc1_dyr.txt").decode().strip()  # model-record's writer
+    assert record.startswith("16 'PERC1' 'ups' ") and record.endswith(" /"), record
     assert "git commit" in zipfile.ZipFile(packed).read("versions.txt").decode()
 
 
