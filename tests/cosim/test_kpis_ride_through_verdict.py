@@ -113,12 +113,30 @@ def _verdict_scenario(refs):
     return load_scenario(FAULT_SCENARIO, {"kpis.ride_through_verdict.envelopes": refs})
 
 
-def test_validation_refuses_a_verdict_of_a_placeholder():
+PLACEHOLDERS = [name for name in envelopes.shipped() if envelopes.load(name).status == "placeholder"]
+
+
+@pytest.mark.parametrize("name", PLACEHOLDERS)
+def test_validation_refuses_a_verdict_of_every_placeholder(name):
+    """Each placeholder, named next to a published envelope, is the one problem, and the message
+    carries the file's own reason for having no values."""
     with pytest.raises(ScenarioError) as err:
-        _verdict_scenario({"pcc": ["itic_lower", "prc_029_1_voltage"]})
+        _verdict_scenario({"pcc": ["itic_lower", name]})
     text = str(err.value)
     assert "kpis.ride_through_verdict.envelopes.pcc[1]" in text and "placeholder" in text
     assert len(err.value.problems) == 1
+    assert envelopes.load(name).source["note"][:60] in text
+
+
+@pytest.mark.parametrize("name", PLACEHOLDERS)
+def test_every_placeholder_says_where_its_table_is_and_why_it_is_empty(name):
+    """A placeholder names the attachment, clause or section its values are in, when the primary text
+    was looked for, and that no value was taken from a secondary copy."""
+    env = envelopes.load(name)
+    assert env.points == () and env.source["section"]
+    note = env.source["note"]
+    assert "checked 6 December 2026" in note and "into your own envelope file" in note
+    assert "secondary" in note.lower()
 
 
 def test_validation_names_an_unknown_envelope_and_entity():
