@@ -277,6 +277,11 @@ def _with_year(value: datetime, year: int) -> datetime:
 AHEAD_STEPS = 1440  # steps a signals sim reads ahead at most (one day at 1 minute)
 
 
+#: A repeated trace whose loop (last row back to the first) jumps by more than this many times its
+#: largest step between rows is not a whole number of its period (:meth:`TimeSeries._wrap_jumps`). [-]
+WRAP_JUMP_FACTOR = 3.0
+
+
 class TimeSeries:
     """Columns of one data file as functions of UTC time.
 
@@ -394,11 +399,26 @@ class TimeSeries:
         period_s = self.end_s - self.start_s
         whole_days = period_s % 86_400 == 0
         part_of_day = period_s <= 86_400 and 86_400 % period_s == 0
+        if part_of_day and not whole_days and self._wrap_jumps():  # a daily trace cut short (a third of a day)
+            return [f"warning: repeat = true loops {self.path.name} every {period_s / 3600:.4g} h (its span), but "
+                    "its end does not join its start: the loop jumps by more than any step inside the file, so the "
+                    "file is not a whole number of its own period (a day's trace cut short?); give whole periods"]
         if whole_days or part_of_day:
             return []
         return [f"warning: repeat = true loops {self.path.name} every {period_s / 3600:.4g} h (its span), which is "
                 "neither whole days nor an even part of a day: the time of day shifts at every loop (fine for a "
                 "trace without a daily shape; for a daily one give a file spanning whole days)"]
+
+    def _wrap_jumps(self) -> bool:
+        """Whether, for some column, the loop from the last row back to the first is a step over
+        :data:`WRAP_JUMP_FACTOR` times the largest between two rows of the file (a periodic trace
+        joins its end to its start; a few rows are too few to tell)."""
+        values = self.values[:-1] if self.options.repeat else self.values  # repeat appends the first row
+        if len(values) < 6:
+            return False
+        inside = np.nanmax(np.abs(np.diff(values, axis=0)), axis=0)
+        wrap = np.abs(values[0] - values[-1])
+        return bool(np.any(wrap > WRAP_JUMP_FACTOR * inside + 1e-12))
 
     def _covers(self, seconds: float) -> bool:
         return self.start_s <= seconds < self.end_s

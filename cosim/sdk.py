@@ -168,7 +168,28 @@ class NoParams(BaseModel):
 MAGNITUDE_LIMITS: dict[str, float] = {
     "mw": 1e9, "mvar": 1e9, "mva": 1e9, "kw": 1e12, "w": 1e15, "mwh": 1e12, "kwh": 1e15, "gwh": 1e9,
     "h": 87_600.0, "min": 5.3e7, "s": 3.2e9, "ms": 3.2e12, "c": 1e4, "gpu_h": 1e12, "": 1e9,
+    # angles, lengths (altitudes, hub heights: 100 km is above any of them), per-unit values and
+    # fractions (gains, droops, efficiencies), frequencies, rates, prices, hours of the day
+    "deg": 360.0, "m": 1e5, "pu": 1e6, "frac": 1e7, "ratio": 1e6, "hz": 1e6, "k": 1e4, "per_s": 1e6,
+    "j": 1e18, "gj": 1e6, "g_kwh": 1e5, "usd_mwh": 1e7, "utc": 1e5,
 }
+#: The limit of a unit :data:`MAGNITUDE_LIMITS` does not list (no number escapes a limit). [-]
+MAGNITUDE_LIMIT_OTHER = 1e9
+
+
+def magnitude_problem(name: str, value: Any) -> str | None:
+    """Why ``value`` (a number, or a list of them) of the param ``name`` is beyond any real plant or
+    study (:data:`MAGNITUDE_LIMITS` for its unit), or None."""
+    values = value if isinstance(value, (list, tuple)) else [value]
+    unit = unit_of(name) or ""
+    limit = MAGNITUDE_LIMITS.get(unit, MAGNITUDE_LIMIT_OTHER)
+    for item in values:
+        if isinstance(item, bool) or not isinstance(item, (int, float)):
+            continue
+        if abs(item) > limit:
+            return (f"{name} = {item!r} is beyond any real plant or study (at most {limit:g} for a value in "
+                    f"{unit or 'count'}); check the number and its unit")
+    return None
 
 
 class Params(BaseModel):
@@ -185,14 +206,9 @@ class Params(BaseModel):
     @model_validator(mode="after")
     def _physical_magnitudes(self):
         for name in type(self).model_fields:
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                continue
-            limit = MAGNITUDE_LIMITS.get(unit_of(name) or "")
-            if limit is not None and abs(value) > limit:
-                unit = unit_of(name) or "count"
-                raise ValueError(f"{name} = {value!r} is beyond any real plant or study (at most {limit:g} for a "
-                                 f"value in {unit}); check the number and its unit")
+            problem = magnitude_problem(name, getattr(self, name))
+            if problem is not None:
+                raise ValueError(problem)
         return self
 
 

@@ -18,7 +18,8 @@ TOYS = {"toy_ramp": "toy_sims:RampSim", "toy_sink": "toy_sims:SinkSim", "toy_fau
         "toy_kill_self": "toy_sims:KillSelfSim", "toy_faulty_sink": "toy_sims:FaultySinkSim",
         "toy_stall": "toy_sims:StallSim", "toy_odd_output": "toy_sims:OddOutputSim",
         "toy_alias": "toy_sims:AliasRampSim", "toy_slow_steps": "toy_sims:SlowRampSim",
-        "toy_finalize_fail": "toy_sims:FinalizeFailSim", "toy_kill_at_finalize": "toy_sims:KillAtFinalizeSim"}
+        "toy_finalize_fail": "toy_sims:FinalizeFailSim", "toy_kill_at_finalize": "toy_sims:KillAtFinalizeSim",
+        "toy_init_fail": "toy_sims:InitFailSim", "toy_follow": "toy_sims:FollowSim"}
 
 
 def pytest_addoption(parser):

@@ -65,13 +65,61 @@ def _sim_config(scn: Scenario, processes: SimProcesses) -> dict[str, dict[str, A
     return config
 
 
-def _start_sims(world: mosaik.World, scn: Scenario, graph: Graph) -> dict[str, Any]:
+class _LostConnections:
+    """Fails a run at once when a simulator's connection is reset.
+
+    mosaik's channel fails its pending requests when the socket reaches a clean end, but not when
+    it is reset (``ConnectionResetError`` in its reader task): the request then waits out the start
+    timeout, or forever mid-run. Every task of the world's loop gets a callback; the first that
+    ends with a connection error cancels the loop's tasks (``world.start``/``world.run`` return
+    with ``CancelledError``) and is kept as the reason."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop):
+        self.loop = loop
+        self.error: BaseException | None = None
+        self.armed = True
+        loop.set_task_factory(self._task)
+
+    def _task(self, loop, coro, **kwargs):
+        task = asyncio.Task(coro, loop=loop, **kwargs)
+        task.add_done_callback(self._done)
+        return task
+
+    def _done(self, task: asyncio.Task) -> None:
+        if not self.armed or task.cancelled() or self.error is not None:
+            return
+        exc = task.exception()
+        if isinstance(exc, ConnectionError):
+            self.error = exc
+            for other in asyncio.all_tasks(self.loop):
+                other.cancel()
+
+    def disarm(self) -> None:
+        self.armed = False
+
+
+class SimulatorStartFailed(RuntimeError):
+    """A simulator's connection failed while it was being started (its message is the run's reason)."""
+
+
+def _start_sims(world: mosaik.World, scn: Scenario, graph: Graph, lost: _LostConnections) -> dict[str, Any]:
     common = {"start_utc": scn.scenario.start.isoformat(), "duration_s": scn.scenario.duration_s,
               "seed": scn.scenario.seed}
     started: dict[str, Any] = {}
 
     def start(sid: str) -> None:
-        started[sid] = world.start(sid, sim_id=sid, step_s=scn.sim_step_s(sid), **common, **scn.sim_params[sid])
+        try:
+            started[sid] = world.start(sid, sim_id=sid, step_s=scn.sim_step_s(sid), **common, **scn.sim_params[sid])
+        except (OSError, SystemExit, asyncio.CancelledError) as exc:  # refused, reset or closed while it starts
+            if isinstance(exc, asyncio.CancelledError):
+                if lost.error is None:
+                    raise
+                exc = lost.error
+            spec = scn.sims[sid]
+            where = f" at {spec.connect}" if spec.connect else ""
+            detail = str(exc.code if isinstance(exc, SystemExit) else exc) or type(exc).__name__
+            raise SimulatorStartFailed(f"simulator {sid!r}{where} could not be started: {detail}"
+                                       f"{'' if isinstance(exc, SystemExit) else f' ({type(exc).__name__})'}") from exc
 
     for group in graph.weak_groups:
         with world.group():
@@ -110,13 +158,15 @@ def run_world(scn: Scenario, run_dir: Path, progress: bool = True) -> Outcome:
     processes = SimProcesses(run_dir / "simulators.log", scn.scenario.start_timeout_s)
     watchdog: Watchdog | None = None
     world = None
+    lost: _LostConnections | None = None
     started_at = time.perf_counter()
     STOP.install()
     status, reason, error_type = "ok", None, None
     try:
         world = mosaik.World(_sim_config(scn, processes), time_resolution=scn.scenario.tick_s, skip_greetings=True,
                              configure_logging=False, mosaik_config={"start_timeout": processes.start_timeout_s})
-        sims = _start_sims(world, scn, graph)
+        lost = _LostConnections(world.loop)
+        sims = _start_sims(world, scn, graph, lost)
         entities = {
             eid: getattr(sims[spec.sim], spec.model).create(1, eid=eid, **scn.entity_params[eid])[0]
             for eid, spec in scn.entities.items()
@@ -140,6 +190,7 @@ def run_world(scn: Scenario, run_dir: Path, progress: bool = True) -> Outcome:
             warnings.filterwarnings("ignore", message="Simulation too slow for real-time factor")
             world.run(until=scn.until_ticks, print_progress=False, lazy_stepping=True,
                       **({"rt_factor": rt_factor} if rt_factor else {}))
+        lost.disarm()  # the simulators' connections close at the end of a run
         if errors:
             status, reason = _remote_outcome(errors[0], run_dir / "simulators.log")
             _shutdown_quietly(world)  # mosaik logged the error and returned: its other tasks still wait
@@ -149,8 +200,19 @@ def run_world(scn: Scenario, run_dir: Path, progress: bool = True) -> Outcome:
     except KeyboardInterrupt:  # a second signal: stopped wherever it was
         status, reason = "interrupted", "interrupted (Ctrl-C or SIGTERM, twice)"
         _shutdown_quietly(world)
+    except SimulatorStartFailed as exc:
+        status, reason = "failed", _death_of(processes) or str(exc)
+        _shutdown_quietly(world)
+    except SystemExit as exc:  # mosaik exits when a simulator closes its connection or is silent during init
+        status, reason = "failed", str(exc.code if exc.code is not None else exc) or "a simulator could not start"
+        died = _death_of(processes)
+        if died:
+            reason = died
+        _shutdown_quietly(world)
     except asyncio.CancelledError:  # the watchdog cancelled the run: a simulator process died or stalled
         status, reason = "failed", watchdog.reason if watchdog and watchdog.reason else "the run was cancelled"
+        if lost is not None and lost.error is not None and not (watchdog and watchdog.reason):
+            reason = _death_of(processes) or f"a simulator's connection was lost mid-run: {lost.error!r}"
         _shutdown_quietly(world)
     except EndRun as exc:  # an in-process simulator ended the run on purpose: what was recorded is the result
         status, reason = "ok", str(exc)

@@ -8,11 +8,18 @@ on ``finalize`` and by the engines when a run fails, so a failed run stays reada
 
 Crash safety: a Parquet file is readable only once its footer is written, so a run killed
 by SIGKILL or the out-of-memory killer used to leave a 4-byte file. Rows are written into
-*segments* (``.timeseries.part-00001.parquet``, ... in the run folder): buffered rows are
-flushed every ``chunk_rows`` rows and at least every ``flush_s`` seconds of wall time, and a
-time-based flush closes its segment (footer and all). A killed run therefore loses at most
-its last ``flush_s`` (and the segment being written); ``close()`` assembles the segments into
-``timeseries.parquet`` (:func:`assemble`), and ``cosim repair RUN`` does it for a killed one.
+*segments* (``.timeseries.part-00001.parquet``, ... in the run folder), and every flush is a
+segment of its own, closed (footer and all) as soon as it is written: buffered rows are flushed
+every ``chunk_rows`` rows and at least every ``flush_s`` seconds of wall time (1 s by default,
+the first flush included), also while a slow step keeps the next row from coming (the engines'
+background writer checks the clock). A segment cut before its footer therefore holds only the
+one flush that was being written when the kill came, and a killed run loses at most about
+``2 * flush_s`` of wall time of rows (what was buffered, and the flush being written).
+Segments rather than one append-only file: each is a complete Parquet file any tool reads, and
+what is kept between flushes is compressed as the final file is (an Arrow IPC stream, readable
+when cut, would hold a year's rows uncompressed, ~0.8 GB for the default scenario's columns).
+``close()`` assembles the segments into ``timeseries.parquet`` (:func:`assemble`), and
+``cosim repair RUN`` does it for a killed one.
 The schema is fixed up front from the column list: flags (``converged``, ``*_in_service``)
 are booleans, everything else float64; the index column ``time_utc`` is a UTC timestamp.
 
@@ -77,7 +84,7 @@ class ParquetRecorder:
             The rows are the same; the segments are written as they would be.
     """
 
-    def __init__(self, path: Path, columns: list[str], chunk_rows: int = 1440, flush_s: float = 30.0,
+    def __init__(self, path: Path, columns: list[str], chunk_rows: int = 1440, flush_s: float = 1.0,
                  background: bool = False):
         self.path = Path(path)
         self.columns = list(columns)
@@ -90,6 +97,10 @@ class ParquetRecorder:
         self._n_segments = 0
         self._closed = False
         self._last_flush = time_module.monotonic()
+        self._due_real_s = _REAL_CLOCK() + flush_s  # when the background writer flushes rows left waiting
+        # rows are added by the run's thread and, when a slow step keeps the next row from coming,
+        # flushed by the background writer: one at a time
+        self._lock = threading.RLock()
         self._flag = [_is_flag(c) for c in self.columns]
         # time stamps stay Python objects until written: pyarrow converts them as it always did
         self._stamps: list[Any] = []
@@ -104,6 +115,9 @@ class ParquetRecorder:
         self._joined: pq.ParquetWriter | None = None  # background: timeseries.parquet being written
         self._joined_pending: list[pa.Table] = []
         _OPEN.add(self)
+        if background:  # started at once: it also flushes rows a slow step leaves waiting
+            self._thread = _WriterThread(self)
+            self._thread.start()
 
     def set_plan(self, fills: list[tuple[int, str] | None], start_utc: datetime, ticks_per_s: int) -> None:
         """Rows will come as :meth:`append_refs`: column ``j`` is attribute ``fills[j][1]`` of the
@@ -119,15 +133,14 @@ class ParquetRecorder:
 
     def append_refs(self, ticks: int, refs: list[dict[str, Any]]) -> None:
         """Add one row as the output dicts of :meth:`set_plan` (kept, read when written) at mosaik time ``ticks``."""
-        self._check_open()
-        if self._stamps:  # rows of cells before (not done by the engines): written first, in order
-            self.flush()
-        self._ref_rows.append(refs)
-        self._ticks.append(ticks)
-        if len(self._ticks) >= self.chunk_rows:
-            self.flush()
-        elif time_module.monotonic() - self._last_flush >= self.flush_s:
-            self.flush(close_segment=True)
+        with self._lock:
+            self._check_open()
+            if self._stamps:  # rows of cells before (not done by the engines): written first, in order
+                self.flush()
+            self._ref_rows.append(refs)
+            self._ticks.append(ticks)
+            if len(self._ticks) >= self.chunk_rows or time_module.monotonic() - self._last_flush >= self.flush_s:
+                self.flush()
 
     def append(self, time_utc, values: dict[str, Any]) -> None:
         """Add one row; columns missing from ``values`` are null."""
@@ -135,36 +148,48 @@ class ParquetRecorder:
 
     def append_cells(self, time_utc, cells: list[Any]) -> None:
         """Add one row given as one value per column, in column order (``None`` = null)."""
-        self._check_open()
-        if self._ticks:  # rows of dicts before (not done by the engines): written first, in order
-            self.flush()
-        row = len(self._stamps)
-        if _PLAIN_TYPES.issuperset(map(type, cells)):
-            # numpy converts these types as float() does (None becomes NaN, i.e. null), so
-            # the row goes in as one assignment instead of a Python call per cell
-            self._values[:, row] = cells
-        else:
-            self._values[:, row] = [_number(value, flag) for value, flag in zip(cells, self._flag)]
-        self._stamps.append(time_utc)
-        if row + 1 >= self.chunk_rows:
-            self.flush()
-        elif time_module.monotonic() - self._last_flush >= self.flush_s:
-            self.flush(close_segment=True)
+        with self._lock:
+            self._check_open()
+            if self._ticks:  # rows of dicts before (not done by the engines): written first, in order
+                self.flush()
+            row = len(self._stamps)
+            if _PLAIN_TYPES.issuperset(map(type, cells)):
+                # numpy converts these types as float() does (None becomes NaN, i.e. null), so
+                # the row goes in as one assignment instead of a Python call per cell
+                self._values[:, row] = cells
+            else:
+                self._values[:, row] = [_number(value, flag) for value, flag in zip(cells, self._flag)]
+            self._stamps.append(time_utc)
+            if row + 1 >= self.chunk_rows or time_module.monotonic() - self._last_flush >= self.flush_s:
+                self.flush()
 
     def _check_open(self) -> None:
         """A row after :meth:`close` would be dropped without a word: refuse it."""
         if self._closed:
             raise RuntimeError(f"the recorder of {self.path} is closed; this row would be lost")
 
-    def flush(self, close_segment: bool = False) -> None:
-        """Write the buffered rows as a row group of the current segment (and close it)."""
-        if self._closed:
-            return
-        if self._stamps or self._ticks:
-            self._write_row_group()
-        if close_segment or time_module.monotonic() - self._last_flush >= self.flush_s:
-            self._close_segment()
+    def flush(self) -> None:
+        """Write the buffered rows as a segment of their own (closed: readable after a kill)."""
+        with self._lock:
+            if self._closed:
+                return
+            if self._stamps or self._ticks:
+                self._write_row_group()
+                self._close_segment()
             self._last_flush = time_module.monotonic()
+            self._due_real_s = _REAL_CLOCK() + self.flush_s
+
+    def flush_if_waiting(self) -> None:
+        """Flush rows that have waited ``flush_s`` of wall time for the next row (the background
+        writer calls this between its work: a slow step must not hold rows back from the disk).
+        Skipped while the run's thread is adding a row (it flushes itself when due)."""
+        if not self._lock.acquire(blocking=False):
+            return
+        try:
+            if not self._closed and (self._stamps or self._ticks) and _REAL_CLOCK() >= self._due_real_s:
+                self.flush()
+        finally:
+            self._lock.release()
 
     def _write_row_group(self) -> None:
         if self._ticks:
@@ -291,12 +316,16 @@ class ParquetRecorder:
         if self._thread is None:
             self._thread = _WriterThread(self)
             self._thread.start()
-        if self._thread.error is not None:
+        if self._thread.error is not None and threading.current_thread() is not self._thread:
             raise RuntimeError(f"writing {self.path.name} failed: {self._thread.error}") from self._thread.error
         self._thread.queue.put((op, arg))
 
     def close(self) -> None:
         """Write what is buffered, close the segment and assemble ``timeseries.parquet``; safe to call twice."""
+        with self._lock:
+            self._close()
+
+    def _close(self) -> None:
         if self._closed:
             return
         try:
@@ -341,8 +370,17 @@ class _WriterThread(threading.Thread):
 
     def run(self) -> None:
         rec = self.recorder
+        tick_s = max(min(rec.flush_s / 4, 0.25), 0.01)
         while True:
-            op, arg = self.queue.get()
+            try:
+                op, arg = self.queue.get(timeout=tick_s)
+            except queue.Empty:
+                if self.error is None:
+                    try:
+                        rec.flush_if_waiting()
+                    except BaseException as exc:  # noqa: BLE001 — handed to the run's thread
+                        self.error = exc
+                continue
             if self.error is None:
                 try:
                     if op == "table":
@@ -355,6 +393,11 @@ class _WriterThread(threading.Thread):
                     self.error = exc
             if op == "stop":
                 return
+
+
+#: The clock of :meth:`ParquetRecorder.flush_if_waiting` (the monotonic clock as imported: tests that
+#: drive the recorder's own clock by hand do not move it). [s]
+_REAL_CLOCK = time_module.monotonic
 
 
 def _joined_path(path: Path) -> Path:
@@ -465,7 +508,7 @@ class SimParams(Params):
     path: str
     columns: list[str]
     chunk_rows: int = 1440
-    flush_s: float = 30.0
+    flush_s: float = 1.0
     progress: bool = False
     label: str = ""
     rt_factor: float | None = None  # wall seconds per simulated second: the lag is measured when set

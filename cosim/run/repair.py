@@ -34,8 +34,11 @@ def repair(run_dir: str | Path, report: bool = True) -> Repaired:
     """Repair the run folder ``run_dir`` (see the module docstring); safe on a whole folder (it
     says there was nothing to do).
 
+    A folder whose run recorded nothing (killed while it started) is marked ``failed`` with that
+    reason: no folder is left ``running``.
+
     Raises:
-        ScenarioError: not a run folder, or nothing recorded to repair from.
+        ScenarioError: not a run folder.
     """
     folder = RunFolder(run_dir)
     if not folder.path.is_dir():
@@ -44,26 +47,29 @@ def repair(run_dir: str | Path, report: bool = True) -> Repaired:
     segments = segment_files(folder.series_path)
     if not segments and meta.get("status") != "running":
         return Repaired(folder.path, folder.n_rows(), meta.get("status", "unknown"), ["nothing to repair"])
-    if not segments and not folder.series_path.exists():
-        raise ScenarioError("repair", [Problem(str(folder.path), "the run recorded nothing before it stopped "
-                                                                 "(no segment, no timeseries.parquet)")])
-    rows, notes = assemble(folder.series_path)
+    rows, notes = assemble(folder.series_path) if segments else (folder.n_rows(), [])
     if meta.get("status") in (None, "running"):
         last = _last_time(folder)
-        meta = {**meta, "status": "failed",
-                "reason": ("the run was killed before it finished (SIGKILL, the out-of-memory killer or a power "
-                           f"loss?); repaired from its recording: {rows} rows kept"
-                           + (f", up to {last}" if last else ""))}
+        killed = "the run was killed before it finished (SIGKILL, the out-of-memory killer or a power loss?)"
+        if rows:
+            reason = f"{killed}; repaired from its recording: {rows} rows kept" + (f", up to {last}" if last else "")
+        else:
+            reason = (f"{killed}; it recorded no row before it stopped"
+                      + (" (the one segment on disk was cut while being written)" if segments else "")
+                      + ": nothing to keep; run it again")
+        meta = {**meta, "status": "failed", "reason": reason}
     meta["repaired"] = {"rows": rows, "notes": notes}
     kpis = _kpis(folder, meta) if rows else {}
     folder.write_kpis(kpis)
     folder.write_metadata(meta)
-    if report:
+    if report and folder.series_path.exists():
         write_report(folder.path)
     return Repaired(folder.path, rows, meta["status"], notes)
 
 
 def _last_time(folder: RunFolder) -> str | None:
+    if not folder.n_rows():
+        return None
     ts = folder.timeseries([])
     return ts.index[-1].isoformat() if len(ts) else None
 

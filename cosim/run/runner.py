@@ -6,6 +6,7 @@ import platform
 import shutil
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from importlib import metadata as importlib_metadata
@@ -21,6 +22,7 @@ from cosim.folder import RunFolder
 from cosim.report import write_report
 from cosim.run.direct import run_direct
 from cosim.run.outcome import Outcome
+from cosim.run.stopping import STOP
 from cosim.scenario import Scenario, load_scenario
 
 __all__ = ["RunInterrupted", "RunResult", "run", "run_scenario"]
@@ -101,9 +103,31 @@ def run_metadata(scn: Scenario) -> dict[str, Any]:
 def run_scenario(scn: Scenario, out_dir: str | Path = "runs", progress: bool = True,
                  run_dir: Path | None = None, report: bool = False) -> RunResult:
     """Run a validated scenario into a new run folder (see DESIGN.md, "A run folder")."""
-    folder, started = open_run_folder(scn, out_dir, run_dir)
-    outcome = run_engine(scn, folder.path, progress)
-    result = finish_run(scn, folder, outcome, started, report)
+    STOP.install()  # SIGTERM / Ctrl-C from here to the final metadata end the run with a status
+    try:
+        folder, started = open_run_folder(scn, out_dir, run_dir)
+        wall0 = time.perf_counter()
+        try:
+            outcome = run_engine(scn, folder.path, progress)
+        except BaseException as exc:  # whatever escapes an engine, the folder must not say "running"
+            interrupted = isinstance(exc, KeyboardInterrupt)
+            what = str(exc) if interrupted and str(exc) else f"{type(exc).__name__}: {exc}"
+            rows = folder.n_rows()
+            outcome = Outcome("interrupted" if interrupted else "failed",
+                              what if interrupted else f"the engine stopped with an error: {what}",
+                              time.perf_counter() - wall0, rows, rows)
+            finish_run(scn, folder, outcome, started, report=False)
+            raise
+        try:
+            result = finish_run(scn, folder, outcome, started, report)
+        except BaseException as exc:  # a second Ctrl-C while KPIs are computed: still a final status
+            folder.write_metadata({**run_metadata(scn), "status": "interrupted" if isinstance(exc, KeyboardInterrupt)
+                                   else "failed", "reason": f"{outcome.reason or 'the run ended'}; then, while its "
+                                   f"KPIs were written: {type(exc).__name__}: {exc}",
+                                   "started_utc": started.isoformat(timespec="seconds")})
+            raise
+    finally:
+        STOP.restore()
     if outcome.status == "interrupted":
         raise RunInterrupted(folder.path)
     return result

@@ -23,10 +23,16 @@ class _Stop:
     def __init__(self) -> None:
         self.reason: str | None = None
         self._previous: dict[int, object] = {}
+        self._depth = 0  # nested installs (the runner around the engine): only the outermost acts
 
     def install(self) -> None:
         """Catch SIGTERM and SIGINT for the duration of a run (main thread only; a Dask
-        worker's task thread leaves signals to the worker)."""
+        worker's task thread leaves signals to the worker). Nested calls (the runner holds it
+        from the run folder's creation to its final metadata, the engine inside) keep the
+        outer handlers and a stop already asked for."""
+        self._depth += 1
+        if self._depth > 1:
+            return
         self.reason = None
         if threading.current_thread() is not threading.main_thread():
             return
@@ -34,6 +40,9 @@ class _Stop:
             self._previous[signum] = signal.signal(signum, self._handle)
 
     def restore(self) -> None:
+        self._depth = max(self._depth - 1, 0)
+        if self._depth:
+            return
         for signum, previous in self._previous.items():
             signal.signal(signum, previous)
         self._previous.clear()

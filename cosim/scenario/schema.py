@@ -28,6 +28,9 @@ SIM_KEYS = ("adapter", "step_s", "cmd", "connect", "process")
 #: entity another role than its model's, ``roles`` a role per output column.
 ENTITY_KEYS = ("sim", "model", "role", "roles")
 SECTIONS = ("scenario", "sims", "entities", "connect", "record", "kpis")
+#: Sim ids the engines use for their own simulators start with this (the recorder is ``_recorder``
+#: on both): a scenario's may not.
+RESERVED_SIM_PREFIX = "_"
 #: Tables the core accepts without interpreting them: ``[agent]`` and ``[agents.<name>]`` are read
 #: (and validated) by :mod:`cosim.gym`, ``[reproduce]`` by ``cosim reproduce``; a plain run ignores them.
 FOREIGN_SECTIONS = ("agent", "agents", "reproduce")
@@ -55,7 +58,7 @@ class ScenarioSection(_Strict):
     start: datetime
     duration_s: int = Field(gt=0, le=MAX_DURATION_S)
     #: a step in seconds: whole (60) or, with a sub-second tick, a multiple of it (0.1) [s]
-    step_s: int | float = Field(gt=0)
+    step_s: int | float = Field(gt=0, le=MAX_DURATION_S)
     #: the time resolution: seconds of one mosaik time step, 1/n s (1.0, 0.1, 0.01, ... 0.001) [s]
     tick_s: float = 1.0
     seed: int = Field(default=0, ge=0, le=2**32 - 1)
@@ -69,7 +72,7 @@ class ScenarioSection(_Strict):
     #: how long a simulator process may take to start (default: 30 s, more on a busy machine) [s]
     start_timeout_s: float | None = Field(default=None, gt=0, le=3600)
     #: with simulators in other processes: a run without a finished step for this long fails [s]
-    stall_timeout_s: float | None = Field(default=300.0, gt=0)
+    stall_timeout_s: float | None = Field(default=300.0, gt=0, le=MAX_DURATION_S)
 
     @field_validator("name")
     @classmethod
@@ -175,9 +178,9 @@ class RecordSpec(_Strict):
     exclude: list[str] = []
     step_s: int | float | None = Field(default=None, gt=0, le=MAX_DURATION_S)
     chunk_rows: int = Field(default=1440, gt=0, le=10_000_000)
-    #: write what is buffered (closing a crash-safe segment) at least this often: a killed run
-    #: loses at most this much wall time of recording [s]
-    flush_s: float = Field(default=30.0, gt=0, le=86_400)
+    #: write what is buffered (a crash-safe segment of its own) at least this often: a killed run
+    #: loses at most about twice this much wall time of recording (at most 2 s: within 5 s always) [s]
+    flush_s: float = Field(default=1.0, ge=0.01, le=2.0)
 
 
 #: The swing KPI's default band (cosim/kpis/swing.py): the electromechanical band, inter-area

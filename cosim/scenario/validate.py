@@ -26,6 +26,8 @@ from cosim.scenario.schema import (
     SIM_KEYS,
     ConnectSpec,
     EntitySpec,
+    MAX_DURATION_S,
+    RESERVED_SIM_PREFIX,
     RecordSpec,
     Scenario,
     ScenarioSection,
@@ -78,6 +80,8 @@ def validate(raw: dict[str, Any], path: Path, allow_commands: bool = False) -> S
     _check_roles(scn, problems)
     _check_connects(scn, problems)
     _check_cycles(scn, problems)
+    if not problems:
+        _check_load_traces(scn, problems)
     _check_record(scn, problems)
     _check_kpi_params(scn)
     _check_swing_spec(scn, problems)
@@ -112,6 +116,10 @@ def _allowed_at(model: type[BaseModel], path: tuple) -> list[str] | None:
     return list(model.model_fields)
 
 
+#: The names pydantic gives the branches of a union in an error's location.
+_UNION_BRANCHES = frozenset({"int", "float", "str", "bool", "list[str]", "list[float]"})
+
+
 def _pydantic_problems(exc: ValidationError, prefix: str, allowed: list[str] | None = None,
                        model: type[BaseModel] | None = None) -> list[Problem]:
     found = []
@@ -119,7 +127,8 @@ def _pydantic_problems(exc: ValidationError, prefix: str, allowed: list[str] | N
     for err in errors:
         if _union_noise(err, errors):
             continue
-        loc = ".".join(str(p) for p in err["loc"] if p != "params")
+        # a union's branch ("int", "float") is no key of the file: scenario.step_s, not scenario.step_s.float
+        loc = ".".join(str(p) for p in err["loc"] if p != "params" and p not in _UNION_BRANCHES)
         where = f"{prefix}.{loc}" if loc else prefix
         if err["type"] == "missing":
             found.append(Problem(where, "required key is missing"))
@@ -157,6 +166,10 @@ def _table(data: Any, prefix: str, cls: type[BaseModel], own_keys: tuple[str, ..
         if not key.isidentifier():
             problems.append(Problem(where, "ids are letters, digits and _ (no dots, dashes or spaces)"))
             continue
+        if prefix == "sims" and key.startswith(RESERVED_SIM_PREFIX):
+            problems.append(Problem(where, f"sim ids starting with {RESERVED_SIM_PREFIX!r} are cosim's own (the "
+                                    f"recorder runs as sims._recorder); rename it, e.g. {key.lstrip('_') or 'sim'!r}"))
+            continue
         if not isinstance(body, dict):
             problems.append(Problem(where, "must be a table", body))
             continue
@@ -180,7 +193,8 @@ def _connects(data: Any, problems: list[Problem]) -> list[ConnectSpec]:
 
 
 def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
+    """A positive number no longer than the longest run (the schema names anything else)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value <= MAX_DURATION_S
 
 
 def _tick_count(value: Any, n_per_s: int) -> int | None:
@@ -396,6 +410,45 @@ def _check_connects(scn: Scenario, problems: list[Problem]) -> None:
         if conn.time_shifted and conn.weak:
             problems.append(Problem(where, "choose time_shifted or weak, not both"))
         _check_attr_pairs(scn, conn, where, problems)
+
+
+#: Roles whose power inputs are draws (consumer sign: > 0 draws from the grid).
+LOAD_ROLES = ("load", "it")
+
+
+def _check_load_traces(scn: Scenario, problems: list[Problem]) -> None:
+    """A trace (a signals file) that feeds the power of a load or an IT entity must not go negative:
+    a negative draw is generation, which a load never is (it used to fail at t = 0, or run on)."""
+    for i, conn in enumerate(scn.connect):
+        if conn is None or conn.src not in scn.entities or conn.dst not in scn.entities:
+            continue
+        role = scn.role(conn.dst)
+        sid = scn.entities[conn.src].sim
+        if role not in LOAD_ROLES or sid not in scn.sim_models:
+            continue
+        cls = registry.adapter_class(scn.sims[sid].adapter)
+        make_series = getattr(cls, "make_series", None)
+        if make_series is None:
+            continue
+        fed = [(src, dst) for src, dst in conn.pairs() if dst.startswith("p_") and unit_of(dst) == "mw"]
+        if not fed:
+            continue
+        try:
+            series = make_series(scn.sim_models[sid])
+        except Exception:  # noqa: BLE001 — the sim's own check names what is wrong with its file
+            continue
+        for src_attr, dst_attr in fed:
+            if src_attr not in series.names:
+                continue
+            column = series.values[:, series.names.index(src_attr)]
+            lowest = int(column.argmin()) if len(column) else None
+            if lowest is not None and column[lowest] < 0:
+                file = getattr(series, "path", None)
+                problems.append(Problem(
+                    f"connect[{i}]", f"{conn.src}.{src_attr} feeds {conn.dst}.{dst_attr}, the draw of a {role} "
+                    f"entity (consumer sign: > 0 draws from the grid), but {getattr(file, 'name', 'its file')} goes "
+                    f"negative ({column[lowest]:g} MW at row {lowest + 1} of its data): a load never generates; "
+                    "fix the trace (or its from_unit/scale), or feed a generator's input instead"))
 
 
 def _check_attr_pairs(scn: Scenario, conn: ConnectSpec, where: str, problems: list[Problem]) -> None:

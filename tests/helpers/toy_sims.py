@@ -262,3 +262,25 @@ class KillAtFinalizeSim(KillSelfSim):
         if os.getpid() == self.params.parent_pid:
             raise RuntimeError("toy_kill_at_finalize: not finalized in a worker process")
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+class InitFailSim(RampSim):
+    """A ramp whose entities cannot be made: a failure while the run is being set up."""
+
+    def create_entity(self, eid, model, params):
+        raise RuntimeError(f"toy {self.sid}: injected failure while creating {eid}")
+
+
+class FollowSim(CosimSim):
+    """A load that draws what its ``p_mw`` input says (consumer sign)."""
+
+    META = {"api_version": "3.0", "type": "time-based",
+            "models": {"Follow": model_meta(inputs=["p_mw"], outputs=["p_mw", "p_it_mw"], role="load")}}
+
+    def create_entity(self, eid, model, params):
+        self.out[eid] = {"p_mw": 0.0, "p_it_mw": 0.0}
+
+    def step_entities(self, time_s, inputs):
+        for eid in self.out:
+            p_mw = inputs.get(eid, {}).get("p_mw", 0.0)
+            self.out[eid] = {"p_mw": p_mw, "p_it_mw": p_mw}

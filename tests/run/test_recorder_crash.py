@@ -145,12 +145,12 @@ def test_background_writing_gives_the_file_the_segments_give(tmp_path, monkeypat
 
 
 def test_background_writing_of_one_segment_renames_it(tmp_path):
-    """A run shorter than flush_s has one segment: it becomes the file, no second copy is written."""
+    """A run that ends before its first flush has one segment: it becomes the file, no second copy is written."""
     files = {}
     for background in (False, True):
         path = tmp_path / str(background) / "timeseries.parquet"
         path.parent.mkdir()
-        recorder = ParquetRecorder(path, ["x.p_mw", "g.converged"], chunk_rows=4, background=background)
+        recorder = ParquetRecorder(path, ["x.p_mw", "g.converged"], chunk_rows=100, flush_s=2.0, background=background)
         for k, t in enumerate(pd.date_range("2024-07-15", periods=10, freq="60s", tz="UTC")):
             recorder.append(t, {"x.p_mw": float(k), "g.converged": k % 2 == 0})
         recorder.close()
@@ -179,3 +179,31 @@ def test_background_write_failure_is_raised_and_the_rest_kept(tmp_path, monkeypa
         recorder.close()
     ts = pd.read_parquet(path)  # every row handed to the thread before the failure, in order
     assert len(ts) == handed_over >= 4 and ts["g.converged"].tolist() == [k % 2 == 0 for k in range(len(ts))]
+
+
+def test_every_flush_is_a_complete_segment(tmp_path):
+    """Each flush (by rows or by wall time) is a Parquet file of its own, closed at once: a kill can
+    cut only the flush being written."""
+    path = tmp_path / "timeseries.parquet"
+    recorder = ParquetRecorder(path, ["x.p_mw", "g.converged"], chunk_rows=3, flush_s=2.0)
+    for k, t in enumerate(pd.date_range("2024-07-15", periods=7, freq="60s", tz="UTC")):
+        recorder.append(t, {"x.p_mw": float(k), "g.converged": True})
+    parts = segment_files(path)
+    assert [pq.ParquetFile(part).metadata.num_rows for part in parts] == [3, 3]  # both readable, footer and all
+    recorder.close()
+    assert pd.read_parquet(path)["x.p_mw"].tolist() == list(map(float, range(7)))
+
+
+def test_rows_a_slow_step_leaves_waiting_reach_the_disk(tmp_path):
+    """The background writer flushes rows that have waited flush_s for the next row: a run whose
+    next step takes minutes does not hold the rows before it in memory, where a kill loses them."""
+    path = tmp_path / "timeseries.parquet"
+    recorder = ParquetRecorder(path, ["x.p_mw", "g.converged"], chunk_rows=1440, flush_s=0.1, background=True)
+    for k, t in enumerate(pd.date_range("2024-07-15", periods=3, freq="60s", tz="UTC")):
+        recorder.append(t, {"x.p_mw": float(k), "g.converged": True})
+    deadline = time.monotonic() + 60  # no row comes after these three: only the writer can flush them
+    while time.monotonic() < deadline and _rows_in_closed_segments(path) < 3:
+        time.sleep(0.05)
+    assert _rows_in_closed_segments(path) == 3
+    recorder.close()
+    assert pd.read_parquet(path)["x.p_mw"].tolist() == [0.0, 1.0, 2.0]

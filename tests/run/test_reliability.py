@@ -82,8 +82,8 @@ def test_a_killed_simulator_process_fails_the_run_within_seconds(tmp_path):
     runs = tmp_path / "runs"
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:  # until rows are on disk
-        files = list(runs.glob("*/*timeseries*.parquet")) if runs.exists() else []  # a segment or the file
-        if files and files[0].stat().st_size > 5_000:
+        files = list(runs.glob("*/*timeseries*.parquet")) if runs.exists() else []  # segments or the file
+        if sum(f.stat().st_size for f in files) > 5_000:
             break
         time.sleep(0.2)
     pids = _remote_pids()
