@@ -1,14 +1,15 @@
 """Several campuses, one disturbance: who ceased, when each came back, and the system's swing.
 
-For every entity recording ``p_connected_frac`` (a Load with PERC1 on adapters/andes_grid.py, or
-any load reporting its connected share), ``campuses.<entity>``:
+For every entity recording ``p_connected_frac`` (a Load with PERC1 on adapters/andes_grid.py, a
+``RideThrough`` of adapters/ride_through.py, or any load reporting its connected share),
+``campuses.<entity>``:
 
 * ``ceased``: its connected share fell below ``1 − TOL_FRAC`` at some sample; ``ceased_max_frac``
   = 1 − the lowest share; ``t_cease_s``: the first such sample (from the start).
 * ``t_recon_start_s``: the first sample after the lowest share where the share rises (reconnection
   starts); ``t_back_s``: the first sample after the lowest share where it is back within
   ``TOL_FRAC`` of its last value (its settled level: below 1 when only ``frecon`` of it returns).
-* ``p_pre_mw``: its draw before ceasing (``p_served_mw``, else ``p_mw`` × share; the sample before
+* ``p_pre_mw``: its draw before ceasing (``p_served_mw``, else ``p_mw``: a ride_through's grid draw; the sample before
   ``t_cease_s``), ``p_min_mw``, and ``t_recover_s``: the time from ``t_cease_s`` until the draw is
   back to ``(1 − TOL_FRAC)`` of ``p_pre_mw`` (None when it never is: ``recovered`` false).
 
@@ -22,10 +23,11 @@ andes_grid, whose ``f_hz`` is the centre-of-inertia frequency), ``campuses_total
 sub-step extremes included) and the dominant electromechanical mode of the post-disturbance COI
 frequency: ``mode_freq_hz``, ``mode_damping_frac`` (the damping ratio ζ), ``mode_amplitude_hz`` and
 ``mode_window_s`` (the samples fitted). The window starts at the first sample after the
-disturbance's voltage dip (every campus's ``vm_min_pu`` back above ``DIP_PU``; without voltages,
-the sample after the first cease) and runs to the end. The mode is estimated by the matrix pencil
-method (:func:`matrix_pencil`): the mode with the largest amplitude whose frequency lies in
-``MODE_BAND_HZ``.
+disturbance's voltage dip (every campus's ``vm_min_pu`` back at or above ``dip_pu``, 0.9 pu; without
+voltages, the sample after the first cease) and runs to the end. The mode is estimated by the matrix
+pencil method (:func:`matrix_pencil`): the mode with the largest amplitude whose frequency lies in
+``mode_band_hz`` (0.1-2.5 Hz). A scenario sets both: ``[kpis.campuses] mode_band_hz = [lo, hi]``,
+``dip_pu = x``.
 """
 
 from __future__ import annotations
@@ -36,13 +38,15 @@ import numpy as np
 
 from cosim.kpis._block import Block, KpiInput, ending, finite
 from cosim.roles import RunRoles
+from cosim.scenario.schema import CAMPUSES_DIP_PU, CAMPUSES_MODE_BAND_HZ
 
 #: a share or a power within this fraction of its reference counts as back (and below 1 − it, as ceased) [-]
 TOL_FRAC = 0.01
-#: a campus voltage below this is inside the disturbance's dip [pu]
-DIP_PU = 0.9
-#: the electromechanical band: inter-area (~0.1-1 Hz) and local (~1-2.5 Hz) modes [Hz]
-MODE_BAND_HZ = (0.1, 2.5)
+#: a campus voltage below this is inside the disturbance's dip (the default; ``[kpis.campuses] dip_pu``) [pu]
+DIP_PU = CAMPUSES_DIP_PU
+#: the electromechanical band: inter-area (~0.1-1 Hz) and local (~1-2.5 Hz) modes (the default;
+#: ``[kpis.campuses] mode_band_hz``) [Hz]
+MODE_BAND_HZ = CAMPUSES_MODE_BAND_HZ
 #: singular values below this share of the largest are noise (the model order of the pencil) [-]
 SV_TOL_FRAC = 0.03
 #: the fewest post-disturbance samples a mode is fitted to [-]
@@ -133,12 +137,13 @@ def _first(mask: np.ndarray, start: int = 0) -> int | None:
 
 
 def _draw_mw(inp: KpiInput, site: str) -> np.ndarray:
-    served = inp.col(site, "p_served_mw")
-    if served is not None:
-        return inp.ts[served].to_numpy(float)
-    share = inp.ts[f"{site}.p_connected_frac"].to_numpy(float)
-    asked = inp.col(site, "p_mw")
-    return share * inp.ts[asked].to_numpy(float) if asked is not None else share
+    """Its grid draw: ``p_served_mw`` (andes_grid's Load: PERC1's constant power times its share), else
+    ``p_mw`` (ride_through's grid draw, its share already applied), else the share itself."""
+    for attr in ("p_served_mw", "p_mw"):
+        column = inp.col(site, attr)
+        if column is not None:
+            return inp.ts[column].to_numpy(float)
+    return inp.ts[f"{site}.p_connected_frac"].to_numpy(float)
 
 
 def _recovery(p: np.ndarray, start: int, seconds: np.ndarray) -> tuple[float, float, float | None]:
@@ -168,7 +173,8 @@ def site_kpis(inp: KpiInput, site: str, seconds: np.ndarray) -> dict[str, Any]:
     return out
 
 
-def system_kpis(inp: KpiInput, system: str, start: int | None) -> dict[str, Any]:
+def system_kpis(inp: KpiInput, system: str, start: int | None,
+                band_hz: tuple[float, float] = MODE_BAND_HZ) -> dict[str, Any]:
     f = inp.ts[f"{system}.f_hz"].to_numpy(float)
     out: dict[str, Any] = {"f_coi_nadir_hz": finite(np.nanmin(f)), "f_coi_zenith_hz": finite(np.nanmax(f))}
     for attr, key, pick in (("f_nadir_hz", "f_coi_nadir_hz", min), ("f_zenith_hz", "f_coi_zenith_hz", max)):
@@ -178,7 +184,7 @@ def system_kpis(inp: KpiInput, system: str, start: int | None) -> dict[str, Any]
     if start is None or len(f) - start < MIN_MODE_SAMPLES or not np.isfinite(f[start:]).all():
         return out
     dt_s = inp.dt_h * 3600.0
-    mode = dominant_mode(f[start:], dt_s)
+    mode = dominant_mode(f[start:], dt_s, band_hz)
     out["mode_window_s"] = finite((len(f) - start) * dt_s)
     if mode is not None:
         out.update({"mode_freq_hz": finite(mode["freq_hz"]), "mode_damping_frac": finite(mode["damping_frac"]),
@@ -186,14 +192,14 @@ def system_kpis(inp: KpiInput, system: str, start: int | None) -> dict[str, Any]
     return out
 
 
-def _post_dip(inp: KpiInput, sites: list[str], first_cease: int | None) -> int | None:
+def _post_dip(inp: KpiInput, sites: list[str], first_cease: int | None, dip_pu: float = DIP_PU) -> int | None:
     """The first sample after the disturbance's voltage dip (or after the first cease)."""
     volts = [c for c in (inp.col(s, "vm_min_pu") for s in sites) if c is not None]
     if volts:
         v = np.nanmin(inp.ts[volts].to_numpy(float), axis=1)
-        dip = _first(v < DIP_PU)
+        dip = _first(v < dip_pu)
         if dip is not None:
-            return _first(v >= DIP_PU, dip)
+            return _first(v >= dip_pu, dip)
     return None if first_cease is None else first_cease + 1
 
 
@@ -212,9 +218,11 @@ def _compute(inp: KpiInput) -> dict[str, Any]:
         total.update({"t_first_cease_s": finite(seconds[first]), "p_pre_mw": finite(pre), "p_min_mw": finite(p_min),
                       "p_lost_max_mw": finite(pre - p_min), "t_recover_s": finite(recover),
                       "recovered": recover is not None})
+    params = inp.params.get("campuses") or {}
+    band = tuple(params.get("mode_band_hz", MODE_BAND_HZ))
     systems = _systems(inp.ts.columns)
     if systems:
-        total.update(system_kpis(inp, systems[0], _post_dip(inp, sites, first)))
+        total.update(system_kpis(inp, systems[0], _post_dip(inp, sites, first, params.get("dip_pu", DIP_PU)), band))
     return {"campuses": found, "campuses_total": total}
 
 

@@ -3,6 +3,8 @@ analytical damped sinusoids, and the block's cease / return / recovery times aga
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -12,6 +14,7 @@ from cosim.kpis.campuses import BLOCK, dominant_mode, matrix_pencil
 from cosim.roles import RunRoles
 
 DT_S = 0.1
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _ringdown(zeta: float, f_n_hz: float, n: int = 70, amp: float = 0.02, offset: float = 60.0) -> np.ndarray:
@@ -97,3 +100,75 @@ def test_cease_return_recovery_and_mode_by_hand():
 
 def test_no_connected_share_no_block():
     assert BLOCK.compute(_input(pd.DataFrame({"grid.f_hz": [60.0, 60.0], "grid.f_nadir_hz": [60.0, 60.0]}))) == {}
+
+
+def test_the_mode_band_and_dip_are_the_scenarios_parameters():
+    n = 60
+    f = np.concatenate([np.full(11, 60.0), _ringdown(0.05, 0.7, n=n - 11)])
+    frame = pd.DataFrame({"a.p_connected_frac": _share(n, 10, 0.0, 16, 10), "a.vm_min_pu": np.where(
+        np.arange(n) == 10, 0.85, 1.0), "grid.f_hz": f, "grid.f_nadir_hz": np.full(n, 59.99)})
+    inp = _input(frame)
+    assert BLOCK.compute(inp)["campuses_total"]["mode_window_s"] == pytest.approx((n - 11) * DT_S)
+    shifted = KpiInput(ts=inp.ts, dt_h=inp.dt_h, step_s=DT_S, roles=RunRoles(),
+                       params={"campuses": {"mode_band_hz": (1.0, 2.5), "dip_pu": 0.8}})
+    total = BLOCK.compute(shifted)["campuses_total"]
+    assert "mode_freq_hz" not in total                       # the 0.7 Hz mode is outside 1-2.5 Hz
+    assert total["mode_window_s"] == pytest.approx((n - 11) * DT_S)  # 0.85 pu is no dip at 0.8: after the cease
+
+
+@pytest.mark.parametrize(("table", "key"), [("mode_band_hz = [2.0, 1.0]", "mode_band_hz"), ("dip_pu = 1.2", "dip_pu")])
+def test_bad_campuses_parameters_are_one_problem_naming_the_key(tmp_path, table, key):
+    from cosim.errors import ScenarioError
+    from cosim.scenario import load_scenario
+
+    text = (ROOT / "scenarios" / "npcc_perc1_campuses.toml").read_text()
+    path = tmp_path / "s.toml"
+    path.write_text(text.replace('sim = "tgrid"\nmodel = "Grid"', 'sim = "tgrid"\nmodel = "Grid"\n\n[kpis.campuses]\n'
+                                 + table, 1).replace('"data/transmission/', f'"{ROOT}/scenarios/data/transmission/'))
+    with pytest.raises(ScenarioError) as err:
+        load_scenario(path)
+    assert len(err.value.problems) == 1 and key in str(err.value.problems[0])
+
+
+@pytest.fixture(scope="module")
+def npcc_run(tmp_path_factory):
+    import cosim
+
+    result = cosim.run(ROOT / "scenarios" / "npcc_perc1_campuses.toml", out_dir=tmp_path_factory.mktemp("npcc"),
+                       overrides={"scenario.engine": "direct"})
+    assert result.ok, result.reason
+    return result
+
+
+def test_npcc_campuses_cease_by_their_own_thresholds(npcc_run):
+    """PERC1 (PowerWorld's load characteristic): a campus whose lowest voltage stays above Vt1 does not cease;
+    one that falls to or below Vt0 ceases its whole Fcease; between them, a share between 0 and Fcease."""
+    import tomllib
+
+    ts = pd.read_parquet(Path(npcc_run.run_dir) / "timeseries.parquet")
+    scn = tomllib.loads((ROOT / "scenarios" / "npcc_perc1_campuses.toml").read_text())
+    kpis = npcc_run.kpis["campuses"]
+    for site, entry in kpis.items():
+        perc1 = scn["entities"][site]["perc1"]
+        v_min, ceased = float(ts[f"{site}.vm_min_pu"].min()), 1.0 - float(ts[f"{site}.p_connected_frac"].min())
+        assert entry["ceased"] == (v_min < perc1["vt1_pu"])
+        if v_min <= perc1["vt0_pu"]:
+            assert ceased == pytest.approx(perc1.get("fcease_frac", 1.0), abs=1e-6)
+        elif v_min < perc1["vt1_pu"]:
+            assert 0.0 < ceased < perc1.get("fcease_frac", 1.0)
+    total = npcc_run.kpis["campuses_total"]
+    assert total["n_ceased"] == sum(e["ceased"] for e in kpis.values()) >= 2  # the one fault reaches several
+    assert total["p_lost_max_mw"] == pytest.approx(sum(e.get("p_pre_mw", 0) - e.get("p_min_mw", 0)
+                                                       for e in kpis.values()), rel=1e-6)  # all cease at 1.0 s
+    assert 0.1 <= total["mode_freq_hz"] <= 2.5 and 0.0 < total["mode_damping_frac"] < 1.0
+
+
+def test_a_ride_through_site_is_read_by_its_grid_draw():
+    """A RideThrough records p_mw as its grid draw (its share already applied) and no p_served_mw."""
+    n = 40
+    share = _share(n, 10, 0.3, 15, 5)
+    out = BLOCK.compute(_input(pd.DataFrame({"ups.p_connected_frac": share, "ups.p_mw": 200.0 * share})))
+    site = out["campuses"]["ups"]
+    assert site["p_pre_mw"] == pytest.approx(200.0) and site["p_min_mw"] == pytest.approx(60.0)
+    assert out["campuses_total"]["p_lost_max_mw"] == pytest.approx(140.0)
+    assert "f_coi_nadir_hz" not in out["campuses_total"]  # no system frequency recorded
