@@ -209,6 +209,7 @@ SECTIONS = [
     ("[kpis.swing]", schema.SwingKpiSpec, ()),
     ("[kpis.swing.spec]", schema.SwingLimitSpec, ()),
     ("[kpis.headroom]", schema.HeadroomKpiSpec, ()),
+    ("[kpis.campuses]", schema.CampusesKpiSpec, ()),
 ]
 
 

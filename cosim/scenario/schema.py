@@ -264,6 +264,27 @@ class HeadroomKpiSpec(_Strict):
     limits_pct: Annotated[tuple[float, ...], BeforeValidator(as_tuple), AfterValidator(_distinct_limits)] = \
         HEADROOM_LIMITS_PCT
     max_event_h: float = Field(default=HEADROOM_MAX_EVENT_H, gt=0)
+#: The campuses KPI's mode band (cosim/kpis/campuses.py): inter-area (~0.1-1 Hz) and local (~1-2.5 Hz)
+#: electromechanical modes of the post-fault COI frequency. [Hz]
+CAMPUSES_MODE_BAND_HZ = (0.1, 2.5)
+#: A campus voltage below this is inside the disturbance's dip: the campuses KPI fits the mode after it. [pu]
+CAMPUSES_DIP_PU = 0.9
+
+
+class CampusesKpiSpec(_Strict):
+    """``[kpis.campuses]``: the band of the dominant post-fault mode and the voltage that ends the dip
+    (cosim/kpis/campuses.py).
+
+    Attributes:
+        mode_band_hz: the frequencies the dominant mode of the COI frequency is picked from. [Hz]
+        dip_pu: the post-fault window starts at the first sample with every campus's ``vm_min_pu``
+            back at or above it. [pu]
+    """
+
+    mode_band_hz: SwingBand = CAMPUSES_MODE_BAND_HZ
+    dip_pu: float = Field(default=CAMPUSES_DIP_PU, gt=0, lt=1)
+
+
 class RideThroughVerdictSpec(_Strict):
     """``[kpis.ride_through_verdict]``: the ride-through envelopes (``cosim/scenario/envelopes.py``)
     judged at each point of connection: entity id -> envelope names (shipped) or ``.toml`` files
@@ -277,6 +298,7 @@ class KpiSpec(_Strict):
 
     swing: SwingKpiSpec = SwingKpiSpec()
     headroom: HeadroomKpiSpec = HeadroomKpiSpec()
+    campuses: CampusesKpiSpec = CampusesKpiSpec()
     ride_through_verdict: RideThroughVerdictSpec = RideThroughVerdictSpec()
 
 

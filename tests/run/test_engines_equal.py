@@ -51,6 +51,8 @@ WINDOWS = {
     "load_loss_event": 120,          # whole (0.1 s steps): the third fault's transfer at 34 s and the response
     "interconnection_study": 36,     # ANDES at 0.1 s: the three faults, the third one's transfer at 34.1 s
     "npcc_perc1_campus": 4,          # ANDES (140 buses, 1/60 s): the fault at 2 s, the native PERC1's cease, the recovery
+    "npcc_perc1_campuses": 3,        # ANDES, four native PERC1 campuses: the fault at 1 s, three cease, reconnection starts
+    "npcc_perc1_campuses_staggered": 3,  # the same with staggered reconnection: the first site's return at 1.6 s
     "openg2g_ieee13": 30,            # the OFO's sensitivity solve and 30 of its 1 s steps (300 at 0.1 s)
     "oversubscription": 86_400,      # the day: POLCA caps at the inference peaks
     "precooling": 43_200,            # whole: pre-cooling before and through the 17-21 UTC peak
