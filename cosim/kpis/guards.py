@@ -133,10 +133,11 @@ def _compute(inp: KpiInput) -> dict[str, Any]:
         if frac >= UNSERVED_FRAC:
             short_mwh = frac * float(np.nansum(np.abs(inp.ts[asked].to_numpy(dtype=float)))) * inp.dt_h
             found[served] = {"unserved_frac": frac, "warning": (
-                f"{eid} was served {100 * frac:.1f} % less energy than its p_mw asked ({short_mwh:.3g} MWh): its bus "
-                "fell below the element's vmin_pu (0.95 pu unless set) and OpenDSS served it as an impedance, so "
-                f"{eid}.p_mw (the setpoint) overstates what the grid carried ({served}); lower the load, support the "
-                "voltage, or set vmin_pu lower if a constant-power draw is meant")}
+                f"{eid} was served {100 * frac:.1f} % less energy than its p_mw asked ({short_mwh:.3g} MWh), so "
+                f"{eid}.p_mw (the setpoint) overstates what the grid carried ({served}): on OpenDSS its bus fell below "
+                "the element's vmin_pu (0.95 pu unless set) and it was served as an impedance (lower the load, support "
+                "the voltage, or set vmin_pu lower if a constant-power draw is meant); on ANDES a load draws as an "
+                "impedance set at each step's start voltage, and a native PERC1's ceased share is not served")}
     for col in _columns(list(inp.ts.columns), inp.roles):
         if col.partition(".")[0] in elements:  # judged above
             continue
