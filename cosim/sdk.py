@@ -172,6 +172,8 @@ MAGNITUDE_LIMITS: dict[str, float] = {
     # fractions (gains, droops, efficiencies), frequencies, rates, prices, hours of the day
     "deg": 360.0, "m": 1e5, "pu": 1e6, "frac": 1e7, "ratio": 1e6, "hz": 1e6, "k": 1e4, "per_s": 1e6,
     "j": 1e18, "gj": 1e6, "g_kwh": 1e5, "usd_mwh": 1e7, "utc": 1e5,
+    # impedances (a fault's resistance: 1 Mohm is an open circuit for any feeder)
+    "ohm": 1e6,
 }
 #: The limit of a unit :data:`MAGNITUDE_LIMITS` does not list (no number escapes a limit). [-]
 MAGNITUDE_LIMIT_OTHER = 1e9
