@@ -333,15 +333,17 @@ class LiveRun:
             raise RunOver(f"the run is over (status {self.status}); its final state is still served")
 
     def _sites(self) -> SiteTargets:
-        """Every entity that takes ``p_limit_mw`` and reports ``p_mw``, with its range and static limit."""
+        """Every IT load (role ``it``) that takes ``p_limit_mw`` and reports ``p_mw``, with its range and
+        facility limit (the smaller of its ``p_limit_mw`` and ``rated_mw`` params; None: neither given)."""
         bounds, static = {}, {}
-        for eid, specs in self.inputs.items():
-            spec = specs.get(LIMIT_INPUT)
+        for eid in self.scn.roles().entities_with("it"):
+            spec = self.inputs[eid].get(LIMIT_INPUT)
             if spec is None or POWER_OUTPUT not in self.scn.outputs(eid):
                 continue
             bounds[eid] = spec.bounds if spec.bounds is not None else (0.0, math.inf)
-            value = self.scn.entities[eid].params.get(LIMIT_INPUT)
-            static[eid] = float(value) if isinstance(value, (int, float)) else None
+            params = self.scn.entities[eid].params
+            given = [float(params[k]) for k in (LIMIT_INPUT, "rated_mw") if isinstance(params.get(k), (int, float))]
+            static[eid] = min(given) if given else None
         return SiteTargets(bounds, static)
 
     def _input_specs(self, eid: str) -> dict[str, InputSpec]:

@@ -1,7 +1,7 @@
 """Site load targets on a live run: a power target reached along a ramp through the facility limit.
 
-A *site* is an entity that takes a facility limit (input ``p_limit_mw``) and reports its draw
-(output ``p_mw``, consumer sign), e.g. a datacenter ``Cluster``. A load target
+A *site* is an IT load (role ``it``) that takes a facility limit (input ``p_limit_mw``) and reports its
+draw (output ``p_mw``, consumer sign): a datacenter ``Cluster``. A load target
 (:meth:`SiteTargets.set_target`) holds ``p_limit_mw`` on it, moved from the measured draw to
 ``target_p_mw`` at ``ramp_mw_per_min`` (one value per step, the value the ramp reaches at the step's
 end), then holds it for ``hold_s`` (``None``: until replaced or released) and releases it (the
@@ -16,8 +16,8 @@ target; events are kept in order with a sequence number (``seq``) for the server
 * ``target_not_met``: a breach: at the ramp's end or later the draw is above the target plus the
   tolerance (once per target, again after it was met in between).
 * ``target_met``: the draw came down to the target after a ``target_not_met``.
-* ``facility_limit_reached``: the draw reached the site's facility limit (the scenario's static
-  ``p_limit_mw``, else the top of its range, ``rated_mw``), once per crossing.
+* ``facility_limit_reached``: the draw reached the site's facility limit (the smaller of the
+  scenario's ``p_limit_mw`` and ``rated_mw`` for it; none without either), once per crossing.
 """
 
 from __future__ import annotations
@@ -30,6 +30,9 @@ from cosim.errors import Problem, ScenarioError, few
 
 #: The input a site's target acts through, and the output it is measured by. [MW]
 LIMIT_INPUT, POWER_OUTPUT = "p_limit_mw", "p_mw"
+#: The output by which an adapter tells how far above its limit it stayed (a datacenter's floor,
+#: inference it does not throttle); shown in the power status when the site reports it. [MW]
+EXCESS_OUTPUT = "p_limit_excess_mw"
 #: A target counts as met while the draw is at most the target plus this share of it ... [-]
 MET_TOLERANCE_FRAC = 0.01
 #: ... and never less than this. [MW]
@@ -80,6 +83,7 @@ class Site:
     ramp_state: str = "none"  # none, ramping, holding, released
     p_mw: float | None = None
     measured_s: float | None = None  # end of the step p_mw is the mean over [s]
+    excess_mw: float | None = None  # what the adapter could not bring under the limit (its p_limit_excess_mw)
     limit_mw: float | None = None  # the limit the target holds now
     met: bool | None = None
     breached: bool = False
@@ -93,11 +97,11 @@ class SiteTargets:
 
     Args:
         bounds: per site, the range of its ``p_limit_mw`` input. [MW]
-        static_limits: per site, the scenario's own ``p_limit_mw`` param (None: none). [MW]
+        static_limits: per site, its facility limit from the scenario (None: none known). [MW]
     """
 
     def __init__(self, bounds: dict[str, tuple[float, float]], static_limits: dict[str, float | None]):
-        self.sites = {eid: Site(eid, low, high, min(high, static_limits.get(eid) or math.inf))
+        self.sites = {eid: Site(eid, low, high, math.inf if static_limits.get(eid) is None else static_limits[eid])
                       for eid, (low, high) in bounds.items()}
         self.events: list[dict[str, Any]] = []
         self.n_events = 0
@@ -177,6 +181,8 @@ class SiteTargets:
             if not isinstance(p_mw, (int, float)) or isinstance(p_mw, bool):  # null: no reading this step
                 continue
             site.p_mw, site.measured_s = float(p_mw), end_s
+            excess = outputs[site.eid].get(EXCESS_OUTPUT)
+            site.excess_mw = float(excess) if isinstance(excess, (int, float)) and not isinstance(excess, bool) else None
             self._check_facility(site, end_s)
             if site.ramp_state in ("ramping", "holding"):
                 change = self._follow(site, end_s, step_s)
@@ -236,7 +242,7 @@ class SiteTargets:
             "range_mw": [site.low_mw, site.high_mw],
             "facility_limit_mw": site.facility_limit_mw if math.isfinite(site.facility_limit_mw) else None,
             "at_facility_limit": site.at_facility_limit,
-            "ramp_state": site.ramp_state, "p_limit_mw": site.limit_mw,
+            "ramp_state": site.ramp_state, "p_limit_mw": site.limit_mw, "p_limit_excess_mw": site.excess_mw,
             "target": None if target is None else {
                 "target_p_mw": target.target_p_mw, "ramp_mw_per_min": target.ramp_mw_per_min,
                 "hold_s": target.hold_s, "start_p_mw": target.start_p_mw, "start_s": target.start_s,

@@ -60,6 +60,7 @@ def test_a_target_lowers_the_campus_within_its_ramp_and_an_unreachable_one_is_a_
     until(lambda: (client.get("/site/campus/power-status").json()["p_mw"] or 0) > 0.65, "the campus to fill")
     before = client.get("/site/campus/power-status").json()
     assert before["ramp_state"] == "none" and before["range_mw"] == [0.0, 2.0] and before["facility_limit_mw"] == 2.0
+    assert before["at_facility_limit"] is False
 
     answer = client.put("/site/campus/load-target", json={"target_p_mw": 0.55, "ramp_mw_per_min": 0.05, "hold_s": None})
     assert answer.status_code == 200, answer.text
@@ -127,3 +128,21 @@ def test_the_ramp_the_hold_and_the_facility_limit_on_their_own():
     kinds = [e["event"] for e in sites.events_after("s", 0)]
     assert kinds == ["target_set", "ramp_end", "facility_limit_reached", "target_not_met", "target_released"]
     assert sites.status("s")["at_facility_limit"] is True
+
+
+def test_a_site_at_its_facility_limit_says_so(tmp_path, until):
+    """The scenario's own facility limit (0.3 MW) is below the idle draw of 1024 H100s: the site is
+    at its limit from the first step, and the adapter reports what it could not shed."""
+    path = tmp_path / "site.toml"
+    path.write_text(HEAD.format(duration_s=3600).replace("step_s = 1", "step_s = 60")
+                    + CAMPUS.replace("rated_mw = 2.0", "rated_mw = 2.0\np_limit_mw = 0.3"))
+    served = Served(path, tmp_path / "runs", rt_factor=0.003)
+    try:
+        client = httpx.Client(base_url=served.server.url, timeout=10.0)
+        (event,) = _sse(client, "/site/campus/events", "facility_limit_reached")
+        assert event["facility_limit_mw"] == 0.3 and event["p_mw"] >= 0.3
+        status = client.get("/site/campus/power-status").json()
+        assert status["facility_limit_mw"] == 0.3 and status["at_facility_limit"] is True
+        assert status["p_limit_excess_mw"] > 0 and status["ramp_state"] == "none"
+    finally:
+        served.close()
