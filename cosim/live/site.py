@@ -42,7 +42,7 @@ MAX_EVENTS = 10_000
 
 
 class UnknownSite(LookupError):
-    """A request named an entity that is no site (no ``p_limit_mw`` input or no ``p_mw`` output)."""
+    """A request named an entity that is no site (no IT load, or no ``p_limit_mw`` input or ``p_mw`` output)."""
 
 
 @dataclass
@@ -108,8 +108,8 @@ class SiteTargets:
 
     def site(self, eid: str) -> Site:
         if eid not in self.sites:
-            raise UnknownSite(f"no site {eid!r} (a site takes the input {LIMIT_INPUT} and reports {POWER_OUTPUT}); "
-                              f"sites: {few(list(self.sites)) or 'none in this scenario'}")
+            raise UnknownSite(f"no site {eid!r} (a site is an IT load, role 'it', that takes the input {LIMIT_INPUT} "
+                              f"and reports {POWER_OUTPUT}); sites: {few(list(self.sites)) or 'none in this scenario'}")
         return self.sites[eid]
 
     # -- requests ------------------------------------------------------------------------------
