@@ -32,6 +32,7 @@ Endpoints:
 # no `from __future__ import annotations`: FastAPI reads the endpoints' annotations at run time, and
 # Request is imported inside build_app (the live extra is optional)
 
+import asyncio
 import json
 import logging
 import math
@@ -164,10 +165,8 @@ _TARGET_BODY = {
 
 def _site_routes(app, run: LiveRun, max_body_bytes: int) -> None:
     """``/site/{sid}/...``: load target, power status, event stream (:mod:`cosim.live.site`)."""
-    import asyncio
-
-    from fastapi import Request
-    from fastapi.responses import JSONResponse, StreamingResponse
+    from fastapi import Request  # the live extra: imported only when a run is served
+    from fastapi.responses import JSONResponse, StreamingResponse  # the live extra: imported only when a run is served
 
     def refused(exc: Exception, sid: str) -> JSONResponse:
         if isinstance(exc, UnknownSite):
