@@ -6,6 +6,7 @@ read through the signals adapter count as clean generation.
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -198,3 +199,110 @@ def test_kpi_block_order_and_discovery():
                          "accounting"]
     assert len(set(names)) == len(names)
     assert np.all(np.diff([b.order for b in kpis.blocks()]) >= 0)
+
+
+PARAM_KPI = '''"""Hours each load ran above a threshold (a test KPI block with parameters)."""
+from pydantic import Field
+
+from cosim.errors import Problem
+from cosim.kpis._block import Block, KpiParams
+
+
+class Params(KpiParams):
+    """[kpis.load_above]: the threshold and the window it is counted over."""
+
+    threshold_mw: float = Field(default=1.0, gt=0)
+    window_h: float = Field(default=1.0, gt=0)
+
+
+def check(params, ctx):
+    """What the model alone cannot see: the window against the run's length."""
+    if ctx.duration_s is not None and params.window_h * 3600 > ctx.duration_s:
+        return params, [Problem(f"{ctx.where}.window_h", f"longer than the run ({ctx.duration_s / 3600:g} h); "
+                                f"give {ctx.duration_s / 3600:g} or less", params.window_h)]
+    return params, []
+
+
+def _columns(columns, roles):
+    return roles.power_columns("load", columns)
+
+
+def _compute(inp):
+    params = inp.params["load_above"]
+    out = {}
+    for column in inp.roles.power_columns("load", list(inp.ts.columns)):
+        above = inp.ts[column] > params["threshold_mw"]
+        out[column] = {"above_h": float(above.sum() * inp.dt_h), "threshold_mw": params["threshold_mw"]}
+    return {"load_above": out} if out else {}
+
+
+BLOCK = Block("load_above", "Hours above a threshold", 91, _columns, _compute, params=Params, check=check)
+'''
+
+PARAM_SCENARIO = """
+[scenario]
+name = "threshold"
+start = 2024-07-15T00:00:00Z
+duration_s = 7200
+step_s = 300
+
+[sims]
+site = { adapter = "signals", file = "site.csv", columns = { p_load_mw = "load" } }
+
+[entities]
+trace = { sim = "site", model = "Series", roles = { p_load_mw = "load" } }
+
+[kpis.load_above]
+threshold_mw = 1.2
+"""
+
+
+@pytest.fixture
+def param_kpi(tmp_path, monkeypatch):
+    """A KPI block with a parameter: one file in a folder of its own on the KPI search path."""
+    kpi_dir = tmp_path / "my_kpis"
+    kpi_dir.mkdir()
+    (kpi_dir / "load_above.py").write_text(PARAM_KPI)
+    monkeypatch.setattr(kpis, "__path__", [*kpis.__path__, str(kpi_dir)])
+    kpis.refresh()
+    index = pd.date_range("2024-07-15T00:00Z", periods=4, freq="30min")
+    pd.DataFrame({"time_utc": [t.isoformat() for t in index],
+                  "load": [0.5, 1.5, 2.0, 0.8]}).to_csv(tmp_path / "site.csv", index=False)
+    yield tmp_path
+    sys.modules.pop("cosim.kpis.load_above", None)
+    monkeypatch.undo()
+    kpis.refresh()
+
+
+def test_a_new_kpi_with_a_parameter_is_one_file(param_kpi):
+    """The scenario's [kpis.load_above] reaches the new block (validated by the block's own model),
+    and the run's kpis.json holds the value counted against it."""
+    (param_kpi / "threshold.toml").write_text(PARAM_SCENARIO)
+    scn = cosim.load_scenario(param_kpi / "threshold.toml")
+    assert scn.kpis.load_above.threshold_mw == 1.2 and scn.kpis.load_above.window_h == 1.0
+    result = cosim.run(param_kpi / "threshold.toml", out_dir=param_kpi / "runs")
+    assert result.ok, result.reason
+    ts = result.timeseries()
+    load = ts["trace.p_load_mw"]
+    expected_h = float((load > 1.2).sum() * 300 / 3600)
+    assert 0 < expected_h < 2  # the trace is above 1.2 MW part of the time, not all of it
+    written = json.loads((result.run_dir / "kpis.json").read_text())
+    entry = written["load_above"]["trace.p_load_mw"]
+    assert entry == {"above_h": pytest.approx(expected_h), "threshold_mw": 1.2}
+    assert result.metadata["kpi_params"]["load_above"] == {"threshold_mw": 1.2, "window_h": 1.0}
+
+
+@pytest.mark.parametrize("table, message", [
+    ("threshold_mw = -1.0", "kpis.load_above.threshold_mw = -1.0: "),
+    ('threshold_mw = "1.2"', "kpis.load_above.threshold_mw = '1.2': "),
+    ("threshold = 1.2", "kpis.load_above.threshold: unknown key; allowed: threshold_mw, window_h"),
+    ("window_h = 5.0", "kpis.load_above.window_h = 5.0: longer than the run (2 h); give 2 or less"),
+])
+def test_a_bad_parameter_of_the_new_kpi_is_one_message(param_kpi, table, message):
+    """Each mistake in the block's table is one line naming the key, the value and the fix."""
+    (param_kpi / "threshold.toml").write_text(PARAM_SCENARIO.replace("threshold_mw = 1.2", table))
+    with pytest.raises(cosim.ScenarioError) as err:
+        cosim.load_scenario(param_kpi / "threshold.toml")
+    lines = str(err.value).splitlines()
+    assert len(lines) == 2 and "1 problem" in lines[0], lines
+    assert message in lines[1], lines[1]
