@@ -229,7 +229,7 @@ def scenario_page() -> str:
     kpi = kpi_sections()
     _SHOWN.update(model for title, model, _ in kpi if title.count(".") > 1)  # nested tables have their own section
     out = [GENERATED, "# Scenario file reference", "",
-           f"Generated from `cosim/scenario/schema.py`. A scenario is a TOML file with the sections "
+           f"Generated from `cosim/scenario/schema.py` and, for each `[kpis.<block>]`, from the block's own parameter model (`cosim/kpis/<block>.py`). A scenario is a TOML file with the sections "
            f"{', '.join(f'`[{s}]`' for s in schema.SECTIONS)}; every key is checked by `cosim validate` "
            "(unknown keys are refused, numbers are strict: a quoted `\"60\"` or a `true` for a number is an error). "
            "Units are in the key names. Relative paths resolve from the scenario file's folder.", "",

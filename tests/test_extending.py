@@ -306,3 +306,83 @@ def test_a_bad_parameter_of_the_new_kpi_is_one_message(param_kpi, table, message
     lines = str(err.value).splitlines()
     assert len(lines) == 2 and "1 problem" in lines[0], lines
     assert message in lines[1], lines[1]
+
+
+CONTROLLER = '''"""Peak cap: discharge a battery by whatever the load draws above a cap (a test controller)."""
+from pydantic import Field
+
+from cosim.sdk import Params, SingleModelSim
+
+
+class PeakCapParams(Params):
+    cap_mw: float = Field(gt=0)
+
+
+class PeakCap:
+    def __init__(self, params):
+        self.cap_mw = params.cap_mw
+
+
+class PeakCapSim(SingleModelSim):
+    MODEL, PARAMS, ROLE, PHYSICS = "PeakCap", PeakCapParams, "controller", PeakCap
+    INPUTS, OUTPUTS = ("p_load_mw",), ("p_set_mw",)
+    EXAMPLE = {"models": {"PeakCap": {"cap_mw": 1.0}}}
+
+    def advance(self, cap, time_s, inputs):
+        load = inputs.get("p_load_mw")
+        return {"p_set_mw": 0.0 if load is None else -max(float(load) - cap.cap_mw, 0.0)}
+'''
+
+CONTROLLED = """
+[scenario]
+name = "capped"
+start = 2024-07-15T00:00:00Z
+duration_s = 7200
+step_s = 300
+
+[sims]
+site = { adapter = "signals", file = "site.csv", columns = { p_load_mw = "load" } }
+ctl = { adapter = "peak_cap" }
+store = { adapter = "battery" }
+
+[entities]
+trace = { sim = "site", model = "Series", roles = { p_load_mw = "load" } }
+cap = { sim = "ctl", model = "PeakCap", cap_mw = 1.2 }
+bess = { sim = "store", model = "Battery", e_capacity_mwh = 4.0, p_charge_max_mw = 2.0, p_discharge_max_mw = 2.0 }
+
+[[connect]]
+src = "trace"
+dst = "cap"
+attrs = ["p_load_mw"]
+
+[[connect]]
+src = "cap"
+dst = "bess"
+attrs = ["p_set_mw"]
+"""
+
+
+def test_a_new_controller_is_one_file(param_kpi, monkeypatch):
+    """A controller written into a folder on the controllers' search path is found by name, runs
+    between a measurement and a battery, and the battery follows its setpoints."""
+    from cosim.adapters import controllers
+
+    folder = param_kpi / "my_controllers"
+    folder.mkdir()
+    (folder / "peak_cap.py").write_text(CONTROLLER)
+    monkeypatch.setattr(controllers, "__path__", [*controllers.__path__, str(folder)])
+    registry.refresh()
+    try:
+        assert "peak_cap" in registry.available()
+        (param_kpi / "capped.toml").write_text(CONTROLLED)
+        result = cosim.run(param_kpi / "capped.toml", out_dir=param_kpi / "runs")
+        assert result.ok, result.reason
+        ts = result.timeseries()
+        over = (ts["trace.p_load_mw"] - 1.2).clip(lower=0)
+        assert over.max() > 0  # the trace does exceed the cap
+        np.testing.assert_allclose(ts["cap.p_set_mw"], -over, atol=1e-9)
+        np.testing.assert_allclose(ts["bess.p_mw"], ts["cap.p_set_mw"], atol=1e-9)  # well within its limits
+        assert result.folder.roles().of("cap") == "controller"
+    finally:
+        sys.modules.pop("cosim.adapters.controllers.peak_cap", None)
+        registry.refresh()
