@@ -1,4 +1,5 @@
-"""Extending cosim is one file each (README "Extending"): a simulator with power and a KPI, each
+"""Extending cosim is one file each (docs/development.md): a simulator with power, a KPI (with and
+without parameters), a controller and a grid model, each
 written into a temporary folder that is only put on the package's search path, are found,
 run, accounted, reported and plotted with no other edit; a column role makes a PV trace
 read through the signals adapter count as clean generation.
@@ -258,17 +259,23 @@ threshold_mw = 1.2
 
 
 @pytest.fixture
-def param_kpi(tmp_path, monkeypatch):
+def site(tmp_path):
+    """A folder with a load trace: 0.5, 1.5, 2.0, 0.8 MW over four half hours."""
+    index = pd.date_range("2024-07-15T00:00Z", periods=4, freq="30min")
+    pd.DataFrame({"time_utc": [t.isoformat() for t in index],
+                  "load": [0.5, 1.5, 2.0, 0.8]}).to_csv(tmp_path / "site.csv", index=False)
+    return tmp_path
+
+
+@pytest.fixture
+def param_kpi(site, monkeypatch):
     """A KPI block with a parameter: one file in a folder of its own on the KPI search path."""
-    kpi_dir = tmp_path / "my_kpis"
+    kpi_dir = site / "my_kpis"
     kpi_dir.mkdir()
     (kpi_dir / "load_above.py").write_text(PARAM_KPI)
     monkeypatch.setattr(kpis, "__path__", [*kpis.__path__, str(kpi_dir)])
     kpis.refresh()
-    index = pd.date_range("2024-07-15T00:00Z", periods=4, freq="30min")
-    pd.DataFrame({"time_utc": [t.isoformat() for t in index],
-                  "load": [0.5, 1.5, 2.0, 0.8]}).to_csv(tmp_path / "site.csv", index=False)
-    yield tmp_path
+    yield site
     sys.modules.pop("cosim.kpis.load_above", None)
     monkeypatch.undo()
     kpis.refresh()
@@ -362,20 +369,20 @@ attrs = ["p_set_mw"]
 """
 
 
-def test_a_new_controller_is_one_file(param_kpi, monkeypatch):
+def test_a_new_controller_is_one_file(site, monkeypatch):
     """A controller written into a folder on the controllers' search path is found by name, runs
     between a measurement and a battery, and the battery follows its setpoints."""
     from cosim.adapters import controllers
 
-    folder = param_kpi / "my_controllers"
+    folder = site / "my_controllers"
     folder.mkdir()
     (folder / "peak_cap.py").write_text(CONTROLLER)
     monkeypatch.setattr(controllers, "__path__", [*controllers.__path__, str(folder)])
     registry.refresh()
     try:
         assert "peak_cap" in registry.available()
-        (param_kpi / "capped.toml").write_text(CONTROLLED)
-        result = cosim.run(param_kpi / "capped.toml", out_dir=param_kpi / "runs")
+        (site / "capped.toml").write_text(CONTROLLED)
+        result = cosim.run(site / "capped.toml", out_dir=site / "runs")
         assert result.ok, result.reason
         ts = result.timeseries()
         over = (ts["trace.p_load_mw"] - 1.2).clip(lower=0)
@@ -386,3 +393,65 @@ def test_a_new_controller_is_one_file(param_kpi, monkeypatch):
     finally:
         sys.modules.pop("cosim.adapters.controllers.peak_cap", None)
         registry.refresh()
+
+
+GRID_MODEL = '''"""A two-bus feeder: a 20 kV source and 5 km of cable to one load bus (a test grid model)."""
+import pandapower as pp
+
+
+def build():
+    net = pp.create_empty_network()
+    source = pp.create_bus(net, vn_kv=20.0, name="source")
+    load = pp.create_bus(net, vn_kv=20.0, name="b2")
+    pp.create_ext_grid(net, source, vm_pu=1.0)
+    pp.create_line(net, source, load, length_km=5.0, std_type="NA2XS2Y 1x240 RM/25 12/20 kV", name="cable")
+    return net
+'''
+
+ON_THE_GRID = """
+[scenario]
+name = "feeder"
+start = 2024-07-15T00:00:00Z
+duration_s = 7200
+step_s = 300
+
+[sims]
+site = { adapter = "signals", file = "site.csv", columns = { p_load_mw = "load" } }
+grid = { adapter = "grid", network = "two_bus" }
+
+[entities]
+trace = { sim = "site", model = "Series" }
+pcc = { sim = "grid", model = "Load", bus = "b2" }
+feeder = { sim = "grid", model = "Grid" }
+
+[[connect]]
+src = "trace"
+dst = "pcc"
+attrs = [["p_load_mw", "p_mw"]]
+"""
+
+
+def test_a_new_grid_model_is_one_file(site, monkeypatch):
+    """A network written into a folder on the grid models' search path is found by name and solved
+    each step: the slack imports the load plus the line's losses (energy balance)."""
+    from cosim import grid_models
+
+    folder = site / "my_grids"
+    folder.mkdir()
+    (folder / "two_bus.py").write_text(GRID_MODEL)
+    monkeypatch.setattr(grid_models, "__path__", [*grid_models.__path__, str(folder)])
+    grid_models.catalogue.cache_clear()
+    try:
+        assert grid_models.catalogue()["two_bus"].startswith("A two-bus feeder")
+        (site / "feeder.toml").write_text(ON_THE_GRID)
+        result = cosim.run(site / "feeder.toml", out_dir=site / "runs")
+        assert result.ok, result.reason
+        ts = result.timeseries()
+        assert (ts["feeder.losses_mw"] > 0).all()
+        np.testing.assert_allclose(ts["feeder.p_import_mw"], ts["trace.p_load_mw"] + ts["feeder.losses_mw"],
+                                   rtol=1e-6)
+        assert (ts["pcc.vm_pu"] < 1.0).all()  # the cable drops the voltage towards the load
+        assert result.kpis["feeder"]["import_mwh"] == pytest.approx(ts["feeder.p_import_mw"].sum() * 300 / 3600)
+    finally:
+        sys.modules.pop("cosim.grid_models.two_bus", None)
+        grid_models.catalogue.cache_clear()
