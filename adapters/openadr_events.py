@@ -380,3 +380,24 @@ class OpenAdrEventsSim(SingleModelSim):
 
     def advance(self, schedule: VenSchedule, time_s: float, inputs: dict[str, Any]) -> dict[str, Any]:
         return schedule.at(self.utc(time_s))
+
+
+def telemetry_callback(readings: Callable[[], list[tuple[datetime, float]]],
+                       poll_s: float = 0.1) -> Callable[..., Any]:
+    """An ``OpenADRClient.add_report(..., data_collection_mode="full")`` callback that sends the
+    run's metered power: each call returns the ``(time, MW)`` readings of ``readings()`` not sent
+    yet, waiting (``poll_s`` at a time) until there are some: openleadr 0.5's VTN answers an
+    empty report with an error, so none is sent."""
+    import asyncio
+
+    sent = 0
+
+    async def callback(date_from: datetime, date_to: datetime, sampling_interval: timedelta) -> list:
+        nonlocal sent
+        while len(readings()) <= sent:
+            await asyncio.sleep(poll_s)
+        rows = readings()[sent:]
+        sent += len(rows)
+        return [(when, float(value)) for when, value in rows]
+
+    return callback
