@@ -479,7 +479,7 @@ class GridSim(CosimSim):
                                     tap_positions=p.tap_positions, control_mode=p.control_mode)
         else:
             net = grid_models.load_network(p.network, **p.network_params)
-            self.flow = PowerFlow(net, solver=p.solver)
+            self.flow = PowerFlow(net, solver=p.solver, key=grid_models.network_key(p.network, **p.network_params))
         self.grid_eid: str | None = None
         self.attached: dict[str, _Attached] = {}
         self.n_nonconverged = 0
