@@ -172,9 +172,14 @@ class ConnectSpec(_Strict):
 
 
 class RecordSpec(_Strict):
-    """``[record]``: which outputs go to ``timeseries.parquet`` (glob patterns on ``entity.attr``)."""
+    """``[record]``: which outputs go to ``timeseries.parquet`` (glob patterns on ``entity.attr``).
 
-    include: list[str] = ["*"]
+    Without ``include`` a run records every output except the ones an adapter marks as detail
+    (one per bus, line, transformer, phase or device of a network), and of those the ones a KPI
+    reads (``cosim/scenario/record.py``); ``include = ["*"]`` records everything.
+    """
+
+    include: list[str] | None = None
     exclude: list[str] = []
     step_s: int | float | None = Field(default=None, gt=0, le=MAX_DURATION_S)
     chunk_rows: int = Field(default=1440, gt=0, le=10_000_000)
