@@ -86,7 +86,9 @@ When the power flow does not converge, ``converged`` is False, ``n_nonconverged`
 every result of the step is NaN: the Grid's voltages, loadings, losses, import and all-bus
 outputs (OpenDSS: per-phase voltages and capacitor Mvar too; tap and capacitor settings stay),
 each element's voltages and ``p_served_mw``; an element's ``p_mw``/``q_mvar`` still say what it
-asked for. Never the last solved values (with ``on_nonconvergence = "fail"`` the step raises).
+asked for. Never the last solved values. ``on_nonconvergence`` says what such a step does:
+``"continue_nan"`` (the default) goes on with those NaN results, ``"fail"`` ends the run with
+``PowerFlowNotConverged``; ``"hold"`` is accepted as an older name of ``"continue_nan"``.
 """
 from __future__ import annotations
 
@@ -163,6 +165,11 @@ def read_line_trips(path: Path) -> list[tuple[float, float, str]]:
     return read_events(path, "line", lambda text: str(text).strip(), "t_s and duration_s must be numbers")  # type: ignore[return-value]
 
 
+def _nonconvergence_alias(value: Any) -> Any:
+    """``on_nonconvergence = "hold"``: the older name of ``"continue_nan"`` (nothing is held: NaN results)."""
+    return "continue_nan" if value == "hold" else value
+
+
 class SimParams(Params):
     """Parameters of a grid simulator (``[sims.<id>]`` with ``adapter = "grid"``).
 
@@ -182,8 +189,10 @@ class SimParams(Params):
     network_params: dict[str, Any] = {}
     profiles: bool = True
     solver: Literal["lightsim2grid", "pandapower"] = "lightsim2grid"
-    #: an unsolved step: "hold" goes on with NaN results for it (never the last solved ones), "fail" ends the run
-    on_nonconvergence: Literal["hold", "fail"] = "hold"
+    #: an unsolved step: "continue_nan" goes on with NaN results for it (never the last solved ones; "hold",
+    #: its older name, is accepted and read as it), "fail" ends the run
+    on_nonconvergence: Annotated[Literal["continue_nan", "fail"], BeforeValidator(_nonconvergence_alias)] = \
+        "continue_nan"
     regulators: Literal["auto", "fixed"] = "auto"
     tap_positions: dict[str, int] = {}
     control_mode: Literal["static", "time"] = "static"
@@ -576,7 +585,7 @@ class GridSim(CosimSim):
             if self.params.on_nonconvergence == "fail":
                 raise PowerFlowNotConverged(
                     f"grid sim {self.sid}: power flow did not converge at {self.utc(time_s).isoformat()} "
-                    f"(t = {time_s} s); set on_nonconvergence = \"hold\" to go on with NaN results for such steps"
+                    f"(t = {time_s} s); set on_nonconvergence = \"continue_nan\" to go on with NaN results for such steps"
                 )
         self._fill_grid_outputs(converged)
         self._fill_element_outputs(converged, p_mw, q_mvar)

@@ -26,3 +26,16 @@ def test_a_diverging_grid_raises_the_typed_failure(engine, network, bus, p_mw):
     with pytest.raises(PowerFlowNotConverged, match=r"grid sim grid: power flow did not converge at 2024-07-15T12:00"):
         sim.step(0, {}, 10**9)
     assert FromSdk is PowerFlowNotConverged and issubclass(PowerFlowNotConverged, RuntimeError)
+
+
+@pytest.mark.parametrize("given, read", [("continue_nan", "continue_nan"), ("hold", "continue_nan"),
+                                         ("fail", "fail")])
+def test_on_nonconvergence_names(given, read):
+    """``"continue_nan"`` says what an unsolved step does (NaN results, the run goes on); ``"hold"``,
+    its older name, is accepted and read as it; anything else is refused naming the choices."""
+    from cosim.adapters.grid import SimParams
+
+    assert SimParams(network="ieee33", on_nonconvergence=given).on_nonconvergence == read
+    assert SimParams(network="ieee33").on_nonconvergence == "continue_nan"
+    with pytest.raises(ValueError, match="continue_nan"):
+        SimParams(network="ieee33", on_nonconvergence="ignore")
