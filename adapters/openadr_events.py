@@ -45,8 +45,10 @@ Example ``[entities]`` entry::
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
+import re
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -60,6 +62,10 @@ from cosim.adapters.dr_events import OUTPUTS as DR_OUTPUTS
 
 OUTPUTS = DR_OUTPUTS + ("n_events_refused",)
 #: (signal_name, signal_type) -> what the payload is.
+#: ISO 8601 durations as OpenADR writes them (``PT1H30M``, ``P1DT2H``, ``P0Y0M0DT3H``); negative
+#: ones and non-zero years or months are refused.
+ISO_DURATION = re.compile(r"^P(?:(?P<y>\d+)Y)?(?:(?P<mo>\d+)M)?(?:(?P<w>\d+(?:\.\d+)?)W)?(?:(?P<d>\d+(?:\.\d+)?)D)?"
+                          r"(?:T(?:(?P<h>\d+(?:\.\d+)?)H)?(?:(?P<m>\d+(?:\.\d+)?)M)?(?:(?P<s>\d+(?:\.\d+)?)S)?)?$")
 SIGNALS = {("SIMPLE", "level"): "level", ("LOAD_DISPATCH", "delta"): "reduction_mw",
            ("LOAD_DISPATCH", "setpoint"): "cap_mw"}
 
@@ -131,18 +137,36 @@ def _time(value: Any, where: Callable[[str], str], key: str) -> datetime:
                               "write e.g. \"2024-07-02T18:00:00Z\"") from None
 
 
-def _duration(value: Any, where: Callable[[str], str], key: str) -> timedelta:
-    from openleadr.utils import parse_duration
+def iso_duration_s(text: str) -> float:
+    """Seconds of an ISO 8601 duration (``PT1H30M`` -> 5400); NaN when it is not one. [s]"""
+    match = ISO_DURATION.match(text.strip().upper())
+    if text.strip().upper() == "P":  # openleadr writes a zero duration so
+        return 0.0
+    if not match or text.strip().upper().endswith("T"):
+        return math.nan
+    parts = {k: float(v) for k, v in match.groupdict().items() if v is not None}
+    if parts.get("y") or parts.get("mo"):  # years and months have no fixed length
+        return math.nan
+    return (parts.get("w", 0) * 7 * 86_400 + parts.get("d", 0) * 86_400 + parts.get("h", 0) * 3_600
+            + parts.get("m", 0) * 60 + parts.get("s", 0))
 
+
+def iso_duration(delta: timedelta) -> str:
+    """A non-negative duration as ISO 8601 (5400 s -> ``PT1H30M``)."""
+    seconds = delta.total_seconds()
+    hours, rest = divmod(seconds, 3_600)
+    minutes, secs = divmod(rest, 60)
+    text = "".join(f"{int(v) if v == int(v) else v}{unit}" for v, unit in ((hours, "H"), (minutes, "M"), (secs, "S")) if v)
+    return "PT" + (text or "0S")
+
+
+def _duration(value: Any, where: Callable[[str], str], key: str) -> timedelta:
     if isinstance(value, timedelta):
         seconds = value.total_seconds()
     elif isinstance(value, (int, float)) and not isinstance(value, bool):
         seconds = float(value)
     else:
-        try:
-            seconds = parse_duration(str(value)).total_seconds()
-        except Exception:  # openleadr raises a bare ValueError/AttributeError on bad text
-            seconds = math.nan
+        seconds = iso_duration_s(str(value))
     if not math.isfinite(seconds) or seconds < 0:
         raise OpenAdrLogError(f"{where(key)} = {value!r}: not a duration; write ISO 8601 (\"PT1H30M\") "
                               "or a number of seconds >= 0")
@@ -234,13 +258,11 @@ def opt_in(event: VenEvent, params: VenParams) -> bool:
 def log_line(event: dict, received: datetime) -> str:
     """One line of the log for an event as openleadr gives it to ``on_event`` (datetimes and
     timedeltas written as ISO 8601 text)."""
-    from openleadr.utils import timedeltaformat
-
     def text(value: Any) -> Any:
         if isinstance(value, datetime):
             return value.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
         if isinstance(value, timedelta):
-            return timedeltaformat(value)
+            return iso_duration(value)
         if isinstance(value, dict):
             return {k: text(v) for k, v in value.items()}
         if isinstance(value, (list, tuple)):
@@ -388,8 +410,6 @@ def telemetry_callback(readings: Callable[[], list[tuple[datetime, float]]],
     run's metered power: each call returns the ``(time, MW)`` readings of ``readings()`` not sent
     yet, waiting (``poll_s`` at a time) until there are some: openleadr 0.5's VTN answers an
     empty report with an error, so none is sent."""
-    import asyncio
-
     sent = 0
 
     async def callback(date_from: datetime, date_to: datetime, sampling_interval: timedelta) -> list:
