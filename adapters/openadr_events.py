@@ -33,7 +33,8 @@ from 0 to the first interval's value at ``dtstart``; a setpoint applies from ``d
 
 Opt-in/out policy: an event whose largest reduction exceeds ``max_shed_mw``, or whose
 setpoint falls below ``min_cap_mw``, is refused (``optOut``) and not applied; the VEN opts in
-to the rest. Model ``Events`` reports the ``dr_events`` outputs (``event_active``,
+to the rest. An event whose (ramp) start or end falls inside a step is refused before the run
+(name the step that fits), as in ``dr_events``. Model ``Events`` reports the ``dr_events`` outputs (``event_active``,
 ``dr_reduction_mw``, ``dr_cap_mw``, ``dr_notice_s``, ``dr_remaining_s``) and
 ``n_events_refused`` (refused events whose start has passed).
 
@@ -59,6 +60,7 @@ from pydantic import BaseModel, Field
 from cosim.sdk import DataFile, Params, ScenarioContext, SingleModelSim, parse_utc
 from cosim.adapters._bounded_read import TableTooLarge, check_event_file_size
 from cosim.adapters.dr_events import OUTPUTS as DR_OUTPUTS
+from cosim.adapters.dr_events import Event, EventSchedule, off_grid_problems
 
 OUTPUTS = DR_OUTPUTS + ("n_events_refused",)
 #: (signal_name, signal_type) -> what the payload is.
@@ -391,11 +393,14 @@ class OpenAdrEventsSim(SingleModelSim):
     @classmethod
     def check_entity(cls, model: str, params: VenParams, ctx: ScenarioContext,
                      sim_params: BaseModel | None = None) -> list[str]:
+        # as for dr_events: an event's (ramp) start and end must fall on the sim's steps
         try:
-            read_log(params.file, params)
+            events = read_log(params.file, params)
         except OpenAdrLogError as exc:
             return [str(exc)]
-        return []
+        edges = [Event(f"OpenADR {e.event_id}", e.received, e.ramp_start, e.end, 0.0, None)
+                 for e in events if e.opted_in and not e.cancelled]
+        return off_grid_problems(EventSchedule(edges), ctx, Path(params.file).name) if edges else []
 
     def build(self, eid: str, params: VenParams) -> VenSchedule:
         return VenSchedule(read_log(params.file, params))

@@ -156,3 +156,14 @@ def test_a_logged_event_replays_as_received(tmp_path):
     assert schedule.at(_utc("2024-07-02T18:55"))["dr_reduction_mw"] == pytest.approx(0.2)
     assert schedule.at(_utc("2024-07-02T20:00"))["dr_reduction_mw"] == 0.4
     assert schedule.at(_utc("2024-07-01T11:59"))["dr_notice_s"] is None
+
+
+def test_event_edges_off_the_step_grid_are_named(tmp_path):
+    log = tmp_path / "log.jsonl"
+    log.write_text(_line(ramp_up_period="PT20M") + "\n")  # active from 18:40
+    scenario = tmp_path / "s.toml"
+    scenario.write_text((ROOT / "scenarios/openadr_month.toml").read_text()
+                        .replace('"data/openadr/july_2024_vtn_log.jsonl"', f'"{log}"')
+                        .replace("step_s = 300", "step_s = 1800"))
+    with pytest.raises(cosim.ScenarioError, match=r"log.jsonl: OpenADR e1 event start 2024-07-02 18:40:00 UTC falls inside a 1800"):
+        cosim.load_scenario(scenario)
