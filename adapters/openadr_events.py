@@ -33,9 +33,11 @@ from 0 to the first interval's value at ``dtstart``; a setpoint applies from ``d
 
 Opt-in/out policy: an event whose largest reduction exceeds ``max_shed_mw``, or whose
 setpoint falls below ``min_cap_mw``, is refused (``optOut``) and not applied; the VEN opts in
-to the rest. An event whose (ramp) start or end falls inside a step is refused before the run
-(name the step that fits), as in ``dr_events``. Model ``Events`` reports the ``dr_events`` outputs (``event_active``,
-``dr_reduction_mw``, ``dr_cap_mw``, ``dr_notice_s``, ``dr_remaining_s``) and
+to the rest. An applied event whose (ramp) start or end falls inside a step stops validation with
+a message naming the step that fits, as in ``dr_events``.
+
+Model ``Events`` reports the ``dr_events`` outputs (``event_active``, ``dr_reduction_mw``,
+``dr_cap_mw``, ``dr_notice_s``, ``dr_remaining_s``) and
 ``n_events_refused`` (refused events whose start has passed).
 
 Example ``[entities]`` entry::
