@@ -33,8 +33,11 @@ from 0 to the first interval's value at ``dtstart``; a setpoint applies from ``d
 
 Opt-in/out policy: an event whose largest reduction exceeds ``max_shed_mw``, or whose
 setpoint falls below ``min_cap_mw``, is refused (``optOut``) and not applied; the VEN opts in
-to the rest. Model ``Events`` reports the ``dr_events`` outputs (``event_active``,
-``dr_reduction_mw``, ``dr_cap_mw``, ``dr_notice_s``, ``dr_remaining_s``) and
+to the rest. An applied event whose (ramp) start or end falls inside a step stops validation with
+a message naming the step that fits, as in ``dr_events``.
+
+Model ``Events`` reports the ``dr_events`` outputs (``event_active``, ``dr_reduction_mw``,
+``dr_cap_mw``, ``dr_notice_s``, ``dr_remaining_s``) and
 ``n_events_refused`` (refused events whose start has passed).
 
 Example ``[entities]`` entry::
@@ -45,8 +48,10 @@ Example ``[entities]`` entry::
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
+import re
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -57,9 +62,14 @@ from pydantic import BaseModel, Field
 from cosim.sdk import DataFile, Params, ScenarioContext, SingleModelSim, parse_utc
 from cosim.adapters._bounded_read import TableTooLarge, check_event_file_size
 from cosim.adapters.dr_events import OUTPUTS as DR_OUTPUTS
+from cosim.adapters.dr_events import Event, EventSchedule, off_grid_problems
 
 OUTPUTS = DR_OUTPUTS + ("n_events_refused",)
 #: (signal_name, signal_type) -> what the payload is.
+#: ISO 8601 durations as OpenADR writes them (``PT1H30M``, ``P1DT2H``, ``P0Y0M0DT3H``); negative
+#: ones and non-zero years or months are refused.
+ISO_DURATION = re.compile(r"^P(?:(?P<y>\d+)Y)?(?:(?P<mo>\d+)M)?(?:(?P<w>\d+(?:\.\d+)?)W)?(?:(?P<d>\d+(?:\.\d+)?)D)?"
+                          r"(?:T(?:(?P<h>\d+(?:\.\d+)?)H)?(?:(?P<m>\d+(?:\.\d+)?)M)?(?:(?P<s>\d+(?:\.\d+)?)S)?)?$")
 SIGNALS = {("SIMPLE", "level"): "level", ("LOAD_DISPATCH", "delta"): "reduction_mw",
            ("LOAD_DISPATCH", "setpoint"): "cap_mw"}
 
@@ -131,18 +141,36 @@ def _time(value: Any, where: Callable[[str], str], key: str) -> datetime:
                               "write e.g. \"2024-07-02T18:00:00Z\"") from None
 
 
-def _duration(value: Any, where: Callable[[str], str], key: str) -> timedelta:
-    from openleadr.utils import parse_duration
+def iso_duration_s(text: str) -> float:
+    """Seconds of an ISO 8601 duration (``PT1H30M`` -> 5400); NaN when it is not one. [s]"""
+    match = ISO_DURATION.match(text.strip().upper())
+    if text.strip().upper() == "P":  # openleadr writes a zero duration so
+        return 0.0
+    if not match or text.strip().upper().endswith("T"):
+        return math.nan
+    parts = {k: float(v) for k, v in match.groupdict().items() if v is not None}
+    if parts.get("y") or parts.get("mo"):  # years and months have no fixed length
+        return math.nan
+    return (parts.get("w", 0) * 7 * 86_400 + parts.get("d", 0) * 86_400 + parts.get("h", 0) * 3_600
+            + parts.get("m", 0) * 60 + parts.get("s", 0))
 
+
+def iso_duration(delta: timedelta) -> str:
+    """A non-negative duration as ISO 8601 (5400 s -> ``PT1H30M``)."""
+    seconds = delta.total_seconds()
+    hours, rest = divmod(seconds, 3_600)
+    minutes, secs = divmod(rest, 60)
+    text = "".join(f"{int(v) if v == int(v) else v}{unit}" for v, unit in ((hours, "H"), (minutes, "M"), (secs, "S")) if v)
+    return "PT" + (text or "0S")
+
+
+def _duration(value: Any, where: Callable[[str], str], key: str) -> timedelta:
     if isinstance(value, timedelta):
         seconds = value.total_seconds()
     elif isinstance(value, (int, float)) and not isinstance(value, bool):
         seconds = float(value)
     else:
-        try:
-            seconds = parse_duration(str(value)).total_seconds()
-        except Exception:  # openleadr raises a bare ValueError/AttributeError on bad text
-            seconds = math.nan
+        seconds = iso_duration_s(str(value))
     if not math.isfinite(seconds) or seconds < 0:
         raise OpenAdrLogError(f"{where(key)} = {value!r}: not a duration; write ISO 8601 (\"PT1H30M\") "
                               "or a number of seconds >= 0")
@@ -234,13 +262,11 @@ def opt_in(event: VenEvent, params: VenParams) -> bool:
 def log_line(event: dict, received: datetime) -> str:
     """One line of the log for an event as openleadr gives it to ``on_event`` (datetimes and
     timedeltas written as ISO 8601 text)."""
-    from openleadr.utils import timedeltaformat
-
     def text(value: Any) -> Any:
         if isinstance(value, datetime):
             return value.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
         if isinstance(value, timedelta):
-            return timedeltaformat(value)
+            return iso_duration(value)
         if isinstance(value, dict):
             return {k: text(v) for k, v in value.items()}
         if isinstance(value, (list, tuple)):
@@ -369,11 +395,14 @@ class OpenAdrEventsSim(SingleModelSim):
     @classmethod
     def check_entity(cls, model: str, params: VenParams, ctx: ScenarioContext,
                      sim_params: BaseModel | None = None) -> list[str]:
+        # as for dr_events: an event's (ramp) start and end must fall on the sim's steps
         try:
-            read_log(params.file, params)
+            events = read_log(params.file, params)
         except OpenAdrLogError as exc:
             return [str(exc)]
-        return []
+        edges = [Event(f"OpenADR {e.event_id}", e.received, e.ramp_start, e.end, 0.0, None)
+                 for e in events if e.opted_in and not e.cancelled]
+        return off_grid_problems(EventSchedule(edges), ctx, Path(params.file).name) if edges else []
 
     def build(self, eid: str, params: VenParams) -> VenSchedule:
         return VenSchedule(read_log(params.file, params))
@@ -388,8 +417,6 @@ def telemetry_callback(readings: Callable[[], list[tuple[datetime, float]]],
     run's metered power: each call returns the ``(time, MW)`` readings of ``readings()`` not sent
     yet, waiting (``poll_s`` at a time) until there are some: openleadr 0.5's VTN answers an
     empty report with an error, so none is sent."""
-    import asyncio
-
     sent = 0
 
     async def callback(date_from: datetime, date_to: datetime, sampling_interval: timedelta) -> list:

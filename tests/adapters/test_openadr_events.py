@@ -120,3 +120,50 @@ def test_month_scenario_settles_each_accepted_event(tmp_path):
         assert event["baseline_mw"] > 1.0
         assert event["energy_reduction_mwh"] > 0.8 * event["energy_requested_mwh"]  # the site sheds
         assert event["shortfall_mwh"] >= 0
+
+
+@pytest.mark.parametrize("seconds", [0, 60, 900, 5400, 86_400 + 3_661, 2.5])
+def test_durations_read_what_openleadr_and_the_log_write(seconds):
+    from datetime import timedelta
+
+    from openleadr.utils import timedeltaformat
+
+    from cosim.adapters.openadr_events import iso_duration, iso_duration_s
+
+    delta = timedelta(seconds=seconds)
+    assert iso_duration_s(timedeltaformat(delta)) == int(seconds)  # openleadr's own text (whole seconds; zero is "P")
+    assert iso_duration_s(iso_duration(delta)) == seconds
+    assert iso_duration_s("P0Y0M0DT3H0M0S") == 10_800
+    assert all(iso_duration_s(bad) != iso_duration_s(bad) for bad in ("P1M", "PT", "-PT5M", "1 hour", "PT1H2"))  # NaN
+
+
+def test_a_logged_event_replays_as_received(tmp_path):
+    """log_line writes the dict openleadr gives on_event (datetimes, timedeltas) as a log line."""
+    from datetime import timedelta
+
+    from cosim.adapters.openadr_events import log_line
+
+    start = _utc("2024-07-02T19:00")
+    event = {"event_descriptor": {"event_id": "e9", "modification_number": 0, "event_status": "far",
+                                  "created_date_time": _utc("2024-07-01T11:00")},
+             "active_period": {"dtstart": start, "duration": timedelta(hours=2), "ramp_up_period": timedelta(minutes=10)},
+             "event_signals": [{"signal_name": "LOAD_DISPATCH", "signal_type": "delta",
+                                "intervals": [{"dtstart": start, "duration": timedelta(hours=2), "signal_payload": 0.4}]}],
+             "targets": [{"resource_id": "campus"}]}
+    path = tmp_path / "log.jsonl"
+    path.write_text(log_line(event, _utc("2024-07-01T12:00")) + "\n")
+    schedule = VenSchedule(read_log(path, _params(path)))
+    assert schedule.at(_utc("2024-07-02T18:55"))["dr_reduction_mw"] == pytest.approx(0.2)
+    assert schedule.at(_utc("2024-07-02T20:00"))["dr_reduction_mw"] == 0.4
+    assert schedule.at(_utc("2024-07-01T11:59"))["dr_notice_s"] is None
+
+
+def test_event_edges_off_the_step_grid_are_named(tmp_path):
+    log = tmp_path / "log.jsonl"
+    log.write_text(_line(ramp_up_period="PT20M") + "\n")  # active from 18:40
+    scenario = tmp_path / "s.toml"
+    scenario.write_text((ROOT / "scenarios/openadr_month.toml").read_text()
+                        .replace('"data/openadr/july_2024_vtn_log.jsonl"', f'"{log}"')
+                        .replace("step_s = 300", "step_s = 1800"))
+    with pytest.raises(cosim.ScenarioError, match=r"log.jsonl: OpenADR e1 event start 2024-07-02 18:40:00 UTC falls inside a 1800"):
+        cosim.load_scenario(scenario)
