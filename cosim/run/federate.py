@@ -41,7 +41,15 @@ CORE_TYPES = ("zmq", "zmq_ss", "tcp", "tcp_ss", "udp", "ipc", "inproc")
 
 
 class FederationError(RuntimeError):
-    """The federation did not answer in time, or left: the message says what and how to fix it."""
+    """The federation did not answer in time: the message says what and how to fix it.
+
+    ``result`` is the run folder written before it was raised (None when the broker never answered);
+    ``stuck`` is true when a time request was left pending, after which this process's HELICS
+    objects cannot be freed and its exit waits on HELICS's clean-up (end it with ``os._exit``).
+    """
+
+    result = None
+    stuck = False
 
 
 @dataclass
@@ -188,10 +196,10 @@ def _connect(cfg: FederateConfig, period_s: float):
     import helics as h
 
     info = h.helicsCreateFederateInfo()
-    # HELICS retries the broker several times; each try waits a fifth of the budget
-    per_try_ms = max(100, int(cfg.timeout_s * 1000 / 5))
+    # HELICS tries the broker about six times (its default retries), each waiting --networktimeout
+    per_try_ms = max(100, int(cfg.timeout_s * 1000 / 6))
     h.helicsFederateInfoSetCoreInitString(info, f"--federates=1 --broker_address={cfg.broker_address} "
-                                                f"--timeout={per_try_ms}ms")
+                                                f"--networktimeout={per_try_ms}ms")
     h.helicsFederateInfoSetCoreTypeFromString(info, cfg.core_type)
     h.helicsFederateInfoSetTimeProperty(info, h.HELICS_PROPERTY_TIME_PERIOD, period_s)
     try:
@@ -246,11 +254,14 @@ def run_federate(scn: Scenario, cfg: FederateConfig, out_dir: str | Path = "runs
         raise
     finally:
         result = session.close()
-        try:
-            h.helicsFederateDisconnect(fed)
-        except h.HelicsException:
-            pass  # the federation is gone already
-        h.helicsFederateFree(fed)
+        if error is None:
+            try:
+                h.helicsFederateDisconnect(fed)
+            except h.HelicsException:
+                pass  # the federation is gone already
+            h.helicsFederateFree(fed)
+        else:  # a time request is pending: every HELICS call, even helics's clean-up at exit, waits for it
+            error.stuck = True  # (the CLI ends its process at once; the broker sees the connection drop)
     if error is not None:
         error.result = result
         raise error
