@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cosim.errors import Problem, ScenarioError
+from cosim.errors import Problem, ScenarioError, few
 from cosim.scenario import Scenario
 
 #: HELICS core types a config may name
@@ -162,12 +162,12 @@ def _links(items: Any, section: str, kind: str, known, scn: Scenario, problems: 
         eid, _, attr = name.partition(".")
         if eid not in scn.entities:
             problems.append(Problem(f"{at}.attr", f"no entity {eid!r} in {scn.file}; entities: "
-                                                  f"{', '.join(scn.entities)}", name))
+                                                  f"{few(list(scn.entities))}", name))
             continue
         names = known(eid)
         if attr not in names:
             problems.append(Problem(f"{at}.attr", f"{eid} has no {kind} {attr!r}; its {kind}s: "
-                                                  f"{', '.join(names) or 'none'}", name))
+                                                  f"{few(list(names)) or 'none'}", name))
             continue
         if section == "subscribe" and name in seen:
             problems.append(Problem(f"{at}.attr", "set by two subscriptions; keep one", name))
