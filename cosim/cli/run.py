@@ -89,7 +89,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def _run_federate(args: argparse.Namespace, scn):
     """``--helics CONFIG``: the run as a HELICS value federate (cosim/run/federate.py), direct engine."""
-    from cosim.run.federate import FederationError, load_config, run_federate
+    try:
+        from cosim.run.federate import FederationError, load_config, run_federate  # imports helics
+    except ModuleNotFoundError as exc:
+        raise ScenarioError(args.helics, [Problem("--helics", f"needs the helics package ({exc}); "
+                                                              "pip install helics (or the test extra)")]) from None
 
     if getattr(args, "engine", None) == "mosaik":
         raise ScenarioError(args.scenario, [Problem("--engine", "a HELICS federate runs on the direct engine; "

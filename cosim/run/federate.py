@@ -33,7 +33,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import helics as h
+
 from cosim.errors import Problem, ScenarioError, few
+from cosim.run.session import Session
 from cosim.scenario import Scenario
 
 #: HELICS core types a config may name
@@ -179,8 +182,6 @@ def _links(items: Any, section: str, kind: str, known, scn: Scenario, problems: 
 
 def _wait(fed, done, what: str, cfg: FederateConfig) -> None:
     """Poll an asynchronous HELICS call until it completes, at most ``cfg.timeout_s``."""
-    import helics as h
-
     deadline = time.monotonic() + cfg.timeout_s
     while not h.helicsFederateIsAsyncOperationCompleted(fed):
         if time.monotonic() > deadline:
@@ -193,8 +194,6 @@ def _wait(fed, done, what: str, cfg: FederateConfig) -> None:
 
 def _connect(cfg: FederateConfig, period_s: float):
     """The value federate, joined to the broker (a bounded wait)."""
-    import helics as h
-
     info = h.helicsCreateFederateInfo()
     # HELICS tries the broker about six times (its default retries), each waiting --networktimeout
     per_try_ms = max(100, int(cfg.timeout_s * 1000 / 6))
@@ -218,10 +217,6 @@ def run_federate(scn: Scenario, cfg: FederateConfig, out_dir: str | Path = "runs
         FederationError: the broker did not answer, or a time grant did not come, within the timeout
             (raised after the run folder is written; ``.result`` holds it).
     """
-    import helics as h
-
-    from cosim.run.session import Session
-
     fed = _connect(cfg, scn.scenario.step_s)
     pubs = [(h.helicsFederateRegisterGlobalPublication(fed, link.key, h.HELICS_DATA_TYPE_DOUBLE, ""), link)
             for link in cfg.publish]
