@@ -153,3 +153,11 @@ def test_a_federate_that_stops_answering_keeps_what_was_recorded(broker, tmp_pat
     meta = json.loads((run_dir / "metadata.json").read_text())
     assert meta["status"] == "interrupted" and "time grant" in meta["reason"]
     assert len(pd.read_parquet(run_dir / "timeseries.parquet")) == 1  # t = 0 s, stepped before the wait
+
+
+def test_mosaik_engine_is_refused_with_helics(tmp_path, capsys):
+    code = main(["run", str(EXAMPLE / "campus.toml"), "--helics", str(_config(tmp_path, "127.0.0.1:1")),
+                 "--engine", "mosaik", "--out", str(tmp_path / "runs")])
+    err = capsys.readouterr().err
+    assert code != 0 and "--engine = 'mosaik': a HELICS federate runs on the direct engine" in err
+    assert not (tmp_path / "runs").exists()
