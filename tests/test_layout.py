@@ -55,6 +55,8 @@ LAZY = {
     "starlette": "fastapi's base, the live extra: only when a live run is served (cosim serve)",
     "prometheus_client": "the live extra: only when /metrics is built or scraped",
     "cosim.run.mosaik_engine": "imports mosaik (above)",
+    "helics": "the HELICS library: only when a run joins a federation (cosim run --helics)",
+    "cosim.run.federate": "imports helics (above)",
     "cosim.adapters._andes_perc1": "imports andes (above): only when a Load has a native PERC1",
 }
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -88,7 +89,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def _run_federate(args: argparse.Namespace, scn):
     """``--helics CONFIG``: the run as a HELICS value federate (cosim/run/federate.py), direct engine."""
-    from cosim.run.federate import FederationError, load_config, run_federate
+    try:
+        from cosim.run.federate import FederationError, load_config, run_federate  # imports helics
+    except ModuleNotFoundError as exc:
+        raise ScenarioError(args.helics, [Problem("--helics", f"needs the helics package ({exc}); "
+                                                              "pip install helics (or the test extra)")]) from None
 
     if getattr(args, "engine", None) == "mosaik":
         raise ScenarioError(args.scenario, [Problem("--engine", "a HELICS federate runs on the direct engine; "
@@ -98,8 +103,10 @@ def _run_federate(args: argparse.Namespace, scn):
     try:
         return run_federate(scn, cfg, args.out, report=not args.no_report)
     except FederationError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return exc.result if getattr(exc, "result", None) is not None else None
+        if exc.result is None:  # else the run's outcome below says it, with what was kept
+            print(f"error: {exc}", file=sys.stderr)
+        args.helics_stuck = exc.stuck
+        return exc.result
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -109,8 +116,18 @@ def cmd_run(args: argparse.Namespace) -> int:
         result = _run_federate(args, scn)
         if result is None:
             return 1
-    else:
-        result = run_scenario(scn, args.out, progress=not args.quiet, report=not args.no_report)
+        code = _report_run(args, scn, result)
+        if getattr(args, "helics_stuck", False):  # HELICS's clean-up at exit would wait on the federation
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+        return code
+    result = run_scenario(scn, args.out, progress=not args.quiet, report=not args.no_report)
+    return _report_run(args, scn, result)
+
+
+def _report_run(args: argparse.Namespace, scn, result) -> int:
+    """Print a run's KPIs, warnings and outcome; the exit code."""
     if not args.quiet or not result.ok:
         print(f"\nKPIs ({result.run_dir / 'kpis.json'}):")
         print(format_kpis(result.kpis, "  "))

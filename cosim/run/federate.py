@@ -33,7 +33,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cosim.errors import Problem, ScenarioError
+import helics as h
+
+from cosim.errors import Problem, ScenarioError, few
+from cosim.run.session import Session
 from cosim.scenario import Scenario
 
 #: HELICS core types a config may name
@@ -41,7 +44,15 @@ CORE_TYPES = ("zmq", "zmq_ss", "tcp", "tcp_ss", "udp", "ipc", "inproc")
 
 
 class FederationError(RuntimeError):
-    """The federation did not answer in time, or left: the message says what and how to fix it."""
+    """The federation did not answer in time: the message says what and how to fix it.
+
+    ``result`` is the run folder written before it was raised (None when the broker never answered);
+    ``stuck`` is true when a time request was left pending, after which this process's HELICS
+    objects cannot be freed and its exit waits on HELICS's clean-up (end it with ``os._exit``).
+    """
+
+    result = None
+    stuck = False
 
 
 @dataclass
@@ -154,12 +165,12 @@ def _links(items: Any, section: str, kind: str, known, scn: Scenario, problems: 
         eid, _, attr = name.partition(".")
         if eid not in scn.entities:
             problems.append(Problem(f"{at}.attr", f"no entity {eid!r} in {scn.file}; entities: "
-                                                  f"{', '.join(scn.entities)}", name))
+                                                  f"{few(list(scn.entities))}", name))
             continue
         names = known(eid)
         if attr not in names:
             problems.append(Problem(f"{at}.attr", f"{eid} has no {kind} {attr!r}; its {kind}s: "
-                                                  f"{', '.join(names) or 'none'}", name))
+                                                  f"{few(list(names)) or 'none'}", name))
             continue
         if section == "subscribe" and name in seen:
             problems.append(Problem(f"{at}.attr", "set by two subscriptions; keep one", name))
@@ -171,8 +182,6 @@ def _links(items: Any, section: str, kind: str, known, scn: Scenario, problems: 
 
 def _wait(fed, done, what: str, cfg: FederateConfig) -> None:
     """Poll an asynchronous HELICS call until it completes, at most ``cfg.timeout_s``."""
-    import helics as h
-
     deadline = time.monotonic() + cfg.timeout_s
     while not h.helicsFederateIsAsyncOperationCompleted(fed):
         if time.monotonic() > deadline:
@@ -185,13 +194,11 @@ def _wait(fed, done, what: str, cfg: FederateConfig) -> None:
 
 def _connect(cfg: FederateConfig, period_s: float):
     """The value federate, joined to the broker (a bounded wait)."""
-    import helics as h
-
     info = h.helicsCreateFederateInfo()
-    # HELICS retries the broker several times; each try waits a fifth of the budget
-    per_try_ms = max(100, int(cfg.timeout_s * 1000 / 5))
+    # HELICS tries the broker about six times (its default retries), each waiting --networktimeout
+    per_try_ms = max(100, int(cfg.timeout_s * 1000 / 6))
     h.helicsFederateInfoSetCoreInitString(info, f"--federates=1 --broker_address={cfg.broker_address} "
-                                                f"--timeout={per_try_ms}ms")
+                                                f"--networktimeout={per_try_ms}ms")
     h.helicsFederateInfoSetCoreTypeFromString(info, cfg.core_type)
     h.helicsFederateInfoSetTimeProperty(info, h.HELICS_PROPERTY_TIME_PERIOD, period_s)
     try:
@@ -210,10 +217,6 @@ def run_federate(scn: Scenario, cfg: FederateConfig, out_dir: str | Path = "runs
         FederationError: the broker did not answer, or a time grant did not come, within the timeout
             (raised after the run folder is written; ``.result`` holds it).
     """
-    import helics as h
-
-    from cosim.run.session import Session
-
     fed = _connect(cfg, scn.scenario.step_s)
     pubs = [(h.helicsFederateRegisterGlobalPublication(fed, link.key, h.HELICS_DATA_TYPE_DOUBLE, ""), link)
             for link in cfg.publish]
@@ -246,11 +249,14 @@ def run_federate(scn: Scenario, cfg: FederateConfig, out_dir: str | Path = "runs
         raise
     finally:
         result = session.close()
-        try:
-            h.helicsFederateDisconnect(fed)
-        except h.HelicsException:
-            pass  # the federation is gone already
-        h.helicsFederateFree(fed)
+        if error is None:
+            try:
+                h.helicsFederateDisconnect(fed)
+            except h.HelicsException:
+                pass  # the federation is gone already
+            h.helicsFederateFree(fed)
+        else:  # a time request is pending: every HELICS call, even helics's clean-up at exit, waits for it
+            error.stuck = True  # (the CLI ends its process at once; the broker sees the connection drop)
     if error is not None:
         error.result = result
         raise error

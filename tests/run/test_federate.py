@@ -13,6 +13,8 @@ from __future__ import annotations
 import importlib.util
 import json
 import socket
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -136,15 +138,26 @@ def test_a_federate_that_stops_answering_keeps_what_was_recorded(broker, tmp_pat
 
     thread = threading.Thread(target=silent)
     thread.start()
-    scn = load_scenario(EXAMPLE / "campus.toml", {"scenario.duration_s": 300})
+    path = _config(tmp_path, broker, timeout_s=1.0)
     try:
-        with pytest.raises(FederationError, match="time grant for t = 60 s took longer than federate.timeout_s"):
-            run_federate(scn, load_config(_config(tmp_path, broker, timeout_s=1.0), scn), tmp_path / "runs",
-                         report=False)
+        done = subprocess.run([sys.executable, "-m", "cosim", "run", str(EXAMPLE / "campus.toml"), "--helics", str(path),
+                               "--out", str(tmp_path / "runs"), "--set", "scenario.duration_s=300", "--no-report",
+                               "--quiet"], capture_output=True, text=True, timeout=120)
     finally:
         release.set()
         thread.join(timeout=30)
+    assert done.returncode == 1
+    assert "time grant for t = 60 s took longer than federate.timeout_s = 1 s" in done.stderr
+    assert "Traceback" not in done.stderr
     (run_dir,) = (tmp_path / "runs").iterdir()
     meta = json.loads((run_dir / "metadata.json").read_text())
     assert meta["status"] == "interrupted" and "time grant" in meta["reason"]
     assert len(pd.read_parquet(run_dir / "timeseries.parquet")) == 1  # t = 0 s, stepped before the wait
+
+
+def test_mosaik_engine_is_refused_with_helics(tmp_path, capsys):
+    code = main(["run", str(EXAMPLE / "campus.toml"), "--helics", str(_config(tmp_path, "127.0.0.1:1")),
+                 "--engine", "mosaik", "--out", str(tmp_path / "runs")])
+    err = capsys.readouterr().err
+    assert code != 0 and "--engine = 'mosaik': a HELICS federate runs on the direct engine" in err
+    assert not (tmp_path / "runs").exists()
