@@ -33,36 +33,37 @@ sys.path.insert(0, str(ROOT))
 from cosim.gym import CosimEnv  # noqa: E402
 
 
-def plain(scenario: Path, steps: int) -> float:
-    """Env steps per second of one env in this process."""
+def plain(scenario: Path, steps: int) -> tuple[float, float]:
+    """Env steps per second of one env in this process: per wall second, and per second of this
+    process's CPU time (less moved by other jobs on a shared machine)."""
     env = CosimEnv(scenario)
     env.reset(seed=0)
     for _ in range(20):  # warm-up
         env.step(env.action_space.sample())
     env.reset(seed=1)
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     for _ in range(steps):
         _, _, terminated, truncated, _ = env.step(env.action_space.sample())
         if terminated or truncated:
             env.reset()
-    rate = steps / (time.perf_counter() - started)
+    rate, cpu_rate = steps / (time.perf_counter() - started), steps / (time.process_time() - cpu)
     env.close()
-    return rate
+    return rate, cpu_rate
 
 
-def reset_ms(scenario: Path, n: int = 20) -> float:
-    """Mean wall time of a reset (a new seed each) and the first decision after it. [ms]"""
+def reset_ms(scenario: Path, n: int = 20) -> tuple[float, float]:
+    """Mean wall and CPU time of a reset (a new seed each) and the first decision after it. [ms]"""
     env = CosimEnv(scenario)
     action = env.action_space.sample()
     env.reset(seed=0)
     env.step(action)  # warm-up
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     for seed in range(1, n + 1):
         env.reset(seed=seed)
         env.step(action)
-    ms = (time.perf_counter() - started) / n * 1e3
+    ms, cpu_ms = (time.perf_counter() - started) / n * 1e3, (time.process_time() - cpu) / n * 1e3
     env.close()
-    return ms
+    return ms, cpu_ms
 
 
 def in_process(scenario: Path, n_envs: int):
@@ -95,10 +96,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--scenario", type=Path, default=ROOT / "scenarios" / "rl_site.toml")
     parser.add_argument("--steps", type=int, default=1500, help="env steps timed per configuration")
+    parser.add_argument("--only-plain", action="store_true", help="the reset and the one env only")
     args = parser.parse_args()
     print(f"{args.scenario.name}, {args.steps} env steps each, load average before {os.getloadavg()[0]:.2f}")
-    print(f"  reset + first decision:      {reset_ms(args.scenario):7.1f} ms")
-    print(f"  one env, this process:       {plain(args.scenario, args.steps):7.1f} env steps/s")
+    ms, cpu_ms = reset_ms(args.scenario)
+    print(f"  reset + first decision:      {ms:7.1f} ms      ({cpu_ms:.1f} ms of CPU time)")
+    rate, cpu_rate = plain(args.scenario, args.steps)
+    print(f"  one env, this process:       {rate:7.1f} env steps/s ({cpu_rate:.1f} per CPU second)")
+    if args.only_plain:
+        return
     for n in (1, 4):
         print(f"  SyncVectorEnv, {n} copies:     {vector(args.scenario, args.steps, n, processes=False):7.1f} "
               f"env steps/s")
