@@ -7,10 +7,12 @@ Run by hand (never in the tests)::
 
 One env step is one decision (``decision_s`` of the scenario: 15 minutes of rl_site, three
 5-minute scenario steps and their reward terms). Random actions, episodes reset as they end
-(the reset, a fresh Session, is inside the timing). Printed: the plain env in this process,
-then ``AsyncVectorEnv`` with 1 and 2 worker processes (steps counted over all envs), each
-after a warm-up (imports, the first power flow's JIT, data caches), and the load average
-before and after (other jobs on the 2 cores lower the figures).
+(the reset, a fresh Session, is inside the timing). Printed: the time of a reset with the
+first decision after it, the plain env in this process, N copies in this process
+(``cosim.gym.vector.make_vector_env``, a ``SyncVectorEnv`` with autoreset), then
+``AsyncVectorEnv`` with 1 and 2 worker processes (steps counted over all envs), each after a
+warm-up (imports, the first power flow's JIT, data caches), and the load average before and
+after (other jobs on the 2 cores lower the figures).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from gymnasium.vector import AsyncVectorEnv
+from gymnasium.vector import AsyncVectorEnv, SyncVectorEnv
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -31,26 +33,53 @@ sys.path.insert(0, str(ROOT))
 from cosim.gym import CosimEnv  # noqa: E402
 
 
-def plain(scenario: Path, steps: int) -> float:
-    """Env steps per second of one env in this process."""
+def plain(scenario: Path, steps: int) -> tuple[float, float]:
+    """Env steps per second of one env in this process: per wall second, and per second of this
+    process's CPU time (less moved by other jobs on a shared machine)."""
     env = CosimEnv(scenario)
     env.reset(seed=0)
     for _ in range(20):  # warm-up
         env.step(env.action_space.sample())
     env.reset(seed=1)
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     for _ in range(steps):
         _, _, terminated, truncated, _ = env.step(env.action_space.sample())
         if terminated or truncated:
             env.reset()
-    rate = steps / (time.perf_counter() - started)
+    rate, cpu_rate = steps / (time.perf_counter() - started), steps / (time.process_time() - cpu)
     env.close()
-    return rate
+    return rate, cpu_rate
 
 
-def vector(scenario: Path, steps: int, n_envs: int) -> float:
-    """Env steps per second (summed over the envs) of ``n_envs`` envs in as many processes."""
-    envs = AsyncVectorEnv([functools.partial(CosimEnv, scenario)] * n_envs)
+def reset_ms(scenario: Path, n: int = 20) -> tuple[float, float]:
+    """Mean wall and CPU time of a reset (a new seed each) and the first decision after it. [ms]"""
+    env = CosimEnv(scenario)
+    action = env.action_space.sample()
+    env.reset(seed=0)
+    env.step(action)  # warm-up
+    started, cpu = time.perf_counter(), time.process_time()
+    for seed in range(1, n + 1):
+        env.reset(seed=seed)
+        env.step(action)
+    ms, cpu_ms = (time.perf_counter() - started) / n * 1e3, (time.process_time() - cpu) / n * 1e3
+    env.close()
+    return ms, cpu_ms
+
+
+def in_process(scenario: Path, n_envs: int):
+    """N copies in this process: make_vector_env, or a SyncVectorEnv where it does not exist."""
+    try:
+        from cosim.gym.vector import make_vector_env
+    except ImportError:  # an older checkout, for a side-by-side figure
+        return SyncVectorEnv([functools.partial(CosimEnv, scenario)] * n_envs)
+    return make_vector_env(scenario, n_envs)
+
+
+def vector(scenario: Path, steps: int, n_envs: int, processes: bool = True) -> float:
+    """Env steps per second (summed over the envs) of ``n_envs`` envs in as many processes
+    (or in this one)."""
+    envs = (AsyncVectorEnv([functools.partial(CosimEnv, scenario)] * n_envs) if processes
+            else in_process(scenario, n_envs))
     envs.reset(seed=list(range(n_envs)))
     for _ in range(20):  # warm-up in every worker
         envs.step(envs.action_space.sample())
@@ -67,9 +96,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--scenario", type=Path, default=ROOT / "scenarios" / "rl_site.toml")
     parser.add_argument("--steps", type=int, default=1500, help="env steps timed per configuration")
+    parser.add_argument("--only-plain", action="store_true", help="the reset and the one env only")
     args = parser.parse_args()
     print(f"{args.scenario.name}, {args.steps} env steps each, load average before {os.getloadavg()[0]:.2f}")
-    print(f"  one env, this process:       {plain(args.scenario, args.steps):7.1f} env steps/s")
+    ms, cpu_ms = reset_ms(args.scenario)
+    print(f"  reset + first decision:      {ms:7.1f} ms      ({cpu_ms:.1f} ms of CPU time)")
+    rate, cpu_rate = plain(args.scenario, args.steps)
+    print(f"  one env, this process:       {rate:7.1f} env steps/s ({cpu_rate:.1f} per CPU second)")
+    if args.only_plain:
+        return
+    for n in (1, 4):
+        print(f"  SyncVectorEnv, {n} copies:     {vector(args.scenario, args.steps, n, processes=False):7.1f} "
+              f"env steps/s")
     for n in (1, 2):
         print(f"  AsyncVectorEnv, {n} process{'es' if n > 1 else '  '}: {vector(args.scenario, args.steps, n):7.1f} "
               f"env steps/s")

@@ -4,6 +4,7 @@
 agent sets (:mod:`.actions`), what it sees (:mod:`.observations`) and what it is rewarded
 for (:mod:`.rewards`, the KPIs' own formulas at every recorded step); it steps the scenario
 on the direct engine (:mod:`.episode`, one ``cosim.Session`` per episode).
+:func:`.vector.make_vector_env` puts N copies in one process behind Gymnasium's vector API.
 ``CosimParallelEnv(path)`` does the same for the ``[agents.<name>]`` sections (:mod:`.parallel`).
 :mod:`.evaluate` runs baselines and policies on held-out days and prints their table;
 :mod:`.guards` warns about a reward term no action can move and an action whose cost the
