@@ -30,7 +30,7 @@ _LAZY = {
     "run": ("cosim.run", None),
     "RunResult": ("cosim.run.runner", "RunResult"),
     "Session": ("cosim.run.session", "Session"),
-    "load_scenario": ("cosim.scenario", "load_scenario"),
+    "load_scenario": ("cosim.run.runner", "load_scenario"),
 }
 
 

@@ -12,7 +12,8 @@ from cosim import grid_models, registry
 from cosim.errors import Problem, ScenarioError, few
 from cosim.gym import check_scenario as check_agent_sections
 from cosim.run import run_scenario
-from cosim.scenario import envelopes, load_scenario, parse_set, read_toml
+from cosim.run.runner import load_scenario
+from cosim.scenario import envelopes, parse_set, read_toml
 from cosim.scenario.schema import FOREIGN_SECTIONS
 from cosim.studies.reproduce import check_case, load_case
 

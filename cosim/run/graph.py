@@ -7,9 +7,11 @@ edges, and an order of the sims in which every direct edge points forward.
 
 from __future__ import annotations
 
+import fnmatch
 from dataclasses import dataclass, field
 from typing import Any
 
+from cosim import kpis
 from cosim.scenario import Scenario, record
 
 
@@ -46,8 +48,39 @@ class Graph:
 
 
 def recorded_columns(scn: Scenario) -> list[str]:
-    """``<entity>.<attr>`` of every output the run records (``[record]`` or the default selection)."""
-    return record.recorded_columns(scn)
+    """``<entity>.<attr>`` of every output the run records: ``[record]``'s patterns, or the default
+    selection (``cosim/scenario/record.py``) with the detail outputs a KPI block reads."""
+    return record.recorded_columns(scn, keep=lambda names: kpis.needed_columns(names, scn.roles()))
+
+
+def record_warning(scn: Scenario) -> str | None:
+    """One warning naming each KPI block that reads a column the run does not record, its first such
+    column and the fix; None when every column a KPI reads is recorded. A warning, not a problem: a
+    narrow ``[record]`` is often deliberate (the KPI is then absent or computed from what is there)."""
+    names = record.all_outputs(scn)
+    recorded = set(recorded_columns(scn))
+    roles = scn.roles()
+    parts, first = [], None
+    for block in kpis.blocks():
+        missing = [c for c in block.columns(names, roles) if c not in recorded]
+        if missing:
+            first = first or missing[0]
+            more = f" (+{len(missing) - 1} more)" if len(missing) > 1 else ""
+            parts.append(f"the {block.name} KPI reads {missing[0]}{more}")
+    if not parts:
+        return None
+    excluded = [p for p in scn.record.exclude if fnmatch.fnmatchcase(first, p)]
+    fix = (f"drop {excluded[0]!r} from record.exclude" if excluded else
+           f"add them to record.include (\"{first}\", ...), or leave include out for the default selection")
+    return f"record: {'; '.join(parts)}, which the run does not record; {fix}"
+
+
+def check_record(scn: Scenario) -> Scenario:
+    """Add :func:`record_warning` to the scenario's warnings (once); the scenario."""
+    text = record_warning(scn)
+    if text is not None and text not in scn.warnings:
+        scn.warnings.append(text)
+    return scn
 
 
 def build(scn: Scenario) -> Graph:

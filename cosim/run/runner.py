@@ -20,10 +20,12 @@ from cosim.kpis import guards, supply
 from cosim.errors import RunInterrupted
 from cosim.folder import RunFolder
 from cosim.report import write_report
+from cosim.run import graph
 from cosim.run.direct import run_direct
 from cosim.run.outcome import Outcome
 from cosim.run.stopping import STOP
-from cosim.scenario import Scenario, load_scenario
+from cosim.scenario import Scenario
+from cosim.scenario import load_scenario as validate_file
 
 __all__ = ["RunInterrupted", "RunResult", "run", "run_scenario"]
 
@@ -103,6 +105,7 @@ def run_metadata(scn: Scenario) -> dict[str, Any]:
 def run_scenario(scn: Scenario, out_dir: str | Path = "runs", progress: bool = True,
                  run_dir: Path | None = None, report: bool = False) -> RunResult:
     """Run a validated scenario into a new run folder (see DESIGN.md, "A run folder")."""
+    graph.check_record(scn)
     STOP.install()  # SIGTERM / Ctrl-C from here to the final metadata end the run with a status
     try:
         folder, started = open_run_folder(scn, out_dir, run_dir)
@@ -243,6 +246,12 @@ def _write_report_quietly(folder: RunFolder) -> None:
         write_report(folder.path)
     except Exception as exc:  # noqa: BLE001 — the run's data is already safe on disk
         print(f"warning: report.html not written: {type(exc).__name__}: {exc}", file=sys.stderr)
+
+
+def load_scenario(path: str | Path, overrides: dict[str, Any] | None = None, allow_commands: bool = False) -> Scenario:
+    """:func:`cosim.scenario.load_scenario` with the run's own check: a warning when ``[record]`` leaves
+    out a column a KPI reads (:func:`cosim.run.graph.record_warning`)."""
+    return graph.check_record(validate_file(path, overrides, allow_commands))
 
 
 def run(path: str | Path, out_dir: str | Path = "runs", progress: bool = False,

@@ -30,11 +30,13 @@ from typing import Any
 
 from cosim import registry
 from cosim.errors import Problem, ScenarioError
+from cosim.run import graph
 from cosim.run import recorder as recorder_module
 from cosim.run.direct import DirectEngine
 from cosim.run.outcome import Outcome
 from cosim.run.runner import RunResult, finish_run, open_run_folder
-from cosim.scenario import Scenario, load_scenario
+from cosim.run.runner import load_scenario
+from cosim.scenario import Scenario
 from cosim.sdk import EndRun
 from cosim.units import unit_of
 
@@ -68,6 +70,7 @@ class Session:
         self._interrupted: str | None = None  # the exception that left the with block early
         self._bounds: dict[str, dict[str, tuple[float, float]]] = {}
         if record:
+            graph.check_record(self.scn)
             self.folder, self._started = open_run_folder(self.scn, out_dir)
         self.engine = DirectEngine(self.scn, self.folder.path if self.folder else None)
         self._wall0 = time.perf_counter()

@@ -18,7 +18,6 @@ from pydantic import BaseModel, ValidationError
 from cosim import registry
 from cosim.errors import Problem, ScenarioError, few
 from cosim.roles import ROLES, missing_outputs
-from cosim.scenario.record import all_outputs
 from cosim.scenario.record import recorded_columns as record_columns
 from cosim.scenario.schema import (
     ENTITY_KEYS,
@@ -79,8 +78,6 @@ def validate(raw: dict[str, Any], path: Path, allow_commands: bool = False) -> S
     if not problems:
         _check_load_traces(scn, problems)
     _check_record(scn, problems)
-    if not problems:
-        _check_kpi_records(scn)
     _check_kpis(scn, problems)
     if not problems:
         check_engine(scn, problems)
@@ -555,30 +552,6 @@ def _check_record(scn: Scenario, problems: list[Problem]) -> None:
         for i, pattern in enumerate(getattr(scn.record, key) or ()):
             if not any(fnmatch.fnmatchcase(name, pattern) for name in names):
                 problems.append(Problem(f"record.{key}[{i}]", f"matches no output; outputs look like {few(names, 4)}", pattern))
-
-
-def _check_kpi_records(scn: Scenario) -> None:
-    """Columns the KPI blocks read that ``[record]`` leaves out are said in one warning naming each
-    KPI, its first missing column and the fix (a warning: a narrow record is often deliberate; the
-    KPI is then absent or computed from what is recorded)."""
-    from cosim.kpis import blocks
-
-    names = all_outputs(scn)
-    recorded = set(record_columns(scn))
-    roles = scn.roles()
-    parts, first = [], None
-    for block in blocks():
-        missing = [c for c in block.columns(names, roles) if c not in recorded]
-        if missing:
-            first = first or missing[0]
-            more = f" (+{len(missing) - 1} more)" if len(missing) > 1 else ""
-            parts.append(f"the {block.name} KPI reads {missing[0]}{more}")
-    if not parts:
-        return
-    excluded = [p for p in scn.record.exclude if fnmatch.fnmatchcase(first, p)]
-    fix = (f"drop {excluded[0]!r} from record.exclude" if excluded else
-           f"add them to record.include (\"{first}\", ...), or leave include out for the default selection")
-    scn.warnings.append(f"record: {'; '.join(parts)}, which the run does not record; {fix}")
 
 
 def _find_cycle(edges: dict[str, set[str]]) -> list[str] | None:
