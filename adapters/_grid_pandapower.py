@@ -7,6 +7,7 @@ bit, checked at load time and in tests/adapters/test_grid_kernels.py), else in n
 
 from __future__ import annotations
 
+import copy
 import ctypes
 import math
 import re
@@ -88,10 +89,17 @@ class PowerFlow:
     Args:
         net: the network; this object owns and edits it (new elements, line states).
         solver: ``"lightsim2grid"`` (fast path) or ``"pandapower"`` (``pp.runpp`` each solve).
+        key: what ``net`` is as loaded (hashable, e.g. the catalogue name and its parameters),
+            or None. With a key, the solver model built for the net plus the same elements
+            attached in the same order is kept in this process and the next PowerFlow of that
+            key and those elements starts from a copy of it instead of converting the net
+            again (a Gymnasium env's reset builds the same grid every episode); a line or shunt
+            switched before the first solve makes the net another one, built and not kept.
     """
 
-    def __init__(self, net, solver: str = "lightsim2grid") -> None:
+    def __init__(self, net, solver: str = "lightsim2grid", key: Any = None) -> None:
         self.net = net
+        self._recipe: tuple | None = None if key is None else (key,)
         voltage_dependent = any(
             col in net.load and net.load[col].astype(float).abs().sum() > 0
             for col in ("const_z_p_percent", "const_i_p_percent", "const_z_q_percent", "const_i_q_percent",
@@ -130,6 +138,8 @@ class PowerFlow:
         create = {"load": pp.create_load, "sgen": pp.create_sgen, "storage": pp.create_storage}[kind]
         extra = {"max_e_mwh": 0.0} if kind == "storage" else {}
         create(self.net, bus=bus_index, p_mw=p_mw, q_mvar=q_mvar, name=name, **extra)
+        if self._recipe is not None:
+            self._recipe += ((kind, int(bus_index), float(p_mw), float(q_mvar), str(name)),)
         self._stale = True
         self._read_tables()
         return len(self.net[kind]) - 1
@@ -140,6 +150,7 @@ class PowerFlow:
         if bool(column.iat[pos]) != in_service:
             self.net.line.loc[self.net.line.index[pos], "in_service"] = in_service
             self._stale = True
+            self._recipe = None  # another net than the key's
 
     def set_shunt_step(self, pos: int, step: float | None) -> None:
         """Set shunt ``pos``'s step (position in ``net.shunt``; rounded; a step outside
@@ -155,6 +166,7 @@ class PowerFlow:
         if int(shunt["step"].iat[pos]) != value:
             shunt.loc[shunt.index[pos], "step"] = value
             self._stale = True
+            self._recipe = None  # another net than the key's
 
     def n_lines_out(self) -> int:
         """Lines out of service (``net.line.in_service`` False, the network's own included). [-]"""
@@ -292,9 +304,33 @@ class PowerFlow:
         self.q0 = {k: self.net[k]["q_mvar"].to_numpy(float).copy() for k in KINDS}
 
     def _build(self) -> None:
-        """Convert the net with pandapower's ppc builder; keep what each solve needs."""
+        """Convert the net with pandapower's ppc builder; keep what each solve needs (or copy
+        it from the model built before for the same key and elements, :data:`_BUILT`)."""
+        recipe = self._recipe
+        if recipe is not None and recipe in _BUILT:
+            self._restore(_BUILT[recipe])
+            return
         with _python_helpers():
             self._build_model()
+        if recipe is not None:
+            _BUILT[recipe] = self._snapshot()
+
+    def _snapshot(self) -> dict[str, Any]:
+        """Copies of what :meth:`_build_model` set (the C kernels' buffers and the Newton solver
+        are made anew on restore)."""
+        model = {name: copy.deepcopy(getattr(self, name)) for name in _MODEL_ATTRS}
+        net = {name: copy.deepcopy(self.net[name]) for name in _MODEL_NET_KEYS if name in self.net}
+        return {"model": model, "net": net}
+
+    def _restore(self, built: dict[str, Any]) -> None:
+        for name, value in built["model"].items():
+            setattr(self, name, copy.deepcopy(value))  # _V, _vm_ext and _loading_ext change in place
+        for name, value in built["net"].items():
+            self.net[name] = copy.deepcopy(value)
+        self._options_set = True
+        self._nr = NRSing_KLU()
+        self._kernels = _Kernels(self) if _KERNELS is not None and _Kernels.fits(self) else None
+        self._stale = False
 
     def _build_model(self) -> None:
         net = self.net
@@ -469,6 +505,15 @@ def unsupplied_bus_problem(net, bus_pos: int, ref: str | int) -> str | None:
             "and closed switches, so an element there would draw nothing from the grid while it reports its "
             "power: pick a connected bus, or put the lines to it in service (net.line.in_service)")
 
+
+#: The solver models built so far in this process, by net key and attached elements (PowerFlow's ``key``).
+_BUILT: dict[tuple, dict[str, Any]] = {}
+#: The attributes :meth:`PowerFlow._build_model` sets (besides ``_nr``, ``_kernels`` and ``_stale``).
+_MODEL_ATTRS = ("_s_const", "_s_gen_ref", "_n_bus", "_base_mva", "_ybus", "_yf", "_yt", "_n_br", "_y_out", "_ref",
+                "_pv", "_pq", "_slack_w", "_V", "_bus_map", "_vm_ext", "_inj_bus", "_inj_factor", "_f", "_t",
+                "_c_f", "_c_t", "_loading_ext", "_line_br", "_trafo_br", "_loss_br")
+#: What the conversion leaves in the net that a later call may read (pandapower's options and lookups).
+_MODEL_NET_KEYS = ("_options", "_pd2ppc_lookups", "_is_elements", "_isolated_buses")
 
 _SWAP_LOCK = threading.Lock()
 

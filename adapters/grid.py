@@ -146,6 +146,8 @@ V_LOW_PU, V_HIGH_PU = 0.95, 1.05
 DSS_LOAD_MODELS = {"constant_power": 1, "constant_impedance": 2, "constant_current": 5}
 #: Grid outputs added when line trips are given.
 TRIP_OUTPUTS = ("n_lines_out", "n_buses_islanded")
+#: Grid outputs beyond the common ones that sum up the whole network (recorded by default).
+SUMMARY_EXTRA_OUTPUTS = ("n_tap_changes", *TRIP_OUTPUTS)
 
 
 def _triples(value: Any) -> Any:
@@ -479,7 +481,7 @@ class GridSim(CosimSim):
                                     tap_positions=p.tap_positions, control_mode=p.control_mode)
         else:
             net = grid_models.load_network(p.network, **p.network_params)
-            self.flow = PowerFlow(net, solver=p.solver)
+            self.flow = PowerFlow(net, solver=p.solver, key=grid_models.network_key(p.network, **p.network_params))
         self.grid_eid: str | None = None
         self.attached: dict[str, _Attached] = {}
         self.n_nonconverged = 0
@@ -957,11 +959,15 @@ def _opendss_entity_problems(model: str, params: ElementParams, sim_params: SimP
 
 def _build_meta(ids: dict[str, list[str]], extra_outputs: list[str] = (), extra_inputs: list[str] = (),
                 element_outputs: list[str] = ()) -> dict[str, Any]:
-    grid_outputs = [*GRID_OUTPUTS, *(f"bus_{i}_vm_pu" for i in ids["bus"]),
-                    *(f"line_{i}_loading_pct" for i in ids["line"]),
-                    *(f"trafo_{i}_loading_pct" for i in ids["trafo"]), *extra_outputs]
+    per_element = [*(f"bus_{i}_vm_pu" for i in ids["bus"]), *(f"line_{i}_loading_pct" for i in ids["line"]),
+                   *(f"trafo_{i}_loading_pct" for i in ids["trafo"])]
+    # the summary outputs (the common ones, tap changes, trips) by default; one per bus, line, trafo,
+    # phase or device only on request
+    summary = {*GRID_OUTPUTS, *SUMMARY_EXTRA_OUTPUTS}
+    grid_outputs = [*GRID_OUTPUTS, *per_element, *extra_outputs]
     models = {"Grid": model_meta(inputs=[*(f"line_{i}_in_service" for i in ids["line"]), *extra_inputs],
-                                 outputs=grid_outputs, role="grid")}
+                                 outputs=grid_outputs, role="grid",
+                                 detail=[*per_element, *(o for o in extra_outputs if o not in summary)])}
     for model in MODEL_KIND:
         models[model] = model_meta(inputs=ELEMENT_ATTRS, outputs=[*ELEMENT_ATTRS, *ELEMENT_VOLTAGE_OUTPUTS, SERVED_ATTR, *element_outputs],
                                    params=ElementParams,

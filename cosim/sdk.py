@@ -277,6 +277,7 @@ def model_meta(
     params: type[BaseModel] | None = None,
     any_inputs: bool = False,
     role: str | None = None,
+    detail: list[str] | tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """Build the META entry of one model.
 
@@ -286,6 +287,8 @@ def model_meta(
         params: pydantic model of the entity params (their names go into ``params``).
         any_inputs: accept inputs of any name (the recorder).
         role: what the model is for (:data:`cosim.roles.ROLES`); every model declares one.
+        detail: outputs (among ``outputs``) a run records only on request: one per bus, line or
+            device of a network, say. By default a run records every other output.
     """
     attrs = list(dict.fromkeys([*inputs, *outputs]))
     meta: dict[str, Any] = {
@@ -300,6 +303,8 @@ def model_meta(
         meta["role"] = check_role(role)
     if any_inputs:
         meta["any_inputs"] = True
+    if detail:
+        meta["detail"] = list(detail)
     return meta
 
 

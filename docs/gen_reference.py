@@ -211,18 +211,30 @@ SECTIONS = [
     ("[entities.&lt;id&gt;]", schema.EntitySpec, ("params",)),
     ("[[connect]]", schema.ConnectSpec, ()),
     ("[record]", schema.RecordSpec, ()),
-    ("[kpis.swing]", schema.SwingKpiSpec, ()),
-    ("[kpis.swing.spec]", schema.SwingLimitSpec, ()),
-    ("[kpis.headroom]", schema.HeadroomKpiSpec, ()),
-    ("[kpis.campuses]", schema.CampusesKpiSpec, ()),
 ]
+
+
+def kpi_sections() -> list[tuple[str, type[BaseModel], tuple[str, ...]]]:
+    """``[kpis.<block>]`` of every KPI block that takes parameters (its ``Block.params``), and a
+    section of its own for each nested table (``[kpis.swing.spec]``)."""
+    from cosim import kpis
+    found = []
+    for block in kpis.blocks():
+        if block.params is None:
+            continue
+        found.append((f"[kpis.{block.name}]", block.params, ()))
+        for key, info in block.params.model_fields.items():
+            if isinstance(info.annotation, type) and issubclass(info.annotation, BaseModel):
+                found.append((f"[kpis.{block.name}.{key}]", info.annotation, ()))
+    return found
 
 
 def scenario_page() -> str:
     _SHOWN.clear()
-    _SHOWN.update({schema.SwingLimitSpec})  # has its own section
+    kpi = kpi_sections()
+    _SHOWN.update(model for title, model, _ in kpi if title.count(".") > 1)  # nested tables have their own section
     out = [GENERATED, "# Scenario file reference", "",
-           f"Generated from `cosim/scenario/schema.py`. A scenario is a TOML file with the sections "
+           f"Generated from `cosim/scenario/schema.py` and, for each `[kpis.<block>]`, from the block's own parameter model (`cosim/kpis/<block>.py`). A scenario is a TOML file with the sections "
            f"{', '.join(f'`[{s}]`' for s in schema.SECTIONS)}; every key is checked by `cosim validate` "
            "(unknown keys are refused, numbers are strict: a quoted `\"60\"` or a `true` for a number is an error). "
            "Units are in the key names. Relative paths resolve from the scenario file's folder.", "",
@@ -232,7 +244,7 @@ def scenario_page() -> str:
            "`cosim run` ignores them.", "",
            f"Dates: a run lies within {schema.FIRST_START:%Y}–{schema.LAST_END:%Y} (UTC) and lasts at most "
            f"{schema.MAX_DURATION_S // 86_400:,} days; the name has at most {schema.MAX_NAME_CHARS} characters.", ""]
-    for title, model, skip in SECTIONS:
+    for title, model, skip in [*SECTIONS, *kpi]:
         out += [f"## `{title}`", "", cell(first_paragraph(model.__doc__)), ""]
         if model is schema.SimSpec:
             out += [f"The keys below ({', '.join(f'`{k}`' for k in schema.SIM_KEYS)}) belong to cosim; every "

@@ -103,6 +103,13 @@ def _dss_description(path: Path) -> str:
     return ""
 
 
+def network_key(spec: str, base_dir: str | Path | None = None, **params: Any) -> tuple[str, str, str]:
+    """What :func:`load_network` would build, as a hashable key (a JSON file's version included)."""
+    kind, target, params = _resolve(spec, base_dir, params)
+    version = file_version(target) if kind == "json" else ""
+    return (f"{kind}:{target}", json.dumps(params, sort_keys=True, default=str), version)
+
+
 def load_network(spec: str, base_dir: str | Path | None = None, **params: Any) -> pandapowerNet:
     """Build (or fetch from the in-process cache) the network ``spec`` names.
 
@@ -118,11 +125,11 @@ def load_network(spec: str, base_dir: str | Path | None = None, **params: Any) -
     Raises:
         ValueError: unknown name, missing file or bad parameters.
     """
-    kind, target, params = _resolve(spec, base_dir, params)
-    version = file_version(target) if kind == "json" else ""
-    key = (f"{kind}:{target}", json.dumps(params, sort_keys=True, default=str), version)
+    kind, target, resolved = _resolve(spec, base_dir, params)
+    key = (f"{kind}:{target}", json.dumps(resolved, sort_keys=True, default=str),
+           file_version(target) if kind == "json" else "")  # network_key's
     if key not in _NETS:
-        _NETS[key] = _build(kind, target, params)
+        _NETS[key] = _build(kind, target, resolved)
     return copy.deepcopy(_NETS[key])
 
 

@@ -1,4 +1,5 @@
-"""Extending cosim is one file each (README "Extending"): a simulator with power and a KPI, each
+"""Extending cosim is one file each (docs/development.md): a simulator with power, a KPI (with and
+without parameters), a controller and a grid model, each
 written into a temporary folder that is only put on the package's search path, are found,
 run, accounted, reported and plotted with no other edit; a column role makes a PV trace
 read through the signals adapter count as clean generation.
@@ -6,6 +7,7 @@ read through the signals adapter count as clean generation.
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -198,3 +200,258 @@ def test_kpi_block_order_and_discovery():
                          "accounting"]
     assert len(set(names)) == len(names)
     assert np.all(np.diff([b.order for b in kpis.blocks()]) >= 0)
+
+
+PARAM_KPI = '''"""Hours each load ran above a threshold (a test KPI block with parameters)."""
+from pydantic import Field
+
+from cosim.errors import Problem
+from cosim.kpis._block import Block, KpiParams
+
+
+class Params(KpiParams):
+    """[kpis.load_above]: the threshold and the window it is counted over."""
+
+    threshold_mw: float = Field(default=1.0, gt=0)
+    window_h: float = Field(default=1.0, gt=0)
+
+
+def check(params, ctx):
+    """What the model alone cannot see: the window against the run's length."""
+    if ctx.duration_s is not None and params.window_h * 3600 > ctx.duration_s:
+        return params, [Problem(f"{ctx.where}.window_h", f"longer than the run ({ctx.duration_s / 3600:g} h); "
+                                f"give {ctx.duration_s / 3600:g} or less", params.window_h)]
+    return params, []
+
+
+def _columns(columns, roles):
+    return roles.power_columns("load", columns)
+
+
+def _compute(inp):
+    params = inp.params["load_above"]
+    out = {}
+    for column in inp.roles.power_columns("load", list(inp.ts.columns)):
+        above = inp.ts[column] > params["threshold_mw"]
+        out[column] = {"above_h": float(above.sum() * inp.dt_h), "threshold_mw": params["threshold_mw"]}
+    return {"load_above": out} if out else {}
+
+
+BLOCK = Block("load_above", "Hours above a threshold", 91, _columns, _compute, params=Params, check=check)
+'''
+
+PARAM_SCENARIO = """
+[scenario]
+name = "threshold"
+start = 2024-07-15T00:00:00Z
+duration_s = 7200
+step_s = 300
+
+[sims]
+site = { adapter = "signals", file = "site.csv", columns = { p_load_mw = "load" } }
+
+[entities]
+trace = { sim = "site", model = "Series", roles = { p_load_mw = "load" } }
+
+[kpis.load_above]
+threshold_mw = 1.2
+"""
+
+
+@pytest.fixture
+def site(tmp_path):
+    """A folder with a load trace: 0.5, 1.5, 2.0, 0.8 MW over four half hours."""
+    index = pd.date_range("2024-07-15T00:00Z", periods=4, freq="30min")
+    pd.DataFrame({"time_utc": [t.isoformat() for t in index],
+                  "load": [0.5, 1.5, 2.0, 0.8]}).to_csv(tmp_path / "site.csv", index=False)
+    return tmp_path
+
+
+@pytest.fixture
+def param_kpi(site, monkeypatch):
+    """A KPI block with a parameter: one file in a folder of its own on the KPI search path."""
+    kpi_dir = site / "my_kpis"
+    kpi_dir.mkdir()
+    (kpi_dir / "load_above.py").write_text(PARAM_KPI)
+    monkeypatch.setattr(kpis, "__path__", [*kpis.__path__, str(kpi_dir)])
+    kpis.refresh()
+    yield site
+    sys.modules.pop("cosim.kpis.load_above", None)
+    monkeypatch.undo()
+    kpis.refresh()
+
+
+def test_a_new_kpi_with_a_parameter_is_one_file(param_kpi):
+    """The scenario's [kpis.load_above] reaches the new block (validated by the block's own model),
+    and the run's kpis.json holds the value counted against it."""
+    (param_kpi / "threshold.toml").write_text(PARAM_SCENARIO)
+    scn = cosim.load_scenario(param_kpi / "threshold.toml")
+    assert scn.kpis.load_above.threshold_mw == 1.2 and scn.kpis.load_above.window_h == 1.0
+    result = cosim.run(param_kpi / "threshold.toml", out_dir=param_kpi / "runs")
+    assert result.ok, result.reason
+    ts = result.timeseries()
+    load = ts["trace.p_load_mw"]
+    expected_h = float((load > 1.2).sum() * 300 / 3600)
+    assert 0 < expected_h < 2  # the trace is above 1.2 MW part of the time, not all of it
+    written = json.loads((result.run_dir / "kpis.json").read_text())
+    entry = written["load_above"]["trace.p_load_mw"]
+    assert entry == {"above_h": pytest.approx(expected_h), "threshold_mw": 1.2}
+    assert result.metadata["kpi_params"]["load_above"] == {"threshold_mw": 1.2, "window_h": 1.0}
+
+
+@pytest.mark.parametrize("table, message", [
+    ("threshold_mw = -1.0", "kpis.load_above.threshold_mw = -1.0: "),
+    ('threshold_mw = "1.2"', "kpis.load_above.threshold_mw = '1.2': "),
+    ("threshold = 1.2", "kpis.load_above.threshold: unknown key; allowed: threshold_mw, window_h"),
+    ("window_h = 5.0", "kpis.load_above.window_h = 5.0: longer than the run (2 h); give 2 or less"),
+])
+def test_a_bad_parameter_of_the_new_kpi_is_one_message(param_kpi, table, message):
+    """Each mistake in the block's table is one line naming the key, the value and the fix."""
+    (param_kpi / "threshold.toml").write_text(PARAM_SCENARIO.replace("threshold_mw = 1.2", table))
+    with pytest.raises(cosim.ScenarioError) as err:
+        cosim.load_scenario(param_kpi / "threshold.toml")
+    lines = str(err.value).splitlines()
+    assert len(lines) == 2 and "1 problem" in lines[0], lines
+    assert message in lines[1], lines[1]
+
+
+CONTROLLER = '''"""Peak cap: discharge a battery by whatever the load draws above a cap (a test controller)."""
+from pydantic import Field
+
+from cosim.sdk import Params, SingleModelSim
+
+
+class PeakCapParams(Params):
+    cap_mw: float = Field(gt=0)
+
+
+class PeakCap:
+    def __init__(self, params):
+        self.cap_mw = params.cap_mw
+
+
+class PeakCapSim(SingleModelSim):
+    MODEL, PARAMS, ROLE, PHYSICS = "PeakCap", PeakCapParams, "controller", PeakCap
+    INPUTS, OUTPUTS = ("p_load_mw",), ("p_set_mw",)
+    EXAMPLE = {"models": {"PeakCap": {"cap_mw": 1.0}}}
+
+    def advance(self, cap, time_s, inputs):
+        load = inputs.get("p_load_mw")
+        return {"p_set_mw": 0.0 if load is None else -max(float(load) - cap.cap_mw, 0.0)}
+'''
+
+CONTROLLED = """
+[scenario]
+name = "capped"
+start = 2024-07-15T00:00:00Z
+duration_s = 7200
+step_s = 300
+
+[sims]
+site = { adapter = "signals", file = "site.csv", columns = { p_load_mw = "load" } }
+ctl = { adapter = "peak_cap" }
+store = { adapter = "battery" }
+
+[entities]
+trace = { sim = "site", model = "Series", roles = { p_load_mw = "load" } }
+cap = { sim = "ctl", model = "PeakCap", cap_mw = 1.2 }
+bess = { sim = "store", model = "Battery", e_capacity_mwh = 4.0, p_charge_max_mw = 2.0, p_discharge_max_mw = 2.0 }
+
+[[connect]]
+src = "trace"
+dst = "cap"
+attrs = ["p_load_mw"]
+
+[[connect]]
+src = "cap"
+dst = "bess"
+attrs = ["p_set_mw"]
+"""
+
+
+def test_a_new_controller_is_one_file(site, monkeypatch):
+    """A controller written into a folder on the controllers' search path is found by name, runs
+    between a measurement and a battery, and the battery follows its setpoints."""
+    from cosim.adapters import controllers
+
+    folder = site / "my_controllers"
+    folder.mkdir()
+    (folder / "peak_cap.py").write_text(CONTROLLER)
+    monkeypatch.setattr(controllers, "__path__", [*controllers.__path__, str(folder)])
+    registry.refresh()
+    try:
+        assert "peak_cap" in registry.available()
+        (site / "capped.toml").write_text(CONTROLLED)
+        result = cosim.run(site / "capped.toml", out_dir=site / "runs")
+        assert result.ok, result.reason
+        ts = result.timeseries()
+        over = (ts["trace.p_load_mw"] - 1.2).clip(lower=0)
+        assert over.max() > 0  # the trace does exceed the cap
+        np.testing.assert_allclose(ts["cap.p_set_mw"], -over, atol=1e-9)
+        np.testing.assert_allclose(ts["bess.p_mw"], ts["cap.p_set_mw"], atol=1e-9)  # well within its limits
+        assert result.folder.roles().of("cap") == "controller"
+    finally:
+        sys.modules.pop("cosim.adapters.controllers.peak_cap", None)
+        registry.refresh()
+
+
+GRID_MODEL = '''"""A two-bus feeder: a 20 kV source and 5 km of cable to one load bus (a test grid model)."""
+import pandapower as pp
+
+
+def build():
+    net = pp.create_empty_network()
+    source = pp.create_bus(net, vn_kv=20.0, name="source")
+    load = pp.create_bus(net, vn_kv=20.0, name="b2")
+    pp.create_ext_grid(net, source, vm_pu=1.0)
+    pp.create_line(net, source, load, length_km=5.0, std_type="NA2XS2Y 1x240 RM/25 12/20 kV", name="cable")
+    return net
+'''
+
+ON_THE_GRID = """
+[scenario]
+name = "feeder"
+start = 2024-07-15T00:00:00Z
+duration_s = 7200
+step_s = 300
+
+[sims]
+site = { adapter = "signals", file = "site.csv", columns = { p_load_mw = "load" } }
+grid = { adapter = "grid", network = "two_bus" }
+
+[entities]
+trace = { sim = "site", model = "Series" }
+pcc = { sim = "grid", model = "Load", bus = "b2" }
+feeder = { sim = "grid", model = "Grid" }
+
+[[connect]]
+src = "trace"
+dst = "pcc"
+attrs = [["p_load_mw", "p_mw"]]
+"""
+
+
+def test_a_new_grid_model_is_one_file(site, monkeypatch):
+    """A network written into a folder on the grid models' search path is found by name and solved
+    each step: the slack imports the load plus the line's losses (energy balance)."""
+    from cosim import grid_models
+
+    folder = site / "my_grids"
+    folder.mkdir()
+    (folder / "two_bus.py").write_text(GRID_MODEL)
+    monkeypatch.setattr(grid_models, "__path__", [*grid_models.__path__, str(folder)])
+    grid_models.catalogue.cache_clear()
+    try:
+        assert grid_models.catalogue()["two_bus"].startswith("A two-bus feeder")
+        (site / "feeder.toml").write_text(ON_THE_GRID)
+        result = cosim.run(site / "feeder.toml", out_dir=site / "runs")
+        assert result.ok, result.reason
+        ts = result.timeseries()
+        assert (ts["feeder.losses_mw"] > 0).all()
+        np.testing.assert_allclose(ts["feeder.p_import_mw"], ts["trace.p_load_mw"] + ts["feeder.losses_mw"],
+                                   rtol=1e-6)
+        assert (ts["pcc.vm_pu"] < 1.0).all()  # the cable drops the voltage towards the load
+        assert result.kpis["feeder"]["import_mwh"] == pytest.approx(ts["feeder.p_import_mw"].sum() * 300 / 3600)
+    finally:
+        sys.modules.pop("cosim.grid_models.two_bus", None)
+        grid_models.catalogue.cache_clear()

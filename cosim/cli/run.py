@@ -86,10 +86,31 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_federate(args: argparse.Namespace, scn):
+    """``--helics CONFIG``: the run as a HELICS value federate (cosim/run/federate.py), direct engine."""
+    from cosim.run.federate import FederationError, load_config, run_federate
+
+    if getattr(args, "engine", None) == "mosaik":
+        raise ScenarioError(args.scenario, [Problem("--engine", "a HELICS federate runs on the direct engine; "
+                                                                "leave out --engine or give --engine direct",
+                                                    "mosaik")])
+    cfg = load_config(args.helics, scn)
+    try:
+        return run_federate(scn, cfg, args.out, report=not args.no_report)
+    except FederationError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.result if getattr(exc, "result", None) is not None else None
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     scn = load_scenario(args.scenario, engine_overrides(args), args.allow_commands)
     print_warnings(scn)
-    result = run_scenario(scn, args.out, progress=not args.quiet, report=not args.no_report)
+    if getattr(args, "helics", None) is not None:
+        result = _run_federate(args, scn)
+        if result is None:
+            return 1
+    else:
+        result = run_scenario(scn, args.out, progress=not args.quiet, report=not args.no_report)
     if not args.quiet or not result.ok:
         print(f"\nKPIs ({result.run_dir / 'kpis.json'}):")
         print(format_kpis(result.kpis, "  "))
@@ -209,6 +230,9 @@ def add_parsers(sub) -> None:
     add_allow_commands(p_run)
     p_run.add_argument("--rt-factor", type=positive_float, metavar="F",
                        help="real time: F wall seconds per simulated second (scenario.rt_factor)")
+    p_run.add_argument("--helics", type=Path, metavar="CONFIG",
+                       help="join a HELICS federation as a value federate: broker, name, publications and "
+                            "subscriptions in CONFIG (TOML or JSON; docs/guides/helics.md); direct engine")
     p_run.set_defaults(func=cmd_run)
     p_val = sub.add_parser("validate", help="check a scenario and list every problem")
     p_val.add_argument("scenario", type=Path)

@@ -71,8 +71,10 @@ def add_parsers(sub) -> None:
     """``serve``."""
     p = sub.add_parser("serve", help="run a scenario in real time and serve it over HTTP (REST API, /metrics)",
                        description="Run a scenario paced in real time (direct engine) and serve GET /state, "
-                                   "GET /entities, GET /entities/{id}, PUT/POST /entities/{id}/inputs and "
-                                   "GET /metrics (OpenAPI at /docs). Needs the live extra.")
+                                   "GET /entities, GET /entities/{id}, PUT/POST /entities/{id}/inputs, "
+                                   "GET /metrics, and per datacenter site PUT/DELETE /site/{id}/load-target, "
+                                   "GET /site/{id}/power-status and GET /site/{id}/events (server-sent events) "
+                                   "(OpenAPI at /docs). Needs the live extra.")
     p.add_argument("scenario", type=Path)
     p.add_argument("--rt-factor", type=positive_float, metavar="F",
                    help="wall seconds per simulated second (scenario.rt_factor; default the file's, else 1)")

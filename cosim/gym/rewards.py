@@ -74,17 +74,19 @@ class TermColumns:
 class Rows:
     """The recorded rows of one decision: one column per term column, NaN where a value is missing.
 
+    Plain numpy arrays throughout (no pandas per decision).
+
     Args:
         values: ``(steps, columns)`` array, in the order of ``columns``.
-        columns: the column names.
+        columns: the column names (or their ``{name: index}`` map, computed once by the caller).
         dt_h: the recording step. [h]
     """
 
-    def __init__(self, values: np.ndarray, columns: list[str], dt_h: float):
+    def __init__(self, values: np.ndarray, columns: list[str] | dict[str, int], dt_h: float):
         self.values = values
-        self.where = {c: j for j, c in enumerate(columns)}
+        self.where = columns if isinstance(columns, dict) else {c: j for j, c in enumerate(columns)}
         self.dt_h = dt_h
-        self._flows: tuple[pd.Series, pd.Series] | None = None
+        self._flows: tuple[np.ndarray, np.ndarray] | None = None
 
     def col(self, name: str) -> np.ndarray:
         return self.values[:, self.where[name]]
@@ -97,15 +99,21 @@ class Rows:
             total = total + np.where(np.isnan(column), 0.0, column)
         return total
 
-    def site_flows_mw(self, cols: "TermColumns") -> tuple[pd.Series, pd.Series]:
+    def site_flows_mw(self, cols: "TermColumns") -> tuple[np.ndarray, np.ndarray]:
         """The site's import and export, both >= 0, split as :func:`cosim.kpis.accounting.compute`
         splits the net draw ``loads + storage - generation``. [MW]"""
         if self._flows is None:
             s = cols.site
             net = (self.summed(s["loads"]) + self.summed(s["storage"]) - self.summed(s["clean_generation"])
                    - self.summed(s["other_generation"]))
-            self._flows = accounting.import_export_mw(pd.Series(net))
+            self._flows = _positive(net), _positive(-net)
         return self._flows
+
+
+def _positive(x: np.ndarray) -> np.ndarray:
+    """``x`` below 0 as 0, as ``pandas.Series.clip(lower=0.0)`` (what
+    :func:`cosim.kpis.accounting.import_export_mw` calls) gives it: NaN stays NaN, -0.0 stays -0.0."""
+    return np.where(np.isnan(x) | (x >= 0.0), x, 0.0)
 
 
 @dataclass(frozen=True)
@@ -157,7 +165,7 @@ def _carbon(rows, cols, state) -> float:
 def _import_peak(rows, cols, state) -> float:
     imp, _ = rows.site_flows_mw(cols)
     before = state.get("import_peak_mw", 0.0)
-    state["import_peak_mw"] = max(before, float(np.max(imp.to_numpy(float), initial=0.0)))
+    state["import_peak_mw"] = max(before, float(np.max(imp, initial=0.0)))
     return state["import_peak_mw"] - before
 
 
@@ -166,8 +174,9 @@ def _import_peak(rows, cols, state) -> float:
 def _battery_throughput(rows, cols, state) -> float:
     total = 0.0
     for column in cols.site["storage"]:
-        p = pd.Series(rows.col(column)).fillna(0.0)
-        total += p.clip(lower=0).sum() * rows.dt_h + (-p).clip(lower=0).sum() * rows.dt_h
+        p = rows.col(column)
+        p = np.where(np.isnan(p), 0.0, p)  # a missing value as 0 (the accounting's fillna)
+        total += _positive(p).sum() * rows.dt_h + _positive(-p).sum() * rows.dt_h
     return float(total)
 
 
@@ -274,6 +283,7 @@ class RewardTerms:
         self.names = [name for name, t in TERMS.items() if t.missing(self.cols) is None]
         self.dt_h = scn.record_step_s / 3600.0
         self.columns = self._needed()
+        self._where: dict[str, int] = {c: j for j, c in enumerate(self.columns)}
         self.state: dict[str, Any] = {}
 
     def _needed(self) -> list[str]:
@@ -290,5 +300,5 @@ class RewardTerms:
 
     def compute(self, values: np.ndarray, columns: list[str]) -> dict[str, float]:
         """``{term: value}`` over the rows of one decision (``(steps, columns)`` values of :attr:`columns`)."""
-        rows = Rows(values, columns, self.dt_h)
+        rows = Rows(values, self._where if columns == self.columns else columns, self.dt_h)
         return {name: float(TERMS[name].compute(rows, self.cols, self.state)) for name in self.names}

@@ -22,12 +22,12 @@ from typing import Any
 import pandas as pd
 
 from cosim.folder import json_safe
-from cosim.kpis._block import Block, KpiInput, step_hours
+from cosim.kpis._block import Block, KpiInput, KpiParams, ParamsContext, step_hours
 from cosim.kpis.grid import BAND_PARAM, V_HIGH_PU, V_LOW_PU
 from cosim.roles import RunRoles
 
-__all__ = ["BAND_PARAM", "Block", "KpiInput", "V_HIGH_PU", "V_LOW_PU", "blocks", "compute", "compute_indexed", "needed_columns",
-           "refresh"]
+__all__ = ["BAND_PARAM", "Block", "KpiInput", "KpiParams", "ParamsContext", "V_HIGH_PU", "V_LOW_PU", "blocks", "compute", "compute_indexed", "needed_columns",
+           "default_params", "refresh"]
 
 _FOUND: list[Block] | None = None
 
@@ -51,6 +51,11 @@ def refresh() -> None:
     """Scan the block folders again on the next use (after adding one while a process runs)."""
     global _FOUND
     _FOUND = None
+
+
+def default_params() -> dict[str, dict[str, Any]]:
+    """Every block that takes parameters -> its defaults (JSON-ready)."""
+    return {b.name: b.params().model_dump(mode="json") for b in blocks() if b.params is not None}
 
 
 def needed_columns(columns: list[str], roles: RunRoles) -> list[str]:

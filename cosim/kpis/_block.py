@@ -2,7 +2,10 @@
 
 A block is one module of :mod:`cosim.kpis` defining ``BLOCK = Block(...)``: the columns it
 reads (from the recorded names and the run's roles) and a function computing its entries
-of ``kpis.json``. Every value is held over its step (the recorder samples at the start of
+of ``kpis.json``. A block that takes parameters declares them itself: ``params``, a pydantic
+model of its ``[kpis.<block>]`` table (checked when the scenario is validated, each problem
+one message naming the key, the value and the fix), and, for what a model cannot see alone
+(the record step, the run's length, its entities), ``check``. Every value is held over its step (the recorder samples at the start of
 each step), so an energy is ``sum(p_mw) * dt_h``.
 """
 
@@ -11,12 +14,57 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Annotated, Any
 
 import numpy as np
 import pandas as pd
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict
 
+from cosim.errors import Problem
 from cosim.roles import RunRoles
+from cosim.sdk import as_tuple
+
+
+class KpiParams(BaseModel):
+    """Base of a block's parameter model: unknown keys are an error; numbers are numbers (a
+    quoted ``"3"`` is refused) and finite."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False, frozen=True)
+
+
+def _ordered_band(value: tuple[float, float]) -> tuple[float, float]:
+    low, high = value
+    if not 0 <= low < high <= 1e4:
+        raise ValueError("give [low_hz, high_hz] with 0 <= low_hz < high_hz, e.g. [0.1, 2]")
+    return value
+
+
+#: A frequency band ``[low_hz, high_hz]`` of a block's parameters. [Hz]
+BandHz = Annotated[tuple[float, float], BeforeValidator(as_tuple), AfterValidator(_ordered_band)]
+
+
+@dataclass
+class ParamsContext:
+    """What a block's ``check`` may read of the scenario.
+
+    Attributes:
+        where: the table's key path, ``kpis.<block>`` (prefix of every problem's key).
+        record_step_s: the recording step; None when the scenario's timing is itself wrong (said). [s]
+        duration_s: the run's length; None when the timing is wrong. [s]
+        base_dir: the scenario's folder (relative paths resolve from it).
+        entities: the scenario's entity ids.
+        recorded: the ``<entity>.<attr>`` names the run records; None when unknown (some entity invalid).
+        warnings: things that run but deserve a word: a check appends to it.
+    """
+
+    where: str
+    record_step_s: float | None
+    duration_s: float | None
+    base_dir: Path
+    entities: tuple[str, ...] = ()
+    recorded: frozenset[str] | None = None
+    warnings: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -56,6 +104,11 @@ class Block:
         columns: ``(recorded column names, roles) -> the columns it reads``.
         compute: ``KpiInput -> {top-level key: value}`` (empty: the run has nothing for it).
         headline: keys, inside each of its top-level entries, the report shows first.
+        params: the model of its ``[kpis.<name>]`` table (a :class:`KpiParams`); None: it takes none.
+        check: ``(validated params, ParamsContext) -> (params, problems)``: what the model cannot
+            check alone (the problems name ``ParamsContext.where`` + the key); the params it returns
+            are the ones the run uses (e.g. a relative path made absolute). Runs only on a table
+            the scenario gives.
     """
 
     name: str
@@ -64,6 +117,8 @@ class Block:
     columns: Callable[[list[str], RunRoles], Iterable[str]]
     compute: Callable[[KpiInput], dict[str, Any]]
     headline: tuple[str, ...] = ()
+    params: type[KpiParams] | None = None
+    check: Callable[[Any, ParamsContext], tuple[Any, list[Problem]]] | None = None
 
 
 def step_hours(index: pd.Index, default_s: float) -> float:

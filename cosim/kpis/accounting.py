@@ -83,12 +83,13 @@ def import_export_mw(net_mw: pd.Series) -> tuple[pd.Series, pd.Series]:
     return net_mw.clip(lower=0.0), (-net_mw).clip(lower=0.0)
 
 
-def energy_cost_usd(import_mw: pd.Series, price_usd_mwh: pd.Series, dt_h: float,
-                    export_mw: pd.Series | None = None, export_price_usd_mwh: pd.Series | float = 0.0) -> float:
-    """Energy charge of the imports minus the credit of the exports. [USD]"""
-    cost = float(np.nansum(import_mw.to_numpy(float) * np.asarray(price_usd_mwh, float)) * dt_h)
+def energy_cost_usd(import_mw: pd.Series | np.ndarray, price_usd_mwh: pd.Series | np.ndarray, dt_h: float,
+                    export_mw: pd.Series | np.ndarray | None = None,
+                    export_price_usd_mwh: pd.Series | np.ndarray | float = 0.0) -> float:
+    """Energy charge of the imports minus the credit of the exports (Series or arrays). [USD]"""
+    cost = float(np.nansum(np.asarray(import_mw, float) * np.asarray(price_usd_mwh, float)) * dt_h)
     if export_mw is not None:
-        cost -= float(np.nansum(export_mw.to_numpy(float) * np.asarray(export_price_usd_mwh, float)) * dt_h)
+        cost -= float(np.nansum(np.asarray(export_mw, float) * np.asarray(export_price_usd_mwh, float)) * dt_h)
     return cost
 
 

@@ -35,18 +35,31 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from pydantic import Field
 
-from cosim.kpis._block import Block, KpiInput, ending, finite
+from cosim.kpis._block import BandHz, Block, KpiInput, KpiParams, ending, finite
 from cosim.roles import RunRoles
-from cosim.scenario.schema import CAMPUSES_DIP_PU, CAMPUSES_MODE_BAND_HZ
 
 #: a share or a power within this fraction of its reference counts as back (and below 1 − it, as ceased) [-]
 TOL_FRAC = 0.01
 #: a campus voltage below this is inside the disturbance's dip (the default; ``[kpis.campuses] dip_pu``) [pu]
-DIP_PU = CAMPUSES_DIP_PU
+DIP_PU = 0.9
 #: the electromechanical band: inter-area (~0.1-1 Hz) and local (~1-2.5 Hz) modes (the default;
 #: ``[kpis.campuses] mode_band_hz``) [Hz]
-MODE_BAND_HZ = CAMPUSES_MODE_BAND_HZ
+MODE_BAND_HZ = (0.1, 2.5)
+
+
+class CampusesParams(KpiParams):
+    """``[kpis.campuses]``: the band of the dominant post-fault mode and the voltage that ends the dip.
+
+    Attributes:
+        mode_band_hz: the frequencies the dominant mode of the COI frequency is picked from. [Hz]
+        dip_pu: the post-fault window starts at the first sample with every campus's ``vm_min_pu``
+            back at or above it. [pu]
+    """
+
+    mode_band_hz: BandHz = MODE_BAND_HZ
+    dip_pu: float = Field(default=DIP_PU, gt=0, lt=1)
 #: singular values below this share of the largest are noise (the model order of the pencil) [-]
 SV_TOL_FRAC = 0.03
 #: the fewest post-disturbance samples a mode is fitted to [-]
@@ -228,4 +241,4 @@ def _compute(inp: KpiInput) -> dict[str, Any]:
 
 BLOCK = Block("campuses", "Campuses through a disturbance (PERC1)", 86, _columns, _compute,
               headline=("n_ceased", "t_recover_s", "f_coi_nadir_hz", "mode_freq_hz", "mode_damping_frac",
-                        "ceased_max_frac", "t_back_s"))
+                        "ceased_max_frac", "t_back_s"), params=CampusesParams)

@@ -14,6 +14,9 @@ Every value is held over its step of ``dt_h`` hours (as in :mod:`cosim.kpis`). F
   day-of adjustment; NYISO ICAP manual's average-day CBL uses 10 weekdays likewise).
 * rebound after the event over ``window_h``: ``rebound_mwh`` = Σ max(p_k - b_k, 0)·Δt and
   ``rebound_peak_mw`` = max(p_k - b_k, 0).
+* per event (each run of intervals with ``r_k > 0``): its mean baseline, its settlement
+  (``energy_requested_mwh``, ``energy_reduction_mwh``, ``shortfall_mwh``, ``delivered_frac``
+  over its intervals) and its rebound.
 * performance cost: GPU-hours delayed = growth of the cluster's cumulative ``delay_gpu_h``
   over the event and the rebound window, minus the same growth in the no-control run when
   given; SLO attainment = mean ``slo_attainment_frac`` over the event.
@@ -110,6 +113,14 @@ def dr_performance(p_mw: pd.Series, baseline_mw: pd.Series | float, requested_mw
     }
 
 
+def settlement(p_mw: pd.Series, baseline_mw: pd.Series, requested_mw: pd.Series, dt_h: float) -> dict[str, float]:
+    """One event's settlement: energy requested, delivered (baseline minus metered, summed over
+    the event's intervals) and short, and the share delivered. [MWh, -]"""
+    perf = dr_performance(p_mw, baseline_mw, requested_mw, dt_h)
+    keys = ("energy_requested_mwh", "energy_reduction_mwh", "shortfall_mwh", "delivered_frac")
+    return {key: perf[key] for key in keys if key in perf}
+
+
 def rebound(p_mw: pd.Series, baseline_mw: float, end: pd.Timestamp, window_h: float, dt_h: float) -> dict[str, float]:
     """Draw above the baseline in ``[end, end + window_h)``. [MWh, MW]"""
     after = p_mw[(p_mw.index >= end) & (p_mw.index < end + pd.Timedelta(hours=window_h))]
@@ -174,6 +185,8 @@ def compute(ts: pd.DataFrame, dt_h: float, roles: RunRoles, rebound_h: float = 2
         for start, end in spans:
             base = float(baseline[(baseline.index >= start) & (baseline.index < end)].mean())
             entry: dict[str, Any] = {"start_utc": start.isoformat(), "end_utc": end.isoformat(), "baseline_mw": base}
+            span = (requested.index >= start) & (requested.index < end)
+            entry.update(settlement(p_site[span], baseline[span], requested[span], dt_h))
             entry.update(rebound(p_site, base, end, rebound_h, dt_h))
             for cid in clusters:
                 if f"{cid}.delay_gpu_h" in ts:

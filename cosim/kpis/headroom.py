@@ -47,14 +47,40 @@ Python ``system_headroom(series_mw, dt_h, limits_pct=[...], max_event_h=...)``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 import pandas as pd
+from pydantic import AfterValidator, BeforeValidator, Field
 
-from cosim.kpis._block import Block, KpiInput, ending, finite
+from cosim.kpis._block import Block, KpiInput, KpiParams, ending, finite
 from cosim.roles import RunRoles
-from cosim.scenario.schema import HEADROOM_LIMITS_PCT, HEADROOM_MAX_EVENT_H
+from cosim.sdk import as_tuple
+
+#: default curtailment limits (Norris et al. 2025, Duke NI R 25-01). [% of the new load's energy]
+HEADROOM_LIMITS_PCT = (0.25, 0.5, 1.0, 5.0)
+#: default longest curtailment event a flexible load accepts (the event-capped headroom). [h]
+HEADROOM_MAX_EVENT_H = 4.0
+
+
+def _distinct_limits(value: tuple[float, ...]) -> tuple[float, ...]:
+    if not value or any(not 0 < v < 100 for v in value) or len({f"{v:g}" for v in value}) != len(value):
+        raise ValueError("give distinct curtailment limits in % of the new load's energy, each above 0 and below "
+                         "100, e.g. [0.25, 0.5, 1]")
+    return value
+
+
+class HeadroomParams(KpiParams):
+    """``[kpis.headroom]``: the curtailment limits and the longest accepted event.
+
+    Attributes:
+        limits_pct: curtailment limits, the mean annual share of the new load's energy curtailed. [%]
+        max_event_h: the longest curtailment event the new load accepts (``headroom_event_capped_mw``). [h]
+    """
+
+    limits_pct: Annotated[tuple[float, ...], BeforeValidator(as_tuple), AfterValidator(_distinct_limits)] = \
+        HEADROOM_LIMITS_PCT
+    max_event_h: float = Field(default=HEADROOM_MAX_EVENT_H, gt=0)
 
 ATTR = "p_system_load_mw"
 #: Months whose threshold is the summer one (Jun-Aug and the shoulder months Apr, May, Sep, Oct).
@@ -219,4 +245,4 @@ def _compute(inp: KpiInput) -> dict[str, Any]:
 
 
 BLOCK = Block("headroom", "Headroom for flexible load (Duke method)", 85, _columns, _compute,
-              headline=("peak_mw", "load_factor_frac"))
+              headline=("peak_mw", "load_factor_frac"), params=HeadroomParams)

@@ -46,14 +46,65 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from cosim.kpis._block import Block, KpiInput, finite
+from cosim.errors import Problem
+from cosim.kpis._block import Block, KpiInput, KpiParams, ParamsContext, finite
 from cosim.roles import RunRoles
+from cosim.scenario import envelopes as envelope_files
 from cosim.scenario.envelopes import Envelope, load
 
 NAME = "ride_through_verdict"
 VOLTAGE_ATTRS = ("v1_pu", "v_worst_pu", "vm_pu", "vm_min_pu", "vm_max_pu", "vm_phase_min_pu", "vm_phase_max_pu",
                  "va_pu", "vb_pu", "vc_pu")
 CEASING_ATTRS = ("ceasing_positive_sequence_frac", "ceasing_worst_phase_frac", "p_connected_frac")
+
+
+#: the recorded attributes a verdict needs at its point of connection, by quantity
+VERDICT_ATTRS = {"voltage": ("v1_pu", "vm_min_pu", "vm_max_pu", "vm_pu"), "frequency": ("f_hz",)}
+
+
+class VerdictParams(KpiParams):
+    """``[kpis.ride_through_verdict]``: the ride-through envelopes (``cosim/scenario/envelopes.py``)
+    judged at each point of connection: entity id -> envelope names (shipped) or ``.toml`` files
+    (relative to the scenario)."""
+
+    envelopes: dict[str, list[str]] = {}
+
+
+def check(params: VerdictParams, ctx: ParamsContext) -> tuple[VerdictParams, list[Problem]]:
+    """Every envelope named: at a known entity, a valid file, not a placeholder, at a point of
+    connection that records what it judges (one problem each); a user's own file is kept by its
+    absolute path for the run."""
+    refs = params.envelopes
+    where = f"{ctx.where}.envelopes"
+    problems = [Problem(f"{where}.{entity}", f"unknown entity; give a point of connection among "
+                                              f"{', '.join(sorted(ctx.entities)) or 'none'}")
+                for entity in refs if entity not in ctx.entities]
+    problems += [Problem(key, message) for key, message in envelope_files.verdict_problems(refs, ctx.base_dir, where)]
+    if not problems:
+        problems = _check_records(refs, ctx, where)
+    if problems:
+        return params, problems
+    resolved = {e: [str(envelope_files.resolve(r, ctx.base_dir)) if r.lower().endswith(".toml") or "/" in r else r
+                    for r in names] for e, names in refs.items()}
+    return params.model_copy(update={"envelopes": resolved}), []
+
+
+def _check_records(refs: dict[str, list[str]], ctx: ParamsContext, where: str) -> list[Problem]:
+    """A verdict whose point of connection records nothing it can judge is a problem, not an empty verdict."""
+    if ctx.recorded is None:
+        return []  # some entities are invalid: said elsewhere
+    any_f_hz = [n for n in ctx.recorded if n.endswith(".f_hz")]
+    problems = []
+    for entity, names in refs.items():
+        for k, ref in enumerate(names):
+            quantity = load(ref, ctx.base_dir).quantity
+            wanted = [f"{entity}.{a}" for a in VERDICT_ATTRS[quantity]]
+            if any(w in ctx.recorded for w in wanted) or (quantity == "frequency" and len(any_f_hz) == 1):
+                continue
+            problems.append(Problem(f"{where}.{entity}[{k}]", f"{ref!r} judges {entity}'s {quantity}, but the run "
+                                    f"records none of {', '.join(wanted)}; add \"{entity}.*\" to record.include (or a "
+                                    "point of connection that reports it)"))
+    return problems
 
 
 def _columns(columns: list[str], roles: RunRoles) -> list[str]:
@@ -209,4 +260,5 @@ def compute(inp: KpiInput) -> dict[str, Any]:
     return {NAME: result} if result else {}
 
 
-BLOCK = Block(NAME, "Ride-through verdicts", 95, _columns, compute, headline=("pass",))
+BLOCK = Block(NAME, "Ride-through verdicts", 95, _columns, compute, headline=("pass",), params=VerdictParams,
+              check=check)

@@ -33,7 +33,7 @@ With ``[kpis.swing] spec = { band_hz = [lo, hi], max_band_share_frac = x, max_ra
 column also gets ``spec_band_share_frac`` (its share in the spec band), ``spec_band_ok`` and
 ``spec_ramp_ok`` (booleans; absent for a limit not given), and the block a ``swing_spec`` summary:
 ``ok`` (every column within every limit), ``n_columns``, ``n_columns_failing`` and ``failing`` (entity ids).
-Validation refuses a spec band the record cannot show (cosim/scenario/validate.py).
+Validation refuses a spec band the record cannot show (:func:`check`, run on the scenario's table).
 """
 
 from __future__ import annotations
@@ -42,23 +42,113 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from pydantic import Field
 from scipy import signal
 
-from cosim.kpis._block import Block, KpiInput, ending, finite
+from cosim.errors import Problem
+from cosim.kpis._block import BandHz, Block, KpiInput, KpiParams, ParamsContext, ending, finite
 from cosim.roles import RunRoles
-from cosim.scenario.schema import (
-    SWING_BAND_HZ,
-    SWING_MAX_STEP_S,
-    SWING_MIN_RECORD_S,
-    SWING_SHARE_BAND_HZ,
-    SWING_WINDOW_S,
-)
 
-BAND_HZ = SWING_BAND_HZ  # the default; a scenario sets its own in [kpis.swing] band_hz
-SHARE_BAND_HZ = SWING_SHARE_BAND_HZ  # the band of band_share_frac (a spec's own band gives spec_band_share_frac)
+#: The default band: the electromechanical band, inter-area modes ~0.1-1 Hz and local modes ~1-2 Hz;
+#: a scenario sets its own in [kpis.swing] band_hz. [Hz]
+BAND_HZ = (0.1, 2.0)
+#: The band of band_share_frac and a spec's default band: the 0.1-20 Hz oscillation band large-load
+#: interconnection specs cap (Choukse et al., arXiv 2508.14318; a spec's own band gives spec_band_share_frac). [Hz]
+SHARE_BAND_HZ = (0.1, 20.0)
 TRAINING_BAND_HZ = (0.2, 3.0)  # where synchronous training swings (Choukse et al., arXiv 2508.14318) [Hz]
-MAX_STEP_S = SWING_MAX_STEP_S
-WINDOW_S = SWING_WINDOW_S
+#: The longest record step read (the spectrum needs sub-second samples). [s]
+MAX_STEP_S = 0.5
+#: The shortest record read (4 s: two periods of the slowest screened swing, 0.5 Hz). [s]
+MIN_RECORD_S = 4.0
+#: The Welch window: the spectrum resolves frequencies down to 1 / min(window, run). [s]
+WINDOW_S = 64.0
+
+
+class SwingLimits(KpiParams):
+    """``[kpis.swing] spec = {...}``: a utility's oscillation limits, checked on every recorded ``p_mw``.
+
+    Attributes:
+        band_hz: the band whose share of the power-swing energy is capped. [Hz]
+        max_band_share_frac: the largest share of the swing energy (variance of P) allowed in the
+            band; None = not checked. [-]
+        max_ramp_mw_s: the largest change of P over one second allowed (``ramp_max_mw_s``);
+            None = not checked. [MW/s]
+    """
+
+    band_hz: BandHz = SHARE_BAND_HZ
+    max_band_share_frac: float | None = Field(default=None, ge=0, le=1)
+    max_ramp_mw_s: float | None = Field(default=None, gt=0)
+
+    @property
+    def checks(self) -> bool:
+        """Whether any limit is set (a spec without one checks nothing)."""
+        return self.max_band_share_frac is not None or self.max_ramp_mw_s is not None
+
+
+class SwingParams(KpiParams):
+    """``[kpis.swing]``: the band of the power-swing screening (``band_rms_mw``, ``band_peak_hz``) and
+    an optional interconnection ``spec`` (:class:`SwingLimits`; no limit set = no check)."""
+
+    band_hz: BandHz = BAND_HZ
+    spec: SwingLimits = SwingLimits()
+
+
+def check(params: SwingParams, ctx: ParamsContext) -> tuple[SwingParams, list[Problem]]:
+    """A band the recording cannot show is said (a warning: the run is still useful); a ``spec``
+    it cannot check is a problem: a pass/fail read off a band the record does not show (above its
+    Nyquist frequency, below its spectral resolution) would be unfounded."""
+    problems: list[Problem] = []
+    dt_s = ctx.record_step_s
+    if dt_s is None or ctx.duration_s is None:
+        return params, problems  # the timing problems are reported elsewhere
+    low, high = params.band_hz
+    if dt_s > MAX_STEP_S + 1e-9:
+        ctx.warnings.append(f"{ctx.where}.band_hz = [{low:g}, {high:g}]: no effect, the swing KPI needs a record step "
+                            f"<= {MAX_STEP_S:g} s and this run records every {dt_s:g} s")
+    elif high > 0.5 / dt_s:
+        ctx.warnings.append(f"{ctx.where}.band_hz = [{low:g}, {high:g}]: above {0.5 / dt_s:g} Hz, the highest "
+                            f"frequency a {dt_s:g} s record shows; the band is read only up to it (record faster, or "
+                            "lower high_hz)")
+    if "spec" in params.model_fields_set:
+        problems.extend(_check_spec(params.spec, ctx, dt_s, ctx.duration_s))
+    return params, problems
+
+
+def _check_spec(spec: SwingLimits, ctx: ParamsContext, dt_s: float, duration_s: float) -> list[Problem]:
+    where = f"{ctx.where}.spec"
+    if not spec.checks:
+        return [Problem(where, "sets no limit, so it checks nothing; give max_band_share_frac and/or "
+                        "max_ramp_mw_s, e.g. spec = { band_hz = [0.1, 20.0], max_band_share_frac = 0.2 }")]
+    high = spec.band_hz[1]
+    if dt_s > MAX_STEP_S + 1e-9:
+        return [Problem(where, f"the swing KPI reads only records at <= {MAX_STEP_S:g} s and this run "
+                        f"records every {dt_s:g} s, so nothing would be checked; set [record] step_s "
+                        f"(and the sims' step_s) to {min(MAX_STEP_S, 0.5 / high):g} s or less")]
+    if duration_s < MIN_RECORD_S:
+        return [Problem(where, f"the swing KPI needs at least {MIN_RECORD_S:g} s of record and this run "
+                        f"lasts {duration_s:g} s, so nothing would be checked; lengthen duration_s")]
+    if spec.max_band_share_frac is None:
+        return []  # only the ramp is checked: any band will do
+    return _check_spec_band(f"{where}.band_hz", dt_s, duration_s, spec.band_hz)
+
+
+def _check_spec_band(where: str, dt_s: float, duration_s: float, band_hz: tuple[float, float]) -> list[Problem]:
+    """The spec band within what the record shows: up to its Nyquist frequency, down to its resolution."""
+    low, high = band_hz
+    shown, problems = [low, high], []
+    nyquist_hz = 0.5 / dt_s
+    resolution_hz = 1.0 / min(WINDOW_S, float(duration_s))
+    if high > nyquist_hz + 1e-12:
+        problems.append(Problem(where, f"reaches above {nyquist_hz:g} Hz, the Nyquist frequency of this run's "
+                                f"{dt_s:g} s record step; record at {0.5 / high:g} s or less ([record] step_s and the "
+                                f"sims' step_s), or lower the band to [{low:g}, {nyquist_hz:g}]", shown))
+    if low < resolution_hz - 1e-12:
+        # the Welch window caps at WINDOW_S: a longer run resolves down to 1 / window, no further
+        longer = (f", or run for {1.0 / low:g} s or longer" if low >= 1.0 / WINDOW_S - 1e-12 else "")
+        problems.append(Problem(where, f"starts below {resolution_hz:g} Hz, the spectral resolution of this run "
+                                f"(1 / min({WINDOW_S:g} s Welch window, duration_s)); raise low_hz to "
+                                f"{resolution_hz:g} or more{longer}", shown))
+    return problems
 #: a standard deviation below this share of |mean P| (or of 1 MW) is round-off, not a swing to share out [-]
 FLAT_FRAC = 1e-9
 
@@ -132,7 +222,7 @@ def swing_kpis(p: np.ndarray, dt_s: float, band_hz: tuple[float, float] = BAND_H
 
 def _compute(inp: KpiInput) -> dict[str, Any]:
     dt_s = inp.dt_h * 3600.0
-    if dt_s > MAX_STEP_S + 1e-9 or len(inp.ts) < SWING_MIN_RECORD_S / dt_s:  # under 4 s: nothing in the band
+    if dt_s > MAX_STEP_S + 1e-9 or len(inp.ts) < MIN_RECORD_S / dt_s:  # under 4 s: nothing in the band
         return {}
     params = inp.params.get("swing", {})
     band = tuple(params.get("band_hz", BAND_HZ))
@@ -179,4 +269,5 @@ def spec_summary(found: dict[str, dict[str, Any]]) -> dict[str, Any]:
 
 
 BLOCK = Block("swing", "Power swings (sub-second)", 90, _columns, _compute,
-              headline=("band_rms_mw", "band_peak_hz", "ramp_max_mw_s", "range_1min_mw", "band_share_frac"))
+              headline=("band_rms_mw", "band_peak_hz", "ramp_max_mw_s", "range_1min_mw", "band_share_frac"),
+              params=SwingParams, check=check)

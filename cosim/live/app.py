@@ -21,11 +21,18 @@ Endpoints:
   by its Content-Length before anything is read, or as soon as the bytes read pass it. A client that
   leaves before its body is in gets no answer and costs one log line (no traceback).
 * ``GET /metrics``: Prometheus text format (:mod:`cosim.live.metrics`).
+* ``PUT /site/{id}/load-target`` with ``{"target_p_mw": 0.5, "ramp_mw_per_min": 0.1, "hold_s": 600}``:
+  a load target reached along a ramp through the site's facility limit (:mod:`cosim.live.site`);
+  ``DELETE`` releases it. ``GET /site/{id}/power-status``: measured ``p_mw``, target, ramp state,
+  facility limit, met or not. ``GET /site/{id}/events``: the site's events as server-sent events
+  (``id`` = sequence number; ``Last-Event-ID`` or ``?after=N`` resumes), ending when the run is over.
+  An unknown site is 404, a bad body or a target outside the site's range 422, a run over 409.
 """
 
 # no `from __future__ import annotations`: FastAPI reads the endpoints' annotations at run time, and
 # Request is imported inside build_app (the live extra is optional)
 
+import asyncio
 import json
 import logging
 import math
@@ -34,6 +41,7 @@ from typing import Any
 from cosim.errors import ScenarioError
 from cosim.live import metrics
 from cosim.live.run import LiveRun, RunOver, UnknownEntity
+from cosim.live.site import UnknownSite
 
 #: The largest request body read, by default (``cosim serve --max-body-bytes``). [bytes]
 MAX_BODY_BYTES = 1024 * 1024
@@ -128,6 +136,8 @@ def build_app(run: LiveRun, max_body_bytes: int = MAX_BODY_BYTES):
                                      409: {"description": "the run is over"},
                                      422: {"description": "an unknown input or a bad value; each with its key path"}})
 
+    _site_routes(app, run, max_body_bytes)
+
     @app.get("/metrics", summary="Prometheus metrics", response_class=Response)
     def get_metrics() -> Response:
         return Response(metrics.exposition(run, registry), media_type=metrics.CONTENT_TYPE)
@@ -136,6 +146,91 @@ def build_app(run: LiveRun, max_body_bytes: int = MAX_BODY_BYTES):
 
 
 _TOO_DEEP = object()
+
+#: How often an open event stream looks for new events. [s]
+EVENT_POLL_S = 0.1
+
+_TARGET_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {"application/json": {
+            "schema": {"type": "object", "required": ["target_p_mw", "ramp_mw_per_min"],
+                       "properties": {"target_p_mw": {"type": "number"}, "ramp_mw_per_min": {"type": "number"},
+                                      "hold_s": {"type": ["number", "null"]}}},
+            "example": {"target_p_mw": 0.5, "ramp_mw_per_min": 0.1, "hold_s": 600},
+        }},
+    },
+}
+
+
+def _site_routes(app, run: LiveRun, max_body_bytes: int) -> None:
+    """``/site/{sid}/...``: load target, power status, event stream (:mod:`cosim.live.site`)."""
+    from fastapi import Request  # the live extra: imported only when a run is served
+    from fastapi.responses import JSONResponse, StreamingResponse  # the live extra: imported only when a run is served
+
+    def refused(exc: Exception, sid: str) -> JSONResponse:
+        if isinstance(exc, UnknownSite):
+            return JSONResponse({"detail": str(exc), "path": f"sites.{sid}"}, status_code=404)
+        if isinstance(exc, ScenarioError):
+            return JSONResponse({"detail": [{"path": p.path, "problem": p.message, "value": json_value(p.value)}
+                                            for p in exc.problems], "message": str(exc)}, status_code=422)
+        return JSONResponse({"detail": str(exc)}, status_code=409)
+
+    async def put_target(sid: str, request: Request):
+        try:
+            raw = await _read_body(request, max_body_bytes)
+            body = json.loads(raw or b"null")
+        except _BodyTooLarge:
+            return JSONResponse({"detail": f"the body is larger than the server's limit of {max_body_bytes} bytes"},
+                                status_code=413, headers={"Connection": "close"})
+        except (ValueError, RecursionError) as exc:
+            return JSONResponse({"detail": f"the body is not JSON ({exc}); send e.g. {{\"target_p_mw\": 0.5, "
+                                           "\"ramp_mw_per_min\": 0.1, \"hold_s\": 600}"}, status_code=400)
+        try:
+            return run.set_target(sid, body)
+        except (UnknownSite, ScenarioError, RunOver) as exc:
+            return refused(exc, sid)
+
+    app.add_api_route("/site/{sid}/load-target", put_target, methods=["PUT"], openapi_extra=_TARGET_BODY,
+                      summary="reach a load target along a ramp, hold it, release it",
+                      responses={404: {"description": "no such site"}, 409: {"description": "the run is over"},
+                                 422: {"description": "a bad body or a target outside the site's range"}})
+
+    @app.delete("/site/{sid}/load-target", summary="release the site's load target")
+    def delete_target(sid: str):
+        try:
+            return run.release_target(sid)
+        except (UnknownSite, RunOver) as exc:
+            return refused(exc, sid)
+
+    @app.get("/site/{sid}/power-status", summary="measured power, target, ramp state, facility limit, met")
+    def power_status(sid: str):
+        try:
+            return run.site_status(sid)
+        except UnknownSite as exc:
+            return refused(exc, sid)
+
+    @app.get("/site/{sid}/events", summary="the site's events as server-sent events (text/event-stream)")
+    async def events(sid: str, request: Request, after: int | None = None):
+        try:
+            run.sites.site(sid)
+        except UnknownSite as exc:
+            return refused(exc, sid)
+        last = request.headers.get("last-event-id", "")
+        seq = after if after is not None else (int(last) if last.isdigit() else 0)
+
+        async def stream():
+            nonlocal seq
+            while not await request.is_disconnected():
+                found, over = run.site_events(sid, seq)
+                for event in found:
+                    seq = event["seq"]
+                    yield f"id: {seq}\nevent: {event['event']}\ndata: {json.dumps(json_value(event))}\n\n"
+                if over and not found:
+                    return
+                await asyncio.sleep(EVENT_POLL_S)
+
+        return StreamingResponse(stream(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 
 
 async def _read_body(request, limit: int) -> bytes:

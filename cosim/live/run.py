@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from cosim.errors import Problem, ScenarioError, few
+from cosim.live.site import LIMIT_INPUT, POWER_OUTPUT, SiteTargets
 from cosim.run.outcome import Outcome
 from cosim.run.runner import finish_run
 from cosim.run.session import Session, finite_number, input_bounds
@@ -103,6 +104,7 @@ class LiveRun:
         self.lag_s = 0.0  # how late the latest step started [s]
         self.outputs: dict[str, dict[str, Any]] = {eid: {} for eid in scn.entities}
         self.inputs = {eid: self._input_specs(eid) for eid in scn.entities}
+        self.sites = self._sites()
         self.on_end = on_end
         self._stop = threading.Event()
         self._ended = threading.Event()
@@ -152,6 +154,9 @@ class LiveRun:
             self.last_step_s = next_s
             self.lag_s = lag_s
             self._read_outputs()
+            for eid, limit_mw in self.sites.after_step(next_s, self.scn.scenario.step_s, self.outputs).items():
+                if not self.session.done:
+                    self.session.set(eid, LIMIT_INPUT, limit_mw)
             if self.status == "running":
                 self._check_grids(next_s)
 
@@ -285,6 +290,61 @@ class LiveRun:
         if problems:
             raise ScenarioError("request", problems)
         return checked
+
+    def set_target(self, eid: str, body: Any) -> dict[str, Any]:
+        """Start a load target on a site (:mod:`cosim.live.site`); its status.
+
+        Raises:
+            UnknownSite: no such site.
+            ScenarioError: a bad body or a target outside the site's range; nothing is set.
+            RunOver: the run has ended.
+        """
+        target_p_mw, ramp_mw_per_min, hold_s = self.sites.check(eid, body)
+        with self.lock:
+            self._running()
+            now_s = self.session.time_s
+            limit_mw = self.sites.set_target(eid, target_p_mw, ramp_mw_per_min, hold_s, now_s,
+                                             self.scn.scenario.step_s)
+            self.session.set(eid, LIMIT_INPUT, limit_mw)
+            return {**self.sites.status(eid), "applies_from_s": now_s,
+                    "applies_from_utc": self.session.utc.isoformat()}
+
+    def release_target(self, eid: str) -> dict[str, Any]:
+        """End a site's target: its ``p_limit_mw`` is released from the next step on; its status."""
+        self.sites.site(eid)
+        with self.lock:
+            self._running()
+            if self.sites.release(eid, self.session.time_s):
+                self.session.set(eid, LIMIT_INPUT, None)
+            return self.sites.status(eid)
+
+    def site_status(self, eid: str) -> dict[str, Any]:
+        self.sites.site(eid)
+        with self.lock:
+            return {**self.sites.status(eid), "run_status": self.status}
+
+    def site_events(self, eid: str, after_seq: int) -> tuple[list[dict[str, Any]], bool]:
+        """The site's events after ``after_seq``, and whether the run is over (no more will come)."""
+        with self.lock:
+            return self.sites.events_after(eid, after_seq), self._ended.is_set()
+
+    def _running(self) -> None:
+        if self.status not in ("running", "degraded") or self.session.done:
+            raise RunOver(f"the run is over (status {self.status}); its final state is still served")
+
+    def _sites(self) -> SiteTargets:
+        """Every IT load (role ``it``) that takes ``p_limit_mw`` and reports ``p_mw``, with its range and
+        facility limit (the smaller of its ``p_limit_mw`` and ``rated_mw`` params; None: neither given)."""
+        bounds, static = {}, {}
+        for eid in self.scn.roles().entities_with("it"):
+            spec = self.inputs[eid].get(LIMIT_INPUT)
+            if spec is None or POWER_OUTPUT not in self.scn.outputs(eid):
+                continue
+            bounds[eid] = spec.bounds if spec.bounds is not None else (0.0, math.inf)
+            params = self.scn.entities[eid].params
+            given = [float(params[k]) for k in (LIMIT_INPUT, "rated_mw") if isinstance(params.get(k), (int, float))]
+            static[eid] = min(given) if given else None
+        return SiteTargets(bounds, static)
 
     def _input_specs(self, eid: str) -> dict[str, InputSpec]:
         bounds = input_bounds(self.scn, eid)

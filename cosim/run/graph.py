@@ -7,11 +7,10 @@ edges, and an order of the sims in which every direct edge points forward.
 
 from __future__ import annotations
 
-import fnmatch
 from dataclasses import dataclass, field
 from typing import Any
 
-from cosim.scenario import Scenario
+from cosim.scenario import Scenario, record
 
 
 @dataclass(frozen=True)
@@ -47,16 +46,8 @@ class Graph:
 
 
 def recorded_columns(scn: Scenario) -> list[str]:
-    """``<entity>.<attr>`` of every output matched by ``[record]`` include/exclude patterns."""
-    columns = []
-    for eid in scn.entities:
-        for attr in scn.outputs(eid):
-            name = f"{eid}.{attr}"
-            if any(fnmatch.fnmatchcase(name, p) for p in scn.record.include) and not any(
-                fnmatch.fnmatchcase(name, p) for p in scn.record.exclude
-            ):
-                columns.append(name)
-    return columns
+    """``<entity>.<attr>`` of every output the run records (``[record]`` or the default selection)."""
+    return record.recorded_columns(scn)
 
 
 def build(scn: Scenario) -> Graph:

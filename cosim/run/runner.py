@@ -224,7 +224,7 @@ def kpi_params(scn: Scenario) -> dict[str, Any]:
     """The KPI blocks' parameters: the scenario's ``[kpis.<block>]`` and, per entity of a sim with a
     voltage band (``v_low_pu``/``v_high_pu``: the grid and its elements), that band, so the KPIs
     count violations against the band the grid's own outputs used."""
-    params = scn.kpis.model_dump(mode="json")
+    params = kpi_module.default_params() | {name: m.model_dump(mode="json") for name, m in scn.kpis.items()}
     # the validated params (defaults filled in): one bound set in the file still gives the whole band
     models = {sid: scn.sim_models.get(sid) for sid in {e.sim for e in scn.entities.values()}}
     bands = {eid: [float(models[e.sim].v_low_pu), float(models[e.sim].v_high_pu)]

@@ -172,9 +172,14 @@ class ConnectSpec(_Strict):
 
 
 class RecordSpec(_Strict):
-    """``[record]``: which outputs go to ``timeseries.parquet`` (glob patterns on ``entity.attr``)."""
+    """``[record]``: which outputs go to ``timeseries.parquet`` (glob patterns on ``entity.attr``).
 
-    include: list[str] = ["*"]
+    Without ``include`` a run records every output except the ones an adapter marks as detail
+    (one per bus, line, transformer, phase or device of a network), and of those the ones a KPI
+    reads (``cosim/scenario/record.py``); ``include = ["*"]`` records everything.
+    """
+
+    include: list[str] | None = None
     exclude: list[str] = []
     step_s: int | float | None = Field(default=None, gt=0, le=MAX_DURATION_S)
     chunk_rows: int = Field(default=1440, gt=0, le=10_000_000)
@@ -183,123 +188,16 @@ class RecordSpec(_Strict):
     flush_s: float = Field(default=1.0, ge=0.01, le=2.0)
 
 
-#: The swing KPI's default band (cosim/kpis/swing.py): the electromechanical band, inter-area
-#: modes ~0.1-1 Hz and local modes ~1-2 Hz. [Hz]
-SWING_BAND_HZ = (0.1, 2.0)
-#: The longest record step the swing KPI reads (its spectrum needs sub-second samples). [s]
-SWING_MAX_STEP_S = 0.5
+class KpiTables(dict):
+    """``[kpis]``: block name -> its validated parameters, the block's own model (``Block.params`` of
+    ``cosim/kpis/<block>.py``; defaults for a block the scenario gives no table). ``scn.kpis.swing``
+    reads like ``scn.kpis["swing"]``."""
 
-
-#: The shortest record the swing KPI reads (4 s: two periods of its slowest screened swing, 0.5 Hz). [s]
-SWING_MIN_RECORD_S = 4.0
-#: The swing KPI's Welch window: its spectrum resolves frequencies down to 1 / min(window, run). [s]
-SWING_WINDOW_S = 64.0
-#: The default band of the swing-energy share (``band_share_frac``) and of a spec: the 0.1-20 Hz
-#: oscillation band large-load interconnection specs cap (Choukse et al., arXiv 2508.14318). [Hz]
-SWING_SHARE_BAND_HZ = (0.1, 20.0)
-
-
-def _ordered_band(value: tuple[float, float]) -> tuple[float, float]:
-    low, high = value
-    if not 0 <= low < high <= 1e4:
-        raise ValueError(f"give [low_hz, high_hz] with 0 <= low_hz < high_hz, e.g. [{SWING_BAND_HZ[0]:g}, "
-                         f"{SWING_BAND_HZ[1]:g}]")
-    return value
-
-
-SwingBand = Annotated[tuple[float, float], BeforeValidator(as_tuple), AfterValidator(_ordered_band)]
-
-
-class SwingLimitSpec(_Strict):
-    """``[kpis.swing] spec = {...}``: a utility's oscillation limits, checked on every recorded ``p_mw``.
-
-    Attributes:
-        band_hz: the band whose share of the power-swing energy is capped. [Hz]
-        max_band_share_frac: the largest share of the swing energy (variance of P) allowed in the
-            band; None = not checked. [-]
-        max_ramp_mw_s: the largest change of P over one second allowed (``ramp_max_mw_s``);
-            None = not checked. [MW/s]
-    """
-
-    band_hz: SwingBand = SWING_SHARE_BAND_HZ
-    max_band_share_frac: float | None = Field(default=None, ge=0, le=1)
-    max_ramp_mw_s: float | None = Field(default=None, gt=0)
-
-    @property
-    def checks(self) -> bool:
-        """Whether any limit is set (a spec without one checks nothing)."""
-        return self.max_band_share_frac is not None or self.max_ramp_mw_s is not None
-
-
-class SwingKpiSpec(_Strict):
-    """``[kpis.swing]``: the band of the power-swing screening (``band_rms_mw``, ``band_peak_hz``) and
-    an optional interconnection ``spec`` (:class:`SwingLimitSpec`; no limit set = no check)."""
-
-    band_hz: SwingBand = SWING_BAND_HZ
-    spec: SwingLimitSpec = SwingLimitSpec()
-
-
-#: default curtailment limits of the headroom block (Norris et al. 2025, Duke NI R 25-01). [% of the new load's energy]
-HEADROOM_LIMITS_PCT = (0.25, 0.5, 1.0, 5.0)
-#: default longest curtailment event a flexible load accepts (the headroom block's event-capped headroom). [h]
-HEADROOM_MAX_EVENT_H = 4.0
-
-
-def _distinct_limits(value: tuple[float, ...]) -> tuple[float, ...]:
-    if not value or any(not 0 < v < 100 for v in value) or len({f"{v:g}" for v in value}) != len(value):
-        raise ValueError("give distinct curtailment limits in % of the new load's energy, each above 0 and below "
-                         "100, e.g. [0.25, 0.5, 1]")
-    return value
-
-
-class HeadroomKpiSpec(_Strict):
-    """``[kpis.headroom]``: the curtailment limits and the longest accepted event of the headroom block
-    (cosim/kpis/headroom.py).
-
-    Attributes:
-        limits_pct: curtailment limits, the mean annual share of the new load's energy curtailed. [%]
-        max_event_h: the longest curtailment event the new load accepts (``headroom_event_capped_mw``). [h]
-    """
-
-    limits_pct: Annotated[tuple[float, ...], BeforeValidator(as_tuple), AfterValidator(_distinct_limits)] = \
-        HEADROOM_LIMITS_PCT
-    max_event_h: float = Field(default=HEADROOM_MAX_EVENT_H, gt=0)
-#: The campuses KPI's mode band (cosim/kpis/campuses.py): inter-area (~0.1-1 Hz) and local (~1-2.5 Hz)
-#: electromechanical modes of the post-fault COI frequency. [Hz]
-CAMPUSES_MODE_BAND_HZ = (0.1, 2.5)
-#: A campus voltage below this is inside the disturbance's dip: the campuses KPI fits the mode after it. [pu]
-CAMPUSES_DIP_PU = 0.9
-
-
-class CampusesKpiSpec(_Strict):
-    """``[kpis.campuses]``: the band of the dominant post-fault mode and the voltage that ends the dip
-    (cosim/kpis/campuses.py).
-
-    Attributes:
-        mode_band_hz: the frequencies the dominant mode of the COI frequency is picked from. [Hz]
-        dip_pu: the post-fault window starts at the first sample with every campus's ``vm_min_pu``
-            back at or above it. [pu]
-    """
-
-    mode_band_hz: SwingBand = CAMPUSES_MODE_BAND_HZ
-    dip_pu: float = Field(default=CAMPUSES_DIP_PU, gt=0, lt=1)
-
-
-class RideThroughVerdictSpec(_Strict):
-    """``[kpis.ride_through_verdict]``: the ride-through envelopes (``cosim/scenario/envelopes.py``)
-    judged at each point of connection: entity id -> envelope names (shipped) or ``.toml`` files
-    (relative to the scenario)."""
-
-    envelopes: dict[str, list[str]] = {}
-
-
-class KpiSpec(_Strict):
-    """``[kpis]``: parameters of KPI blocks, one table per block (those that take any)."""
-
-    swing: SwingKpiSpec = SwingKpiSpec()
-    headroom: HeadroomKpiSpec = HeadroomKpiSpec()
-    campuses: CampusesKpiSpec = CampusesKpiSpec()
-    ride_through_verdict: RideThroughVerdictSpec = RideThroughVerdictSpec()
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(f"no KPI block with parameters named {name!r}") from None
 
 
 @dataclass
@@ -327,8 +225,8 @@ class Scenario:
     entity_extra_inputs: dict[str, list[str]] = field(default_factory=dict)
     #: things that run but deserve a word (printed by the CLI, kept in metadata.json)
     warnings: list[str] = field(default_factory=list)
-    #: ``[kpis]``: KPI block parameters
-    kpis: KpiSpec = field(default_factory=KpiSpec)
+    #: ``[kpis]``: KPI block parameters, checked by each block (cosim/kpis/<block>.py)
+    kpis: KpiTables = field(default_factory=KpiTables)
 
     @property
     def context(self) -> ScenarioContext:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
+from importlib import import_module
 from math import gcd
 from pathlib import Path
 from typing import Any
@@ -17,11 +18,11 @@ from pydantic import BaseModel, ValidationError
 from cosim import registry
 from cosim.errors import Problem, ScenarioError, few
 from cosim.roles import ROLES, missing_outputs
-from cosim.scenario import envelopes
+from cosim.scenario.record import all_outputs
+from cosim.scenario.record import recorded_columns as record_columns
 from cosim.scenario.schema import (
     ENTITY_KEYS,
     FOREIGN_SECTIONS,
-    KpiSpec,
     SECTIONS,
     SIM_KEYS,
     ConnectSpec,
@@ -32,9 +33,6 @@ from cosim.scenario.schema import (
     Scenario,
     ScenarioSection,
     SimSpec,
-    SWING_MAX_STEP_S,
-    SWING_MIN_RECORD_S,
-    SWING_WINDOW_S,
 )
 from cosim.sdk import ticks_per_s, to_ticks
 from cosim.units import has_unit_suffix, unit_of
@@ -66,9 +64,7 @@ def validate(raw: dict[str, Any], path: Path, allow_commands: bool = False) -> S
     entities = _table(raw.get("entities", {}), "entities", EntitySpec, ENTITY_KEYS, problems)
     connects = _connects(raw.get("connect", []), problems)
     record = _model(RecordSpec, raw.get("record", {}), "record", problems)
-    kpi_spec = _model(KpiSpec, raw.get("kpis", {}), "kpis", problems)
-    scn = Scenario(path, base_dir, section, sims, entities, connects, record or RecordSpec(), raw,
-                   kpis=kpi_spec or KpiSpec())
+    scn = Scenario(path, base_dir, section, sims, entities, connects, record or RecordSpec(), raw)
 
     _check_timing(raw.get("scenario"), scn.record, sims, problems)
     if not sims and isinstance(raw.get("sims", {}), dict) and not raw.get("sims"):
@@ -83,9 +79,9 @@ def validate(raw: dict[str, Any], path: Path, allow_commands: bool = False) -> S
     if not problems:
         _check_load_traces(scn, problems)
     _check_record(scn, problems)
-    _check_kpi_params(scn)
-    _check_swing_spec(scn, problems)
-    _check_verdict_envelopes(scn, problems)
+    if not problems:
+        _check_kpi_records(scn)
+    _check_kpis(scn, problems)
     if not problems:
         check_engine(scn, problems)
     if not problems:
@@ -496,74 +492,56 @@ def _check_cycles(scn: Scenario, problems: list[Problem]) -> None:
                                            "connections time_shifted = true (or weak = true) with initial_data"))
 
 
-def _check_kpi_params(scn: Scenario) -> None:
-    """A ``[kpis.swing] band_hz`` the recording cannot show is said (a warning: the run is still useful)."""
-    raw = scn.raw.get("kpis")
-    if not isinstance(raw, dict) or "swing" not in raw or scn.scenario is None:
+def _check_kpis(scn: Scenario, problems: list[Problem]) -> None:
+    """``[kpis.<block>]``: each a table of a block that takes parameters, checked by the block's own
+    model and ``check``; every block with parameters gets its defaults when the scenario gives none.
+
+    The KPI blocks live a layer above (they read runs): they are found as a run finds them
+    (``cosim.kpis.blocks()``, every module on its search path), not imported here, and a block's
+    parameters are its own (``Block.params``, ``Block.check``): no list of them is kept here."""
+    raw = scn.raw.get("kpis", {})
+    if not isinstance(raw, dict):
+        problems.append(Problem("kpis", "must be a table of [kpis.<block>] tables, e.g. [kpis.swing] band_hz = "
+                                "[0.1, 2.0]", raw))
         return
+    kpis = import_module("cosim.kpis")
+    blocks = {block.name: block for block in kpis.blocks()}
+    takes = sorted(name for name, block in blocks.items() if block.params is not None)
+    for name, table in raw.items():
+        where = f"kpis.{name}"
+        block = blocks.get(name)
+        if block is None or block.params is None:
+            what = "unknown key: this KPI block takes no parameters" if block is not None else "unknown key: no KPI block by this name"
+            problems.append(Problem(where, f"{what}; allowed (the blocks with parameters): {', '.join(takes)}"))
+            continue
+        if not isinstance(table, dict):
+            problems.append(Problem(where, f"must be a table of the {name} block's parameters: "
+                                    f"{', '.join(block.params.model_fields)}", table))
+            continue
+        params = _model(block.params, table, where, problems)
+        if params is None:
+            continue
+        if block.check is not None:
+            ctx = kpis.ParamsContext(where, *_kpi_context(scn))
+            params, found = block.check(params, ctx)
+            problems.extend(found)
+            scn.warnings.extend(ctx.warnings)
+        scn.kpis[name] = params
+    for name in takes:
+        scn.kpis.setdefault(name, blocks[name].params())
+
+
+def _kpi_context(scn: Scenario) -> tuple:
+    """What a block's ``check`` reads of the scenario (:class:`cosim.kpis._block.ParamsContext`)."""
     try:
-        dt_s = float(scn.record_step_s)
+        dt_s: float | None = float(scn.record_step_s)
+        duration_s: float | None = float(scn.scenario.duration_s)
     except Exception:  # noqa: BLE001 — the timing problems are reported elsewhere
-        return
-    low, high = scn.kpis.swing.band_hz
-    if dt_s > SWING_MAX_STEP_S + 1e-9:
-        scn.warnings.append(f"kpis.swing.band_hz = [{low:g}, {high:g}]: no effect, the swing KPI needs a record step "
-                            f"<= {SWING_MAX_STEP_S:g} s and this run records every {dt_s:g} s")
-    elif high > 0.5 / dt_s:
-        scn.warnings.append(f"kpis.swing.band_hz = [{low:g}, {high:g}]: above {0.5 / dt_s:g} Hz, the highest frequency a "
-                            f"{dt_s:g} s record shows; the band is read only up to it (record faster, or lower high_hz)")
-
-
-def _check_swing_spec(scn: Scenario, problems: list[Problem]) -> None:
-    """A ``[kpis.swing] spec`` the recording cannot check is a problem: a pass/fail read off a band the
-    record does not show (above its Nyquist frequency, below its spectral resolution) would be unfounded."""
-    raw = scn.raw.get("kpis")
-    swing = raw.get("swing") if isinstance(raw, dict) else None
-    if not isinstance(swing, dict) or "spec" not in swing or scn.scenario is None:
-        return
-    if any(p.path.startswith("kpis") for p in problems):
-        return  # the table itself is invalid (said): its defaults stand in for it
-    spec = scn.kpis.swing.spec
-    where = "kpis.swing.spec"
-    if not spec.checks:
-        problems.append(Problem(where, "sets no limit, so it checks nothing; give max_band_share_frac and/or "
-                                "max_ramp_mw_s, e.g. spec = { band_hz = [0.1, 20.0], max_band_share_frac = 0.2 }"))
-        return
-    try:
-        dt_s = float(scn.record_step_s)
-    except Exception:  # noqa: BLE001 — the timing problems are reported elsewhere
-        return
-    high = spec.band_hz[1]
-    if dt_s > SWING_MAX_STEP_S + 1e-9:
-        problems.append(Problem(where, f"the swing KPI reads only records at <= {SWING_MAX_STEP_S:g} s and this run "
-                                f"records every {dt_s:g} s, so nothing would be checked; set [record] step_s "
-                                f"(and the sims' step_s) to {min(SWING_MAX_STEP_S, 0.5 / high):g} s or less"))
-        return
-    if scn.scenario.duration_s < SWING_MIN_RECORD_S:
-        problems.append(Problem(where, f"the swing KPI needs at least {SWING_MIN_RECORD_S:g} s of record and this run "
-                                f"lasts {scn.scenario.duration_s} s, so nothing would be checked; lengthen duration_s"))
-        return
-    if spec.max_band_share_frac is None:
-        return  # only the ramp is checked: any band will do
-    _check_spec_band(scn, dt_s, spec.band_hz, problems)
-
-
-def _check_spec_band(scn: Scenario, dt_s: float, band_hz: tuple[float, float], problems: list[Problem]) -> None:
-    """The spec band within what the record shows: up to its Nyquist frequency, down to its resolution."""
-    low, high = band_hz
-    where, shown = "kpis.swing.spec.band_hz", [low, high]
-    nyquist_hz = 0.5 / dt_s
-    resolution_hz = 1.0 / min(SWING_WINDOW_S, float(scn.scenario.duration_s))
-    if high > nyquist_hz + 1e-12:
-        problems.append(Problem(where, f"reaches above {nyquist_hz:g} Hz, the Nyquist frequency of this run's "
-                                f"{dt_s:g} s record step; record at {0.5 / high:g} s or less ([record] step_s and the "
-                                f"sims' step_s), or lower the band to [{low:g}, {nyquist_hz:g}]", shown))
-    if low < resolution_hz - 1e-12:
-        # the Welch window caps at SWING_WINDOW_S: a longer run resolves down to 1 / window, no further
-        longer = (f", or run for {1.0 / low:g} s or longer" if low >= 1.0 / SWING_WINDOW_S - 1e-12 else "")
-        problems.append(Problem(where, f"starts below {resolution_hz:g} Hz, the spectral resolution of this run "
-                                f"(1 / min({SWING_WINDOW_S:g} s Welch window, duration_s)); raise low_hz to "
-                                f"{resolution_hz:g} or more{longer}", shown))
+        dt_s = duration_s = None
+    recorded = None
+    if len(scn.entities) == len(_declared(scn, "entities")):
+        recorded = frozenset(record_columns(scn))
+    return dt_s, duration_s, scn.base_dir, tuple(scn.entities), recorded
 
 
 def _check_record(scn: Scenario, problems: list[Problem]) -> None:
@@ -574,9 +552,33 @@ def _check_record(scn: Scenario, problems: list[Problem]) -> None:
     if not names:
         return  # nothing to record: the patterns cannot be judged (the default "*" included)
     for key in ("include", "exclude"):
-        for i, pattern in enumerate(getattr(scn.record, key)):
+        for i, pattern in enumerate(getattr(scn.record, key) or ()):
             if not any(fnmatch.fnmatchcase(name, pattern) for name in names):
                 problems.append(Problem(f"record.{key}[{i}]", f"matches no output; outputs look like {few(names, 4)}", pattern))
+
+
+def _check_kpi_records(scn: Scenario) -> None:
+    """Columns the KPI blocks read that ``[record]`` leaves out are said in one warning naming each
+    KPI, its first missing column and the fix (a warning: a narrow record is often deliberate; the
+    KPI is then absent or computed from what is recorded)."""
+    from cosim.kpis import blocks
+
+    names = all_outputs(scn)
+    recorded = set(record_columns(scn))
+    roles = scn.roles()
+    parts, first = [], None
+    for block in blocks():
+        missing = [c for c in block.columns(names, roles) if c not in recorded]
+        if missing:
+            first = first or missing[0]
+            more = f" (+{len(missing) - 1} more)" if len(missing) > 1 else ""
+            parts.append(f"the {block.name} KPI reads {missing[0]}{more}")
+    if not parts:
+        return
+    excluded = [p for p in scn.record.exclude if fnmatch.fnmatchcase(first, p)]
+    fix = (f"drop {excluded[0]!r} from record.exclude" if excluded else
+           f"add them to record.include (\"{first}\", ...), or leave include out for the default selection")
+    scn.warnings.append(f"record: {'; '.join(parts)}, which the run does not record; {fix}")
 
 
 def _find_cycle(edges: dict[str, set[str]]) -> list[str] | None:
@@ -674,47 +676,4 @@ def _pruning_hazards(scn: Scenario) -> list[str]:
     return found
 
 
-def _check_verdict_envelopes(scn: Scenario, problems: list[Problem]) -> None:
-    """Every envelope ``[kpis.ride_through_verdict]`` names: at a known entity, a valid file, not a
-    placeholder (one problem each); a user's own file is kept by its absolute path for the KPIs."""
-    refs = scn.kpis.ride_through_verdict.envelopes
-    if not refs:
-        return
-    where = "kpis.ride_through_verdict.envelopes"
-    for entity in refs:
-        if entity not in scn.entities:
-            problems.append(Problem(f"{where}.{entity}", f"unknown entity; give a point of connection among "
-                                                         f"{', '.join(sorted(scn.entities)) or 'none'}"))
-    for key, message in envelopes.verdict_problems(refs, scn.base_dir, where):
-        problems.append(Problem(key, message))
-    if not any(p.path.startswith(where) for p in problems):
-        _check_verdict_records(scn, refs, where, problems)
-    if not any(p.path.startswith(where) for p in problems):
-        resolved = {e: [str(envelopes.resolve(r, scn.base_dir)) if r.lower().endswith(".toml") or "/" in r else r
-                        for r in names] for e, names in refs.items()}
-        scn.kpis = scn.kpis.model_copy(update={"ride_through_verdict": scn.kpis.ride_through_verdict.model_copy(
-            update={"envelopes": resolved})})
-
-
-#: the recorded attributes a verdict reads, by quantity (cosim/kpis/ride_through_verdict.py)
-VERDICT_ATTRS = {"voltage": ("v1_pu", "vm_min_pu", "vm_max_pu", "vm_pu"), "frequency": ("f_hz",)}
-
-
-def _check_verdict_records(scn: Scenario, refs: dict[str, list[str]], where: str, problems: list[Problem]) -> None:
-    """A verdict whose point of connection records nothing it can judge is a problem, not an empty verdict."""
-    if len(scn.entities) != len(_declared(scn, "entities")):
-        return  # some entities are invalid: said elsewhere
-    names = [f"{eid}.{attr}" for eid in scn.entities for attr in scn.outputs(eid)]
-    recorded = {n for n in names if any(fnmatch.fnmatchcase(n, p) for p in scn.record.include)
-                and not any(fnmatch.fnmatchcase(n, p) for p in scn.record.exclude)}
-    any_f_hz = [n for n in recorded if n.endswith(".f_hz")]
-    for entity, names_ in refs.items():
-        for k, ref in enumerate(names_):
-            quantity = envelopes.load(ref, scn.base_dir).quantity
-            wanted = [f"{entity}.{a}" for a in VERDICT_ATTRS[quantity]]
-            if any(w in recorded for w in wanted) or (quantity == "frequency" and len(any_f_hz) == 1):
-                continue
-            problems.append(Problem(f"{where}.{entity}[{k}]", f"{ref!r} judges {entity}'s {quantity}, but the run records "
-                                    f"none of {', '.join(wanted)}; add \"{entity}.*\" to record.include (or a "
-                                    "point of connection that reports it)"))
 

@@ -1,0 +1,150 @@
+"""``cosim run --helics``: the scenario as a HELICS value federate beside a second Python federate,
+on a real broker on loopback (a free port per test). Federation (examples/helics/)::
+
+    cosim (campus, vctl) --campus.p_mw-->  feeder.py  (vm_pu = 1 - 0.08 * p_mw)
+    cosim vctl.vm_min_pu, vm_max_pu <--feeder/bus_vm_pu--  feeder.py
+
+The coupled run must equal the same coupling done inside the test with a Session (the voltage
+computed from the campus's P of the step before, as the federation delivers it).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import socket
+import threading
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+h = pytest.importorskip("helics")
+
+from cosim.cli import main  # noqa: E402
+from cosim.run.federate import FederationError, load_config, run_federate  # noqa: E402
+from cosim.run.session import Session  # noqa: E402
+from cosim.scenario import load_scenario  # noqa: E402
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "helics"
+DURATION = {"scenario.duration_s": 900}
+
+
+def _feeder_module():
+    spec = importlib.util.spec_from_file_location("helics_feeder", EXAMPLE / "feeder.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def broker():
+    """A HELICS broker for two federates on a free loopback port; its ``host:port``."""
+    port = _free_port()
+    brk = h.helicsCreateBroker("zmq", "", f"--federates=2 --local_interface=127.0.0.1 --port={port} "
+                                          "--loglevel=error")
+    yield f"127.0.0.1:{port}"
+    h.helicsBrokerDisconnect(brk)
+    h.helicsBrokerFree(brk)
+
+
+def _config(tmp_path: Path, broker: str, timeout_s: float = 20.0, suffix: str = ".toml") -> Path:
+    text = (EXAMPLE / "federate.toml").read_text().replace('"127.0.0.1:23500"', f'"{broker}"')
+    text = text.replace("timeout_s = 30", f"timeout_s = {timeout_s}")
+    path = tmp_path / f"federate{suffix}"
+    path.write_text(text)
+    return path
+
+
+def _series(result) -> pd.DataFrame:
+    return pd.read_parquet(result.run_dir / "timeseries.parquet")
+
+
+def test_coupled_run_equals_the_coupling_inside_cosim(broker, tmp_path):
+    feeder = _feeder_module()
+    scn = load_scenario(EXAMPLE / "campus.toml", DURATION)
+    cfg = load_config(_config(tmp_path, broker), scn)
+    received: list[tuple[float, float]] = []
+    thread = threading.Thread(target=lambda: received.extend(feeder.run(broker, 900.0)))
+    thread.start()
+    coupled = run_federate(scn, cfg, tmp_path / "helics", report=False)
+    thread.join(timeout=30)
+    assert coupled.ok
+
+    with Session(EXAMPLE / "campus.toml", DURATION, out_dir=tmp_path / "inside", report=False) as s:
+        p_before = None
+        while not s.done:
+            if p_before is not None and s.time_s >= 120:  # the feeder's first grant is t = 60 s
+                for attr in ("vm_min_pu", "vm_max_pu"):
+                    s.set("vctl", attr, feeder.vm_pu(p_before))
+            s.step()
+            p_before = s.get("campus.p_mw")
+    inside = _series(s.result)
+    series = _series(coupled)
+    pd.testing.assert_frame_equal(series, inside)
+    assert series["vctl.throttle_frac"].max() > 0.1  # the voltage it got back did throttle the campus
+    times = series["time_utc"].map(lambda t: (t - series["time_utc"][0]).total_seconds())
+    sent = dict(zip(times, series["campus.p_mw"]))
+    assert received and all(sent[t] == p_mw for t, p_mw in received)
+
+
+def test_unknown_entity_and_attribute_are_named(tmp_path, capsys):
+    path = _config(tmp_path, "127.0.0.1:1", suffix=".json")
+    raw = {"federate": {"broker": "127.0.0.1:1"},
+           "publish": [{"key": "cosim/p", "attr": "campus.p_kw"}],
+           "subscribe": [{"key": "feeder/v", "attr": "hall.vm_pu"}]}
+    path.write_text(json.dumps(raw))
+    code = main(["run", str(EXAMPLE / "campus.toml"), "--helics", str(path), "--out", str(tmp_path / "runs")])
+    err = capsys.readouterr().err
+    assert code != 0
+    assert str(path) in err and "Traceback" not in err
+    assert "publish[0].attr = 'campus.p_kw': campus has no output 'p_kw'" in err and "p_mw" in err
+    assert "subscribe[1].attr" not in err and "subscribe[0].attr = 'hall.vm_pu': no entity 'hall'" in err
+    assert not (tmp_path / "runs").exists()  # refused before anything ran
+
+
+def test_a_broker_that_never_answers_is_a_bounded_wait(tmp_path, capsys):
+    path = _config(tmp_path, f"127.0.0.1:{_free_port()}", timeout_s=0.5)
+    code = main(["run", str(EXAMPLE / "campus.toml"), "--helics", str(path), "--out", str(tmp_path / "runs"),
+                 "--set", "scenario.duration_s=300", "--no-report"])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "federate.broker" in err and "no HELICS broker answered" in err and "Traceback" not in err
+
+
+def test_a_federate_that_stops_answering_keeps_what_was_recorded(broker, tmp_path):
+    """The second federate joins and then never asks for time: cosim's grant never comes."""
+    release = threading.Event()
+
+    def silent():
+        info = h.helicsCreateFederateInfo()
+        h.helicsFederateInfoSetCoreInitString(info, f"--federates=1 --broker_address=tcp://{broker}")
+        h.helicsFederateInfoSetCoreTypeFromString(info, "zmq")
+        fed = h.helicsCreateValueFederate("silent", info)
+        h.helicsFederateRegisterGlobalPublication(fed, "feeder/bus_vm_pu", h.HELICS_DATA_TYPE_DOUBLE, "")
+        h.helicsFederateRegisterSubscription(fed, "cosim/campus_p_mw", "")
+        h.helicsFederateEnterExecutingMode(fed)
+        release.wait(30)
+        h.helicsFederateDisconnect(fed)
+        h.helicsFederateFree(fed)
+
+    thread = threading.Thread(target=silent)
+    thread.start()
+    scn = load_scenario(EXAMPLE / "campus.toml", {"scenario.duration_s": 300})
+    try:
+        with pytest.raises(FederationError, match="time grant for t = 60 s took longer than federate.timeout_s"):
+            run_federate(scn, load_config(_config(tmp_path, broker, timeout_s=1.0), scn), tmp_path / "runs",
+                         report=False)
+    finally:
+        release.set()
+        thread.join(timeout=30)
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    meta = json.loads((run_dir / "metadata.json").read_text())
+    assert meta["status"] == "interrupted" and "time grant" in meta["reason"]
+    assert len(pd.read_parquet(run_dir / "timeseries.parquet")) == 1  # t = 0 s, stepped before the wait
