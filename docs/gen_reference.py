@@ -357,7 +357,6 @@ def kpi_blocks() -> list[tuple[Any, Any]]:
 
 def kpis_page() -> str:
     _SHOWN.clear()
-    params = schema.KpiSpec.model_fields
     found = kpi_blocks()
     out = [GENERATED, "# KPI reference", "",
            "Generated from the KPI blocks: every module of `cosim/kpis/` that defines `BLOCK = Block(...)` is one "
@@ -366,7 +365,7 @@ def kpis_page() -> str:
            "Σ p·Δt. Units are the last token(s) of each key (`_mwh`, `_pu`, `_s`; `n_` counts are numbers).", "",
            "| block | title | module | parameters |", "|---|---|---|---|"]
     for block, module in found:
-        par = f"`[kpis.{block.name}]`" if block.name in params else ""
+        par = f"`[kpis.{block.name}]`" if block.params is not None else ""
         out.append(f"| [`{block.name}`](#{block.name}) | {cell(block.title)} | `{module.__name__}` | {par} |")
     out.append("")
     for block, module in found:
@@ -378,10 +377,9 @@ def kpis_page() -> str:
         keys = docstring_keys(doc)
         if keys:
             out += ["| name in its formulas | unit |", "|---|---|", *[f"| `{k}` | {unit_text(k)} |" for k in keys], ""]
-        if block.name in params:
-            model = _nested_model(params[block.name].annotation)
-            if model is not None:
-                out += [f"Parameters (`[kpis.{block.name}]` of the scenario):", "", *fields_table(model), ""]
+        if block.params is not None:
+            out += [f"Parameters (`[kpis.{block.name}]` of the scenario; also in the "
+                    f"[scenario reference](scenario.md)):", "", *fields_table(block.params), ""]
         if doc:
             out += [rst_to_md(inspect.cleandoc(doc)), ""]
     return "\n".join(out)
