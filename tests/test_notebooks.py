@@ -19,7 +19,7 @@ NOTEBOOKS = sorted((ROOT / "docs" / "tutorials").glob("*.ipynb"))
 
 
 def test_there_are_tutorial_notebooks():
-    assert len(NOTEBOOKS) >= 2, NOTEBOOKS  # the planner (IEEE 8500) and researcher tutorials
+    assert len(NOTEBOOKS) >= 4, NOTEBOOKS  # hosting, interconnection, operator, researcher
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
