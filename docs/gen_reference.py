@@ -8,6 +8,11 @@ Run by ``make docs`` (and ``tests/test_docs.py``) before ``mkdocs build``:
   its type, default, bounds and the comment the source gives it);
 * ``reference/adapters.md`` from the adapter registry, as ``cosim list`` sees it, with every
   param's type, default and comment from the adapters' own pydantic models;
+* ``reference/kpis.md`` from the KPI blocks (every module of :mod:`cosim.kpis` defining ``BLOCK``,
+  found by the same scan as ``kpis.json``): its title, the keys and units its docstring names, its
+  parameters (``[kpis.<block>]``) and its docstring;
+* ``reference/models.md`` from the adapter registry: every adapter's models, roles, inputs and
+  outputs with their units, and what its module's docstring says it models;
 * ``changelog.md``, a copy of the repository's ``CHANGELOG.md`` (mkdocs reads only ``docs/``).
 
 The pages are written, never edited by hand: the schema and the adapters are the source of truth.
@@ -317,6 +322,108 @@ def adapters_page() -> str:
     return "\n".join(out)
 
 
+# -- the KPI reference ------------------------------------------------------------------------------
+def rst_to_md(text: str) -> str:
+    """A docstring as Markdown: reST roles and double backticks become code spans."""
+    text = re.sub(r":\w+:`~?\.?([^`]+)`", r"`\1`", text)
+    return text.replace("``", "`")
+
+
+def docstring_keys(doc: str) -> list[str]:
+    """The names a docstring writes as code that carry a unit suffix (``energy_mwh``, ``n_trips``), in order."""
+    from cosim.units import unit_of
+
+    seen: list[str] = []
+    for token in re.findall(r"``([A-Za-z_][\w.<>]*)``", doc):
+        last = token.rsplit(".", 1)[-1]
+        if re.fullmatch(r"[a-z][a-z0-9_]*", last) and "_" in last and unit_of(last) is not None and last not in seen:
+            seen.append(last)
+    return seen
+
+
+def unit_text(name: str) -> str:
+    from cosim.units import unit_of
+
+    unit = unit_of(name)
+    return "-" if unit in (None, "") else unit
+
+
+def kpi_blocks() -> list[tuple[Any, Any]]:
+    """Every KPI block and its module, as ``kpis.json`` finds them."""
+    from cosim import kpis
+
+    return [(block, sys.modules[block.compute.__module__]) for block in kpis.blocks()]
+
+
+def kpis_page() -> str:
+    _SHOWN.clear()
+    found = kpi_blocks()
+    out = [GENERATED, "# KPI reference", "",
+           "Generated from the KPI blocks: every module of `cosim/kpis/` that defines `BLOCK = Block(...)` is one "
+           "block of `kpis.json` (found by scanning; adding a KPI is one new file). Each block is a pure function of "
+           "the recorded time series and the run's roles; every value is held over its step (Δt), so an energy is "
+           "Σ p·Δt. Units are the last token(s) of each key (`_mwh`, `_pu`, `_s`; `n_` counts are numbers).", "",
+           "| block | title | module | parameters |", "|---|---|---|---|"]
+    for block, module in found:
+        par = f"`[kpis.{block.name}]`" if block.params is not None else ""
+        out.append(f"| [`{block.name}`](#{block.name}) | {cell(block.title)} | `{module.__name__}` | {par} |")
+    out.append("")
+    for block, module in found:
+        doc = module.__doc__ or ""
+        out += [f"## `{block.name}`", "", f"**{cell(block.title)}**: `{module.__name__.replace('.', '/')}.py`, "
+                f"position {block.order} in `kpis.json`.", ""]
+        if block.headline:
+            out += ["Headline keys (the report shows them first): " + ", ".join(f"`{k}`" for k in block.headline), ""]
+        keys = docstring_keys(doc)
+        if keys:
+            out += ["| name in its formulas | unit |", "|---|---|", *[f"| `{k}` | {unit_text(k)} |" for k in keys], ""]
+        if block.params is not None:
+            out += [f"Parameters (`[kpis.{block.name}]` of the scenario; also in the "
+                    f"[scenario reference](scenario.md)):", "", *fields_table(block.params), ""]
+        if doc:
+            out += [rst_to_md(inspect.cleandoc(doc)), ""]
+    return "\n".join(out)
+
+
+# -- the model reference ----------------------------------------------------------------------------
+def models_page() -> str:
+    out = [GENERATED, "# Adapters and models", "",
+           "Generated from the adapter registry (`cosim.registry.available()`, what `cosim list` prints): every "
+           "adapter, what its module says it models, and per model its role, inputs and outputs with their units. "
+           "Every param with its type and default is in the [adapter reference](adapters.md).", "",
+           "Every model declares its **role**: what it is for the energy accounting, the KPIs, the report and the "
+           "studies, which read roles and never model names (the table of roles and their power attributes is in "
+           "`cosim/roles.py`). A scenario may give an entity another role (`role = \"load\"`) or a role per column "
+           "(`roles = { p_mw = \"clean_gen\" }`).", "",
+           "| adapter | models (role) | what |", "|---|---|---|"]
+    available = registry.available()
+    metas = {}
+    for name, target in available.items():
+        cls = registry.adapter_class(name)
+        metas[name] = _meta_for_listing(cls)
+        module = sys.modules.get(cls.__module__)
+        models = ", ".join(f"`{m}` ({d.get('role', '?')})" for m, d in metas[name][0].get("models", {}).items())
+        out.append(f"| [`{name}`](#{name}) | {models or '(from its params)'} | "
+                   f"{cell(rst_to_md(first_paragraph(module.__doc__ if module else None)))} |")
+    out.append("")
+    for name, target in available.items():
+        meta, note = metas[name]
+        out += [f"## `{name}`", "", f"`{target}`{note.replace('  (', ' (')}", ""]
+        for model, desc in meta.get("models", {}).items():
+            attrs = desc.get("attrs") or sorted(set(desc.get("inputs", [])) | set(desc.get("outputs", [])))
+            ins, outs = set(desc.get("inputs", [])), set(desc.get("outputs", []))
+            out += [f"### `{name}` / `{model}`", "", f"Role: `{desc.get('role', '?')}`."
+                    + (" Accepts any input the scenario connects." if desc.get("any_inputs") else ""), ""]
+            if attrs:
+                out += ["| attribute | unit | in | out |", "|---|---|---|---|"]
+                out += [f"| `{a}` | {unit_text(a)} | {'✓' if a in ins else ''} | {'✓' if a in outs else ''} |"
+                        for a in attrs]
+                out.append("")
+            else:
+                out += ["Attributes: from the data (see its params).", ""]
+    return "\n".join(out)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "docs", help="the docs folder to write into [docs/]")
@@ -325,6 +432,8 @@ def main(argv: list[str] | None = None) -> int:
     pages = {
         args.out / "reference" / "scenario.md": scenario_page(),
         args.out / "reference" / "adapters.md": adapters_page(),
+        args.out / "reference" / "kpis.md": kpis_page(),
+        args.out / "reference" / "models.md": models_page(),
         args.out / "changelog.md": (ROOT / "CHANGELOG.md").read_text(),
     }
     for path, text in pages.items():

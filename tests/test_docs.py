@@ -26,7 +26,8 @@ def _build(docs: Path, site: Path) -> subprocess.CompletedProcess:
     config = docs.parent / "mkdocs.yml"
     return subprocess.run([str(MKDOCS), "build", "--strict", "--config-file", str(config), "--site-dir", str(site)],
                           capture_output=True, text=True, cwd=docs.parent,
-                          env={"NO_MKDOCS_2_WARNING": "1", "PATH": str(MKDOCS.parent) + ":/usr/bin:/bin"})
+                          env={"NO_MKDOCS_2_WARNING": "1", "PATH": str(MKDOCS.parent) + ":/usr/bin:/bin",
+                               "COSIM_DOCS_EXECUTE": "false"})  # the notebooks run in tests/test_notebooks.py
 
 
 @pytest.fixture(scope="module")
