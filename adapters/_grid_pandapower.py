@@ -314,6 +314,8 @@ class PowerFlow:
             self._build_model()
         if recipe is not None:
             _BUILT[recipe] = self._snapshot()
+            while len(_BUILT) > _BUILT_MAX:  # a hosting scan or a sweep builds many variants: keep the newest
+                del _BUILT[next(iter(_BUILT))]
 
     def _snapshot(self) -> dict[str, Any]:
         """Copies of what :meth:`_build_model` set (the C kernels' buffers and the Newton solver
@@ -508,6 +510,8 @@ def unsupplied_bus_problem(net, bus_pos: int, ref: str | int) -> str | None:
 
 #: The solver models built so far in this process, by net key and attached elements (PowerFlow's ``key``).
 _BUILT: dict[tuple, dict[str, Any]] = {}
+#: At most this many are kept (oldest dropped first): a reset rebuilds the same few; variants differ.
+_BUILT_MAX = 8
 #: The attributes :meth:`PowerFlow._build_model` sets (besides ``_nr``, ``_kernels`` and ``_stale``).
 _MODEL_ATTRS = ("_s_const", "_s_gen_ref", "_n_bus", "_base_mva", "_ybus", "_yf", "_yt", "_n_br", "_y_out", "_ref",
                 "_pv", "_pq", "_slack_w", "_V", "_bus_map", "_vm_ext", "_inj_bus", "_inj_factor", "_f", "_t",

@@ -59,3 +59,14 @@ def test_other_elements_or_a_switched_line_are_not_served_the_cached_model():
     reference.set_line_in_service(3, False)
     _same(_run(switched), _run(reference))
     assert not np.array_equal(_run(switched, seed=2)[0], _run(_flow(key), seed=2)[0])  # the line matters
+
+
+def test_the_cache_keeps_at_most_a_few_models():
+    """A hosting scan attaches a new load size per run: each is another model; the process keeps only the newest few,
+    and a flow served from the bounded cache still solves."""
+    G._BUILT.clear()
+    for k in range(G._BUILT_MAX + 5):
+        _run(_flow(("cap-test",), attach=(("load", "3", 0.1 * (k + 1), 0.0),)), n=1)
+    assert len(G._BUILT) == G._BUILT_MAX
+    _run(_flow(("cap-test",), attach=(("load", "3", 0.1 * (G._BUILT_MAX + 5), 0.0),)), n=1)  # the newest: a copy
+    G._BUILT.clear()
