@@ -1,0 +1,167 @@
+"""The IEEE 8500-node feeder with a GPU campus, a day at 15 min: cosim's cost per step against OpenDSS's own.
+
+Run:  .venv/bin/python bench/bench_feeder8500.py [--repeat 3] [--steps 96]
+
+One process, side by side, alternating within each repeat (a busy machine slows every case alike):
+
+* ``opendss``: OpenDSS's own work, through opendssdirect on the same feeder file
+  (``grid_models/ieee8500.dss``) with the same campus load (a three-phase wye load at the same bus,
+  OpenDSS's default load model, the same solver limits as cosim's adapter) driven by the same
+  campus p/q series (taken from the direct run's record): per step, set the load's kW/kvar,
+  ``Solution.Solve()`` (controls included) and read every node voltage (``Circuit.AllBusMagPu``).
+  Set-up: compile the file, add the load, solve once.
+* ``direct`` and ``mosaik``: ``cosim.run`` of the scenario ``bench/bench_scaling.py`` writes for the
+  8500 case (one 256-GPU DGX-H100 campus behind a Load at bus m1166366, the feeder's Grid entity,
+  default recording) on each engine, once for 1 step and once for ``--steps`` steps; per step is
+  ``(wall(N) - wall(1)) / (N - 1)`` (``wall``: the engine's time from metadata.json, from building
+  the simulators to the last recorded row; validation and KPIs excluded) and set-up is
+  ``wall(1)`` minus one step.
+
+Prints per-step times [ms], set-ups [s], the ratios (direct/opendss, mosaik/direct, mosaik set-up
+over direct set-up) per repeat and their ranges, the process's resident memory after each case and
+its peak [MiB], and ``uptime`` before and after. Asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import math
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import pandas as pd  # noqa: E402
+
+from bench_scaling import BUS_8500, scenario_toml  # noqa: E402
+
+STEP_S = 900
+FEEDER = ROOT / "grid_models" / "ieee8500.dss"
+
+
+def rss_mib() -> float:
+    """Resident memory of this process now. [MiB]"""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * resource.getpagesize() / 2**20
+
+
+def peak_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def uptime() -> str:
+    return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+
+
+def cosim_run(engine: str, n_steps: int, tmp: Path) -> tuple[float, pd.DataFrame]:
+    """Wall time of the engine [s] and the recorded time series of an ``n_steps`` run."""
+    import cosim
+
+    path = tmp / "feeder8500.toml"
+    if not path.exists():
+        path.write_text(scenario_toml("ieee8500", 1, 96 * STEP_S, STEP_S))
+    result = cosim.run(path, out_dir=tmp / "runs", overrides={"scenario.engine": engine,
+                                                               "scenario.duration_s": n_steps * STEP_S})
+    if result.status != "ok":
+        raise SystemExit(f"{engine} run of {n_steps} steps: {result.status}: {result.metadata.get('reason')}")
+    frame = pd.read_parquet(Path(result.run_dir) / "timeseries.parquet")
+    return float(result.metadata["wall_s"]), frame
+
+
+def opendss_own(p_mw: list[float], q_mvar: list[float]) -> tuple[float, float, int]:
+    """OpenDSS alone: set-up [s], per step [s] over the steps after the first, nodes read per step."""
+    import opendssdirect
+
+    t0 = time.perf_counter()
+    dss = opendssdirect.NewContext()
+    dss.Basic.AllowChangeDir(False)
+    dss.Text.Command("Clear")
+    dss.Text.Command(f'Compile "{FEEDER}"')
+    dss.Solution.MaxControlIterations(50)
+    dss.Solution.MaxIterations(30)
+    dss.Circuit.SetActiveBus(BUS_8500)
+    kv_ll = dss.Bus.kVBase() * math.sqrt(3)
+    dss.Text.Command(f"New Load.campus bus1={BUS_8500}.1.2.3 phases=3 kv={kv_ll:.6f} conn=wye model=1 "
+                     "vminpu=0.95 vmaxpu=1.05 kw=0 kvar=0")
+
+    def step(k: int) -> int:
+        dss.Loads.Name("campus")
+        dss.Loads.kW(p_mw[k] * 1e3)
+        dss.Loads.kvar(q_mvar[k] * 1e3)
+        dss.Solution.Solve()
+        if not dss.Solution.Converged():
+            raise SystemExit(f"OpenDSS did not converge at step {k}")
+        return len(dss.Circuit.AllBusMagPu())
+
+    n_nodes = step(0)
+    t1 = time.perf_counter()
+    for k in range(1, len(p_mw)):
+        step(k)
+    t2 = time.perf_counter()
+    dss.Text.Command("Clear")
+    return t1 - t0, (t2 - t1) / (len(p_mw) - 1), n_nodes
+
+
+def span(values: list[float], fmt: str) -> str:
+    low, high = min(values), max(values)
+    text = f"{low:{fmt}}"
+    return text if f"{high:{fmt}}" == text else f"{text}-{high:{fmt}}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=3, help="repeats of every case (default 3)")
+    parser.add_argument("--steps", type=int, default=96, help="steps of the long runs (default 96: a day)")
+    parser.add_argument("--engines", default="direct,mosaik", help="cosim engines to run (default direct,mosaik)")
+    args = parser.parse_args()
+    engines = args.engines.split(",")
+    print(f"bench_feeder8500: IEEE 8500 + one campus, {args.steps} steps of {STEP_S} s; "
+          f"{time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}")
+    print(f"  before: {uptime()}")
+    rows: dict[str, list[float]] = {}
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        for rep in range(args.repeat):
+            figures: dict[str, float] = {}
+            for engine in engines:
+                wall_1, _ = cosim_run(engine, 1, tmp)
+                wall_n, frame = cosim_run(engine, args.steps, tmp)
+                per_step = (wall_n - wall_1) / (args.steps - 1)
+                figures[f"{engine}_ms"] = per_step * 1e3
+                figures[f"{engine}_setup_s"] = wall_1 - per_step
+                figures[f"{engine}_rss"] = rss_mib()
+                if engine == engines[0]:
+                    p_mw, q_mvar = frame["campus0.p_mw"].tolist(), frame["campus0.q_mvar"].tolist()
+                gc.collect()
+            setup, per_step, n_nodes = opendss_own(p_mw, q_mvar)
+            figures["opendss_ms"], figures["opendss_setup_s"] = per_step * 1e3, setup
+            figures["opendss_rss"] = rss_mib()
+            if "direct" in engines:
+                figures["direct/opendss"] = figures["direct_ms"] / figures["opendss_ms"]
+            if {"direct", "mosaik"} <= set(engines):
+                figures["mosaik/direct"] = figures["mosaik_ms"] / figures["direct_ms"]
+                figures["mosaik/direct set-up"] = figures["mosaik_setup_s"] / figures["direct_setup_s"]
+            print(f"  repeat {rep + 1}: " + ", ".join(f"{k} {v:.3g}" for k, v in figures.items()), flush=True)
+            for key, value in figures.items():
+                rows.setdefault(key, []).append(value)
+    print(f"  after: {uptime()}")
+    print(f"\n  OpenDSS reads {n_nodes} node voltages per step")
+    print(f"  {'':<10}{'ms/step':>14}{'set-up s':>14}{'RSS MiB':>12}")
+    for name in ["opendss", *engines]:
+        print(f"  {name:<10}{span(rows[name + '_ms'], '.2f'):>14}{span(rows[name + '_setup_s'], '.2f'):>14}"
+              f"{span(rows[name + '_rss'], '.0f'):>12}")
+    for key in ("direct/opendss", "mosaik/direct", "mosaik/direct set-up"):
+        if key in rows:
+            print(f"  {key:<22}{span(rows[key], '.2f')}x")
+    print(f"  peak RSS of the process: {peak_mib():.0f} MiB")
+
+
+if __name__ == "__main__":
+    main()
