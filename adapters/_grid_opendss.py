@@ -578,15 +578,17 @@ class OpenDssFlow:
         """Release the circuit (the engine context stays until garbage collection)."""
         self.dss.Text.Command("Clear")
 
-    def device_outputs(self, solved: bool = True) -> dict[str, float | bool | int]:
-        """Per-phase bus voltages, regulator taps, capacitor states and ``n_tap_changes``; with
-        ``solved`` False (the last solve failed) the voltages and capacitor powers are NaN, as nothing
-        solved them (the taps and capacitor states are the devices' settings, known either way)."""
+    def device_outputs(self, solved: bool = True, phases: bool = True) -> dict[str, float | bool | int]:
+        """Per-phase bus voltages (without them for ``phases`` False: :meth:`phase_vm_pu` has them),
+        regulator taps, capacitor states and ``n_tap_changes``; with ``solved`` False (the last solve
+        failed) the voltages and capacitor powers are NaN, as nothing solved them (the taps and
+        capacitor states are the devices' settings, known either way)."""
         per_phase, tap_count, tap_pu, cap_on, cap_q = self._attrs
         out: dict[str, float | bool | int] = {"n_tap_changes": self.n_tap_changes}
-        if len(self.node_vm_pu) and solved:
-            vm = np.append(self.node_vm_pu, np.nan)[self._phase_attr_nodes]
-            out.update(zip(per_phase, vm.tolist()))
+        if not phases:
+            pass
+        elif len(self.node_vm_pu) and solved:
+            out.update(zip(per_phase, self.phase_vm_pu().tolist()))
         else:
             out.update(dict.fromkeys(per_phase, math.nan))
         out.update(zip(tap_count, [int(t) if np.isfinite(t) else math.nan for t in self.tap_count]))

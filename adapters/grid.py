@@ -567,10 +567,10 @@ class GridSim(CosimSim):
                                params.q_mvar if "q_mvar" in given else None)
         self.attached[eid] = entity
         self._scenario_pq[eid] = (entity.p_mw, entity.q_mvar)
-        self.out[eid] = {"p_mw": math.nan, "q_mvar": math.nan, **dict.fromkeys(ELEMENT_VOLTAGE_OUTPUTS, math.nan),
+        self._out[eid] = {"p_mw": math.nan, "q_mvar": math.nan, **dict.fromkeys(ELEMENT_VOLTAGE_OUTPUTS, math.nan),
                          SERVED_ATTR: math.nan}
         if self.params.engine == "opendss":
-            self.out[eid].update(dict.fromkeys(PHASE_OUTPUTS, math.nan))
+            self._out[eid].update(dict.fromkeys(PHASE_OUTPUTS, math.nan))
 
     def step_entities(self, time_s: float, inputs: dict[str, dict[str, Any]]) -> None:
         self._apply_inputs(inputs)
@@ -604,7 +604,7 @@ class GridSim(CosimSim):
                 out[SERVED_ATTR] = math.nan
                 if opendss:
                     out.update(dict.fromkeys(PHASE_OUTPUTS, math.nan))
-                self.out[eid] = out
+                self._out[eid] = out
                 continue
             node_vm = self.flow.element_node_vm_pu(e.kind, e.pos)
             stats = _band_stats(node_vm, low, high)
@@ -622,7 +622,7 @@ class GridSim(CosimSim):
             elif opendss:  # per-phase and sequence voltages at the element's bus
                 phasors = bus_phase_voltages(self.flow.dss, self.flow.info.buses[e.bus_pos])
                 out.update(phase_outputs(phasors, self.flow.elements[e.kind][e.pos].phases))
-            self.out[eid] = out
+            self._out[eid] = out
 
     def release(self, eid: str, attr: str) -> None:
         """Input ``attr`` of ``eid`` is no longer held from outside: back to the scenario's own value
@@ -737,7 +737,8 @@ class GridSim(CosimSim):
     def _fill_grid_outputs(self, converged: bool) -> None:
         if self.grid_eid is None:
             return
-        out = self.out[self.grid_eid]
+        self._detail = None  # this step's detail replaces the last one's, or the unsolved values do
+        out = self._out[self.grid_eid]
         out["converged"] = bool(converged)
         out["n_nonconverged"] = self.n_nonconverged
         if self._trips:  # the switching state is known whether or not the flow solved
@@ -758,10 +759,57 @@ class GridSim(CosimSim):
             self._dead_at_start) else int(np.count_nonzero(dead))
         if self._trips:
             out["n_buses_islanded"] = int(dead.sum())
-        # one list and one update for every element's value (bus, line, trafo order)
-        out.update(zip(self._element_attrs, np.concatenate([vm, loadings]).tolist()))
+        # every element's value (bus, line, trafo order) and every phase's voltage: held as arrays and
+        # written into the outputs when someone reads them (_write_detail)
+        detail = [(self._element_attrs, np.concatenate([vm, loadings]))]
         if self.params.engine == "opendss":
-            out.update(f.device_outputs())
+            out.update(f.device_outputs(phases=False))
+            detail.append((f.phase_attrs, f.phase_vm_pu()))
+        self._detail = detail
+
+    # -- outputs written when read -----------------------------------------------------
+    # The Grid's per-element outputs (one per bus, line, transformer and, on OpenDSS, bus-phase:
+    # 18,000 on IEEE 8500) are kept as arrays after a step and written into its output dict only
+    # when something reads them: get_data asking for one of them, or any read of ``out`` (tests,
+    # probes). A run recording only the summary never pays for the 18,000 dict entries a step.
+    @property
+    def out(self) -> dict[str, dict[str, Any]]:
+        if self._detail is not None:
+            self._write_detail()
+        return self._out
+
+    @out.setter
+    def out(self, value: dict[str, dict[str, Any]]) -> None:
+        self._out, self._detail = value, None
+        self._reads_detail: dict[tuple[str, ...], bool] = {}
+
+    def _write_detail(self) -> None:
+        detail, self._detail = self._detail, None
+        out = self._out[self.grid_eid]
+        for attrs, values in detail:
+            out.update(zip(attrs, values.tolist()))
+
+    def get_data(self, outputs):
+        if self._detail is not None and self.grid_eid in outputs:
+            key = tuple(outputs[self.grid_eid])
+            reads = self._reads_detail.get(key)
+            if reads is None:
+                summary = self._summary_attrs()
+                reads = self._reads_detail[key] = any(a not in summary for a in key)
+            if reads:
+                self._write_detail()
+        detail, self._detail = self._detail, None  # CosimSim.get_data reads ``out``: not written for this read
+        try:
+            return super().get_data(outputs)
+        finally:
+            self._detail = detail
+
+    def _summary_attrs(self) -> frozenset[str]:
+        """The Grid's outputs written at every step (all but the per-element ones)."""
+        if getattr(self, "_summary", None) is None:
+            held = {a for attrs, _ in self._detail for a in attrs}
+            self._summary = frozenset(a for a in self._out[self.grid_eid] if a not in held)
+        return self._summary
 
     def _unsolved_outputs(self) -> dict[str, Any]:
         """The Grid's outputs of a step whose power flow did not solve: every voltage, loading, flow,
