@@ -203,6 +203,8 @@ class _Screen:
         self.commands, self.options, self.properties = dss_names()
         self.found: list[str] = []
         self.seen: set[Path] = set()
+        #: every file looked at (also those missing), with its state then: what the verdict depends on
+        self.stamps: dict[Path, tuple[int, int] | None] = {}
 
     def refuse(self, where: str, what: str, fix: str) -> None:
         self.found.append(f"{where}: {what}; {fix}")
@@ -219,6 +221,8 @@ class _Screen:
 
     def file(self, path: Path) -> None:
         path = path.resolve()
+        if path not in self.stamps:
+            self.stamps[path] = _stamp(path)
         if path in self.seen or not path.is_file():
             return
         self.seen.add(path)
@@ -346,9 +350,28 @@ def dss_file_problems(path: Path) -> list[str]:
     outside the feeder's folder; each names the file, line, command and the fix. Empty when the file
     only describes a circuit."""
     path = Path(path)
+    key = path.absolute()
+    known = _SCREENED.get(key)
+    if known is not None and all(_stamp(p) == stamp for p, stamp in known[0].items()):
+        return list(known[1])
     screen = _Screen(path.parent.resolve())
     screen.file(path)
+    _SCREENED[key] = (screen.stamps, list(screen.found))
     return screen.found
+
+
+#: verdicts of dss_file_problems by file, with the state of every file each depended on (a feeder is
+#: screened by validation, by the run's compile and by the size check: once while its files are unchanged)
+_SCREENED: dict[Path, tuple[dict[Path, tuple[int, int] | None], list[str]]] = {}
+
+
+def _stamp(path: Path) -> tuple[int, int] | None:
+    """A file's modification time and size, None when it is not a file. [ns, bytes]"""
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return (stat.st_mtime_ns, stat.st_size) if path.is_file() else None
 
 
 def quoted(path: Path) -> str:

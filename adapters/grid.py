@@ -486,8 +486,9 @@ class GridSim(CosimSim):
         p = self.params
         self.flow: GridBackend
         if p.engine == "opendss":
-            self.flow = OpenDssFlow(grid_models.dss_file(p.network), regulators=p.regulators,
-                                    tap_positions=p.tap_positions, control_mode=p.control_mode)
+            path = grid_models.dss_file(p.network)
+            self.flow = OpenDssFlow(path, regulators=p.regulators, tap_positions=p.tap_positions,
+                                    control_mode=p.control_mode, info=opendss_circuit_info(path))
         else:
             net = grid_models.load_network(p.network, **p.network_params)
             self.flow = PowerFlow(net, solver=p.solver, key=grid_models.network_key(p.network, **p.network_params))

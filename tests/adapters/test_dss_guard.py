@@ -161,6 +161,22 @@ def test_redirected_files_inside_the_folder_are_checked_too(tmp_path):
         "the line: a network file may only define and solve the circuit (cosim reads and records the results itself)"]
 
 
+def test_a_file_screened_once_is_screened_again_when_it_or_a_redirected_file_changes(tmp_path):
+    """The verdict is kept per file while every file it read is unchanged (validation, the run's compile
+    and the size check screen the same feeder): a change to a redirected file, or a file that appears
+    where a Redirect named a missing one, is seen."""
+    folder = tmp_path / "feeder"
+    folder.mkdir()
+    (folder / "more.dss").write_text("New Load.x bus1=650 kW=1\n")
+    (folder / "f.dss").write_text(IEEE13 + "\nRedirect more.dss\nRedirect later.dss\n")
+    assert dss_file_problems(folder / "f.dss") == dss_file_problems(folder / "f.dss") == []
+    (folder / "more.dss").write_text("New Load.x bus1=650 kW=1\nsho voltages\n")
+    assert [p.split(":")[0] for p in dss_file_problems(folder / "f.dss")] == ["more.dss"]
+    (folder / "more.dss").write_text("New Load.x bus1=650 kW=1\n")
+    (folder / "later.dss").write_text("Export voltages\n")
+    assert [p.split(":")[0] for p in dss_file_problems(folder / "f.dss")] == ["later.dss"]
+
+
 @pytest.mark.parametrize("line", ["S", "Set voltagebases=[4.16, 0.48] controlmode=static maxcontroliter=20",
                                   "Calcv", "Solve mode=snap", "Edit Line.650632 r1=0.1", "Line.650632.r1=0.1",
                                   "New Monitor.m element=line.650632 mode=0", "Open Line.671692 1",
