@@ -308,6 +308,7 @@ class OpenDssFlow:
         self._attrs = device_attrs(self.info)
         self.n_tap_changes = 0
         self._last_taps: np.ndarray | None = None
+        self._reg_windings: list[tuple[str, int]] | None = None
         nan = math.nan
         self.vm_pu = np.full(len(self.info.buses), nan)
         self.node_vm_pu = np.zeros(0)
@@ -564,11 +565,16 @@ class OpenDssFlow:
 
     def _read_devices(self) -> None:
         dss = self.dss
-        for i, reg in enumerate(self.info.regs):
+        if self._reg_windings is None:  # each RegControl's transformer and winding: fixed by the file
+            self._reg_windings = []
+            for reg in self.info.regs:
+                dss.RegControls.Name(reg)
+                self._reg_windings.append((dss.RegControls.Transformer(), dss.RegControls.TapWinding()))
+        for i, (reg, (trafo, winding)) in enumerate(zip(self.info.regs, self._reg_windings)):
             dss.RegControls.Name(reg)
             self.tap_count[i] = dss.RegControls.TapNumber()
-            dss.Transformers.Name(dss.RegControls.Transformer())
-            dss.Transformers.Wdg(dss.RegControls.TapWinding())
+            dss.Transformers.Name(trafo)
+            dss.Transformers.Wdg(winding)
             self.tap_pu[i] = dss.Transformers.Tap()
         if self._last_taps is not None:
             self.n_tap_changes += int(np.abs(self.tap_count - self._last_taps).sum())

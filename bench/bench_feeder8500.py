@@ -9,7 +9,9 @@ One process, side by side, alternating within each repeat (a busy machine slows 
   OpenDSS's default load model, the same solver limits as cosim's adapter) driven by the same
   campus p/q series (taken from the direct run's record): per step, set the load's kW/kvar,
   ``Solution.Solve()`` (controls included) and read every node voltage (``Circuit.AllBusMagPu``).
-  Set-up: compile the file, add the load, solve once.
+  Set-up: compile the file, add the load, solve once. ``opendss+loadings`` adds the bulk reads
+  behind cosim's summary outputs (``PDElements.AllPctNorm``, ``Circuit.TotalPower``,
+  ``Circuit.Losses``): OpenDSS's own cost of what cosim's Grid reports at every step.
 * ``direct`` and ``mosaik``: ``cosim.run`` of the scenario ``bench/bench_scaling.py`` writes for the
   8500 case (one 256-GPU DGX-H100 campus behind a Load at bus m1166366, the feeder's Grid entity,
   default recording) on each engine, once for 1 step and once for ``--steps`` steps; per step is
@@ -75,8 +77,10 @@ def cosim_run(engine: str, n_steps: int, tmp: Path) -> tuple[float, pd.DataFrame
     return float(result.metadata["wall_s"]), frame
 
 
-def opendss_own(p_mw: list[float], q_mvar: list[float]) -> tuple[float, float, int]:
-    """OpenDSS alone: set-up [s], per step [s] over the steps after the first, nodes read per step."""
+def opendss_own(p_mw: list[float], q_mvar: list[float], loadings: bool = False) -> tuple[float, float, int]:
+    """OpenDSS alone: set-up [s], per step [s] over the steps after the first, nodes read per step;
+    with ``loadings`` also the bulk reads behind cosim's summary outputs (every PD element's loading,
+    the source's power, the circuit's losses)."""
     import opendssdirect
 
     t0 = time.perf_counter()
@@ -98,7 +102,12 @@ def opendss_own(p_mw: list[float], q_mvar: list[float]) -> tuple[float, float, i
         dss.Solution.Solve()
         if not dss.Solution.Converged():
             raise SystemExit(f"OpenDSS did not converge at step {k}")
-        return len(dss.Circuit.AllBusMagPu())
+        n = len(dss.Circuit.AllBusMagPu())
+        if loadings:
+            dss.PDElements.AllPctNorm(False)
+            dss.Circuit.TotalPower()
+            dss.Circuit.Losses()
+        return n
 
     n_nodes = step(0)
     t1 = time.perf_counter()
@@ -143,8 +152,12 @@ def main() -> None:
             setup, per_step, n_nodes = opendss_own(p_mw, q_mvar)
             figures["opendss_ms"], figures["opendss_setup_s"] = per_step * 1e3, setup
             figures["opendss_rss"] = rss_mib()
+            setup, per_step, _ = opendss_own(p_mw, q_mvar, loadings=True)
+            figures["opendss+loadings_ms"], figures["opendss+loadings_setup_s"] = per_step * 1e3, setup
+            figures["opendss+loadings_rss"] = rss_mib()
             if "direct" in engines:
                 figures["direct/opendss"] = figures["direct_ms"] / figures["opendss_ms"]
+                figures["direct/opendss+loadings"] = figures["direct_ms"] / figures["opendss+loadings_ms"]
             if {"direct", "mosaik"} <= set(engines):
                 figures["mosaik/direct"] = figures["mosaik_ms"] / figures["direct_ms"]
                 figures["mosaik/direct set-up"] = figures["mosaik_setup_s"] / figures["direct_setup_s"]
@@ -153,13 +166,13 @@ def main() -> None:
                 rows.setdefault(key, []).append(value)
     print(f"  after: {uptime()}")
     print(f"\n  OpenDSS reads {n_nodes} node voltages per step")
-    print(f"  {'':<10}{'ms/step':>14}{'set-up s':>14}{'RSS MiB':>12}")
-    for name in ["opendss", *engines]:
-        print(f"  {name:<10}{span(rows[name + '_ms'], '.2f'):>14}{span(rows[name + '_setup_s'], '.2f'):>14}"
+    print(f"  {'':<18}{'ms/step':>14}{'set-up s':>14}{'RSS MiB':>12}")
+    for name in ["opendss", "opendss+loadings", *engines]:
+        print(f"  {name:<18}{span(rows[name + '_ms'], '.2f'):>14}{span(rows[name + '_setup_s'], '.2f'):>14}"
               f"{span(rows[name + '_rss'], '.0f'):>12}")
-    for key in ("direct/opendss", "mosaik/direct", "mosaik/direct set-up"):
+    for key in ("direct/opendss", "direct/opendss+loadings", "mosaik/direct", "mosaik/direct set-up"):
         if key in rows:
-            print(f"  {key:<22}{span(rows[key], '.2f')}x")
+            print(f"  {key:<26}{span(rows[key], '.2f')}x")
     print(f"  peak RSS of the process: {peak_mib():.0f} MiB")
 
 
