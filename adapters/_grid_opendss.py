@@ -287,6 +287,9 @@ class OpenDssFlow:
         self._solved_once = False
         self.path = Path(path)
         self.dss = dss = new_engine()
+        # the same engine through DSS-Python, whose bulk reads are numpy arrays (opendssdirect's are
+        # lists: building and converting a list of 8,531 voltages took longer than reading them)
+        self._arrays = dss.to_dss_python().ActiveCircuit
         compile_circuit(dss, self.path)
         dss.Solution.MaxControlIterations(max_control_iterations)
         dss.Solution.MaxIterations(MAX_ITERATIONS)
@@ -540,7 +543,7 @@ class OpenDssFlow:
         if ok:
             if self._node_map_stale:
                 self._map_nodes()
-            node_vm = np.asarray(dss.Circuit.AllBusMagPu(), dtype=float)
+            node_vm = self._arrays.AllBusVmagPu
             ok = bool(np.all(np.isfinite(node_vm)))
         self._restart = not ok
         self._solved_once = self._solved_once or ok
@@ -555,7 +558,7 @@ class OpenDssFlow:
         sums = np.bincount(self._node_bus, self.node_vm_pu, len(self.info.buses))
         with np.errstate(invalid="ignore", divide="ignore"):
             self.vm_pu = sums / self._bus_node_count
-        pct = np.asarray(dss.PDElements.AllPctNorm(False), dtype=float)
+        pct = self._arrays.PDElements.AllPctNorm(False)
         self.line_loading_pct = pct[self._line_pd]
         self.trafo_loading_pct = pct[self._trafo_pd]
         p_kw, q_kvar = dss.Circuit.TotalPower()
