@@ -196,13 +196,16 @@ def isolated_buses(dss, buses: list[str]) -> tuple[int, ...]:
             return ()
     except Exception:  # a singular system: nothing can be said before the run
         return ()
-    found = []
-    for pos, name in enumerate(buses):
-        dss.Circuit.SetActiveBus(name)
-        volts = dss.Bus.VMagAngle()[::2]
-        if len(volts) and max(volts) < ISOLATED_PU:
-            found.append(pos)
-    return tuple(found)
+    # every node's voltage magnitude in one read (AllBusVmag follows AllNodeNames' order), the
+    # highest per bus: the same magnitudes Bus.VMagAngle gives bus by bus [V]
+    highest: dict[str, float] = {}
+    volts = dss.to_dss_python().ActiveCircuit.AllBusVmag.tolist()
+    for node, v in zip(dss.Circuit.AllNodeNames(), volts):
+        bus = node.rpartition(".")[0].lower()
+        if v > highest.get(bus, -1.0):
+            highest[bus] = v
+    return tuple(pos for pos, name in enumerate(buses)
+                 if name.lower() in highest and highest[name.lower()] < ISOLATED_PU)
 
 
 #: OpenDSS's ampacity of a line or line code that is given none. [A]
@@ -312,6 +315,8 @@ class OpenDssFlow:
         self.n_tap_changes = 0
         self._last_taps: np.ndarray | None = None
         self._reg_windings: list[tuple[str, int]] | None = None
+        #: taps or capacitor steps may have moved outside a solve's control loop: read them after the next
+        self._devices_stale = True
         nan = math.nan
         self.vm_pu = np.full(len(self.info.buses), nan)
         self.node_vm_pu = np.zeros(0)
@@ -440,6 +445,7 @@ class OpenDssFlow:
     def hold_taps_pu(self, taps_pu: dict[str, float]) -> bool:
         """Disable the RegControls and set the regulators' taps (ratio, pu) by regulator id or
         name; True when any tap changed (the operating point moved)."""
+        self._devices_stale = True
         dss, changed = self.dss, False
         by_id = dict(zip(self.ids["reg"], self.info.regs))
         names = {r.lower(): r for r in self.info.regs}
@@ -463,6 +469,7 @@ class OpenDssFlow:
         held = None if steps is None or not math.isfinite(steps) else int(round(steps))
         if self._held_taps.get(reg_pos) == held:
             return
+        self._devices_stale = True
         self._held_taps[reg_pos] = held
         dss, reg = self.dss, self.info.regs[reg_pos]
         if held is None:
@@ -481,6 +488,7 @@ class OpenDssFlow:
         outside ``[0, NumSteps]`` is refused, as the taps' are); ``None``/NaN leaves it as it is. A
         CapControl on the capacitor is disabled from the first command (the input owns it, also when
         the first command equals the present state). Acts on changes only."""
+        self._devices_stale = True
         if steps is None or not math.isfinite(steps):
             return
         dss, cap = self.dss, self.info.caps[cap_pos]
@@ -546,6 +554,8 @@ class OpenDssFlow:
             node_vm = self._arrays.AllBusVmagPu
             ok = bool(np.all(np.isfinite(node_vm)))
         self._restart = not ok
+        if not ok:  # its control loop may have moved taps that the next solve does not move again
+            self._devices_stale = True
         self._solved_once = self._solved_once or ok
         if ok:
             # an isolated (de-energised) bus reports ~0 V in OpenDSS; NaN, as pandapower reports it
@@ -573,18 +583,26 @@ class OpenDssFlow:
             for reg in self.info.regs:
                 dss.RegControls.Name(reg)
                 self._reg_windings.append((dss.RegControls.Transformer(), dss.RegControls.TapWinding()))
-        for i, (reg, (trafo, winding)) in enumerate(zip(self.info.regs, self._reg_windings)):
-            dss.RegControls.Name(reg)
-            self.tap_count[i] = dss.RegControls.TapNumber()
-            dss.Transformers.Name(trafo)
-            dss.Transformers.Wdg(winding)
-            self.tap_pu[i] = dss.Transformers.Tap()
+        # Taps and capacitor steps move only by a control action (a static solve then iterates its
+        # control loop more than once) or by this class's own commands (which mark them stale); a
+        # solve that settled in one control iteration leaves them where the last reading found them.
+        settled = (not self._devices_stale and self.control_mode == "static" and not self.controls_held
+                   and dss.Solution.ControlIterations() == 1)
+        self._devices_stale = self.controls_held  # the step after a held one reads them again
+        if not settled:
+            for i, (reg, (trafo, winding)) in enumerate(zip(self.info.regs, self._reg_windings)):
+                dss.RegControls.Name(reg)
+                self.tap_count[i] = dss.RegControls.TapNumber()
+                dss.Transformers.Name(trafo)
+                dss.Transformers.Wdg(winding)
+                self.tap_pu[i] = dss.Transformers.Tap()
         if self._last_taps is not None:
             self.n_tap_changes += int(np.abs(self.tap_count - self._last_taps).sum())
         self._last_taps = self.tap_count.copy()
         for i, cap in enumerate(self.info.caps):
             dss.Capacitors.Name(cap)
-            self.cap_in_service[i] = any(s == 1 for s in dss.Capacitors.States())
+            if not settled:
+                self.cap_in_service[i] = any(s == 1 for s in dss.Capacitors.States())
             self.cap_q_mvar[i] = -sum(dss.CktElement.Powers()[1::2]) / 1e3
 
     def close(self) -> None:
@@ -647,6 +665,7 @@ class OpenDssFlow:
 
     def _fix_taps(self, tap_positions: dict[str, int]) -> None:
         """Disable the RegControls and set each regulator's tap (``fixed`` mode)."""
+        self._devices_stale = True
         names = {r.lower(): r for r in self.info.regs}
         unknown = [k for k in tap_positions if k.lower() not in names]
         if unknown:

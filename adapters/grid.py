@@ -107,7 +107,7 @@ from pydantic import BeforeValidator, Field, ValidationInfo, field_validator, mo
 from cosim import grid_models
 from cosim.sdk import CosimSim, DataFile, Params, PowerFlowNotConverged, ScenarioContext, as_tuple, meta, model_meta
 from cosim.adapters._grid_opendss import V_MAX_PU, V_MIN_PU, OpenDssFlow, unknown_bus_message
-from cosim.adapters._grid_opendss import circuit_info, compile_circuit, new_engine
+from cosim.adapters._grid_opendss import compile_circuit, new_engine
 from cosim.adapters._event_csv import read_events
 from cosim.adapters._grid_opendss import sanitise as dss_sanitise
 from cosim.adapters._grid_opendss_faults import (
@@ -894,7 +894,7 @@ def _opendss_size(path: str, _mtime_ns: int) -> tuple[float, dict[str, tuple[int
     regulator's tap input (MinTap..MaxTap from neutral) and capacitor's (0..NumSteps). [MW, steps]"""
     dss = new_engine()
     compile_circuit(dss, Path(path))
-    info = circuit_info(dss)
+    info = opendss_circuit_info(path)  # read once per file (validation has it already)
     total_kw = 0.0
     for table in (dss.Loads, dss.Generators):
         for name in table.AllNames() if table.Count() else []:
