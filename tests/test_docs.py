@@ -42,6 +42,9 @@ def docs_copy(tmp_path_factory) -> Path:
     gen = subprocess.run([sys.executable, str(ROOT / "docs" / "gen_reference.py"), "--out", str(root / "docs")],
                          capture_output=True, text=True, cwd=ROOT)
     assert gen.returncode == 0, gen.stderr
+    gallery = subprocess.run([sys.executable, str(ROOT / "docs" / "gen_gallery.py"), "--out", str(root / "docs"),
+                              "--no-run"], capture_output=True, text=True, cwd=ROOT)  # the page; tests/test_gallery.py draws
+    assert gallery.returncode == 0, gallery.stderr
     return root
 
 
@@ -50,7 +53,7 @@ def test_docs_build_strict(docs_copy):
     assert result.returncode == 0, result.stdout + result.stderr
     site = docs_copy / "site"
     for page in ("index.html", "getting-started.html", "reference/scenario.html", "reference/adapters.html",
-                 "performance.html", "changelog.html", "tutorials/planner-hosting.html",
+                 "performance.html", "changelog.html", "gallery.html", "tutorials/planner-hosting.html",
                  "tutorials/interconnection.html", "tutorials/operator-dr-cooling.html",
                  "tutorials/researcher-gym.html"):
         assert (site / page).is_file(), page
