@@ -1,4 +1,5 @@
-"""The manual builds with no broken links, and the README stays short and points at it (issue 30).
+"""The manual builds with no broken links, the README stays short and points at it, and neither tells
+the project's history (issue numbers, rounds) nor, in the tutorials, a measurement's stamp.
 
 ``make docs`` runs ``docs/gen_reference.py`` then ``mkdocs build --strict``; strict mode (with
 ``validation`` in ``mkdocs.yml`` set to warn) turns a link to a missing page or anchor into a failure.
@@ -6,6 +7,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -106,3 +108,54 @@ def test_readme_links_point_to_files():
 def test_readme_link_check_can_fail():
     assert readme_links("[a](docs/nope.md#x) [b](https://x.org) [c](#top)") == ["docs/nope.md"]
     assert not (ROOT / "docs/nope.md").exists()
+
+
+#: development history: issue numbers and rounds belong in CHANGELOG.md
+HISTORY = re.compile(r"\b(?:issues?|rounds?)\s+#?\d+|(?<![\w&])#\d+\b", re.I)
+#: a measurement's stamp (load, uptime, the date it was measured): figures with their commands live on the
+#: performance page (and the catalogue's runtime column), not in the pages that teach
+MEASURED = re.compile(r"load average|\buptime\b|\bload \d+\.\d+\b(?!\s*(?:MW|kW|GW|pu|%))|\bmeasured (?:on )?20\d\d-",
+                      re.I)
+#: the pages that teach: the tutorials and the guides beside them, the home page, getting started
+TEACHING = ("tutorials/", "index.md", "getting-started.md")
+
+
+def manual_texts() -> dict[str, str]:
+    """Every page of the manual written by hand (the Markdown and the notebooks' Markdown and code), and
+    the README, by path; not the changelog (a copy of CHANGELOG.md, where history belongs)."""
+    texts = {str(p.relative_to(ROOT / "docs")): p.read_text(encoding="utf-8") for p in (ROOT / "docs").rglob("*.md")
+             if p.name != "changelog.md"}
+    for path in (ROOT / "docs").rglob("*.ipynb"):
+        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+        texts[str(path.relative_to(ROOT / "docs"))] = "\n".join("".join(c["source"]) for c in cells)
+    texts["README.md"] = (ROOT / "README.md").read_text(encoding="utf-8")
+    return texts
+
+
+def _hits(pattern: re.Pattern, texts: dict[str, str]) -> list[str]:
+    return [f"{name}:{n}: {line.strip()[:120]}" for name, text in texts.items()
+            for n, line in enumerate(text.splitlines(), 1) if pattern.search(line)]
+
+
+def test_no_issue_numbers_or_rounds_in_the_manual():
+    hits = _hits(HISTORY, manual_texts())
+    assert not hits, "history belongs in CHANGELOG.md:\n" + "\n".join(hits)
+
+
+def test_the_teaching_pages_carry_no_measurement_stamps():
+    texts = {k: v for k, v in manual_texts().items() if k.startswith(TEACHING)}
+    assert any(k.endswith(".ipynb") for k in texts) and "tutorials/planner-hosting.md" in texts
+    hits = _hits(MEASURED, texts)
+    assert not hits, "measured figures go to docs/performance.md with their command:\n" + "\n".join(hits)
+
+
+def test_the_history_and_measurement_checks_can_fail():
+    for text in ("Also (issue 16, round 3):", "Before round 4 we measured", "fixed in #412", "rounds 2-3"):
+        assert HISTORY.search(text), text
+    for text in ("the latest issue made at or before t", "round-trip losses", "colour #1d4ed8", "anchor (#commands)"):
+        assert not HISTORY.search(text), text
+    for text in ("(2026-12-04 06:15 UTC, load 0.7)", "`uptime` load 8.7", "load average 1.7-3.2",
+                 "Measured 2026-12-04 in the morning"):
+        assert MEASURED.search(text), text
+    for text in ("a constant load 1.0 MW", "the load 0.5 pu", "2024-07-16 19:00-22:00 UTC", "loads 2.5 MW"):
+        assert not MEASURED.search(text), text
