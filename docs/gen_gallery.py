@@ -85,11 +85,11 @@ GALLERY: dict[str, Entry] = {
     "oversubscription": Entry("power", "the capped fleets' draw under the facility budget"),
     "precooling": Entry("power", "the chiller's draw moved before the 17-21 UTC peak"),
     "rl_site": Entry("soc", "the rule's battery state of charge through the day (the RL environment's baseline)"),
-    "rl_voltage": Entry("voltage", "the campus's voltage under the rule (the RL environment's baseline)"),
+    "rl_voltage": Entry("voltage", "the feeder's voltages under the rule (the RL environment's baseline)"),
     "scheduler_study": Entry("power", "the cluster's draw as the scheduler fills it, idle nodes sleeping"),
     "thermal_capping": Entry("temperature", "the rack inlets held by thermal-aware capping"),
     "training_swing": Entry("spectrum", "the job's swing at the campus and at the point of connection"),
-    "voltage_aware": Entry("voltage", "the voltage at bus 22 held by throttling the campus"),
+    "voltage_aware": Entry("voltage", "the feeder's lowest voltages held near 0.95 pu by throttling the campus at bus 22"),
 }
 
 
