@@ -747,7 +747,8 @@ class AndesGridSim(CosimSim):
             vm = float(v[self.bus_uid[eid]])
             if eid in self.native_uid:
                 n = self.native_uid[eid]
-                p_share, q_share = float(ss.PERC1.LP_y.v[n]), float(ss.PERC1.LQ_y.v[n])
+                on = float(ss.PERC1.SH.on[n])  # 0 once the frequency trip has acted
+                p_share, q_share = float(ss.PERC1.LP_y.v[n]) * on, float(ss.PERC1.LQ_y.v[n]) * on
                 p_served_mw = float(ss.PERC1.p0.v[n]) * p_share * S_BASE_MVA
             else:
                 p_share = q_share = 1.0

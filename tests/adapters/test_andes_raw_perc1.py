@@ -289,7 +289,11 @@ def test_record_out_and_back_gives_the_same_run(tmp_path):
     first.write_text(native)
     assert cli_main(["model-record", str(first), "--out", str(tmp_path / "rec")]) == 0
     dyr_text = (tmp_path / "rec" / "perc1.dyr").read_text()
-    assert dyr_text.startswith("16 'PERC1' '1' 0.5 0.7 1.2 1.3 1 0.9 0.5 2 ")
+    head, _, body = dyr_text.rpartition("@!")
+    assert dyr_text.startswith("@! PERC1 records written by cosim") and "order is cosim's own" in dyr_text
+    assert " ".join(record.PARAMS) in " ".join(line.removeprefix("@!").strip() for line in dyr_text.splitlines()
+                                               if line.startswith("@!"))
+    assert body.splitlines()[1].startswith("16 'PERC1' '1' 0.5 0.7 1.2 1.3 1 0.9 0.5 2 ")
     table = pd.read_csv(tmp_path / "rec" / "perc1_params.csv")
     assert list(table["name"]) == list(record.PARAMS) and set(table["unit"]) >= {"pu", "s", "Hz", "-"}
     second = tmp_path / "second.toml"
@@ -316,5 +320,5 @@ def test_model_record_of_a_scenario_without_perc1_is_one_message(capsys):
 def test_a_malformed_perc1_record_names_the_file_and_the_count(tmp_path):
     (tmp_path / "rec.dyr").write_text("16 'PERC1' '1' 0.5 0.7 /\n")
     with pytest.raises(ValueError, match=r"rec.dyr: the PERC1 record at bus 16 id '1' has 2 values; a PERC1 record "
-                                         r"has 16: Vt0, Vt1"):
+                                         r"has 20: Vt0, Vt1"):
         record.read_records(tmp_path / "rec.dyr")
