@@ -14,8 +14,8 @@ and order were not readable to us, so a PowerWorld or PSS/E user maps the column
 position: the file written by ``cosim model-record`` starts with ``@!`` comment lines that list the
 order, and the table beside it (``perc1_params.csv`` / ``.md``) names every column with its unit.
 The frequency trip's four values (Fl, Fh, Tfl, Tfh) take the names of PSS/E's DER_A (DERA1)
-``fl``/``fh``/``tfl``/``tfh``; a record of the 16 values before them (the layout cosim wrote before
-the frequency trip) still reads back, with the frequency trip off.
+``fl``/``fh``/``tfl``/``tfh``; a record of only the 16 values before them reads back with the
+frequency trip off.
 
 ANDES's DYR reader has no comment lines: to append a record to a case's DYR for ANDES, leave out
 the ``@!`` lines (cosim's own reader skips them, and ``//`` lines).
@@ -55,9 +55,9 @@ PARAMS: dict[str, tuple[str, str, str]] = {
     "Tfh": ("t_f_trip_high_s", "s", "time above Fh before the whole load trips"),
 }
 MODEL = "PERC1"
-#: The frequency trip's keys (0 in a record written before them: the trip off).
+#: The frequency trip's keys (0 when a record stops before them: the trip off).
 TRIP_KEYS = ("f_trip_low_hz", "f_trip_high_hz", "t_f_trip_low_s", "t_f_trip_high_s")
-#: The record's columns before the frequency trip: a record of this many values reads with the trip off.
+#: The columns before the frequency trip's: a record of only this many values reads with the trip off.
 N_BEFORE_TRIP = 16
 
 

@@ -326,6 +326,17 @@ def test_the_record_line_reads_back(tmp_path):
     assert record.read_records(tmp_path / "r.dyr") == [("16", "1", pytest.approx(values))]
 
 
+def test_a_record_of_the_first_16_values_reads_with_the_frequency_trip_off(tmp_path):
+    keys = [k for k, _u, _m in record.PARAMS.values()]
+    assert keys[record.N_BEFORE_TRIP:] == list(record.TRIP_KEYS)
+    values = {k: 0.5 + i for i, k in enumerate(keys[:record.N_BEFORE_TRIP])}
+    short = record.record_line(16, "1", {**values, **dict.fromkeys(record.TRIP_KEYS, 9.0)}).rsplit(" ", 5)[0] + " /"
+    (tmp_path / "old.dyr").write_text("@! a comment line\n" + short + "\n")
+    [(bus, device_id, got)] = record.read_records(tmp_path / "old.dyr")
+    assert (bus, device_id) == ("16", "1")
+    assert got == pytest.approx({**values, **dict.fromkeys(record.TRIP_KEYS, 0.0)})
+
+
 def test_record_out_and_back_gives_the_same_run(tmp_path):
     """``cosim model-record`` on the native scenario, then the Load reading ``perc1_dyr``: identical series."""
     native = _study(tmp_path, True, "native").read_text().replace("duration_s = 12", "duration_s = 3")
@@ -333,7 +344,7 @@ def test_record_out_and_back_gives_the_same_run(tmp_path):
     first.write_text(native)
     assert cli_main(["model-record", str(first), "--out", str(tmp_path / "rec")]) == 0
     dyr_text = (tmp_path / "rec" / "perc1.dyr").read_text()
-    head, _, body = dyr_text.rpartition("@!")
+    _head, _, body = dyr_text.rpartition("@!")
     assert dyr_text.startswith("@! PERC1 records written by cosim") and "order is cosim's own" in dyr_text
     assert " ".join(record.PARAMS) in " ".join(line.removeprefix("@!").strip() for line in dyr_text.splitlines()
                                                if line.startswith("@!"))
