@@ -52,7 +52,9 @@ Entities:
   of the step), ``vm_min_pu`` (lowest over the step's
   sub-steps: a 100 ms dip shows also at 1 s steps), ``f_hz`` (the bus frequency of an ANDES
   ``BusFreq`` measurement at the bus), ``rocof_hz_s``, and ``p_connected_frac`` /
-  ``q_connected_frac`` (PERC1's shares at the end of the step; 1 without it). With ``perc1 = {...}``
+  ``q_connected_frac`` (PERC1's shares at the end of the step, 0 once its frequency trip has acted;
+  1 without it: connect them to a ``ride_through``'s ``p_grid_connected_frac`` /
+  ``q_grid_connected_frac`` so its UPS accounting carries the ceased share). With ``perc1 = {...}``
   (``ride_through``'s PERC1 keys) or ``perc1_dyr = "<record>.dyr"`` (``cosim model-record``'s
   output; ``perc1_id`` picks the record) the load is a PERC1 device inside ANDES
   (``adapters/_andes_perc1.py``): it draws ``p_mw``/``q_mvar`` at constant power times its shares,
