@@ -239,7 +239,7 @@ def scenario_page() -> str:
            "(unknown keys are refused, numbers are strict: a quoted `\"60\"` or a `true` for a number is an error). "
            "Units are in the key names. Relative paths resolve from the scenario file's folder.", "",
            f"Tables the core accepts without reading them: {', '.join(f'`[{s}]`' for s in schema.FOREIGN_SECTIONS)} "
-           "(`[agent]`/`[agents.<name>]` for the [Gymnasium environments](../tutorials/researcher-gym.md), "
+           "(`[agent]`/`[agents.<name>]` for the [Gymnasium environments](../guides/researcher-gym.md), "
            "`[reproduce]` for [`cosim reproduce`](../guides/published.md)); `cosim validate` checks them, "
            "`cosim run` ignores them.", "",
            f"Dates: a run lies within {schema.FIRST_START:%Y}–{schema.LAST_END:%Y} (UTC) and lasts at most "

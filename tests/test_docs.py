@@ -56,9 +56,9 @@ def test_docs_build_strict(docs_copy):
     assert result.returncode == 0, result.stdout + result.stderr
     site = docs_copy / "site"
     for page in ("index.html", "getting-started.html", "reference/scenario.html", "reference/adapters.html",
-                 "performance.html", "changelog.html", "gallery.html", "tutorials/planner-hosting.html",
-                 "tutorials/interconnection.html", "tutorials/operator-dr-cooling.html",
-                 "tutorials/researcher-gym.html"):
+                 "performance.html", "changelog.html", "gallery.html", "guides/planner-hosting.html",
+                 "guides/interconnection.html", "guides/operator-dr-cooling.html",
+                 "guides/researcher-gym.html"):
         assert (site / page).is_file(), page
     adapters = (docs_copy / "docs" / "reference" / "adapters.md").read_text()
     assert "## `datacenter`" in adapters and "`p_cap_w`" in adapters  # generated from the registry
@@ -145,7 +145,7 @@ def test_no_issue_numbers_or_rounds_in_the_manual():
 
 def test_pages_that_teach_carry_no_measurement_stamps():
     texts = {k: v for k, v in manual_texts().items() if k not in MEASURED_PAGES and k != "README.md"}
-    assert any(k.endswith(".ipynb") for k in texts) and "tutorials/planner-hosting.md" in texts
+    assert any(k.endswith(".ipynb") for k in texts) and "guides/planner-hosting.md" in texts
     hits = _hits(MEASURED, texts)
     assert not hits, "measured figures go to docs/performance.md with their command:\n" + "\n".join(hits)
 
