@@ -391,7 +391,8 @@ def read_log(path: Path, params: VenParams) -> list[VenEvent]:
 class VenSchedule:
     """The events a VEN received, as DR signals over time (no mosaik)."""
 
-    def __init__(self, events: list[VenEvent] | None = None):
+    def __init__(self, events: list[VenEvent] | None = None, params: VenParams | None = None):
+        self.params = params  # the VEN's policy (a live VEN applies it to what it receives)
         self.events: list[VenEvent] = []
         for event in events or []:
             self.add(event)
@@ -490,7 +491,7 @@ class OpenAdrEventsSim(SingleModelSim):
         return off_grid_problems(EventSchedule(edges), ctx, Path(params.file).name) if edges else []
 
     def build(self, eid: str, params: VenParams) -> VenSchedule:
-        return VenSchedule(read_log(params.file, params) if params.file is not None else [])
+        return VenSchedule(read_log(params.file, params) if params.file is not None else [], params)
 
     def advance(self, schedule: VenSchedule, time_s: float, inputs: dict[str, Any]) -> dict[str, Any]:
         return schedule.at(self.utc(time_s))
