@@ -179,6 +179,7 @@ class LiveVen:
         logger = logging.getLogger("openleadr")
         logger.addHandler(self._errors)
         logger.propagate = False  # its per-poll errors would flood the console: the status says it once
+        logging.getLogger("apscheduler").setLevel(logging.ERROR)  # "skipped: instance running" per second
         client = _Client(self, ven_name=self.ven_name, vtn_url=self.vtn_url, allow_jitter=False)
         client.add_handler("on_event", self._on_event)
         client.add_handler("on_update_event", self._on_event)

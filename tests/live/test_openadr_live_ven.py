@@ -15,6 +15,7 @@ the VTN is unreachable since then; a VTN that is not there fails registration wi
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 import subprocess
 import sys
@@ -63,26 +64,24 @@ def _scenario(tmp_path: Path, start: datetime) -> Path:
     return scenario
 
 
-async def _vtn(port: int, received: list) -> openleadr.OpenADRServer:
-    server = openleadr.OpenADRServer(vtn_id="COSIM-TEST-VTN", http_host="127.0.0.1", http_port=port,
-                                     requested_poll_freq=timedelta(seconds=1), show_fingerprint=False)
-    server.add_handler("on_create_party_registration", lambda info: ("ven-campus", "reg-1"))
+def _example():
+    """examples/openadr_vtn.py: the loopback VTN (registers any VEN as ven-<name>, asks telemetry every second)."""
+    spec = importlib.util.spec_from_file_location("openadr_vtn", ROOT / "examples" / "openadr_vtn.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
-    def on_register_report(ven_id, resource_id, measurement, unit, scale, min_sampling_interval,
-                           max_sampling_interval):  # openleadr reads these names
-        return (lambda data, **_: received.extend(data)), timedelta(seconds=1)
 
-    server.add_handler("on_register_report", on_register_report)
-    await server.run()
-    return server
+EXAMPLE = _example()
+
+
+async def _vtn(port: int, received: list):
+    return await EXAMPLE.vtn(port, received.extend)
 
 
 def _send(server, start: datetime, hours: tuple[float, float], mw: float, opted: list) -> None:
-    server.add_event(ven_id="ven-campus", signal_name="LOAD_DISPATCH", signal_type="delta",
-                     intervals=[{"dtstart": start + timedelta(hours=hours[0]),
-                                 "duration": timedelta(hours=hours[1] - hours[0]), "signal_payload": mw}],
-                     targets=[{"resource_id": "campus"}], ramp_up_period=timedelta(minutes=15),
-                     callback=lambda ven_id, event_id, opt_type: opted.append(opt_type))
+    EXAMPLE.send(server, "ven-campus", start + timedelta(hours=hours[0]), timedelta(hours=hours[1] - hours[0]), mw,
+                 opted.append)
 
 
 def _live(tmp_path: Path, port: int, start: datetime) -> tuple[LiveRun, LiveVen]:
@@ -182,6 +181,45 @@ async def _vtn_dies(tmp_path: Path) -> None:
     status = json.loads((run.run_dir / STATUS_FILE).read_text())
     assert status["vtn"] == "unreachable" and status["unreachable_since_sim_utc"] is not None
     assert status["n_readings_pending"] > 0  # the telemetry it could not send is counted, not claimed sent
+
+
+LOAD_CONTROL = [  # (signal type, payload, the output it sets, its value) per adapters/openadr_events.py
+    ("x-loadControlCapacity", 0.5, "dr_cap_mw", 1.0),  # half of capacity_mw = 2
+    ("x-loadControlLevelOffset", -2, "dr_reduction_mw", 0.3),  # two levels of 0.15 MW
+    ("x-loadControlPercentOffset", -25, "dr_reduction_frac", 0.25),
+    ("x-loadControlSetpoint", 1.2, "dr_cap_mw", 1.2),
+]
+
+
+def test_load_control_signals_arrive_over_the_wire(tmp_path):
+    asyncio.run(_load_control(tmp_path))
+
+
+async def _load_control(tmp_path: Path) -> None:
+    """Each LOAD_CONTROL type, sent by the VTN as XML, reaches the run's schedule as its DR signal."""
+    port, answers = _free_port(), []
+    server = await _vtn(port, [])
+    start = _now()
+    scn = load_live(_scenario(tmp_path, start), {"entities.events.capacity_mw": 2.0,
+                                                 "entities.events.level_offset_mw": 0.15}, RT_FACTOR)
+    run = LiveRun(scn, tmp_path / "runs", report=False)
+    ven = LiveVen(run, f"http://127.0.0.1:{port}/OpenADR2/Simple/2.0b", say=lambda _: None)
+    try:
+        await asyncio.to_thread(ven.start)
+        for i, (kind, payload, _, _) in enumerate(LOAD_CONTROL):
+            server.add_event(ven_id="ven-campus", signal_name="LOAD_CONTROL", signal_type=kind,
+                             intervals=[{"dtstart": start + timedelta(hours=i + 1), "duration": timedelta(minutes=30),
+                                         "signal_payload": payload}], targets=[{"resource_id": "campus"}],
+                             callback=lambda ven_id, event_id, opt_type: answers.append(opt_type))
+        await _until(lambda: len(answers) == len(LOAD_CONTROL), "an answer to each event")
+        assert answers == ["optIn"] * len(LOAD_CONTROL), ven.status()["refused"]
+        for i, (kind, _, output, value) in enumerate(LOAD_CONTROL):
+            out = ven.schedule.at(start + timedelta(hours=i + 1, minutes=10))
+            assert out["event_active"] and out[output] == pytest.approx(value), kind
+    finally:
+        await asyncio.to_thread(run.stop)
+        await asyncio.to_thread(ven.close)
+        await server.stop()
 
 
 def test_registration_with_no_vtn_fails_within_its_bound(tmp_path):
