@@ -14,7 +14,9 @@ the VEN. Nothing contacts a network without ``--vtn``: the scenario may name the
   ``TELEMETRY_USAGE`` report of real power [MW]; the VTN's request sets its granularity. Each
   reading is the mean of the run's values over one granule of simulated time (a granule shorter
   than the scenario's step gives one reading per step: the recorded value), stamped with the
-  granule's start; a step whose value is unknown (NaN) is left out, never sent as a number.
+  granule's start; a step whose value is unknown (NaN) is left out, never sent as a number. A
+  reading counts as sent once the VTN answered the report carrying it; a report it did not answer
+  is sent again when it answers again.
 * **A VTN that does not answer.** Registration waits at most ``register_timeout_s`` and fails with
   a message naming the URL. Later, a request the VTN does not answer (refused, timed out) marks it
   ``unreachable`` from that instant; the run goes on with the events already accepted (each still
@@ -35,6 +37,7 @@ import logging
 import math
 import threading
 import time
+from collections import deque
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Callable
@@ -137,6 +140,8 @@ class LiveVen:
         self.log = Path(run.run_dir) / RECEIVED_LOG
         self.readings: list[tuple[datetime, float]] = []
         self.n_sent = 0  # readings handed to openleadr
+        self.n_delivered = 0  # readings in reports the VTN answered
+        self._in_flight: deque[int] = deque()  # sizes of the reports handed out, not answered yet
         self.answers: dict[str, int] = {"optIn": 0, "optOut": 0}
         self.refused: list[str] = []
         self.reachable: bool | None = None
@@ -208,7 +213,7 @@ class LiveVen:
             return
         deadline = time.monotonic() + self.flush_timeout_s
         while self.source is not None and self.reachable and self.granularity_s is not None \
-                and self.n_sent < len(self._ready()) and time.monotonic() < deadline:
+                and self.n_delivered < len(self._ready()) and time.monotonic() < deadline:
             time.sleep(0.05)
         self._closing = True
         self._shutdown_loop()
@@ -279,22 +284,31 @@ class LiveVen:
                         float(self.run.scn.scenario.step_s))
 
     async def _telemetry(self, date_from: datetime, date_to: datetime, sampling_interval: timedelta) -> list:
-        """openleadr's ``full`` report callback: the granules not sent yet (waits for one: openleadr
-        0.5's VTN answers an empty report with an error)."""
+        """openleadr's ``full`` report callback: the granules not sent yet (waits for one, and while the
+        VTN is unreachable: openleadr 0.5's VTN answers an empty report with an error)."""
         self.granularity_s = sampling_interval.total_seconds() if sampling_interval else 0.0
-        while len(self._ready()) <= self.n_sent:
+        while len(self._ready()) <= self.n_sent or self.reachable is False:
             if self._closing:
                 return []
             await asyncio.sleep(0.05)
         rows = self._ready()[self.n_sent:]
-        self.n_sent += len(rows)
+        with self._lock:
+            self.n_sent += len(rows)
+            self._in_flight.append(len(rows))
         return rows
 
     # -- the VTN's state -----------------------------------------------------------------------
-    def request_done(self, reached: bool) -> None:
-        """One request to the VTN ended: answered (``reached``) or not (refused, timed out)."""
+    def request_done(self, reached: bool, report: bool = False) -> None:
+        """One request to the VTN ended: answered (``reached``) or not (refused, timed out). A
+        ``report`` not answered is sent again (from the first reading not delivered) once the VTN is back."""
         now = datetime.now(timezone.utc)
         with self._lock:
+            if report and self._in_flight:
+                if reached:
+                    self.n_delivered += self._in_flight.popleft()
+                else:
+                    self.n_sent = self.n_delivered
+                    self._in_flight.clear()
             was = self.reachable
             if reached:
                 self.reachable, self.last_contact = True, now
@@ -326,7 +340,7 @@ class LiveVen:
                 "n_events_received": len(self.schedule.events), "n_opt_in": self.answers["optIn"],
                 "n_opt_out": self.answers["optOut"], "refused": list(self.refused[-10:]),
                 "telemetry": self.params.telemetry, "granularity_s": self.granularity_s,
-                "n_readings_sent": self.n_sent, "n_readings_pending": max(n_ready - self.n_sent, 0),
+                "n_readings_sent": self.n_delivered, "n_readings_pending": max(n_ready - self.n_delivered, 0),
             }
 
 
@@ -359,7 +373,7 @@ def _client_class():
             try:
                 return await super()._perform_request(service, message)
             finally:
-                self._ven.request_done(_reached.get())
+                self._ven.request_done(_reached.get(), report="oadrUpdateReport" in str(message))
                 _reached.reset(token)
 
     return Client
