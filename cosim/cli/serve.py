@@ -24,6 +24,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return 1
     overrides = engine_overrides(args)
     overrides.pop("scenario.rt_factor", None)  # load_live sets it (with its default)
+    if getattr(args, "vtn", None) and not args.vtn.startswith(("http://", "https://")):
+        raise ScenarioError(str(args.scenario), [Problem("--vtn", "give the VTN's http(s) URL, e.g. "
+                                                         "http://127.0.0.1:8080/OpenADR2/Simple/2.0b", args.vtn)])
     scn = load_live(args.scenario, overrides, args.rt_factor)
     print_warnings(scn)
     try:
@@ -70,9 +73,6 @@ def _join_vtn(args: argparse.Namespace, run: LiveRun) -> LiveVen | None:
                     == "openadr_events":
                 print(f"note: entities.{eid}.vtn_url is set; the run joins it only with --vtn", flush=True)
         return None
-    if args.vtn and not args.vtn.startswith(("http://", "https://")):
-        raise ScenarioError(str(args.scenario), [Problem("--vtn", "give the VTN's http(s) URL, e.g. "
-                                                         "http://127.0.0.1:8080/OpenADR2/Simple/2.0b", args.vtn)])
     eid, _, params = find_ven(run, args.ven_entity)
     url = args.vtn or params.vtn_url
     if not url:

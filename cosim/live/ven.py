@@ -353,7 +353,7 @@ class _LastError(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         text = record.getMessage()
-        if not text.startswith("Could not connect"):  # the next line names the error itself
+        if not text.startswith(("Could not connect", "No RegistrationID")):  # the line before names the error
             self.last = text.splitlines()[0][:200]
 
 
