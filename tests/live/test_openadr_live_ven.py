@@ -29,6 +29,7 @@ import pytest
 openleadr = pytest.importorskip("openleadr")
 
 from cosim.live import LiveRun, load_live  # noqa: E402
+from cosim.live.metrics import exposition  # noqa: E402
 from cosim.live.ven import RECEIVED_LOG, STATUS_FILE, LiveVen, VenError, granules  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -166,6 +167,8 @@ async def _vtn_dies(tmp_path: Path) -> None:
         assert state["vtn"] == "unreachable" and state["schedule"].startswith("the events accepted before")
         assert datetime.fromisoformat(state["unreachable_since_utc"]) >= stopped_at - timedelta(seconds=1)
         assert state["last_error"]  # what openleadr met (connection refused)
+        metrics = exposition(run).decode()
+        assert f'cosim_openadr_vtn_reachable{{vtn_url="http://127.0.0.1:{port}/OpenADR2/Simple/2.0b"}} 0.0' in metrics
         await asyncio.to_thread(run.wait, WAIT_S * 2)
         assert run.status == "ok", run.reason
     finally:
