@@ -240,6 +240,8 @@ class LiveVen:
                 pass
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(5.0)
+            if not self._thread.is_alive():
+                self._loop.close()
         logging.getLogger("openleadr").removeHandler(self._errors)
 
     # -- what the VTN sends --------------------------------------------------------------------

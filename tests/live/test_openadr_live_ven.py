@@ -211,16 +211,20 @@ async def _load_control(tmp_path: Path) -> None:
     ven = LiveVen(run, f"http://127.0.0.1:{port}/OpenADR2/Simple/2.0b", say=lambda _: None)
     try:
         await asyncio.to_thread(ven.start)
+        ids = []
         for i, (kind, payload, _, _) in enumerate(LOAD_CONTROL):
-            server.add_event(ven_id="ven-campus", signal_name="LOAD_CONTROL", signal_type=kind,
+            ids.append(server.add_event(ven_id="ven-campus", signal_name="LOAD_CONTROL", signal_type=kind,
                              intervals=[{"dtstart": start + timedelta(hours=i + 1), "duration": timedelta(minutes=30),
                                          "signal_payload": payload}], targets=[{"resource_id": "campus"}],
-                             callback=lambda ven_id, event_id, opt_type: answers.append(opt_type))
+                             callback=lambda ven_id, event_id, opt_type: answers.append(opt_type)))
         await _until(lambda: len(answers) == len(LOAD_CONTROL), "an answer to each event")
         assert answers == ["optIn"] * len(LOAD_CONTROL), ven.status()["refused"]
         for i, (kind, _, output, value) in enumerate(LOAD_CONTROL):
             out = ven.schedule.at(start + timedelta(hours=i + 1, minutes=10))
             assert out["event_active"] and out[output] == pytest.approx(value), kind
+        server.cancel_event("ven-campus", ids[0])  # a cancellation withdraws the event from its reception on
+        await _until(lambda: not ven.schedule.at(start + timedelta(hours=1, minutes=10))["event_active"],
+                     "the cancellation at the VEN")
     finally:
         await asyncio.to_thread(run.stop)
         await asyncio.to_thread(ven.close)
