@@ -115,7 +115,8 @@ def add_parsers(sub) -> None:
                                    "GET /entities, GET /entities/{id}, PUT/POST /entities/{id}/inputs, "
                                    "GET /metrics, and per datacenter site PUT/DELETE /site/{id}/load-target, "
                                    "GET /site/{id}/power-status and GET /site/{id}/events (server-sent events) "
-                                   "(OpenAPI at /docs). Needs the live extra.")
+                                   "(OpenAPI at /docs). With --vtn the run also acts as an OpenADR 2.0b VEN "
+                                   "(docs/guides/openadr.md). Needs the live extra.")
     p.add_argument("scenario", type=Path)
     p.add_argument("--rt-factor", type=positive_float, metavar="F",
                    help="wall seconds per simulated second (scenario.rt_factor; default the file's, else 1)")

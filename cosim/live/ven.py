@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import importlib.util
 import json
 import logging
 import math
@@ -166,6 +167,8 @@ class LiveVen:
         Raises:
             VenError: the VTN did not register this VEN within ``register_timeout_s``.
         """
+        if importlib.util.find_spec("openleadr") is None:
+            raise VenError("--vtn needs the openleadr package: pip install 'cosim[protocols]'")
         self._thread.start()
         future = asyncio.run_coroutine_threadsafe(self._register(), self._loop)
         try:
