@@ -192,7 +192,8 @@ class LiveVen:
         client.add_handler("on_event", self._on_event)
         client.add_handler("on_update_event", self._on_event)
         if self.source is not None:
-            client.add_report(self._telemetry, resource_id=self.eid, measurement="real_power",
+            resource = self.params.resource_ids[0] if self.params.resource_ids else self.eid
+            client.add_report(self._telemetry, resource_id=resource, measurement="real_power",
                               data_collection_mode="full", unit="W", scale="M",
                               sampling_rate=openleadr.objects.SamplingRate(
                                   min_period=timedelta(seconds=1), max_period=timedelta(days=1), on_change=False),
@@ -245,7 +246,9 @@ class LiveVen:
             self._thread.join(5.0)
             if not self._thread.is_alive():
                 self._loop.close()
-        logging.getLogger("openleadr").removeHandler(self._errors)
+        logger = logging.getLogger("openleadr")
+        logger.removeHandler(self._errors)
+        logger.propagate = True
 
     # -- what the VTN sends --------------------------------------------------------------------
     async def _on_event(self, event: dict) -> str:
