@@ -6,7 +6,7 @@
 It registers any VEN (as ``ven-<name>``), asks each for its real-power telemetry every second,
 and once a VEN has registered sends it one event: ``--signal`` with payload ``--mw``, starting
 ``--in-min`` minutes from now (wall clock), ``--hours`` long, with a 15 min ramp-up. It prints the
-VEN's answer and the readings it reports. Ctrl-C stops it. ``vtn``, ``send`` and ``on_report`` are
+VEN's answer and the readings it reports. Ctrl-C stops it. ``vtn``, ``send`` and ``free_port`` are
 used by the tests and the figure script of the OpenADR guide. Needs the ``protocols`` extra.
 """
 
@@ -15,10 +15,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import socket
 from datetime import datetime, timedelta, timezone
 from typing import Callable
 
 from openleadr import OpenADRServer
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 async def vtn(port: int, on_report: Callable[[list], None], poll_s: float = 1.0,

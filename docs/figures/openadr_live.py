@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib.util
-import socket
 import tempfile
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -39,15 +38,9 @@ def _vtn_module():
     return module
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 async def _live(rt_factor: float, out: Path) -> tuple[pd.DataFrame, list, dict, datetime]:
     example, received, answers = _vtn_module(), [], []
-    port = _free_port()
+    port = example.free_port()
     server = await example.vtn(port, received.extend)
     start = datetime.now(timezone.utc).replace(second=0, microsecond=0)
     scn = load_live(SCENARIO, {"scenario.start": start}, rt_factor)

@@ -40,14 +40,6 @@ RT_FACTOR = 0.0004  # wall seconds per simulated second: 6 h in ~9 s, a 300 s st
 STEP = timedelta(seconds=300)
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 async def _until(predicate, what: str, wait_s: float = WAIT_S) -> None:
     for _ in range(int(wait_s * 20)):
         if predicate():
@@ -76,6 +68,7 @@ def _example():
 
 
 EXAMPLE = _example()
+_free_port = EXAMPLE.free_port
 
 
 async def _vtn(port: int, received: list):
