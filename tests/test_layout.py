@@ -57,6 +57,7 @@ LAZY = {
     "cosim.run.mosaik_engine": "imports mosaik (above)",
     "helics": "the HELICS library: only when a run joins a federation (cosim run --helics)",
     "cosim.run.federate": "imports helics (above)",
+    "openleadr": "the protocols extra: only when a live run joins an OpenADR VTN (cosim serve --vtn)",
     "cosim.adapters._andes_perc1": "imports andes (above): only when a Load has a native PERC1",
 }
 
