@@ -490,6 +490,27 @@ class OpenAdrEventsSim(SingleModelSim):
                  for e in events if e.opted_in and not e.cancelled]
         return off_grid_problems(EventSchedule(edges), ctx, Path(params.file).name) if edges else []
 
+    @classmethod
+    def check_scenario(cls, scn: Any) -> list[str]:
+        """A warning for each events entity whose DR outputs reach an entity that does not also get
+        ``dr_reduction_frac``: a LOAD_CONTROL percent offset it receives would change nothing there."""
+        adapter = __name__.rsplit(".", 1)[-1]
+        found = []
+        for eid, spec in scn.entities.items():
+            if scn.sims[spec.sim].adapter != adapter:
+                continue
+            fed: dict[str, set[str]] = {}
+            for conn in scn.connect:
+                if conn.src == eid:
+                    fed.setdefault(conn.dst, set()).update(src for src, _ in conn.pairs())
+            for dst, attrs in sorted(fed.items()):
+                if attrs & {"dr_cap_mw", "dr_reduction_mw"} and "dr_reduction_frac" not in attrs:
+                    found.append(f"{scn.file.name}: entity {eid!r} sends DR signals to {dst!r} without "
+                                 f"'dr_reduction_frac': an OpenADR percent-offset event (LOAD_CONTROL "
+                                 f"x-loadControlPercentOffset) would not reach it; add \"dr_reduction_frac\" "
+                                 f"to that [[connect]]'s attrs")
+        return found
+
     def build(self, eid: str, params: VenParams) -> VenSchedule:
         return VenSchedule(read_log(params.file, params) if params.file is not None else [], params)
 

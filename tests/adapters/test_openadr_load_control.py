@@ -105,3 +105,20 @@ def test_percent_offset_sheds_the_baseline_share_in_a_run(tmp_path):
     baseline = during["responder.p_baseline_mw"].iloc[0]
     assert during["responder.dr_requested_mw"].to_numpy() == pytest.approx(0.2 * baseline)
     assert during["responder.dr_delivered_mw"].mean() > 0.5 * 0.2 * baseline
+
+
+def test_a_percent_offset_that_cannot_reach_the_responder_is_warned(tmp_path):
+    """openadr_month connects ``dr_reduction_frac``: no warning; the same file without it gets one
+    warning that names the entity, the receiver and the fix."""
+    src = (ROOT / "scenarios" / "openadr_month.toml").read_text()
+    assert not [w for w in cosim.validate(ROOT / "scenarios" / "openadr_month.toml").warnings
+                if "dr_reduction_frac" in w]
+    cut = src.replace('"dr_reduction_mw", "dr_reduction_frac", "dr_cap_mw"', '"dr_reduction_mw", "dr_cap_mw"')
+    assert cut != src
+    log = ROOT / "scenarios" / "data" / "openadr" / "july_2024_vtn_log.jsonl"
+    cut = cut.replace('file = "data/openadr/july_2024_vtn_log.jsonl"', f'file = "{log.as_posix()}"')
+    path = tmp_path / "no_frac.toml"
+    path.write_text(cut)
+    warned = [w for w in cosim.validate(path).warnings if "dr_reduction_frac" in w]
+    assert len(warned) == 1 and "'events'" in warned[0] and "'responder'" in warned[0]
+    assert "percent-offset" in warned[0]
