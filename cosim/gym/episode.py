@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from cosim.gym import snapshot
 from cosim.gym.rewards import RewardTerms
 from cosim.gym.spec import EpisodeSpec
 from cosim.run.session import Session
@@ -61,7 +62,10 @@ class Episode:
         """A fresh Session of the scenario with this seed and start (the last one closed first)."""
         self.close()
         scn = variant(self.base, seed, start)
-        self.session = Session(scn, out_dir=self.out_dir, record=self.spec.record, report=self.report)
+        kept = snapshot.kept_for(self.base)
+        built = kept.take(scn)
+        self.session = Session(scn, out_dir=self.out_dir, record=self.spec.record, report=self.report, built=built)
+        kept.keep(scn, self.session.engine, built)
         self.t_s = 0
         self.n_decisions = 0
         self.terms.reset()
