@@ -22,8 +22,9 @@ from typing import Any
 from cosim.scenario import Scenario
 from cosim.sdk import parse_utc
 
-#: copies kept per scenario (least recently used dropped first)
-MAX_KEPT = 16
+#: copies kept per simulator of a scenario (least recently used dropped first): a start window of
+#: two months, one copy per start day of the simulators whose set-up depends on the start
+MAX_KEPT = 64
 #: the ``init`` arguments a copy may be set up under other values of
 ARGS = ("start_utc", "duration_s", "seed")
 
@@ -50,12 +51,12 @@ class Kept:
 
     def __init__(self, max_kept: int = MAX_KEPT):
         self.max_kept = max_kept
-        self._copies: OrderedDict[tuple, Any] = OrderedDict()
+        self._copies: dict[str, OrderedDict[tuple, Any]] = {}  # sim id -> the values set up under -> copy
         self._depends: dict[str, tuple[str, ...]] = {}  # sim id -> the arguments its set-up depends on
         self.n_taken = 0  # copies handed out (a figure for tests and benchmarks)
 
     def _key(self, sid: str, args: dict[str, Any]) -> tuple:
-        return sid, tuple(args[name] for name in self._depends[sid])
+        return tuple(args[name] for name in self._depends[sid])
 
     def take(self, scn: Scenario) -> dict[str, Any]:
         """``{sim id: a fresh copy}`` of every kept simulator that fits ``scn`` (its seed and start)."""
@@ -64,11 +65,11 @@ class Kept:
         for sid in self._depends:
             if sid not in scn.sims:
                 continue
-            key = self._key(sid, args)
-            kept = self._copies.get(key)
+            copies, key = self._copies[sid], self._key(sid, args)
+            kept = copies.get(key)
             if kept is None:
                 continue
-            self._copies.move_to_end(key)
+            copies.move_to_end(key)
             obj = copy.deepcopy(kept)
             obj.start_utc, obj.duration_s, obj.seed = parse_utc(args["start_utc"]), int(args["duration_s"]), \
                 int(args["seed"])
@@ -92,6 +93,7 @@ class Kept:
                 raise ValueError(f"{type(sim.obj).__name__}.built_from() names {sorted(unknown)}; "
                                  f"it may name only {', '.join(ARGS)}")
             self._depends[sim.sid] = tuple(name for name in ARGS if name in depends)
-            self._copies[self._key(sim.sid, args)] = copy.deepcopy(sim.obj)
-            while len(self._copies) > self.max_kept:
-                self._copies.popitem(last=False)
+            copies = self._copies.setdefault(sim.sid, OrderedDict())
+            copies[self._key(sim.sid, args)] = copy.deepcopy(sim.obj)
+            while len(copies) > self.max_kept:
+                copies.popitem(last=False)

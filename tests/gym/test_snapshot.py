@@ -44,8 +44,9 @@ def test_a_reset_from_copies_steps_as_a_fresh_env():
         steps(env, 3, "2024-06-10", 5)  # sets the grid up (and keeps a copy), then steps it
         assert kept.n_taken == 0
         after = steps(env, 5, "2024-07-02")  # another seed and day: the grid is a copy
-        assert kept.n_taken == 1
-        again = steps(env, 5, "2024-07-02")  # a second copy of the same
+        assert kept.n_taken == 1  # the grid (the signals and PV were set up for another day)
+        again = steps(env, 5, "2024-07-02")  # copies of the grid, the signals and the PV of that day
+        assert kept.n_taken == 1 + 4
         env.close()
         fresh_env = CosimEnv(SITE, TWO_HOURS, guards=False)  # another scenario object: nothing kept
         fresh = steps(fresh_env, 5, "2024-07-02")
@@ -67,8 +68,9 @@ def test_the_comparison_can_fail():
 
 
 def test_only_simulators_that_allow_it_are_copied():
-    """The datacenter, the signals and the controllers say nothing (built at every reset); the
-    pandapower grid says its set-up depends on the duration only."""
+    """The datacenter, the tariff, the battery and its controller say nothing (built at every
+    reset); the pandapower grid says its set-up depends on the duration only, the signals and
+    the PV on the start and the duration."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         env = CosimEnv(SITE, TWO_HOURS, guards=False)
@@ -78,8 +80,9 @@ def test_only_simulators_that_allow_it_are_copied():
         env.reset(seed=2)
         assert env._episode.engine.by_sid["grid"].obj is not engine.by_sid["grid"].obj  # a copy, not the same
         env.close()
-    assert said == {"weather": None, "carbon": None, "tariff": None, "dc": None, "solar": None, "storage": None,
-                    "ctl": None, "grid": frozenset({"duration_s"})}
+    by_start = frozenset({"start_utc", "duration_s"})
+    assert said == {"weather": by_start, "carbon": by_start, "tariff": None, "dc": None, "solar": by_start,
+                    "storage": None, "ctl": None, "grid": frozenset({"duration_s"})}
 
 
 class _Said:
@@ -103,6 +106,6 @@ def test_a_name_outside_the_init_arguments_is_refused():
             snapshot.Kept().keep(scn, _Engine(_Said(frozenset({"weather_file"}))), {})
         kept = snapshot.Kept(max_kept=2)
         kept.keep(scn, _Engine(_Said(frozenset({"seed"}))), {})
-        assert len(kept._copies) == 1 and kept.take(scn)["x"].names == frozenset({"seed"})
+        assert len(kept._copies["x"]) == 1 and kept.take(scn)["x"].names == frozenset({"seed"})
     finally:
         del scn.sims["x"]
