@@ -54,12 +54,22 @@ def plain(scenario: Path, steps: int) -> tuple[float, float]:
     return rate, cpu_rate
 
 
-def reset_ms(scenario: Path, n: int = 20) -> tuple[float, float]:
-    """Mean wall and CPU time of a reset (a new seed each) and the first decision after it. [ms]"""
+def reset_ms(scenario: Path, n: int = 20, warm: bool = False) -> tuple[float, float]:
+    """Mean wall and CPU time of a reset (a new seed each, a start day drawn from the window) and the
+    first decision after it. [ms]
+
+    ``warm``: first one reset per day of the start window, so that every simulator whose set-up copy
+    serves a start day has one kept (:mod:`cosim.gym.snapshot`), as after the first episodes of a
+    long training run; otherwise most draws meet a day not seen yet."""
     env = CosimEnv(scenario)
     action = env.action_space.sample()
     env.reset(seed=0)
     env.step(action)  # warm-up
+    if warm and env.episode_spec.start_window is not None:
+        from cosim.gym import spec as specs
+
+        for day in specs.window_days(env.episode_spec.start_window):
+            env.reset(seed=0, options={"start": day})
     started, cpu = time.perf_counter(), time.process_time()
     for seed in range(1, n + 1):
         env.reset(seed=seed)
@@ -129,6 +139,8 @@ def main() -> None:
     print(f"{args.scenario.name}, {args.steps} env steps each, load average before {os.getloadavg()[0]:.2f}")
     ms, cpu_ms = reset_ms(args.scenario)
     print(f"  reset + first decision:      {ms:7.1f} ms      ({cpu_ms:.1f} ms of CPU time)")
+    ms, cpu_ms = reset_ms(args.scenario, warm=True)
+    print(f"  the same, every start day kept: {ms:4.1f} ms      ({cpu_ms:.1f} ms of CPU time)")
     rate, cpu_rate = plain(args.scenario, args.steps)
     print(f"  one env, this process:       {rate:7.1f} env steps/s ({cpu_rate:.1f} per CPU second)")
     if args.only_plain:
