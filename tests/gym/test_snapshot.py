@@ -109,3 +109,18 @@ def test_a_name_outside_the_init_arguments_is_refused():
         assert len(kept._copies["x"]) == 1 and kept.take(scn)["x"].names == frozenset({"seed"})
     finally:
         del scn.sims["x"]
+
+
+def test_the_copies_of_a_vector_env_share_what_is_kept():
+    from cosim.gym.vector import make_vector_env
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        scn = load_direct(SITE, TWO_HOURS)
+        envs = make_vector_env(scn, 2)
+        kept = snapshot.kept_for(scn)
+        before = kept.n_taken  # (the reward guards' probes of the first copy run episodes too)
+        envs.reset(seed=[1, 2], options={"start": "2024-06-20"})
+        envs.close()
+    assert kept.n_taken - before == 1 + 4  # the first copy the guards' grid; the second the first's grid,
+    # weather, carbon and PV of that day
