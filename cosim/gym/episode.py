@@ -59,7 +59,8 @@ class Episode:
 
     # -- lifecycle ----------------------------------------------------------------------------
     def start(self, seed: int, start: datetime | None = None) -> None:
-        """A fresh Session of the scenario with this seed and start (the last one closed first)."""
+        """A new Session of the scenario with this seed and start (the last one closed first), its
+        simulators built or, where they allow it, copied from ones set up before (:mod:`.snapshot`)."""
         self.close()
         scn = variant(self.base, seed, start)
         kept = snapshot.kept_for(self.base)
