@@ -36,10 +36,23 @@ sys.path.insert(0, str(ROOT))
 from cosim.gym import CosimEnv  # noqa: E402
 
 
-def plain(scenario: Path, steps: int) -> tuple[float, float]:
+def keep_every_start_day(env: CosimEnv) -> None:
+    """One reset per day of the start window: every simulator whose set-up copy serves a start day
+    has one kept (:mod:`cosim.gym.snapshot`), as after the first episodes of a long training run."""
+    from cosim.gym import spec as specs
+
+    if env.episode_spec.start_window is not None:
+        for day in specs.window_days(env.episode_spec.start_window):
+            env.reset(seed=0, options={"start": day})
+
+
+def plain(scenario: Path, steps: int, warm: bool = False) -> tuple[float, float]:
     """Env steps per second of one env in this process: per wall second, and per second of this
-    process's CPU time (less moved by other jobs on a shared machine)."""
+    process's CPU time (less moved by other jobs on a shared machine). ``warm``: every start day
+    kept first (:func:`keep_every_start_day`)."""
     env = CosimEnv(scenario)
+    if warm:
+        keep_every_start_day(env)
     env.reset(seed=0)
     for _ in range(20):  # warm-up
         env.step(env.action_space.sample())
@@ -58,18 +71,14 @@ def reset_ms(scenario: Path, n: int = 20, warm: bool = False) -> tuple[float, fl
     """Mean wall and CPU time of a reset (a new seed each, a start day drawn from the window) and the
     first decision after it. [ms]
 
-    ``warm``: first one reset per day of the start window, so that every simulator whose set-up copy
-    serves a start day has one kept (:mod:`cosim.gym.snapshot`), as after the first episodes of a
-    long training run; otherwise most draws meet a day not seen yet."""
+    ``warm``: every start day kept first (:func:`keep_every_start_day`); otherwise most draws meet a
+    day not seen yet."""
     env = CosimEnv(scenario)
     action = env.action_space.sample()
     env.reset(seed=0)
     env.step(action)  # warm-up
-    if warm and env.episode_spec.start_window is not None:
-        from cosim.gym import spec as specs
-
-        for day in specs.window_days(env.episode_spec.start_window):
-            env.reset(seed=0, options={"start": day})
+    if warm:
+        keep_every_start_day(env)
     started, cpu = time.perf_counter(), time.process_time()
     for seed in range(1, n + 1):
         env.reset(seed=seed)
@@ -143,6 +152,8 @@ def main() -> None:
     print(f"  the same, every start day kept: {ms:4.1f} ms      ({cpu_ms:.1f} ms of CPU time)")
     rate, cpu_rate = plain(args.scenario, args.steps)
     print(f"  one env, this process:       {rate:7.1f} env steps/s ({cpu_rate:.1f} per CPU second)")
+    rate, cpu_rate = plain(args.scenario, args.steps, warm=True)
+    print(f"  the same, every start day kept: {rate:4.1f} env steps/s ({cpu_rate:.1f} per CPU second)")
     if args.only_plain:
         return
     rate, cpu_rate = parallel(args.scenario, args.steps)
