@@ -52,7 +52,9 @@ Entities:
   of the step), ``vm_min_pu`` (lowest over the step's
   sub-steps: a 100 ms dip shows also at 1 s steps), ``f_hz`` (the bus frequency of an ANDES
   ``BusFreq`` measurement at the bus), ``rocof_hz_s``, and ``p_connected_frac`` /
-  ``q_connected_frac`` (PERC1's shares at the end of the step; 1 without it). With ``perc1 = {...}``
+  ``q_connected_frac`` (PERC1's shares at the end of the step, 0 once its frequency trip has acted;
+  1 without it: connect them to a ``ride_through``'s ``p_grid_connected_frac`` /
+  ``q_grid_connected_frac`` so its UPS accounting carries the ceased share). With ``perc1 = {...}``
   (``ride_through``'s PERC1 keys) or ``perc1_dyr = "<record>.dyr"`` (``cosim model-record``'s
   output; ``perc1_id`` picks the record) the load is a PERC1 device inside ANDES
   (``adapters/_andes_perc1.py``): it draws ``p_mw``/``q_mvar`` at constant power times its shares,
@@ -747,7 +749,8 @@ class AndesGridSim(CosimSim):
             vm = float(v[self.bus_uid[eid]])
             if eid in self.native_uid:
                 n = self.native_uid[eid]
-                p_share, q_share = float(ss.PERC1.LP_y.v[n]), float(ss.PERC1.LQ_y.v[n])
+                on = float(ss.PERC1.SH.on[n])  # 0 once the frequency trip has acted
+                p_share, q_share = float(ss.PERC1.LP_y.v[n]) * on, float(ss.PERC1.LQ_y.v[n]) * on
                 p_served_mw = float(ss.PERC1.p0.v[n]) * p_share * S_BASE_MVA
             else:
                 p_share = q_share = 1.0

@@ -7,9 +7,11 @@ import sys
 from pathlib import Path
 
 from cosim.cli.run import engine_overrides, positive_float, print_warnings
+from cosim.errors import Problem, ScenarioError
 from cosim.live import LiveRun, load_live
 from cosim.live import server as live_server
 from cosim.live.app import MAX_BODY_BYTES
+from cosim.live.ven import LiveVen, VenError, find_ven
 
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
 
@@ -22,6 +24,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return 1
     overrides = engine_overrides(args)
     overrides.pop("scenario.rt_factor", None)  # load_live sets it (with its default)
+    if getattr(args, "vtn", None) and not args.vtn.startswith(("http://", "https://")):
+        raise ScenarioError(str(args.scenario), [Problem("--vtn", "give the VTN's http(s) URL, e.g. "
+                                                         "http://127.0.0.1:8080/OpenADR2/Simple/2.0b", args.vtn)])
     scn = load_live(args.scenario, overrides, args.rt_factor)
     print_warnings(scn)
     try:
@@ -37,12 +42,48 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except BaseException:
         sock.close()
         raise
+    try:
+        ven = _join_vtn(args, run)
+    except BaseException as exc:
+        sock.close()
+        run.stop(f"the VEN did not join its VTN: {exc}" if isinstance(exc, VenError) else "not started")
+        if isinstance(exc, VenError):
+            print(str(exc), file=sys.stderr)
+            return 1
+        raise
     server = live_server.LiveServer(run, sock, exit_at_end=args.exit_at_end, say=lambda text: print(text, flush=True),
-                                    max_body_bytes=args.max_body_bytes)
+                                    max_body_bytes=args.max_body_bytes, ven=ven)
     url, s = server.url, scn.scenario
     print(f"cosim serve: {s.name} ({s.duration_s} s at rt_factor {run.rt_factor:g}) on {url}  "
           f"(API: {url}/docs, metrics: {url}/metrics; Ctrl-C stops)\nrun folder: {run.run_dir}", flush=True)
     return server.serve()
+
+
+def _join_vtn(args: argparse.Namespace, run: LiveRun) -> LiveVen | None:
+    """``--vtn [URL]``: the run's ``openadr_events`` entity registered as a VEN (None without the flag:
+    nothing contacts a network unless the command line says so).
+
+    Raises:
+        ScenarioError: no such entity, no URL, a bad ``telemetry``.
+        VenError: the VTN did not register the VEN.
+    """
+    if args.vtn is None:
+        for eid, params in run.scn.entity_params.items():
+            if isinstance(params, dict) and params.get("vtn_url") and run.scn.sims[run.scn.entities[eid].sim].adapter \
+                    == "openadr_events":
+                print(f"note: entities.{eid}.vtn_url is set; the run joins it only with --vtn", flush=True)
+        return None
+    eid, _, params = find_ven(run, args.ven_entity)
+    url = args.vtn or params.vtn_url
+    if not url:
+        raise ScenarioError(str(args.scenario), [Problem(f"entities.{eid}.vtn_url", "no VTN named: give --vtn URL, or "
+                                                         "set vtn_url in the scenario and pass --vtn alone")])
+    ven = LiveVen(run, url, eid, args.ven_name, say=lambda text: print(text, flush=True))
+    print(f"OpenADR: registering VEN {ven.ven_name!r} with {url} ...", flush=True)
+    ven.start()
+    print(f"OpenADR: registered as {ven.ven_id} (registration {ven.registration_id}); received events go to "
+          f"{ven.log}", flush=True)
+    return ven
 
 
 def _port(text: str) -> int:
@@ -74,7 +115,8 @@ def add_parsers(sub) -> None:
                                    "GET /entities, GET /entities/{id}, PUT/POST /entities/{id}/inputs, "
                                    "GET /metrics, and per datacenter site PUT/DELETE /site/{id}/load-target, "
                                    "GET /site/{id}/power-status and GET /site/{id}/events (server-sent events) "
-                                   "(OpenAPI at /docs). Needs the live extra.")
+                                   "(OpenAPI at /docs). With --vtn the run also acts as an OpenADR 2.0b VEN "
+                                   "(docs/guides/openadr.md). Needs the live extra.")
     p.add_argument("scenario", type=Path)
     p.add_argument("--rt-factor", type=positive_float, metavar="F",
                    help="wall seconds per simulated second (scenario.rt_factor; default the file's, else 1)")
@@ -88,4 +130,10 @@ def add_parsers(sub) -> None:
     p.add_argument("--no-report", action="store_true", help="skip report.html")
     p.add_argument("--max-body-bytes", type=_body_bytes, default=MAX_BODY_BYTES, metavar="N",
                    help=f"largest request body read; a larger one is answered 413 [{MAX_BODY_BYTES}]")
+    p.add_argument("--vtn", nargs="?", const="", default=None, metavar="URL",
+                   help="act as an OpenADR 2.0b VEN registered with this VTN (alone: the scenario's vtn_url); "
+                        "without it nothing contacts a network. Needs the protocols extra")
+    p.add_argument("--ven-entity", metavar="ID", help="the openadr_events entity that is the VEN (default: the only one)")
+    p.add_argument("--ven-name", metavar="NAME", help="the name the VEN registers under (default: the entity's "
+                                                      "ven_name, else its id)")
     p.set_defaults(func=cmd_serve)
