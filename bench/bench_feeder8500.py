@@ -12,9 +12,8 @@ One process, side by side, alternating within each repeat (a busy machine slows 
   Set-up: compile the file, add the load, solve once. ``opendss+loadings`` adds the bulk reads
   behind cosim's summary outputs (``PDElements.AllPctNorm``, ``Circuit.TotalPower``,
   ``Circuit.Losses``): OpenDSS's own cost of what cosim's Grid reports at every step.
-* ``direct`` and ``mosaik``: ``cosim.run`` of the scenario ``bench/bench_scaling.py`` writes for the
-  8500 case (one 256-GPU DGX-H100 campus behind a Load at bus m1166366, the feeder's Grid entity,
-  default recording) on each engine, once for 1 step and once for ``--steps`` steps; per step is
+* ``direct`` and ``mosaik``: ``cosim.run`` of :data:`SCENARIO` (one 256-GPU DGX-H100 campus behind
+  a Load at bus m1166366, the feeder's Grid entity, default recording) on each engine, once for 1 step and once for ``--steps`` steps; per step is
   ``(wall(N) - wall(1)) / (N - 1)`` (``wall``: the engine's time from metadata.json, from building
   the simulators to the last recorded row; validation and KPIs excluded) and set-up is
   ``wall(1)`` minus one step.
@@ -38,14 +37,53 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
 
 import pandas as pd  # noqa: E402
 
-from bench_scaling import BUS_8500, scenario_toml  # noqa: E402
-
 STEP_S = 900
 FEEDER = ROOT / "grid_models" / "ieee8500.dss"
+#: A primary bus of the IEEE 8500-node feeder, where the campus connects.
+BUS_8500 = "m1166366"
+#: The scenario: one 256-GPU DGX-H100 campus (synthetic training and inference) behind a Load at
+#: BUS_8500, the feeder's Grid entity, recording by default; a day at 15 min.
+SCENARIO = f"""[scenario]
+name = "feeder8500"
+start = 2024-07-15T00:00:00Z
+duration_s = {96 * STEP_S}
+step_s = {STEP_S}
+seed = 1
+engine = "direct"
+
+[sims.dc]
+adapter = "datacenter"
+
+[sims.grid]
+adapter = "grid"
+network = "ieee8500"
+engine = "opendss"
+
+[entities.feeder]
+sim = "grid"
+model = "Grid"
+
+[entities.campus0]
+sim = "dc"
+model = "Cluster"
+node = "DGX-H100"
+n_gpus = 256
+training = {{ source = "synthetic", n_jobs = 40, sizes_gpus = [8, 16, 32], size_weights = [0.5, 0.3, 0.2], duration_median_h = 3.0 }}
+inference = [{{ name = "chat", model = "llama-3.1-70b", replicas = 16, rate_req_s = 50.0, diurnal_amp_frac = 0.5 }}]
+
+[entities.pcc0]
+sim = "grid"
+model = "Load"
+bus = "{BUS_8500}"
+
+[[connect]]
+src = "campus0"
+dst = "pcc0"
+attrs = ["p_mw", "q_mvar"]
+"""
 
 
 def rss_mib() -> float:
@@ -68,7 +106,7 @@ def cosim_run(engine: str, n_steps: int, tmp: Path) -> tuple[float, pd.DataFrame
 
     path = tmp / "feeder8500.toml"
     if not path.exists():
-        path.write_text(scenario_toml("ieee8500", 1, 96 * STEP_S, STEP_S))
+        path.write_text(SCENARIO)
     result = cosim.run(path, out_dir=tmp / "runs", overrides={"scenario.engine": engine,
                                                                "scenario.duration_s": n_steps * STEP_S})
     if result.status != "ok":
