@@ -19,15 +19,19 @@ default recording), all at 5-minute steps:
   pandapower), IEEE 123 (133 buses, OpenDSS) and IEEE 8500 (4,876 buses, OpenDSS)
   (``--quick``: IEEE 33, IEEE 123).
 
-Per case: set-up (validation, building every simulator) [s], stepping time per simulated step
-[ms] (the whole stepping loop with the recorder, divided by the steps), closing (KPIs, run
+Per case: set-up (validation, building every simulator) [s], the first step [s] (first calls,
+caches), stepping time per simulated step [ms] (the stepping loop with the recorder after the
+first step, divided by the steps after the first), closing (KPIs, run
 folder) [s] and the process's peak RSS [MiB]. Per axis, the slope of the cost against the work
 on log-log axes (least squares over the points, and between neighbouring points): on the
 duration axis the cost is the whole stepping time (1 = linear: a constant time per step); on
 the others it is the time per step (1 = in proportion to the work, below 1 = a fixed cost per
 step shared by more work). The axis stops being linear at the first pair of neighbouring points
 whose slope exceeds 1.2. Peak RSS gets its slope too (mostly the imports' ~350 MiB at the
-small end). Prints figures; asserts nothing. Full run ~5-8 min on a busy 2-core machine;
+small end). ``--blas-threads 1`` runs each case's BLAS on one thread: numpy's dot products over
+the running jobs of a 1M-GPU campus (tens of thousands) go to OpenBLAS's threads, which on a
+busy machine wait for a core and make such a step ~5x slower than on one thread (measured: 72 vs
+14 ms). Prints figures; asserts nothing. Full run ~5-8 min on a busy 2-core machine;
 ``--quick`` ~1 min.
 """
 
@@ -60,12 +64,12 @@ CAMPUS_BUS = {"ieee13": "632", "ieee33": "18", "ieee123": "13", "ieee8500": "m11
 #: Load buses of IEEE 33 (bus 1 is the slack), which the campuses of the campuses axis cycle over.
 BUSES_33 = [str(b) for b in range(2, 34)]
 
-#: name -> (title, unit of the work, what the slope is taken of)
+#: name -> (title, the work's unit (plural), what the slope is taken of)
 AXES = {
-    "duration": ("duration (1 campus, IEEE 33, 5 min steps)", "day", "total stepping time"),
-    "gpus": ("GPUs (1 campus alone, 1 day at 5 min)", "GPU", "time per step"),
-    "campuses": ("campuses (20 GPUs each on IEEE 33, 1 day at 5 min)", "campus", "time per step"),
-    "buses": ("buses (1 campus, 1 day at 5 min)", "bus", "time per step"),
+    "duration": ("duration (1 campus, IEEE 33, 5 min steps)", "days", "total stepping time"),
+    "gpus": ("GPUs (1 campus alone, 1 day at 5 min)", "GPUs", "time per step"),
+    "campuses": ("campuses (20 GPUs each on IEEE 33, 1 day at 5 min)", "campuses", "time per step"),
+    "buses": ("buses (1 campus, 1 day at 5 min)", "buses", "time per step"),
 }
 #: A slope between neighbouring points above this is called super-linear.
 LINEAR_SLOPE_MAX = 1.2
@@ -78,14 +82,18 @@ def campus_toml(k: int, n_gpus: int, days: float, bus: str | None) -> str:
     n_jobs = max(1, round(n_train / 10 * days))  # ~70 % of the training GPUs busy
     sizes = [s for s in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512) if s <= n_train]
     weights = [0.30, 0.10, 0.15, 0.20, 0.10, 0.06, 0.04, 0.03, 0.015, 0.005][:len(sizes)]
+    training = (f'{{ source = "synthetic", n_jobs = {n_jobs}, sizes_gpus = {sizes}, size_weights = {weights}, '
+                'duration_median_h = 3.0 }')
+    fleet = (f'{{ name = "chat", model = "llama-3.1-70b", replicas = {replicas}, rate_req_s = {3.0 * replicas:.1f}, '
+             'diurnal_amp_frac = 0.5 }')
     text = f"""
 [entities.campus{k}]
 sim = "dc"
 model = "Cluster"
 node = "DGX-H100"
 n_gpus = {n_train}
-training = {{ source = "synthetic", n_jobs = {n_jobs}, sizes_gpus = {sizes}, size_weights = {weights}, duration_median_h = 3.0 }}
-inference = [{{ name = "chat", model = "llama-3.1-70b", replicas = {replicas}, rate_req_s = {3.0 * replicas:.1f}, diurnal_amp_frac = 0.5 }}]
+training = {training}
+inference = [{fleet}]
 """
     if bus is not None:
         text += f"""
@@ -165,21 +173,27 @@ def one_case(spec: dict) -> dict:
         t0 = time.perf_counter()
         session = Session(path, out_dir=Path(tmp) / "runs", report=False)
         t1 = time.perf_counter()
+        session.step()
+        t_first = time.perf_counter()
         session.run_until(spec["duration_s"])
         t2 = time.perf_counter()
         result = session.close()
         t3 = time.perf_counter()
         n_steps = spec["duration_s"] // spec["step_s"]
         return {"ok": bool(result and result.ok), "n_steps": n_steps, "setup_s": t1 - t0,
-                "step_ms": (t2 - t1) / n_steps * 1e3, "run_s": t2 - t1, "close_s": t3 - t2,
+                "first_step_s": t_first - t1, "step_ms": (t2 - t_first) / max(1, n_steps - 1) * 1e3,
+                "run_s": t2 - t1, "close_s": t3 - t2,
                 "n_columns": len(recorded_columns(session.scn)),
                 "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
-def run_case(spec: dict) -> dict:
-    """One case in a fresh process (its own peak RSS)."""
+def run_case(spec: dict, blas_threads: int | None = None) -> dict:
+    """One case in a fresh process (its own peak RSS), its BLAS on ``blas_threads`` threads (None: as set)."""
+    env = dict(os.environ)
+    if blas_threads is not None:
+        env.update({k: str(blas_threads) for k in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")})
     out = subprocess.run([sys.executable, __file__, "--case", json.dumps(spec)], capture_output=True, text=True,
-                         cwd=ROOT)
+                         cwd=ROOT, env=env)
     if out.returncode:
         raise SystemExit(f"case {spec} failed:\n{out.stderr[-2000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -229,14 +243,15 @@ def measure_axis(name: str, cases: list[tuple[float, str, dict]], run=run_case) 
 
 def print_axis(name: str, axis: dict) -> None:
     print(f"\n{axis['title']}")
-    print(f"  {'case':<26} {'steps':>7} {'cols':>5} {'setup s':>8} {'ms/step':>8} {'run s':>7} {'close s':>8} "
-          f"{'peak MiB':>9}")
+    print(f"  {'case':<26} {'steps':>7} {'cols':>5} {'setup s':>8} {'1st s':>6} {'ms/step':>8} {'run s':>7} "
+          f"{'close s':>8} {'peak MiB':>9}")
     for p in axis["points"]:
-        print(f"  {p['label']:<26} {p['n_steps']:>7} {p['n_columns']:>5} {p['setup_s']:>8.2f} {p['step_ms']:>8.3f} "
-              f"{p['run_s']:>7.1f} {p['close_s']:>8.2f} {p['rss_mib']:>9.0f}" + ("" if p["ok"] else "  (run not ok)"))
+        print(f"  {p['label']:<26} {p['n_steps']:>7} {p['n_columns']:>5} {p['setup_s']:>8.2f} "
+              f"{p['first_step_s']:>6.2f} {p['step_ms']:>8.3f} {p['run_s']:>7.1f} {p['close_s']:>8.2f} "
+              f"{p['rss_mib']:>9.0f}" + ("" if p["ok"] else "  (run not ok)"))
     g = axis["growth"]
     local = ", ".join(f"{s:.2f}" for s in g["local_slopes"])
-    print(f"  log-log slope of the {axis['slope_of']} against {axis['unit']}s: {g['slope']:.2f} "
+    print(f"  log-log slope of the {axis['slope_of']} against {axis['unit']}: {g['slope']:.2f} "
           f"(neighbours: {local}); peak RSS {g['rss_slope']:.2f}, set-up {g['setup_slope']:.2f}")
     print(f"  {g['verdict']}")
 
@@ -252,7 +267,7 @@ def plot(results: dict, path: Path) -> None:
     for ax, (name, axis) in zip(fig.subplots(1, len(axes), squeeze=False)[0], axes.items()):
         works = [p["work"] for p in axis["points"]]
         ax.loglog(works, [p["step_ms"] for p in axis["points"]], "o-", color="tab:blue", label="time per step")
-        ax.set_xlabel(f"{axis['unit']}s")
+        ax.set_xlabel(axis["unit"])
         ax.set_ylabel("time per step [ms]", color="tab:blue")
         ax.set_title(f"{name}: slope {axis['growth']['slope']:.2f}", fontsize=10)
         rss = ax.twinx()
@@ -260,24 +275,27 @@ def plot(results: dict, path: Path) -> None:
         rss.set_ylabel("peak RSS [MiB]", color="tab:red")
         ax.grid(True, which="both", alpha=0.3)
     meta = results["meta"]
-    fig.suptitle(f"cosim direct engine, 5 min steps; {meta['date']}, load {meta['load_1min']:.1f} on "
-                 f"{meta['n_cpus']} cores (busy machine: upper bounds)", fontsize=10)
+    fig.suptitle(f"cosim direct engine, 5 min steps, BLAS threads {meta.get('blas_threads', 'default')}; "
+                 f"{meta['date']}, load {meta['load_1min']:.1f} on {meta['n_cpus']} cores (busy machine: upper bounds)",
+                 fontsize=10)
     fig.savefig(path, dpi=110)
 
 
-def run_all(quick: bool, names: list[str] | None = None) -> dict:
+def run_all(quick: bool, names: list[str] | None = None, blas_threads: int | None = None) -> dict:
     """Every axis (or those named): the figures and when and where they were measured."""
     load = os.getloadavg()
-    meta = {"command": "bench/bench_scaling.py" + (" --quick" if quick else ""),
-            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "load_1min": load[0],
-            "n_cpus": os.cpu_count(), "step_s": STEP_S}
-    print(f"bench_scaling{' --quick' if quick else ''}: direct engine, fresh process per case; {meta['date']}, "
+    blas = str(blas_threads) if blas_threads is not None else os.environ.get("OPENBLAS_NUM_THREADS", "default")
+    command = ("bench/bench_scaling.py" + (" --quick" if quick else "") + "".join(f" --axis {n}" for n in names or [])
+               + (f" --blas-threads {blas_threads}" if blas_threads is not None else ""))
+    meta = {"command": command, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "load_1min": load[0],
+            "n_cpus": os.cpu_count(), "step_s": STEP_S, "blas_threads": blas}
+    print(f"{command}: direct engine, fresh process per case, BLAS threads {blas}; {meta['date']}, "
           f"load {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {meta['n_cpus']} cores (shared machine: upper bounds)")
     axes = {}
     for name, cases in axis_cases(quick).items():
         if names and name not in names:
             continue
-        axes[name] = measure_axis(name, cases)
+        axes[name] = measure_axis(name, cases, run=lambda spec: run_case(spec, blas_threads))
         print_axis(name, axes[name])
     meta["load_1min_end"] = os.getloadavg()[0]
     return {"meta": meta, "axes": axes}
@@ -287,6 +305,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="the two smallest cases per axis (~1 min)")
     parser.add_argument("--axis", action="append", choices=list(AXES), help="only this axis (repeatable)")
+    parser.add_argument("--blas-threads", type=int, help="OPENBLAS/OMP/MKL_NUM_THREADS of each case (default: as "
+                        "set; on a busy machine OpenBLAS's threaded dot products of 1M GPUs' jobs stall)")
     parser.add_argument("--json", type=Path, help="write the raw figures here")
     parser.add_argument("--plot", type=Path, help="draw the figure (PNG) here")
     parser.add_argument("--case", help=argparse.SUPPRESS)
@@ -294,7 +314,7 @@ def main() -> None:
     if args.case:
         print(json.dumps(one_case(json.loads(args.case))))
         return
-    results = run_all(args.quick, args.axis)
+    results = run_all(args.quick, args.axis, args.blas_threads)
     if args.json:
         args.json.write_text(json.dumps(results, indent=1) + "\n")
     if args.plot:
