@@ -256,29 +256,51 @@ def print_axis(name: str, axis: dict) -> None:
     print(f"  {g['verdict']}")
 
 
-def plot(results: dict, path: Path) -> None:
-    """One panel per axis: time per step and peak RSS against the work, log axes (matplotlib's object API)."""
+def plot(results: dict, path: Path):
+    """One panel per axis: time per step and peak RSS against the work, log axes (matplotlib's object API);
+    the figure, also saved at ``path``.
+
+    A grey line marks linear growth from the first point: a constant time per step on the
+    duration axis, a time per step in proportion to the work on the others.
+    """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
+    from matplotlib.ticker import FuncFormatter, NullFormatter
 
+    plain = FuncFormatter(lambda v, _: f"{v:,.10g}")
     axes = results["axes"]
-    fig = Figure(figsize=(4.2 * len(axes), 3.8), layout="constrained")
+    n_cols = 2 if len(axes) > 1 else 1
+    n_rows = math.ceil(len(axes) / n_cols)
+    fig = Figure(figsize=(5.2 * n_cols, 3.6 * n_rows + 0.5), layout="constrained")
     FigureCanvasAgg(fig)
-    for ax, (name, axis) in zip(fig.subplots(1, len(axes), squeeze=False)[0], axes.items()):
+    for ax, (name, axis) in zip(fig.subplots(n_rows, n_cols, squeeze=False).flat, axes.items()):
         works = [p["work"] for p in axis["points"]]
-        ax.loglog(works, [p["step_ms"] for p in axis["points"]], "o-", color="tab:blue", label="time per step")
+        step_ms = [p["step_ms"] for p in axis["points"]]
+        linear = [step_ms[0] * (1.0 if name == "duration" else w / works[0]) for w in works]
+        ax.loglog(works, linear, ":", color="grey", label="linear from the first point")
+        ax.loglog(works, step_ms, "o-", color="tab:blue", label="time per step [ms]")
+        rss = ax.twinx()
+        rss.loglog(works, [p["rss_mib"] for p in axis["points"]], "s--", color="tab:red", label="peak RSS [MiB]")
+        rss.set_ylim(100, 2000)
         ax.set_xlabel(axis["unit"])
         ax.set_ylabel("time per step [ms]", color="tab:blue")
-        ax.set_title(f"{name}: slope {axis['growth']['slope']:.2f}", fontsize=10)
-        rss = ax.twinx()
-        rss.loglog(works, [p["rss_mib"] for p in axis["points"]], "s--", color="tab:red", label="peak RSS")
         rss.set_ylabel("peak RSS [MiB]", color="tab:red")
+        for a in (ax.xaxis, ax.yaxis, rss.yaxis):
+            a.set_major_formatter(plain)
+            a.set_minor_formatter(NullFormatter())
+        if max(step_ms) < 10 * min(step_ms):  # less than a decade: label the minor ticks too
+            ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:.2g}"))
+        g = axis["growth"]
+        ax.set_title(f"{axis['title']}\nslope {g['slope']:.2f}; {g['verdict'].split(' (')[0]}", fontsize=9)
         ax.grid(True, which="both", alpha=0.3)
+        handles = ax.get_legend_handles_labels()[0] + rss.get_legend_handles_labels()[0]
+        ax.legend(handles=handles, fontsize=7, loc="upper left")
     meta = results["meta"]
     fig.suptitle(f"cosim direct engine, 5 min steps, BLAS threads {meta.get('blas_threads', 'default')}; "
                  f"{meta['date']}, load {meta['load_1min']:.1f} on {meta['n_cpus']} cores (busy machine: upper bounds)",
                  fontsize=10)
     fig.savefig(path, dpi=110)
+    return fig
 
 
 def run_all(quick: bool, names: list[str] | None = None, blas_threads: int | None = None) -> dict:
