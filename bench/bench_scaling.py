@@ -8,11 +8,12 @@ scenario this script writes (GPU campuses of DGX-H100 nodes, synthetic training 
 default recording), all at 5-minute steps:
 
 * duration: one 256-GPU campus on IEEE 33 for 1 day, 1 week, 1 month (30 days) and 1 year
-  (365 days, 105,120 steps, measured, not extrapolated); the jobs arrive at the same rate
-  whatever the duration, so the work per step is constant (``--quick``: 1 day, 1 week);
+  (365 days, 105,120 steps, measured, not extrapolated; at 1-minute steps a year would take
+  ~8 min on a busy 2-core machine); the jobs arrive at the same rate whatever the duration, so
+  the work per step is constant (``--quick``: 1 day, 1 week);
 * GPUs: one campus of 1k, 10k, 100k and 1M GPUs (80 % training, 20 % inference; jobs and
   requests in proportion) for a day, the datacenter alone (no grid: a 1M-GPU campus draws
-  about a gigawatt, beyond any feeder in the catalogue) (``--quick``: 1k, 10k);
+  0.5-1 GW, beyond any feeder in the catalogue) (``--quick``: 1k, 10k);
 * campuses: 1, 3, 10, 30 and 100 campuses of 20 GPUs each on IEEE 33 for a day, spread over
   its 32 load buses (``--quick``: 1, 3);
 * buses: one 256-GPU campus for a day on IEEE 13 (15 buses, OpenDSS), IEEE 33 (33 buses,
@@ -22,7 +23,7 @@ default recording), all at 5-minute steps:
 Per case: set-up (validation, building every simulator) [s], the first step [s] (first calls,
 caches), stepping time per simulated step [ms] (the stepping loop with the recorder after the
 first step, divided by the steps after the first), closing (KPIs, run
-folder) [s] and the process's peak RSS [MiB]. Per axis, the slope of the cost against the work
+folder) [s], the columns recorded and the process's peak RSS [MiB]. Per axis, the slope of the cost against the work
 on log-log axes (least squares over the points, and between neighbouring points): on the
 duration axis the cost is the whole stepping time (1 = linear: a constant time per step); on
 the others it is the time per step (1 = in proportion to the work, below 1 = a fixed cost per
@@ -59,7 +60,7 @@ N_GPUS = 256
 N_GPUS_SMALL = 20
 #: Buses in each network (the work of the buses axis; OpenDSS's bus count, pandapower's for IEEE 33).
 N_BUSES = {"ieee13": 15, "ieee33": 33, "ieee123": 133, "ieee8500": 4876}
-#: A bus near the substation of each network, where a single campus sits.
+#: The bus a single campus sits at, in each network.
 CAMPUS_BUS = {"ieee13": "632", "ieee33": "18", "ieee123": "13", "ieee8500": "m1166366"}
 #: Load buses of IEEE 33 (bus 1 is the slack), which the campuses of the campuses axis cycle over.
 BUSES_33 = [str(b) for b in range(2, 34)]
@@ -79,7 +80,7 @@ def campus_toml(k: int, n_gpus: int, days: float, bus: str | None) -> str:
     """One campus: 80 % of its GPUs train, 20 % serve; jobs and requests in proportion to its size."""
     n_train = max(8, int(n_gpus * 0.8))
     replicas = max(1, (n_gpus - n_train) // 4)
-    n_jobs = max(1, round(n_train / 10 * days))  # ~70 % of the training GPUs busy
+    n_jobs = max(1, round(n_train / 10 * days))  # a job a day per 10 training GPUs
     sizes = [s for s in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512) if s <= n_train]
     weights = [0.30, 0.10, 0.15, 0.20, 0.10, 0.06, 0.04, 0.03, 0.015, 0.005][:len(sizes)]
     training = (f'{{ source = "synthetic", n_jobs = {n_jobs}, sizes_gpus = {sizes}, size_weights = {weights}, '
