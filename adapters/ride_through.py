@@ -465,6 +465,24 @@ class RideThrough:
         return draw
 
 
+def _unfed_frequency_warnings(scn: Any, adapter: str) -> list[str]:
+    """Warnings for RideThrough entities whose frequency keys cannot act: no connection gives them ``f_hz``."""
+    found = []
+    for eid, spec in scn.entities.items():
+        if scn.sims[spec.sim].adapter != adapter:
+            continue
+        params = scn.entity_params.get(eid, {})
+        perc1 = params.get("perc1") or {}
+        keys = [f"{k} = {params[k]:g}" for k in ("f_min_hz", "f_max_hz") if params.get(k) is not None]
+        keys += [f"perc1.{k} = {perc1[k]:g}" for k in ("f_trip_low_hz", "f_trip_high_hz", "kpf_frac_per_hz")
+                 if perc1.get(k)]
+        fed = any(conn.dst == eid and any(dst == "f_hz" for _src, dst in conn.pairs()) for conn in scn.connect)
+        if keys and not fed:
+            found.append(f"{scn.file.name}: entities.{eid} sets {', '.join(keys)} but no [[connect]] gives it f_hz: "
+                         "it would never act; connect the grid's f_hz to it (time-shifted), or drop those keys")
+    return found
+
+
 def _grid_shares(m: dict[str, Any]) -> tuple[float, float] | None:
     """The (P, Q) shares a PERC1 inside the grid model lets through, clipped to [0, 1]; None when not
     connected (or NaN). Q follows P where only P is connected. [-]"""
@@ -496,9 +514,10 @@ class RideThroughSim(SingleModelSim):
     @classmethod
     def check_scenario(cls, scn: Any) -> list[Any]:
         """A RideThrough with its own ``perc1`` that also gets ``p_grid_connected_frac`` /
-        ``q_grid_connected_frac``: two PERC1 in series, a problem before any step."""
+        ``q_grid_connected_frac``: two PERC1 in series, a problem before any step. A warning for a
+        frequency trip or sensitivity on an entity no connection gives ``f_hz``: it would never act."""
         adapter = __name__.rsplit(".", 1)[-1]
-        found = []
+        found: list[Any] = _unfed_frequency_warnings(scn, adapter)
         for k, conn in enumerate(scn.connect):
             spec = scn.entities.get(conn.dst)
             if spec is None or scn.sims[spec.sim].adapter != adapter or "perc1" not in scn.entity_params.get(conn.dst, {}):

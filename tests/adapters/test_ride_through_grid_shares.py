@@ -81,3 +81,48 @@ def test_a_p_share_alone_is_enough_and_nan_is_not_connected():
     rt = RideThrough(RideThroughParams(curve="none", e_ups_mwh=1.0))
     unknown = rt.step(0.0, 1.0, {"p_load_mw": 10.0, "p_grid_connected_frac": float("nan")})
     assert unknown["p_ups_mw"] == 0.0 and unknown["p_mw"] == pytest.approx(10.0)
+
+
+FREQUENCY = """
+[scenario]
+name = "ftrip"
+start = 2024-07-10T23:00:00Z
+duration_s = 2
+step_s = 0.1
+tick_s = 0.1
+
+[sims.rt]
+adapter = "ride_through"
+
+[sims.poc]
+adapter = "poc_events"
+
+[entities.events]
+sim = "poc"
+model = "PocEvents"
+
+[entities.ups]
+sim = "rt"
+model = "RideThrough"
+curve = "none"
+{keys}
+
+[[connect]]
+src = "events"
+dst = "ups"
+attrs = {attrs}
+"""
+
+
+@pytest.mark.parametrize("keys, named", [
+    ("perc1 = { f_trip_low_hz = 59.5, t_f_trip_low_s = 0.2 }", "perc1.f_trip_low_hz = 59.5"),
+    ("f_max_hz = 61.0", "f_max_hz = 61"),
+])
+def test_a_frequency_trip_without_f_hz_is_a_warning_naming_the_key(tmp_path, keys, named):
+    path = tmp_path / "ftrip.toml"
+    path.write_text(FREQUENCY.format(keys=keys, attrs='["vm_sag_pu"]'))
+    warnings = [w for w in load_scenario(path).warnings if "f_hz" in w]
+    assert len(warnings) == 1 and "ftrip.toml" in warnings[0] and "entities.ups" in warnings[0], warnings
+    assert named in warnings[0] and "never act" in warnings[0]
+    path.write_text(FREQUENCY.format(keys=keys, attrs='["vm_sag_pu", "f_hz"]'))
+    assert not [w for w in load_scenario(path).warnings if "never act" in w]
