@@ -79,7 +79,9 @@ def test_max_shed_policy_applies_to_level_offsets(tmp_path):
     ("x-loadControlCapacity", 1.5, r"signal_payload = 1.5: an x-loadControlCapacity is a fraction 0..1"),
     ("x-loadControlLevelOffset", -1.5, r"signal_payload = -1.5: an x-loadControlLevelOffset is a whole number"),
     ("x-loadControlPercentOffset", -150, r"signal_payload = -150: an x-loadControlPercentOffset is a percentage"),
-    ("x-loadControlPercentOffset", "a lot", r"signal_payload = None: an x-loadControlPercentOffset"),
+    ("x-loadControlPercentOffset", "a lot", r"signal_payload = 'a lot': an x-loadControlPercentOffset"),
+    ("x-loadControlCapacity", True, r"signal_payload = True: an x-loadControlCapacity is a fraction"),
+    ("x-loadControlLevelOffset", None, r"signal_payload = None: an x-loadControlLevelOffset is a whole number"),
     ("x-loadControlSetpoint", -1, r"signal_payload = -1: must be a finite, non-negative MW value"),
 ])
 def test_bad_load_control_payloads_are_named(tmp_path, kind, payload, message):
