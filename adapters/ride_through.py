@@ -57,7 +57,8 @@ Characteristic Model: PERC1", 2025), not its block diagram, which we have not se
 * **frequency trip** (off by default): below ``f_trip_low_hz`` for ``t_f_trip_low_s``, or above
   ``f_trip_high_hz`` for ``t_f_trip_high_s``, the whole model trips: both shares go to 0 at once
   (whatever ``fcease_frac``, past the lead-lags) and stay there for the rest of the run (no
-  reconnection; a return is the UPS logic's ``off_s`` or a new run). The timer counts only while
+  reconnection, also not after the UPS logic's ``off_s``, which times only the UPS logic's own
+  trips; the load rides its backup meanwhile, ``in_service`` staying 1). The timer counts only while
   the frequency is beyond its threshold, which must lie outside the deadband
   (``f_trip_low_hz < f_nominal_hz − dbfl_hz``, ``f_trip_high_hz > f_nominal_hz + dbfh_hz``), and
   restarts from 0 each time the frequency comes back; 0 for a threshold turns that side off. This
