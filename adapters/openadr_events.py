@@ -484,7 +484,8 @@ class OpenAdrEventsSim(SingleModelSim):
                      sim_params: BaseModel | None = None) -> list[str]:
         # as for dr_events: an event's (ramp) start and end must fall on the sim's steps
         if params.file is None:
-            return []
+            return ["warning: no file: the entity starts with no events and only a live VEN (cosim serve --vtn) "
+                    "adds any, so any other run sends no DR signal; give file = \"<VTN log>.jsonl\" to replay one"]
         try:
             events = read_log(params.file, params)
         except OpenAdrLogError as exc:

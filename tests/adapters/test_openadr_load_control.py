@@ -124,3 +124,12 @@ def test_a_percent_offset_that_cannot_reach_the_responder_is_warned(tmp_path):
     warned = [w for w in cosim.validate(path).warnings if "dr_reduction_frac" in w]
     assert len(warned) == 1 and "'events'" in warned[0] and "'responder'" in warned[0]
     assert "percent-offset" in warned[0]
+
+
+def test_an_events_entity_without_a_file_is_warned_outside_a_live_vtn():
+    """examples/openadr_live_ven.toml has no file (its events come from a VTN under cosim serve --vtn):
+    validation says that a batch run of it sends no DR signal, naming the entity and the fix."""
+    warned = [w for w in cosim.validate(ROOT / "examples" / "openadr_live_ven.toml").warnings if "no file" in w]
+    assert len(warned) == 1 and warned[0].startswith("entities.events: ") and "cosim serve --vtn" in warned[0]
+    assert 'give file = "<VTN log>.jsonl"' in warned[0]
+    assert not [w for w in cosim.validate(ROOT / "scenarios" / "openadr_month.toml").warnings if "no file" in w]
