@@ -424,6 +424,15 @@ class CosimSim(mosaik_api_v3.Simulator):
                 bounds[name] = (float(low), float(high))
         return bounds
 
+    def built_from(self) -> frozenset[str] | None:
+        """Which scenario-wide ``init`` arguments (``start_utc``, ``duration_s``, ``seed``) this
+        simulator's state after set-up (``init``, ``create``, ``setup_done``) depends on, when a deep
+        copy of it taken then is a faithful new start: a copy set up under other values of the rest,
+        with the attributes ``init`` keeps them in set anew, steps as a new simulator would (a gym
+        reset restores such a copy instead of building again). None, the default: no copy (state
+        outside this object, e.g. a solver's engine or an FMU instance, or not checked)."""
+        return None
+
     def release(self, eid: str, attr: str) -> None:
         """Input ``attr`` of ``eid`` is no longer held from outside (``Session.set(..., None)``): an
         adapter that keeps the last value of an input it is not sent returns it to the scenario's

@@ -304,7 +304,9 @@ def adapters_page() -> str:
            "Generated from the adapter registry (what `cosim list` prints), with each param's type, default and "
            "comment from the adapter's own pydantic models. Units are in the names (`p_mw`, `t_wet_c`); loads and "
            "storage use the consumer sign. What each adapter models, in prose, is in "
-           "[Adapters and grids](models.md).", ""]
+           "[Adapters and grids](models.md). An adapter is one module of `adapters/`, or a package whose files are "
+           "laid out as [Development](../development.md#a-simulator-with-several-modules) describes (its target names "
+           "the package; its class lives in the package's `sim.py`).", ""]
     available = registry.available()
     out += ["| adapter | models (role) |", "|---|---|"]
     for name in available:

@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from ctypes import byref, c_double, c_uint32
 from typing import Any
 
-from cosim.adapters._fmu_describe import (
+from cosim.adapters.fmu.description import (
     LOG,
     FmuEnded,
     FmuError,
