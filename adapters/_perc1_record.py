@@ -128,14 +128,25 @@ def read_records(path: str | Path) -> list[tuple[str, str, dict[str, float]]]:
             raise ValueError(f"{path}: the PERC1 record at bus {bus} id {device_id!r} has {len(cells)} values; a "
                              f"PERC1 record has {len(PARAMS)}: {', '.join(PARAMS)} (or the first {N_BEFORE_TRIP}, "
                              "without the frequency trip)")
-        try:
-            values = [float(c) for c in cells]
-        except ValueError:
-            raise ValueError(f"{path}: the PERC1 record at bus {bus} id {device_id!r} has a value that is not a "
-                             f"number ({values_text.strip()!r}); give {len(PARAMS)} numbers") from None
+        bad = next(((name, c) for name, c in zip(PARAMS, cells) if not _is_number(c)), None)
+        if bad is not None:
+            raise ValueError(f"{path}: the PERC1 record at bus {bus} id {device_id!r} has {bad[0]} = {bad[1]!r}, not a "
+                             f"number; give {len(PARAMS)} numbers ({', '.join(PARAMS)})")
+        values = [float(c) for c in cells]
         given = {key: v for (key, _u, _m), v in zip(PARAMS.values(), values)}
         records.append((bus, device_id, {**dict.fromkeys(TRIP_KEYS, 0.0), **given}))
+    if any(f"'{MODEL}'" in line.upper().replace('"', "'") for line in pending):
+        raise ValueError(f"{path}: a PERC1 record does not end with '/' ({' '.join(pending).strip()[:80]!r}); end "
+                         "each record with ' /' (a record may run over several lines up to its '/')")
     return records
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def find_record(path: str | Path, bus: Any, device_id: str) -> dict[str, float]:

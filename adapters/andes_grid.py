@@ -468,8 +468,18 @@ def perc1_of(params: LoadParams, bus: str) -> Perc1Params | None:
     try:
         return Perc1Params(**values)
     except ValueError as exc:
-        text = "; ".join(e["msg"] for e in exc.errors()) if hasattr(exc, "errors") else str(exc)
+        text = "; ".join(_record_error(e) for e in exc.errors()) if hasattr(exc, "errors") else str(exc)
         raise ValueError(f"perc1_dyr = {params.perc1_dyr!r} (bus {bus}, id {params.perc1_id!r}): {text}") from None
+
+
+def _record_error(err: dict[str, Any]) -> str:
+    """One pydantic error of a record's values, naming the column (``Tfl``), its key and the value."""
+    message = err["msg"].removeprefix("Value error, ")
+    if not err["loc"]:
+        return message  # a check over several values names them itself
+    key = str(err["loc"][0])
+    column = next((name for name, (k, _u, _m) in record.PARAMS.items() if k == key), key)
+    return f"column {column} ({key}) = {err.get('input')!r}: {message}"
 
 
 class AndesGridSim(CosimSim):

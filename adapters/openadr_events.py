@@ -259,19 +259,22 @@ def _payload_mw(what: str, value: Any, params: VenParams,
             raise OpenAdrLogError(f"{where('signal_payload')} = {value!r}: a SIMPLE level is 0, 1, 2 or 3")
         return params.simple_levels_mw[int(value)], None, None
     if what in ("level_offset", "percent_offset", "capacity_frac"):
-        return _load_control(what, value if number else None, params, where)
+        return _load_control(what, value, params, where)
     if not ok:
         raise OpenAdrLogError(f"{where('signal_payload')} = {value!r}: must be a finite, non-negative MW value")
     return (float(value), None, None) if what == "reduction_mw" else (None, float(value), None)
 
 
-def _load_control(what: str, value: float | None, params: VenParams,
+def _load_control(what: str, given: Any, params: VenParams,
                   where: Callable[[str], str]) -> tuple[float | None, float | None, float | None]:
-    """A LOAD_CONTROL capacity, level offset or percent offset (see the module docstring)."""
+    """A LOAD_CONTROL capacity, level offset or percent offset (see the module docstring); ``given``
+    is the payload as received (named as such when it is not a finite number)."""
     key = where("signal_payload")
+    number = isinstance(given, (int, float)) and not isinstance(given, bool) and math.isfinite(given)
+    value = given if number else None
     if what == "capacity_frac":
         if value is None or not 0 <= value <= 1:
-            raise OpenAdrLogError(f"{key} = {value!r}: an x-loadControlCapacity is a fraction 0..1 of the "
+            raise OpenAdrLogError(f"{key} = {given!r}: an x-loadControlCapacity is a fraction 0..1 of the "
                                   "site's maximum draw (1.0 = 100 %)")
         if params.capacity_mw is None:
             raise OpenAdrLogError(f"{key}: an x-loadControlCapacity needs the site's maximum draw; set the "
@@ -279,14 +282,14 @@ def _load_control(what: str, value: float | None, params: VenParams,
         return None, value * params.capacity_mw, None
     if what == "level_offset":
         if value is None or value != int(value):
-            raise OpenAdrLogError(f"{key} = {value!r}: an x-loadControlLevelOffset is a whole number of levels "
+            raise OpenAdrLogError(f"{key} = {given!r}: an x-loadControlLevelOffset is a whole number of levels "
                                   "(0 = normal, -1 = one level less)")
         if params.level_offset_mw is None:
             raise OpenAdrLogError(f"{key}: an x-loadControlLevelOffset needs the MW of one level; set the "
                                   "entity's level_offset_mw [MW]")
         return -value * params.level_offset_mw, None, None
     if value is None or not -100 <= value <= 100:
-        raise OpenAdrLogError(f"{key} = {value!r}: an x-loadControlPercentOffset is a percentage change "
+        raise OpenAdrLogError(f"{key} = {given!r}: an x-loadControlPercentOffset is a percentage change "
                               "-100..100 from normal operation (-20 = 20 % less)")
     return None, None, -value / 100.0
 
@@ -481,7 +484,8 @@ class OpenAdrEventsSim(SingleModelSim):
                      sim_params: BaseModel | None = None) -> list[str]:
         # as for dr_events: an event's (ramp) start and end must fall on the sim's steps
         if params.file is None:
-            return []
+            return ["warning: no file: the entity starts with no events and only a live VEN (cosim serve --vtn) "
+                    "adds any, so any other run sends no DR signal; give file = \"<VTN log>.jsonl\" to replay one"]
         try:
             events = read_log(params.file, params)
         except OpenAdrLogError as exc:

@@ -57,7 +57,8 @@ Characteristic Model: PERC1", 2025), not its block diagram, which we have not se
 * **frequency trip** (off by default): below ``f_trip_low_hz`` for ``t_f_trip_low_s``, or above
   ``f_trip_high_hz`` for ``t_f_trip_high_s``, the whole model trips: both shares go to 0 at once
   (whatever ``fcease_frac``, past the lead-lags) and stay there for the rest of the run (no
-  reconnection; a return is the UPS logic's ``off_s`` or a new run). The timer counts only while
+  reconnection, also not after the UPS logic's ``off_s``, which times only the UPS logic's own
+  trips; the load rides its backup meanwhile, ``in_service`` staying 1). The timer counts only while
   the frequency is beyond its threshold, which must lie outside the deadband
   (``f_trip_low_hz < f_nominal_hz − dbfl_hz``, ``f_trip_high_hz > f_nominal_hz + dbfh_hz``), and
   restarts from 0 each time the frequency comes back; 0 for a threshold turns that side off. This
@@ -107,7 +108,7 @@ model's own ``perc1``; ``p_mw``/``q_mvar`` stay the demand asked of the grid (th
 applies its shares itself), and ``p_connected_frac`` stays this model's own PERC1's share (1
 without ``perc1``). The shares arrive a step late (the grid reports them at the end of the step
 it integrated), which is also when this model's own PERC1 acts on a time-shifted voltage. Giving
-both a ``perc1`` and these inputs is an error (two PERC1 in series).
+both a ``perc1`` and these inputs is an error (two PERC1 in series), found at validation.
 
 Example ``[entities]`` entry::
 
@@ -122,13 +123,15 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, model_validator
 
-from cosim.sdk import Params, SingleModelSim, as_tuple
+from cosim.sdk import Params, Problem, SingleModelSim, as_tuple
 
 OUTPUTS = ("p_mw", "q_mvar", "p_lost_mw", "p_ups_mw", "p_genset_mw", "p_unserved_mw", "p_recharge_mw",
            "p_backup_mw", "e_ups_mwh", "in_service", "n_trips", "t_backup_s", "p_connected_frac", "q_connected_frac",
            "vm_acted_pu", "ceasing_positive_sequence_frac", "ceasing_worst_phase_frac")
+#: the shares a PERC1 inside the grid model lets through (see the module docstring)
+GRID_SHARE_INPUTS = ("p_grid_connected_frac", "q_grid_connected_frac")
 INPUTS = ("p_load_mw", "q_load_mvar", "vm_pu", "v1_pu", "v_worst_pu", "vm_sag_pu", "t_sag_s", "f_hz",
-          "p_grid_connected_frac", "q_grid_connected_frac")
+          *GRID_SHARE_INPUTS)
 #: the voltage the logic acts on: the positive-sequence voltage or the worst phase's
 VOLTAGE_DEFINITIONS = ("positive_sequence", "worst_phase")
 #: the input carrying each definition's voltage (``vm_pu`` stands in where it is not connected)
@@ -463,6 +466,24 @@ class RideThrough:
         return draw
 
 
+def _unfed_frequency_warnings(scn: Any, adapter: str) -> list[str]:
+    """Warnings for RideThrough entities whose frequency keys cannot act: no connection gives them ``f_hz``."""
+    found = []
+    for eid, spec in scn.entities.items():
+        if scn.sims[spec.sim].adapter != adapter:
+            continue
+        params = scn.entity_params.get(eid, {})
+        perc1 = params.get("perc1") or {}
+        keys = [f"{k} = {params[k]:g}" for k in ("f_min_hz", "f_max_hz") if params.get(k) is not None]
+        keys += [f"perc1.{k} = {perc1[k]:g}" for k in ("f_trip_low_hz", "f_trip_high_hz", "kpf_frac_per_hz")
+                 if perc1.get(k)]
+        fed = any(conn.dst == eid and any(dst == "f_hz" for _src, dst in conn.pairs()) for conn in scn.connect)
+        if keys and not fed:
+            found.append(f"{scn.file.name}: entities.{eid} sets {', '.join(keys)} but no [[connect]] gives it f_hz: "
+                         "it would never act; connect the grid's f_hz to it (time-shifted), or drop those keys")
+    return found
+
+
 def _grid_shares(m: dict[str, Any]) -> tuple[float, float] | None:
     """The (P, Q) shares a PERC1 inside the grid model lets through, clipped to [0, 1]; None when not
     connected (or NaN). Q follows P where only P is connected. [-]"""
@@ -490,6 +511,24 @@ class RideThroughSim(SingleModelSim):
     EXAMPLE = {"models": {"RideThrough": {"curve": "itic", "n_dips_to_trip": 3, "off_s": 5.0, "ramp_s": 2.0,
                                           "recharge_mw": 0.5,
                                           "perc1": {"fcease_frac": 1.0, "frecon_frac": 0.5, "t_recon_s": 2.0}}}}
+
+    @classmethod
+    def check_scenario(cls, scn: Any) -> list[Any]:
+        """A RideThrough with its own ``perc1`` that also gets ``p_grid_connected_frac`` /
+        ``q_grid_connected_frac``: two PERC1 in series, a problem before any step. A warning for a
+        frequency trip or sensitivity on an entity no connection gives ``f_hz``: it would never act."""
+        adapter = __name__.rsplit(".", 1)[-1]
+        found: list[Any] = _unfed_frequency_warnings(scn, adapter)
+        for k, conn in enumerate(scn.connect):
+            spec = scn.entities.get(conn.dst)
+            if spec is None or scn.sims[spec.sim].adapter != adapter or "perc1" not in scn.entity_params.get(conn.dst, {}):
+                continue
+            shares = [dst for _src, dst in conn.pairs() if dst in GRID_SHARE_INPUTS]
+            if shares:
+                found.append(Problem(f"connect[{k}].attrs", f"{conn.src!r} feeds {', '.join(shares)} to {conn.dst!r}, "
+                                     f"which has a perc1 of its own: two PERC1 in series; drop entities.{conn.dst}.perc1 "
+                                     f"(the grid Load's PERC1 acts) or these attrs from the connection", shares))
+        return found
 
     def advance(self, rt: RideThrough, time_s: float, inputs: dict[str, Any]) -> dict[str, Any]:
         return rt.step(float(time_s), float(self.step_s), inputs)

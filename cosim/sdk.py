@@ -80,7 +80,7 @@ import mosaik_api_v3
 import numpy as np
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, ValidationInfo, model_validator
 
-from cosim.errors import PowerFlowNotConverged
+from cosim.errors import PowerFlowNotConverged, Problem  # noqa: F401 — Problem: check_scenario's problems
 from cosim.roles import POWER_ATTR, ROLES, check_role
 from cosim.units import DIMENSIONLESS, UNIT_SUFFIXES, has_unit_suffix, unit_of
 
@@ -382,8 +382,10 @@ class CosimSim(mosaik_api_v3.Simulator):
         return []
 
     @classmethod
-    def check_scenario(cls, scn: Any) -> list[str]:
-        """Warnings about this adapter's entities in the validated scenario ``scn``; default none."""
+    def check_scenario(cls, scn: Any) -> list[Any]:
+        """Warnings (texts) about this adapter's entities in the validated scenario ``scn``, and
+        :class:`Problem` s (key path, message, value) for what stops it: a mistake that shows only
+        across entities or connections (validation fails with them, before any step). Default none."""
         return []
 
     @classmethod

@@ -126,9 +126,9 @@ def _duration(seconds: float) -> str:
     return f"{seconds:g} s"
 
 
-def draw(run_dir: Path, preferred: str) -> tuple[str, bytes] | None:
-    """The preferred report figure of a run folder as PNG bytes, else the first of the report's
-    figures the run has data for; None when it has none."""
+def draw(run_dir: Path, preferred: str) -> tuple[str, str, bytes] | None:
+    """The preferred report figure of a run folder as ``(name, title, PNG bytes)``, else the first of
+    the report's figures the run has data for; None when it has none."""
     folder = RunFolder(run_dir)
     ts = read_series(folder.path)
     if ts is None:
@@ -140,7 +140,7 @@ def draw(run_dir: Path, preferred: str) -> tuple[str, bytes] | None:
     for fig in sorted(FIGURES, key=lambda f: f.name != preferred):
         png = fig.draw(given)
         if isinstance(png, str):
-            return fig.title, base64.b64decode(png)
+            return fig.name, fig.title, base64.b64decode(png)
     return None
 
 
@@ -159,9 +159,12 @@ def build(name: str, out: Path, work: Path) -> dict:
     drawn = draw(result.run_dir, entry.figure)
     if drawn is None:
         raise SystemExit(f"docs/gen_gallery.py: scenarios/{name}.toml recorded nothing the report draws")
-    title, png = drawn
+    figure, title, png = drawn
+    if figure != entry.figure:
+        print(f"gallery: {name}: the run has nothing for its entry's {entry.figure!r} figure; drew {figure!r} "
+              "(change the entry's figure in GALLERY)", file=sys.stderr)
     (out / "gallery" / f"{name}.png").write_bytes(png)
-    return {"name": name, "title": title, "whole_s": whole_s, "ran_s": overrides.get("scenario.duration_s", whole_s),
+    return {"name": name, "figure": figure, "title": title, "whole_s": whole_s, "ran_s": overrides.get("scenario.duration_s", whole_s),
             "wall_s": time.perf_counter() - started}
 
 
@@ -185,7 +188,9 @@ def page(names: list[str], drawn: dict[str, dict]) -> str:
             horizon = _duration(done["whole_s"])
             if done["ran_s"] < done["whole_s"]:
                 horizon = f"the first {_duration(done['ran_s'])} of its {horizon} (shortened for the gallery)"
-            lines.append(f"*{done['title']}: {entry.look}; {horizon}.* "
+            # the entry's words describe its own figure: not another one drawn in its place
+            look = entry.look if done.get("figure", entry.figure) == entry.figure else "the figure this run has data for"
+            lines.append(f"*{done['title']}: {look}; {horizon}.* "
                          f"File: [`scenarios/{name}.toml`](gallery/{name}.toml).\n")
         else:
             lines.append(f"*{entry.look}: the figure is drawn by `make docs` (not in this build).* "

@@ -70,3 +70,14 @@ def test_a_shortened_horizon_is_stated_under_the_figure():
     text = gen_gallery.page(["openadr_month"], {"openadr_month": {"title": "Power", "whole_s": 2_678_400.0,
                                                                    "ran_s": entry.window_s}})
     assert "the first 7 days of its 31 days (shortened for the gallery)" in text
+
+
+def test_a_figure_drawn_in_place_of_the_entrys_is_not_captioned_with_the_entrys_words():
+    entry = gen_gallery.GALLERY["fleet_dr"]
+    assert entry.figure == "power"
+    same = gen_gallery.page(["fleet_dr"], {"fleet_dr": {"figure": "power", "title": "Power", "whole_s": 14_400.0,
+                                                        "ran_s": 14_400.0}})
+    other = gen_gallery.page(["fleet_dr"], {"fleet_dr": {"figure": "soc", "title": "State of charge",
+                                                         "whole_s": 14_400.0, "ran_s": 14_400.0}})
+    assert entry.look in same
+    assert entry.look not in other and "*State of charge: the figure this run has data for;" in other

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from cosim.cli.run import engine_overrides, positive_float, print_warnings
 from cosim.errors import Problem, ScenarioError
@@ -24,9 +25,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return 1
     overrides = engine_overrides(args)
     overrides.pop("scenario.rt_factor", None)  # load_live sets it (with its default)
-    if getattr(args, "vtn", None) and not args.vtn.startswith(("http://", "https://")):
-        raise ScenarioError(str(args.scenario), [Problem("--vtn", "give the VTN's http(s) URL, e.g. "
-                                                         "http://127.0.0.1:8080/OpenADR2/Simple/2.0b", args.vtn)])
+    flag_problems = _vtn_flag_problems(args)
+    if flag_problems:
+        raise ScenarioError(str(args.scenario), flag_problems)
     scn = load_live(args.scenario, overrides, args.rt_factor)
     print_warnings(scn)
     try:
@@ -59,6 +60,33 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return server.serve()
 
 
+EXAMPLE_VTN_URL = "http://127.0.0.1:8080/OpenADR2/Simple/2.0b"
+
+
+def vtn_url_problem(url: str) -> str | None:
+    """What is wrong with a VTN URL before any network is tried (scheme, host, port), else None."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https"):
+        return f"give the VTN's http(s) URL, e.g. {EXAMPLE_VTN_URL}"
+    try:
+        parts.port  # noqa: B018 — raises on a port that is not a number 0..65535
+    except ValueError:
+        return f"the port is not a number 0..65535; give host:port, e.g. {EXAMPLE_VTN_URL}"
+    if not parts.hostname:
+        return f"no host in the URL; give host:port, e.g. {EXAMPLE_VTN_URL}"
+    return None
+
+
+def _vtn_flag_problems(args: argparse.Namespace) -> list[Problem]:
+    """``--vtn`` that is no URL, or ``--ven-entity`` / ``--ven-name`` without ``--vtn`` (they would do nothing)."""
+    if getattr(args, "vtn", None) is None:
+        return [Problem(flag, "acts only with --vtn (the run joins no VTN without it); add --vtn [URL] or drop it",
+                        value) for flag, value in (("--ven-entity", getattr(args, "ven_entity", None)),
+                                                   ("--ven-name", getattr(args, "ven_name", None))) if value]
+    problem = vtn_url_problem(args.vtn) if args.vtn else None
+    return [Problem("--vtn", problem, args.vtn)] if problem else []
+
+
 def _join_vtn(args: argparse.Namespace, run: LiveRun) -> LiveVen | None:
     """``--vtn [URL]``: the run's ``openadr_events`` entity registered as a VEN (None without the flag:
     nothing contacts a network unless the command line says so).
@@ -78,6 +106,8 @@ def _join_vtn(args: argparse.Namespace, run: LiveRun) -> LiveVen | None:
     if not url:
         raise ScenarioError(str(args.scenario), [Problem(f"entities.{eid}.vtn_url", "no VTN named: give --vtn URL, or "
                                                          "set vtn_url in the scenario and pass --vtn alone")])
+    if not args.vtn and vtn_url_problem(url):
+        raise ScenarioError(str(args.scenario), [Problem(f"entities.{eid}.vtn_url", vtn_url_problem(url), url)])
     ven = LiveVen(run, url, eid, args.ven_name, say=lambda text: print(text, flush=True))
     print(f"OpenADR: registering VEN {ven.ven_name!r} with {url} ...", flush=True)
     ven.start()

@@ -38,6 +38,7 @@ import logging
 import math
 import threading
 import time
+import warnings
 from collections import deque
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -182,8 +183,7 @@ class LiveVen:
         self.run.ven = self
 
     async def _register(self) -> None:
-        import openleadr  # the protocols extra: only when a live run joins a VTN
-
+        openleadr = _import_openleadr()
         logger = logging.getLogger("openleadr")
         logger.addHandler(self._errors)
         logger.propagate = False  # its per-poll errors would flood the console: the status says it once
@@ -365,8 +365,17 @@ class _LastError(logging.Handler):
             self.last = text.splitlines()[0][:200]
 
 
+def _import_openleadr():
+    """openleadr (the protocols extra: only when a live run joins a VTN), without the deprecation
+    warnings its signxml dependency prints on import (cryptography's DSA): not the user's to act on."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*DSA is deprecated")
+        import openleadr  # noqa: PLC0415
+    return openleadr
+
+
 def _client_class():
-    import openleadr  # the protocols extra: only when a live run joins a VTN
+    openleadr = _import_openleadr()
 
     class Client(openleadr.OpenADRClient):
         """openleadr's client, telling the VEN whether each request reached the VTN."""

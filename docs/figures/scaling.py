@@ -1,31 +1,28 @@
-"""Draw docs/figures/scaling.png: time per simulated step and peak memory against the work of a run
-(simulated days, feeder buses, GPUs of a campus, campuses on a feeder), on the direct engine.
+"""Draw docs/figures/scaling.png from bench_scaling's figures (docs/figures/scaling.json).
 
-    .venv/bin/python docs/figures/scaling.py [--quick] [--out docs/figures/scaling.png]
+One panel per axis (duration, GPUs, campuses, buses): time per simulated step and peak RSS against
+the work, log axes. To measure afresh (~10 min on a busy 2-core machine) and redraw::
 
-Runs ``bench/bench_scaling.py --plot`` (a fresh process per case; ~5-15 min on a 2-core machine,
-more when it is busy): the figure carries the date and the machine's load of its run.
+    .venv/bin/python bench/bench_scaling.py --json docs/figures/scaling.json
+    .venv/bin/python docs/figures/scaling.py      # a second
 """
 
 from __future__ import annotations
 
-import argparse
-import subprocess
-import sys
+import importlib.util
+import json
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+BENCH = HERE.parents[1] / "bench" / "bench_scaling.py"
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="fewer and shorter cases (a check, not the figure)")
-    parser.add_argument("--out", default=str(Path(__file__).with_suffix(".png")))
-    args = parser.parse_args(argv)
-    command = [sys.executable, str(ROOT / "bench" / "bench_scaling.py"), "--plot", args.out,
-               *(["--quick"] if args.quick else [])]
-    return subprocess.run(command, cwd=ROOT).returncode
+def main() -> None:
+    spec = importlib.util.spec_from_file_location("bench_scaling", BENCH)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    bench.plot(json.loads((HERE / "scaling.json").read_text()), HERE / "scaling.png")
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    main()

@@ -28,6 +28,7 @@ import cosim
 from cosim.adapters import _perc1_record as record
 from cosim.adapters import andes_grid
 from cosim.adapters.andes_grid import AndesGridSim
+from cosim.adapters.ride_through import Perc1Params
 from cosim.cli import main as cli_main
 from cosim.cli import model_record
 from cosim.scenario import ScenarioError, load_scenario
@@ -132,6 +133,11 @@ def _bad_record(tmp: Path) -> None:
     (tmp / "rec.dyr").write_text(line + "\n")
 
 
+def _negative_timer_record(tmp: Path) -> None:
+    line = record.record_line(9, "1", {**Perc1Params().model_dump(), "t_f_trip_low_s": -1.0})
+    (tmp / "rec.dyr").write_text(line + "\n")
+
+
 BAD = {
     "raw without dyr": ('dyr = "ieee14.dyr"\n', "", None, "sims.tgrid", ["a power-flow case without dynamic data",
                                                                          "give dyr = ", "ieee14.raw"]),
@@ -150,6 +156,9 @@ BAD = {
                                         "entities.ups", ["vt0_pu < vt1_pu", "0.9"]),
     "perc1 record out of order": (PERC1, 'perc1_dyr = "rec.dyr"', _bad_record, "entities.pcc",
                                   ["perc1_dyr = ", "rec.dyr", "bus 9", "vt0_pu < vt1_pu"]),
+    "perc1 record value out of range": (PERC1, 'perc1_dyr = "rec.dyr"', _negative_timer_record, "entities.pcc",
+                                        ["perc1_dyr = ", "rec.dyr", "column Tfl (t_f_trip_low_s) = -1.0",
+                                         "greater than or equal to 0"]),
     "perc1 record missing": (PERC1, 'perc1_dyr = "rec.dyr"\nperc1_id = "7"', _bad_record, "entities.pcc",
                              ["no PERC1 record at bus 9 with id '7'", "bus 9 id '1'"]),
     "perc1 and perc1_dyr both": ("t_recon_s = 2.0 }", 't_recon_s = 2.0 }\nperc1_dyr = "rec.dyr"', _bad_record,
@@ -335,6 +344,21 @@ def test_a_record_of_the_first_16_values_reads_with_the_frequency_trip_off(tmp_p
     [(bus, device_id, got)] = record.read_records(tmp_path / "old.dyr")
     assert (bus, device_id) == ("16", "1")
     assert got == pytest.approx({**values, **dict.fromkeys(record.TRIP_KEYS, 0.0)})
+
+
+def test_a_record_without_its_slash_is_named_not_skipped(tmp_path):
+    line = record.record_line(16, "1", Perc1Params().model_dump()).removesuffix(" /")
+    (tmp_path / "r.dyr").write_text("      1 'GENCLS' 1  4.0 0.0 /\n" + line + "\n")
+    with pytest.raises(ValueError, match=r"r\.dyr: a PERC1 record does not end with '/'.*end each record with ' /'"):
+        record.read_records(tmp_path / "r.dyr")
+
+
+def test_a_value_that_is_not_a_number_is_named_by_its_column(tmp_path):
+    cells = record.record_line(16, "1", Perc1Params().model_dump()).split()  # bus 'PERC1' 'id' values... /
+    cells[3 + list(record.PARAMS).index("Fh")] = "fast"
+    (tmp_path / "r.dyr").write_text(" ".join(cells) + "\n")
+    with pytest.raises(ValueError, match=r"r\.dyr: the PERC1 record at bus 16 id '1' has Fh = 'fast', not a number"):
+        record.read_records(tmp_path / "r.dyr")
 
 
 def test_record_out_and_back_gives_the_same_run(tmp_path):

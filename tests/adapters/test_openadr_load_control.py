@@ -79,7 +79,9 @@ def test_max_shed_policy_applies_to_level_offsets(tmp_path):
     ("x-loadControlCapacity", 1.5, r"signal_payload = 1.5: an x-loadControlCapacity is a fraction 0..1"),
     ("x-loadControlLevelOffset", -1.5, r"signal_payload = -1.5: an x-loadControlLevelOffset is a whole number"),
     ("x-loadControlPercentOffset", -150, r"signal_payload = -150: an x-loadControlPercentOffset is a percentage"),
-    ("x-loadControlPercentOffset", "a lot", r"signal_payload = None: an x-loadControlPercentOffset"),
+    ("x-loadControlPercentOffset", "a lot", r"signal_payload = 'a lot': an x-loadControlPercentOffset"),
+    ("x-loadControlCapacity", True, r"signal_payload = True: an x-loadControlCapacity is a fraction"),
+    ("x-loadControlLevelOffset", None, r"signal_payload = None: an x-loadControlLevelOffset is a whole number"),
     ("x-loadControlSetpoint", -1, r"signal_payload = -1: must be a finite, non-negative MW value"),
 ])
 def test_bad_load_control_payloads_are_named(tmp_path, kind, payload, message):
@@ -122,3 +124,12 @@ def test_a_percent_offset_that_cannot_reach_the_responder_is_warned(tmp_path):
     warned = [w for w in cosim.validate(path).warnings if "dr_reduction_frac" in w]
     assert len(warned) == 1 and "'events'" in warned[0] and "'responder'" in warned[0]
     assert "percent-offset" in warned[0]
+
+
+def test_an_events_entity_without_a_file_is_warned_outside_a_live_vtn():
+    """examples/openadr_live_ven.toml has no file (its events come from a VTN under cosim serve --vtn):
+    validation says that a batch run of it sends no DR signal, naming the entity and the fix."""
+    warned = [w for w in cosim.validate(ROOT / "examples" / "openadr_live_ven.toml").warnings if "no file" in w]
+    assert len(warned) == 1 and warned[0].startswith("entities.events: ") and "cosim serve --vtn" in warned[0]
+    assert 'give file = "<VTN log>.jsonl"' in warned[0]
+    assert not [w for w in cosim.validate(ROOT / "scenarios" / "openadr_month.toml").warnings if "no file" in w]

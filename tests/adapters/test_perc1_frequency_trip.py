@@ -248,3 +248,15 @@ def test_defaults_leave_the_trip_off_and_in_order():
     p = Perc1Params()
     assert (p.f_trip_low_hz, p.f_trip_high_hz, p.t_f_trip_low_s, p.t_f_trip_high_s) == (0.0, 0.0, 0.0, 0.0)
     assert _cosim_trip_time({}, lambda t: 50.0) is None
+
+
+def test_the_trip_stays_for_the_run_also_past_the_ups_logics_off_s():
+    """As the module docstring of ``ride_through`` says: ``off_s`` times the UPS logic's own trips, not
+    PERC1's frequency trip, which holds for the rest of the run with the load on its backup."""
+    from cosim.adapters.ride_through import RideThrough, RideThroughParams  # noqa: PLC0415
+
+    rt = RideThrough(RideThroughParams(curve="none", off_s=1.0, e_ups_mwh=10.0, genset_start_s=None,
+                                       perc1={"f_trip_low_hz": 59.5}))
+    outs = [rt.step(k * DT_S, DT_S, {"p_load_mw": 10.0, "f_hz": 59.0 if k < 3 else 60.0}) for k in range(40)]
+    assert all(o["p_connected_frac"] == 0.0 and o["p_ups_mw"] == pytest.approx(10.0) for o in outs)
+    assert all(o["in_service"] and o["n_trips"] == 0 for o in outs)

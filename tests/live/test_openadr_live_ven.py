@@ -242,6 +242,7 @@ def test_serve_with_an_unreachable_vtn_says_so_and_exits_1(tmp_path):
                            "--no-report"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 1
     assert "could not register" in proc.stderr and "Traceback" not in proc.stderr
+    assert "Warning" not in proc.stderr  # no library's deprecation noise around the one message
     (folder,) = (tmp_path / "runs").iterdir()  # the run folder says why it never ran
     metadata = json.loads((folder / "metadata.json").read_text())
     assert metadata["status"] == "stopped" and "the VEN did not join its VTN" in metadata["reason"]
