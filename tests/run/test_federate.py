@@ -69,16 +69,17 @@ def _series(result) -> pd.DataFrame:
     return pd.read_parquet(result.run_dir / "timeseries.parquet")
 
 
-def test_coupled_run_equals_the_coupling_inside_cosim(broker, tmp_path):
+@pytest.mark.parametrize("engine", ["direct", "mosaik"])
+def test_coupled_run_equals_the_coupling_inside_cosim(broker, tmp_path, engine):
     feeder = _feeder_module()
-    scn = load_scenario(EXAMPLE / "campus.toml", DURATION)
+    scn = load_scenario(EXAMPLE / "campus.toml", {**DURATION, "scenario.engine": engine})
     cfg = load_config(_config(tmp_path, broker), scn)
     received: list[tuple[float, float]] = []
     thread = threading.Thread(target=lambda: received.extend(feeder.run(broker, 900.0)))
     thread.start()
     coupled = run_federate(scn, cfg, tmp_path / "helics", report=False)
     thread.join(timeout=30)
-    assert coupled.ok
+    assert coupled.ok and coupled.metadata["engine"] == engine
 
     with Session(EXAMPLE / "campus.toml", DURATION, out_dir=tmp_path / "inside", report=False) as s:
         p_before = None
@@ -95,6 +96,7 @@ def test_coupled_run_equals_the_coupling_inside_cosim(broker, tmp_path):
     times = series["time_utc"].map(lambda t: (t - series["time_utc"][0]).total_seconds())
     sent = dict(zip(times, series["campus.p_mw"]))
     assert received and all(sent[t] == p_mw for t, p_mw in received)
+    assert [t for t, _ in received] == list(times[1:])  # every step's P after the first grant, the last one too
 
 
 def test_unknown_entity_and_attribute_are_named(tmp_path, capsys):
