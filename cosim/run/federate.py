@@ -33,7 +33,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import helics as h
+# pyarrow before helics: with helics's library loaded first, pyarrow segfaults converting a time zone
+# (pd.read_parquet of a run's time_utc, as its KPIs do; seen with helics 3.6.1 and pyarrow 26.0.1)
+import pyarrow  # noqa: F401, I001
+import helics as h  # noqa: I001
 
 from cosim.errors import Problem, ScenarioError, few
 from cosim.run.session import Session, finite_number, input_bounds
