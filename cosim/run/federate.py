@@ -39,6 +39,8 @@ import pyarrow  # noqa: F401, I001
 import helics as h  # noqa: I001
 
 from cosim.errors import Problem, ScenarioError, few
+from cosim.run import graph
+from cosim.run.runner import finish_run, open_run_folder
 from cosim.run.session import Session, finite_number, input_bounds
 from cosim.run.stopping import RunStopped
 from cosim.sdk import CosimSim, Params, meta, model_meta
@@ -321,9 +323,7 @@ def _run_direct(scn: Scenario, exchange: Exchange, out_dir, report: bool):
 def _check_for_mosaik(scn: Scenario, cfg: FederateConfig) -> None:
     """On mosaik a subscribed value is one more input (summed with a connection's), not a held value
     that replaces it, as on the direct engine: refuse the subscriptions that would differ."""
-    from cosim.run.graph import build
-
-    fed = {(edge.dst, dst): edge.src for edge in build(scn).edges for _, dst in edge.pairs}
+    fed = {(edge.dst, dst): edge.src for edge in graph.build(scn).edges for _, dst in edge.pairs}
     problems = [Problem(f"subscribe[{i}].attr", f"{link.entity}.{link.attr} is fed by {fed[link.entity, link.attr]} "
                                                 "(a [[connect]]) and the mosaik engine cannot replace that value; "
                                                 "give --engine direct, or drop the connection or the subscription",
@@ -339,9 +339,7 @@ _EXCHANGES: dict[str, tuple[Exchange, Scenario]] = {}
 
 def _run_mosaik(scn: Scenario, exchange: Exchange, out_dir, report: bool):
     """The mosaik engine: two bridge simulators (:class:`BridgeSim`) in the world, stepped with it."""
-    from cosim.run import graph
-    from cosim.run.mosaik_engine import Bridge, run_world
-    from cosim.run.runner import finish_run, open_run_folder
+    from cosim.run.mosaik_engine import Bridge, run_world  # mosaik is heavy: imported for mosaik runs only
 
     graph.check_record(scn)
     folder, started = open_run_folder(scn, out_dir)
