@@ -44,6 +44,7 @@ from cosim.run.runner import finish_run, open_run_folder
 from cosim.run.session import Session, finite_number, input_bounds
 from cosim.run.stopping import RunStopped
 from cosim.sdk import CosimSim, Params, meta, model_meta
+from cosim.units import unit_of
 from cosim.scenario import Scenario
 
 #: HELICS core types a config may name
@@ -220,19 +221,23 @@ class Exchange:
     subscriptions that were updated, publish the outputs of the step just taken.
 
     Every HELICS wait is bounded by ``cfg.timeout_s`` (:class:`FederationError`); after one, a call
-    is left pending (``stuck``) and the federate is not freed.
+    is left pending (``stuck``) and the federate is not freed. A received value that is not a finite
+    number within the bounds of the input it sets (those :meth:`Session.set` checks) is a
+    :class:`FederationError` too, naming the publication: the run stops there, keeping its record.
     """
 
-    def __init__(self, fed, cfg: FederateConfig):
+    def __init__(self, fed, cfg: FederateConfig, scn: Scenario):
         self.fed = fed
         self.cfg = cfg
+        self.scn = scn
+        self._bounds: dict[str, dict[str, tuple[float, float]]] = {}
         self.pubs = [(h.helicsFederateRegisterGlobalPublication(fed, link.key, h.HELICS_DATA_TYPE_DOUBLE, ""), link)
                      for link in cfg.publish]
         self.subs = [(h.helicsFederateRegisterSubscription(fed, link.key, ""), link) for link in cfg.subscribe]
         self.entered = False
         self.granted_s = 0.0
         self.stuck = False
-        self.error: FederationError | None = None  # the wait that ran out, if one did
+        self.error: FederationError | None = None  # the wait that ran out, or the value refused, if one was
 
     def receive(self, t_s: float) -> list[tuple[Link, float]]:
         """Enter executing mode (the first time), request ``t_s`` unless it is granted already, and
@@ -250,7 +255,20 @@ class Exchange:
             self.error = exc
             self.stuck = True  # a call is pending: every later HELICS call, even helics's clean-up, waits on it
             raise
-        return [(link, h.helicsInputGetDouble(sub)) for sub, link in self.subs if h.helicsInputIsUpdated(sub)]
+        return [(link, self._checked(link, h.helicsInputGetDouble(sub), t_s))
+                for sub, link in self.subs if h.helicsInputIsUpdated(sub)]
+
+    def _checked(self, link: Link, value: float, t_s: float) -> float:
+        if link.entity not in self._bounds:
+            self._bounds[link.entity] = input_bounds(self.scn, link.entity)
+        low, high = self._bounds[link.entity].get(link.attr, (-math.inf, math.inf))
+        if finite_number(value) and low <= value <= high:
+            return float(value)
+        self.error = FederationError(f"{self.cfg.file}: subscription {link.key!r} (attr = \"{link.entity}.{link.attr}\") "
+                                     f"received {value!r} at t = {t_s:g} s, outside the bounds [{low:g}, {high:g}] "
+                                     f"{unit_of(link.attr) or '(no unit)'} of {link.entity}'s adapter; the federate that "
+                                     "publishes it must send values within them (in the unit of the name's suffix)")
+        raise self.error
 
     def publish(self, value_of) -> None:
         """Publish each configured output; ``value_of(entity, attr)`` is its value after the step (None: not
@@ -287,7 +305,7 @@ def run_federate(scn: Scenario, cfg: FederateConfig, out_dir: str | Path = "runs
     """
     if scn.engine == "mosaik":
         _check_for_mosaik(scn, cfg)
-    exchange = Exchange(_connect(cfg, scn.scenario.step_s), cfg)
+    exchange = Exchange(_connect(cfg, scn.scenario.step_s), cfg, scn)
     run = _run_mosaik if scn.engine == "mosaik" else _run_direct
     try:
         result = run(scn, exchange, out_dir, report)
@@ -334,7 +352,7 @@ def _check_for_mosaik(scn: Scenario, cfg: FederateConfig) -> None:
 
 
 #: the exchanges of the mosaik runs in progress, by token (the bridge simulators find theirs here)
-_EXCHANGES: dict[str, tuple[Exchange, Scenario]] = {}
+_EXCHANGES: dict[str, Exchange] = {}
 
 
 def _run_mosaik(scn: Scenario, exchange: Exchange, out_dir, report: bool):
@@ -344,7 +362,7 @@ def _run_mosaik(scn: Scenario, exchange: Exchange, out_dir, report: bool):
     graph.check_record(scn)
     folder, started = open_run_folder(scn, out_dir)
     token = str(folder.path)
-    _EXCHANGES[token] = (exchange, scn)
+    _EXCHANGES[token] = exchange
     reads = list(dict.fromkeys((link.entity, link.attr) for link in exchange.cfg.publish))
     writes = [(link.entity, link.attr) for link in exchange.cfg.subscribe]
     try:
@@ -374,15 +392,14 @@ class BridgeSim(CosimSim):
 
     @classmethod
     def meta_for(cls, sim_params: BridgeParams) -> dict[str, Any]:
-        exchange, _ = _EXCHANGES[sim_params.token]
+        exchange = _EXCHANGES[sim_params.token]
         writes = list(dict.fromkeys(f"{link.entity}.{link.attr}" for link in exchange.cfg.subscribe))
         return meta({"Receive": model_meta(outputs=[*writes, "t_granted_s"], any_inputs=True, role="other"),
                      "Send": model_meta(outputs=["n_sent"], any_inputs=True, role="other")})
 
     def setup(self) -> None:
-        self.exchange, self.scn = _EXCHANGES[self.params.token]
+        self.exchange = _EXCHANGES[self.params.token]
         self.held: dict[str, float] = {}
-        self.bounds: dict[str, dict[str, tuple[float, float]]] = {}
 
     def create_entity(self, eid: str, model: str, params) -> None:
         self.model = model
@@ -390,22 +407,10 @@ class BridgeSim(CosimSim):
     def step_entities(self, time_s: float, inputs: dict[str, dict[str, Any]]) -> None:
         if self.model == "Receive":
             for link, value in self.exchange.receive(float(time_s)):
-                self.held[f"{link.entity}.{link.attr}"] = self._checked(link, value)
+                self.held[f"{link.entity}.{link.attr}"] = value
             self.out["receive"] = {**{f"{link.entity}.{link.attr}": self.held.get(f"{link.entity}.{link.attr}")
                                       for link in self.exchange.cfg.subscribe}, "t_granted_s": self.exchange.granted_s}
         else:
             values = inputs.get("send", {})
             self.exchange.publish(lambda eid, attr: values.get(f"{eid}.{attr}"))
             self.out["send"] = {"n_sent": len(values)}
-
-    def _checked(self, link: Link, value: float) -> float:
-        """``value`` within the bounds :meth:`Session.set` checks (the adapter would fail deep inside)."""
-        if link.entity not in self.bounds:
-            self.bounds[link.entity] = input_bounds(self.scn, link.entity)
-        low, high = self.bounds[link.entity].get(link.attr, (-math.inf, math.inf))
-        if not (finite_number(value) and low <= value <= high):
-            raise ScenarioError(self.exchange.cfg.file, [Problem(
-                f"subscribe {link.key!r} -> {link.entity}.{link.attr}", f"received a value outside the bounds "
-                f"[{low:g}, {high:g}] of {link.entity}'s adapter; the federate that publishes it must send values "
-                "inside them", value)])
-        return float(value)

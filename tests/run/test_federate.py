@@ -99,6 +99,25 @@ def test_coupled_run_equals_the_coupling_inside_cosim(broker, tmp_path, engine):
     assert [t for t, _ in received] == list(times[1:])  # every step's P after the first grant, the last one too
 
 
+@pytest.mark.parametrize("engine", ["direct", "mosaik"])
+def test_a_value_outside_the_inputs_bounds_stops_the_run_and_keeps_its_record(broker, tmp_path, engine):
+    """The feeder sends 1 + 10 * P pu (a sign error: ~4 pu), outside vm_min_pu's [0, 2]: the run stops before
+    the step that would take it, saying which publication sent what, and keeps the steps before."""
+    feeder = _feeder_module()
+    scn = load_scenario(EXAMPLE / "campus.toml", {**DURATION, "scenario.engine": engine})
+    cfg = load_config(_config(tmp_path, broker), scn)
+    thread = threading.Thread(target=lambda: feeder.run(broker, 900.0, sens_pu_mw=-10.0))
+    thread.start()
+    with pytest.raises(FederationError) as info:
+        run_federate(scn, cfg, tmp_path / "helics", report=False)
+    thread.join(timeout=30)
+    result = info.value.result
+    assert not info.value.stuck and result.status == "interrupted"
+    assert "subscription 'feeder/bus_vm_pu' (attr = \"vctl.vm_min_pu\") received" in result.reason
+    assert "at t = 120 s, outside the bounds [0, 2] pu of vctl's adapter" in result.reason
+    assert len(_series(result)) == 2  # t = 0 and 60 s: the feeder's first answer (to P at 60 s) arrives at 120 s
+
+
 def test_unknown_entity_and_attribute_are_named(tmp_path, capsys):
     path = _config(tmp_path, "127.0.0.1:1", suffix=".json")
     raw = {"federate": {"broker": "127.0.0.1:1"},
