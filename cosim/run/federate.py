@@ -282,7 +282,15 @@ class Exchange:
         _wait(self.fed, done, what, self.cfg)
 
     def close(self) -> None:
-        """Leave the federation and free the federate (not when a call is pending: see ``stuck``)."""
+        """Leave the federation and free the federate (not when a call is pending: see ``stuck``).
+
+        pyhelics also frees a federate when its Python object is collected, which may be much later (a
+        FederationError's traceback keeps it): freed twice, the second free destroys whichever federate of
+        this process has reused the address since. So its own free is disarmed here, and the federate is
+        freed once, now (or never, with a call pending: that free would wait on the call)."""
+        finalizer = getattr(self.fed, "_finalizer", None)
+        if finalizer is not None:
+            finalizer.detach()
         if self.stuck:
             return
         try:

@@ -10,6 +10,7 @@ computed from the campus's P of the step before, as the federation delivers it).
 
 from __future__ import annotations
 
+import gc
 import importlib.util
 import json
 import re
@@ -25,7 +26,7 @@ import pytest
 h = pytest.importorskip("helics")
 
 from cosim.cli import main  # noqa: E402
-from cosim.run.federate import FederationError, load_config, run_federate  # noqa: E402
+from cosim.run.federate import Exchange, FederationError, load_config, run_federate  # noqa: E402
 from cosim.run.session import Session  # noqa: E402
 from cosim.scenario import load_scenario  # noqa: E402
 
@@ -53,8 +54,7 @@ def broker():
     brk = h.helicsCreateBroker("zmq", "", f"--federates=2 --local_interface=127.0.0.1 --port={port} "
                                           "--loglevel=error")
     yield f"127.0.0.1:{port}"
-    h.helicsBrokerDisconnect(brk)
-    h.helicsBrokerFree(brk)
+    h.helicsBrokerDisconnect(brk)  # freed by pyhelics with `brk` (freeing it here too would free it twice)
 
 
 def _config(tmp_path: Path, broker: str, timeout_s: float = 20.0, suffix: str = ".toml") -> Path:
@@ -116,6 +116,26 @@ def test_a_value_outside_the_inputs_bounds_stops_the_run_and_keeps_its_record(br
     assert "subscription 'feeder/bus_vm_pu' (attr = \"vctl.vm_min_pu\") received" in result.reason
     assert "at t = 120 s, outside the bounds [0, 2] pu of vctl's adapter" in result.reason
     assert len(_series(result)) == 2  # t = 0 and 60 s: the feeder's first answer (to P at 60 s) arrives at 120 s
+
+
+def _inproc_federate(name: str):
+    info = h.helicsCreateFederateInfo()
+    h.helicsFederateInfoSetCoreTypeFromString(info, "inproc")
+    h.helicsFederateInfoSetCoreInitString(info, "--autobroker --federates=1")
+    return h.helicsCreateValueFederate(name, info)
+
+
+def test_a_closed_federate_is_freed_once(tmp_path):
+    """pyhelics frees a federate again when its Python object is collected; after cosim's own free that
+    destroyed the next federate of the process that reused the address (here: made right after)."""
+    scn = load_scenario(EXAMPLE / "campus.toml", DURATION)
+    exchange = Exchange(_inproc_federate("closed"), load_config(_config(tmp_path, "127.0.0.1:1"), scn), scn)
+    exchange.close()
+    fresh = _inproc_federate("fresh")
+    del exchange  # the closed federate's Python object goes: it must not take the fresh one with it
+    gc.collect()
+    assert h.helicsFederateIsValid(fresh)
+    h.helicsFederateDisconnect(fresh)
 
 
 def test_unknown_entity_and_attribute_are_named(tmp_path, capsys):
