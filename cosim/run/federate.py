@@ -1,10 +1,13 @@
 """A scenario as a HELICS value federate: ``cosim run SCENARIO --helics CONFIG``.
 
-The run is a :class:`~cosim.run.session.Session` (the direct engine) stepped one scenario time at a
-time. At each time ``t`` [s] the federate requests ``t`` from the federation, sets every subscribed
-input that received a new value (held until the next one, as :meth:`Session.set`), steps the
-scenario, and publishes the named outputs at ``t``. A value another federate publishes at ``t``
-therefore reaches the scenario at its next step (one step late, as a ``time_shifted`` connection).
+The run goes one scenario time at a time on either engine. At each time ``t`` [s] the federate
+requests ``t`` from the federation, sets every subscribed input that received a new value (held until
+the next one, as :meth:`Session.set`), steps the scenario, and publishes the named outputs at ``t``. A
+value another federate publishes at ``t`` therefore reaches the scenario at its next step (one step
+late, as a ``time_shifted`` connection). :class:`Exchange` does the federate's part of each step; on
+the direct engine a :class:`~cosim.run.session.Session` is stepped between its calls, on the mosaik
+engine two bridge simulators (:class:`BridgeSim`) make them from inside the world, so both engines give
+the same run.
 
 The config (TOML or JSON; docs/guides/helics.md)::
 
