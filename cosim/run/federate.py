@@ -45,7 +45,7 @@ from cosim.errors import Problem, ScenarioError, few
 from cosim.run import graph
 from cosim.run.runner import finish_run, open_run_folder
 from cosim.run.session import Session, finite_number, input_bounds
-from cosim.run.stopping import RunStopped
+from cosim.run.stopping import STOP, RunStopped
 from cosim.sdk import CosimSim, Params, meta, model_meta
 from cosim.units import unit_of
 from cosim.scenario import Scenario
@@ -192,9 +192,13 @@ def _links(items: Any, section: str, kind: str, known, scn: Scenario, problems: 
 
 
 def _wait(fed, done, what: str, cfg: FederateConfig) -> None:
-    """Poll an asynchronous HELICS call until it completes, at most ``cfg.timeout_s``."""
+    """Poll an asynchronous HELICS call until it completes, at most ``cfg.timeout_s``, or until a stop is
+    asked for (:data:`cosim.run.stopping.STOP`: the mosaik engine's run catches the first SIGTERM or Ctrl-C
+    so; on the direct engine they raise ``KeyboardInterrupt`` as they come)."""
     deadline = time.monotonic() + cfg.timeout_s
     while not h.helicsFederateIsAsyncOperationCompleted(fed):
+        if STOP.reason is not None:
+            raise FederationError(f"{cfg.file}: {what} was given up: {STOP.reason}")
         if time.monotonic() > deadline:
             raise FederationError(f"{cfg.file}: {what} took longer than federate.timeout_s = {cfg.timeout_s:g} s; "
                                   f"check that every federate of the federation at {cfg.broker} has started "
@@ -254,8 +258,9 @@ class Exchange:
                 h.helicsFederateRequestTimeAsync(self.fed, t_s)
                 self._wait(lambda f: None, f"the time grant for t = {t_s:g} s")
                 self.granted_s = h.helicsFederateRequestTimeComplete(self.fed)
-        except FederationError as exc:
-            self.error = exc
+        except BaseException as exc:  # a wait that ran out or was given up, a second Ctrl-C inside one
+            if isinstance(exc, FederationError):
+                self.error = exc
             self.stuck = True  # a call is pending: every later HELICS call, even helics's clean-up, waits on it
             raise
         return [(link, self._checked(link, h.helicsInputGetDouble(sub), t_s))
