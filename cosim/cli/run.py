@@ -99,6 +99,11 @@ def _run_federate(args: argparse.Namespace, scn):
     cfg = load_config(args.helics, scn)
     try:
         return run_federate(scn, cfg, args.out, report=not args.no_report)
+    except KeyboardInterrupt:  # Ctrl-C on the direct engine (a second one on mosaik): the run folder is written
+        print("interrupted; the run folder says what was recorded", file=sys.stderr)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(130)  # a HELICS call may be left pending, and HELICS's clean-up at exit would wait on it
     except FederationError as exc:
         if exc.result is None:  # else the run's outcome below says it, with what was kept
             print(f"error: {exc}", file=sys.stderr)

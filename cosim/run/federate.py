@@ -346,8 +346,8 @@ def _run_direct(scn: Scenario, exchange: Exchange, out_dir, report: bool):
             exchange.publish(lambda eid, attr: session.get(f"{eid}.{attr}"))
     except FederationError as exc:
         session.interrupt(str(exc))  # the run folder says "interrupted", with why
-    except BaseException as exc:
-        session.interrupt(f"{type(exc).__name__}: {exc}")
+    except BaseException as exc:  # Ctrl-C (KeyboardInterrupt), a value Session.set refuses...
+        session.interrupt(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
         raise
     finally:
         result = session.close()
