@@ -89,20 +89,21 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def _run_federate(args: argparse.Namespace, scn):
-    """``--helics CONFIG``: the run as a HELICS value federate (cosim/run/federate.py), direct engine."""
+    """``--helics CONFIG``: the run as a HELICS value federate (cosim/run/federate.py), on either engine."""
     try:
         from cosim.run.federate import FederationError, load_config, run_federate  # imports helics
     except ModuleNotFoundError as exc:
         raise ScenarioError(args.helics, [Problem("--helics", f"needs the helics package ({exc}); "
                                                               "pip install helics (or the test extra)")]) from None
 
-    if getattr(args, "engine", None) == "mosaik":
-        raise ScenarioError(args.scenario, [Problem("--engine", "a HELICS federate runs on the direct engine; "
-                                                                "leave out --engine or give --engine direct",
-                                                    "mosaik")])
     cfg = load_config(args.helics, scn)
     try:
         return run_federate(scn, cfg, args.out, report=not args.no_report)
+    except KeyboardInterrupt:  # Ctrl-C on the direct engine (a second one on mosaik): the run folder is written
+        print("interrupted; the run folder says what was recorded", file=sys.stderr)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(130)  # a HELICS call may be left pending, and HELICS's clean-up at exit would wait on it
     except FederationError as exc:
         if exc.result is None:  # else the run's outcome below says it, with what was kept
             print(f"error: {exc}", file=sys.stderr)
@@ -250,7 +251,7 @@ def add_parsers(sub) -> None:
                        help="real time: F wall seconds per simulated second (scenario.rt_factor)")
     p_run.add_argument("--helics", type=Path, metavar="CONFIG",
                        help="join a HELICS federation as a value federate: broker, name, publications and "
-                            "subscriptions in CONFIG (TOML or JSON; docs/guides/helics.md); direct engine")
+                            "subscriptions in CONFIG (TOML or JSON; docs/guides/helics.md)")
     p_run.set_defaults(func=cmd_run)
     p_val = sub.add_parser("validate", help="check a scenario and list every problem")
     p_val.add_argument("scenario", type=Path)

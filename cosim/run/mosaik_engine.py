@@ -11,6 +11,7 @@ import re
 import sys
 import time
 import warnings
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,11 +25,30 @@ from cosim.run.graph import Graph
 from cosim.run.graph import build as build_graph
 from cosim.run.outcome import Outcome, check_complete
 from cosim.run.processes import SimProcesses, Watchdog
-from cosim.run.stopping import STOP, StopRequested
+from cosim.run.stopping import STOP, RunStopped
 from cosim.scenario import Scenario
 from cosim.sdk import EndRun
 
 RECORDER_SID = "_recorder"
+BRIDGE_SIDS = ("_bridge_receive", "_bridge_send")
+
+
+@dataclass
+class Bridge:
+    """Two simulators outside the scenario that exchange values with its entities at every scenario
+    step (a HELICS federate: :class:`cosim.run.federate.BridgeSim`).
+
+    At each time, ``Receive`` steps before the entities it sets (``writes``: its output
+    ``"<entity>.<attr>"`` into that input) and ``Send`` after the entities it reads (``reads``: each
+    output into its input ``"<entity>.<attr>"``); ``Send`` follows ``Receive`` at the same time and the
+    next ``Receive`` follows ``Send`` (a time-shifted link), so the two alternate as the direct
+    engine's loop around :meth:`Session.step` does.
+    """
+
+    target: str  # "module:Class" of a CosimSim with the models Receive and Send
+    params: dict[str, Any]
+    reads: list[tuple[str, str]] = field(default_factory=list)
+    writes: list[tuple[str, str]] = field(default_factory=list)
 
 
 def _configure_logging() -> None:
@@ -48,7 +68,7 @@ _configure_logging()
 warnings.filterwarnings("ignore", message="AsyncWorld was never shut down", category=UserWarning)
 
 
-def _sim_config(scn: Scenario, processes: SimProcesses) -> dict[str, dict[str, Any]]:
+def _sim_config(scn: Scenario, processes: SimProcesses, bridge: Bridge | None = None) -> dict[str, dict[str, Any]]:
     """mosaik's sim config; ``process = "subprocess"`` sims are started here, by cosim (which then
     owns and watches them), and mosaik connects to them."""
     config: dict[str, dict[str, Any]] = {}
@@ -62,6 +82,8 @@ def _sim_config(scn: Scenario, processes: SimProcesses) -> dict[str, dict[str, A
         else:
             config[sid] = {"python": registry.target(spec.adapter)}
     config[RECORDER_SID] = {"python": "cosim.run.recorder:RecorderSim"}
+    if bridge is not None:
+        config.update({sid: {"python": bridge.target} for sid in BRIDGE_SIDS})
     return config
 
 
@@ -139,13 +161,28 @@ def _connect_all(world: mosaik.World, graph: Graph, entities: dict[str, Any]) ->
         world.connect(entities[edge.src], entities[edge.dst], *edge.pairs, **kwargs)
 
 
-def run_world(scn: Scenario, run_dir: Path, progress: bool = True) -> Outcome:
+def _start_bridge(world: mosaik.World, scn: Scenario, bridge: Bridge, entities: dict[str, Any]) -> None:
+    common = {"start_utc": scn.scenario.start.isoformat(), "duration_s": scn.scenario.duration_s,
+              "seed": scn.scenario.seed, "step_s": scn.scenario.step_s, **bridge.params}
+    receive = world.start(BRIDGE_SIDS[0], sim_id=BRIDGE_SIDS[0], **common).Receive.create(1, eid="receive")[0]
+    send = world.start(BRIDGE_SIDS[1], sim_id=BRIDGE_SIDS[1], **common).Send.create(1, eid="send")[0]
+    world.connect(receive, send, "t_granted_s")
+    world.connect(send, receive, "n_sent", time_shifted=True, initial_data={"n_sent": 0})
+    for eid in dict.fromkeys(eid for eid, _ in bridge.writes):
+        world.connect(receive, entities[eid], *[(f"{eid}.{attr}", attr) for e, attr in bridge.writes if e == eid])
+    for eid in dict.fromkeys(eid for eid, _ in bridge.reads):
+        world.connect(entities[eid], send, *[(attr, f"{eid}.{attr}") for e, attr in bridge.reads if e == eid])
+
+
+def run_world(scn: Scenario, run_dir: Path, progress: bool = True, bridge: Bridge | None = None) -> Outcome:
     """Build the world of ``scn``, run it, and stream outputs to ``run_dir/timeseries.parquet``.
 
     A simulator that raises mid-run ends the run with status ``failed`` (``ok`` with the reason
     when an in-process one raises :class:`cosim.sdk.EndRun`); what was recorded up to then is
     written and readable. A simulator process that dies (or a run that stops making progress
-    with remote simulators) ends it within a second (:mod:`.processes`).
+    with remote simulators) ends it within a second (:mod:`.processes`). ``bridge``: two more
+    simulators stepped with the scenario's (:class:`Bridge`); one that raises
+    :class:`~cosim.run.stopping.RunStopped` ends the run ``interrupted``.
     """
     errors: list[str] = []
     sink_id = logger.add(lambda msg: errors.append(msg.record["message"]), level="ERROR",
@@ -163,7 +200,7 @@ def run_world(scn: Scenario, run_dir: Path, progress: bool = True) -> Outcome:
     STOP.install()
     status, reason, error_type = "ok", None, None
     try:
-        world = mosaik.World(_sim_config(scn, processes), time_resolution=scn.scenario.tick_s, skip_greetings=True,
+        world = mosaik.World(_sim_config(scn, processes, bridge), time_resolution=scn.scenario.tick_s, skip_greetings=True,
                              configure_logging=False, mosaik_config={"start_timeout": processes.start_timeout_s})
         lost = _LostConnections(world.loop)
         sims = _start_sims(world, scn, graph, lost)
@@ -172,6 +209,8 @@ def run_world(scn: Scenario, run_dir: Path, progress: bool = True) -> Outcome:
             for eid, spec in scn.entities.items()
         }
         _connect_all(world, graph, entities)
+        if bridge is not None:
+            _start_bridge(world, scn, bridge, entities)
         rt_factor = scn.scenario.rt_factor
         rec_sim = world.start(RECORDER_SID, sim_id=RECORDER_SID, start_utc=scn.scenario.start.isoformat(),
                               step_s=record_step, duration_s=scn.scenario.duration_s, seed=scn.scenario.seed,
@@ -194,7 +233,7 @@ def run_world(scn: Scenario, run_dir: Path, progress: bool = True) -> Outcome:
         if errors:
             status, reason = _remote_outcome(errors[0], run_dir / "simulators.log")
             _shutdown_quietly(world)  # mosaik logged the error and returned: its other tasks still wait
-    except StopRequested as exc:  # SIGTERM / Ctrl-C at a step: keep what was recorded; the runner re-raises
+    except RunStopped as exc:  # SIGTERM / Ctrl-C at a step, a federation that stopped: keep what was recorded
         status, reason = "interrupted", str(exc)
         _shutdown_quietly(world)
     except KeyboardInterrupt:  # a second signal: stopped wherever it was

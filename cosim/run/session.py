@@ -182,6 +182,11 @@ class Session:
                                                                       "adapter; give a value inside them", value)])
         held[(eid, attr)] = float(value)
 
+    def interrupt(self, reason: str) -> None:
+        """The caller cannot go on (``reason``: a federation that stopped answering, an error of its
+        own): :meth:`close` writes the run ``interrupted`` with that reason and what was recorded."""
+        self._interrupted = reason
+
     def _split(self, name: str, kind: str, known) -> tuple[str, str]:
         eid, _, attr = name.partition(".")
         if eid not in self.scn.entities:

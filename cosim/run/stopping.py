@@ -15,7 +15,12 @@ import signal
 import threading
 
 
-class StopRequested(Exception):
+class RunStopped(Exception):
+    """The run cannot go on, but what it recorded is sound: an engine ends it ``interrupted``
+    with this message (a stop asked for, a federation that stopped answering)."""
+
+
+class StopRequested(RunStopped):
     """A stop was asked for (SIGTERM, Ctrl-C); raised at a step boundary."""
 
 

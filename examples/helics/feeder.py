@@ -36,9 +36,8 @@ def run(broker: str, until_s: float, step_s: float = 60.0, sens_pu_mw: float = 0
             p_mw = h.helicsInputGetDouble(p_in)
             seen.append((t, p_mw))
             h.helicsPublicationPublishDouble(v_out, vm_pu(p_mw, sens_pu_mw))
-    h.helicsFederateDisconnect(fed)
-    h.helicsFederateFree(fed)
-    return seen
+    h.helicsFederateDisconnect(fed)  # pyhelics frees it when `fed` is collected (a second, explicit free
+    return seen                       # would destroy whichever federate reuses its address by then)
 
 
 if __name__ == "__main__":

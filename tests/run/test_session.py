@@ -74,6 +74,17 @@ def test_an_exception_in_the_with_block_says_interrupted(toy_adapters, write_sce
     assert _metadata(s.result)["status"] == "interrupted" and len(s.result.timeseries()) == 10
 
 
+def test_interrupt_closes_the_run_as_interrupted_with_the_callers_reason(toy_adapters, write_scenario, tmp_path):
+    """A caller that cannot go on (a federation that stopped granting time) says why; without it, ``stopped``."""
+    s = Session(write_scenario(ramp_sink()), out_dir=tmp_path, report=False)
+    s.run_until(600)
+    s.interrupt("the federation stopped answering")
+    result = s.close()
+    assert result.status == "interrupted"
+    assert result.reason == "interrupted by the federation stopped answering at t = 600 s of 3600 s"
+    assert len(result.timeseries()) == 10
+
+
 def test_a_simulator_failing_mid_step_fails_the_run_and_stops_the_session(toy_adapters, write_scenario, tmp_path):
     """The folder said ``stopped`` (no cause), and the session stepped on from half a step."""
     with Session(write_scenario(FAULTY), out_dir=tmp_path, report=False) as s:
