@@ -1,8 +1,12 @@
-"""Load loss: facilities that transferred to backup (adapters/ride_through.py) and what it did.
+"""Load loss: facilities that put load on backup (adapters/ride_through.py) and what it did.
 
-Per entity that records ``in_service`` and ``p_lost_mw``: ``n_trips``, ``first_trip_s`` (from
-the start), ``lost_mw`` (demand off the grid at the first trip) and ``lost_max_mw``,
-``backup_s`` (time on backup), ``returned`` (back on the grid at the end), ``ups_mwh``,
+Per entity that records ``in_service`` and ``p_lost_mw``: ``n_trips`` (the UPS transfer logic's
+trips plus PERC1's frequency trip, ``n_perc1_trips``, where recorded). Once any load was off the
+grid, by a transfer (``in_service`` 0) or by a share PERC1 ceased or tripped (``p_lost_mw`` > 0,
+``in_service`` staying 1; also a native PERC1 inside the grid model fed back through
+``p_grid_connected_frac``): ``first_trip_s`` (from the start, the first step with load off the
+grid), ``lost_mw`` (demand off the grid then) and ``lost_max_mw``, ``backup_s`` (time with load on
+backup), ``returned`` (all of the load back on the grid at the end), ``ups_mwh``,
 ``genset_mwh``, ``unserved_mwh`` and ``recharge_mwh`` (the grid's energy into the UPS after the
 return) (Σ p·Δt). With a grid that records ``vm_max_pu`` (or
 bus ``*_vm_pu`` columns), ``vm_before_max_pu`` / ``vm_after_max_pu``: the highest voltage
@@ -18,8 +22,8 @@ import numpy as np
 from cosim.kpis._block import Block, KpiInput, energy_mwh, ending, finite, last_value
 from cosim.roles import RunRoles
 
-ATTRS = ("in_service", "p_lost_mw", "n_trips", "t_backup_s", "p_ups_mw", "p_genset_mw", "p_unserved_mw",
-         "p_recharge_mw")
+ATTRS = ("in_service", "p_lost_mw", "n_trips", "n_perc1_trips", "t_backup_s", "p_ups_mw", "p_genset_mw",
+         "p_unserved_mw", "p_recharge_mw")
 
 
 def _sites(columns) -> list[str]:
@@ -42,16 +46,20 @@ def site_kpis(inp: KpiInput, site: str) -> dict[str, Any]:
     ts = inp.ts
     on = ts[f"{site}.in_service"].astype(float).to_numpy() > 0.5
     lost = ts[f"{site}.p_lost_mw"].to_numpy(float)
-    off = np.flatnonzero(~on)
-    out: dict[str, Any] = {"n_trips": int(last_value(ts[f"{site}.n_trips"]) or 0) if inp.col(site, "n_trips") else
-                           int(np.sum(np.diff(on.astype(int)) == -1) + (not on[0]))}
+    # load off the grid: a transfer, or a share PERC1 ceased or tripped (ours or the grid model's native one)
+    off = np.flatnonzero(~on | (np.nan_to_num(lost) > 0))
+    trips = (int(last_value(ts[f"{site}.n_trips"]) or 0) if inp.col(site, "n_trips") else
+             int(np.sum(np.diff(on.astype(int)) == -1) + (not on[0])))
+    if inp.col(site, "n_perc1_trips"):
+        trips += int(last_value(ts[f"{site}.n_perc1_trips"]) or 0)
+    out: dict[str, Any] = {"n_trips": trips}
     if not len(off):
         return out
     first = int(off[0])
     out.update({"first_trip_s": finite((ts.index[first] - ts.index[0]).total_seconds()),
                 "lost_mw": finite(lost[first]), "lost_max_mw": finite(np.nanmax(lost)),
                 "backup_s": finite(last_value(ts[f"{site}.t_backup_s"])) if inp.col(site, "t_backup_s") else
-                finite(len(off) * inp.dt_h * 3600.0), "returned": bool(on[-1])})
+                finite(len(off) * inp.dt_h * 3600.0), "returned": bool(on[-1] and not lost[-1] > 0)})
     for attr, key in (("p_ups_mw", "ups_mwh"), ("p_genset_mw", "genset_mwh"), ("p_unserved_mw", "unserved_mwh"),
                       ("p_recharge_mw", "recharge_mwh")):
         if inp.col(site, attr):
