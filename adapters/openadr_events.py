@@ -49,8 +49,10 @@ OpenADR 2.0b schema, ``oadr_ei_20b.xsd``, as shipped with openleadr):
 A positive level or percent offset asks the site to draw *more* than normal, which the DR levers
 cannot do: the VEN opts out of such an event.
 
-Opt-in/out policy: an event whose largest reduction exceeds ``max_shed_mw``, or whose
-setpoint falls below ``min_cap_mw``, is refused (``optOut``) and not applied; the VEN opts in
+Opt-in/out policy: an event whose largest reduction exceeds ``max_shed_mw`` (a percent offset's
+reduction in MW being its share of ``capacity_mw``; without ``capacity_mw`` a percent offset cannot be
+checked against ``max_shed_mw`` and validation warns), or whose setpoint falls below ``min_cap_mw``,
+is refused (``optOut``) and not applied; the VEN opts in
 to the rest. An applied event whose (ramp) start or end falls inside a step stops validation with
 a message naming the step that fits, as in ``dr_events``.
 
@@ -163,8 +165,17 @@ class VenEvent:
     cancelled: bool = False
     opted_in: bool = True
 
-    def shed_mw(self) -> float:
-        return max((i.reduction_mw or 0.0 for i in self.intervals), default=0.0)
+    def shed_mw(self, capacity_mw: float | None = None) -> float:
+        """The largest reduction asked [MW]; a percent offset counts as ``frac * capacity_mw`` (not
+        at all without ``capacity_mw``: its MW depend on the responder's baseline)."""
+        def mw(i: Interval) -> float:
+            if i.reduction_mw is not None:
+                return i.reduction_mw
+            return i.reduction_frac * capacity_mw if i.reduction_frac is not None and capacity_mw is not None else 0.0
+        return max((mw(i) for i in self.intervals), default=0.0)
+
+    def has_percent_offset(self) -> bool:
+        return any(i.reduction_frac is not None for i in self.intervals)
 
     def raises_draw(self) -> bool:
         """Whether an interval asks the site to draw more than normal (a positive offset)."""
@@ -331,11 +342,12 @@ def parse_event(event: dict, received: datetime, params: VenParams,
 
 
 def opt_in(event: VenEvent, params: VenParams) -> bool:
-    """The VEN's policy: refuse a shed above ``max_shed_mw``, a setpoint below ``min_cap_mw``, or a
+    """The VEN's policy: refuse a shed above ``max_shed_mw`` (a percent offset's shed is its share of
+    ``capacity_mw`` when that is set), a setpoint below ``min_cap_mw``, or a
     request to draw more than normal (a positive LOAD_CONTROL offset: no DR lever raises the draw)."""
     if event.raises_draw():
         return False
-    if params.max_shed_mw is not None and event.shed_mw() > params.max_shed_mw:
+    if params.max_shed_mw is not None and event.shed_mw(params.capacity_mw) > params.max_shed_mw:
         return False
     cap = event.lowest_cap_mw()
     return not (params.min_cap_mw is not None and cap is not None and cap < params.min_cap_mw)
@@ -483,16 +495,22 @@ class OpenAdrEventsSim(SingleModelSim):
     def check_entity(cls, model: str, params: VenParams, ctx: ScenarioContext,
                      sim_params: BaseModel | None = None) -> list[str]:
         # as for dr_events: an event's (ramp) start and end must fall on the sim's steps
+        unchecked = params.max_shed_mw is not None and params.capacity_mw is None
+        percent = ("warning: max_shed_mw is set but capacity_mw is not: a percent offset (LOAD_CONTROL "
+                   "x-loadControlPercentOffset) has no MW to check against max_shed_mw, so it is opted in whatever "
+                   "its size; set the entity's capacity_mw [MW] (the site's maximum draw) to check it")
         if params.file is None:
             return ["warning: no file: the entity starts with no events and only a live VEN (cosim serve --vtn) "
-                    "adds any, so any other run sends no DR signal; give file = \"<VTN log>.jsonl\" to replay one"]
+                    "adds any, so any other run sends no DR signal; give file = \"<VTN log>.jsonl\" to replay one",
+                    *([percent] if unchecked else [])]
         try:
             events = read_log(params.file, params)
         except OpenAdrLogError as exc:
             return [str(exc)]
+        warnings = [percent] if unchecked and any(e.has_percent_offset() for e in events) else []
         edges = [Event(f"OpenADR {e.event_id}", e.received, e.ramp_start, e.end, 0.0, None)
                  for e in events if e.opted_in and not e.cancelled]
-        return off_grid_problems(EventSchedule(edges), ctx, Path(params.file).name) if edges else []
+        return warnings + (off_grid_problems(EventSchedule(edges), ctx, Path(params.file).name) if edges else [])
 
     @classmethod
     def check_scenario(cls, scn: Any) -> list[str]:
