@@ -53,8 +53,10 @@ Opt-in/out policy: an event whose largest reduction exceeds ``max_shed_mw`` (a p
 reduction in MW being its share of ``capacity_mw``; without ``capacity_mw`` a percent offset cannot be
 checked against ``max_shed_mw`` and validation warns), or whose setpoint falls below ``min_cap_mw``,
 is refused (``optOut``) and not applied; the VEN opts in
-to the rest. An applied event whose (ramp) start or end falls inside a step stops validation with
-a message naming the step that fits, as in ``dr_events``.
+to the rest. The outputs are sampled at each step's start, so an applied event whose (ramp) start
+or end falls inside a step acts from the first step at or after that instant, as a live VEN
+(:mod:`cosim.live.ven`) applies the events it receives: a replay of its ``openadr_received.jsonl``
+gives the same schedule. Validation warns of each such edge, naming a step that fits.
 
 Model ``Events`` reports the ``dr_events`` outputs (``event_active``, ``dr_reduction_mw``,
 ``dr_cap_mw``, ``dr_notice_s``, ``dr_remaining_s``), ``dr_reduction_frac`` (a percent offset's
@@ -494,7 +496,7 @@ class OpenAdrEventsSim(SingleModelSim):
     @classmethod
     def check_entity(cls, model: str, params: VenParams, ctx: ScenarioContext,
                      sim_params: BaseModel | None = None) -> list[str]:
-        # as for dr_events: an event's (ramp) start and end must fall on the sim's steps
+        # an event's (ramp) start or end inside a step is applied at the next step, as the live VEN does
         unchecked = params.max_shed_mw is not None and params.capacity_mw is None
         percent = ("warning: max_shed_mw is set but capacity_mw is not: a percent offset (LOAD_CONTROL "
                    "x-loadControlPercentOffset) has no MW to check against max_shed_mw, so it is opted in whatever "
@@ -510,7 +512,8 @@ class OpenAdrEventsSim(SingleModelSim):
         warnings = [percent] if unchecked and any(e.has_percent_offset() for e in events) else []
         edges = [Event(f"OpenADR {e.event_id}", e.received, e.ramp_start, e.end, 0.0, None)
                  for e in events if e.opted_in and not e.cancelled]
-        return warnings + (off_grid_problems(EventSchedule(edges), ctx, Path(params.file).name) if edges else [])
+        off_grid = off_grid_problems(EventSchedule(edges), ctx, Path(params.file).name) if edges else []
+        return warnings + [_applied_at_the_next_step(p) for p in off_grid]
 
     @classmethod
     def check_scenario(cls, scn: Any) -> list[str]:
@@ -538,6 +541,15 @@ class OpenAdrEventsSim(SingleModelSim):
 
     def advance(self, schedule: VenSchedule, time_s: float, inputs: dict[str, Any]) -> dict[str, Any]:
         return schedule.at(self.utc(time_s))
+
+
+def _applied_at_the_next_step(problem: str) -> str:
+    """``off_grid_problems``' message as a warning: the schedule is sampled at each step's start, so
+    an edge inside a step acts from the first step at or after it (as the live VEN applies what it
+    receives, and as a replay of its ``openadr_received.jsonl`` must then accept)."""
+    head, _, fix = problem.partition("; give this sim ")
+    return (f"warning: {head}; it acts from the first step at or after that instant (as a live VEN applies it)"
+            + (f"; for the exact instant give this sim {fix}" if fix else ""))
 
 
 def telemetry_callback(readings: Callable[[], list[tuple[datetime, float]]],

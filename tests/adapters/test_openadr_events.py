@@ -162,12 +162,23 @@ def test_a_logged_event_replays_as_received(tmp_path):
     assert schedule.at(_utc("2024-07-01T11:59"))["dr_notice_s"] is None
 
 
-def test_event_edges_off_the_step_grid_are_named(tmp_path):
+def test_event_edges_off_the_step_grid_are_warned_and_act_at_the_next_step(tmp_path):
+    """An edge inside a step is applied from the first step at or after it (as a live VEN applies
+    what it receives): validation warns, naming the edge, what happens and a step that fits."""
     log = tmp_path / "log.jsonl"
     log.write_text(_line(ramp_up_period="PT20M") + "\n")  # active from 18:40
     scenario = tmp_path / "s.toml"
     scenario.write_text((ROOT / "scenarios/openadr_month.toml").read_text()
                         .replace('"data/openadr/july_2024_vtn_log.jsonl"', f'"{log}"')
                         .replace("step_s = 300", "step_s = 1800"))
-    with pytest.raises(cosim.ScenarioError, match=r"log.jsonl: OpenADR e1 event start 2024-07-02 18:40:00 UTC falls inside a 1800"):
-        cosim.load_scenario(scenario)
+    warned = [w for w in cosim.validate(scenario).warnings if "falls inside" in w]
+    assert len(warned) == 1 and "log.jsonl: OpenADR e1 event start 2024-07-02 18:40:00 UTC falls inside a 1800" in warned[0]
+    assert "acts from the first step at or after that instant" in warned[0] and "step_s = 600" in warned[0]
+    scenario.write_text(scenario.read_text().replace("start = 2024-07-01T00:00:00Z", "start = 2024-07-02T17:00:00Z")
+                        .replace("duration_s = 2_678_400", "duration_s = 18_000")
+                        .replace('file = "data/', f'file = "{ROOT / "scenarios"}/data/'))
+    result = cosim.run(scenario, out_dir=tmp_path, overrides={"scenario.engine": "direct"})
+    assert result.ok, result.reason
+    active = result.timeseries()["events.event_active"]
+    at = {t.strftime("%H:%M"): bool(v) for t, v in active.items()}
+    assert not at["18:30"] and at["19:00"]  # the ramp start at 18:40 acts from the step at 19:00

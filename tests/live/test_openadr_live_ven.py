@@ -27,6 +27,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+import cosim
+
 openleadr = pytest.importorskip("openleadr")
 
 from cosim.live import LiveRun, load_live  # noqa: E402
@@ -255,6 +257,36 @@ def test_serve_without_vtn_contacts_nothing_and_names_the_flag(tmp_path):
     run.start()
     assert run.wait(WAIT_S)
     assert "ven" not in run.state()  # no VEN without --vtn
+
+
+def test_a_live_recorded_log_with_off_step_events_replays_to_the_same_schedule(tmp_path):
+    """An event starting and ending inside 300 s steps: the live VEN applies it from the first step at
+    or after each edge; its openadr_received.jsonl replays in a batch run (validation warns, does not
+    refuse) to the same DR signal at every step."""
+    start = _now()
+    run, ven = _live(tmp_path, _free_port(), start)  # the VEN's handler only: no VTN is contacted
+    begin = start + timedelta(hours=1, seconds=100)
+    event = {"event_descriptor": {"event_id": "off-step", "modification_number": 0, "event_status": "far"},
+             "active_period": {"dtstart": begin, "duration": timedelta(hours=1)},
+             "event_signals": [{"signal_name": "LOAD_DISPATCH", "signal_type": "delta",
+                                "intervals": [{"dtstart": begin, "duration": timedelta(hours=1), "signal_payload": 0.4}]}],
+             "targets": [{"resource_id": "campus"}]}
+    try:
+        assert asyncio.run(ven._on_event(event)) == "optIn"
+    finally:
+        run.stop()
+    log = run.run_dir / RECEIVED_LOG
+    replay = tmp_path / "replay.toml"
+    replay.write_text(_scenario(tmp_path, start).read_text()
+                      .replace('telemetry = "responder.p_metered_mw"\nven_name = "campus"', f'file = "{log.as_posix()}"')
+                      .replace('file = "data/', f'file = "{(ROOT / "scenarios").as_posix()}/data/'))
+    assert len([w for w in cosim.validate(replay).warnings if "falls inside a 300 s step" in w]) == 2  # start, end
+    result = cosim.run(replay, out_dir=tmp_path / "replayed", overrides={"scenario.engine": "direct"})
+    assert result.ok, result.reason
+    replayed = result.timeseries()["events.dr_reduction_mw"]
+    live = [ven.schedule.at(t.to_pydatetime())["dr_reduction_mw"] for t in replayed.index]
+    assert list(replayed.to_numpy()) == live
+    assert sum(v > 0 for v in live) == 12  # from the step at +1 h 5 min through the one at +2 h
 
 
 def test_granules_average_over_the_requested_granularity():
