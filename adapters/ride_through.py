@@ -110,7 +110,8 @@ model's own ``perc1``; ``p_mw``/``q_mvar`` stay the demand asked of the grid (th
 applies its shares itself), and ``p_connected_frac`` stays this model's own PERC1's share (1
 without ``perc1``). The shares arrive a step late (the grid reports them at the end of the step
 it integrated), which is also when this model's own PERC1 acts on a time-shifted voltage. Giving
-both a ``perc1`` and these inputs is an error (two PERC1 in series), found at validation.
+both a ``perc1`` and these inputs is an error (two PERC1 in series), found at validation; a live
+run refuses such a share put from outside on an entity with a ``perc1`` (HTTP 422).
 
 Example ``[entities]`` entry::
 
@@ -514,6 +515,15 @@ class RideThroughSim(SingleModelSim):
     EXAMPLE = {"models": {"RideThrough": {"curve": "itic", "n_dips_to_trip": 3, "off_s": 5.0, "ramp_s": 2.0,
                                           "recharge_mw": 0.5,
                                           "perc1": {"fcease_frac": 1.0, "frecon_frac": 0.5, "t_recon_s": 2.0}}}}
+
+    @classmethod
+    def refused_inputs(cls, model: str, params: Any, sim_params: Any = None) -> dict[str, str]:
+        """With its own ``perc1`` the grid's shares cannot be set from outside: two PERC1 in series."""
+        if getattr(params, "perc1", None) is None:
+            return {}
+        why = ("this RideThrough has its own perc1, so a PERC1 share from outside would be a second PERC1 in series "
+               "(the run would stop); drop the entity's perc1 to set it")
+        return {attr: why for attr in GRID_SHARE_INPUTS}
 
     @classmethod
     def check_scenario(cls, scn: Any) -> list[Any]:

@@ -247,16 +247,30 @@ class Session:
 _NOT_HELD = object()
 
 
-def input_bounds(scn: Scenario, eid: str) -> dict[str, tuple[float, float]]:
-    """``{input: (low, high)}`` entity ``eid`` accepts from outside: its adapter's bounds
-    (``CosimSim.settable_bounds``: those it states, else the unit's plausible range). [input units]"""
+def _adapter_and_params(scn: Scenario, eid: str) -> tuple[Any, Any]:
+    """The adapter class of entity ``eid`` and its validated params (None without a params model)."""
     entity = scn.entities[eid]
     cls = registry.adapter_class(scn.sims[entity.sim].adapter)
     params_cls = getattr(cls, "ModelParams", {}).get(entity.model)
     params = None if params_cls is None else params_cls.model_validate(
         scn.entity_params[eid], context={"base_dir": scn.base_dir})
+    return cls, params
+
+
+def input_bounds(scn: Scenario, eid: str) -> dict[str, tuple[float, float]]:
+    """``{input: (low, high)}`` entity ``eid`` accepts from outside: its adapter's bounds
+    (``CosimSim.settable_bounds``: those it states, else the unit's plausible range). [input units]"""
+    entity = scn.entities[eid]
+    cls, params = _adapter_and_params(scn, eid)
     bounds = cls.settable_bounds(entity.model, params, scn.sim_models.get(entity.sim))
     return {attr: (float(low), float(high)) for attr, (low, high) in bounds.items()}
+
+
+def refused_inputs(scn: Scenario, eid: str) -> dict[str, str]:
+    """``{input: why}`` entity ``eid`` must not be given from outside (``CosimSim.refused_inputs``)."""
+    entity = scn.entities[eid]
+    cls, params = _adapter_and_params(scn, eid)
+    return dict(cls.refused_inputs(entity.model, params, scn.sim_models.get(entity.sim)))
 
 
 def _direct(scenario: str | Path | Scenario, overrides: dict[str, Any] | None) -> Scenario:
