@@ -79,6 +79,7 @@ import asyncio
 import json
 import math
 import re
+import threading
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -553,19 +554,27 @@ def _applied_at_the_next_step(problem: str) -> str:
 
 
 def telemetry_callback(readings: Callable[[], list[tuple[datetime, float]]],
-                       poll_s: float = 0.1) -> Callable[..., Any]:
+                       poll_s: float = 0.1, wait_s: float | None = None) -> Callable[..., Any]:
     """An ``OpenADRClient.add_report(..., data_collection_mode="full")`` callback that sends the
     run's metered power: each call returns the ``(time, MW)`` readings of ``readings()`` not sent
     yet, waiting (``poll_s`` at a time) until there are some: openleadr 0.5's VTN answers an
-    empty report with an error, so none is sent."""
+    empty report with an error, so none is sent while the run goes on. The wait ends, with no
+    readings, once ``callback.stop`` (a ``threading.Event``) is set (set it when the run ends) or
+    after ``wait_s`` when given, so a call never waits forever. [s]"""
     sent = 0
+    stop = threading.Event()
 
     async def callback(date_from: datetime, date_to: datetime, sampling_interval: timedelta) -> list:
         nonlocal sent
+        waited_s = 0.0
         while len(readings()) <= sent:
+            if stop.is_set() or (wait_s is not None and waited_s >= wait_s):
+                return []
             await asyncio.sleep(poll_s)
+            waited_s += poll_s
         rows = readings()[sent:]
         sent += len(rows)
         return [(when, float(value)) for when, value in rows]
 
+    callback.stop = stop  # type: ignore[attr-defined]
     return callback

@@ -3,6 +3,7 @@ errors naming file, line and value, and the month-long catalogue scenario's per-
 
 from __future__ import annotations
 
+import asyncio
 import json
 from datetime import datetime, timezone
 from pathlib import Path
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import cosim
-from cosim.adapters.openadr_events import OpenAdrLogError, VenParams, VenSchedule, read_log
+from cosim.adapters.openadr_events import OpenAdrLogError, VenParams, VenSchedule, read_log, telemetry_callback
 
 ROOT = Path(__file__).resolve().parents[2]
 MONTH = ROOT / "scenarios/data/openadr/july_2024_vtn_log.jsonl"
@@ -182,3 +183,35 @@ def test_event_edges_off_the_step_grid_are_warned_and_act_at_the_next_step(tmp_p
     active = result.timeseries()["events.event_active"]
     at = {t.strftime("%H:%M"): bool(v) for t, v in active.items()}
     assert not at["18:30"] and at["19:00"]  # the ramp start at 18:40 acts from the step at 19:00
+
+
+async def _returned(task, what: str):
+    """The task's result; a hang guard, not a speed check: the call must return at all."""
+    try:
+        return await asyncio.wait_for(task, 30.0)
+    except asyncio.TimeoutError:
+        raise AssertionError(f"{what} did not return") from None
+
+
+def test_telemetry_callback_waits_for_readings_and_ends_when_stopped_or_past_its_bound():
+    """No empty report while the run goes on; the readings once there; nothing, and no endless wait,
+    once ``callback.stop`` is set (the run ended) or after ``wait_s``."""
+    at = datetime(2024, 7, 2, 19, tzinfo=timezone.utc)
+    readings: list = []
+    callback = telemetry_callback(lambda: readings, poll_s=0.01)
+
+    async def run() -> list:
+        task = asyncio.ensure_future(callback(at, at, None))
+        await asyncio.sleep(0.05)
+        assert not task.done()  # no readings yet: it waits rather than send an empty report
+        readings.append((at, 1.5))
+        assert await _returned(task, "the callback with a reading") == [(at, 1.5)]
+        task = asyncio.ensure_future(callback(at, at, None))
+        await asyncio.sleep(0.05)
+        assert not task.done()
+        callback.stop.set()
+        return await _returned(task, "the stopped callback")
+
+    assert asyncio.run(run()) == []
+    bounded = telemetry_callback(lambda: [], poll_s=0.01, wait_s=0.05)
+    assert asyncio.run(_returned(bounded(at, at, None), "the bounded callback")) == []
