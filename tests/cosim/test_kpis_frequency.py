@@ -92,10 +92,12 @@ def test_load_loss_counts_a_perc1_frequency_trip_and_its_backup_energy():
 
 
 def test_load_loss_counts_the_share_a_native_perc1_ceased():
-    """Shares fed back from a PERC1 inside the grid model: all of the load on backup from step 30."""
+    """Shares fed back from a PERC1 inside the grid model: all of the load on backup from step 30,
+    no trip of the UPS logic: the time and energy on backup are reported, no trip."""
     ts = _ride_through_series(None, lambda k: 60.0, lambda k: 0.0 if k >= 30 else 1.0)
     out = kpis.compute(ts, 0.1, ROLES)["load_loss"]["ups"]
-    assert out["first_trip_s"] == pytest.approx(3.0) and out["backup_s"] == pytest.approx(7.0)
+    assert out["n_trips"] == 0 and "first_trip_s" not in out and out["returned"] is False
+    assert out["backup_s"] == pytest.approx(7.0) and out["lost_max_mw"] == 100.0
     assert out["ups_mwh"] == pytest.approx(100.0 * 2.0 / 3600.0)
     assert out["genset_mwh"] == pytest.approx(100.0 * 5.0 / 3600.0)
     _balance(ts, out)
