@@ -71,6 +71,7 @@ class Session:
         self._broken: BaseException | None = None  # what a simulator raised mid-step (or at start)
         self._interrupted: str | None = None  # the exception that left the with block early
         self._bounds: dict[str, dict[str, tuple[float, float]]] = {}
+        self._refused: dict[str, dict[str, str]] = {}  # inputs an entity refuses from outside, with why
         if record:
             graph.check_record(self.scn)
             self.folder, self._started = open_run_folder(self.scn, out_dir)
@@ -175,6 +176,10 @@ class Session:
                                                                       "name's suffix), or None to release it", value)])
         if eid not in self._bounds:
             self._bounds[eid] = input_bounds(self.scn, eid)
+            self._refused[eid] = refused_inputs(self.scn, eid)
+        if attr in self._refused[eid]:  # the adapter would stop the run at the next step
+            raise ScenarioError("Session.set", [Problem(f"{eid}.{attr}", "not settable from outside on this entity: "
+                                                                      f"{self._refused[eid][attr]}", value)])
         low, high = self._bounds[eid].get(attr, (-math.inf, math.inf))
         if not low <= value <= high:  # the adapter would raise at the next step, from deep inside
             raise ScenarioError("Session.set", [Problem(f"{eid}.{attr}", f"outside the bounds [{low:g}, {high:g}] "
