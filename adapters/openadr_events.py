@@ -49,10 +49,14 @@ OpenADR 2.0b schema, ``oadr_ei_20b.xsd``, as shipped with openleadr):
 A positive level or percent offset asks the site to draw *more* than normal, which the DR levers
 cannot do: the VEN opts out of such an event.
 
-Opt-in/out policy: an event whose largest reduction exceeds ``max_shed_mw``, or whose
-setpoint falls below ``min_cap_mw``, is refused (``optOut``) and not applied; the VEN opts in
-to the rest. An applied event whose (ramp) start or end falls inside a step stops validation with
-a message naming the step that fits, as in ``dr_events``.
+Opt-in/out policy: an event whose largest reduction exceeds ``max_shed_mw`` (a percent offset's
+reduction in MW being its share of ``capacity_mw``; without ``capacity_mw`` a percent offset cannot be
+checked against ``max_shed_mw`` and validation warns), or whose setpoint falls below ``min_cap_mw``,
+is refused (``optOut``) and not applied; the VEN opts in
+to the rest. The outputs are sampled at each step's start, so an applied event whose (ramp) start
+or end falls inside a step acts from the first step at or after that instant, as a live VEN
+(:mod:`cosim.live.ven`) applies the events it receives: a replay of its ``openadr_received.jsonl``
+gives the same schedule. Validation warns of each such edge, naming a step that fits.
 
 Model ``Events`` reports the ``dr_events`` outputs (``event_active``, ``dr_reduction_mw``,
 ``dr_cap_mw``, ``dr_notice_s``, ``dr_remaining_s``), ``dr_reduction_frac`` (a percent offset's
@@ -75,6 +79,7 @@ import asyncio
 import json
 import math
 import re
+import threading
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -163,8 +168,17 @@ class VenEvent:
     cancelled: bool = False
     opted_in: bool = True
 
-    def shed_mw(self) -> float:
-        return max((i.reduction_mw or 0.0 for i in self.intervals), default=0.0)
+    def shed_mw(self, capacity_mw: float | None = None) -> float:
+        """The largest reduction asked [MW]; a percent offset counts as ``frac * capacity_mw`` (not
+        at all without ``capacity_mw``: its MW depend on the responder's baseline)."""
+        def mw(i: Interval) -> float:
+            if i.reduction_mw is not None:
+                return i.reduction_mw
+            return i.reduction_frac * capacity_mw if i.reduction_frac is not None and capacity_mw is not None else 0.0
+        return max((mw(i) for i in self.intervals), default=0.0)
+
+    def has_percent_offset(self) -> bool:
+        return any(i.reduction_frac is not None for i in self.intervals)
 
     def raises_draw(self) -> bool:
         """Whether an interval asks the site to draw more than normal (a positive offset)."""
@@ -331,11 +345,12 @@ def parse_event(event: dict, received: datetime, params: VenParams,
 
 
 def opt_in(event: VenEvent, params: VenParams) -> bool:
-    """The VEN's policy: refuse a shed above ``max_shed_mw``, a setpoint below ``min_cap_mw``, or a
+    """The VEN's policy: refuse a shed above ``max_shed_mw`` (a percent offset's shed is its share of
+    ``capacity_mw`` when that is set), a setpoint below ``min_cap_mw``, or a
     request to draw more than normal (a positive LOAD_CONTROL offset: no DR lever raises the draw)."""
     if event.raises_draw():
         return False
-    if params.max_shed_mw is not None and event.shed_mw() > params.max_shed_mw:
+    if params.max_shed_mw is not None and event.shed_mw(params.capacity_mw) > params.max_shed_mw:
         return False
     cap = event.lowest_cap_mw()
     return not (params.min_cap_mw is not None and cap is not None and cap < params.min_cap_mw)
@@ -482,17 +497,24 @@ class OpenAdrEventsSim(SingleModelSim):
     @classmethod
     def check_entity(cls, model: str, params: VenParams, ctx: ScenarioContext,
                      sim_params: BaseModel | None = None) -> list[str]:
-        # as for dr_events: an event's (ramp) start and end must fall on the sim's steps
+        # an event's (ramp) start or end inside a step is applied at the next step, as the live VEN does
+        unchecked = params.max_shed_mw is not None and params.capacity_mw is None
+        percent = ("warning: max_shed_mw is set but capacity_mw is not: a percent offset (LOAD_CONTROL "
+                   "x-loadControlPercentOffset) has no MW to check against max_shed_mw, so it is opted in whatever "
+                   "its size; set the entity's capacity_mw [MW] (the site's maximum draw) to check it")
         if params.file is None:
             return ["warning: no file: the entity starts with no events and only a live VEN (cosim serve --vtn) "
-                    "adds any, so any other run sends no DR signal; give file = \"<VTN log>.jsonl\" to replay one"]
+                    "adds any, so any other run sends no DR signal; give file = \"<VTN log>.jsonl\" to replay one",
+                    *([percent] if unchecked else [])]
         try:
             events = read_log(params.file, params)
         except OpenAdrLogError as exc:
             return [str(exc)]
+        warnings = [percent] if unchecked and any(e.has_percent_offset() for e in events) else []
         edges = [Event(f"OpenADR {e.event_id}", e.received, e.ramp_start, e.end, 0.0, None)
                  for e in events if e.opted_in and not e.cancelled]
-        return off_grid_problems(EventSchedule(edges), ctx, Path(params.file).name) if edges else []
+        off_grid = off_grid_problems(EventSchedule(edges), ctx, Path(params.file).name) if edges else []
+        return warnings + [_applied_at_the_next_step(p) for p in off_grid]
 
     @classmethod
     def check_scenario(cls, scn: Any) -> list[str]:
@@ -522,20 +544,37 @@ class OpenAdrEventsSim(SingleModelSim):
         return schedule.at(self.utc(time_s))
 
 
+def _applied_at_the_next_step(problem: str) -> str:
+    """``off_grid_problems``' message as a warning: the schedule is sampled at each step's start, so
+    an edge inside a step acts from the first step at or after it (as the live VEN applies what it
+    receives, and as a replay of its ``openadr_received.jsonl`` must then accept)."""
+    head, _, fix = problem.partition("; give this sim ")
+    return (f"warning: {head}; it acts from the first step at or after that instant (as a live VEN applies it)"
+            + (f"; for the exact instant give this sim {fix}" if fix else ""))
+
+
 def telemetry_callback(readings: Callable[[], list[tuple[datetime, float]]],
-                       poll_s: float = 0.1) -> Callable[..., Any]:
+                       poll_s: float = 0.1, wait_s: float | None = None) -> Callable[..., Any]:
     """An ``OpenADRClient.add_report(..., data_collection_mode="full")`` callback that sends the
     run's metered power: each call returns the ``(time, MW)`` readings of ``readings()`` not sent
     yet, waiting (``poll_s`` at a time) until there are some: openleadr 0.5's VTN answers an
-    empty report with an error, so none is sent."""
+    empty report with an error, so none is sent while the run goes on. The wait ends, with no
+    readings, once ``callback.stop`` (a ``threading.Event``) is set (set it when the run ends) or
+    after ``wait_s`` when given, so a call never waits forever. [s]"""
     sent = 0
+    stop = threading.Event()
 
     async def callback(date_from: datetime, date_to: datetime, sampling_interval: timedelta) -> list:
         nonlocal sent
+        waited_s = 0.0
         while len(readings()) <= sent:
+            if stop.is_set() or (wait_s is not None and waited_s >= wait_s):
+                return []
             await asyncio.sleep(poll_s)
+            waited_s += poll_s
         rows = readings()[sent:]
         sent += len(rows)
         return [(when, float(value)) for when, value in rows]
 
+    callback.stop = stop  # type: ignore[attr-defined]
     return callback

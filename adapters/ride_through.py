@@ -84,8 +84,10 @@ Outputs: ``p_mw``/``q_mvar`` (grid draw, consumer sign, the recharge included), 
 ``p_recharge_mw``, ``p_backup_mw`` (the facility's demand minus the grid draw = UPS + generator
 + unserved − recharge: the demand the grid did not serve, net of what it gave back to the UPS;
 generator sign, the site accounting's ``backup`` role — it includes ``p_unserved_mw`` so that the
-site's import is what the grid served; the backup's own supply is ``p_ups_mw + p_genset_mw``), ``e_ups_mwh``, ``in_service`` (on the grid), ``n_trips``, ``t_backup_s`` (time on
-backup so far), ``p_connected_frac``, ``q_connected_frac`` (PERC1's shares).
+site's import is what the grid served; the backup's own supply is ``p_ups_mw + p_genset_mw``), ``e_ups_mwh``, ``in_service`` (on the grid: the UPS transfer logic's state), ``n_trips`` (the UPS
+transfer logic's trips), ``n_perc1_trips`` (1 once PERC1's frequency trip has acted, else 0: that
+trip leaves ``in_service`` at 1 and ``n_trips`` unchanged), ``t_backup_s`` (time with any of the
+load on backup so far), ``p_connected_frac``, ``q_connected_frac`` (PERC1's shares).
 
 **Voltage definition** (``voltage_definition``): with an unbalanced grid (the grid adapter's OpenDSS
 engine reports ``v1_pu`` and ``v_worst_pu`` per element: ``adapters/_grid_opendss_faults.py``) the
@@ -108,7 +110,8 @@ model's own ``perc1``; ``p_mw``/``q_mvar`` stay the demand asked of the grid (th
 applies its shares itself), and ``p_connected_frac`` stays this model's own PERC1's share (1
 without ``perc1``). The shares arrive a step late (the grid reports them at the end of the step
 it integrated), which is also when this model's own PERC1 acts on a time-shifted voltage. Giving
-both a ``perc1`` and these inputs is an error (two PERC1 in series), found at validation.
+both a ``perc1`` and these inputs is an error (two PERC1 in series), found at validation; a live
+run refuses such a share put from outside on an entity with a ``perc1`` (HTTP 422).
 
 Example ``[entities]`` entry::
 
@@ -126,8 +129,8 @@ from pydantic import BeforeValidator, Field, model_validator
 from cosim.sdk import Params, Problem, SingleModelSim, as_tuple
 
 OUTPUTS = ("p_mw", "q_mvar", "p_lost_mw", "p_ups_mw", "p_genset_mw", "p_unserved_mw", "p_recharge_mw",
-           "p_backup_mw", "e_ups_mwh", "in_service", "n_trips", "t_backup_s", "p_connected_frac", "q_connected_frac",
-           "vm_acted_pu", "ceasing_positive_sequence_frac", "ceasing_worst_phase_frac")
+           "p_backup_mw", "e_ups_mwh", "in_service", "n_trips", "n_perc1_trips", "t_backup_s", "p_connected_frac",
+           "q_connected_frac", "vm_acted_pu", "ceasing_positive_sequence_frac", "ceasing_worst_phase_frac")
 #: the shares a PERC1 inside the grid model lets through (see the module docstring)
 GRID_SHARE_INPUTS = ("p_grid_connected_frac", "q_grid_connected_frac")
 INPUTS = ("p_load_mw", "q_load_mvar", "vm_pu", "v1_pu", "v_worst_pu", "vm_sag_pu", "t_sag_s", "f_hz",
@@ -452,7 +455,8 @@ class RideThrough:
         return {"p_mw": asked_p, "q_mvar": asked_q, "p_lost_mw": (1.0 - share) * p_load,
                 "p_ups_mw": ups, "p_genset_mw": genset, "p_unserved_mw": unserved, "p_recharge_mw": recharge,
                 "p_backup_mw": p_load - grid, "e_ups_mwh": self.e_ups_mwh,
-                "in_service": self.on_grid, "n_trips": self.n_trips, "t_backup_s": self.t_backup_s,
+                "in_service": self.on_grid, "n_trips": self.n_trips,
+                "n_perc1_trips": int(self.perc1 is not None and self.perc1.tripped), "t_backup_s": self.t_backup_s,
                 "p_connected_frac": shares[0], "q_connected_frac": shares[1]}
 
     def _recharge(self, dt_s: float) -> float:
@@ -511,6 +515,15 @@ class RideThroughSim(SingleModelSim):
     EXAMPLE = {"models": {"RideThrough": {"curve": "itic", "n_dips_to_trip": 3, "off_s": 5.0, "ramp_s": 2.0,
                                           "recharge_mw": 0.5,
                                           "perc1": {"fcease_frac": 1.0, "frecon_frac": 0.5, "t_recon_s": 2.0}}}}
+
+    @classmethod
+    def refused_inputs(cls, model: str, params: Any, sim_params: Any = None) -> dict[str, str]:
+        """With its own ``perc1`` the grid's shares cannot be set from outside: two PERC1 in series."""
+        if getattr(params, "perc1", None) is None:
+            return {}
+        why = ("this RideThrough has its own perc1, so a PERC1 share from outside would be a second PERC1 in series "
+               "(the run would stop); drop the entity's perc1 to set it")
+        return {attr: why for attr in GRID_SHARE_INPUTS}
 
     @classmethod
     def check_scenario(cls, scn: Any) -> list[Any]:

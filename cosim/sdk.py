@@ -406,6 +406,13 @@ class CosimSim(mosaik_api_v3.Simulator):
         return {}
 
     @classmethod
+    def refused_inputs(cls, model: str, params: BaseModel | None,
+                       sim_params: BaseModel | None = None) -> dict[str, str]:
+        """``{input: why}`` for inputs this entity must not be given from outside (a live ``PUT``),
+        given its params: a value there would stop the run (default: none)."""
+        return {}
+
+    @classmethod
     def settable_bounds(cls, model: str, params: BaseModel | None,
                         sim_params: BaseModel | None = None) -> dict[str, tuple[float, float]]:
         """``{input: (low, high)}`` for every input of one entity: :meth:`input_bounds`, else its

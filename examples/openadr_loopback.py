@@ -74,7 +74,8 @@ async def main(level: int, out: Path) -> None:
     handler = event_on_handler(VenSchedule(), params, lambda: datetime.now(timezone.utc), log)
     ven = OpenADRClient(ven_name="campus", vtn_url=f"http://127.0.0.1:{port}/OpenADR2/Simple/2.0b", allow_jitter=False)
     ven.add_handler("on_event", handler)
-    ven.add_report(telemetry_callback(lambda: readings), resource_id="campus", measurement="real_power",
+    telemetry = telemetry_callback(lambda: readings)
+    ven.add_report(telemetry, resource_id="campus", measurement="real_power",
                    data_collection_mode="full", unit="W", scale="M", sampling_rate=timedelta(seconds=1),
                    report_duration=timedelta(hours=6))
     await ven.run()
@@ -97,6 +98,7 @@ async def main(level: int, out: Path) -> None:
         await _until(lambda: len(received) >= len(readings), "telemetry report")
         print(f"VTN: received {len(received)} metered readings, {received[0][0]:%H:%M}-{received[-1][0]:%H:%M} UTC")
     finally:
+        telemetry.stop.set()  # a report call still waiting for readings returns
         await ven.stop()
         await vtn.stop()
 

@@ -13,8 +13,9 @@ Endpoints:
 * ``PUT`` or ``POST /entities/{eid}/inputs`` with ``{"p_cap_w": 500}``: hold each input at its
   value from the next step on (``applies_from_s`` in the answer) until it is set again; ``null``
   releases one. The request is checked whole and applied whole or not at all: an unknown entity
-  is 404 naming the known ones; an unknown input, a value that is no finite number, or one
-  outside the bounds is 422 with one problem per key (``path`` = ``entities.<eid>.<input>``,
+  is 404 naming the known ones; an unknown input, a value that is no finite number, one
+  outside the bounds, or an input the entity refuses from outside (``CosimSim.refused_inputs``,
+  e.g. a PERC1 share on a RideThrough with its own ``perc1``) is 422 with one problem per key (``path`` = ``entities.<eid>.<input>``,
   ``value``, ``problem``, and the input's ``bounds``); a request after the run ended is 409.
   A body that is not JSON, or JSON nested deeper than ``MAX_JSON_DEPTH`` (64) levels, is 400; one
   over the size limit (``MAX_BODY_BYTES``, 1 MiB, or ``cosim serve --max-body-bytes``) is 413, told

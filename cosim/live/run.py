@@ -32,7 +32,7 @@ from cosim.errors import Problem, ScenarioError, few
 from cosim.live.site import LIMIT_INPUT, POWER_OUTPUT, SiteTargets
 from cosim.run.outcome import Outcome
 from cosim.run.runner import finish_run
-from cosim.run.session import Session, finite_number, input_bounds
+from cosim.run.session import Session, finite_number, input_bounds, refused_inputs
 from cosim.scenario import Scenario, load_scenario, read_toml
 from cosim.units import DIMENSIONLESS, unit_of
 
@@ -54,6 +54,7 @@ class InputSpec:
 
     name: str
     bounds: tuple[float, float] | None
+    refused: str | None = None  # why the entity must not be given this input from outside (None: it may)
 
     def to_json(self) -> dict[str, Any]:
         """``name``, ``low``, ``high``; an open end (none known, or infinite) is null: JSON has no infinity."""
@@ -353,8 +354,8 @@ class LiveRun:
         return SiteTargets(bounds, static)
 
     def _input_specs(self, eid: str) -> dict[str, InputSpec]:
-        bounds = input_bounds(self.scn, eid)
-        return {attr: InputSpec(attr, bounds.get(attr)) for attr in self.scn.inputs(eid)}
+        bounds, refused = input_bounds(self.scn, eid), refused_inputs(self.scn, eid)
+        return {attr: InputSpec(attr, bounds.get(attr), refused.get(attr)) for attr in self.scn.inputs(eid)}
 
     def _held(self) -> dict[str, dict[str, float]]:
         held: dict[str, dict[str, float]] = {}
@@ -372,6 +373,8 @@ def _value_problem(spec: InputSpec, value: Any) -> str | None:
     """What is wrong with ``value`` for the input (None: nothing)."""
     if value is None:
         return None
+    if spec.refused:
+        return f"not settable from outside on this entity: {spec.refused}"
     unit = unit_of(spec.name)
     if isinstance(value, bool):
         if unit == "" and any(spec.name == d or spec.name.endswith("_" + d) for d in DIMENSIONLESS):

@@ -71,6 +71,7 @@ class Session:
         self._broken: BaseException | None = None  # what a simulator raised mid-step (or at start)
         self._interrupted: str | None = None  # the exception that left the with block early
         self._bounds: dict[str, dict[str, tuple[float, float]]] = {}
+        self._refused: dict[str, dict[str, str]] = {}  # inputs an entity refuses from outside, with why
         if record:
             graph.check_record(self.scn)
             self.folder, self._started = open_run_folder(self.scn, out_dir)
@@ -175,6 +176,10 @@ class Session:
                                                                       "name's suffix), or None to release it", value)])
         if eid not in self._bounds:
             self._bounds[eid] = input_bounds(self.scn, eid)
+            self._refused[eid] = refused_inputs(self.scn, eid)
+        if attr in self._refused[eid]:  # the adapter would stop the run at the next step
+            raise ScenarioError("Session.set", [Problem(f"{eid}.{attr}", "not settable from outside on this entity: "
+                                                                      f"{self._refused[eid][attr]}", value)])
         low, high = self._bounds[eid].get(attr, (-math.inf, math.inf))
         if not low <= value <= high:  # the adapter would raise at the next step, from deep inside
             raise ScenarioError("Session.set", [Problem(f"{eid}.{attr}", f"outside the bounds [{low:g}, {high:g}] "
@@ -252,16 +257,30 @@ class Session:
 _NOT_HELD = object()
 
 
-def input_bounds(scn: Scenario, eid: str) -> dict[str, tuple[float, float]]:
-    """``{input: (low, high)}`` entity ``eid`` accepts from outside: its adapter's bounds
-    (``CosimSim.settable_bounds``: those it states, else the unit's plausible range). [input units]"""
+def _adapter_and_params(scn: Scenario, eid: str) -> tuple[Any, Any]:
+    """The adapter class of entity ``eid`` and its validated params (None without a params model)."""
     entity = scn.entities[eid]
     cls = registry.adapter_class(scn.sims[entity.sim].adapter)
     params_cls = getattr(cls, "ModelParams", {}).get(entity.model)
     params = None if params_cls is None else params_cls.model_validate(
         scn.entity_params[eid], context={"base_dir": scn.base_dir})
+    return cls, params
+
+
+def input_bounds(scn: Scenario, eid: str) -> dict[str, tuple[float, float]]:
+    """``{input: (low, high)}`` entity ``eid`` accepts from outside: its adapter's bounds
+    (``CosimSim.settable_bounds``: those it states, else the unit's plausible range). [input units]"""
+    entity = scn.entities[eid]
+    cls, params = _adapter_and_params(scn, eid)
     bounds = cls.settable_bounds(entity.model, params, scn.sim_models.get(entity.sim))
     return {attr: (float(low), float(high)) for attr, (low, high) in bounds.items()}
+
+
+def refused_inputs(scn: Scenario, eid: str) -> dict[str, str]:
+    """``{input: why}`` entity ``eid`` must not be given from outside (``CosimSim.refused_inputs``)."""
+    entity = scn.entities[eid]
+    cls, params = _adapter_and_params(scn, eid)
+    return dict(cls.refused_inputs(entity.model, params, scn.sim_models.get(entity.sim)))
 
 
 def _direct(scenario: str | Path | Scenario, overrides: dict[str, Any] | None) -> Scenario:

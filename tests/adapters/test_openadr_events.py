@@ -3,6 +3,7 @@ errors naming file, line and value, and the month-long catalogue scenario's per-
 
 from __future__ import annotations
 
+import asyncio
 import json
 from datetime import datetime, timezone
 from pathlib import Path
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import cosim
-from cosim.adapters.openadr_events import OpenAdrLogError, VenParams, VenSchedule, read_log
+from cosim.adapters.openadr_events import OpenAdrLogError, VenParams, VenSchedule, read_log, telemetry_callback
 
 ROOT = Path(__file__).resolve().parents[2]
 MONTH = ROOT / "scenarios/data/openadr/july_2024_vtn_log.jsonl"
@@ -162,12 +163,55 @@ def test_a_logged_event_replays_as_received(tmp_path):
     assert schedule.at(_utc("2024-07-01T11:59"))["dr_notice_s"] is None
 
 
-def test_event_edges_off_the_step_grid_are_named(tmp_path):
+def test_event_edges_off_the_step_grid_are_warned_and_act_at_the_next_step(tmp_path):
+    """An edge inside a step is applied from the first step at or after it (as a live VEN applies
+    what it receives): validation warns, naming the edge, what happens and a step that fits."""
     log = tmp_path / "log.jsonl"
     log.write_text(_line(ramp_up_period="PT20M") + "\n")  # active from 18:40
     scenario = tmp_path / "s.toml"
     scenario.write_text((ROOT / "scenarios/openadr_month.toml").read_text()
                         .replace('"data/openadr/july_2024_vtn_log.jsonl"', f'"{log}"')
                         .replace("step_s = 300", "step_s = 1800"))
-    with pytest.raises(cosim.ScenarioError, match=r"log.jsonl: OpenADR e1 event start 2024-07-02 18:40:00 UTC falls inside a 1800"):
-        cosim.load_scenario(scenario)
+    warned = [w for w in cosim.validate(scenario).warnings if "falls inside" in w]
+    assert len(warned) == 1 and "log.jsonl: OpenADR e1 event start 2024-07-02 18:40:00 UTC falls inside a 1800" in warned[0]
+    assert "acts from the first step at or after that instant" in warned[0] and "step_s = 600" in warned[0]
+    scenario.write_text(scenario.read_text().replace("start = 2024-07-01T00:00:00Z", "start = 2024-07-02T17:00:00Z")
+                        .replace("duration_s = 2_678_400", "duration_s = 18_000")
+                        .replace('file = "data/', f'file = "{ROOT / "scenarios"}/data/'))
+    result = cosim.run(scenario, out_dir=tmp_path, overrides={"scenario.engine": "direct"})
+    assert result.ok, result.reason
+    active = result.timeseries()["events.event_active"]
+    at = {t.strftime("%H:%M"): bool(v) for t, v in active.items()}
+    assert not at["18:30"] and at["19:00"]  # the ramp start at 18:40 acts from the step at 19:00
+
+
+async def _returned(task, what: str):
+    """The task's result; a hang guard, not a speed check: the call must return at all."""
+    try:
+        return await asyncio.wait_for(task, 30.0)
+    except asyncio.TimeoutError:
+        raise AssertionError(f"{what} did not return") from None
+
+
+def test_telemetry_callback_waits_for_readings_and_ends_when_stopped_or_past_its_bound():
+    """No empty report while the run goes on; the readings once there; nothing, and no endless wait,
+    once ``callback.stop`` is set (the run ended) or after ``wait_s``."""
+    at = datetime(2024, 7, 2, 19, tzinfo=timezone.utc)
+    readings: list = []
+    callback = telemetry_callback(lambda: readings, poll_s=0.01)
+
+    async def run() -> list:
+        task = asyncio.ensure_future(callback(at, at, None))
+        await asyncio.sleep(0.05)
+        assert not task.done()  # no readings yet: it waits rather than send an empty report
+        readings.append((at, 1.5))
+        assert await _returned(task, "the callback with a reading") == [(at, 1.5)]
+        task = asyncio.ensure_future(callback(at, at, None))
+        await asyncio.sleep(0.05)
+        assert not task.done()
+        callback.stop.set()
+        return await _returned(task, "the stopped callback")
+
+    assert asyncio.run(run()) == []
+    bounded = telemetry_callback(lambda: [], poll_s=0.01, wait_s=0.05)
+    assert asyncio.run(_returned(bounded(at, at, None), "the bounded callback")) == []

@@ -133,3 +133,28 @@ def test_an_events_entity_without_a_file_is_warned_outside_a_live_vtn():
     assert len(warned) == 1 and warned[0].startswith("entities.events: ") and "cosim serve --vtn" in warned[0]
     assert 'give file = "<VTN log>.jsonl"' in warned[0]
     assert not [w for w in cosim.validate(ROOT / "scenarios" / "openadr_month.toml").warnings if "no file" in w]
+
+
+def test_max_shed_policy_applies_to_percent_offsets_of_the_capacity(tmp_path):
+    """With capacity_mw a percent offset's shed is its share of it: -50 % of 2 MW = 1 MW > 0.6 MW is
+    refused, -20 % = 0.4 MW is applied."""
+    refused = _at(tmp_path, "x-loadControlPercentOffset", -50, capacity_mw=2.0, max_shed_mw=0.6)
+    assert not refused["event_active"] and refused["n_events_refused"] == 1 and refused["dr_reduction_frac"] == 0.0
+    applied = _at(tmp_path, "x-loadControlPercentOffset", -20, capacity_mw=2.0, max_shed_mw=0.6)
+    assert applied["event_active"] and applied["dr_reduction_frac"] == pytest.approx(0.2)
+
+
+def test_max_shed_without_capacity_warns_that_percent_offsets_go_unchecked(tmp_path):
+    """openadr_month with a log of one percent offset: with max_shed_mw and no capacity_mw validation
+    warns, naming the key to set; with capacity_mw it does not."""
+    log = tmp_path / "lc.jsonl"
+    log.write_text(_line("x-loadControlPercentOffset", -20) + "\n")
+    src = (ROOT / "scenarios/openadr_month.toml").read_text()
+    text = (src.replace('"data/openadr/july_2024_vtn_log.jsonl"', f'"{log.as_posix()}"')
+            .replace('file = "data/', f'file = "{(ROOT / "scenarios").as_posix()}/data/'))
+    path = tmp_path / "lc.toml"
+    path.write_text(text)
+    warned = [w for w in cosim.validate(path).warnings if "capacity_mw" in w]
+    assert len(warned) == 1 and "max_shed_mw" in warned[0] and "percent offset" in warned[0]
+    path.write_text(text.replace("\nmax_shed_mw = 0.6\n", "\nmax_shed_mw = 0.6\ncapacity_mw = 2.0\n"))
+    assert not [w for w in cosim.validate(path).warnings if "capacity_mw" in w]

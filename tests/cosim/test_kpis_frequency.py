@@ -52,3 +52,52 @@ def test_load_loss_block_reports_mw_lost_duration_energy_and_overvoltage():
     assert (out["vm_before_max_pu"], out["vm_after_max_pu"]) == (1.02, 1.05)
     quiet = kpis.compute(_series(5, **{"ups.in_service": [True] * 5, "ups.p_lost_mw": [0.0] * 5}), 0.1, ROLES)
     assert quiet["load_loss"]["ups"] == {"n_trips": 0}
+
+
+def _ride_through_series(perc1: dict | None, f_of_k, grid_share_of_k=None, n: int = 100) -> pd.DataFrame:
+    """The outputs of a 100 MW RideThrough stepped at 0.1 s, as the recorder writes them."""
+    from cosim.adapters.ride_through import RideThrough, RideThroughParams
+
+    model = RideThrough(RideThroughParams(perc1=perc1, genset_start_s=2.0))
+    rows = []
+    for k in range(n):
+        m = {"p_load_mw": 100.0, "q_load_mvar": 10.0, "vm_pu": 1.0, "f_hz": f_of_k(k)}
+        if grid_share_of_k is not None:
+            m["p_grid_connected_frac"] = m["q_grid_connected_frac"] = grid_share_of_k(k)
+        rows.append(model.step(k * 0.1, 0.1, m))
+    frame = pd.DataFrame(rows)
+    return _series(n, **{f"ups.{c}": frame[c].to_numpy() for c in frame.columns})
+
+
+def _balance(ts: pd.DataFrame, out: dict) -> None:
+    """UPS + generator + unserved + grid = demand (the recharge is 0 here: the UPS never refills)."""
+    grid_mwh = ((1.0 - ts["ups.p_lost_mw"] / 100.0) * 100.0).sum() * 0.1 / 3600.0
+    demand_mwh = 100.0 * len(ts) * 0.1 / 3600.0
+    assert out["ups_mwh"] + out["genset_mwh"] + out["unserved_mwh"] + grid_mwh == pytest.approx(demand_mwh)
+
+
+def test_load_loss_counts_a_perc1_frequency_trip_and_its_backup_energy():
+    """PERC1's frequency trip takes the whole load off the grid with in_service staying 1: the KPI
+    still reports the trip, the time on backup and the UPS / generator energy."""
+    perc1 = {"f_trip_low_hz": 59.5, "t_f_trip_low_s": 0.5}
+    ts = _ride_through_series(perc1, lambda k: 59.0 if k >= 20 else 60.0)
+    assert ts["ups.in_service"].all() and ts["ups.n_trips"].iloc[-1] == 0 and ts["ups.n_perc1_trips"].iloc[-1] == 1
+    out = kpis.compute(ts, 0.1, ROLES)["load_loss"]["ups"]
+    first = int(np.flatnonzero(ts["ups.p_lost_mw"].to_numpy() > 0)[0])
+    assert out["n_trips"] == 1 and out["first_trip_s"] == pytest.approx(first * 0.1)
+    assert out["lost_mw"] == 100.0 and out["returned"] is False
+    assert out["backup_s"] == pytest.approx((100 - first) * 0.1)
+    assert out["ups_mwh"] > 0 and out["genset_mwh"] > 0
+    _balance(ts, out)
+
+
+def test_load_loss_counts_the_share_a_native_perc1_ceased():
+    """Shares fed back from a PERC1 inside the grid model: all of the load on backup from step 30,
+    no trip of the UPS logic: the time and energy on backup are reported, no trip."""
+    ts = _ride_through_series(None, lambda k: 60.0, lambda k: 0.0 if k >= 30 else 1.0)
+    out = kpis.compute(ts, 0.1, ROLES)["load_loss"]["ups"]
+    assert out["n_trips"] == 0 and "first_trip_s" not in out and out["returned"] is False
+    assert out["backup_s"] == pytest.approx(7.0) and out["lost_max_mw"] == 100.0
+    assert out["ups_mwh"] == pytest.approx(100.0 * 2.0 / 3600.0)
+    assert out["genset_mwh"] == pytest.approx(100.0 * 5.0 / 3600.0)
+    _balance(ts, out)

@@ -195,3 +195,32 @@ def test_an_open_ended_bound_is_closed_by_the_units_range_not_a_500(serve):
     refused = client.put("/entities/campus/inputs", json={"p_limit_mw": -5})
     assert refused.status_code == 422, refused.text
     assert refused.json()["detail"][0]["bounds"] == [0.0, 100_000.0]
+
+
+RIDE_THROUGH = """
+[sims.rt]
+adapter = "ride_through"
+
+[entities.ups]
+sim = "rt"
+model = "RideThrough"
+perc1 = { fcease_frac = 1.0 }
+
+[entities.plain]
+sim = "rt"
+model = "RideThrough"
+"""
+
+
+def test_a_perc1_share_from_outside_on_a_ride_through_with_its_own_perc1_is_refused_not_a_failed_run(serve):
+    """A PERC1 share put on a RideThrough that has its own perc1 would be two PERC1 in series, which
+    stops the run at its next step: the server refuses it (422 naming the entity, the input and why);
+    the run goes on, and the same input on a RideThrough without perc1 is taken."""
+    served, client = serve(HEAD.format(duration_s=3600) + RIDE_THROUGH, rt_factor=0.01)
+    answer = client.put("/entities/ups/inputs", json={"p_grid_connected_frac": 0.5})
+    assert answer.status_code == 422, answer.text
+    (problem,) = answer.json()["detail"]
+    assert problem["path"] == "entities.ups.p_grid_connected_frac"
+    assert "own perc1" in problem["problem"] and "in series" in problem["problem"]
+    assert client.put("/entities/plain/inputs", json={"p_grid_connected_frac": 0.5}).status_code == 200
+    assert client.get("/state").json()["status"] == "running"

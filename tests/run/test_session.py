@@ -203,3 +203,20 @@ def test_a_scenario_object_takes_overrides_and_runs_as_direct(toy_adapters, writ
         s.run_until(10**9)
     assert s.result.status == "ok" and len(s.result.timeseries()) == 10
     assert s.result.metadata["engine"] == "direct"
+
+
+def test_set_refuses_a_perc1_share_on_a_ride_through_with_its_own_perc1(tmp_path):
+    """The share would be a second PERC1 in series: the adapter raised at the next step and broke the
+    run; refused at ``set`` instead, and taken on a RideThrough without perc1."""
+    path = tmp_path / "rt.toml"
+    path.write_text('[scenario]\nname = "rt"\nstart = 2024-07-15T00:00:00Z\nduration_s = 10\nstep_s = 1\n\n'
+                    '[sims.rt]\nadapter = "ride_through"\n\n'
+                    '[entities.ups]\nsim = "rt"\nmodel = "RideThrough"\nperc1 = { fcease_frac = 1.0 }\n\n'
+                    '[entities.plain]\nsim = "rt"\nmodel = "RideThrough"\n')
+    with Session(path, record=False) as s:
+        with pytest.raises(cosim.ScenarioError, match=r"ups.p_grid_connected_frac = 0.5: not settable from outside "
+                                                      r"on this entity: this RideThrough has its own perc1"):
+            s.set("ups", "p_grid_connected_frac", 0.5)
+        s.set("plain", "p_grid_connected_frac", 0.5)
+        s.run_until(5)  # the refused value was not held: the run steps on
+        assert s.time_s == 5
