@@ -20,7 +20,8 @@ One process, side by side, alternating within each repeat (a busy machine slows 
 
 Prints per-step times [ms], set-ups [s], the ratios (direct/opendss, mosaik/direct, mosaik set-up
 over direct set-up) per repeat and their ranges, the process's resident memory after each case and
-its peak [MiB], and ``uptime`` before and after. Asserts nothing.
+its peak [MiB], and ``uptime`` before and after; ranges over the repeats with their medians. Asserts
+nothing.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import argparse
 import gc
 import math
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -157,9 +159,12 @@ def opendss_own(p_mw: list[float], q_mvar: list[float], loadings: bool = False) 
 
 
 def span(values: list[float], fmt: str) -> str:
+    """``low-high (median)`` of the repeats (one difference of two runs can be thrown far off by a pause
+    in either, on a busy machine: the median is the figure to quote, with the range)."""
     low, high = min(values), max(values)
     text = f"{low:{fmt}}"
-    return text if f"{high:{fmt}}" == text else f"{text}-{high:{fmt}}"
+    median = f" ({statistics.median(values):{fmt}})" if len(values) > 2 else ""
+    return (text if f"{high:{fmt}}" == text else f"{text}-{high:{fmt}}") + median
 
 
 def main() -> None:
@@ -204,10 +209,10 @@ def main() -> None:
                 rows.setdefault(key, []).append(value)
     print(f"  after: {uptime()}")
     print(f"\n  OpenDSS reads {n_nodes} node voltages per step")
-    print(f"  {'':<18}{'ms/step':>14}{'set-up s':>14}{'RSS MiB':>12}")
+    print(f"  {'':<18}{'ms/step':>22}{'set-up s':>22}{'RSS MiB':>18}")
     for name in ["opendss", "opendss+loadings", *engines]:
-        print(f"  {name:<18}{span(rows[name + '_ms'], '.2f'):>14}{span(rows[name + '_setup_s'], '.2f'):>14}"
-              f"{span(rows[name + '_rss'], '.0f'):>12}")
+        print(f"  {name:<18}{span(rows[name + '_ms'], '.2f'):>22}{span(rows[name + '_setup_s'], '.2f'):>22}"
+              f"{span(rows[name + '_rss'], '.0f'):>18}")
     for key in ("direct/opendss", "direct/opendss+loadings", "mosaik/direct", "mosaik/direct set-up"):
         if key in rows:
             print(f"  {key:<26}{span(rows[key], '.2f')}x")
