@@ -228,6 +228,7 @@ class GpuCluster:
         self.losses = DeliveryLosses(rated_mw or max(full_mw, 1e-6))
         self.paused_by = np.zeros(len(jobs), np.int8)  # 0 none, 1 knob, 2 limit
         self._caps_for: tuple | None = None  # (running jobs, cap knobs, caps) of the last _class_caps
+        self._steady: list | None = None  # what _advance_steady keeps between steps (see there)
         self._paused_key: bytes | None = None  # paused_by's bytes when _paused_lists were made
         self._paused_lists: dict[int, np.ndarray] = {}
         self.hold_paused_gpus = hold_paused_gpus
@@ -563,6 +564,8 @@ class GpuCluster:
     def _advance(self, run: np.ndarray, caps: np.ndarray, time_s: float, dt_s: float) -> dict:
         if not len(run) and dt_s > 1.0:
             return self._advance_idle(dt_s)
+        if dt_s > 1.0 and self.sleep is None and (self.smoothing is None or self.smoothing.floor is None):
+            return self._advance_steady(run, caps, time_s, dt_s)
         sched, jobs = self.sched, self.jobs
         speed, p_gpu = self._gpu_power(run, caps)
         sched.speed[run] = speed
@@ -609,6 +612,62 @@ class GpuCluster:
         self.delay_gpu_h += slow + float(sched.waiting_gpus()) * hours
         by_class_w = np.bincount(prio, weights=g * p_gpu * active, minlength=len(CLASSES))
         stall_gpus = tuple(float(g @ (active * s)) for s in stall)  # (straggler stall, checkpoint) GPUs
+        return {"it_w": it_w, "gpu_w": gpu_w, "busy_gpus": busy_gpus, "by_class_w": by_class_w,
+                "stall_gpus": stall_gpus}
+
+    def _advance_steady(self, run: np.ndarray, caps: np.ndarray, time_s: float, dt_s: float) -> dict:
+        """:meth:`_advance` for a step over 1 s with no node sleep and no power floor (most runs).
+
+        The same numbers by the same operations, with what only changes on events kept: the
+        running jobs' speed, power, stall shares, GPU counts and classes for the same ``run`` and
+        ``caps`` objects (both cached read-only upstream) and the same ``n_alloc``
+        (:attr:`~.scheduler.Scheduler.alloc_version`), and the step's sums over the jobs when
+        every job runs the whole step (``active`` all 1, so the sums are those of the last such
+        step with these jobs).
+        """
+        sched = self.sched
+        kept = self._steady
+        if kept is None or kept[0] is not run or kept[1] is not caps or kept[2] != sched.alloc_version:
+            speed, p_gpu = self._gpu_power(run, caps)
+            kept = self._steady = [run, caps, sched.alloc_version, speed, p_gpu, self._mean_stall(run),
+                                   sched.n_alloc[run].astype(float), self.jobs.prio[run], None]
+        speed, p_gpu, stall, g, prio = kept[3:8]
+        sched.speed[run] = speed
+        progress = sched.rate_frac[run]  # progress 1 times the rate (1 * x is x exactly)
+        rem = sched.remaining_s[run]
+        full_s = speed * progress * dt_s  # the work of a whole step
+        active = np.minimum(1.0, rem / np.maximum(full_s, 1e-12))
+        work_s = full_s * active
+        left_s = rem - work_s
+        sched.remaining_s[run] = left_s
+        sched.work_done_s[run] += work_s
+        ran_s = dt_s * active
+        if self.failures.enabled:
+            self._mark_checkpoints(run, ran_s, work_s)
+        self.ran_s[run] += ran_s
+        finished = left_s <= 1e-6  # (run holds distinct jobs: no isin needed)
+        if finished.any():
+            sched.release(run[finished], DONE, time_s + ran_s[finished])
+        whole = bool(active.min() == 1.0)  # every job runs the whole step
+        sums = kept[8] if whole else None
+        if sums is None:
+            sums = (float(g @ active), float(g @ (p_gpu * active)), float(g @ ((1.0 - speed) * active)),
+                    float(g @ (speed * active)),
+                    np.bincount(prio, weights=g * speed * active, minlength=len(CLASSES)),
+                    np.bincount(prio, weights=g * p_gpu * active, minlength=len(CLASSES)),
+                    tuple(float(g @ (active * s)) for s in stall))  # (straggler stall, checkpoint) GPUs
+            if whole:
+                kept[8] = sums
+        busy_gpus, gpu_dot, slow_dot, work_dot, work_by_class, by_class_w, stall_gpus = sums
+        gpu_w = gpu_dot + (self.n_gpus - busy_gpus) * self.gpu.idle_w
+        it_w = gpu_w + self.n_nodes * self.node.other_idle_w + (
+            self.node.other_full_w - self.node.other_idle_w) * busy_gpus / self.node.gpus_per_node
+        hours = dt_s / 3600.0
+        slow = slow_dot * hours
+        self.slowdown_gpu_h += slow
+        self.work_gpu_h += work_dot * hours
+        self.work_class_gpu_h += work_by_class * hours
+        self.delay_gpu_h += slow + float(sched.waiting_gpus()) * hours
         return {"it_w": it_w, "gpu_w": gpu_w, "busy_gpus": busy_gpus, "by_class_w": by_class_w,
                 "stall_gpus": stall_gpus}
 

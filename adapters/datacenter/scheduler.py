@@ -85,6 +85,9 @@ class Scheduler:
         self.restart_work_s = np.zeros(n)
         self.work_done_s = np.zeros(n)  # work done so far (the cluster adds each step's progress)
         self.held = np.zeros(n, bool)  # paused on its own GPUs (hold): they stay booked, idle
+        # counts writes of n_alloc (start; a job moved in): a reader caching sums over
+        # n_alloc[running] keys on it, since a resize changes n_alloc but leaves the state as it was
+        self.alloc_version = 0
         # finish-time fairness: the running integral of the number of active jobs since time 0,
         # read when each job is admitted and when it ends (O(1) a step, not a pass over all jobs)
         self.active_integral_s = 0.0
@@ -151,6 +154,7 @@ class Scheduler:
         self.owner[gpus] = job
         self.n_free -= len(gpus)
         self.n_alloc[job] = len(gpus)
+        self.alloc_version += 1
         self._took(gpus)
         self.state[job] = RUNNING
         if self.sleep is not None:
@@ -304,6 +308,7 @@ class Scheduler:
         """Drop the per-state views: a writer changed ``jobs.prio`` or ``jobs.n_gpus`` (a job moved in),
         which the state array's bytes, the views' key, do not show."""
         self._views_key = None
+        self.alloc_version += 1
 
     def _views(self) -> None:
         """Recompute the per-state views if any job's state changed since they were last made."""
