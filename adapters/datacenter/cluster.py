@@ -229,6 +229,7 @@ class GpuCluster:
         self.paused_by = np.zeros(len(jobs), np.int8)  # 0 none, 1 knob, 2 limit
         self._caps_for: tuple | None = None  # (running jobs, cap knobs, caps) of the last _class_caps
         self._steady: list | None = None  # what _advance_steady keeps between steps (see there)
+        self.observed: dict = {}  # what .observe keeps between steps (see scheduling_outputs)
         self._paused_key: bytes | None = None  # paused_by's bytes when _paused_lists were made
         self._paused_lists: dict[int, np.ndarray] = {}
         self.hold_paused_gpus = hold_paused_gpus

@@ -326,6 +326,11 @@ class Scheduler:
         self._waiting_gpus = int(self.jobs.n_gpus[(state == QUEUED) | (state == PAUSED)].sum())
         self._views_key = key
 
+    def state_key(self) -> bytes:
+        """The state array's bytes as of now (the views' key; the same object while no state changed)."""
+        self._views()
+        return self._views_key
+
     def running(self) -> np.ndarray:
         """The running jobs, ascending (cached and read-only: do not modify). [job ids]"""
         self._views()
