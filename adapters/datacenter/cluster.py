@@ -647,14 +647,13 @@ class GpuCluster:
         if per_dt is None or per_dt[0] != dt_s:
             progress = sched.rate_frac[run]  # progress 1 times the rate (1 * x is x exactly)
             full_s = speed * progress * dt_s  # the work of a whole step
-            per_dt = kept[9] = (dt_s, full_s, np.maximum(full_s, 1e-12), np.full(len(run), dt_s * 1.0), None)
+            per_dt = kept[9] = (dt_s, full_s, np.maximum(full_s, 1e-12), np.full(len(run), dt_s * 1.0))
         full_s = per_dt[1]
         rem = sched.remaining_s[run]
         ratio = rem / per_dt[2]
         whole = bool(ratio.min() >= 1.0)  # every job runs the whole step: active is 1 for all
         if whole:  # (x * 1.0 is x exactly: the work is the whole step's, the time dt_s)
-            work_s, ran_s = full_s, per_dt[3]
-            active = ran_s / dt_s if kept[8] is None else None  # all 1.0 (dt / dt); only the sums need it
+            work_s, ran_s, active = full_s, per_dt[3], None
         else:
             active = np.minimum(1.0, ratio)
             work_s = full_s * active
@@ -669,14 +668,17 @@ class GpuCluster:
         if finished.any():
             sched.release(run[finished], DONE, time_s + ran_s[finished])
         sums = kept[8] if whole else None
-        if sums is None:
+        if sums is None and whole:  # the sums below with active all 1 (x * 1.0 is x): no products with it
+            sums = kept[8] = (float(g @ np.ones(len(run))), float(g @ p_gpu), float(g @ (1.0 - speed)),
+                              float(g @ speed), np.bincount(prio, weights=g * speed, minlength=len(CLASSES)),
+                              np.bincount(prio, weights=g * p_gpu, minlength=len(CLASSES)),
+                              tuple(float(g @ s) for s in stall))
+        elif sums is None:
             sums = (float(g @ active), float(g @ (p_gpu * active)), float(g @ ((1.0 - speed) * active)),
                     float(g @ (speed * active)),
                     np.bincount(prio, weights=g * speed * active, minlength=len(CLASSES)),
                     np.bincount(prio, weights=g * p_gpu * active, minlength=len(CLASSES)),
                     tuple(float(g @ (active * s)) for s in stall))  # (straggler stall, checkpoint) GPUs
-            if whole:
-                kept[8] = sums
         busy_gpus, gpu_dot, slow_dot, work_dot, work_by_class, by_class_w, stall_gpus = sums
         gpu_w = gpu_dot + (self.n_gpus - busy_gpus) * self.gpu.idle_w
         it_w = gpu_w + self.n_nodes * self.node.other_idle_w + (
