@@ -358,7 +358,7 @@ class GpuCluster:
         if frac == 0.0 and len(knob_paused) == 0:
             return  # the target is 0 paused and none are: nothing to do (most steps)
         # the unfinished flexible jobs, kept while no job's state changed (and no job moved in)
-        key = (self.sched.state_key(), self.sched.alloc_version)
+        key = (state.tobytes(), self.sched.alloc_version)  # (not state_key: no views needed before the pass)
         if self._flexible_pool is None or self._flexible_pool[0] != key:
             # == per state, not np.isin: isin on a tuple costs ~10x more on every job
             self._flexible_pool = (key, np.flatnonzero(
