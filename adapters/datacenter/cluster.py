@@ -228,6 +228,9 @@ class GpuCluster:
         self.losses = DeliveryLosses(rated_mw or max(full_mw, 1e-6))
         self.paused_by = np.zeros(len(jobs), np.int8)  # 0 none, 1 knob, 2 limit
         self._caps_for: tuple | None = None  # (running jobs, cap knobs, caps) of the last _class_caps
+        self._steady: list | None = None  # what _advance_steady keeps between steps (see there)
+        self.observed: dict = {}  # what .observe keeps between steps (see scheduling_outputs)
+        self._flexible_pool: tuple | None = None  # (jobs' key, unfinished flexible jobs) of _pause_flexible
         self._paused_key: bytes | None = None  # paused_by's bytes when _paused_lists were made
         self._paused_lists: dict[int, np.ndarray] = {}
         self.hold_paused_gpus = hold_paused_gpus
@@ -354,9 +357,16 @@ class GpuCluster:
         knob_paused = self._paused_by(1)
         if frac == 0.0 and len(knob_paused) == 0:
             return  # the target is 0 paused and none are: nothing to do (most steps)
-        # == per state, not np.isin: isin on a tuple costs ~10x more on every job
-        pool = np.flatnonzero(self.jobs.flexible & ((state == QUEUED) | (state == RUNNING) | (state == PAUSED)))
+        # the unfinished flexible jobs, kept while no job's state changed (and no job moved in)
+        key = (state.tobytes(), self.sched.alloc_version)  # (not state_key: no views needed before the pass)
+        if self._flexible_pool is None or self._flexible_pool[0] != key:
+            # == per state, not np.isin: isin on a tuple costs ~10x more on every job
+            self._flexible_pool = (key, np.flatnonzero(
+                self.jobs.flexible & ((state == QUEUED) | (state == RUNNING) | (state == PAUSED))))
+        pool = self._flexible_pool[1]
         target = int(round(frac * len(pool)))
+        if target == len(knob_paused):
+            return  # as many paused as the knob asks (most steps under a held knob)
         if target < len(knob_paused):  # release the most important first
             order = knob_paused[np.lexsort((knob_paused, self.jobs.prio[knob_paused]))]
             self._resume(order[: len(knob_paused) - target])
@@ -563,6 +573,9 @@ class GpuCluster:
     def _advance(self, run: np.ndarray, caps: np.ndarray, time_s: float, dt_s: float) -> dict:
         if not len(run) and dt_s > 1.0:
             return self._advance_idle(dt_s)
+        if dt_s > 1.0 and self.sleep is None and (self.smoothing is None or self.smoothing.floor is None):
+            return self._advance_steady(run, caps, time_s, dt_s)
+        self._steady = None  # (what it kept would not know of this step's writes)
         sched, jobs = self.sched, self.jobs
         speed, p_gpu = self._gpu_power(run, caps)
         sched.speed[run] = speed
@@ -609,6 +622,73 @@ class GpuCluster:
         self.delay_gpu_h += slow + float(sched.waiting_gpus()) * hours
         by_class_w = np.bincount(prio, weights=g * p_gpu * active, minlength=len(CLASSES))
         stall_gpus = tuple(float(g @ (active * s)) for s in stall)  # (straggler stall, checkpoint) GPUs
+        return {"it_w": it_w, "gpu_w": gpu_w, "busy_gpus": busy_gpus, "by_class_w": by_class_w,
+                "stall_gpus": stall_gpus}
+
+    def _advance_steady(self, run: np.ndarray, caps: np.ndarray, time_s: float, dt_s: float) -> dict:
+        """:meth:`_advance` for a step over 1 s with no node sleep and no power floor (most runs).
+
+        The same numbers by the same operations, with what only changes on events kept: the
+        running jobs' speed, power, stall shares, GPU counts and classes for the same ``run`` and
+        ``caps`` objects (both cached read-only upstream) and the same ``n_alloc``
+        (:attr:`~.scheduler.Scheduler.alloc_version`), and the step's sums over the jobs when
+        every job runs the whole step (``active`` all 1, so the sums are those of the last such
+        step with these jobs).
+        """
+        sched = self.sched
+        kept = self._steady
+        if kept is None or kept[0] is not run or kept[1] is not caps or kept[2] != sched.alloc_version:
+            speed, p_gpu = self._gpu_power(run, caps)
+            sched.speed[run] = speed  # (only this method and a job moved in write speed: kept while kept)
+            kept = self._steady = [run, caps, sched.alloc_version, speed, p_gpu, self._mean_stall(run),
+                                   sched.n_alloc[run].astype(float), self.jobs.prio[run], None, None]
+        speed, p_gpu, stall, g, prio = kept[3:8]
+        per_dt = kept[9]  # (rate_frac changes only with n_alloc: on a start or a job moved in)
+        if per_dt is None or per_dt[0] != dt_s:
+            progress = sched.rate_frac[run]  # progress 1 times the rate (1 * x is x exactly)
+            full_s = speed * progress * dt_s  # the work of a whole step
+            per_dt = kept[9] = (dt_s, full_s, np.maximum(full_s, 1e-12), np.full(len(run), dt_s * 1.0))
+        full_s = per_dt[1]
+        rem = sched.remaining_s[run]
+        ratio = rem / per_dt[2]
+        whole = bool(ratio.min() >= 1.0)  # every job runs the whole step: active is 1 for all
+        if whole:  # (x * 1.0 is x exactly: the work is the whole step's, the time dt_s)
+            work_s, ran_s, active = full_s, per_dt[3], None
+        else:
+            active = np.minimum(1.0, ratio)
+            work_s = full_s * active
+            ran_s = dt_s * active
+        left_s = rem - work_s
+        sched.remaining_s[run] = left_s
+        sched.work_done_s[run] += work_s
+        if self.failures.enabled:
+            self._mark_checkpoints(run, ran_s, work_s)
+        self.ran_s[run] += ran_s
+        finished = left_s <= 1e-6  # (run holds distinct jobs: no isin needed)
+        if finished.any():
+            sched.release(run[finished], DONE, time_s + ran_s[finished])
+        sums = kept[8] if whole else None
+        if sums is None and whole:  # the sums below with active all 1 (x * 1.0 is x): no products with it
+            sums = kept[8] = (float(g @ np.ones(len(run))), float(g @ p_gpu), float(g @ (1.0 - speed)),
+                              float(g @ speed), np.bincount(prio, weights=g * speed, minlength=len(CLASSES)),
+                              np.bincount(prio, weights=g * p_gpu, minlength=len(CLASSES)),
+                              tuple(float(g @ s) for s in stall))
+        elif sums is None:
+            sums = (float(g @ active), float(g @ (p_gpu * active)), float(g @ ((1.0 - speed) * active)),
+                    float(g @ (speed * active)),
+                    np.bincount(prio, weights=g * speed * active, minlength=len(CLASSES)),
+                    np.bincount(prio, weights=g * p_gpu * active, minlength=len(CLASSES)),
+                    tuple(float(g @ (active * s)) for s in stall))  # (straggler stall, checkpoint) GPUs
+        busy_gpus, gpu_dot, slow_dot, work_dot, work_by_class, by_class_w, stall_gpus = sums
+        gpu_w = gpu_dot + (self.n_gpus - busy_gpus) * self.gpu.idle_w
+        it_w = gpu_w + self.n_nodes * self.node.other_idle_w + (
+            self.node.other_full_w - self.node.other_idle_w) * busy_gpus / self.node.gpus_per_node
+        hours = dt_s / 3600.0
+        slow = slow_dot * hours
+        self.slowdown_gpu_h += slow
+        self.work_gpu_h += work_dot * hours
+        self.work_class_gpu_h += work_by_class * hours
+        self.delay_gpu_h += slow + float(sched.waiting_gpus()) * hours
         return {"it_w": it_w, "gpu_w": gpu_w, "busy_gpus": busy_gpus, "by_class_w": by_class_w,
                 "stall_gpus": stall_gpus}
 

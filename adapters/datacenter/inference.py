@@ -223,8 +223,11 @@ def arrival_rate(kind: str, rate_req_s: float, time_s: float, dt_s: float, start
     the mean (``rng`` required). Both are modulated by
     ``1 + diurnal_amp_frac * cos(2 pi (hour - peak_hour_utc) / 24)``.
     """
-    hour = start_hour_utc + time_s / 3600.0
-    mean = rate_req_s * (1.0 + diurnal_amp_frac * np.cos(2 * np.pi * (hour - peak_hour_utc) / 24.0))
+    if diurnal_amp_frac == 0.0:  # 1 + 0 * cos(...) is 1 exactly, and rate * 1 is rate: no cosine needed
+        mean = rate_req_s * 1.0
+    else:
+        hour = start_hour_utc + time_s / 3600.0
+        mean = rate_req_s * (1.0 + diurnal_amp_frac * np.cos(2 * np.pi * (hour - peak_hour_utc) / 24.0))
     if kind == "synthetic":
         if rng is None:
             raise ValueError("synthetic arrivals need a seeded rng")

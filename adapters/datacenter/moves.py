@@ -223,6 +223,7 @@ class JobMoves:
         s.work_done_s[j] = s.restart_work_s[j] = 0.0
         s.speed[j], s.rate_frac[j], s.ready_s[j], s.held[j] = 1.0, 1.0, -np.inf, False
         s.n_alloc[j] = rec.n_gpus
+        s.alloc_version += 1
         # its wait counts once: where it first started (elsewhere, or here from its own submission)
         s.first_start_s[j] = time_s if rec.started else np.nan
         s.stat_submit_s[j], s.waited_elsewhere[j] = rec.submit_s, rec.started

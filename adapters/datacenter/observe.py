@@ -57,7 +57,12 @@ SCHEDULING_OUTPUTS: tuple[str, ...] = (
 
 
 def scheduling_outputs(cluster, run: np.ndarray, caps: np.ndarray, p_it_mw: float) -> dict[str, float]:
-    """The :data:`SCHEDULING_OUTPUTS` of ``cluster`` after a step (``run``, ``caps``: its running jobs and caps)."""
+    """The :data:`SCHEDULING_OUTPUTS` of ``cluster`` after a step (``run``, ``caps``: its running jobs and caps).
+
+    What depends only on the jobs' states and times (tails, fairness, short-job waits), on the
+    running jobs and their caps (what they could shed) or on the MIG placement is kept in
+    ``cluster.observed`` and worked out again only when that changed: the same numbers.
+    """
     sched = cluster.sched
     free = sched.free_per_node()
     sizes, probs = sched.pod_mix()
@@ -68,7 +73,12 @@ def scheduling_outputs(cluster, run: np.ndarray, caps: np.ndarray, p_it_mw: floa
            "n_nodes_empty": float(np.count_nonzero(free >= sched.topology.gpus_on_node)),
            "n_nodes_asleep": float(np.count_nonzero(cluster.sleep.asleep)) if cluster.sleep is not None else 0.0,
            "p_train_idle_mw": _idle_w(cluster, free, n_held) / 1e6}
-    out.update(_tails_and_fairness(sched, cluster.n_gpus))
+    kept = cluster.observed
+    # the jobs' states (views' key: their bytes), first starts, ends, arrivals and any moved-in job
+    key = (sched.state_key(), sched.alloc_version, sched.n_started, sched.n_finished, sched.next_arrival)
+    if kept.get("jobs_key") != key:
+        kept["jobs_key"], kept["tails"], kept["short"] = key, _tails_and_fairness(sched, cluster.n_gpus), None
+    out.update(kept["tails"])
     out.update(_shed_mw(cluster, run, caps, p_it_mw))
     out.update(_mig(cluster))
     out.update({"n_job_failures": float(cluster.n_job_failures),
@@ -79,25 +89,43 @@ def scheduling_outputs(cluster, run: np.ndarray, caps: np.ndarray, p_it_mw: floa
 
 def _transient(cluster) -> dict[str, float]:
     pool, sched = cluster.transient, cluster.sched
-    short_s = (pool.setup.short_max_h if pool is not None else 1.0) * 3600.0
-    jobs = sched.jobs
-    started = (sched.stat_submit_s >= 0) & ~np.isnan(sched.first_start_s) & ~sched.waited_elsewhere \
-        & (jobs.work_s <= short_s)
-    wait_s = sched.first_start_s[started] - sched.stat_submit_s[started]
-    out = {"n_jobs_transient": float(np.count_nonzero(sched.state == TRANSIENT)),
+    kept = cluster.observed.get("short")  # (n_jobs_transient, wait_short_mean_h) while the jobs' key holds
+    if kept is None:
+        kept = cluster.observed["short"] = _short_waits(sched, pool)
+    out = {"n_jobs_transient": kept[0],
            "n_gpus_transient": float(pool.n_gpus_used) if pool is not None else 0.0,
            "p_transient_mw": cluster.p_transient_mw,
            "transient_gpu_h": pool.gpu_h if pool is not None else 0.0,
            "transient_cost_usd": pool.cost_usd if pool is not None else 0.0,
            "n_transient_revoked": float(pool.n_revoked) if pool is not None else 0.0,
-           "wait_short_mean_h": float(wait_s.mean()) / 3600.0 if len(wait_s) else 0.0}
+           "wait_short_mean_h": kept[1]}
     return out
+
+
+def _short_waits(sched, pool) -> tuple[float, float]:
+    """``(n_jobs_transient, wait_short_mean_h)``: jobs running off-site, mean wait of the short jobs started. [-, h]"""
+    short_s = (pool.setup.short_max_h if pool is not None else 1.0) * 3600.0
+    jobs = sched.jobs
+    started = (sched.stat_submit_s >= 0) & ~np.isnan(sched.first_start_s) & ~sched.waited_elsewhere \
+        & (jobs.work_s <= short_s)
+    wait_s = sched.first_start_s[started] - sched.stat_submit_s[started]
+    return (float(np.count_nonzero(sched.state == TRANSIENT)),
+            float(wait_s.mean()) / 3600.0 if len(wait_s) else 0.0)
 
 
 def _mig(cluster) -> dict[str, float]:
     pool = cluster.mig_pool
     if pool is None:
         return {"n_gpus_mig": 0.0, "n_mig_slices_frag": 0.0}
+    kept = cluster.observed.get("mig")  # (pool, used bytes, instances, outputs): the placement as it was
+    if kept is not None and kept[0] is pool and kept[1] == pool.used.tobytes() and kept[2] == pool.instances:
+        return dict(kept[3])
+    found = _mig_frag(pool)
+    cluster.observed["mig"] = (pool, pool.used.tobytes(), list(pool.instances), found)
+    return dict(found)
+
+
+def _mig_frag(pool) -> dict[str, float]:
     counts: dict[str, int] = {}
     for _, _, _, profile in pool.instances:
         counts[profile.name] = counts.get(profile.name, 0) + 1
@@ -152,10 +180,26 @@ def _p99(values: np.ndarray) -> float:
 
 
 def _shed_mw(cluster, run: np.ndarray, caps: np.ndarray, p_it_mw: float) -> dict[str, float]:
+    sched = cluster.sched
+    # the sheddable IT power depends on the running jobs, their caps and states, not on the step's draw
+    key = (run, caps, sched.state_key(), sched.alloc_version)
+    kept = cluster.observed.get("shed")
+    if kept is None or kept[0][0] is not run or kept[0][1] is not caps or kept[0][2:] != key[2:]:
+        kept = cluster.observed["shed"] = (key, _shed_w(cluster, run, caps))
+    if kept[1] is None:
+        return {"p_shed_cap_mw": 0.0, "p_shed_mw": 0.0}
+    cap_sum_w, both_w = kept[1]
+    return {"p_shed_cap_mw": _facility_drop_mw(cluster, p_it_mw, cap_sum_w),
+            "p_shed_mw": _facility_drop_mw(cluster, p_it_mw, both_w)}
+
+
+def _shed_w(cluster, run: np.ndarray, caps: np.ndarray) -> tuple[float, float] | None:
+    """IT power the running jobs shed capped at the lowest limit, and paused if flexible else capped (None:
+    no job runs). [W, W]"""
     still = cluster.sched.state[run] == RUNNING
     run, caps = run[still], caps[still]
     if len(run) == 0:
-        return {"p_shed_cap_mw": 0.0, "p_shed_mw": 0.0}
+        return None
     n_alloc = cluster.sched.n_alloc[run].astype(float)
     p_now = cluster._gpu_w(run, caps)
     p_min = cluster._gpu_w(run, np.full(len(run), cluster.gpu.p_limit_min_w))
@@ -163,8 +207,7 @@ def _shed_mw(cluster, run: np.ndarray, caps: np.ndarray, p_it_mw: float) -> dict
     flexible = cluster.jobs.flexible[run]
     pause_w = cluster._saving_w(n_alloc, p_now)
     both_w = float(np.where(flexible, pause_w, cap_w).sum())
-    return {"p_shed_cap_mw": _facility_drop_mw(cluster, p_it_mw, float(cap_w.sum())),
-            "p_shed_mw": _facility_drop_mw(cluster, p_it_mw, both_w)}
+    return float(cap_w.sum()), both_w
 
 
 def _facility_drop_mw(cluster, p_it_mw: float, drop_w: float) -> float:

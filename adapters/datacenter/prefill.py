@@ -123,6 +123,8 @@ def share_within(segments: list[tuple], limit_s: float) -> float:
 
 def quantile(segments: list[tuple], q_frac: float) -> float:
     """The ``q_frac`` quantile of a mixture of uniform segments (0 when empty). [s]"""
+    if len(segments) == 1 and q_frac <= 1.0:  # one cohort served (the common case)
+        return _quantile_one(*segments[0], q_frac)
     total = sum(n for n, _, _ in segments)
     if total <= 0:
         return 0.0
@@ -136,4 +138,19 @@ def quantile(segments: list[tuple], q_frac: float) -> float:
     for _ in range(50):
         mid = 0.5 * (low + high)
         low, high = (mid, high) if share_within(segments, mid) < q_frac * total else (low, mid)
+    return high
+
+
+def _quantile_one(n: float, lo: float, hi: float, q_frac: float) -> float:
+    """:func:`quantile` of one segment ``(n, lo, hi)`` (``q_frac <= 1``): the same operations, in line. [s]"""
+    total = 0 + n  # (sum of one)
+    if total <= 0:
+        return 0.0
+    if hi <= lo:  # a point mass
+        return lo
+    low, high = lo, hi
+    for _ in range(50):  # share_within of the one segment, 0.0 + n * share, in line
+        mid = 0.5 * (low + high)
+        low, high = (mid, high) if 0.0 + n * float(min(max((mid - lo) / (hi - lo), 0.0), 1.0)) < q_frac * total \
+            else (low, mid)
     return high

@@ -85,6 +85,9 @@ class Scheduler:
         self.restart_work_s = np.zeros(n)
         self.work_done_s = np.zeros(n)  # work done so far (the cluster adds each step's progress)
         self.held = np.zeros(n, bool)  # paused on its own GPUs (hold): they stay booked, idle
+        # counts writes of n_alloc (start; a job moved in): a reader caching sums over
+        # n_alloc[running] keys on it, since a resize changes n_alloc but leaves the state as it was
+        self.alloc_version = 0
         # finish-time fairness: the running integral of the number of active jobs since time 0,
         # read when each job is admitted and when it ends (O(1) a step, not a pass over all jobs)
         self.active_integral_s = 0.0
@@ -105,6 +108,8 @@ class Scheduler:
         # when the state array's bytes change: most steps change no job's state, and any writer
         # (also one outside this class) is seen, since the key is the array's content
         self._views_key: bytes | None = None
+        self._counts_key: bytes | None = None
+        self._waiting_key: bytes | None = None
         self._running = np.empty(0, np.int64)
         self._by_class = np.zeros((len(STATE_NAMES), len(CLASSES)), np.int64)
         self._by_state = np.zeros(len(STATE_NAMES), np.int64)
@@ -151,6 +156,7 @@ class Scheduler:
         self.owner[gpus] = job
         self.n_free -= len(gpus)
         self.n_alloc[job] = len(gpus)
+        self.alloc_version += 1
         self._took(gpus)
         self.state[job] = RUNNING
         if self.sleep is not None:
@@ -303,23 +309,40 @@ class Scheduler:
     def forget_views(self) -> None:
         """Drop the per-state views: a writer changed ``jobs.prio`` or ``jobs.n_gpus`` (a job moved in),
         which the state array's bytes, the views' key, do not show."""
-        self._views_key = None
+        self._views_key = self._counts_key = self._waiting_key = None
+        self.alloc_version += 1
 
     def _views(self) -> None:
-        """Recompute the per-state views if any job's state changed since they were last made."""
+        """Recompute the running jobs if any job's state changed since they were last made.
+
+        The running jobs, the counts per state and class, and the GPUs waiting each have their own
+        key (the state bytes when made): a step that changes states after reading one of them (jobs
+        ending in the training step) recounts only those read after the change.
+        """
         key = self.state.tobytes()
         if key == self._views_key:
             return
-        state, prio = self.state, self.jobs.prio
-        n_classes = len(CLASSES)
-        running = np.flatnonzero(state == RUNNING)
+        running = np.flatnonzero(self.state == RUNNING)
         running.flags.writeable = False  # shared by every caller until the next change
-        by_class = np.bincount(state * n_classes + prio,
-                               minlength=len(STATE_NAMES) * n_classes).reshape(len(STATE_NAMES), n_classes)
-        self._running, self._by_class, self._by_state = running, by_class, by_class.sum(axis=1)
-        self._lists = (self._by_state.tolist(), by_class.tolist())
-        self._waiting_gpus = int(self.jobs.n_gpus[(state == QUEUED) | (state == PAUSED)].sum())
+        self._running = running
         self._views_key = key
+
+    def _counts(self) -> None:
+        """Recount the jobs per state and class if any job's state changed since they were last counted."""
+        key = self.state.tobytes()
+        if key == self._counts_key:
+            return
+        n_classes = len(CLASSES)
+        by_class = np.bincount(self.state * n_classes + self.jobs.prio,
+                               minlength=len(STATE_NAMES) * n_classes).reshape(len(STATE_NAMES), n_classes)
+        self._by_class, self._by_state = by_class, by_class.sum(axis=1)
+        self._lists = (self._by_state.tolist(), by_class.tolist())
+        self._counts_key = key
+
+    def state_key(self) -> bytes:
+        """The state array's bytes as of now (the views' key). [-]"""
+        self._views()
+        return self._views_key
 
     def running(self) -> np.ndarray:
         """The running jobs, ascending (cached and read-only: do not modify). [job ids]"""
@@ -327,27 +350,31 @@ class Scheduler:
         return self._running
 
     def count(self, state: int) -> int:
-        self._views()
+        self._counts()
         return int(self._by_state[state])
 
     def count_by_class(self) -> np.ndarray:
         """Jobs per state (rows, :data:`STATE_NAMES`) and priority class (columns; cached, do not modify). [-]"""
-        self._views()
+        self._counts()
         return self._by_class
 
     def count_by_state(self) -> np.ndarray:
         """Jobs per state of :data:`STATE_NAMES` (cached, do not modify). [-]"""
-        self._views()
+        self._counts()
         return self._by_state
 
     def count_lists(self) -> tuple[list[int], list[list[int]]]:
         """:meth:`count_by_state` and :meth:`count_by_class` as Python ints (cached, do not modify). [-]"""
-        self._views()
+        self._counts()
         return self._lists
 
     def waiting_gpus(self) -> int:
         """GPUs requested by the queued and paused jobs. [-]"""
-        self._views()
+        key = self.state.tobytes()
+        if key != self._waiting_key:
+            state = self.state
+            self._waiting_gpus = int(self.jobs.n_gpus[(state == QUEUED) | (state == PAUSED)].sum())
+            self._waiting_key = key
         return self._waiting_gpus
 
     def free_gpus(self) -> np.ndarray:
