@@ -54,7 +54,8 @@ def run(broker: str, until_s: float, step_s: float = 60.0, glm: Path = GLM, load
             p_mw, q_mvar = h.helicsInputGetDouble(p_in), h.helicsInputGetDouble(q_in)
             s_phase_va = complex(p_mw, q_mvar) * 1e6 / 3.0  # consumer sign: a positive P is drawn
             for phase in "ABC":
-                gld.set_property(load, f"constant_power_{phase}", f"{s_phase_va.real}{s_phase_va.imag:+}j")
+                if gld.set_property(load, f"constant_power_{phase}", f"{s_phase_va.real}{s_phase_va.imag:+}j") != 0:
+                    raise SystemExit(f"{glm}: GridLAB-D refused {load}.constant_power_{phase} = {s_phase_va} VA")
             code, _ = gld.step_to((start + timedelta(seconds=t)).isoformat())
             if code != 0:
                 raise SystemExit(f"{glm}: GridLAB-D failed to solve at t = {t:g} s (code {code})")
