@@ -2,7 +2,7 @@
 
 A balanced power flow cannot compute the voltage during a fault, so here faults come as events
 (on an OpenDSS feeder the grid adapter solves SLG, LL, LLG and three-phase faults in the circuit
-itself, per phase: ``faults = [...]`` of the grid sim, ``adapters/_grid_opendss_faults.py``):
+itself, per phase: ``faults = [...]`` of the grid sim, ``adapters/grid/opendss_faults.py``):
 each is ``(t_s, duration_s, vm_pu)``, the retained voltage at the point of connection while the
 fault lasts (from a short-circuit study, or a PMU record). Give them in the entity param
 ``events = [[t_s, duration_s, vm_pu], ...]`` or in a CSV file with the columns ``t_s,

@@ -90,7 +90,7 @@ trip leaves ``in_service`` at 1 and ``n_trips`` unchanged), ``t_backup_s`` (time
 load on backup so far), ``p_connected_frac``, ``q_connected_frac`` (PERC1's shares).
 
 **Voltage definition** (``voltage_definition``): with an unbalanced grid (the grid adapter's OpenDSS
-engine reports ``v1_pu`` and ``v_worst_pu`` per element: ``adapters/_grid_opendss_faults.py``) the
+engine reports ``v1_pu`` and ``v_worst_pu`` per element: ``adapters/grid/opendss_faults.py``) the
 logic acts on the positive-sequence voltage (``"positive_sequence"``, the default: input ``v1_pu``)
 or on the worst phase's (``"worst_phase"``: input ``v_worst_pu``); where that input is not connected
 (or NaN) it acts on ``vm_pu`` (a balanced engine's bus voltage, both definitions at once). The

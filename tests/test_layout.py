@@ -321,7 +321,7 @@ def _adapter_packages() -> dict[str, tuple[Path, str, str]]:
 
 def test_every_adapter_with_several_modules_has_the_documented_shape():
     packages = _adapter_packages()
-    assert {"datacenter", "fmu", "ofo"} <= set(packages)  # the test can fail: it sees the packages
+    assert {"datacenter", "fmu", "grid", "ofo"} <= set(packages)  # the test can fail: it sees the packages
     problems = [text for folder, package, _ in packages.values() for text in shape_problems(folder, package)]
     problems += [f"{name}: its simulator class is defined in {module}, not in {package}.sim"
                  for name, (_, package, module) in packages.items() if module != f"{package}.sim"]
@@ -347,3 +347,14 @@ def test_the_shape_check_finds_each_departure(tmp_path):
     assert found[2] == "stack/params.py defines no params class"
     assert found[3].startswith("stack/physics.py:1 imports the adapter")
     assert found[4].startswith("stack/physics.py:2 imports the package's face")
+
+
+def test_no_adapter_keeps_its_helpers_beside_it():
+    """An adapter's own helper modules live in its package, not beside it as ``_<adapter>_*.py``
+    (the shape above); shared helpers (``_event_csv.py``, ``_dss_guard.py``) name no adapter."""
+    folder = ROOT / "adapters"
+    adapters = {p.stem for p in folder.rglob("*.py") if not p.stem.startswith("_")}
+    adapters |= {p.parent.name for p in folder.rglob("__init__.py")}
+    beside = sorted(str(p.relative_to(ROOT)) for p in folder.rglob("_*.py")
+                    if any(p.stem.startswith(f"_{name}_") for name in adapters))
+    assert not beside, "helpers of one adapter beside it (move them into its package): " + ", ".join(beside)

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from cosim import grid_models
-from cosim.adapters._grid_backend import opendss_circuit_info
-from cosim.adapters._grid_pandapower import element_ids
+from cosim.adapters.grid.backend import opendss_circuit_info
+from cosim.adapters.grid.pandapower_flow import element_ids
 from cosim.errors import Problem, ScenarioError, few
 from cosim.scenario import Scenario
 

@@ -19,7 +19,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from cosim import grid_models  # noqa: E402
-from cosim.adapters._grid_opendss import OpenDssFlow  # noqa: E402
+from cosim.adapters.grid.opendss_flow import OpenDssFlow  # noqa: E402
 
 BUS, V_LOW, MAX_MW, STEP_MW = "m1166366", 0.92, 7.2, 0.5
 OUT = Path(__file__).with_name("hosting-8500-m1166366.png")

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from cosim.adapters._dss_guard import ALLOWED_COMMANDS, ALLOWED_OPTIONS, dss_file_problems, dss_names, resolve
-from cosim.adapters._grid_opendss import OpenDssFlow, compile_circuit, new_engine
+from cosim.adapters.grid.opendss_flow import OpenDssFlow, compile_circuit, new_engine
 
 ROOT = Path(__file__).resolve().parents[2]
 IEEE13 = (ROOT / "grid_models" / "ieee13.dss").read_text()

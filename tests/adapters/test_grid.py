@@ -320,7 +320,7 @@ def test_branch_currents_product_is_scipys():
     the operator's numbers exactly (random complex matrices of feeder-like shapes and densities)."""
     from scipy import sparse
 
-    from cosim.adapters._grid_pandapower import _matvec
+    from cosim.adapters.grid.pandapower_flow import _matvec
 
     rng = np.random.default_rng(3)
     for rows, cols, density in [(75, 33, 0.06), (240, 118, 0.02), (1, 5, 1.0), (9, 4, 0.0)]:

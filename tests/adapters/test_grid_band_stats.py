@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from cosim.adapters.grid import _band_stats
+from cosim.adapters.grid.voltage_band import band_stats
 
 
 def numpy_band_stats(vm: np.ndarray, low: float, high: float) -> dict[str, float]:
@@ -33,7 +33,7 @@ def test_same_numbers_as_numpy(n):
             vm[rng.integers(0, n)] = np.nan
         if n and rng.random() < 0.05:
             vm[:] = np.nan
-        want, got = numpy_band_stats(vm, 0.95, 1.05), _band_stats(vm, 0.95, 1.05)
+        want, got = numpy_band_stats(vm, 0.95, 1.05), band_stats(vm, 0.95, 1.05)
         assert set(got) == set(want)
         for key, value in want.items():
             if isinstance(value, float) and math.isnan(value):
@@ -44,7 +44,7 @@ def test_same_numbers_as_numpy(n):
 
 def test_by_hand():
     """0.93 is 0.02 below 0.95, 1.06 is 0.01 above 1.05, 1.0 is inside; NaN is not a reading."""
-    stats = _band_stats(np.array([0.93, 1.0, np.nan, 1.06]), 0.95, 1.05)
+    stats = band_stats(np.array([0.93, 1.0, np.nan, 1.06]), 0.95, 1.05)
     assert stats["vm_phase_min_pu"] == 0.93 and stats["vm_phase_max_pu"] == 1.06
     assert stats["vm_violation_pu"] == pytest.approx(0.03, abs=1e-12)
     assert stats["n_violating"] == 2

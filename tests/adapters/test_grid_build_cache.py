@@ -1,4 +1,4 @@
-"""PowerFlow's build cache (adapters/_grid_pandapower.py, ``key``): a flow of the same net and the
+"""PowerFlow's build cache (adapters/grid/pandapower_flow.py, ``key``): a flow of the same net and the
 same attached elements starts from a copy of the model built before and solves to the same bits
 as a flow built from scratch, several solves in a row; a flow whose net was changed before its
 first solve (a line switched) is built, not served from the cache."""
@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from cosim import grid_models
-from cosim.adapters import _grid_pandapower as G
+from cosim.adapters.grid import pandapower_flow as G
 
 OUT = ("vm_pu", "line_loading_pct", "trafo_loading_pct")
 

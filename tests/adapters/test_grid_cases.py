@@ -18,7 +18,7 @@ import pandapower as pp
 import pandapower.networks as pn
 import pytest
 
-from cosim.adapters._grid_pandapower import _KERNELS, PowerFlow
+from cosim.adapters.grid.pandapower_flow import _KERNELS, PowerFlow
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_grid_kernels import kernels_agree  # noqa: E402
@@ -78,10 +78,10 @@ def test_the_builder_gives_the_same_model_without_numba_helpers(monkeypatch):
     import pandapower.auxiliary as aux
     import pandapower.build_branch as build_branch
 
-    from cosim.adapters import _grid_pandapower
+    from cosim.adapters.grid import pandapower_flow
 
     originals = (aux.set_elements_oos, aux.set_isolated_buses_oos, build_branch.get_values)
-    with _grid_pandapower._python_helpers():  # the swap takes effect (a renamed helper would silently keep numba)
+    with pandapower_flow._python_helpers():  # the swap takes effect (a renamed helper would silently keep numba)
         assert (aux.set_elements_oos, aux.set_isolated_buses_oos, build_branch.get_values) == (
             aux._python_set_elements_oos, aux._python_set_isolated_buses_oos, aux._get_values)
     with warnings.catch_warnings():
@@ -89,7 +89,7 @@ def test_the_builder_gives_the_same_model_without_numba_helpers(monkeypatch):
         plain = PowerFlow(_isolated_example())
         ok_plain = plain.solve(plain.p0, plain.q0)
         assert (aux.set_elements_oos, aux.set_isolated_buses_oos, build_branch.get_values) == originals
-        monkeypatch.setattr(_grid_pandapower, "_python_helpers", contextlib.nullcontext)
+        monkeypatch.setattr(pandapower_flow, "_python_helpers", contextlib.nullcontext)
         jitted = PowerFlow(_isolated_example())
         ok_jitted = jitted.solve(jitted.p0, jitted.q0)
     assert ok_plain and ok_jitted

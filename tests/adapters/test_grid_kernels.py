@@ -1,4 +1,4 @@
-"""The pandapower engine's per-step arithmetic in C (``adapters/_grid_kernels.c``, built by ``make
+"""The pandapower engine's per-step arithmetic in C (``adapters/grid/_kernels.c``, built by ``make
 build``) gives the numpy forms' numbers bit for bit: the bus injections, V from the solver's
 magnitudes and angles, bus voltages, line and trafo loadings, losses and the slack's import.
 
@@ -22,9 +22,9 @@ import pandapower.networks as pn
 import pytest
 
 from cosim import grid_models
-from cosim.adapters import _grid_pandapower as G
+from cosim.adapters.grid import pandapower_flow as G
 
-pytestmark = pytest.mark.skipif(G._KERNELS is None, reason="adapters/_grid_kernels.so not built (make build)")
+pytestmark = pytest.mark.skipif(G._KERNELS is None, reason="adapters/grid/_kernels.so not built (make build)")
 RESULTS = ("vm_pu", "line_loading_pct", "trafo_loading_pct", "_V", "_sbus")
 TOTALS = ("losses_mw", "p_import_mw", "q_import_mvar")
 
@@ -96,14 +96,14 @@ def test_an_isolated_bus_and_a_line_switched_out_mid_run():
 def test_a_library_older_than_its_source_or_broken_is_not_used(tmp_path):
     """An edited C source is not trusted until ``make build`` rebuilt it, and a file that is no
     library is not loaded (no error): the numpy forms are then in charge."""
-    lib, source = tmp_path / "_grid_kernels.so", tmp_path / "_grid_kernels.c"
-    shutil.copy(Path(G.__file__).with_name("_grid_kernels.so"), lib)
+    lib, source = tmp_path / "_kernels.so", tmp_path / "_kernels.c"
+    shutil.copy(Path(G.__file__).with_name("_kernels.so"), lib)
     source.write_text("/* edited */")
     os.utime(source, (lib.stat().st_mtime + 10, lib.stat().st_mtime + 10))
     assert G._load_kernels(lib) is None
     os.utime(lib, (source.stat().st_mtime + 10, source.stat().st_mtime + 10))
     assert G._load_kernels(lib) is not None
-    broken = tmp_path / "broken" / "_grid_kernels.so"  # (a loaded library's file must not be overwritten)
+    broken = tmp_path / "broken" / "_kernels.so"  # (a loaded library's file must not be overwritten)
     broken.parent.mkdir()
     broken.write_bytes(b"not a shared library")
     assert G._load_kernels(broken) is None

@@ -1,4 +1,4 @@
-"""Faults solved in an OpenDSS feeder (adapters/_grid_opendss_faults.py): every kind at a named bus,
+"""Faults solved in an OpenDSS feeder (adapters/grid/opendss_faults.py): every kind at a named bus,
 the per-phase and positive-sequence voltages an element sees, the fault's window, and the
 validation of a fault at an unknown bus or cleared faster than the step."""
 
@@ -9,7 +9,7 @@ import math
 
 import pytest
 
-from cosim.adapters._grid_opendss_faults import A_OP, OpenDssFault, fault_command, phase_outputs
+from cosim.adapters.grid.opendss_faults import A_OP, OpenDssFault, fault_command, phase_outputs
 from cosim.adapters.grid import GridSim, SimParams
 from cosim.sdk import ScenarioContext, parse_utc
 

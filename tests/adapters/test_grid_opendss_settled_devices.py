@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from cosim import grid_models
-from cosim.adapters._grid_opendss import OpenDssFlow
+from cosim.adapters.grid.opendss_flow import OpenDssFlow
 
 LOAD_MW = [0.2, 0.2, 1.5, 1.5, 1.6, 3.0, 3.0, 0.4, 0.4, 2.0, 2.0]
 

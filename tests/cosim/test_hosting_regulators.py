@@ -9,7 +9,7 @@ one step: ``far``'s voltage falls, jumps back up 0.625 %, falls again (a saw-too
 0.991 pu floor, ``far``'s lowest phase holds to 2.1 MW, fails to the first tap (~2.6 MW), holds
 again to ~3.6 MW, and so on: bisection between 0 and a max answers whichever pass/fail edge its
 midpoints happen to hit. The reference answers here come from OpenDSS directly (one solve per
-size, :class:`~cosim.adapters._grid_opendss.OpenDssFlow`), not from cosim's runs.
+size, :class:`~cosim.adapters.grid.opendss_flow.OpenDssFlow`), not from cosim's runs.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from cosim import grid_models
-from cosim.adapters._grid_opendss import OpenDssFlow
+from cosim.adapters.grid.opendss_flow import OpenDssFlow
 from cosim.cli import main
 from cosim.scenario import load_scenario
 from cosim.studies.hosting import Limits, hosting_capacity

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from cosim import grid_models
-from cosim.adapters._grid_opendss import OpenDssFlow, dss_file_problems
+from cosim.adapters.grid.opendss_flow import OpenDssFlow, dss_file_problems
 
 #: The balanced case's loads as the files give them: 1,177 loads, sum of kW and kvar. [kW, kvar]
 LOADS_KW, LOADS_KVAR, N_LOADS = 10_773.17, 2_700.01, 1_177

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from cosim import grid_models
-from cosim.adapters._grid_opendss import OpenDssFlow
+from cosim.adapters.grid.opendss_flow import OpenDssFlow
 
 FEEDERS = ("ieee13", "ieee34", "ieee123", "ieee8500")
 

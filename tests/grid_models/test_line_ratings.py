@@ -15,7 +15,7 @@ import pytest
 
 import cosim
 from cosim import grid_models
-from cosim.adapters._grid_backend import opendss_circuit_info
+from cosim.adapters.grid.backend import opendss_circuit_info
 from cosim.adapters.grid import default_rating_warnings, placeholder_rating_warnings
 
 #: Catalogue networks whose source publishes no ratings, with the reason (validation warns).

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from cosim import grid_models
-from cosim.adapters._grid_opendss import OpenDssFlow
+from cosim.adapters.grid.opendss_flow import OpenDssFlow
 
 TAPS = {"creg1a": 14, "creg1b": 6, "creg1c": 15}
 

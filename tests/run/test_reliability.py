@@ -249,7 +249,7 @@ def test_a_dss_file_that_writes_or_runs_is_refused_with_the_line(line, tmp_path)
 
 
 def test_the_shipped_feeders_pass_the_screen():
-    from cosim.adapters._grid_opendss import dss_file_problems
+    from cosim.adapters.grid.opendss_flow import dss_file_problems
 
     for feeder in (ROOT / "grid_models").glob("*.dss"):
         assert dss_file_problems(feeder) == [], feeder

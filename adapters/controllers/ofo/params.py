@@ -9,8 +9,8 @@ from pathlib import Path
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from cosim import grid_models
-from cosim.adapters._grid_backend import opendss_circuit_info, phase_set
-from cosim.adapters._grid_opendss import bus_position, unknown_bus_message
+from cosim.adapters.grid.backend import opendss_circuit_info, phase_set
+from cosim.adapters.grid.opendss_flow import bus_position, unknown_bus_message
 from cosim.adapters.controllers._campus_knobs import CampusKnobParams
 from cosim.adapters.datacenter.hardware import GPUS
 from cosim.adapters.datacenter.inference import MODELS, batch_curves
@@ -58,7 +58,7 @@ class FleetControl(Params):
 
 
 def phases_problem(value: str) -> str:
-    """``dc_phases`` as the grid element reads its ``phases`` (:func:`~cosim.adapters._grid_backend.phase_set`:
+    """``dc_phases`` as the grid element reads its ``phases`` (:func:`~cosim.adapters.grid.backend.phase_set`:
     any case and order, returned in a-b-c order); else a ValueError naming it (the feeder's own check
     of the bus's phases comes when the controller builds)."""
     try:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from cosim import grid_models
-from cosim.adapters._grid_opendss import OpenDssFlow
+from cosim.adapters.grid.opendss_flow import OpenDssFlow
 from cosim.adapters.controllers.ofo.params import OFOParams
 
 __all__ = ["FeederSensitivity"]

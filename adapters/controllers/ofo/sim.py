@@ -151,8 +151,8 @@ import re
 from typing import Any
 
 from cosim import grid_models
-from cosim.adapters._grid_backend import opendss_circuit_info
-from cosim.adapters._grid_opendss import device_attrs
+from cosim.adapters.grid.backend import opendss_circuit_info
+from cosim.adapters.grid.opendss_flow import device_attrs
 from cosim.adapters.controllers.ofo.controller import OFOController
 from cosim.adapters.controllers.ofo.params import OFOParams, OFOSimParams
 from cosim.adapters.controllers.ofo.sensitivity import FeederSensitivity

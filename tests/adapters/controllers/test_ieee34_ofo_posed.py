@@ -22,7 +22,7 @@ import pytest
 
 import cosim
 from cosim import grid_models
-from cosim.adapters._grid_opendss import OpenDssFlow
+from cosim.adapters.grid.opendss_flow import OpenDssFlow
 
 ROOT = Path(__file__).resolve().parents[3]
 SCENARIO = ROOT / "scenarios" / "ieee34_multisite_ofo.toml"

@@ -19,8 +19,8 @@ import pytest
 from pydantic import ValidationError
 
 from cosim import grid_models
-from cosim.adapters._grid_backend import opendss_circuit_info, phase_set
-from cosim.adapters._grid_opendss import OpenDssFlow, bus_position
+from cosim.adapters.grid.backend import opendss_circuit_info, phase_set
+from cosim.adapters.grid.opendss_flow import OpenDssFlow, bus_position
 from cosim.adapters.controllers.ofo import (
     FeederSensitivity,
     OFOController,

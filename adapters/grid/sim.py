@@ -6,7 +6,7 @@ names and KPIs are the same, so swapping the grid is changing two keys):
 * ``engine = "pandapower"`` (default): a balanced pandapower network, described below.
 * ``engine = "opendss"``: an unbalanced three-phase OpenDSS circuit (``grid_models``'s
   ``ieee13``/``ieee34``/``ieee123`` feeders or any ``.dss`` file) with its regulators and
-  capacitors, solved by DSS-Extensions (:mod:`adapters._grid_opendss`). Extra keys:
+  capacitors, solved by DSS-Extensions (:mod:`.opendss_flow`). Extra keys:
   ``regulators = "auto" | "fixed"``, ``tap_positions = {<regcontrol> = <steps>}`` and
   ``control_mode = "static" | "time"`` (time-delayed regulator action on the sim clock).
   Besides ``bus_<id>_vm_pu`` (the mean of the bus's phases) the Grid reports
@@ -24,7 +24,7 @@ names and KPIs are the same, so swapping the grid is changing two keys):
   and OpenDSS's load model: ``load_model = "constant_power"`` (default), ``"constant_current"``
   or ``"constant_impedance"``, held between ``vmin_pu`` and ``vmax_pu`` (default 0.95 and
   1.05 pu, OpenDSS's defaults; constant impedance outside, so below 0.95 pu the feeder
-  carries less than the element's ``p_mw``: see ``_grid_opendss``).
+  carries less than the element's ``p_mw``: see ``opendss_flow.py``).
 
 All-bus voltage outputs (both engines), over the *monitored* bus-phases: every phase of every
 bus except ``exclude_buses`` (default: the source bus, i.e. the slack / Vsource bus, and the
@@ -90,203 +90,59 @@ asked for. Never the last solved values. ``on_nonconvergence`` says what such a 
 ``"continue_nan"`` (the default) goes on with those NaN results, ``"fail"`` ends the run with
 ``PowerFlowNotConverged``; ``"hold"`` is accepted as an older name of ``"continue_nan"``.
 """
+
 from __future__ import annotations
 
 import functools
-import inspect
 import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 import numpy as np
-import pandas as pd
-from pydantic import BeforeValidator, Field, ValidationInfo, field_validator, model_validator
 
 from cosim import grid_models
-from cosim.sdk import CosimSim, DataFile, Params, PowerFlowNotConverged, ScenarioContext, as_tuple, meta, model_meta
-from cosim.adapters._grid_opendss import V_MAX_PU, V_MIN_PU, OpenDssFlow, unknown_bus_message
-from cosim.adapters._grid_opendss import compile_circuit, new_engine
-from cosim.adapters._event_csv import read_events
-from cosim.adapters._grid_opendss import sanitise as dss_sanitise
-from cosim.adapters._grid_opendss_faults import (
-    PHASE_OUTPUTS,
+from cosim.adapters.grid.backend import GridBackend, opendss_circuit_info, opendss_grid_outputs
+from cosim.adapters.grid.checks import (
+    default_rating_warnings,
+    opendss_entity_problems,
+    placeholder_rating_warnings,
+    unknown_trip_lines,
+)
+from cosim.adapters.grid.opendss_faults import (
     FaultSchedule,
-    OpenDssFault,
+    PHASE_OUTPUTS,
     bus_phase_voltages,
     fault_problems,
     phase_outputs,
 )
-from cosim.adapters._grid_backend import (
-    GridBackend,
-    opendss_circuit_info,
-    opendss_grid_outputs,
-    phase_set,
-)
-from cosim.adapters._grid_pandapower import (  # noqa: F401 — re-exported for tests and benchmarks
+from cosim.adapters.grid.opendss_flow import OpenDssFlow, compile_circuit, new_engine, sanitise as dss_sanitise
+from cosim.adapters.grid.pandapower_flow import (
     ELEMENT_ATTRS,
     ELEMENT_VOLTAGE_OUTPUTS,
     GRID_OUTPUTS,
     KINDS,
-    MAX_ITERATION,
     MODEL_KIND,
-    SERVED_ATTR,
-    TOLERANCE_MVA,
     PowerFlow,
+    SERVED_ATTR,
     element_ids,
     locate_in,
-    sanitise,
     slack_problems,
     unsupplied_bus_problem,
 )
+from cosim.adapters.grid.params import ElementParams, SimParams
+from cosim.adapters.grid.voltage_band import band_stats, nan_extremes
+from cosim.sdk import CosimSim, PowerFlowNotConverged, ScenarioContext, meta, model_meta
+
+__all__ = ["ELEMENT_P_MAX_FLOOR_MW", "SUMMARY_EXTRA_OUTPUTS", "TRIP_OUTPUTS", "GridSim", "cap_set_attr",
+           "shunt_set_attr", "tap_set_attr"]
 
 
-#: The band of the all-bus voltage outputs: ANSI C84.1 range A (the KPIs' band too). [pu]
-V_LOW_PU, V_HIGH_PU = 0.95, 1.05
-#: OpenDSS load ``model`` numbers of the element's ``load_model``.
-DSS_LOAD_MODELS = {"constant_power": 1, "constant_impedance": 2, "constant_current": 5}
 #: Grid outputs added when line trips are given.
 TRIP_OUTPUTS = ("n_lines_out", "n_buses_islanded")
 #: Grid outputs beyond the common ones that sum up the whole network (recorded by default).
 SUMMARY_EXTRA_OUTPUTS = ("n_tap_changes", *TRIP_OUTPUTS)
-
-
-def _triples(value: Any) -> Any:
-    return tuple(as_tuple(v) for v in value) if isinstance(value, list) else value
-
-
-def read_line_trips(path: Path) -> list[tuple[float, float, str]]:
-    """The line trips of a CSV file (``t_s,duration_s,line``).
-
-    Raises:
-        ValueError: naming the file and row.
-    """
-    return read_events(path, "line", lambda text: str(text).strip(), "t_s and duration_s must be numbers")  # type: ignore[return-value]
-
-
-def _nonconvergence_alias(value: Any) -> Any:
-    """``on_nonconvergence = "hold"``: the older name of ``"continue_nan"`` (nothing is held: NaN results)."""
-    return "continue_nan" if value == "hold" else value
-
-
-class SimParams(Params):
-    """Parameters of a grid simulator (``[sims.<id>]`` with ``adapter = "grid"``).
-
-    ``engine`` picks the solver: ``"pandapower"`` (``network`` a catalogue name,
-    ``simbench:<code>`` or a pandapower JSON file; ``network_params``, ``profiles`` and
-    ``solver`` apply) or ``"opendss"`` (``network`` an OpenDSS feeder of the catalogue or a
-    ``.dss`` file; ``regulators``, ``tap_positions`` and ``control_mode`` apply: ``"auto"``
-    lets OpenDSS's RegControls move the taps, ``"fixed"`` holds every regulator at its
-    ``tap_positions`` entry [steps from neutral] or at its initial tap; ``control_mode =
-    "static"`` settles the controls within every solve, ``"time"`` runs OpenDSS's time-based
-    control queue on the simulation clock, so a regulator waits its delay (OpenDSS default
-    15 s, then 2 s per tap) as a real one does).
-    """
-
-    network: str
-    engine: Literal["pandapower", "opendss"] = "pandapower"
-    network_params: dict[str, Any] = {}
-    profiles: bool = True
-    solver: Literal["lightsim2grid", "pandapower"] = "lightsim2grid"
-    #: an unsolved step: "continue_nan" goes on with NaN results for it (never the last solved ones; "hold",
-    #: its older name, is accepted and read as it), "fail" ends the run
-    on_nonconvergence: Annotated[Literal["continue_nan", "fail"], BeforeValidator(_nonconvergence_alias)] = \
-        "continue_nan"
-    regulators: Literal["auto", "fixed"] = "auto"
-    tap_positions: dict[str, int] = {}
-    control_mode: Literal["static", "time"] = "static"
-    #: the band of the all-bus voltage outputs [pu]
-    v_low_pu: float = Field(default=V_LOW_PU, gt=0)
-    v_high_pu: float = Field(default=V_HIGH_PU, gt=0)
-    #: buses left out of the all-bus outputs; None: the source bus and the regulator terminals
-    exclude_buses: list[str] | None = None
-    #: line trips ``[[t_s, duration_s, line], ...]``: the line is out of service in [t_s, t_s + duration_s) [s, s, -]
-    line_trips: Annotated[tuple[tuple[float, float, str], ...], BeforeValidator(_triples)] = ()
-    #: a CSV of line trips (``t_s,duration_s,line``), added to ``line_trips``
-    line_trips_file: DataFile | None = None
-    #: faults solved in the feeder (engine = "opendss"): ``[{bus, kind, phases, r_ohm, t_s, clearing_s}, ...]``
-    #: (adapters/_grid_opendss_faults.py)
-    faults: Annotated[tuple[OpenDssFault, ...], BeforeValidator(as_tuple)] = ()
-    #: the largest |p_mw| and |q_mvar| a Load/Sgen/Storage input takes from outside (``Session.set``,
-    #: the live API); None: ten times the network's tabulated load and generation, at least
-    #: 100 MW (``ELEMENT_P_MAX_FLOOR_MW``) [MW]
-    element_p_max_mw: float | None = Field(default=None, gt=0, allow_inf_nan=False)
-
-    def all_line_trips(self) -> list[tuple[float, float, str]]:
-        """``line_trips`` and the file's, by start time."""
-        return sorted([*self.line_trips, *(read_line_trips(self.line_trips_file) if self.line_trips_file else [])])
-
-    @field_validator("network")
-    @classmethod
-    def _resolve_json(cls, value: str, info: ValidationInfo) -> str:
-        """Relative JSON and DSS paths resolve from the scenario file's folder."""
-        base_dir = (info.context or {}).get("base_dir")
-        if value.lower().endswith((".json", ".dss")) and base_dir is not None and not Path(value).is_absolute():
-            return str((Path(base_dir) / value).resolve())
-        return value
-
-    @model_validator(mode="after")
-    def _engine_options(self) -> "SimParams":
-        if self.v_low_pu >= self.v_high_pu:
-            raise ValueError(f"v_low_pu = {self.v_low_pu:g} is not below v_high_pu = {self.v_high_pu:g}")
-        if self.engine == "pandapower" and (self.regulators != "auto" or self.tap_positions
-                                            or self.control_mode != "static"):
-            raise ValueError('regulators, tap_positions and control_mode apply to engine = "opendss"')
-        if self.engine == "opendss" and self.network_params:
-            raise ValueError('network_params apply to engine = "pandapower" catalogue networks')
-        if self.engine != "opendss" and self.faults:
-            raise ValueError('faults apply to engine = "opendss" (a balanced power flow has no fault); on '
-                             'pandapower give the sag as events of the faults adapter')
-        for t_s, duration_s, line in self.all_line_trips():
-            if t_s < 0 or duration_s <= 0:
-                raise ValueError(f"line trip ({t_s:g}, {duration_s:g}, {line!r}): give t_s >= 0 and duration_s > 0 "
-                                 "(seconds from the scenario start)")
-        return self
-
-
-class ElementParams(Params):
-    """A Load, Sgen or Storage: a new element at ``bus`` or an existing ``element``.
-
-    ``bus`` and ``element`` are matched against the names in the net first, then against
-    the sanitised ids, then against the pandapower index (so on ``ieee33``, ``bus = "18"``
-    is Baran & Wu's bus 18, index 17). ``p_mw`` [MW] and ``q_mvar`` [Mvar] are the initial
-    values; for an existing element they apply only when given, otherwise the element
-    follows its profile (or tabulated value) until the first input arrives.
-    """
-
-    bus: str | int | None = None
-    element: str | int | None = None
-    p_mw: float = 0.0
-    q_mvar: float = 0.0
-    phases: str = "abc"
-    #: OpenDSS load model and the range it holds in (engine = "opendss", new elements only) [-, pu, pu]
-    load_model: Literal["constant_power", "constant_current", "constant_impedance"] | None = None
-    vmin_pu: float | None = Field(default=None, gt=0, lt=2)
-    vmax_pu: float | None = Field(default=None, gt=0, lt=10)
-
-    @field_validator("phases")
-    @classmethod
-    def _phase_set(cls, value: str) -> str:
-        """``"abc"`` (balanced three-phase) or a subset of a, b, c; returned in a-b-c order."""
-        return phase_set(value)
-
-    @model_validator(mode="after")
-    def _exactly_one_place(self) -> "ElementParams":
-        if (self.bus is None) == (self.element is None):
-            raise ValueError("give exactly one of bus (attach a new element) or element (an existing one)")
-        if self.element is not None and self.dss_load_options():
-            raise ValueError("load_model, vmin_pu and vmax_pu apply to new elements (bus = ...); an existing "
-                             "element keeps the model its network file gives it")
-        vmin, vmax = self.vmin_pu or V_MIN_PU, self.vmax_pu or V_MAX_PU
-        if vmin >= vmax:
-            raise ValueError(f"vmin_pu = {vmin:g} is not below vmax_pu = {vmax:g}")
-        return self
-
-    def dss_load_options(self) -> dict[str, Any]:
-        """The OpenDSS load options given (keywords of ``OpenDssFlow.attach``)."""
-        given = {"load_model": DSS_LOAD_MODELS.get(self.load_model), "vmin_pu": self.vmin_pu, "vmax_pu": self.vmax_pu}
-        return {k: v for k, v in given.items() if v is not None}
 
 
 @dataclass
@@ -296,71 +152,6 @@ class _Attached:
     bus_pos: int
     p_mw: float | None  # None: follow the background profile / tabulated value
     q_mvar: float | None
-
-
-#: A line rating at or above this is a placeholder, not a conductor (the largest overhead
-#: transmission bundles carry ~5-10 kA). [kA]
-PLACEHOLDER_MAX_I_KA = 100.0
-
-
-def placeholder_rating_warnings(net: Any, network: str) -> list[str]:
-    """Findings on the ratings of ``net``'s in-service lines: a warning when some carry placeholder
-    ratings (``max_i_ka`` of 100 kA or more, e.g. pandapower's ``case33bw`` with 99999) or none
-    (NaN: pandapower reports their loading as NaN, which no limit catches): their loading and
-    overload KPIs and any thermal limit of a study (hosting capacity) never bind, which a planner
-    must know; a problem when some are 0 or negative (every step would be an infinite overload)."""
-    if "max_i_ka" not in net.line or not len(net.line):
-        return []
-    lines = net.line[net.line.in_service.astype(bool)] if "in_service" in net.line else net.line
-    rating = pd.to_numeric(lines.max_i_ka, errors="coerce")
-    found = []
-    bad = lines[rating <= 0]
-    if not bad.empty:
-        found.append(f"{len(bad)} of {len(lines)} lines of {network} have a rating of {rating[bad.index].min():g} kA "
-                     f"(max_i_ka <= 0: line {_line_names(bad)}): give their conductors' ratings in kA")
-    fake = lines[rating >= PLACEHOLDER_MAX_I_KA]
-    if not fake.empty:
-        found.append(f"warning: {len(fake)} of {len(lines)} lines of {network} have placeholder ratings (max_i_ka = "
-                     f"{rating[fake.index].max():g} kA, no conductor's): line loading and overload KPIs, and thermal "
-                     f"limits in hosting capacity, never bind; give real ratings {_rating_param_hint(network)}in a "
-                     "pandapower JSON copy of the network (net.line.max_i_ka) for a thermal study")
-    missing = lines[rating.isna()]
-    if not missing.empty:
-        found.append(f"warning: {len(missing)} of {len(lines)} lines of {network} have no rating (max_i_ka missing: "
-                     f"line {_line_names(missing)}): their loading is not computed, so overload KPIs and thermal "
-                     f"limits in hosting capacity never see them; give their ratings in kA (net.line.max_i_ka)")
-    return found
-
-
-def _line_names(lines: Any) -> str:
-    """Up to four of ``lines``' names (or indices), for a message."""
-    names = [str(n) if isinstance(n, str) and n else str(i)
-             for i, n in zip(lines.index, lines["name"] if "name" in lines else lines.index)]
-    return ", ".join(names[:4]) + (", ..." if len(names) > 4 else "")
-
-
-def default_rating_warnings(info: Any, network: str) -> list[str]:
-    """A warning when lines of an OpenDSS circuit carry no rating of their file's (OpenDSS's
-    default 400 A, or 0 A for a geometry whose wires have none: ``CircuitInfo.unrated_lines``),
-    the OpenDSS engine's counterpart of :func:`placeholder_rating_warnings`."""
-    unrated = list(info.unrated_lines)
-    if not unrated:
-        return []
-    shown = ", ".join(unrated[:4]) + (", ..." if len(unrated) > 4 else "")
-    return [f"warning: {len(unrated)} of {len(info.lines)} lines of {network} ({shown}) carry no "
-            "ampacity of the file's (OpenDSS then rates them at its default 400 A, or 0 A for a geometry "
-            "whose wires have none): their loading and overload KPIs, and thermal limits in hosting "
-            "capacity, measure that default, not a conductor; add normamps = <A> to their LineCode, "
-            "WireData or Line definitions from the conductor data"]
-
-
-def _rating_param_hint(network: str) -> str:
-    """``with network_params = {max_i_ka = ...} or `` where the catalogue network's build takes a rating."""
-    try:
-        build = grid_models._module(network).build
-    except (ImportError, ValueError, AttributeError):
-        return ""
-    return "with network_params = {max_i_ka = <kA>} or " if "max_i_ka" in inspect.signature(build).parameters else ""
 
 
 class GridSim(CosimSim):
@@ -443,7 +234,7 @@ class GridSim(CosimSim):
             if unknown:
                 return [f"exclude_buses: unknown bus(es) {unknown} in {sim_params.network} "
                         f"(e.g. {', '.join(known[:8])})"]
-            problems = _unknown_trip_lines(sim_params)
+            problems = unknown_trip_lines(sim_params)
             if problems:
                 return problems
             if sim_params.engine == "opendss":
@@ -460,7 +251,7 @@ class GridSim(CosimSim):
         if params is None or sim_params is None:
             return []
         if sim_params.engine == "opendss":
-            return _opendss_entity_problems(model, params, sim_params)
+            return opendss_entity_problems(model, params, sim_params)
         if params.dss_load_options():
             return ['load_model, vmin_pu and vmax_pu apply to engine = "opendss" (pandapower elements are '
                     "constant power at any voltage); drop them"]
@@ -613,7 +404,7 @@ class GridSim(CosimSim):
                 self._out[eid] = out
                 continue
             node_vm = self.flow.element_node_vm_pu(e.kind, e.pos)
-            stats = _band_stats(node_vm, low, high)
+            stats = band_stats(node_vm, low, high)
             stats.pop("n_violating")
             out["vm_pu"] = self.flow.element_vm_pu(e.kind, e.pos)
             out.update(stats)
@@ -717,7 +508,7 @@ class GridSim(CosimSim):
         if getattr(self, "_monitored", None) is None or len(self._monitored) != len(node_vm):
             excluded = self._excluded_buses()
             self._monitored = ~np.isin(self.flow.node_bus, excluded) if len(node_vm) else np.zeros(0, bool)
-        stats = _band_stats(node_vm[self._monitored], self.params.v_low_pu, self.params.v_high_pu)
+        stats = band_stats(node_vm[self._monitored], self.params.v_low_pu, self.params.v_high_pu)
         return {"allbus_vm_min_pu": stats["vm_phase_min_pu"], "allbus_vm_max_pu": stats["vm_phase_max_pu"],
                 "allbus_violation_pu": stats["vm_violation_pu"], "n_allbus_violating": stats["n_violating"]}
 
@@ -756,9 +547,9 @@ class GridSim(CosimSim):
         vm = f.vm_pu
         loadings = np.concatenate([f.line_loading_pct, f.trafo_loading_pct])
         extremes = getattr(f, "node_vm_pu", vm)  # OpenDSS: extremes over every phase
-        out["vm_min_pu"], out["vm_max_pu"] = _nan_extremes(extremes)
+        out["vm_min_pu"], out["vm_max_pu"] = nan_extremes(extremes)
         out["p_import_mw"], out["q_import_mvar"], out["losses_mw"] = f.p_import_mw, f.q_import_mvar, f.losses_mw
-        out["max_loading_pct"] = _nan_extremes(loadings)[1]
+        out["max_loading_pct"] = nan_extremes(loadings)[1]
         out.update(self._allbus(extremes))
         dead = np.isnan(vm)
         out["n_buses_unsupplied"] = int(np.count_nonzero(dead & ~self._dead_at_start)) if len(vm) == len(
@@ -832,52 +623,6 @@ class GridSim(CosimSim):
         return values
 
 
-#: ``a.min()`` / ``a.max()`` without ndarray's Python wrappers (they call these reductions)
-_min, _max = np.minimum.reduce, np.maximum.reduce
-
-
-def _nan_extremes(values: np.ndarray) -> tuple[float, float]:
-    """``(np.nanmin, np.nanmax)`` of ``values``; NaN for both when none is finite.
-
-    One NaN filter for both (min and max are exact, so the numbers are nanmin's and nanmax's),
-    and none when every value is finite (the usual case).
-    """
-    if len(values):
-        lowest, highest = float(_min(values)), float(_max(values))
-        if math.isfinite(lowest) and math.isfinite(highest):
-            return lowest, highest
-    if not np.isfinite(values).any():
-        return math.nan, math.nan
-    present = values[~np.isnan(values)]
-    return float(present.min()), float(present.max())
-
-
-def _unknown_trip_lines(sim_params: SimParams) -> list[str]:
-    """The trips' lines that the network does not have, named with the key and examples."""
-    refs = sorted({line for _, _, line in sim_params.all_line_trips()})
-    if not refs:
-        return []
-    if sim_params.engine == "opendss":
-        info = opendss_circuit_info(grid_models.dss_file(sim_params.network))
-        names, ids = [n.lower() for n in info.lines], info.ids["line"]
-        unknown = [r for r in refs if r.lower() not in names and dss_sanitise(r) not in ids]
-        sample = info.lines[:6]
-    else:
-        net = grid_models.load_network(sim_params.network, **sim_params.network_params)
-        ids = element_ids(net.line)
-        unknown = []
-        for ref in refs:
-            try:
-                locate_in(net, "line", ref, ids)
-            except ValueError:
-                unknown.append(ref)
-        sample = ids[:6]
-    if not unknown:
-        return []
-    return [f"line_trips: unknown line(s) {unknown} in {sim_params.network}; give a line name or id "
-            f"(e.g. {', '.join(sample)})"]
-
-
 #: the least ``element_p_max_mw`` defaults to, for a network with little or nothing tabulated [MW]
 ELEMENT_P_MAX_FLOOR_MW = 100.0
 
@@ -939,85 +684,6 @@ def shunt_set_attr(shunt_id: str) -> str:
 def cap_set_attr(cap_id: str) -> str:
     """The Grid input that sets capacitor ``cap_id``'s closed steps (OpenDSS engine). [steps]"""
     return f"cap_{cap_id}_set_count"
-
-
-def _band_stats(vm: np.ndarray, low: float, high: float) -> dict[str, float]:
-    """Lowest, highest, Σ distance outside ``[low, high]`` and count strictly outside, NaN-safe. [pu, pu, pu, -]"""
-    if len(vm) < 8:  # an element's phases: plain floats beat numpy's per-call cost, same sums (in order)
-        return _band_stats_few(vm.tolist(), low, high)
-    lowest, highest = float(_min(vm)), float(_max(vm))
-    finite = vm
-    if not (math.isfinite(lowest) and math.isfinite(highest)):  # a NaN (or inf) reading: leave it out
-        finite = vm[np.isfinite(vm)]
-        if not len(finite):
-            return {"vm_phase_min_pu": math.nan, "vm_phase_max_pu": math.nan, "vm_violation_pu": math.nan,
-                    "n_violating": 0}
-        lowest, highest = float(finite.min()), float(finite.max())
-    # a side nobody crosses sums to exactly 0.0, so it is skipped; the other is numpy's own sum
-    under = float(np.maximum(low - finite, 0.0).sum()) if lowest < low else 0.0
-    over = float(np.maximum(finite - high, 0.0).sum()) if highest > high else 0.0
-    n_under = int(np.count_nonzero(finite < low)) if lowest < low else 0
-    n_over = int(np.count_nonzero(finite > high)) if highest > high else 0
-    return {"vm_phase_min_pu": lowest, "vm_phase_max_pu": highest, "vm_violation_pu": under + over,
-            "n_violating": n_under + n_over}
-
-
-def _band_stats_few(vm: list[float], low: float, high: float) -> dict[str, float]:
-    """:func:`_band_stats` for a few values (numpy sums fewer than 8 numbers in order, as here)."""
-    if len(vm) == 1:  # a balanced net's element: one reading
-        v = vm[0]
-        if not math.isfinite(v):
-            return {"vm_phase_min_pu": math.nan, "vm_phase_max_pu": math.nan, "vm_violation_pu": math.nan,
-                    "n_violating": 0}
-        under, over = max(low - v, 0.0), max(v - high, 0.0)
-        return {"vm_phase_min_pu": v, "vm_phase_max_pu": v, "vm_violation_pu": under + over,
-                "n_violating": 1 if under > 0 or over > 0 else 0}
-    finite = [v for v in vm if math.isfinite(v)]
-    if not finite:
-        return {"vm_phase_min_pu": math.nan, "vm_phase_max_pu": math.nan, "vm_violation_pu": math.nan,
-                "n_violating": 0}
-    under = [max(low - v, 0.0) for v in finite]
-    over = [max(v - high, 0.0) for v in finite]
-    return {"vm_phase_min_pu": min(finite), "vm_phase_max_pu": max(finite),
-            "vm_violation_pu": _in_order(under) + _in_order(over),
-            "n_violating": sum(1 for u, o in zip(under, over) if u > 0 or o > 0)}
-
-
-def _in_order(values: list[float]) -> float:
-    total = 0.0
-    for value in values:
-        total += value
-    return total
-
-
-def _opendss_entity_problems(model: str, params: ElementParams, sim_params: SimParams) -> list[str]:
-    """An unknown bus or load, or phases the bus does not have, named before any simulator starts."""
-    try:
-        path = grid_models.dss_file(sim_params.network)
-        info = opendss_circuit_info(path)
-    except ValueError as exc:
-        return [str(exc)]
-    if params.element is not None:
-        if model != "Load":
-            return [f"element = {params.element!r}: the opendss engine drives existing loads only"]
-        if not any(str(params.element).lower() in (n.lower(), dss_sanitise(n)) for n in info.loads):
-            return [f"unknown load {params.element!r} in {path.name} (e.g. {', '.join(info.loads[:6])})"]
-        return []
-    ref = str(params.bus).strip()
-    match = [i for i, b in enumerate(info.buses) if ref.lower() == b.lower() or ref == dss_sanitise(b)]
-    if not match:
-        return [unknown_bus_message(ref, info.buses, path.name)]
-    have = info.bus_phases[match[0]]
-    if set(params.phases) - set(have):
-        return [f"bus {ref!r} has phases {have!r}, not {params.phases!r}; set phases to a subset of {have!r}"]
-    if info.bus_kv_base and not info.bus_kv_base[match[0]] > 0:
-        return [f"bus {ref!r} has no base voltage: add its kV to 'Set VoltageBases = [...]' (then "
-                f"'CalcVoltageBases') in {path.name}"]
-    if match[0] in info.isolated_buses:
-        return [f"bus {ref!r} has no path to a source in {path.name} (OpenDSS solves it at 0 V), so an element "
-                "there would draw nothing from the grid while it reports its power: pick a connected bus, or "
-                "connect it (enable its lines, close its switches)"]
-    return []
 
 
 def _build_meta(ids: dict[str, list[str]], extra_outputs: list[str] = (), extra_inputs: list[str] = (),

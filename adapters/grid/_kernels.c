@@ -1,7 +1,7 @@
 /* The pandapower engine's per-step arithmetic around lightsim2grid's Newton solve, in C.
  *
  * Each function does, operation for operation, what the numpy expressions in
- * adapters/_grid_pandapower.py do (PowerFlow.solve's injection sum, the V it builds from the
+ * adapters/grid/pandapower_flow.py do (PowerFlow.solve's injection sum, the V it builds from the
  * solver's magnitudes and angles, PowerFlow._results), so the results are the same to the last
  * bit: tests/adapters/test_grid_kernels.py and test_grid_cases.py compare both on every
  * pandapower case up to 3,000 buses and the catalogue's networks. A numpy call on these small

@@ -297,7 +297,7 @@ class OpenDssFlow:
         dss.Solution.MaxControlIterations(max_control_iterations)
         dss.Solution.MaxIterations(MAX_ITERATIONS)
         self._restart = False
-        #: the control loop is held off (a fault is on: adapters/_grid_opendss_faults.py)
+        #: the control loop is held off (a fault is on: adapters/grid/opendss_faults.py)
         self.controls_held = False
         self.info = info if info is not None else circuit_info(dss)
         self.ids = self.info.ids

@@ -1,8 +1,8 @@
 """The interface every grid engine offers the grid adapter, and the OpenDSS engine's metadata.
 
-The grid adapter (``adapters/grid.py``) drives an engine through :class:`GridBackend`;
-``PowerFlow`` (pandapower/lightsim2grid, in ``grid.py``) and ``OpenDssFlow``
-(``_grid_opendss.py``) implement it. Adding an engine is one class with these members
+The grid adapter (``adapters/grid/``) drives an engine through :class:`GridBackend`;
+``PowerFlow`` (pandapower/lightsim2grid, ``pandapower_flow.py``) and ``OpenDssFlow``
+(``opendss_flow.py``) implement it. Adding an engine is one class with these members
 plus a branch in ``GridSim.setup``/``meta_for``.
 """
 
@@ -15,7 +15,7 @@ from typing import Protocol
 
 import numpy as np
 
-from cosim.adapters._grid_opendss import circuit_info, compile_circuit, device_attrs, isolated_buses, new_engine
+from cosim.adapters.grid.opendss_flow import circuit_info, compile_circuit, device_attrs, isolated_buses, new_engine
 
 
 class GridBackend(Protocol):

@@ -2,7 +2,7 @@
 step is solved with lightsim2grid's Newton solver on pandapower's own internal model
 (switches, islands and out-of-service elements handled as ``runpp`` handles them), warm-
 started from the previous voltages; a topology change rebuilds that model once. The arithmetic
-around the solve runs in C when ``make build`` compiled ``_grid_kernels.c`` (same numbers, bit for
+around the solve runs in C when ``make build`` compiled ``_kernels.c`` (same numbers, bit for
 bit, checked at load time and in tests/adapters/test_grid_kernels.py), else in numpy."""
 
 from __future__ import annotations
@@ -117,7 +117,7 @@ class PowerFlow:
         self._V: np.ndarray | None = None
         self._solved_once = False  # pandapower path: warm start from results
         self._options_set = False
-        #: the per-step arithmetic in C (adapters/_grid_kernels.c) when built; same numbers as numpy
+        #: the per-step arithmetic in C (adapters/grid/_kernels.c) when built; same numbers as numpy
         #: (False: numpy's forms, from the next solve on)
         self.use_kernels = True
         self._kernels: _Kernels | None = None
@@ -562,8 +562,8 @@ def _address(array: np.ndarray) -> int:
     return array.__array_interface__["data"][0]
 
 
-def _load_kernels(lib_path: Path = Path(__file__).with_name("_grid_kernels.so")):
-    """``adapters/_grid_kernels.so`` (``make build``), or None: not built, or older than its C source
+def _load_kernels(lib_path: Path = Path(__file__).with_name("_kernels.so")):
+    """``adapters/grid/_kernels.so`` (``make build``), or None: not built, or older than its C source
     (an edited source is not trusted until rebuilt), not loadable, or not numpy's numbers on this
     machine (:func:`_agrees_with_numpy`); then numpy does the work."""
     source = lib_path.with_suffix(".c")

@@ -1,0 +1,35 @@
+"""Grid adapter: a network solved each step, by pandapower/lightsim2grid or by OpenDSS.
+
+The adapter ``grid`` as a package (docs/development.md, "A simulator with several modules"):
+
+* ``params.py``: the ``[sims.<id>]`` keys (network, engine, band, trips, faults) and an element's;
+* ``sim.py``: :class:`GridSim`, the adapter (its docstring has both engines' models, inputs and outputs);
+* ``checks.py``: what the network makes impossible or worth a warning, found before a run starts;
+* ``backend.py``: what the adapter asks of an engine (:class:`~.backend.GridBackend`);
+* ``pandapower_flow.py``: the pandapower engine (:class:`PowerFlow`, lightsim2grid's solver), with its
+  per-step arithmetic in C in ``_kernels.c`` (``make build``);
+* ``opendss_flow.py``: the OpenDSS engine (:class:`~.opendss_flow.OpenDssFlow`); ``opendss_faults.py``
+  its faults;
+* ``voltage_band.py``: voltages against a band (the all-bus and per-element outputs).
+"""
+
+from cosim.adapters.grid.checks import default_rating_warnings, placeholder_rating_warnings
+from cosim.adapters.grid.params import ElementParams, SimParams, read_line_trips
+from cosim.adapters.grid.pandapower_flow import (
+    ELEMENT_ATTRS,
+    ELEMENT_VOLTAGE_OUTPUTS,
+    GRID_OUTPUTS,
+    KINDS,
+    MAX_ITERATION,
+    MODEL_KIND,
+    SERVED_ATTR,
+    TOLERANCE_MVA,
+    PowerFlow,
+    element_ids,
+    sanitise,
+)
+from cosim.adapters.grid.sim import GridSim
+
+__all__ = ["ELEMENT_ATTRS", "ELEMENT_VOLTAGE_OUTPUTS", "GRID_OUTPUTS", "KINDS", "MAX_ITERATION", "MODEL_KIND",
+           "SERVED_ATTR", "TOLERANCE_MVA", "ElementParams", "GridSim", "PowerFlow", "SimParams",
+           "default_rating_warnings", "element_ids", "placeholder_rating_warnings", "read_line_trips", "sanitise"]
