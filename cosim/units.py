@@ -9,6 +9,7 @@ unit without a listed suffix may be written with its symbols (``accel_m_s2``, se
 
 from __future__ import annotations
 
+import functools
 import re
 
 #: Unit suffixes understood across cosim, longest first so ``_kg_s`` wins over ``_s``.
@@ -54,6 +55,13 @@ UNIT_SYMBOLS: frozenset[str] = frozenset({
 DIMENSIONLESS: frozenset[str] = frozenset({"converged", "in_service", "event_active"})
 
 
+#: The listed suffixes as a set, and the most underscore-separated tokens any of them has.
+_SUFFIX_SET: frozenset[str] = frozenset(UNIT_SUFFIXES)
+_SUFFIX_TOKENS_MAX: int = max(s.count("_") + 1 for s in UNIT_SUFFIXES)
+_SYMBOL_TOKEN = re.compile(r"[a-z]+\d*")
+
+
+@functools.lru_cache(maxsize=65536)
 def unit_of(name: str) -> str | None:
     """Return the unit suffix of ``name``, or ``None`` when it has none.
 
@@ -62,8 +70,12 @@ def unit_of(name: str) -> str | None:
     """
     if name.startswith("n_") or any(name == d or name.endswith("_" + d) for d in DIMENSIONLESS):
         return ""
-    for suffix in UNIT_SUFFIXES:
-        if name.endswith("_" + suffix) and len(name) > len(suffix) + 1:
+    # The longest listed suffix that ``name`` ends with after an underscore and at least one
+    # character: two such suffixes of one name nest, so the longest is the one of most tokens.
+    tokens = name.split("_")
+    for n in range(min(_SUFFIX_TOKENS_MAX, len(tokens) - 1), 0, -1):
+        suffix = "_".join(tokens[-n:])
+        if suffix in _SUFFIX_SET and len(name) > len(suffix) + 1:
             return suffix
     return _derived_unit(name)
 
@@ -74,7 +86,7 @@ def _derived_unit(name: str) -> str | None:
     so a name with a listed suffix keeps it."""
     tokens = name.split("_")
     n = 0
-    while n < len(tokens) - 1 and re.fullmatch(r"[a-z]+\d*", tokens[-1 - n]) \
+    while n < len(tokens) - 1 and _SYMBOL_TOKEN.fullmatch(tokens[-1 - n]) \
             and tokens[-1 - n].rstrip("0123456789") in UNIT_SYMBOLS:
         n += 1
     if n == 0 or not "".join(tokens[:-n]):

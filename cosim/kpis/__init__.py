@@ -15,6 +15,7 @@ behind its meter: import/export, cost, carbon, 24/7 CFE, curtailment, storage).
 
 from __future__ import annotations
 
+import copy
 import importlib
 import pkgutil
 from typing import Any
@@ -26,7 +27,7 @@ from cosim.kpis._block import Block, KpiInput, KpiParams, ParamsContext, step_ho
 from cosim.kpis.grid import BAND_PARAM, V_HIGH_PU, V_LOW_PU
 from cosim.roles import RunRoles
 
-__all__ = ["BAND_PARAM", "Block", "KpiInput", "KpiParams", "ParamsContext", "V_HIGH_PU", "V_LOW_PU", "blocks", "compute", "compute_indexed", "needed_columns",
+__all__ = ["BAND_PARAM", "Block", "KpiInput", "KpiParams", "ParamsContext", "V_HIGH_PU", "V_LOW_PU", "blocks", "block_columns", "compute", "compute_indexed", "needed_columns",
            "default_params", "refresh"]
 
 _FOUND: list[Block] | None = None
@@ -58,11 +59,33 @@ def default_params() -> dict[str, dict[str, Any]]:
     return {b.name: b.params().model_dump(mode="json") for b in blocks() if b.params is not None}
 
 
+def block_columns(columns: list[str], roles: RunRoles) -> tuple[tuple[Block, tuple[str, ...]], ...]:
+    """Every block with the columns it reads of ``columns``, in block order and each block's own order.
+
+    Remembers its last answer (the recorded names and roles it was for, compared by value): loading
+    a scenario asks it for the default selection and again for the record warning, and on a large
+    feeder each asking scans tens of thousands of names per block.
+    """
+    global _LAST_COLUMNS
+    found = blocks()
+    if _LAST_COLUMNS is not None:
+        was_found, was_columns, was_roles, answer = _LAST_COLUMNS
+        if was_found is found and was_columns == columns and was_roles == roles:
+            return answer
+    answer = tuple((block, tuple(block.columns(columns, roles))) for block in found)
+    _LAST_COLUMNS = (found, list(columns), copy.deepcopy(roles), answer)
+    return answer
+
+
+#: :func:`block_columns`'s last question (blocks, names, roles) and answer.
+_LAST_COLUMNS: tuple[list[Block], list[str], RunRoles, tuple[tuple[Block, tuple[str, ...]], ...]] | None = None
+
+
 def needed_columns(columns: list[str], roles: RunRoles) -> list[str]:
     """The recorded columns the blocks read, in recorded order."""
     keep: set[str] = set()
-    for block in blocks():
-        keep.update(block.columns(columns, roles))
+    for _block, read in block_columns(columns, roles):
+        keep.update(read)
     return [c for c in columns if c in keep]
 
 

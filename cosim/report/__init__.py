@@ -69,7 +69,8 @@ def _read_series(path: Path, top_lines: int, batch_rows: int) -> pd.DataFrame | 
         raise ValueError("no time_utc column")
     buses = [c for c in names if is_bus_voltage(c)]
     lines = [c for c in names if is_loading(c)]
-    small = [c for c in names if c != "time_utc" and used(c) and c not in buses and c not in lines]
+    banded = {*buses, *lines}
+    small = [c for c in names if c != "time_utc" and used(c) and c not in banded]
     parts, peaks = [], None
     for batch in parquet.iter_batches(batch_size=batch_rows, columns=["time_utc", *small, *buses, *lines]):
         frame = batch.to_pandas()

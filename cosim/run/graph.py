@@ -61,8 +61,8 @@ def record_warning(scn: Scenario) -> str | None:
     recorded = set(recorded_columns(scn))
     roles = scn.roles()
     parts, first = [], None
-    for block in kpis.blocks():
-        missing = [c for c in block.columns(names, roles) if c not in recorded]
+    for block, read in kpis.block_columns(names, roles):
+        missing = [c for c in read if c not in recorded]
         if missing:
             first = first or missing[0]
             more = f" (+{len(missing) - 1} more)" if len(missing) > 1 else ""

@@ -71,3 +71,36 @@ def test_a_default_run_writes_the_default_columns_and_its_grid_kpis(tmp_path):
     assert result.ok, result.reason
     assert list(result.timeseries().columns) == recorded_columns(scn)
     assert result.kpis["feeder"]["import_mwh"] > 0 and result.kpis["feeder"]["max_loading_pct"] is not None
+
+
+def test_record_patterns_match_as_fnmatchcase_does():
+    """The patterns compiled into one expression select what matching them one by one selects."""
+    import fnmatch
+    import itertools
+
+    from cosim.scenario.record import matcher
+
+    patterns = ["*.p_mw", "grid*.vm_*", "a?c.*[0-9]", "*", "x.*y*z", "[!a]*.q", "*.*.*"]
+    names = ["a.p_mw", "grid.vm_pu", "grid3.vm_a_pu", "abc.x1", "abc.x", "x.ayz", "x.y", "b.q", "a.q", "a.b.c",
+             "a\nb.p_mw", ""]
+    for k in range(4):
+        for chosen in itertools.combinations(patterns, k):
+            matches = matcher(list(chosen))
+            for name in names:
+                assert matches(name) == any(fnmatch.fnmatchcase(name, p) for p in chosen), (chosen, name)
+
+
+def test_kpi_columns_are_asked_again_when_the_names_or_roles_change(tmp_path):
+    """The blocks' columns are remembered for the last names and roles only, compared by value."""
+    from cosim import kpis
+
+    scn = _scenario(tmp_path)
+    names, roles = all_outputs(scn), scn.roles()
+    fresh = [(b, tuple(b.columns(names, roles))) for b in kpis.blocks()]
+    assert list(kpis.block_columns(names, roles)) == fresh
+    roles.entities["pcc"] = "datacenter"
+    changed = [(b, tuple(b.columns(names, roles))) for b in kpis.blocks()]
+    assert changed != fresh
+    assert list(kpis.block_columns(names, roles)) == changed
+    fewer = [n for n in names if not n.startswith("pcc.")]
+    assert list(kpis.block_columns(fewer, roles)) == [(b, tuple(b.columns(fewer, roles))) for b in kpis.blocks()]
