@@ -1,5 +1,6 @@
-"""The manual builds with no broken links, the README stays short and points at it, and neither tells
-the project's history (issue numbers, rounds), and only the performance page and the catalogue's runtime
+"""The manual builds with no broken links, the README stays short and points at it, neither they nor the
+comments of the scenario and example files (the manual's gallery links each of them) tell the project's
+history (issue numbers, rounds), and only the performance page and the catalogue's runtime
 column carry measurements' stamps (load, date of the run).
 
 ``make docs`` runs ``docs/gen_reference.py`` then ``mkdocs build --strict``; strict mode (with
@@ -8,11 +9,14 @@ column carry measurements' stamps (load, date of the run).
 
 from __future__ import annotations
 
+import ast
+import io
 import json
 import re
 import shutil
 import subprocess
 import sys
+import tokenize
 from pathlib import Path
 
 import pytest
@@ -141,6 +145,83 @@ def _hits(pattern: re.Pattern, texts: dict[str, str]) -> list[str]:
 def test_no_issue_numbers_or_rounds_in_the_manual():
     hits = _hits(HISTORY, manual_texts())
     assert not hits, "history belongs in CHANGELOG.md:\n" + "\n".join(hits)
+
+
+def _toml_comments(text: str) -> list[str]:
+    """Each line's comment (from a ``#`` outside a quoted string to the end of the line), or ``""``."""
+    out = []
+    for line in text.splitlines():
+        quote, escaped, comment = "", False, ""
+        for i, ch in enumerate(line):
+            if quote:
+                if escaped:
+                    escaped = False
+                elif ch == "\\" and quote == '"':
+                    escaped = True
+                elif ch == quote:
+                    quote = ""
+            elif ch in "\"'":
+                quote = ch
+            elif ch == "#":
+                comment = line[i:]
+                break
+        out.append(comment)
+    return out
+
+
+def _py_comments(text: str) -> list[str]:
+    """Each line's ``#`` comment, and the docstrings' lines in place, ``""`` elsewhere."""
+    lines = text.splitlines()
+    out = [""] * len(lines)
+    for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+        if tok.type == tokenize.COMMENT:
+            out[tok.start[0] - 1] = tok.string
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(
+                    first.value.value, str):
+                for n in range(first.lineno - 1, first.end_lineno):
+                    out[n] = lines[n]
+    return out
+
+
+#: how each kind of file in scenarios/ and examples/ marks its comments (GridLAB-D's .glm: ``//``)
+COMMENTS = {".toml": _toml_comments, ".py": _py_comments,
+            ".glm": lambda text: [line[line.index("//"):] if "//" in line else "" for line in text.splitlines()]}
+
+
+def file_comments(paths) -> dict[str, str]:
+    """The comments of each file, by path, one line per source line (``""`` where a line has none)."""
+    return {str(p.relative_to(ROOT)): "\n".join(COMMENTS[p.suffix](p.read_text(encoding="utf-8"))) for p in paths}
+
+
+def scenario_and_example_files() -> list[Path]:
+    files = sorted(ROOT.glob("scenarios/**/*.toml")) + sorted(p for p in (ROOT / "examples").rglob("*") if p.is_file())
+    unread = [str(p.relative_to(ROOT)) for p in files if p.suffix not in COMMENTS]
+    assert not unread, f"no comment reader for {unread}: add one to COMMENTS"
+    return files
+
+
+def test_no_issue_numbers_or_rounds_in_scenario_and_example_comments():
+    files = scenario_and_example_files()
+    assert any(p.parent.name == "published" for p in files) and any(p.suffix == ".py" for p in files)
+    hits = _hits(HISTORY, file_comments(files))
+    assert not hits, ("say what the scenario is and does; history belongs in CHANGELOG.md:\n" + "\n".join(hits))
+
+
+def test_the_comment_check_can_fail():
+    """A planted history comment is found in each kind of file, in its comment and not in its data."""
+    planted = {
+        "s.toml": 'name = "x"  # sized as in issue 15\n# Before round 4 the steps were 1 s\nurl = "a#12"\n',
+        "e.py": '"""Example (issue #29)."""\nX = "issue 7"  # see #412\n',
+        "f.glm": "object load { // re-sized in round 5\n  name issue_3; }\n",
+    }
+    comments = {name: "\n".join(COMMENTS[Path(name).suffix](text)) for name, text in planted.items()}
+    hits = _hits(HISTORY, comments)
+    assert [h.split(": ")[0] for h in hits] == ["s.toml:1", "s.toml:2", "e.py:1", "e.py:2", "f.glm:1"], hits
+    assert "issue 7" not in comments["e.py"] and "a#12" not in comments["s.toml"]
+    assert _toml_comments('k = "it\'s # not"  # but this is') == ["# but this is"]
 
 
 def test_pages_that_teach_carry_no_measurement_stamps():
