@@ -207,6 +207,9 @@ def _projection_ratio(surface_tilt, surface_azimuth, solar_zenith, solar_azimuth
 
 
 def _real(value: Any) -> bool:
+    kind = type(value)
+    if kind is float or kind is int:  # the usual case, without isinstance's two calls
+        return True
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
