@@ -442,7 +442,10 @@ class DirectEngine:
         """Step the simulators that take a look-ahead hint (:meth:`cosim.sdk.CosimSim.look_ahead`),
         and their sources, block by block ahead of the rest (:class:`_Blocks`), when none of them
         is stepped in a worker process. Call after :meth:`start` (and :meth:`run_ahead`); never
-        in a :class:`cosim.Session`, whose ``set`` may change any input between steps."""
+        in a :class:`cosim.Session`, whose ``set`` may change any input between steps, nor in a
+        run paced in real time (a source read from the wall clock must be read on it)."""
+        if self.scn.scenario.rt_factor:
+            return
         sims = block_sims(self)
         if sims:
             _Blocks(self, sims)

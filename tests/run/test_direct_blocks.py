@@ -128,3 +128,11 @@ def test_the_showcase_in_short_blocks_gives_the_results_without_blocks(tmp_path,
     ts = _same(_run(path, tmp_path / "plain", False, monkeypatch, **window),
                _run(path, tmp_path / "blocks", True, monkeypatch, **window))
     assert len(ts) == 180 and (ts["pv.p_mw"] > 0.1).all()
+
+
+def test_a_run_paced_in_real_time_gets_no_block(toy_adapters, write_scenario, tmp_path, monkeypatch):
+    """A source read from the wall clock must be stepped on it: no stepping ahead."""
+    path = write_scenario(ramp_sink(extra=HINT.format(params="")))
+    HintSim.hints.clear()
+    result = _run(path, tmp_path / "rt", True, monkeypatch, **{"scenario.rt_factor": 1e-4})
+    assert result.ok and HintSim.hints == []
