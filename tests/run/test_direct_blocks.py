@@ -136,3 +136,15 @@ def test_a_run_paced_in_real_time_gets_no_block(toy_adapters, write_scenario, tm
     HintSim.hints.clear()
     result = _run(path, tmp_path / "rt", True, monkeypatch, **{"scenario.rt_factor": 1e-4})
     assert result.ok and HintSim.hints == []
+
+
+def test_the_showcase_year_in_blocks_equals_mosaik_on_its_first_day(tmp_path, monkeypatch):
+    """The showcase year's scenario (``bench/bench_engines.py --cases year``) cut to its first
+    day: the direct engine in one process with blocks of 97 steps (blocks end at every hour of
+    the day somewhere) gives mosaik's record and KPIs."""
+    monkeypatch.setattr(direct, "BLOCK_STEPS", 97)
+    path = f"{ROOT}/scenarios/default.toml"
+    window = {"scenario.start": datetime(2024, 1, 1, tzinfo=timezone.utc), "scenario.duration_s": 86_400}
+    on_mosaik = cosim.run(path, out_dir=tmp_path / "mosaik", overrides={**window, "scenario.engine": "mosaik"})
+    ts = _same(on_mosaik, _run(path, tmp_path / "blocks", True, monkeypatch, **window))
+    assert len(ts) == 1440 and (ts["pv.p_mw"] > 0).sum() > 300  # lit (an overcast day: over 0.5 MW for 10 min)
