@@ -109,9 +109,20 @@ class _Sim:
     feed: Any = None
     #: in that worker: called with each step's record to send (``tap(sim, t, next_t, out_t, data)``)
     tap: Any = None
+    #: the time of the cache's last entry in insertion order (None: not known), and its output
+    newest_t: int | None = None
+    newest: Any = None
+
+    def keep(self, out_t: int, data: dict[str, dict[str, Any]]) -> None:
+        """Cache the output of a step (at output time ``out_t``)."""
+        # a time already cached keeps its place in the order: the last entry is then another one
+        self.newest_t, self.newest = (None, None) if out_t in self.cache else (out_t, data)
+        self.cache[out_t] = data
 
     def output_at(self, limit: int) -> dict[str, dict[str, Any]]:
         """The cached output of the latest entry with time <= ``limit`` (mosaik's backwards scan)."""
+        if self.newest_t is not None and self.newest_t <= limit:  # the scan's first look, without the scan
+            return self.newest
         for when in reversed(self.cache):
             if when <= limit:
                 return self.cache[when]
@@ -355,7 +366,7 @@ class DirectEngine:
         if sim.feed is not None:  # stepped in the worker process (cosim.run.ahead): take its record
             sim.next_t, out_t, data = sim.feed.take(sim, t)
             if data is not None:
-                sim.cache[out_t] = data
+                sim.keep(out_t, data)
             sim.last_t = t
             return
         if sim.sid == RECORDER_SID:
@@ -380,7 +391,7 @@ class DirectEngine:
             out_t = data.pop("time", t)
             if out_t < t:
                 raise SimulationError(f"Output time ({out_t}) is not >= time ({t}) for simulator \"{sim.sid}\".")
-            sim.cache[out_t] = data
+            sim.keep(out_t, data)
         sim.last_t = t
         sim.next_t = nxt if nxt < self.until else None
         if sim.tap is not None:
@@ -406,6 +417,7 @@ class DirectEngine:
         limits = [r.next_t - shift for r, shift in self._readers[id(sim)] if r.next_t is not None]
         if not limits:
             sim.cache.clear()
+            sim.newest_t = sim.newest = None
             return
         limit = min(limits)
         keep = max((w for w in sim.cache if w <= limit), default=None)
