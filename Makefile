@@ -33,9 +33,11 @@ build: setup $(KERNELS)
 $(KERNELS): adapters/_grid_kernels.c
 	gcc -O2 -fPIC -shared -std=c11 -ffp-contract=off -fno-fast-math -Wall -o $@ $< -lm
 
-# The manual: reference pages generated from the schema and the registry, then mkdocs (no network).
+# The manual: reference pages generated from the schema and the registry, the gallery drawn from runs of the
+# catalogue's scenarios (a few minutes), then mkdocs (no network).
 docs: setup
 	$(PY) docs/gen_reference.py
+	$(PY) docs/gen_gallery.py
 	$(VENV)/bin/mkdocs build --strict --site-dir site
 
 bench: setup build

@@ -13,7 +13,15 @@ transient-stability solver integrates at its own step:
   (``Vt2``/``Vt3`` above), latched at the deepest voltage of the disturbance (committed once a
   step is accepted), reconnection of ``Frecon`` of the ceased share after ``Tdrecon`` back inside
   ``[Vt1, Vt2]`` over a ramp ``Trecon``, and the P share's frequency sensitivity ``Kpf`` outside the
-  deadband ``[Fn - Dbfl, Fn + Dbfh]`` (the bus frequency of an ANDES ``BusFreq``);
+  deadband ``[Fn - Dbfl, Fn + Dbfh]`` (the bus frequency of an ANDES ``BusFreq``), and the
+  frequency trip: below ``Fl`` for ``Tfl`` or above ``Fh`` for ``Tfh`` (0 turns a side off) the whole
+  load trips, latched for the rest of the run (the flag ``on`` goes to 0 and multiplies P and Q past
+  the lead-lags). The time beyond a threshold starts at the crossing, interpolated linearly between
+  the last accepted sub-step and the iterate, and the trip acts at the first sub-step whose time is
+  at least the pickup time past it: within one ANDES step of the exact instant for a frequency
+  that crosses once. ``ride_through``'s ``Perc1Params`` documents the definition and its source (the
+  common under-/over-frequency trip of PSS/E's DER_A, not PowerWorld's PERC1 definition, which we
+  could not read);
 * two ANDES ``LeadLag`` blocks (``Tap``/``Tbp``, ``Taq``/``Tbq``) carry the shares to the P and Q
   the load draws from its bus, constant power: ``P = p0 * y_P``, ``Q = q0 * y_Q``.
 
@@ -69,10 +77,11 @@ class Perc1Logic(Discrete):
         super().__init__(name=name, tex_name=tex_name, info=info)
         self.p = owner_params
         self.v, self.f = v, f
-        self.export_flags = ["ps", "qs"]
-        self.export_flags_tex = ["p_s", "q_s"]
+        self.export_flags = ["ps", "qs", "on"]
+        self.export_flags_tex = ["p_s", "q_s", "on"]
         self.ps = np.array([1.0])
         self.qs = np.array([1.0])
+        self.on = np.array([1.0])
         self.input_list.extend([v, f])
         self.has_check_var = True
         self.t_last = 0.0
@@ -82,9 +91,16 @@ class Perc1Logic(Discrete):
         super().list2array(n)
         self.ps[:] = 1.0
         self.qs[:] = 1.0
+        self.on[:] = 1.0
+        nan = np.full(n, np.nan)
         self.state = {"ceased": np.zeros(n), "kept_off": np.zeros(n), "back_s": np.zeros(n),
-                      "now": np.zeros(n)}
+                      "now": np.zeros(n),
+                      # frequency trip: crossing instants (NaN: inside), latch, and the values at the last call
+                      "low_since": nan.copy(), "high_since": nan.copy(), "tripped": np.zeros(n, dtype=bool),
+                      "low_now": nan.copy(), "high_now": nan.copy(), "trip_now": np.zeros(n, dtype=bool),
+                      "f_now": nan.copy(), "f_prev": nan.copy()}
         self.t_last = 0.0
+        self.t_prev = 0.0
 
     def _param(self, name):
         return np.asarray(self.p[name].v, dtype=float)
@@ -110,6 +126,32 @@ class Perc1Logic(Discrete):
                                  s["kept_off"])
         s["ceased"] = np.where(done, 0.0, s["ceased"])
         s["back_s"] = np.where(done, 0.0, s["back_s"])
+        s["low_since"], s["high_since"] = s["low_now"].copy(), s["high_now"].copy()
+        s["tripped"] = s["trip_now"].copy()
+        s["f_prev"] = s["f_now"].copy()
+
+    def _since(self, since, beyond, f_hz, dae_t, threshold):
+        """When the frequency went beyond ``threshold``: kept if already beyond, else the crossing
+        interpolated between the last accepted sub-step (``t_prev``, its frequency) and this iterate."""
+        f_prev = self.state["f_prev"]
+        span = f_prev - f_hz
+        frac = np.where(np.isfinite(f_prev) & (np.abs(span) > 1e-12),
+                        np.clip((f_prev - threshold) / np.where(np.abs(span) > 1e-12, span, 1.0), 0.0, 1.0), 1.0)
+        crossing = self.t_prev + frac * (dae_t - self.t_prev)
+        return np.where(beyond, np.where(np.isnan(since), crossing, since), np.nan)
+
+    def _trip(self, f_hz, dae_t):
+        """The frequency trip at this iterate (latched once a step with it is accepted)."""
+        s = self.state
+        fl, fh = self._param("Fl"), self._param("Fh")
+        low = (fl > 0) & (f_hz < fl)
+        high = (fh > 0) & (f_hz > fh)
+        s["low_now"] = self._since(s["low_since"], low, f_hz, dae_t, fl)
+        s["high_now"] = self._since(s["high_since"], high, f_hz, dae_t, fh)
+        s["f_now"] = f_hz.copy()
+        s["trip_now"] = (s["tripped"] | (low & (dae_t - s["low_now"] >= self._param("Tfl") - 1e-9))
+                         | (high & (dae_t - s["high_now"] >= self._param("Tfh") - 1e-9)))
+        return s["trip_now"]
 
     def check_var(self, dae_t=0.0, *args, **kwargs):
         if self.state is None or len(self.state["ceased"]) != len(self.v.v):
@@ -117,7 +159,7 @@ class Perc1Logic(Discrete):
         dae_t = float(dae_t)
         if dae_t > self.t_last + 1e-12:  # a new step: the previous one was accepted
             self._commit(dae_t - self.t_last)
-            self.t_last = dae_t
+            self.t_prev, self.t_last = self.t_last, dae_t
         fn = self._param("Fn")
         f_hz = np.asarray(self.f.v, dtype=float) * float(self.owner.system.config.freq)
         v = np.asarray(self.v.v, dtype=float)
@@ -136,6 +178,7 @@ class Perc1Logic(Discrete):
                           np.where(dev < -self._param("Dbfl"), dev + self._param("Dbfl"), 0.0))
         self.ps[:] = share * (1.0 + self._param("Kpf") * beyond)
         self.qs[:] = share
+        self.on[:] = np.where(self._trip(f_hz, dae_t), 0.0, 1.0)
 
 
 class Perc1Data(ModelData):
@@ -160,9 +203,9 @@ class Perc1Model(Model):
         self.flags.tds = True
         self.flags.pflow = False
         self.v = ExtAlgeb(model="Bus", src="v", indexer=self.bus, tex_name="V",
-                          e_str="u * Indicator(dae_t > 0) * q0 * LQ_y", ename="Q", tex_ename="Q")
+                          e_str="u * Indicator(dae_t > 0) * q0 * LQ_y * SH_on", ename="Q", tex_ename="Q")
         self.a = ExtAlgeb(model="Bus", src="a", indexer=self.bus, tex_name=r"\theta",
-                          e_str="u * Indicator(dae_t > 0) * p0 * LP_y", ename="P", tex_ename="P")
+                          e_str="u * Indicator(dae_t > 0) * p0 * LP_y * SH_on", ename="P", tex_ename="P")
         self.f = ExtAlgeb(model="FreqMeasurement", src="f", indexer=self.busf, tex_name="f")
         self.SH = Perc1Logic({name: getattr(self, name) for name in PARAMS}, self.v, self.f, tex_name="SH")
         self.ps = Algeb(info="connected P share before the lead-lag", v_str="1", e_str="SH_ps - ps", tex_name="p_s")

@@ -2,14 +2,23 @@
 
 A dynamic-data (DYR) record in PSS/E's layout is ``IBUS 'MODEL' ID p1 p2 ... /``: the bus
 number, the model name in quotes, the device id, then the parameters, ended by ``/`` (the layout
-ANDES's own DYR reader, ``andes.io.psse``, and PSS/E's ``dyre`` read; ``'` quotes the name and
-``/`` ends a record that may run over several lines). The parameters follow ``PARAMS`` below:
-PowerWorld's PERC1 help page names Fcease, Frecon, the P and Q lead/lag time constants
-(Tap, Tbp, Taq, Tbq) and the low and high frequency deadbands (Dbfl, Dbfh), and takes the
-voltage thresholds Vt0..Vt3 from LDEV1/PVD1 (PowerWorld Simulator help, "Load Characteristic Model:
-PERC1", 2025); its full parameter table and order were not readable to us, so the order here is
-cosim's and the table written beside the record (``perc1_params.csv`` / ``.md``) names every
-column: a PowerWorld or PSS/E user maps the columns by name, not by position.
+ANDES's own DYR reader, ``andes.io.psse``, and PSS/E's ``dyre`` read; ``'`` quotes the name and
+``/`` ends a record that may run over several lines).
+
+**The parameter order is cosim's own**, ``PARAMS`` below (20 values: Vt0 Vt1 Vt2 Vt3 Fcease Frecon
+Tdrecon Trecon Tap Tbp Taq Tbq Fn Dbfl Dbfh Kpf Fl Fh Tfl Tfh). PowerWorld's PERC1 help page
+(PowerWorld Simulator help, "Load Characteristic Model: PERC1", October 2025) names Fcease, Frecon,
+the P and Q lead/lag time constants (Tap, Tbp, Taq, Tbq) and the low and high frequency deadbands
+(Dbfl, Dbfh), and its voltage thresholds Vt0..Vt3 come from LDEV1/PVD1; its full parameter table
+and order were not readable to us, so a PowerWorld or PSS/E user maps the columns by name, not by
+position: the file written by ``cosim model-record`` starts with ``@!`` comment lines that list the
+order, and the table beside it (``perc1_params.csv`` / ``.md``) names every column with its unit.
+The frequency trip's four values (Fl, Fh, Tfl, Tfh) take the names of PSS/E's DER_A (DERA1)
+``fl``/``fh``/``tfl``/``tfh``; a record of only the 16 values before them reads back with the
+frequency trip off.
+
+ANDES's DYR reader has no comment lines: to append a record to a case's DYR for ANDES, leave out
+the ``@!`` lines (cosim's own reader skips them, and ``//`` lines).
 
 No physics here: the ceasing logic is ``adapters/ride_through.py`` (co-simulated) and
 ``adapters/_andes_perc1.py`` (inside ANDES).
@@ -40,8 +49,25 @@ PARAMS: dict[str, tuple[str, str, str]] = {
     "Dbfl": ("dbfl_hz", "Hz", "low frequency deadband"),
     "Dbfh": ("dbfh_hz", "Hz", "high frequency deadband"),
     "Kpf": ("kpf_frac_per_hz", "1/Hz", "P share change per Hz outside the deadband"),
+    "Fl": ("f_trip_low_hz", "Hz", "under-frequency trip threshold (0: no under-frequency trip)"),
+    "Fh": ("f_trip_high_hz", "Hz", "over-frequency trip threshold (0: no over-frequency trip)"),
+    "Tfl": ("t_f_trip_low_s", "s", "time below Fl before the whole load trips"),
+    "Tfh": ("t_f_trip_high_s", "s", "time above Fh before the whole load trips"),
 }
 MODEL = "PERC1"
+#: The frequency trip's keys (0 when a record stops before them: the trip off).
+TRIP_KEYS = ("f_trip_low_hz", "f_trip_high_hz", "t_f_trip_low_s", "t_f_trip_high_s")
+#: The columns before the frequency trip's: a record of only this many values reads with the trip off.
+N_BEFORE_TRIP = 16
+
+
+def header_lines() -> list[str]:
+    """``@!`` comment lines that open a record file: the layout and that the order is cosim's."""
+    names = list(PARAMS)
+    return ["@! PERC1 records written by cosim (cosim model-record). The parameter order is cosim's own, not",
+            "@! PowerWorld's (whose PERC1 table we could not read): map the columns by name (perc1_params.csv).",
+            f"@! IBUS 'PERC1' 'ID' {' '.join(names[:10])}",
+            f"@!     {' '.join(names[10:])} /"]
 
 
 def record_line(bus: Any, device_id: str, perc1: dict[str, Any]) -> str:
@@ -98,16 +124,29 @@ def read_records(path: str | Path) -> list[tuple[str, str, dict[str, float]]]:
             fields = " ".join(rest).split()
             device_id, values_text = (fields[0] if fields else ""), " ".join(fields[1:])
         cells = values_text.replace(",", " ").split()
-        if len(cells) != len(PARAMS):
+        if len(cells) not in (len(PARAMS), N_BEFORE_TRIP):
             raise ValueError(f"{path}: the PERC1 record at bus {bus} id {device_id!r} has {len(cells)} values; a "
-                             f"PERC1 record has {len(PARAMS)}: {', '.join(PARAMS)}")
-        try:
-            values = [float(c) for c in cells]
-        except ValueError:
-            raise ValueError(f"{path}: the PERC1 record at bus {bus} id {device_id!r} has a value that is not a "
-                             f"number ({values_text.strip()!r}); give {len(PARAMS)} numbers") from None
-        records.append((bus, device_id, {key: v for (key, _u, _m), v in zip(PARAMS.values(), values)}))
+                             f"PERC1 record has {len(PARAMS)}: {', '.join(PARAMS)} (or the first {N_BEFORE_TRIP}, "
+                             "without the frequency trip)")
+        bad = next(((name, c) for name, c in zip(PARAMS, cells) if not _is_number(c)), None)
+        if bad is not None:
+            raise ValueError(f"{path}: the PERC1 record at bus {bus} id {device_id!r} has {bad[0]} = {bad[1]!r}, not a "
+                             f"number; give {len(PARAMS)} numbers ({', '.join(PARAMS)})")
+        values = [float(c) for c in cells]
+        given = {key: v for (key, _u, _m), v in zip(PARAMS.values(), values)}
+        records.append((bus, device_id, {**dict.fromkeys(TRIP_KEYS, 0.0), **given}))
+    if any(f"'{MODEL}'" in line.upper().replace('"', "'") for line in pending):
+        raise ValueError(f"{path}: a PERC1 record does not end with '/' ({' '.join(pending).strip()[:80]!r}); end "
+                         "each record with ' /' (a record may run over several lines up to its '/')")
     return records
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def find_record(path: str | Path, bus: Any, device_id: str) -> dict[str, float]:

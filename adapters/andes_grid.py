@@ -52,7 +52,9 @@ Entities:
   of the step), ``vm_min_pu`` (lowest over the step's
   sub-steps: a 100 ms dip shows also at 1 s steps), ``f_hz`` (the bus frequency of an ANDES
   ``BusFreq`` measurement at the bus), ``rocof_hz_s``, and ``p_connected_frac`` /
-  ``q_connected_frac`` (PERC1's shares at the end of the step; 1 without it). With ``perc1 = {...}``
+  ``q_connected_frac`` (PERC1's shares at the end of the step, 0 once its frequency trip has acted;
+  1 without it: connect them to a ``ride_through``'s ``p_grid_connected_frac`` /
+  ``q_grid_connected_frac`` so its UPS accounting carries the ceased share). With ``perc1 = {...}``
   (``ride_through``'s PERC1 keys) or ``perc1_dyr = "<record>.dyr"`` (``cosim model-record``'s
   output; ``perc1_id`` picks the record) the load is a PERC1 device inside ANDES
   (``adapters/_andes_perc1.py``): it draws ``p_mw``/``q_mvar`` at constant power times its shares,
@@ -466,8 +468,18 @@ def perc1_of(params: LoadParams, bus: str) -> Perc1Params | None:
     try:
         return Perc1Params(**values)
     except ValueError as exc:
-        text = "; ".join(e["msg"] for e in exc.errors()) if hasattr(exc, "errors") else str(exc)
+        text = "; ".join(_record_error(e) for e in exc.errors()) if hasattr(exc, "errors") else str(exc)
         raise ValueError(f"perc1_dyr = {params.perc1_dyr!r} (bus {bus}, id {params.perc1_id!r}): {text}") from None
+
+
+def _record_error(err: dict[str, Any]) -> str:
+    """One pydantic error of a record's values, naming the column (``Tfl``), its key and the value."""
+    message = err["msg"].removeprefix("Value error, ")
+    if not err["loc"]:
+        return message  # a check over several values names them itself
+    key = str(err["loc"][0])
+    column = next((name for name, (k, _u, _m) in record.PARAMS.items() if k == key), key)
+    return f"column {column} ({key}) = {err.get('input')!r}: {message}"
 
 
 class AndesGridSim(CosimSim):
@@ -747,7 +759,8 @@ class AndesGridSim(CosimSim):
             vm = float(v[self.bus_uid[eid]])
             if eid in self.native_uid:
                 n = self.native_uid[eid]
-                p_share, q_share = float(ss.PERC1.LP_y.v[n]), float(ss.PERC1.LQ_y.v[n])
+                on = float(ss.PERC1.SH.on[n])  # 0 once the frequency trip has acted
+                p_share, q_share = float(ss.PERC1.LP_y.v[n]) * on, float(ss.PERC1.LQ_y.v[n]) * on
                 p_served_mw = float(ss.PERC1.p0.v[n]) * p_share * S_BASE_MVA
             else:
                 p_share = q_share = 1.0

@@ -481,6 +481,11 @@ class GridSim(CosimSim):
         problem = unsupplied_bus_problem(net, pos, params.bus if params.bus is not None else ref)
         return [problem] if problem else []
 
+    def built_from(self) -> frozenset[str] | None:
+        """The pandapower model after set-up depends on neither the start nor the seed (profiles are
+        read by the step's time) and lives in this object; an OpenDSS circuit lives in its engine."""
+        return frozenset({"duration_s"}) if self.params.engine == "pandapower" and type(self) is GridSim else None
+
     # -- mosaik hooks -------------------------------------------------------------------
     def setup(self) -> None:
         p = self.params

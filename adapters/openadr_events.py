@@ -21,8 +21,9 @@ The log (JSON lines, UTF-8): one received event per line, as openleadr hands it 
 * times are ISO 8601, durations ISO 8601 (``PT1H30M``) or seconds; an interval's ``dtstart``
   may be omitted (intervals then follow each other from the active period's start);
 * signals: ``SIMPLE`` / ``level`` (payload 0..3, mapped to a reduction by ``simple_levels_mw``),
-  ``LOAD_DISPATCH`` / ``delta`` (a reduction below the baseline [MW]) and ``LOAD_DISPATCH`` /
-  ``setpoint`` (the most the site may draw [MW]); other signals are refused by name;
+  ``LOAD_DISPATCH`` / ``delta`` (a reduction below the baseline [MW]), ``LOAD_DISPATCH`` /
+  ``setpoint`` (the most the site may draw [MW]) and the four ``LOAD_CONTROL`` types (below); other
+  signals are refused by name;
 * a later line with the same ``event_id`` and a higher ``modification_number`` replaces the
   event from its ``received_utc`` on; ``event_status = "cancelled"`` withdraws it;
 * ``targets``: ``resource_id`` / ``ven_id`` entries must name this VEN's (params).
@@ -31,14 +32,36 @@ Ramp-up (OpenADR's ``x-eiRampUp``, the time before the start at which the VEN st
 ramping): the event is active from ``dtstart - ramp_up_period``; a reduction grows linearly
 from 0 to the first interval's value at ``dtstart``; a setpoint applies from ``dtstart``.
 
+``LOAD_CONTROL`` ("set load output to relative values"; the type descriptions are those of the
+OpenADR 2.0b schema, ``oadr_ei_20b.xsd``, as shipped with openleadr):
+
+* ``x-loadControlCapacity``: "operate at a level that is some percentage of its maximum load
+  consumption capacity ... 1.0 refers to 100% consumption": a cap of ``payload * capacity_mw``
+  (payload 0..1; needs ``capacity_mw``);
+* ``x-loadControlLevelOffset``: "discrete integer levels that are relative to normal operations
+  where 0 is normal operations": a reduction of ``-payload * level_offset_mw`` below the baseline
+  (needs ``level_offset_mw``);
+* ``x-loadControlPercentOffset``: "percentage change from normal load control operations": a
+  reduction of ``-payload`` % of the DR responder's baseline (output ``dr_reduction_frac``);
+* ``x-loadControlSetpoint``: "load controller set points": the site's draw setpoint [MW], a cap
+  as ``LOAD_DISPATCH`` / ``setpoint``.
+
+A positive level or percent offset asks the site to draw *more* than normal, which the DR levers
+cannot do: the VEN opts out of such an event.
+
 Opt-in/out policy: an event whose largest reduction exceeds ``max_shed_mw``, or whose
 setpoint falls below ``min_cap_mw``, is refused (``optOut``) and not applied; the VEN opts in
 to the rest. An applied event whose (ramp) start or end falls inside a step stops validation with
 a message naming the step that fits, as in ``dr_events``.
 
 Model ``Events`` reports the ``dr_events`` outputs (``event_active``, ``dr_reduction_mw``,
-``dr_cap_mw``, ``dr_notice_s``, ``dr_remaining_s``) and
+``dr_cap_mw``, ``dr_notice_s``, ``dr_remaining_s``), ``dr_reduction_frac`` (a percent offset's
+reduction as a fraction of the baseline; connect it to the responder for ``LOAD_CONTROL``) and
 ``n_events_refused`` (refused events whose start has passed).
+
+Without ``file`` the entity starts with no events: a live run (``cosim serve --vtn``,
+:mod:`cosim.live.ven`) adds the events its VEN receives, and names the VTN by ``vtn_url`` and
+``ven_name`` (used only when the command line says ``--vtn``).
 
 Example ``[entities]`` entry::
 
@@ -64,14 +87,18 @@ from cosim.adapters._bounded_read import TableTooLarge, check_event_file_size
 from cosim.adapters.dr_events import OUTPUTS as DR_OUTPUTS
 from cosim.adapters.dr_events import Event, EventSchedule, off_grid_problems
 
-OUTPUTS = DR_OUTPUTS + ("n_events_refused",)
+OUTPUTS = DR_OUTPUTS + ("dr_reduction_frac", "n_events_refused")
 #: (signal_name, signal_type) -> what the payload is.
 #: ISO 8601 durations as OpenADR writes them (``PT1H30M``, ``P1DT2H``, ``P0Y0M0DT3H``); negative
 #: ones and non-zero years or months are refused.
 ISO_DURATION = re.compile(r"^P(?:(?P<y>\d+)Y)?(?:(?P<mo>\d+)M)?(?:(?P<w>\d+(?:\.\d+)?)W)?(?:(?P<d>\d+(?:\.\d+)?)D)?"
                           r"(?:T(?:(?P<h>\d+(?:\.\d+)?)H)?(?:(?P<m>\d+(?:\.\d+)?)M)?(?:(?P<s>\d+(?:\.\d+)?)S)?)?$")
 SIGNALS = {("SIMPLE", "level"): "level", ("LOAD_DISPATCH", "delta"): "reduction_mw",
-           ("LOAD_DISPATCH", "setpoint"): "cap_mw"}
+           ("LOAD_DISPATCH", "setpoint"): "cap_mw",
+           ("LOAD_CONTROL", "x-loadControlCapacity"): "capacity_frac",
+           ("LOAD_CONTROL", "x-loadControlLevelOffset"): "level_offset",
+           ("LOAD_CONTROL", "x-loadControlPercentOffset"): "percent_offset",
+           ("LOAD_CONTROL", "x-loadControlSetpoint"): "cap_mw"}
 
 
 class OpenAdrLogError(ValueError):
@@ -82,20 +109,33 @@ class VenParams(Params):
     """Params of one ``Events`` entity (the VEN's policy).
 
     Attributes:
-        file: the VTN log (JSON lines); relative paths resolve from the scenario folder.
+        file: the VTN log (JSON lines); relative paths resolve from the scenario folder; None:
+            no recorded events (a live VEN adds what it receives).
         resource_ids: the resources this VEN answers for; an event targeting another is an error.
         ven_id: this VEN's id; an event targeting another VEN is an error (any when ``None``).
         simple_levels_mw: reduction asked by SIMPLE levels 0, 1, 2, 3. [MW]
         max_shed_mw: opt out of events asking a larger reduction (no limit when ``None``). [MW]
         min_cap_mw: opt out of events setting the site below this draw (none when ``None``). [MW]
+        capacity_mw: the site's maximum draw, what ``x-loadControlCapacity`` 1.0 means. [MW]
+        level_offset_mw: the reduction per level of ``x-loadControlLevelOffset`` -1. [MW]
+        vtn_url: the VTN a live run registers with (``cosim serve --vtn``; nothing is contacted
+            without that flag), e.g. ``http://vtn.example:8080/OpenADR2/Simple/2.0b``.
+        ven_name: the name the VEN registers under (default: the entity's id).
+        telemetry: the ``entity.attr`` a live VEN reports as the site's metered real power [MW]
+            (e.g. ``responder.p_metered_mw``); None: no telemetry report.
     """
 
-    file: DataFile
+    file: DataFile | None = None
     resource_ids: list[str] = Field(default_factory=list)
     ven_id: str | None = None
     simple_levels_mw: list[float] = Field(default=[0.0, 0.1, 0.25, 0.5], min_length=4, max_length=4)
     max_shed_mw: float | None = Field(default=None, ge=0)
     min_cap_mw: float | None = Field(default=None, ge=0)
+    capacity_mw: float | None = Field(default=None, gt=0)
+    level_offset_mw: float | None = Field(default=None, gt=0)
+    vtn_url: str | None = Field(default=None, pattern=r"^https?://")
+    ven_name: str | None = Field(default=None, min_length=1)
+    telemetry: str | None = Field(default=None, pattern=r"^[^.\s]+\.[^.\s]+$")
 
 
 @dataclass(frozen=True)
@@ -106,6 +146,7 @@ class Interval:
     end: datetime
     reduction_mw: float | None
     cap_mw: float | None
+    reduction_frac: float | None = None  # of the responder's baseline (a percent offset)
 
 
 @dataclass(frozen=True)
@@ -124,6 +165,10 @@ class VenEvent:
 
     def shed_mw(self) -> float:
         return max((i.reduction_mw or 0.0 for i in self.intervals), default=0.0)
+
+    def raises_draw(self) -> bool:
+        """Whether an interval asks the site to draw more than normal (a positive offset)."""
+        return any((i.reduction_mw or 0.0) < 0 or (i.reduction_frac or 0.0) < 0 for i in self.intervals)
 
     def lowest_cap_mw(self) -> float | None:
         return min((i.cap_mw for i in self.intervals if i.cap_mw is not None), default=None)
@@ -204,15 +249,49 @@ def _signal(signal: dict, params: VenParams, where: Callable[[str], str]) -> str
     return what
 
 
-def _payload_mw(what: str, value: Any, params: VenParams, where: Callable[[str], str]) -> tuple[float | None, float | None]:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
+def _payload_mw(what: str, value: Any, params: VenParams,
+                where: Callable[[str], str]) -> tuple[float | None, float | None, float | None]:
+    """``(reduction_mw, cap_mw, reduction_frac)`` of one interval's payload (one of them set)."""
+    number = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    ok = number and value >= 0
     if what == "level":
         if not ok or value != int(value) or not 0 <= value <= 3:
             raise OpenAdrLogError(f"{where('signal_payload')} = {value!r}: a SIMPLE level is 0, 1, 2 or 3")
-        return params.simple_levels_mw[int(value)], None
+        return params.simple_levels_mw[int(value)], None, None
+    if what in ("level_offset", "percent_offset", "capacity_frac"):
+        return _load_control(what, value, params, where)
     if not ok:
         raise OpenAdrLogError(f"{where('signal_payload')} = {value!r}: must be a finite, non-negative MW value")
-    return (float(value), None) if what == "reduction_mw" else (None, float(value))
+    return (float(value), None, None) if what == "reduction_mw" else (None, float(value), None)
+
+
+def _load_control(what: str, given: Any, params: VenParams,
+                  where: Callable[[str], str]) -> tuple[float | None, float | None, float | None]:
+    """A LOAD_CONTROL capacity, level offset or percent offset (see the module docstring); ``given``
+    is the payload as received (named as such when it is not a finite number)."""
+    key = where("signal_payload")
+    number = isinstance(given, (int, float)) and not isinstance(given, bool) and math.isfinite(given)
+    value = given if number else None
+    if what == "capacity_frac":
+        if value is None or not 0 <= value <= 1:
+            raise OpenAdrLogError(f"{key} = {given!r}: an x-loadControlCapacity is a fraction 0..1 of the "
+                                  "site's maximum draw (1.0 = 100 %)")
+        if params.capacity_mw is None:
+            raise OpenAdrLogError(f"{key}: an x-loadControlCapacity needs the site's maximum draw; set the "
+                                  "entity's capacity_mw [MW]")
+        return None, value * params.capacity_mw, None
+    if what == "level_offset":
+        if value is None or value != int(value):
+            raise OpenAdrLogError(f"{key} = {given!r}: an x-loadControlLevelOffset is a whole number of levels "
+                                  "(0 = normal, -1 = one level less)")
+        if params.level_offset_mw is None:
+            raise OpenAdrLogError(f"{key}: an x-loadControlLevelOffset needs the MW of one level; set the "
+                                  "entity's level_offset_mw [MW]")
+        return -value * params.level_offset_mw, None, None
+    if value is None or not -100 <= value <= 100:
+        raise OpenAdrLogError(f"{key} = {given!r}: an x-loadControlPercentOffset is a percentage change "
+                              "-100..100 from normal operation (-20 = 20 % less)")
+    return None, None, -value / 100.0
 
 
 def parse_event(event: dict, received: datetime, params: VenParams,
@@ -241,8 +320,8 @@ def parse_event(event: dict, received: datetime, params: VenParams,
             if interval.get("dtstart") is not None:
                 at = _time(interval["dtstart"], where, "intervals.dtstart")
             length = _duration(_get(interval, "duration", where), where, "intervals.duration")
-            reduction, cap = _payload_mw(what, _get(interval, "signal_payload", where), params, where)
-            intervals.append(Interval(at, at + length, reduction, cap))
+            reduction, cap, frac = _payload_mw(what, _get(interval, "signal_payload", where), params, where)
+            intervals.append(Interval(at, at + length, reduction, cap, frac))
             at += length
     end = max(start + duration, max(i.end for i in intervals))
     parsed = VenEvent(str(_get(descriptor, "event_id", where)), int(descriptor.get("modification_number", 0)),
@@ -252,7 +331,10 @@ def parse_event(event: dict, received: datetime, params: VenParams,
 
 
 def opt_in(event: VenEvent, params: VenParams) -> bool:
-    """The VEN's policy: refuse a shed above ``max_shed_mw`` or a setpoint below ``min_cap_mw``."""
+    """The VEN's policy: refuse a shed above ``max_shed_mw``, a setpoint below ``min_cap_mw``, or a
+    request to draw more than normal (a positive LOAD_CONTROL offset: no DR lever raises the draw)."""
+    if event.raises_draw():
+        return False
     if params.max_shed_mw is not None and event.shed_mw() > params.max_shed_mw:
         return False
     cap = event.lowest_cap_mw()
@@ -312,7 +394,8 @@ def read_log(path: Path, params: VenParams) -> list[VenEvent]:
 class VenSchedule:
     """The events a VEN received, as DR signals over time (no mosaik)."""
 
-    def __init__(self, events: list[VenEvent] | None = None):
+    def __init__(self, events: list[VenEvent] | None = None, params: VenParams | None = None):
+        self.params = params  # the VEN's policy (a live VEN applies it to what it receives)
         self.events: list[VenEvent] = []
         for event in events or []:
             self.add(event)
@@ -336,18 +419,22 @@ class VenSchedule:
         current = self._current(when)
         applied = [e for e in current if e.opted_in]
         active = [e for e in applied if e.ramp_start <= when < e.end]
-        reductions, caps = [], []
+        reductions, caps, fracs = [], [], []
         for event in active:
             for interval in event.intervals:
-                if interval.reduction_mw is not None and when < event.start and interval.start == event.start:
+                shed = reductions if interval.reduction_mw is not None else fracs
+                value = interval.reduction_mw if interval.reduction_mw is not None else interval.reduction_frac
+                if value is not None and when < event.start and interval.start == event.start:
                     ramp_s = (event.start - event.ramp_start).total_seconds()
-                    reductions.append(interval.reduction_mw * (when - event.ramp_start).total_seconds() / ramp_s)
+                    shed.append(value * (when - event.ramp_start).total_seconds() / ramp_s)
                 elif interval.start <= when < interval.end:
-                    (reductions if interval.reduction_mw is not None else caps).append(
-                        interval.reduction_mw if interval.reduction_mw is not None else interval.cap_mw)
+                    if value is not None:
+                        shed.append(value)
+                    elif interval.cap_mw is not None:
+                        caps.append(interval.cap_mw)
         upcoming = [e for e in applied if when < e.ramp_start]
         return {"event_active": bool(active), "dr_reduction_mw": max(reductions, default=0.0),
-                "dr_cap_mw": min(caps) if caps else None,
+                "dr_cap_mw": min(caps) if caps else None, "dr_reduction_frac": max(fracs, default=0.0),
                 "dr_notice_s": 0.0 if active else (min((e.ramp_start - when).total_seconds() for e in upcoming)
                                                    if upcoming else None),
                 "dr_remaining_s": max((e.end - when).total_seconds() for e in active) if active else None,
@@ -396,6 +483,9 @@ class OpenAdrEventsSim(SingleModelSim):
     def check_entity(cls, model: str, params: VenParams, ctx: ScenarioContext,
                      sim_params: BaseModel | None = None) -> list[str]:
         # as for dr_events: an event's (ramp) start and end must fall on the sim's steps
+        if params.file is None:
+            return ["warning: no file: the entity starts with no events and only a live VEN (cosim serve --vtn) "
+                    "adds any, so any other run sends no DR signal; give file = \"<VTN log>.jsonl\" to replay one"]
         try:
             events = read_log(params.file, params)
         except OpenAdrLogError as exc:
@@ -404,8 +494,29 @@ class OpenAdrEventsSim(SingleModelSim):
                  for e in events if e.opted_in and not e.cancelled]
         return off_grid_problems(EventSchedule(edges), ctx, Path(params.file).name) if edges else []
 
+    @classmethod
+    def check_scenario(cls, scn: Any) -> list[str]:
+        """A warning for each events entity whose DR outputs reach an entity that does not also get
+        ``dr_reduction_frac``: a LOAD_CONTROL percent offset it receives would change nothing there."""
+        adapter = __name__.rsplit(".", 1)[-1]
+        found = []
+        for eid, spec in scn.entities.items():
+            if scn.sims[spec.sim].adapter != adapter:
+                continue
+            fed: dict[str, set[str]] = {}
+            for conn in scn.connect:
+                if conn.src == eid:
+                    fed.setdefault(conn.dst, set()).update(src for src, _ in conn.pairs())
+            for dst, attrs in sorted(fed.items()):
+                if attrs & {"dr_cap_mw", "dr_reduction_mw"} and "dr_reduction_frac" not in attrs:
+                    found.append(f"{scn.file.name}: entity {eid!r} sends DR signals to {dst!r} without "
+                                 f"'dr_reduction_frac': an OpenADR percent-offset event (LOAD_CONTROL "
+                                 f"x-loadControlPercentOffset) would not reach it; add \"dr_reduction_frac\" "
+                                 f"to that [[connect]]'s attrs")
+        return found
+
     def build(self, eid: str, params: VenParams) -> VenSchedule:
-        return VenSchedule(read_log(params.file, params))
+        return VenSchedule(read_log(params.file, params) if params.file is not None else [], params)
 
     def advance(self, schedule: VenSchedule, time_s: float, inputs: dict[str, Any]) -> dict[str, Any]:
         return schedule.at(self.utc(time_s))

@@ -275,6 +275,16 @@ class PvSim(SingleModelSim):
     def build(self, eid: str, params: PvPlantParams) -> _Geometry:
         return _Geometry(PvPlant(params))
 
+    def setup_done(self) -> None:
+        """Each plant's geometry over the run now, not at its first lit step (the same rows: they
+        depend on the step times only), so that a set-up copy carries it (:meth:`built_from`)."""
+        for geo in self.entities.values():
+            self._step_index(geo)
+
+    def built_from(self) -> frozenset[str] | None:
+        """The geometry is that of the run's times: it depends on the start, not on the seed."""
+        return frozenset({"start_utc", "duration_s"}) if type(self) is PvSim else None
+
     def _step_index(self, geo: _Geometry) -> int:
         """This step's index (exact), with the run's geometry computed on first use."""
         k = self.time_ticks // self.step_ticks

@@ -53,7 +53,21 @@ Characteristic Model: PERC1", 2025), not its block diagram, which we have not se
   would push the share above 1 is clipped at 1: the grid never serves more than the demand);
 * **frequency**: outside the deadband ``[f_nominal_hz − dbfl_hz, f_nominal_hz + dbfh_hz]`` the P
   share changes by ``kpf_frac_per_hz`` per Hz beyond the band (0 by default: the deadbands only
-  matter with a sensitivity; a positive value is a load that rises with frequency).
+  matter with a sensitivity; a positive value is a load that rises with frequency);
+* **frequency trip** (off by default): below ``f_trip_low_hz`` for ``t_f_trip_low_s``, or above
+  ``f_trip_high_hz`` for ``t_f_trip_high_s``, the whole model trips: both shares go to 0 at once
+  (whatever ``fcease_frac``, past the lead-lags) and stay there for the rest of the run (no
+  reconnection, also not after the UPS logic's ``off_s``, which times only the UPS logic's own
+  trips; the load rides its backup meanwhile, ``in_service`` staying 1). The timer counts only while
+  the frequency is beyond its threshold, which must lie outside the deadband
+  (``f_trip_low_hz < f_nominal_hz − dbfl_hz``, ``f_trip_high_hz > f_nominal_hz + dbfh_hz``), and
+  restarts from 0 each time the frequency comes back; 0 for a threshold turns that side off. This
+  is the common form of the under-/over-frequency trip of inverter and load models (PSS/E's DER_A
+  model, DERA1: ``fl``/``fh`` in Hz with the timers ``tfl``/``tfh``, as listed in NREL-Sienna's
+  PowerSystems.jl, ``AggregateDistributedGenerationA``), not PowerWorld's PERC1 definition, which
+  we could not read. Here the frequency is the ``f_hz`` input (a step late when it comes back
+  time-shifted from the grid): the trip acts from the first step whose start is at least the
+  pickup time past the first step that saw the frequency beyond the threshold.
 
 The defaults (``vt0_pu`` 0.5, ``vt1_pu`` 0.7, ``vt2_pu`` 1.2, ``vt3_pu`` 1.3, everything can cease
 and reconnects after 1 s, no lags, deadbands ±36 mHz: the widest governor deadband NERC
@@ -85,6 +99,17 @@ definition decided a cessation: a single-line-to-ground fault can leave the posi
 0.8 pu while one phase is near 0 (EPRI's DCFlex ride-through work: compliance can flip with the
 definition).
 
+**PERC1 inside the grid model** (inputs ``p_grid_connected_frac``, ``q_grid_connected_frac``): when
+the point of connection is an ``andes_grid`` ``Load`` with its own (native) PERC1, connect that
+Load's ``p_connected_frac``/``q_connected_frac`` back to these inputs (time-shifted, like the
+voltage). The backup accounting (UPS energy, generator, unserved, ``p_lost_mw``,
+``p_backup_mw``, recharge) then counts the share the native PERC1 ceased, as it does for this
+model's own ``perc1``; ``p_mw``/``q_mvar`` stay the demand asked of the grid (the Load's PERC1
+applies its shares itself), and ``p_connected_frac`` stays this model's own PERC1's share (1
+without ``perc1``). The shares arrive a step late (the grid reports them at the end of the step
+it integrated), which is also when this model's own PERC1 acts on a time-shifted voltage. Giving
+both a ``perc1`` and these inputs is an error (two PERC1 in series), found at validation.
+
 Example ``[entities]`` entry::
 
     ups = { sim = "rt", model = "RideThrough", curve = "itic", n_dips_to_trip = 3,
@@ -98,12 +123,15 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, model_validator
 
-from cosim.sdk import Params, SingleModelSim, as_tuple
+from cosim.sdk import Params, Problem, SingleModelSim, as_tuple
 
 OUTPUTS = ("p_mw", "q_mvar", "p_lost_mw", "p_ups_mw", "p_genset_mw", "p_unserved_mw", "p_recharge_mw",
            "p_backup_mw", "e_ups_mwh", "in_service", "n_trips", "t_backup_s", "p_connected_frac", "q_connected_frac",
            "vm_acted_pu", "ceasing_positive_sequence_frac", "ceasing_worst_phase_frac")
-INPUTS = ("p_load_mw", "q_load_mvar", "vm_pu", "v1_pu", "v_worst_pu", "vm_sag_pu", "t_sag_s", "f_hz")
+#: the shares a PERC1 inside the grid model lets through (see the module docstring)
+GRID_SHARE_INPUTS = ("p_grid_connected_frac", "q_grid_connected_frac")
+INPUTS = ("p_load_mw", "q_load_mvar", "vm_pu", "v1_pu", "v_worst_pu", "vm_sag_pu", "t_sag_s", "f_hz",
+          *GRID_SHARE_INPUTS)
 #: the voltage the logic acts on: the positive-sequence voltage or the worst phase's
 VOLTAGE_DEFINITIONS = ("positive_sequence", "worst_phase")
 #: the input carrying each definition's voltage (``vm_pu`` stands in where it is not connected)
@@ -141,6 +169,10 @@ class Perc1Params(Params):
         f_nominal_hz: the frequency the deadbands are around. [Hz]
         dbfl_hz, dbfh_hz: the low and high frequency deadbands. [Hz]
         kpf_frac_per_hz: the P share's change per Hz outside the deadband. [1/Hz]
+        f_trip_low_hz: under-frequency trip threshold; 0: no under-frequency trip. [Hz]
+        f_trip_high_hz: over-frequency trip threshold; 0: no over-frequency trip. [Hz]
+        t_f_trip_low_s: time below ``f_trip_low_hz`` before the trip. [s]
+        t_f_trip_high_s: time above ``f_trip_high_hz`` before the trip. [s]
     """
 
     vt0_pu: float = Field(default=0.5, ge=0)
@@ -159,12 +191,25 @@ class Perc1Params(Params):
     dbfl_hz: float = Field(default=0.036, ge=0)
     dbfh_hz: float = Field(default=0.036, ge=0)
     kpf_frac_per_hz: float = Field(default=0.0)
+    f_trip_low_hz: float = Field(default=0.0, ge=0)
+    f_trip_high_hz: float = Field(default=0.0, ge=0)
+    t_f_trip_low_s: float = Field(default=0.0, ge=0)
+    t_f_trip_high_s: float = Field(default=0.0, ge=0)
 
     @model_validator(mode="after")
     def _ordered(self):
         if not (self.vt0_pu < self.vt1_pu <= 1.0 <= self.vt2_pu < self.vt3_pu):
             raise ValueError(f"perc1 needs vt0_pu < vt1_pu <= 1 <= vt2_pu < vt3_pu; got {self.vt0_pu}, "
                              f"{self.vt1_pu}, {self.vt2_pu}, {self.vt3_pu}: order the four voltage thresholds")
+        low_edge, high_edge = self.f_nominal_hz - self.dbfl_hz, self.f_nominal_hz + self.dbfh_hz
+        if self.f_trip_low_hz > 0 and not self.f_trip_low_hz < low_edge:
+            raise ValueError(f"perc1 needs f_trip_low_hz < f_nominal_hz - dbfl_hz = {low_edge:g} Hz (the trip threshold "
+                             f"below the low deadband); got f_trip_low_hz = {self.f_trip_low_hz:g}: lower it, or set "
+                             "0 for no under-frequency trip")
+        if self.f_trip_high_hz > 0 and not self.f_trip_high_hz > high_edge:
+            raise ValueError(f"perc1 needs f_trip_high_hz > f_nominal_hz + dbfh_hz = {high_edge:g} Hz (the trip "
+                             f"threshold above the high deadband); got f_trip_high_hz = {self.f_trip_high_hz:g}: raise "
+                             "it, or set 0 for no over-frequency trip")
         return self
 
 
@@ -190,6 +235,9 @@ class Perc1:
         self.ceased = 0.0       # share ceased (latched at the disturbance's deepest point)
         self.kept_off = 0.0     # share that did not reconnect after earlier disturbances
         self.back_s = 0.0       # time back inside the band since the last disturbance
+        self.f_low_s = 0.0      # time below f_trip_low_hz so far (0 while above it)
+        self.f_high_s = 0.0     # time above f_trip_high_hz so far
+        self.tripped = False    # the frequency trip: latched for the rest of the run
         self.p_path = LeadLag(p.tap_s, p.tbp_s)
         self.q_path = LeadLag(p.taq_s, p.tbq_s)
 
@@ -206,6 +254,8 @@ class Perc1:
     def step(self, dt_s: float, vm_pu: float, f_hz: float | None) -> tuple[float, float]:
         """The (P, Q) shares of the demand drawn from the grid over this step. [-]"""
         p = self.p
+        if self._frequency_trip(dt_s, f_hz):
+            return 0.0, 0.0
         now = self._ceasing(vm_pu)
         if now > 0:
             self.ceased, self.back_s = max(self.ceased, now), 0.0
@@ -223,6 +273,23 @@ class Perc1:
         share = (1.0 - self.kept_off) * (1.0 - p.fcease_frac * self.ceased * (1.0 - reconnected))
         p_share = share * (1.0 + p.kpf_frac_per_hz * self._beyond_band_hz(f_hz))
         return (min(max(self.p_path(p_share, dt_s), 0.0), 1.0), min(max(self.q_path(share, dt_s), 0.0), 1.0))
+
+    def _frequency_trip(self, dt_s: float, f_hz: float | None) -> bool:
+        """Whether the frequency trip holds over this step (latched; see the module docstring)."""
+        p = self.p
+        if self.tripped or f_hz is None or not math.isfinite(float(f_hz)):
+            return self.tripped
+        f = float(f_hz)
+        low = p.f_trip_low_hz > 0 and f < p.f_trip_low_hz
+        high = p.f_trip_high_hz > 0 and f > p.f_trip_high_hz
+        self.f_low_s = self.f_low_s if low else 0.0
+        self.f_high_s = self.f_high_s if high else 0.0
+        # the time beyond before this step: the step trips once it has reached the pickup time
+        self.tripped = ((low and self.f_low_s >= p.t_f_trip_low_s - 1e-9)
+                        or (high and self.f_high_s >= p.t_f_trip_high_s - 1e-9))
+        self.f_low_s += dt_s if low else 0.0
+        self.f_high_s += dt_s if high else 0.0
+        return self.tripped
 
     def _beyond_band_hz(self, f_hz: float | None) -> float:
         if f_hz is None:
@@ -340,7 +407,11 @@ class RideThrough:
         elif not self.on_grid and self.p.off_s is not None and time_s - self.t_trip_s >= self.p.off_s - 1e-9:
             self.on_grid, self.t_return_s = True, time_s
         shares = self.perc1.step(dt_s, vm, m.get("f_hz")) if self.perc1 is not None else (1.0, 1.0)
-        out = self._split(time_s, dt_s, p_load, q_load, shares)
+        downstream = _grid_shares(m)
+        if downstream is not None and self.perc1 is not None:
+            raise ValueError("a RideThrough with its own perc1 gets p_grid_connected_frac from a grid Load with a PERC1 "
+                             "of its own: two PERC1 in series; drop the RideThrough's perc1 or that connection")
+        out = self._split(time_s, dt_s, p_load, q_load, shares, downstream)
         ceasing = {d: self.perc1._ceasing(v) if self.perc1 is not None else 0.0 for d, v in by_definition.items()}
         out.update({"vm_acted_pu": vm, **{f"ceasing_{d}_frac": c for d, c in ceasing.items()}})
         return out
@@ -353,9 +424,13 @@ class RideThrough:
         return min(1.0, (time_s - self.t_return_s) / self.p.ramp_s)
 
     def _split(self, time_s: float, dt_s: float, p_load: float, q_load: float,
-               shares: tuple[float, float] = (1.0, 1.0)) -> dict[str, Any]:
+               shares: tuple[float, float] = (1.0, 1.0),
+               downstream: tuple[float, float] | None = None) -> dict[str, Any]:
+        """Grid draw and backup over this step; ``downstream``: the shares a PERC1 inside the grid model
+        applies to the draw asked here (they count in the backup, not in the draw asked)."""
         ups_share = self._grid_share(time_s)
-        share, q_share = ups_share * shares[0], ups_share * shares[1]
+        served = shares if downstream is None else downstream
+        share, q_share = ups_share * served[0], ups_share * served[1]
         backup = (1.0 - share) * p_load
         genset = ups = unserved = 0.0
         self.backup_since_s = (self.backup_since_s if self.backup_since_s is not None else time_s) if backup > 0 else None
@@ -372,7 +447,9 @@ class RideThrough:
             self.t_backup_s += dt_s
         recharge = self._recharge(dt_s) if share >= 1.0 else 0.0
         grid = share * p_load + recharge
-        return {"p_mw": grid, "q_mvar": q_share * q_load, "p_lost_mw": (1.0 - share) * p_load,
+        asked_p, asked_q = ((grid, q_share * q_load) if downstream is None
+                            else (ups_share * p_load + recharge, ups_share * q_load))
+        return {"p_mw": asked_p, "q_mvar": asked_q, "p_lost_mw": (1.0 - share) * p_load,
                 "p_ups_mw": ups, "p_genset_mw": genset, "p_unserved_mw": unserved, "p_recharge_mw": recharge,
                 "p_backup_mw": p_load - grid, "e_ups_mwh": self.e_ups_mwh,
                 "in_service": self.on_grid, "n_trips": self.n_trips, "t_backup_s": self.t_backup_s,
@@ -387,6 +464,35 @@ class RideThrough:
         draw = min(self.recharge_mw, room_mwh * 3600.0 / (dt_s * eff))
         self.e_ups_mwh = self.e_full_mwh if draw < self.recharge_mw else self.e_ups_mwh + draw * eff * dt_s / 3600.0
         return draw
+
+
+def _unfed_frequency_warnings(scn: Any, adapter: str) -> list[str]:
+    """Warnings for RideThrough entities whose frequency keys cannot act: no connection gives them ``f_hz``."""
+    found = []
+    for eid, spec in scn.entities.items():
+        if scn.sims[spec.sim].adapter != adapter:
+            continue
+        params = scn.entity_params.get(eid, {})
+        perc1 = params.get("perc1") or {}
+        keys = [f"{k} = {params[k]:g}" for k in ("f_min_hz", "f_max_hz") if params.get(k) is not None]
+        keys += [f"perc1.{k} = {perc1[k]:g}" for k in ("f_trip_low_hz", "f_trip_high_hz", "kpf_frac_per_hz")
+                 if perc1.get(k)]
+        fed = any(conn.dst == eid and any(dst == "f_hz" for _src, dst in conn.pairs()) for conn in scn.connect)
+        if keys and not fed:
+            found.append(f"{scn.file.name}: entities.{eid} sets {', '.join(keys)} but no [[connect]] gives it f_hz: "
+                         "it would never act; connect the grid's f_hz to it (time-shifted), or drop those keys")
+    return found
+
+
+def _grid_shares(m: dict[str, Any]) -> tuple[float, float] | None:
+    """The (P, Q) shares a PERC1 inside the grid model lets through, clipped to [0, 1]; None when not
+    connected (or NaN). Q follows P where only P is connected. [-]"""
+    p = m.get("p_grid_connected_frac")
+    if p is None or not math.isfinite(float(p)):
+        return None
+    q = m.get("q_grid_connected_frac")
+    q = float(p) if q is None or not math.isfinite(float(q)) else float(q)
+    return min(max(float(p), 0.0), 1.0), min(max(q, 0.0), 1.0)
 
 
 def _voltage(m: dict[str, Any], key: str) -> float:
@@ -405,6 +511,24 @@ class RideThroughSim(SingleModelSim):
     EXAMPLE = {"models": {"RideThrough": {"curve": "itic", "n_dips_to_trip": 3, "off_s": 5.0, "ramp_s": 2.0,
                                           "recharge_mw": 0.5,
                                           "perc1": {"fcease_frac": 1.0, "frecon_frac": 0.5, "t_recon_s": 2.0}}}}
+
+    @classmethod
+    def check_scenario(cls, scn: Any) -> list[Any]:
+        """A RideThrough with its own ``perc1`` that also gets ``p_grid_connected_frac`` /
+        ``q_grid_connected_frac``: two PERC1 in series, a problem before any step. A warning for a
+        frequency trip or sensitivity on an entity no connection gives ``f_hz``: it would never act."""
+        adapter = __name__.rsplit(".", 1)[-1]
+        found: list[Any] = _unfed_frequency_warnings(scn, adapter)
+        for k, conn in enumerate(scn.connect):
+            spec = scn.entities.get(conn.dst)
+            if spec is None or scn.sims[spec.sim].adapter != adapter or "perc1" not in scn.entity_params.get(conn.dst, {}):
+                continue
+            shares = [dst for _src, dst in conn.pairs() if dst in GRID_SHARE_INPUTS]
+            if shares:
+                found.append(Problem(f"connect[{k}].attrs", f"{conn.src!r} feeds {', '.join(shares)} to {conn.dst!r}, "
+                                     f"which has a perc1 of its own: two PERC1 in series; drop entities.{conn.dst}.perc1 "
+                                     f"(the grid Load's PERC1 acts) or these attrs from the connection", shares))
+        return found
 
     def advance(self, rt: RideThrough, time_s: float, inputs: dict[str, Any]) -> dict[str, Any]:
         return rt.step(float(time_s), float(self.step_s), inputs)

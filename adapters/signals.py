@@ -530,6 +530,10 @@ class SignalsSim(SingleModelSim):
     def check(cls, sim_params: SimParams, ctx: ScenarioContext) -> list[str]:
         return series_problems(lambda: cls.make_series(sim_params), ctx)[1]
 
+    def built_from(self) -> frozenset[str] | None:
+        """The series is read whatever the seed; its check covers the run's window: the start's."""
+        return frozenset({"start_utc", "duration_s"}) if type(self) is SignalsSim else None
+
     def setup(self) -> None:
         super().setup()
         ctx = ScenarioContext(self.start_utc, self.duration_s, self.step_s, self.seed, self.tick_s)

@@ -1,30 +1,46 @@
 """How the cost of a run grows with its work: time and peak memory per simulated step.
 
-Run:  .venv/bin/python bench/bench_scaling.py [--quick]
+Run:  .venv/bin/python bench/bench_scaling.py [--quick] [--json FILE] [--plot FILE.png]
 
-Three axes, each case a fresh process on the direct engine (so its peak RSS is its own), on a
-scenario this script writes: GPU campuses (DGX-H100 clusters, synthetic training and inference)
-each behind a Load at its own bus of a grid, plus the grid's Grid entity, recording by default:
+Four axes, each case a fresh process on the direct engine (so its peak RSS is its own), on a
+scenario this script writes (GPU campuses of DGX-H100 nodes, synthetic training jobs and a Llama
+3.1 70B inference fleet, each campus behind a Load at a bus of a grid, the grid's Grid entity,
+default recording), all at 5-minute steps:
 
-* duration: one campus on IEEE 33 at 1 min, 1 day, 1 week and 1 month (``--quick``: 1 and 3 days);
-* buses: one campus for a day at 15 min on IEEE 33 (pandapower) and on the IEEE 8500-node
-  feeder (OpenDSS, 4,876 buses);
-* campuses: 1, 2, 5 and 10 campuses on IEEE 33 for a day at 1 min (``--quick``: 1 and 3).
+* duration: one 256-GPU campus on IEEE 33 for 1 day, 1 week, 1 month (30 days) and 1 year
+  (365 days, 105,120 steps, measured, not extrapolated; at 1-minute steps a year would take
+  ~8 min on a busy 2-core machine); the jobs arrive at the same rate whatever the duration, so
+  the work per step is constant (``--quick``: 1 day, 1 week);
+* GPUs: one campus of 1k, 10k, 100k and 1M GPUs (80 % training, 20 % inference; jobs and
+  requests in proportion) for a day, the datacenter alone (no grid: a 1M-GPU campus draws
+  0.5-1 GW, beyond any feeder in the catalogue) (``--quick``: 1k, 10k);
+* campuses: 1, 3, 10, 30 and 100 campuses of 20 GPUs each on IEEE 33 for a day, spread over
+  its 32 load buses (``--quick``: 1, 3);
+* buses: one 256-GPU campus for a day on IEEE 13 (15 buses, OpenDSS), IEEE 33 (33 buses,
+  pandapower), IEEE 123 (133 buses, OpenDSS) and IEEE 8500 (4,876 buses, OpenDSS)
+  (``--quick``: IEEE 33, IEEE 123).
 
-Per case: set-up (validation, building every simulator) [s], stepping time per simulated step
-[ms] (the whole stepping loop with the recorder, divided by the steps), closing (KPIs, run
-folder) [s] and the process's peak RSS [MiB]. Per axis it says where the cost per step stops
-growing in proportion to the work: on the duration axis the work per step is constant, so the
-time per step should be; on the others the time per step per unit of work (per campus, per
-bus) should not rise. A point is called super-linear when that ratio rises by more than 25 %
-over the axis's first point. Prints figures; asserts nothing. Default run ~2-3 min on a quiet
-2-core machine.
+Per case: set-up (validation, building every simulator) [s], the first step [s] (first calls,
+caches), stepping time per simulated step [ms] (the stepping loop with the recorder after the
+first step, divided by the steps after the first), closing (KPIs, run
+folder) [s], the columns recorded and the process's peak RSS [MiB]. Per axis, the slope of the cost against the work
+on log-log axes (least squares over the points, and between neighbouring points): on the
+duration axis the cost is the whole stepping time (1 = linear: a constant time per step); on
+the others it is the time per step (1 = in proportion to the work, below 1 = a fixed cost per
+step shared by more work). The axis stops being linear at the first pair of neighbouring points
+whose slope exceeds 1.2. Peak RSS gets its slope too (mostly the imports' ~350 MiB at the
+small end). ``--blas-threads 1`` runs each case's BLAS on one thread: numpy's dot products over
+the running jobs of a 1M-GPU campus (tens of thousands) go to OpenBLAS's threads, which on a
+busy machine wait for a core and make such a step ~5x slower than on one thread (measured: 72 vs
+14 ms). Prints figures; asserts nothing. Full run ~5-8 min on a busy 2-core machine;
+``--quick`` ~1 min.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import resource
 import subprocess
@@ -36,49 +52,52 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-#: Buses of IEEE 33 the campuses sit at, in order.
-BUSES_33 = ["18", "22", "25", "33", "10", "15", "29", "6", "13", "30"]
-#: A primary bus of the IEEE 8500-node feeder.
-BUS_8500 = "m1166366"
-#: Buses in each network (the work of the buses axis).
-N_BUSES = {"ieee33": 33, "ieee8500": 4876}
 DAY_S = 86_400
-#: A campus's load on the feeder (a few MW, so the small feeder still solves). [GPUs]
+STEP_S = 300
+#: A campus's GPUs on the duration and buses axes. [-]
 N_GPUS = 256
+#: GPUs of each campus on the campuses axis (small, so 100 of them still solve on IEEE 33). [-]
+N_GPUS_SMALL = 20
+#: Buses in each network (the work of the buses axis; OpenDSS's bus count, pandapower's for IEEE 33).
+N_BUSES = {"ieee13": 15, "ieee33": 33, "ieee123": 133, "ieee8500": 4876}
+#: The bus a single campus sits at, in each network.
+CAMPUS_BUS = {"ieee13": "632", "ieee33": "18", "ieee123": "13", "ieee8500": "m1166366"}
+#: Load buses of IEEE 33 (bus 1 is the slack), which the campuses of the campuses axis cycle over.
+BUSES_33 = [str(b) for b in range(2, 34)]
+
+#: name -> (title, the work's unit (plural), what the slope is taken of)
+AXES = {
+    "duration": ("duration (1 campus, IEEE 33, 5 min steps)", "days", "total stepping time"),
+    "gpus": ("GPUs (1 campus alone, 1 day at 5 min)", "GPUs", "time per step"),
+    "campuses": ("campuses (20 GPUs each on IEEE 33, 1 day at 5 min)", "campuses", "time per step"),
+    "buses": ("buses (1 campus, 1 day at 5 min)", "buses", "time per step"),
+}
+#: A slope between neighbouring points above this is called super-linear.
+LINEAR_SLOPE_MAX = 1.2
 
 
-def scenario_toml(network: str, n_campuses: int, duration_s: int, step_s: int) -> str:
-    buses = [BUS_8500] if network == "ieee8500" else BUSES_33[:n_campuses]
-    parts = [f"""[scenario]
-name = "scaling"
-start = 2024-07-15T00:00:00Z
-duration_s = {duration_s}
-step_s = {step_s}
-seed = 1
-engine = "direct"
-
-[sims.dc]
-adapter = "datacenter"
-
-[sims.grid]
-adapter = "grid"
-network = "{network}"
-{'engine = "opendss"' if network == "ieee8500" else ""}
-
-[entities.feeder]
-sim = "grid"
-model = "Grid"
-"""]
-    for k, bus in enumerate(buses):
-        parts.append(f"""
+def campus_toml(k: int, n_gpus: int, days: float, bus: str | None) -> str:
+    """One campus: 80 % of its GPUs train, 20 % serve; jobs and requests in proportion to its size."""
+    n_train = max(8, int(n_gpus * 0.8))
+    replicas = max(1, (n_gpus - n_train) // 4)
+    n_jobs = max(1, round(n_train / 10 * days))  # a job a day per 10 training GPUs
+    sizes = [s for s in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512) if s <= n_train]
+    weights = [0.30, 0.10, 0.15, 0.20, 0.10, 0.06, 0.04, 0.03, 0.015, 0.005][:len(sizes)]
+    training = (f'{{ source = "synthetic", n_jobs = {n_jobs}, sizes_gpus = {sizes}, size_weights = {weights}, '
+                'duration_median_h = 3.0 }')
+    fleet = (f'{{ name = "chat", model = "llama-3.1-70b", replicas = {replicas}, rate_req_s = {3.0 * replicas:.1f}, '
+             'diurnal_amp_frac = 0.5 }')
+    text = f"""
 [entities.campus{k}]
 sim = "dc"
 model = "Cluster"
 node = "DGX-H100"
-n_gpus = {N_GPUS}
-training = {{ source = "synthetic", n_jobs = 40, sizes_gpus = [8, 16, 32], size_weights = [0.5, 0.3, 0.2], duration_median_h = 3.0 }}
-inference = [{{ name = "chat", model = "llama-3.1-70b", replicas = 16, rate_req_s = 50.0, diurnal_amp_frac = 0.5 }}]
-
+n_gpus = {n_train}
+training = {training}
+inference = [{fleet}]
+"""
+    if bus is not None:
+        text += f"""
 [entities.pcc{k}]
 sim = "grid"
 model = "Load"
@@ -88,8 +107,60 @@ bus = "{bus}"
 src = "campus{k}"
 dst = "pcc{k}"
 attrs = ["p_mw", "q_mvar"]
+"""
+    return text
+
+
+def scenario_toml(spec: dict) -> str:
+    """The scenario of one case: ``network`` (or None: the datacenter alone), ``n_campuses``,
+    ``n_gpus`` per campus, ``duration_s``, ``step_s``."""
+    network, n = spec["network"], spec["n_campuses"]
+    days = spec["duration_s"] / DAY_S
+    parts = [f"""[scenario]
+name = "scaling"
+start = 2024-01-01T00:00:00Z
+duration_s = {spec["duration_s"]}
+step_s = {spec["step_s"]}
+seed = 1
+engine = "direct"
+
+[sims.dc]
+adapter = "datacenter"
+"""]
+    if network is not None:
+        engine = "" if network == "ieee33" else 'engine = "opendss"'
+        parts.append(f"""
+[sims.grid]
+adapter = "grid"
+network = "{network}"
+{engine}
+
+[entities.feeder]
+sim = "grid"
+model = "Grid"
 """)
+    for k in range(n):
+        bus = None if network is None else (CAMPUS_BUS[network] if n == 1 else BUSES_33[k % len(BUSES_33)])
+        parts.append(campus_toml(k, spec["n_gpus"], days, bus))
     return "".join(parts)
+
+
+def axis_cases(quick: bool) -> dict[str, list[tuple[float, str, dict]]]:
+    """Per axis, its cases: (work, label, spec)."""
+    def spec(network, n_campuses=1, n_gpus=N_GPUS, days=1):
+        return {"network": network, "n_campuses": n_campuses, "n_gpus": n_gpus, "duration_s": days * DAY_S,
+                "step_s": STEP_S}
+    days = [1, 7] if quick else [1, 7, 30, 365]
+    gpus = [1_000, 10_000] if quick else [1_000, 10_000, 100_000, 1_000_000]
+    counts = [1, 3] if quick else [1, 3, 10, 30, 100]
+    networks = ["ieee33", "ieee123"] if quick else ["ieee13", "ieee33", "ieee123", "ieee8500"]
+    return {
+        "duration": [(float(d), f"{d} day(s)", spec("ieee33", days=d)) for d in days],
+        "gpus": [(float(g), f"{g:,} GPUs", spec(None, n_gpus=g)) for g in gpus],
+        "campuses": [(float(n), f"{n} campus(es)", spec("ieee33", n_campuses=n, n_gpus=N_GPUS_SMALL))
+                     for n in counts],
+        "buses": [(float(N_BUSES[n]), f"{n} ({N_BUSES[n]:,} buses)", spec(n)) for n in networks],
+    }
 
 
 def one_case(spec: dict) -> dict:
@@ -99,72 +170,178 @@ def one_case(spec: dict) -> dict:
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "scaling.toml"
-        path.write_text(scenario_toml(spec["network"], spec["n_campuses"], spec["duration_s"], spec["step_s"]))
+        path.write_text(scenario_toml(spec))
         t0 = time.perf_counter()
         session = Session(path, out_dir=Path(tmp) / "runs", report=False)
         t1 = time.perf_counter()
+        session.step()
+        t_first = time.perf_counter()
         session.run_until(spec["duration_s"])
         t2 = time.perf_counter()
         result = session.close()
         t3 = time.perf_counter()
         n_steps = spec["duration_s"] // spec["step_s"]
         return {"ok": bool(result and result.ok), "n_steps": n_steps, "setup_s": t1 - t0,
-                "step_ms": (t2 - t1) / n_steps * 1e3, "close_s": t3 - t2,
+                "first_step_s": t_first - t1, "step_ms": (t2 - t_first) / max(1, n_steps - 1) * 1e3,
+                "run_s": t2 - t1, "close_s": t3 - t2,
                 "n_columns": len(recorded_columns(session.scn)),
                 "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
-def run_case(spec: dict) -> dict:
+def run_case(spec: dict, blas_threads: int | None = None) -> dict:
+    """One case in a fresh process (its own peak RSS), its BLAS on ``blas_threads`` threads (None: as set)."""
+    env = dict(os.environ)
+    if blas_threads is not None:
+        env.update({k: str(blas_threads) for k in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")})
     out = subprocess.run([sys.executable, __file__, "--case", json.dumps(spec)], capture_output=True, text=True,
-                         cwd=ROOT)
+                         cwd=ROOT, env=env)
     if out.returncode:
         raise SystemExit(f"case {spec} failed:\n{out.stderr[-2000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def axis(title: str, unit: str, cases: list[tuple[float, str, dict]]) -> None:
-    """Run the cases of one axis (work, label, spec), print a table and where growth stops being linear."""
-    print(f"\n{title}")
-    print(f"  {'case':<24} {'steps':>7} {'cols':>5} {'setup s':>8} {'ms/step':>8} {'per ' + unit + ' [ms]':>16} "
-          f"{'vs first':>8} {'close s':>8} {'peak MiB':>9}")
-    base, verdict = None, None
-    for work, label, spec in cases:
-        r = run_case(spec)
-        per_work = r["step_ms"] / work
-        base = base if base is not None else per_work
-        ratio = per_work / base
-        print(f"  {label:<24} {r['n_steps']:>7} {r['n_columns']:>5} {r['setup_s']:>8.2f} {r['step_ms']:>8.3f} "
-              f"{per_work:>16.4f} {ratio:>7.2f}x {r['close_s']:>8.2f} {r['rss_mib']:>9.0f}"
-              + ("" if r["ok"] else "  (run not ok)"))
-        if verdict is None and ratio > 1.25:
-            verdict = f"super-linear from {label}: {ratio:.2f}x the first point's time per step per {unit}"
-    print("  " + (verdict or f"no worse than linear over the axis (time per step per {unit} at most 1.25x the "
-                             "first point's; below 1x: a fixed cost per step is shared by more work)"))
+def loglog_slope(xs: list[float], ys: list[float]) -> float:
+    """Least-squares slope of log(y) against log(x) (nan with fewer than 2 points)."""
+    if len(xs) < 2:
+        return math.nan
+    lx, ly = [math.log(x) for x in xs], [math.log(y) for y in ys]
+    mx, my = sum(lx) / len(lx), sum(ly) / len(ly)
+    sxx = sum((x - mx) ** 2 for x in lx)
+    return sum((x - mx) * (y - my) for x, y in zip(lx, ly)) / sxx if sxx else math.nan
+
+
+def cost(name: str, point: dict) -> float:
+    """What the slope of axis ``name`` is taken of: the whole stepping time (duration) or the time per step. [ms]"""
+    return point["step_ms"] * point["n_steps"] if name == "duration" else point["step_ms"]
+
+
+def growth(name: str, points: list[dict]) -> dict:
+    """Slopes on log-log axes of the cost and of peak RSS against the work, and where it stops being linear."""
+    works = [p["work"] for p in points]
+    costs = [cost(name, p) for p in points]
+    local = [loglog_slope(works[i:i + 2], costs[i:i + 2]) for i in range(len(points) - 1)]
+    stops = next((points[i + 1]["label"] for i, s in enumerate(local) if s > LINEAR_SLOPE_MAX), None)
+    fit = loglog_slope(works, costs)
+    if math.isnan(fit):
+        verdict = "one point: no slope"
+    elif stops is not None:
+        verdict = f"super-linear from {stops} (slope above {LINEAR_SLOPE_MAX} between neighbours)"
+    elif fit < 1 - 0.2:
+        verdict = "sub-linear over the axis (a fixed cost per step is shared by more work)"
+    else:
+        verdict = "linear over the axis"
+    return {"slope": fit, "local_slopes": local, "stops_linear_at": stops, "verdict": verdict,
+            "rss_slope": loglog_slope(works, [p["rss_mib"] for p in points]),
+            "setup_slope": loglog_slope(works, [p["setup_s"] for p in points])}
+
+
+def measure_axis(name: str, cases: list[tuple[float, str, dict]], run=run_case) -> dict:
+    """Run the cases of one axis; its points and growth."""
+    points = [{"work": work, "label": label, **run(spec)} for work, label, spec in cases]
+    title, unit, of = AXES[name]
+    return {"title": title, "unit": unit, "slope_of": of, "points": points, "growth": growth(name, points)}
+
+
+def print_axis(name: str, axis: dict) -> None:
+    print(f"\n{axis['title']}")
+    print(f"  {'case':<26} {'steps':>7} {'cols':>5} {'setup s':>8} {'1st s':>6} {'ms/step':>8} {'run s':>7} "
+          f"{'close s':>8} {'peak MiB':>9}")
+    for p in axis["points"]:
+        print(f"  {p['label']:<26} {p['n_steps']:>7} {p['n_columns']:>5} {p['setup_s']:>8.2f} "
+              f"{p['first_step_s']:>6.2f} {p['step_ms']:>8.3f} {p['run_s']:>7.1f} {p['close_s']:>8.2f} "
+              f"{p['rss_mib']:>9.0f}" + ("" if p["ok"] else "  (run not ok)"))
+    g = axis["growth"]
+    local = ", ".join(f"{s:.2f}" for s in g["local_slopes"])
+    print(f"  log-log slope of the {axis['slope_of']} against {axis['unit']}: {g['slope']:.2f} "
+          f"(neighbours: {local}); peak RSS {g['rss_slope']:.2f}, set-up {g['setup_slope']:.2f}")
+    print(f"  {g['verdict']}")
+
+
+def plot(results: dict, path: Path):
+    """One panel per axis: time per step and peak RSS against the work, log axes (matplotlib's object API);
+    the figure, also saved at ``path``.
+
+    A grey line marks linear growth from the first point: a constant time per step on the
+    duration axis, a time per step in proportion to the work on the others.
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
+    plain = FuncFormatter(lambda v, _: f"{v:,.10g}")
+    axes = results["axes"]
+    n_cols = 2 if len(axes) > 1 else 1
+    n_rows = math.ceil(len(axes) / n_cols)
+    fig = Figure(figsize=(5.2 * n_cols, 3.6 * n_rows + 0.5), layout="constrained")
+    FigureCanvasAgg(fig)
+    for ax, (name, axis) in zip(fig.subplots(n_rows, n_cols, squeeze=False).flat, axes.items()):
+        works = [p["work"] for p in axis["points"]]
+        step_ms = [p["step_ms"] for p in axis["points"]]
+        linear = [step_ms[0] * (1.0 if name == "duration" else w / works[0]) for w in works]
+        ax.loglog(works, linear, ":", color="grey", label="linear from the first point")
+        ax.loglog(works, step_ms, "o-", color="tab:blue", label="time per step [ms]")
+        rss = ax.twinx()
+        rss.loglog(works, [p["rss_mib"] for p in axis["points"]], "s--", color="tab:red", label="peak RSS [MiB]")
+        rss.set_ylim(100, 2000)
+        ax.set_xlabel(axis["unit"])
+        ax.set_ylabel("time per step [ms]", color="tab:blue")
+        rss.set_ylabel("peak RSS [MiB]", color="tab:red")
+        for a in (ax.xaxis, ax.yaxis, rss.yaxis):
+            a.set_major_formatter(plain)
+            a.set_minor_formatter(NullFormatter())
+        if max(step_ms) < 10 * min(step_ms):  # less than a decade: label the minor ticks too
+            ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:.2g}"))
+        g = axis["growth"]
+        ax.set_title(f"{axis['title']}\nslope {g['slope']:.2f}; {g['verdict'].split(' (')[0]}", fontsize=9)
+        ax.grid(True, which="both", alpha=0.3)
+        handles = ax.get_legend_handles_labels()[0] + rss.get_legend_handles_labels()[0]
+        ax.legend(handles=handles, fontsize=7, loc="upper left")
+    meta = results["meta"]
+    fig.suptitle(f"cosim direct engine, 5 min steps, BLAS threads {meta.get('blas_threads', 'default')}; "
+                 f"{meta['date']}, load {meta['load_1min']:.1f} on {meta['n_cpus']} cores (busy machine: upper bounds)",
+                 fontsize=10)
+    fig.savefig(path, dpi=110)
+    return fig
+
+
+def run_all(quick: bool, names: list[str] | None = None, blas_threads: int | None = None) -> dict:
+    """Every axis (or those named): the figures and when and where they were measured."""
+    load = os.getloadavg()
+    blas = str(blas_threads) if blas_threads is not None else os.environ.get("OPENBLAS_NUM_THREADS", "default")
+    command = ("bench/bench_scaling.py" + (" --quick" if quick else "") + "".join(f" --axis {n}" for n in names or [])
+               + (f" --blas-threads {blas_threads}" if blas_threads is not None else ""))
+    meta = {"command": command, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "load_1min": load[0],
+            "n_cpus": os.cpu_count(), "step_s": STEP_S, "blas_threads": blas}
+    print(f"{command}: direct engine, fresh process per case, BLAS threads {blas}; {meta['date']}, "
+          f"load {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {meta['n_cpus']} cores (shared machine: upper bounds)")
+    axes = {}
+    for name, cases in axis_cases(quick).items():
+        if names and name not in names:
+            continue
+        axes[name] = measure_axis(name, cases, run=lambda spec: run_case(spec, blas_threads))
+        print_axis(name, axes[name])
+    meta["load_1min_end"] = os.getloadavg()[0]
+    return {"meta": meta, "axes": axes}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="fewer and shorter cases (~30 s)")
+    parser.add_argument("--quick", action="store_true", help="the two smallest cases per axis (~1 min)")
+    parser.add_argument("--axis", action="append", choices=list(AXES), help="only this axis (repeatable)")
+    parser.add_argument("--blas-threads", type=int, help="OPENBLAS/OMP/MKL_NUM_THREADS of each case (default: as "
+                        "set; on a busy machine OpenBLAS's threaded dot products of 1M GPUs' jobs stall)")
+    parser.add_argument("--json", type=Path, help="write the raw figures here")
+    parser.add_argument("--plot", type=Path, help="draw the figure (PNG) here")
     parser.add_argument("--case", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.case:
         print(json.dumps(one_case(json.loads(args.case))))
         return
-    quick = args.quick
-    print(f"bench_scaling{' --quick' if quick else ''}: direct engine, fresh process per case; "
-          f"{time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}, load {os.getloadavg()[0]:.2f}")
-    days = [1, 3] if quick else [1, 7, 30]
-    axis("duration (1 campus, IEEE 33, 1 min steps; work per step constant)", "step",
-         [(1.0, f"{d} day(s)", {"network": "ieee33", "n_campuses": 1, "duration_s": d * DAY_S, "step_s": 60})
-          for d in days])
-    bus_day = DAY_S // 8 if quick else DAY_S
-    axis("buses (1 campus, 15 min steps)", "bus",
-         [(float(N_BUSES[n]), f"{n} ({N_BUSES[n]} buses)",
-           {"network": n, "n_campuses": 1, "duration_s": bus_day, "step_s": 900}) for n in ("ieee33", "ieee8500")])
-    counts = [1, 3] if quick else [1, 2, 5, 10]
-    axis("campuses (IEEE 33, 1 day at 1 min)", "campus",
-         [(float(n), f"{n} campus(es)", {"network": "ieee33", "n_campuses": n, "duration_s": DAY_S, "step_s": 60})
-          for n in counts])
+    results = run_all(args.quick, args.axis, args.blas_threads)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1) + "\n")
+    if args.plot:
+        plot(results, args.plot)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 
 An adapter is a module (or package) under ``adapters/`` (installed as ``cosim.adapters``)
 that defines one subclass of :class:`cosim.sdk.CosimSim`; its name in a scenario is the
-module's name. A package without such a class (``adapters/controllers/``) is a folder of
+module's name. A package defines it in its ``sim.py`` and re-exports it from its ``__init__.py``
+(docs/development.md, "A simulator with several modules"; checked by tests/test_layout.py). A package without such a class (``adapters/controllers/``) is a folder of
 adapters, one per module. Modules whose names start with ``_`` are skipped. Every folder on
 ``cosim.adapters.__path__`` is scanned, and installed packages can add adapters through the
 ``cosim.adapters`` entry-point group (``name = "module:Class"``). No list is kept by hand:

@@ -80,7 +80,7 @@ import mosaik_api_v3
 import numpy as np
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, ValidationInfo, model_validator
 
-from cosim.errors import PowerFlowNotConverged
+from cosim.errors import PowerFlowNotConverged, Problem  # noqa: F401 — Problem: check_scenario's problems
 from cosim.roles import POWER_ATTR, ROLES, check_role
 from cosim.units import DIMENSIONLESS, UNIT_SUFFIXES, has_unit_suffix, unit_of
 
@@ -382,8 +382,10 @@ class CosimSim(mosaik_api_v3.Simulator):
         return []
 
     @classmethod
-    def check_scenario(cls, scn: Any) -> list[str]:
-        """Warnings about this adapter's entities in the validated scenario ``scn``; default none."""
+    def check_scenario(cls, scn: Any) -> list[Any]:
+        """Warnings (texts) about this adapter's entities in the validated scenario ``scn``, and
+        :class:`Problem` s (key path, message, value) for what stops it: a mistake that shows only
+        across entities or connections (validation fails with them, before any step). Default none."""
         return []
 
     @classmethod
@@ -421,6 +423,15 @@ class CosimSim(mosaik_api_v3.Simulator):
             if math.isfinite(low) and math.isfinite(high):
                 bounds[name] = (float(low), float(high))
         return bounds
+
+    def built_from(self) -> frozenset[str] | None:
+        """Which scenario-wide ``init`` arguments (``start_utc``, ``duration_s``, ``seed``) this
+        simulator's state after set-up (``init``, ``create``, ``setup_done``) depends on, when a deep
+        copy of it taken then is a faithful new start: a copy set up under other values of the rest,
+        with the attributes ``init`` keeps them in set anew, steps as a new simulator would (a gym
+        reset restores such a copy instead of building again). None, the default: no copy (state
+        outside this object, e.g. a solver's engine or an FMU instance, or not checked)."""
+        return None
 
     def release(self, eid: str, attr: str) -> None:
         """Input ``attr`` of ``eid`` is no longer held from outside (``Session.set(..., None)``): an

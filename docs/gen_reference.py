@@ -239,7 +239,7 @@ def scenario_page() -> str:
            "(unknown keys are refused, numbers are strict: a quoted `\"60\"` or a `true` for a number is an error). "
            "Units are in the key names. Relative paths resolve from the scenario file's folder.", "",
            f"Tables the core accepts without reading them: {', '.join(f'`[{s}]`' for s in schema.FOREIGN_SECTIONS)} "
-           "(`[agent]`/`[agents.<name>]` for the [Gymnasium environments](../tutorials/researcher-gym.md), "
+           "(`[agent]`/`[agents.<name>]` for the [Gymnasium environments](../guides/researcher-gym.md), "
            "`[reproduce]` for [`cosim reproduce`](../guides/published.md)); `cosim validate` checks them, "
            "`cosim run` ignores them.", "",
            f"Dates: a run lies within {schema.FIRST_START:%Y}–{schema.LAST_END:%Y} (UTC) and lasts at most "
@@ -304,7 +304,9 @@ def adapters_page() -> str:
            "Generated from the adapter registry (what `cosim list` prints), with each param's type, default and "
            "comment from the adapter's own pydantic models. Units are in the names (`p_mw`, `t_wet_c`); loads and "
            "storage use the consumer sign. What each adapter models, in prose, is in "
-           "[Adapters and grids](models.md).", ""]
+           "[Adapters and grids](models.md). An adapter is one module of `adapters/`, or a package whose files are "
+           "laid out as [Development](../development.md#a-simulator-with-several-modules) describes (its target names "
+           "the package; its class lives in the package's `sim.py`).", ""]
     available = registry.available()
     out += ["| adapter | models (role) |", "|---|---|"]
     for name in available:

@@ -1,4 +1,6 @@
-"""The manual builds with no broken links, and the README stays short and points at it (issue 30).
+"""The manual builds with no broken links, the README stays short and points at it, and neither tells
+the project's history (issue numbers, rounds), and only the performance page and the catalogue's runtime
+column carry measurements' stamps (load, date of the run).
 
 ``make docs`` runs ``docs/gen_reference.py`` then ``mkdocs build --strict``; strict mode (with
 ``validation`` in ``mkdocs.yml`` set to warn) turns a link to a missing page or anchor into a failure.
@@ -6,6 +8,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -42,6 +45,9 @@ def docs_copy(tmp_path_factory) -> Path:
     gen = subprocess.run([sys.executable, str(ROOT / "docs" / "gen_reference.py"), "--out", str(root / "docs")],
                          capture_output=True, text=True, cwd=ROOT)
     assert gen.returncode == 0, gen.stderr
+    gallery = subprocess.run([sys.executable, str(ROOT / "docs" / "gen_gallery.py"), "--out", str(root / "docs"),
+                              "--no-run"], capture_output=True, text=True, cwd=ROOT)  # the page; tests/test_gallery.py draws
+    assert gallery.returncode == 0, gallery.stderr
     return root
 
 
@@ -50,9 +56,9 @@ def test_docs_build_strict(docs_copy):
     assert result.returncode == 0, result.stdout + result.stderr
     site = docs_copy / "site"
     for page in ("index.html", "getting-started.html", "reference/scenario.html", "reference/adapters.html",
-                 "performance.html", "changelog.html", "tutorials/planner-hosting.html",
-                 "tutorials/interconnection.html", "tutorials/operator-dr-cooling.html",
-                 "tutorials/researcher-gym.html"):
+                 "performance.html", "changelog.html", "gallery.html", "guides/planner-hosting.html",
+                 "guides/interconnection.html", "guides/operator-dr-cooling.html",
+                 "guides/researcher-gym.html"):
         assert (site / page).is_file(), page
     adapters = (docs_copy / "docs" / "reference" / "adapters.md").read_text()
     assert "## `datacenter`" in adapters and "`p_cap_w`" in adapters  # generated from the registry
@@ -103,3 +109,54 @@ def test_readme_links_point_to_files():
 def test_readme_link_check_can_fail():
     assert readme_links("[a](docs/nope.md#x) [b](https://x.org) [c](#top)") == ["docs/nope.md"]
     assert not (ROOT / "docs/nope.md").exists()
+
+
+#: development history: issue numbers and rounds belong in CHANGELOG.md
+HISTORY = re.compile(r"\b(?:issues?|rounds?)\s+#?\d+|(?<![\w&])#\d+\b", re.I)
+#: a measurement's stamp (load, uptime, the date it was measured): figures with their commands live on the
+#: performance page (and the catalogue's runtime column), not in the pages that teach
+MEASURED = re.compile(r"load average|\buptime\b|\bload \d+\.\d+\b(?!\s*(?:MW|kW|GW|pu|%))|\bmeasured (?:on )?20\d\d-",
+                      re.I)
+#: pages that carry measured figures with their commands: the performance page, and the catalogue (its runtime column)
+MEASURED_PAGES = ("performance.md", "guides/catalogue.md")
+
+
+def manual_texts() -> dict[str, str]:
+    """Every page of the manual written by hand (the Markdown and the notebooks' Markdown and code), and
+    the README, by path; not the changelog (a copy of CHANGELOG.md, where history belongs)."""
+    texts = {str(p.relative_to(ROOT / "docs")): p.read_text(encoding="utf-8") for p in (ROOT / "docs").rglob("*.md")
+             if p.name != "changelog.md"}
+    for path in (ROOT / "docs").rglob("*.ipynb"):
+        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+        texts[str(path.relative_to(ROOT / "docs"))] = "\n".join("".join(c["source"]) for c in cells)
+    texts["README.md"] = (ROOT / "README.md").read_text(encoding="utf-8")
+    return texts
+
+
+def _hits(pattern: re.Pattern, texts: dict[str, str]) -> list[str]:
+    return [f"{name}:{n}: {line.strip()[:120]}" for name, text in texts.items()
+            for n, line in enumerate(text.splitlines(), 1) if pattern.search(line)]
+
+
+def test_no_issue_numbers_or_rounds_in_the_manual():
+    hits = _hits(HISTORY, manual_texts())
+    assert not hits, "history belongs in CHANGELOG.md:\n" + "\n".join(hits)
+
+
+def test_pages_that_teach_carry_no_measurement_stamps():
+    texts = {k: v for k, v in manual_texts().items() if k not in MEASURED_PAGES and k != "README.md"}
+    assert any(k.endswith(".ipynb") for k in texts) and "guides/planner-hosting.md" in texts
+    hits = _hits(MEASURED, texts)
+    assert not hits, "measured figures go to docs/performance.md with their command:\n" + "\n".join(hits)
+
+
+def test_the_history_and_measurement_checks_can_fail():
+    for text in ("Also (issue 16, round 3):", "Before round 4 we measured", "fixed in #412", "rounds 2-3"):
+        assert HISTORY.search(text), text
+    for text in ("the latest issue made at or before t", "round-trip losses", "colour #1d4ed8", "anchor (#commands)"):
+        assert not HISTORY.search(text), text
+    for text in ("(2026-12-04 06:15 UTC, load 0.7)", "`uptime` load 8.7", "load average 1.7-3.2",
+                 "Measured 2026-12-04 in the morning"):
+        assert MEASURED.search(text), text
+    for text in ("a constant load 1.0 MW", "the load 0.5 pu", "2024-07-16 19:00-22:00 UTC", "loads 2.5 MW"):
+        assert not MEASURED.search(text), text

@@ -160,6 +160,96 @@ def test_a_new_generator_and_a_new_kpi_are_counted_everywhere(extended):
     assert "data-figure='power'" in page and "Fossil running hours" in page
 
 
+#: the fuel cell again, as an adapter that outgrew one file: a package of the documented shape
+STACK = {
+    "__init__.py": '''"""A fuel-cell stack (a test adapter in several modules)."""
+from cosim.adapters.fuel_stack.params import FuelStackParams
+from cosim.adapters.fuel_stack.physics import FuelStack
+from cosim.adapters.fuel_stack.sim import FuelStackSim
+
+__all__ = ["FuelStack", "FuelStackParams", "FuelStackSim"]
+''',
+    "params.py": '''"""What a scenario may say about a stack."""
+from pydantic import Field
+
+from cosim.sdk import Params
+
+
+class FuelStackParams(Params):
+    p_max_mw: float = Field(gt=0)
+    ramp_mw_per_min: float = Field(default=0.05, gt=0)
+''',
+    "physics.py": '''"""The stack's output: a ramp up to its rating (plain Python, no mosaik)."""
+
+
+class FuelStack:
+    def __init__(self, params):
+        self.p, self.p_mw = params, 0.0
+
+    def step(self, dt_s):
+        self.p_mw = min(self.p.p_max_mw, self.p_mw + self.p.ramp_mw_per_min * dt_s / 60.0)
+        return self.p_mw
+''',
+    "sim.py": '''"""A fuel-cell stack: a firm generator ramping to its rating (a test adapter in several modules)."""
+from cosim.adapters.fuel_stack.params import FuelStackParams
+from cosim.adapters.fuel_stack.physics import FuelStack
+from cosim.sdk import SingleModelSim
+
+
+class FuelStackSim(SingleModelSim):
+    MODEL, PARAMS, ROLE, PHYSICS = "FuelStack", FuelStackParams, "fossil_gen", FuelStack
+    OUTPUTS = ("p_mw",)
+
+    def advance(self, stack, time_s, inputs):
+        return {"p_mw": stack.step(self.step_s)}
+''',
+}
+
+
+def test_a_simulator_with_several_modules_is_one_package(site, monkeypatch):
+    """An adapter written as a package (params, physics, sim; the face only re-exports) is found by
+    its folder's name, has the shape tests/test_layout.py checks, runs, and counts as generation."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from test_layout import shape_problems
+
+    folder = site / "my_adapters" / "fuel_stack"
+    folder.mkdir(parents=True)
+    for name, text in STACK.items():
+        (folder / name).write_text(text)
+    monkeypatch.setattr(adapters, "__path__", [*adapters.__path__, str(folder.parent)])
+    registry.refresh()
+    try:
+        assert registry.target("fuel_stack") == "cosim.adapters.fuel_stack:FuelStackSim"
+        assert shape_problems(folder, "cosim.adapters.fuel_stack") == []
+        (site / "stack.toml").write_text(STACKED)
+        result = cosim.run(site / "stack.toml", out_dir=site / "runs")
+        assert result.ok, result.reason
+        ts = result.timeseries()
+        np.testing.assert_allclose(ts["stack.p_mw"], [0.25, 0.4, 0.4, 0.4])  # 0.05 MW/min for 5 min, then its rating
+        assert result.kpis["entities"]["stack"]["role"] == "fossil_gen"
+    finally:
+        for name in [m for m in sys.modules if m.startswith("cosim.adapters.fuel_stack")]:
+            sys.modules.pop(name)
+        sys.path.remove(str(Path(__file__).resolve().parent))
+        monkeypatch.undo()
+        registry.refresh()
+
+
+STACKED = """
+[scenario]
+name = "stack"
+start = 2024-07-15T00:00:00Z
+duration_s = 1200
+step_s = 300
+
+[sims]
+gen = { adapter = "fuel_stack" }
+
+[entities]
+stack = { sim = "gen", model = "FuelStack", p_max_mw = 0.4 }
+"""
+
+
 def test_without_the_column_roles_the_trace_is_only_a_signal(extended):
     """The same microgrid with the roles removed: nothing of the trace is counted (the bug the
     roles fix: a PV + battery microgrid once reported import 118 kWh, export 0)."""

@@ -8,9 +8,12 @@
 * exactly one module imports mosaik;
 * no imports inside functions except for the heavy optional libraries named in
   :data:`LAZY`, each with its reason at the import.
+* an adapter with several modules is a package of one shape (docs/development.md, "A simulator
+  with several modules"): ``params.py``, ``sim.py`` (its simulator class), physics modules, and an
+  ``__init__.py`` that only re-exports; the registry tells which adapters are packages.
 
-The graph is read from the source with ``ast`` (nothing is imported), so the test sees
-what a reader sees.
+The graph is read from the source with ``ast`` (nothing is imported but the registry, which the
+shape test asks which adapters are packages), so the test sees what a reader sees.
 """
 
 from __future__ import annotations
@@ -57,6 +60,7 @@ LAZY = {
     "cosim.run.mosaik_engine": "imports mosaik (above)",
     "helics": "the HELICS library: only when a run joins a federation (cosim run --helics)",
     "cosim.run.federate": "imports helics (above)",
+    "openleadr": "the protocols extra: only when a live run joins an OpenADR VTN (cosim serve --vtn)",
     "cosim.adapters._andes_perc1": "imports andes (above): only when a Load has a native PERC1",
 }
 
@@ -258,3 +262,88 @@ def test_the_lazy_face_serves_run_session_and_the_package():
             "assert callable(cosim.load_scenario); print('ok')")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert out.stdout.strip() == "ok", out.stderr
+
+
+# -- the shape of an adapter with several modules (docs/development.md, "A simulator with several modules") --
+def shape_problems(folder: Path, package: str) -> list[str]:
+    """What keeps the adapter package ``package`` in ``folder`` from the documented shape: ``params.py``
+    (what a scenario may say), ``sim.py`` (the adapter), the physics in modules of their own, and an
+    ``__init__.py`` that only re-exports its own modules' names. Inside the package imports point one
+    way: nothing but ``__init__.py`` imports ``sim.py`` (params and physics stand without the adapter),
+    and no module imports the package's face."""
+    problems = [f"{folder.name}/{name} is missing" for name in ("__init__.py", "params.py", "sim.py")
+                if not (folder / name).is_file()]
+    if problems:
+        return problems
+    init = ast.parse((folder / "__init__.py").read_text(encoding="utf-8"))
+    for node in init.body:
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            continue  # the docstring
+        if isinstance(node, ast.ImportFrom) and (node.module == "__future__" or node.level > 0
+                                                 or (node.module or "").startswith(package + ".")):
+            continue
+        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["__all__"]:
+            continue
+        problems.append(f"{folder.name}/__init__.py:{node.lineno}: only re-exports of the package's own modules "
+                        f"belong here (move this {type(node).__name__} into params.py, sim.py or a physics module)")
+    if not any(isinstance(n, ast.ClassDef) for n in ast.parse((folder / "params.py").read_text(encoding="utf-8")).body):
+        problems.append(f"{folder.name}/params.py defines no params class")
+    for path in sorted(folder.rglob("*.py")):
+        rel = path.relative_to(folder).with_suffix("")
+        parts = [p for p in rel.parts if p != "__init__"]
+        module = ".".join([package, *parts])
+        if module == package:
+            continue
+        for scope in (True, False):
+            for name, line in _imports(module, path, top_level=scope):
+                if name == f"{package}.sim" or name.startswith(f"{package}.sim."):
+                    problems.append(f"{path.relative_to(folder.parent)}:{line} imports the adapter ({package}.sim): "
+                                    "only __init__.py does")
+                elif name == package:
+                    problems.append(f"{path.relative_to(folder.parent)}:{line} imports the package's face "
+                                    f"({package}): import the module that defines the name")
+    return problems
+
+
+def _adapter_packages() -> dict[str, tuple[Path, str, str]]:
+    """Every adapter the registry finds whose target is a package of ours: name -> (folder, package,
+    module of its simulator class)."""
+    from cosim import registry
+
+    found = {}
+    for name, target in registry.available().items():
+        package = target.partition(":")[0]
+        path = MODULES.get(package)
+        if path is not None and path.name == "__init__.py":
+            found[name] = (path.parent, package, registry.adapter_class(name).__module__)
+    return found
+
+
+def test_every_adapter_with_several_modules_has_the_documented_shape():
+    packages = _adapter_packages()
+    assert {"datacenter", "fmu", "ofo"} <= set(packages)  # the test can fail: it sees the packages
+    problems = [text for folder, package, _ in packages.values() for text in shape_problems(folder, package)]
+    problems += [f"{name}: its simulator class is defined in {module}, not in {package}.sim"
+                 for name, (_, package, module) in packages.items() if module != f"{package}.sim"]
+    assert not problems, "\n".join(problems)
+
+
+def test_the_shape_check_finds_each_departure(tmp_path):
+    """A package in the old shape (its adapter in ``__init__.py``, no params module, a physics module
+    that imports the adapter) gets one line per departure."""
+    folder = tmp_path / "stack"
+    folder.mkdir()
+    (folder / "__init__.py").write_text('"""A stack."""\nfrom cosim.sdk import SingleModelSim\n\n\n'
+                                        'class StackSim(SingleModelSim):\n    pass\n')
+    (folder / "physics.py").write_text("from cosim.adapters.stack.sim import StackSim\n"
+                                       "from cosim.adapters.stack import StackSim as Again\n")
+    assert shape_problems(folder, "cosim.adapters.stack") == ["stack/params.py is missing", "stack/sim.py is missing"]
+    (folder / "params.py").write_text("X = 1\n")
+    (folder / "sim.py").write_text("from cosim.adapters.stack.params import X\n")
+    found = shape_problems(folder, "cosim.adapters.stack")
+    assert len(found) == 5, found
+    assert "stack/__init__.py:2: only re-exports" in found[0] and "ImportFrom" in found[0]
+    assert "stack/__init__.py:5:" in found[1] and "ClassDef" in found[1]
+    assert found[2] == "stack/params.py defines no params class"
+    assert found[3].startswith("stack/physics.py:1 imports the adapter")
+    assert found[4].startswith("stack/physics.py:2 imports the package's face")

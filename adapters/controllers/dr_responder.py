@@ -11,7 +11,8 @@ Baseline (stated, one of ``baseline_method``): the mean of ``p_site_mw`` over
 ``baseline_window_s`` *just before the event starts* (``before_start``, meter-before, the
 default) or *just before the notice* (``before_notice``: pre-cooling after the notice
 cannot inflate it; needs the notice to fall inside the run). The baseline is frozen for
-the event. A reduction event asks ``dr_requested_mw = dr_reduction_mw``; a cap event asks
+the event. A reduction event asks ``dr_requested_mw = dr_reduction_mw`` (or, from an OpenADR
+percent offset, ``dr_reduction_frac`` of the baseline; the larger of the two); a cap event asks
 ``max(baseline - dr_cap_mw, 0)``; the target draw is ``baseline - requested``.
 
 Control: one commanded reduction ``R`` [MW], set to the request when the event starts
@@ -65,7 +66,7 @@ from pydantic import BaseModel, Field, model_validator
 
 from cosim.sdk import Params, SingleModelSim
 
-INPUTS = ("event_active", "dr_reduction_mw", "dr_cap_mw", "dr_notice_s", "dr_remaining_s",
+INPUTS = ("event_active", "dr_reduction_mw", "dr_reduction_frac", "dr_cap_mw", "dr_notice_s", "dr_remaining_s",
           "p_site_mw", "p_dc_mw", "soc_frac", "tank_soc_frac")
 OUTPUTS = ("p_set_mw", "q_charge_cmd_mw", "t_chw_supply_setpoint_c", "p_limit_mw", "pause_flexible_frac",
            "dr_requested_mw", "dr_delivered_mw", "dr_shortfall_mw", "p_baseline_mw", "p_target_mw",
@@ -204,6 +205,7 @@ class Responder:
             return {"dr_requested_mw": 0.0, "dr_delivered_mw": 0.0, "dr_shortfall_mw": 0.0,
                     "p_baseline_mw": self.baseline_mw, "p_target_mw": None}
         requested = float(m.get("dr_reduction_mw") or 0.0)
+        requested = max(requested, float(m.get("dr_reduction_frac") or 0.0) * self.baseline_mw)
         cap = m.get("dr_cap_mw")
         if cap is not None:
             requested = max(requested, self.baseline_mw - float(cap), 0.0)

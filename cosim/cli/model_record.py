@@ -2,7 +2,8 @@
 
 Every entity with a ``perc1`` table (a ``ride_through`` RideThrough's co-simulated PERC1, an
 ``andes_grid`` Load's native one) or a ``perc1_dyr`` record gets one line in ``perc1.dyr``
-(``IBUS 'PERC1' 'ID' p1 ... /``, the column order of :data:`cosim.adapters._perc1_record.PARAMS`)
+(``IBUS 'PERC1' 'ID' p1 ... /``, the column order of :data:`cosim.adapters._perc1_record.PARAMS`:
+cosim's own, listed in the file's opening ``@!`` comment lines)
 and its rows in ``perc1_params.csv`` and ``perc1_params.md`` (name, scenario key, value, unit,
 meaning). The bus is the entity's own ``bus``, or that of the entity it feeds (a RideThrough's
 point of connection), as the grid adapter numbers it.
@@ -83,10 +84,11 @@ def write(scenario: Path, out: Path) -> list[Path]:
     lines = [record.record_line(bus, device_id, values) for _e, bus, device_id, values in found]
     rows = [row for eid, bus, device_id, values in found for row in record.table_rows(bus, device_id, values, eid)]
     paths = [out / "perc1.dyr", out / "perc1_params.csv", out / "perc1_params.md"]
-    paths[0].write_text("\n".join(lines) + "\n")
+    paths[0].write_text("\n".join(record.header_lines() + lines) + "\n")
     paths[1].write_text(record.table_csv(rows))
     header = (f"# PERC1 parameters of {scenario.name}\n\nOne record per line in `perc1.dyr` "
-              f"(`IBUS 'PERC1' 'ID' {' '.join(record.PARAMS)} /`).\n\n")
+              f"(`IBUS 'PERC1' 'ID' {' '.join(record.PARAMS)} /`; the order is cosim's own, not "
+              "PowerWorld's: map the columns by name).\n\n")
     paths[2].write_text(header + record.table_md(rows))
     return paths
 

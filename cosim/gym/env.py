@@ -5,7 +5,7 @@
     from cosim.gym import CosimEnv
 
     env = CosimEnv("scenarios/rl_site.toml")            # [agent] of the file
-    obs, info = env.reset(seed=1)                        # a fresh Session, seeded
+    obs, info = env.reset(seed=1)                        # a new Session, seeded
     obs, reward, terminated, truncated, info = env.step(env.action_space.sample())
     info["terms"]                                        # every reward term, unweighted
     env.close()                                          # writes the run folder when record = true
@@ -15,7 +15,9 @@ One step holds the action for ``decision_s``; ``reward = Σ weight · term`` ove
 ``truncated`` only when ``max_decisions`` stops it earlier. ``reset(seed=s)`` starts the
 scenario with ``scenario.seed = s`` (without a seed, one drawn from the env's generator), on
 a start day drawn from ``start_window`` when the section has one, or on
-``options={"start": day}``.
+``options={"start": day}``. A reset builds the simulators whose set-up depends on the seed and
+takes copies of the others set up before (:mod:`cosim.gym.snapshot`): the same episode as a
+fresh env's.
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from cosim.gym import snapshot
 from cosim.gym.rewards import RewardTerms
 from cosim.gym.spec import EpisodeSpec
 from cosim.run.session import Session
@@ -58,10 +59,14 @@ class Episode:
 
     # -- lifecycle ----------------------------------------------------------------------------
     def start(self, seed: int, start: datetime | None = None) -> None:
-        """A fresh Session of the scenario with this seed and start (the last one closed first)."""
+        """A new Session of the scenario with this seed and start (the last one closed first), its
+        simulators built or, where they allow it, copied from ones set up before (:mod:`.snapshot`)."""
         self.close()
         scn = variant(self.base, seed, start)
-        self.session = Session(scn, out_dir=self.out_dir, record=self.spec.record, report=self.report)
+        kept = snapshot.kept_for(self.base)
+        built = kept.take(scn)
+        self.session = Session(scn, out_dir=self.out_dir, record=self.spec.record, report=self.report, built=built)
+        kept.keep(scn, self.session.engine, built)
         self.t_s = 0
         self.n_decisions = 0
         self.terms.reset()

@@ -8,8 +8,9 @@
     obs, info = envs.reset(seed=0)                             # copy i seeded 0 + i
     obs, rewards, terminated, truncated, info = envs.step(envs.action_space.sample())
 
-The scenario is read and validated once and shared by the copies; the reward guards run once
-(on the first copy). A copy whose episode ends resets itself on the next ``step``
+The scenario is read and validated once and shared by the copies, with the simulators a reset
+copies instead of building (:mod:`cosim.gym.snapshot`); the reward guards run once (on the
+first copy). A copy whose episode ends resets itself on the next ``step``
 (Gymnasium's ``AutoresetMode.NEXT_STEP``: that step returns the new episode's first
 observation with reward 0), drawing its next seed and start day from its own generator, as
 ``CosimEnv.reset()`` without a seed does; so copy ``i`` of a vector env seeded ``s`` gives the

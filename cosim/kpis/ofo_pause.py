@@ -1,6 +1,6 @@
 """Flexible training paused by an OFO controller, and the GPU-hours it deferred.
 
-An ``OFO`` entity with the pause control (``adapters/controllers/ofo.py``; ``[sims.<id>] pause =
+An ``OFO`` entity with the pause control (``adapters/controllers/ofo/``; ``[sims.<id>] pause =
 true``) records ``pause_flexible_frac`` (its command to the Cluster), ``p_paused_mw`` and
 ``n_gpus_paused`` (that command in MW and GPUs, by its ``p_pause_mw`` / ``n_gpus_pause``) and
 ``paused_gpu_h`` (Σ_steps n_gpus_paused · Δt / 3600 so far). This block reports per such entity:

@@ -11,6 +11,9 @@ Metrics (Prometheus names carry their unit as Prometheus spells it, ``_seconds``
   ``cosim_wall_per_sim_ratio``: the ratio so far; ``cosim_lag_seconds``: how late the latest step began;
 * ``cosim_signal_stale{entity}`` (1: the value is a held, stale reading) and
   ``cosim_signal_age_seconds{entity}`` for live signals (``adapters/live_signal.py``);
+* ``cosim_openadr_vtn_reachable{vtn_url}`` (1 reachable, 0 not, NaN while registering) and
+  ``cosim_openadr_readings_pending{vtn_url}`` (telemetry readings the VTN has not answered) when the
+  run is an OpenADR VEN (``cosim serve --vtn``, :mod:`cosim.live.ven`);
 * ``cosim_run_info{scenario, status}``: 1 (``status`` ``degraded`` from a grid's first unsolved or
   de-energised step, :mod:`cosim.live.run`).
 """
@@ -59,6 +62,8 @@ class RunCollector:
                                 value=math.nan if ratio is None else ratio)
         yield GaugeMetricFamily("cosim_lag_seconds", "how late the latest step began", value=state["lag_s"])
         yield from _staleness(self.run.stale_entities(), outputs, GaugeMetricFamily)
+        if state.get("ven"):
+            yield from _ven(state["ven"], GaugeMetricFamily)
         info = InfoMetricFamily("cosim_run", "the scenario and the run's status")
         info.add_metric([], {"scenario": state["scenario"], "status": state["status"]})
         yield info
@@ -77,6 +82,17 @@ def _staleness(eids: list[str], outputs: dict[str, dict[str, Any]], gauge):
         age.add_metric([eid], math.nan if read_age is None else read_age)
     yield stale
     yield age
+
+
+def _ven(ven: dict[str, Any], gauge):
+    reachable = gauge("cosim_openadr_vtn_reachable", "1 while the OpenADR VTN answers, 0 from its first "
+                      "unanswered request (NaN while registering)", labels=["vtn_url"])
+    reachable.add_metric([ven["vtn_url"]], {"reachable": 1.0, "unreachable": 0.0}.get(ven["vtn"], math.nan))
+    pending = gauge("cosim_openadr_readings_pending", "telemetry readings the VTN has not answered yet",
+                    labels=["vtn_url"])
+    pending.add_metric([ven["vtn_url"]], float(ven["n_readings_pending"]))
+    yield reachable
+    yield pending
 
 
 def _number(value: Any) -> float | None:

@@ -106,6 +106,9 @@ class LiveRun:
         self.inputs = {eid: self._input_specs(eid) for eid in scn.entities}
         self.sites = self._sites()
         self.on_end = on_end
+        #: called after each step, under :attr:`lock`, with its time [s] and the outputs (an OpenADR VEN's telemetry)
+        self.step_hooks: list = []
+        self.ven = None  # a cosim.live.ven.LiveVen when the run acts as an OpenADR VEN
         self._stop = threading.Event()
         self._ended = threading.Event()
         self._wall0 = time.perf_counter()
@@ -154,6 +157,8 @@ class LiveRun:
             self.last_step_s = next_s
             self.lag_s = lag_s
             self._read_outputs()
+            for hook in self.step_hooks:
+                hook(next_s, self.outputs)
             for eid, limit_mw in self.sites.after_step(next_s, self.scn.scenario.step_s, self.outputs).items():
                 if not self.session.done:
                     self.session.set(eid, LIMIT_INPUT, limit_mw)
@@ -221,6 +226,7 @@ class LiveRun:
                 "rt_factor": self.rt_factor, "wall_s": round(wall_s, 3), "lag_s": round(self.lag_s, 3),
                 "wall_per_sim_ratio": wall_s / sim_s if sim_s else None,
                 "run_dir": str(self.run_dir.resolve()),
+                **({"ven": self.ven.status()} if self.ven is not None else {}),
             }
 
     def entities(self) -> list[dict[str, Any]]:

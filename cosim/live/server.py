@@ -67,7 +67,7 @@ class LiveServer:
     """
 
     def __init__(self, run: LiveRun, sock: socket.socket, exit_at_end: bool = False,
-                 say: Callable[[str], None] = print, max_body_bytes: int = MAX_BODY_BYTES):
+                 say: Callable[[str], None] = print, max_body_bytes: int = MAX_BODY_BYTES, ven=None):
         import uvicorn  # the live extra: imported only when a run is served
 
         self.run, self.sock, self.exit_at_end, self.say = run, sock, exit_at_end, say
@@ -75,6 +75,7 @@ class LiveServer:
         self.server = uvicorn.Server(uvicorn.Config(build_app(run, max_body_bytes), log_level="warning", access_log=False,
                                                     lifespan="off", timeout_graceful_shutdown=2))
         self.caught: list[int] = []
+        self.ven = ven  # a cosim.live.ven.LiveVen: closed (telemetry flushed) after the run is
 
     def shutdown(self) -> None:
         """Ask :meth:`serve` to return (the run is stopped and its folder written there)."""
@@ -94,6 +95,8 @@ class LiveServer:
             name = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM"}.get(self.caught[0], "a signal") \
                 if self.caught else None
             self.run.stop(f"interrupted ({name})" if name else "server stopped")
+            if self.ven is not None:
+                self.ven.close()
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
             self.sock.close()

@@ -205,13 +205,16 @@ def voltage_points(ts: pd.DataFrame, entities: dict[str, dict[str, Any]]) -> dic
 
 
 # -- drawing helpers ---------------------------------------------------------------------------
-def _plt():
-    import matplotlib  # ~0.5 s to import: only a report that draws pays it
+def new_figure(nrows: int = 1, ncols: int = 1, *, figsize: tuple[float, float], **subplots):
+    """A figure and its axes on matplotlib's object API: a :class:`~matplotlib.figure.Figure` on its
+    own Agg canvas. No backend is selected and pyplot holds no reference to it, so a notebook (or any
+    program) that imports cosim keeps its own backend and inline figures."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # ~0.5 s to import: only a page that draws pays it
+    from matplotlib.figure import Figure  # matplotlib: as above
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # after use("Agg"): no display needed
-
-    return plt
+    fig = Figure(figsize=figsize)
+    FigureCanvasAgg(fig)
+    return fig, fig.subplots(nrows, ncols, **subplots)
 
 
 def thin(frame: pd.DataFrame | pd.Series, how: str = "mean"):
@@ -245,8 +248,8 @@ def event_spans(ts: pd.DataFrame) -> list[tuple[Any, Any]]:
     return spans
 
 
-def _axes(plt, title: str, ylabel: str, rows: int = 1):
-    fig, axes = plt.subplots(rows, 1, figsize=(11, 3.6 if rows == 1 else 2.6 * rows), sharex=True, squeeze=False)
+def _axes(title: str, ylabel: str, rows: int = 1):
+    fig, axes = new_figure(rows, 1, figsize=(11, 3.6 if rows == 1 else 2.6 * rows), sharex=True, squeeze=False)
     axes = [a[0] for a in axes]
     axes[0].set_title(title, fontsize=11, loc="left")
     for ax in axes:
@@ -257,7 +260,7 @@ def _axes(plt, title: str, ylabel: str, rows: int = 1):
 
 
 def _shade_and_legend(ax, events: list[tuple[Any, Any]], legend_x: float = 1.01) -> None:
-    from matplotlib.patches import Patch  # matplotlib: see _plt
+    from matplotlib.patches import Patch  # matplotlib: see new_figure
 
     for start, end in events:
         ax.axvspan(start, end, color="tab:orange", alpha=0.15, lw=0)
@@ -269,12 +272,11 @@ def _shade_and_legend(ax, events: list[tuple[Any, Any]], legend_x: float = 1.01)
         ax.legend(handles, labels, fontsize=8, loc="upper left", bbox_to_anchor=(legend_x, 1.0), frameon=False)
 
 
-def _png(plt, fig) -> str:
+def _png(fig) -> str:
     fig.autofmt_xdate()
     fig.tight_layout()
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=90)
-    plt.close(fig)
     return base64.b64encode(buf.getvalue()).decode("ascii")
 
 
@@ -283,8 +285,7 @@ def fig_power(f: FigureInput) -> str | None:
     parts = power_parts(f.ts, f.roles)
     if not any(parts.values()):
         return None
-    plt = _plt()
-    fig, (ax,) = _axes(plt, "Power stack: site demand up, own supply down, grid import", "power [MW]")
+    fig, (ax,) = _axes("Power stack: site demand up, own supply down, grid import", "power [MW]")
     x = thin(f.ts.iloc[:, :1]).index
     for side, sign in (("demand", 1.0), ("supply", -1.0)):
         labels = sorted(parts[side], key=lambda label: STACK_ORDER.index(label.rsplit(" ", 1)[1]))
@@ -298,7 +299,7 @@ def fig_power(f: FigureInput) -> str | None:
         ax.plot(x, thin(series).to_numpy(), label=label, **style)
     ax.axhline(0, color="0.4", lw=0.6)
     _shade_and_legend(ax, f.events)
-    return _png(plt, fig)
+    return _png(fig)
 
 
 def fig_voltage(f: FigureInput) -> str | None:
@@ -309,8 +310,7 @@ def fig_voltage(f: FigureInput) -> str | None:
     points = voltage_points(ts, f.entities)
     if not (band or (mins and maxs) or points):
         return None
-    plt = _plt()
-    fig, (ax,) = _axes(plt, "Bus voltages: band over all buses, points of connection, limits", "voltage [pu]")
+    fig, (ax,) = _axes("Bus voltages: band over all buses, points of connection, limits", "voltage [pu]")
     if band:
         low, high = ts[BAND_LOW], ts[BAND_HIGH]
     elif mins and maxs:
@@ -326,7 +326,7 @@ def fig_voltage(f: FigureInput) -> str | None:
     ax.axhline(f.v_low, color="tab:red", ls="--", lw=1, label=f"limits {f.v_low:g} / {f.v_high:g} pu")
     ax.axhline(f.v_high, color="tab:red", ls="--", lw=1)
     _shade_and_legend(ax, f.events)
-    return _png(plt, fig)
+    return _png(fig)
 
 
 def fig_loading(f: FigureInput) -> str | Absent | None:
@@ -341,8 +341,7 @@ def fig_loading(f: FigureInput) -> str | Absent | None:
         shown = f"{peak:.2g} %" if math.isfinite(peak) else "not a number"
         return Absent(f"no line ratings in this network: the highest line or transformer loading was {shown}, "
                       "so thermal limits are not checked (give the lines max_i_ka to check them)")
-    plt = _plt()
-    fig, (ax,) = _axes(plt, "Line and transformer loading: highest, and the five most loaded", "loading [%]")
+    fig, (ax,) = _axes("Line and transformer loading: highest, and the five most loaded", "loading [%]")
     if overall:
         top = thin(ts[overall].max(axis=1), "max")
         ax.plot(top.index, top.to_numpy(), color="black", lw=1.4, label="highest of all")
@@ -352,7 +351,7 @@ def fig_loading(f: FigureInput) -> str | Absent | None:
             ax.plot(series.index, series.to_numpy(), lw=1, label=attr_of(column).removesuffix("_loading_pct"))
     ax.axhline(100.0, color="tab:red", ls="--", lw=1, label="100 % rating")
     _shade_and_legend(ax, f.events)
-    return _png(plt, fig)
+    return _png(fig)
 
 
 TEMPERATURE_TITLES = {"air": "air (supply, return, rack inlet)", "water": "water and coolant",
@@ -363,8 +362,7 @@ def fig_temperature(f: FigureInput) -> str | None:
     groups = temperature_groups(f.ts, f.roles)
     if not groups:
         return None
-    plt = _plt()
-    fig, axes = _axes(plt, "Temperatures", "[°C]", rows=len(groups))
+    fig, axes = _axes("Temperatures", "[°C]", rows=len(groups))
     for ax, (name, columns) in zip(axes, groups.items()):
         for column in columns[:12]:
             series = thin(f.ts[column])
@@ -372,21 +370,20 @@ def fig_temperature(f: FigureInput) -> str | None:
         ax.set_ylabel(f"{name} [°C]")
         ax.text(0.005, 0.95, TEMPERATURE_TITLES[name], transform=ax.transAxes, fontsize=9, va="top")
         _shade_and_legend(ax, f.events)
-    return _png(plt, fig)
+    return _png(fig)
 
 
 def fig_soc(f: FigureInput) -> str | None:
     cols = [c for c in f.ts.columns if attr_of(c).endswith("soc_frac")]
     if not cols:
         return None
-    plt = _plt()
-    fig, (ax,) = _axes(plt, "Battery state of charge", "SoC [-]")
+    fig, (ax,) = _axes("Battery state of charge", "SoC [-]")
     for column in cols[:12]:
         series = thin(f.ts[column])
         ax.plot(series.index, series.to_numpy(), lw=1, label=column)
     ax.set_ylim(0, 1.02)
     _shade_and_legend(ax, f.events)
-    return _png(plt, fig)
+    return _png(fig)
 
 
 def fig_signals(f: FigureInput) -> str | None:
@@ -395,13 +392,14 @@ def fig_signals(f: FigureInput) -> str | None:
     price = [c for c in ts.columns if attr_of(c).endswith("price_usd_mwh")]
     if not (carbon or price):
         return None
-    plt = _plt()
-    fig, (ax,) = _axes(plt, "Carbon intensity and price signals",
+    fig, (ax,) = _axes("Carbon intensity and price signals",
                        "carbon intensity [g/kWh]" if carbon else "price [USD/MWh]")
     for column in carbon:
         series = thin(ts[column])
         ax.plot(series.index, series.to_numpy(), lw=1.2, label=column)
-    colours = iter(plt.rcParams["axes.prop_cycle"].by_key()["color"] * 4)
+    from matplotlib import rcParams  # matplotlib: see new_figure
+
+    colours = iter(rcParams["axes.prop_cycle"].by_key()["color"] * 4)
     for _ in ax.get_lines():
         next(colours)  # carbon lines took the first colours
     target = ax.twinx() if carbon and price else ax
@@ -412,7 +410,7 @@ def fig_signals(f: FigureInput) -> str | None:
         target.step(series.index, series.to_numpy(), where="post", lw=1.2, ls="-.", color=colour)
         ax.plot([], [], color=colour, ls="-.", label=column)  # one legend for both axes
     _shade_and_legend(ax, f.events, legend_x=1.09 if target is not ax else 1.01)
-    return _png(plt, fig)
+    return _png(fig)
 
 
 def fig_frequency(f: FigureInput) -> str | None:
@@ -421,8 +419,7 @@ def fig_frequency(f: FigureInput) -> str | None:
     if not cols:
         return None
     rocof = [c for c in ts.columns if attr_of(c) == "rocof_hz_s"]
-    plt = _plt()
-    fig, axes = _axes(plt, "System frequency (balancing areas)", "frequency [Hz]", rows=2 if rocof else 1)
+    fig, axes = _axes("System frequency (balancing areas)", "frequency [Hz]", rows=2 if rocof else 1)
     for column in cols[:8]:
         series = thin(ts[column])
         axes[0].plot(series.index, series.to_numpy(), lw=1.2, label=column)
@@ -437,7 +434,7 @@ def fig_frequency(f: FigureInput) -> str | None:
             axes[1].plot(series.index, series.to_numpy(), lw=1, label=column)
         axes[1].set_ylabel("RoCoF [Hz/s]")
         _shade_and_legend(axes[1], f.events)
-    return _png(plt, fig)
+    return _png(fig)
 
 
 def swing_band(meta: dict[str, Any] | None) -> tuple[float, float]:
@@ -458,8 +455,7 @@ def fig_spectrum(f: FigureInput) -> str | None:
     cols = [c for c in ts.columns if attr_of(c) == "p_mw" and np.isfinite(ts[c].to_numpy(float)).all()]
     if dt_s > MAX_STEP_S + 1e-9 or not cols:
         return None
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(11, 3.6))
+    fig, ax = new_figure(figsize=(11, 3.6))
     low, high = f.band_hz
     ax.set_title(f"Power spectrum of every p_mw (Welch), the swing band {low:g}-{high:g} Hz shaded", fontsize=11,
                  loc="left")
@@ -476,7 +472,6 @@ def fig_spectrum(f: FigureInput) -> str | None:
     fig.tight_layout()
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=90)
-    plt.close(fig)
     return base64.b64encode(buf.getvalue()).decode("ascii")
 
 
@@ -505,8 +500,7 @@ def fig_ride_through(f: FigureInput) -> str | None:
     if not panels:
         return None
     panels = panels[:MAX_ENVELOPE_PANELS]
-    plt = _plt()
-    fig, axes = plt.subplots(len(panels), 1, figsize=(11, 3.2 * len(panels)), squeeze=False)
+    fig, axes = new_figure(len(panels), 1, figsize=(11, 3.2 * len(panels)), squeeze=False)
     start = f.ts.index[0]
     for ax, (entity, entry, envelope) in zip(axes[:, 0], panels):
         columns = rtv.series_columns(list(f.ts.columns), entity, envelope)
@@ -536,7 +530,6 @@ def fig_ride_through(f: FigureInput) -> str | None:
     fig.tight_layout()  # not _png: its date formatting would hide the upper panels' (own) time axes
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=90)
-    plt.close(fig)
     return base64.b64encode(buf.getvalue()).decode("ascii")
 
 

@@ -178,19 +178,27 @@ class DirectEngine:
         self.ahead: ahead_module.Ahead | None = None  # the head's worker process, when one runs
 
     # -- building --------------------------------------------------------------------------
-    def start(self) -> None:
-        """Start every simulator, create the entities, wire the connections and the recorder."""
+    def start(self, built: dict[str, Any] | None = None) -> None:
+        """Start every simulator, create the entities, wire the connections and the recorder.
+
+        ``built``: simulators already initialised, created and set up for this scenario (copies
+        of started ones, :mod:`cosim.gym.snapshot`), taken as they are, by sim id.
+        """
         scn = self.scn
+        built = built or {}
         common = {"start_utc": scn.scenario.start.isoformat(), "duration_s": scn.scenario.duration_s,
                   "seed": scn.scenario.seed}
         grouped = [sid for group in self.graph.weak_groups for sid in sorted(group)]
         for sid in [*grouped, *(s for s in scn.sims if s not in grouped)]:
-            obj = registry.adapter_class(scn.sims[sid].adapter)()
-            obj.init(sid, time_resolution=scn.scenario.tick_s, step_s=scn.sim_step_s(sid), **common,
-                     **scn.sim_params[sid])
+            obj = built.get(sid)
+            if obj is None:
+                obj = registry.adapter_class(scn.sims[sid].adapter)()
+                obj.init(sid, time_resolution=scn.scenario.tick_s, step_s=scn.sim_step_s(sid), **common,
+                         **scn.sim_params[sid])
             self._add(sid, obj)
         for eid, spec in scn.entities.items():
-            self.by_sid[spec.sim].obj.create(1, spec.model, eid=eid, **scn.entity_params[eid])
+            if spec.sim not in built:
+                self.by_sid[spec.sim].obj.create(1, spec.model, eid=eid, **scn.entity_params[eid])
             self.entity_sim[eid] = self.by_sid[spec.sim]
         for edge in self.graph.edges:
             self._connect(edge.src, edge.dst, edge.pairs, edge.kind, edge.initial_data)
@@ -200,7 +208,8 @@ class DirectEngine:
         if RECORDER_SID in self.by_sid:
             self.order.append(self.by_sid[RECORDER_SID])
         for sim in self.sims:
-            sim.obj.setup_done()
+            if sim.sid not in built:
+                sim.obj.setup_done()
         self.started = True
 
     def _add(self, sid: str, obj: Any) -> None:

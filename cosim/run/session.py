@@ -51,6 +51,7 @@ class Session:
         record: write the time series and the run folder; without, nothing is written
             (faster, for training loops) and :meth:`close` returns None.
         report: write ``report.html`` when closing.
+        built: simulators already started for this scenario, by sim id (``DirectEngine.start``).
 
     Raises:
         ScenarioError: the scenario has problems, or needs mosaik (a remote simulator).
@@ -58,7 +59,8 @@ class Session:
     """
 
     def __init__(self, scenario: str | Path | Scenario, overrides: dict[str, Any] | None = None,
-                 out_dir: str | Path = "runs", record: bool = True, report: bool = True):
+                 out_dir: str | Path = "runs", record: bool = True, report: bool = True,
+                 built: dict[str, Any] | None = None):
         self.scn = _direct(scenario, overrides)
         self._report = report
         self.folder = None
@@ -75,7 +77,7 @@ class Session:
         self.engine = DirectEngine(self.scn, self.folder.path if self.folder else None)
         self._wall0 = time.perf_counter()
         try:
-            self.engine.start()
+            self.engine.start(built)
         except BaseException as exc:  # the folder must not say "running" forever
             self._broken = exc
             self.close()

@@ -82,7 +82,7 @@ def validate(raw: dict[str, Any], path: Path, allow_commands: bool = False) -> S
     if not problems:
         check_engine(scn, problems)
     if not problems:
-        _check_scenario_hooks(scn)
+        _check_scenario_hooks(scn, problems)
     if problems:
         raise ScenarioError(path, problems)
     return scn
@@ -240,10 +240,12 @@ def _route(scn: Scenario, where: str, texts: list[str], problems: list[Problem])
             problems.append(Problem(where, text))
 
 
-def _check_scenario_hooks(scn: Scenario) -> None:
-    """Each adapter's whole-scenario warnings (:meth:`cosim.sdk.CosimSim.check_scenario`), once per class."""
+def _check_scenario_hooks(scn: Scenario, problems: list[Problem]) -> None:
+    """Each adapter's whole-scenario warnings and problems (:meth:`cosim.sdk.CosimSim.check_scenario`),
+    once per class."""
     for cls in dict.fromkeys(registry.adapter_class(spec.adapter) for spec in scn.sims.values()):
-        scn.warnings.extend(cls.check_scenario(scn))
+        for found in cls.check_scenario(scn):
+            (problems if isinstance(found, Problem) else scn.warnings).append(found)
 
 
 def _check_step_lengths(raw: Any, sims: dict[str, SimSpec], problems: list[Problem]) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 import pandas as pd
 
 from cosim.folder import RunFolder
-from cosim.report.figures import _plt
+from cosim.report.figures import new_figure
 from cosim.report.page import esc, html_page
 
 PLOT_DIR = "plots"
@@ -24,8 +24,7 @@ def write_plots(record: dict[str, Any], out: Path, titles: dict[str, str],
         cases = [c for c in record["cases"] if c["test"] == test and c.get("status") == "ok"]
         if not cases:
             continue
-        plt = _plt()
-        fig, axes = plt.subplots(len(CHANNELS), 1, figsize=(10, 8), sharex=True)
+        fig, axes = new_figure(len(CHANNELS), 1, figsize=(10, 8), sharex=True)
         for case in cases:
             ch = channels(RunFolder(out / case["run_dir"]).timeseries(), record["poc"], record["ride_through"])
             for ax, (name, _label) in zip(axes, CHANNELS):
@@ -43,7 +42,6 @@ def write_plots(record: dict[str, Any], out: Path, titles: dict[str, str],
         path = out / PLOT_DIR / f"{test}.png"
         path.parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(path, dpi=90)
-        plt.close(fig)
         done[test] = str(path.relative_to(out))
     return done
 

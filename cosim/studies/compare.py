@@ -23,7 +23,7 @@ from cosim.errors import Problem, ScenarioError
 from cosim.folder import RunFolder, flatten, read_json_checked
 from cosim.kpis.swing import MAX_STEP_S, SHARE_BAND_HZ, TRAINING_BAND_HZ, welch_psd
 from cosim.report import esc, fmt, html_page
-from cosim.report.figures import _plt, _png
+from cosim.report.figures import _png, new_figure
 
 STATUS_ROW = "(status)"
 
@@ -65,8 +65,7 @@ def spectrum_png(run_dirs: list[Path], labels: list[str], column: str) -> str | 
         curves.append((label, *welch_psd(x, dt_s)))
     if not curves:
         return None
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(11, 3.8))
+    fig, ax = new_figure(figsize=(11, 3.8))
     ax.set_title(f"Power spectrum of {column} (Welch), run by run; 0.2-3 Hz (training swings) shaded", fontsize=11,
                  loc="left")
     for label, freqs, psd in curves:
@@ -79,7 +78,7 @@ def spectrum_png(run_dirs: list[Path], labels: list[str], column: str) -> str | 
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     fig.tight_layout()
-    return _png(plt, fig)
+    return _png(fig)
 
 
 def _number(value: Any) -> float | None:

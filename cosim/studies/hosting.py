@@ -62,6 +62,7 @@ from cosim import grid_models
 from cosim.errors import PowerFlowNotConverged, Problem, ScenarioError
 from cosim.folder import RunFolder
 from cosim.kpis import V_HIGH_PU, V_LOW_PU
+from cosim.report.figures import new_figure
 from cosim.scenario import Scenario, load_scenario
 from cosim.studies.executor import check_workers, run_tasks
 from cosim.studies.hosting_buses import (
@@ -647,14 +648,9 @@ def _bar(total: int, progress: bool):
 
 def plot_hosting(table: pd.DataFrame, path: Path, scn: Scenario | None = None, grid_entity: str | None = None) -> Path:
     """Bar chart of MW per bus, and a map of the feeder coloured by MW when it has coordinates."""
-    import matplotlib  # heavy (~0.5 s): only when the figure is drawn
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # after use("Agg"): no display needed
-
     coords = _coordinates(scn, grid_entity) if scn is not None and grid_entity else None
     ncols = 2 if coords else 1
-    fig, axes = plt.subplots(1, ncols, figsize=(7 * ncols, 4.2), squeeze=False)
+    fig, axes = new_figure(1, ncols, figsize=(7 * ncols, 4.2), squeeze=False)
     ax = axes[0][0]
     colours = ["tab:red" if str(b).startswith("base") else "tab:grey" if b == "lower bound" else "tab:blue"
                for b in table.get("bound", [])]
@@ -667,7 +663,6 @@ def plot_hosting(table: pd.DataFrame, path: Path, scn: Scenario | None = None, g
         _draw_map(axes[0][1], table, *coords)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
     return path
 
 

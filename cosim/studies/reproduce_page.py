@@ -22,6 +22,7 @@ import numpy as np
 from cosim.folder import RunFolder
 from cosim.kpis import headroom
 from cosim.report import esc, html_page
+from cosim.report.figures import new_figure
 
 EXTRA_CSS = ("<style>.pass{color:#1f6f3a;font-weight:600}.fail{color:#9b1c1c;font-weight:600}"
              ".skip{color:#6b7280}td.src{max-width:340px;font-size:12px;color:#4b5563}</style>")
@@ -68,20 +69,10 @@ def _verdict(fig: dict[str, Any]) -> str:
     return "<span class='pass'>pass</span>" if fig["passed"] else "<span class='fail'>FAIL</span>"
 
 
-def _plt():
-    import matplotlib  # only a page that draws pays the import
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # after use("Agg"): no display needed
-
-    return plt
-
-
-def _img(plt, fig, alt: str) -> str:
+def _img(fig, alt: str) -> str:
     buf = io.BytesIO()
     fig.tight_layout()
     fig.savefig(buf, format="png", dpi=80)
-    plt.close(fig)
     data = base64.b64encode(buf.getvalue()).decode("ascii")
     return f"<p><img alt='{esc(alt)}' src='data:image/png;base64,{data}'></p>"
 
@@ -106,8 +97,7 @@ def ratio_rows(case: dict[str, Any]) -> list[dict[str, Any]]:
 def case_chart(case: dict[str, Any]) -> str:
     """The case's figures as ours / published (dot) against the accepted range (green) and 1 (the paper)."""
     rows = ratio_rows(case)
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(9, 0.32 * len(rows) + 1.1))
+    fig, ax = new_figure(figsize=(9, 0.32 * len(rows) + 1.1))
     lo, hi = RATIO_VIEW
     for y, row in enumerate(rows):
         ax.barh(y, min(row["high"], hi) - max(row["low"], lo), left=max(row["low"], lo), height=0.6, color="#bfe3c9")
@@ -125,7 +115,7 @@ def case_chart(case: dict[str, Any]) -> str:
                   fontsize=8)
     ax.grid(axis="x", alpha=0.3)
     ax.set_title(f"{case['name']}: published vs ours", fontsize=10, loc="left")
-    return _img(plt, fig, f"{case['name']}: published vs ours")
+    return _img(fig, f"{case['name']}: published vs ours")
 
 
 def load_duration_chart(run_dir: Path) -> str:
@@ -140,11 +130,10 @@ def load_duration_chart(run_dir: Path) -> str:
         return ""
     ts = RunFolder(run_dir).numeric_columns([f"{s}.{headroom.ATTR}" for s in systems])
     dt_h = (ts.index[1] - ts.index[0]).total_seconds() / 3600.0 if len(ts) > 1 else 1.0
-    plt = _plt()
     n = len(systems)
     cols = min(4, n)
     rows = -(-n // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 2.6 * rows), squeeze=False)
+    fig, axes = new_figure(rows, cols, figsize=(3.2 * cols, 2.6 * rows), squeeze=False)
     for ax, (system, entry) in zip(axes.flat, systems.items()):
         limits = [k for k in entry if k.startswith("at_")]
         label = "at_0_5_pct" if "at_0_5_pct" in limits else limits[0]
@@ -165,7 +154,7 @@ def load_duration_chart(run_dir: Path) -> str:
     for ax in list(axes.flat)[n:]:
         ax.axis("off")
     axes.flat[0].legend(fontsize=6)
-    return _img(plt, fig, "load-duration curves before and after the new load")
+    return _img(fig, "load-duration curves before and after the new load")
 
 
 def _case(case: dict[str, Any], page_dir: Path) -> str:

@@ -201,7 +201,7 @@ def test_every_settable_input_has_finite_bounds(name):
 
 
 def _shipped_fmus() -> list[str]:
-    from cosim.adapters._fmu_describe import shipped_models
+    from cosim.adapters.fmu.description import shipped_models
 
     return shipped_models()
 
@@ -210,7 +210,7 @@ def _shipped_fmus() -> list[str]:
 def test_every_shipped_fmu_bounds_every_input_from_its_description(fmu):
     """The shipped FMUs give min and max for every input and parameter (their C code refuses values
     outside its domain at the step; the adapter refuses them before it, from the description)."""
-    from cosim.adapters._fmu_describe import describe
+    from cosim.adapters.fmu.description import describe
 
     cls = registry.adapter_class("fmu")
     assert not _unbounded(cls, {"sim": {"fmu": fmu}, "models": {}}), fmu

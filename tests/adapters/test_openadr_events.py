@@ -78,8 +78,12 @@ def test_month_log_modification_and_cancellation():
 
 @pytest.mark.parametrize("text, message", [
     ("{not json", r"log.jsonl: line 1: not JSON"),
+    (_line(("ELECTRICITY_PRICE", "price"), 0.5),
+     r"log.jsonl: line 1: event_signals: signal ELECTRICITY_PRICE/price is not handled .* send one of SIMPLE/level"),
     (_line(("LOAD_CONTROL", "x-loadControlCapacity"), 0.5),
-     r"log.jsonl: line 1: event_signals: signal LOAD_CONTROL/x-loadControlCapacity is not handled .* send one of SIMPLE/level"),
+     r"line 1: signal_payload: an x-loadControlCapacity needs the site's maximum draw; set the entity's capacity_mw"),
+    (_line(("LOAD_CONTROL", "x-loadControlLevelOffset"), -1),
+     r"line 1: signal_payload: an x-loadControlLevelOffset needs the MW of one level; set the entity's level_offset_mw"),
     (_line(payload=7), r"line 1: signal_payload = 7: a SIMPLE level is 0, 1, 2 or 3"),
     (_line(("LOAD_DISPATCH", "delta"), "lots"), r"line 1: signal_payload = 'lots': must be a finite"),
     (_line(targets=[{"resource_id": "hall_b"}]), r"line 1: targets: resource_id 'hall_b' is not this VEN's \(known: campus\); add it"),

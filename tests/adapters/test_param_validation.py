@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from cosim.adapters._fmu_describe import AttrSpec
+from cosim.adapters.fmu.description import AttrSpec
 from cosim.adapters.datacenter import ClusterParams, cluster_problems
 from cosim.adapters.wind import WindFarmParams as WindParams
 

@@ -9,6 +9,7 @@ import json
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -332,3 +333,28 @@ def test_the_spectrum_panel_shades_the_band_the_kpis_screened():
     assert swing_band({"kpi_params": {"swing": {"band_hz": [0.5, 3.0]}}}) == (0.5, 3.0)
     assert swing_band({"kpi_params": {"swing": {}}}) == BAND_HZ == swing_band(None) == swing_band({})
     assert swing_band({"kpi_params": {"swing": {"band_hz": "wide"}}}) == BAND_HZ
+
+
+def test_drawing_keeps_the_callers_matplotlib_backend(full_run):
+    """The report, the hosting map and the published-results page draw on matplotlib's object API:
+    a program (a notebook with inline figures) keeps the backend it chose, and pyplot gets no figure."""
+    code = f"""
+import matplotlib
+matplotlib.use("svg")
+import matplotlib.pyplot as plt
+import pandas as pd
+from pathlib import Path
+from cosim.report import render
+from cosim.studies.hosting import plot_hosting
+from cosim.studies.reproduce_page import case_chart
+render(Path({str(full_run)!r}))
+plot_hosting(pd.DataFrame({{"bus": [1, 2], "hosting_mw": [1.0, 2.0], "bound": ["", "lower bound"]}}),
+             Path({str(full_run)!r}) / "hosting.png")
+case_chart({{"name": "c", "figures": [{{"name": "f", "published": 1.0, "ours": 1.1, "passed": True, "check": "within",
+                                        "tolerance": "±20 %"}}]}})
+print(matplotlib.get_backend(), len(plt.get_fignums()))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["svg", "0"]
+    assert (full_run / "hosting.png").stat().st_size > 1000

@@ -1,4 +1,4 @@
-"""Online feedback optimisation (adapters/controllers/ofo.py): the sensitivities against an
+"""Online feedback optimisation (adapters/controllers/ofo/): the sensitivities against an
 analytic two-bus feeder and against the grid engine's own solves, the primal-dual iteration's
 invariants on a linear toy plant, and ``scenarios/ieee13_ofo.toml`` against no control.
 

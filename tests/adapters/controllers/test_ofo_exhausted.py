@@ -1,4 +1,4 @@
-"""OFO's per-site last-resort signal ``exhausted_<site>_frac`` (adapters/controllers/ofo.py, ``sites``)
+"""OFO's per-site last-resort signal ``exhausted_<site>_frac`` (adapters/controllers/ofo/, ``sites``)
 and load shifting driven by it (adapters/controllers/load_shift.py).
 
 The signal has rule_voltage's meaning (``exhausted_frac``: the site's own control at its limit): 1

@@ -1,4 +1,4 @@
-"""Per-fleet batch control of the OFO (adapters/controllers/ofo.py, ``fleets``): OpenG2G's
+"""Per-fleet batch control of the OFO (adapters/controllers/ofo/, ``fleets``): OpenG2G's
 OFOBatchSizeController step (GPU-to-Grid, Liang et al., arXiv:2602.05116, Eqs. 7, 8, 18) on a
 given sensitivity, checked by hand: the sign of each term, the feasible-size rounding, the
 latency dual, and that without fleets the allowance controller's outputs are unchanged.

@@ -1,4 +1,4 @@
-"""OFO's flexible-training pause (adapters/controllers/ofo.py, "Flexible-training pause"): the
+"""OFO's flexible-training pause (adapters/controllers/ofo/, "Flexible-training pause"): the
 pause control on a one-bus toy plant and on the analytic two-bus feeder, its GPU-hour cost and
 output, the bounds, and the params' checks.
 

@@ -1,4 +1,4 @@
-"""OFO over several datacenter sites (adapters/controllers/ofo.py, ``sites``): each site's
+"""OFO over several datacenter sites (adapters/controllers/ofo/, ``sites``): each site's
 sensitivity column against the analytic three-bus radial feeder, the shared voltage duals
 throttling the site that moves the violated bus most, the per-site attribute names, and the
 params' checks.

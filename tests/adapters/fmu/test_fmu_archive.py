@@ -1,4 +1,4 @@
-"""An FMU's archive is read within bounds (adapters/_fmu_archive.py): sizes, names and the model
+"""An FMU's archive is read within bounds (adapters/fmu/archive.py): sizes, names and the model
 description are checked before anything is parsed or extracted; each refusal names the file and
 the limit (and how to raise it)."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from cosim.adapters._fmu_archive import MAX_RATIO, archive_problem, extract
+from cosim.adapters.fmu.archive import MAX_RATIO, archive_problem, extract
 from cosim.adapters.fmu import FmuSim, SimParams
 
 SHIPPED = sorted((Path(__file__).resolve().parents[3] / "thermal_fmus" / "build").glob("*.fmu"))

@@ -114,7 +114,7 @@ def test_fmu_that_ends_the_simulation_ends_the_run_cleanly(tmp_path, request, en
 
 def test_discard_without_terminate_also_ends_cleanly(vdp_fmu, unzip, monkeypatch):
     """A discarded step (fmi2Terminated false) cannot go on either: it ends the run, saying so."""
-    from cosim.adapters._fmu_describe import FmuEnded
+    from cosim.adapters.fmu.description import FmuEnded
 
     iface = describe(str(vdp_fmu), interface="cs")
     inst = FmuInstance(iface, unzip(iface.path), "osc", {"t_stop_s": 90.0})

@@ -11,7 +11,7 @@ from ctypes import byref, c_double, c_uint32
 from math import isfinite as _isfinite
 from typing import Any
 
-from cosim.adapters._fmu_describe import (
+from cosim.adapters.fmu.description import (
     LOG,
     FmuEnded,
     FmuError,

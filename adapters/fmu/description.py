@@ -1,5 +1,5 @@
 """Locating an FMU and describing it for cosim: variables, their scenario names and unit
-conversions (the naming rules are in the docstring of ``adapters/fmu.py``)."""
+conversions (the naming rules are in the docstring of ``adapters/fmu/sim.py``)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from pydantic import field_validator
 from cosim import thermal_fmus
 from cosim.thermal_fmus import build as fmu_build
 
-from cosim.adapters._fmu_archive import archive_problem
+from cosim.adapters.fmu.archive import archive_problem
 
 from cosim.sdk import EndRun, Params, has_unit_suffix, unit_of
 

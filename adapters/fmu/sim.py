@@ -57,105 +57,29 @@ from __future__ import annotations
 
 import math
 import shutil
-from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import BaseModel
 
-from cosim.sdk import ROLES, Params, ScenarioContext, SingleModelSim, unit_of, unit_range
-from cosim.adapters._fmu_describe import (
-    AttrMap,
-    FmuError,
-    Interface,
-    binary_problems,
-    describe,
-    is_path,
-)
-from cosim.adapters._fmu_instance import FmuInstance
-from cosim.adapters._fmu_archive import extract as extract_fmu
+from cosim.sdk import ScenarioContext, SingleModelSim, unit_of, unit_range
+from cosim.adapters.fmu.archive import extract as extract_fmu
+from cosim.adapters.fmu.description import FmuError, Interface, binary_problems, describe
+from cosim.adapters.fmu.instance import FmuInstance
+from cosim.adapters.fmu.params import EveryModel, SimParams
 
-__all__ = ["FmuError", "FmuInstance", "FmuSim", "SimParams", "describe"]
-
-# -- parameters -----------------------------------------------------------------------------------
-class SimParams(Params):
-    """Params of one FMU simulator (the ``[sims.<id>]`` keys besides ``adapter`` and ``step_s``).
-
-    Attributes:
-        fmu: a shipped model name (``ChillerPlant``, see ``thermal_fmus/``) or a ``.fmu`` path;
-            relative paths resolve from the scenario's folder.
-        attrs: FMU variable -> scenario attribute (or ``"skip"``); overrides the sidecar file.
-        interface: ``auto`` prefers co-simulation when the FMU offers both; ``cs`` or ``me``
-            forces one.
-        solver: model-exchange integrator: ``CVode`` (variable step, fmpy's SUNDIALS) or
-            ``Euler`` (fixed step of ``solver_step_s``).
-        solver_step_s: Euler step, or the largest CVode step; default ``step_s / 10``. [s]
-        rtol: CVode relative tolerance. [-]
-        log: pass the FMU's debug log messages on (errors are always kept). [-]
-        role: the model's role (``cosim.roles``); default from its outputs: ``air_handler``
-            with ``p_fans_mw``, ``cooling`` with ``p_cooling_mw``, else ``other``.
-        outputs_at: ``step_end`` reports at ``t`` the outputs at the end of the step from ``t``;
-            ``step_start`` those at ``t`` (the row at 0 holds the initial values; see above).
-    """
-
-    fmu: str
-    attrs: AttrMap = {}
-    interface: Literal["auto", "cs", "me"] = "auto"
-    solver: Literal["CVode", "Euler"] = "CVode"
-    solver_step_s: float | None = Field(default=None, gt=0)
-    rtol: float = Field(default=1e-6, gt=0, lt=1)
-    log: bool = False
-    role: Literal[ROLES] | None = None
-    outputs_at: Literal["step_end", "step_start"] = "step_end"
-
-    @field_validator("fmu")
-    @classmethod
-    def _resolve(cls, value: str, info: ValidationInfo) -> str:
-        if not is_path(value):
-            return value  # a shipped model: resolved (and built) when first used
-        path = Path(value).expanduser()
-        base_dir = (info.context or {}).get("base_dir")
-        if not path.is_absolute() and base_dir is not None:
-            path = Path(base_dir) / path
-        try:
-            found = (path := path.resolve()).is_file()
-        except OSError as exc:  # a name too long for the file system
-            raise ValueError(f"not a usable FMU path ({exc.strerror or exc})") from None
-        if not found:
-            raise ValueError(f"FMU file not found: {path}")
-        return str(path)
-
-
-class EntityParams(BaseModel):
-    """Start values of one instance: ``<scenario attribute> = value`` for any input or
-    parameter, in scenario units (checked against the model description by validation)."""
-
-    model_config = ConfigDict(extra="allow")
+__all__ = ["FmuSim"]
 
 
 def _g(value: float | None, none: str = "-inf") -> str:
     return none if value is None else f"{value:g}"
 
 
-class _EveryModel(dict):
-    """``ModelParams`` for an adapter whose model names come from the FMU it runs."""
-
-    def get(self, key, default=None):
-        return EntityParams
-
-    def __getitem__(self, key):
-        return EntityParams
-
-    def __contains__(self, key):
-        return True
-
-
-# -- mosaik adapter ---------------------------------------------------------------------------------------
 class FmuSim(SingleModelSim):
     """Instances of one FMU as mosaik entities (model name = the FMU's ``modelName``; its
     attributes and role from the model description, see :meth:`meta_for`)."""
 
     SimParams = SimParams
-    ModelParams = _EveryModel()
+    ModelParams = EveryModel()
     EXAMPLE = {
         "sim": {"fmu": "ChillerPlant"},
         "models": {"ChillerPlant": {"q_chiller_ref_mw": 1.4, "t_chw_supply_setpoint_c": 12.0}},
