@@ -207,7 +207,23 @@ def _projection_ratio(surface_tilt, surface_azimuth, solar_zenith, solar_azimuth
 
 
 def _real(value: Any) -> bool:
+    kind = type(value)
+    if kind is float or kind is int:  # the usual case, without isinstance's two calls
+        return True
     return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _lit_weather(inputs: dict[str, Any]) -> tuple | None:
+    """The weather (value and type of ghi, dni, dhi, air temperature, wind) of a step that
+    :meth:`PvSim.advance` evaluates through :meth:`PvSim._lit`; None for one it does not (dark,
+    or a value that is not a finite real number)."""
+    ghi, dni, dhi = inputs.get("ghi_w_m2", 0.0), inputs.get("dni_w_m2", 0.0), inputs.get("dhi_w_m2", 0.0)
+    t_air, wind = inputs.get("t_dry_c", DEFAULT_T_AIR_C), inputs.get("wind_m_s", DEFAULT_WIND_M_S)
+    if ghi == 0 and dni == 0 and dhi == 0 and _real(t_air) and _real(wind) and math.isfinite(wind):
+        return None
+    if not all(_real(v) and math.isfinite(v) for v in (ghi, dni, dhi, t_air, wind)):
+        return None
+    return (ghi, type(ghi)), (dni, type(dni)), (dhi, type(dhi)), (t_air, type(t_air)), (wind, type(wind))
 
 
 def _nan_to_num(values: np.ndarray):
@@ -238,6 +254,8 @@ class _Geometry:
         self.block_start, self.block_end = 0, 0  # its steps [start, end)
         self.block: list[tuple[float, ...]] = []  # per step: p_ac, p_dc, p_clip, poa, t_cell
         self.run_start_step, self.n_held_steps = 0, 0  # where this weather value began; the run of the one before [steps]
+        #: step index -> (weather, chain outputs) of the steps the look-ahead hint announced (PvSim.look_ahead)
+        self.ahead: dict[int, tuple[tuple, tuple[float, ...]]] = {}
 
 
 class PvSim(SingleModelSim):
@@ -270,13 +288,17 @@ class PvSim(SingleModelSim):
     def _step_index(self, geo: _Geometry) -> int:
         """This step's index (exact), with the run's geometry computed on first use."""
         k = self.time_ticks // self.step_ticks
+        self._compute_geometry(geo, k)
+        return k
+
+    def _compute_geometry(self, geo: _Geometry, k: int) -> None:
+        """The run's geometry (all steps, at least to step ``k``), unless computed already."""
         if k >= len(geo.rows):  # first step (or, defensively, one past the scenario's end)
             n_steps = max(-(-self.duration_s * self.ticks_per_s // self.step_ticks), k + 1)
             times = pd.date_range(self.utc(0) + pd.Timedelta(seconds=self.step_s / 2.0), periods=n_steps,
                                   freq=pd.Timedelta(seconds=self.step_s))
             frame = geo.plant.geometry(times)
             geo.names, geo.rows = list(frame.columns), frame.to_numpy(dtype=float)
-        return k
 
     def _geometry_row(self, geo: _Geometry, time_s: float) -> dict[str, float]:
         """Geometry at the middle of the step starting at ``time_s`` (the run's computed on first use)."""
@@ -302,6 +324,9 @@ class PvSim(SingleModelSim):
         ``ghi = 0 < dni``).
         """
         k = self._step_index(geo)
+        ahead = geo.ahead.get(k)
+        if ahead is not None and ahead[0] == weather:
+            return ahead[1]
         if weather == geo.weather:
             if geo.block_start <= k < geo.block_end:
                 return geo.block[k - geo.block_start]
@@ -315,6 +340,35 @@ class PvSim(SingleModelSim):
         block = list(zip(*(np.broadcast_to(np.asarray(out[key], dtype=float), (n,)).tolist() for key in _CHAIN_OUT)))
         geo.weather, geo.block_start, geo.block_end, geo.block = weather, k, k + len(block), block
         return block[0]
+
+    def look_ahead(self, steps: list[tuple[int, dict[str, dict[str, Any]]]]) -> None:
+        """Evaluate the chain for the lit steps ahead at once, as arrays (one call per set of
+        input types), for :meth:`_lit` to serve as the steps come with the same weather.
+
+        Each step's row is the number the chain gives for that step alone, as :meth:`_lit`'s
+        blocks are (every function of the chain works element by element; a step is evaluated
+        on arrays either way); tests/adapters/test_pv_look_ahead.py checks a run with the hint
+        against one without, bit for bit.
+        """
+        for eid, geo in self.entities.items():
+            geo.ahead = {}
+            groups: dict[tuple[type, ...], list[tuple[int, tuple]]] = {}
+            for when, inputs in steps:
+                weather = _lit_weather(inputs.get(eid, {}))
+                if weather is not None:
+                    groups.setdefault(tuple(kind for _, kind in weather), []).append((when // self.step_ticks, weather))
+            for rows in groups.values():
+                ks = [k for k, _ in rows]
+                self._compute_geometry(geo, ks[-1])
+                n = len(rows)
+                index = np.array(ks)
+                cols = {name: geo.rows[index, j] for j, name in enumerate(geo.names)}
+                ghi, dni, dhi, t_air, wind = (np.array([w[i][0] for _, w in rows]) for i in range(5))
+                with np.errstate(divide="ignore", invalid="ignore"):  # as in _lit
+                    out = geo.plant.power(cols, ghi, dni, dhi, t_air, wind)
+                block = zip(*(np.broadcast_to(np.asarray(out[key], dtype=float), (n,)).tolist() for key in _CHAIN_OUT))
+                for (k, weather), values in zip(rows, block):
+                    geo.ahead[k] = (weather, values)
 
     def advance(self, geo: _Geometry, time_s: float, inputs: dict[str, Any]) -> dict[str, float]:
         ghi, dni, dhi = inputs.get("ghi_w_m2", 0.0), inputs.get("dni_w_m2", 0.0), inputs.get("dhi_w_m2", 0.0)

@@ -484,6 +484,18 @@ class CosimSim(mosaik_api_v3.Simulator):
     def step(self, time, inputs, max_advance):
         return self.step_collapsed(time, sum_inputs(inputs))
 
+    def look_ahead(self, steps: list[tuple[int, dict[str, dict[str, Any]]]]) -> None:
+        """A hint: the steps this simulator is about to take, in order, as ``(time, inputs)``
+        with the inputs collapsed as :meth:`step_collapsed` gets them (default: ignored).
+
+        The direct engine gives it to a simulator whose inputs do not depend on the rest of the
+        run (weather into PV) before stepping it through a block of steps ahead of the rest
+        (:mod:`cosim.run.direct`). An adapter may compute those steps' outputs at once (as
+        arrays) and serve them as its steps come; the steps are still taken one by one with
+        their own inputs, and their results must be those of the steps taken without the hint,
+        to the bit (mosaik never gives it). A step whose inputs differ from the hint's is
+        computed as usual."""
+
     def step_collapsed(self, time, inputs: dict[str, dict[str, Any]]) -> int:
         """:meth:`step` with the inputs already collapsed as :func:`sum_inputs` does (the direct
         engine builds them so, skipping mosaik's per-source dicts); the next step time."""

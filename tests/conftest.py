@@ -13,7 +13,7 @@ sys.path.insert(0, str(HERE / "helpers"))
 from cosim import registry  # noqa: E402
 
 TOYS = {"toy_ramp": "toy_sims:RampSim", "toy_sink": "toy_sims:SinkSim", "toy_faulty": "toy_sims:FaultySim",
-        "toy_noise": "toy_sims:NoiseSim", "toy_slow": "toy_sims:SlowStartSim",
+        "toy_hint": "toy_sims:HintSim", "toy_noise": "toy_sims:NoiseSim", "toy_slow": "toy_sims:SlowStartSim",
         "toy_ending": "toy_sims:EndingSim", "toy_warn": "toy_sims:WarningSim",
         "toy_kill_self": "toy_sims:KillSelfSim", "toy_faulty_sink": "toy_sims:FaultySinkSim",
         "toy_stall": "toy_sims:StallSim", "toy_odd_output": "toy_sims:OddOutputSim",

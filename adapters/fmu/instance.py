@@ -8,6 +8,7 @@ import os
 import time as _time
 from contextlib import contextmanager
 from ctypes import byref, c_double, c_uint32
+from math import isfinite as _isfinite
 from typing import Any
 
 from cosim.adapters.fmu.description import (
@@ -199,7 +200,7 @@ class FmuInstance:
         except (TypeError, ValueError):
             raise FmuError(f"{self.label} at t = {self.time_s:g} s, variable {port.var!r} "
                            f"({port.attr} = {value!r}): {what}: not a number") from None
-        if number != number or number in (float("inf"), float("-inf")):
+        if not _isfinite(number):
             raise FmuError(f"{self.label} at t = {self.time_s:g} s, variable {port.var!r} "
                            f"({port.attr} = {value!r}): {what}: not finite")
         return number
@@ -313,7 +314,8 @@ class FmuInstance:
         out: dict[str, Any] = {}
         if self._out_real:
             self._call("getting outputs", self._read_reals)
-            for (attr, scale, offset), value in zip(self._out_units, self._out_buf):
+            # a slice of the ctypes buffer is one list of floats (iterating it: one call per element)
+            for (attr, scale, offset), value in zip(self._out_units, self._out_buf[:]):
                 out[attr] = value * scale + offset  # Port.from_fmu
         read: dict[int, list] = {}
         for port in self._out_other:

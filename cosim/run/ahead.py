@@ -95,7 +95,7 @@ def head_sims(engine: Any) -> list[Any]:
     comes from outside the set (none held), less its last stage — a simulator with inputs whose
     outputs only the recorder reads (the grid of a datacenter-and-feeder scenario) stays in the
     run's process, which would otherwise have only the recorder to do while the worker does all."""
-    head = _closed_head(engine)
+    head = closed_head(engine)
     readers: dict[int, set[str]] = {}
     for sim in engine.sims:
         for pull in sim.pulls:
@@ -103,7 +103,7 @@ def head_sims(engine: Any) -> list[Any]:
     return [s for s in head if not (s.pulls and readers.get(id(s), set()) <= {engine.RECORDER_SID})]
 
 
-def _closed_head(engine: Any) -> list[Any]:
+def closed_head(engine: Any) -> list[Any]:
     """The simulators none of whose inputs come from outside the set, in start order (none held)."""
     head: set[int] = set()
     grown = True

@@ -31,6 +31,8 @@ Ctrl-C stops it at the next recorded step (:mod:`.stopping`).
 
 from __future__ import annotations
 
+import bisect
+import collections
 import copy
 import time
 import warnings
@@ -59,6 +61,8 @@ _MISSING = object()
 PRUNE_AT = 32
 #: Steps between two looks at the caches' sizes (a cache holds at most PRUNE_AT + PRUNE_EVERY).
 PRUNE_EVERY = 16
+#: Steps of a look-ahead block (:class:`_Blocks`): a day at 1-minute steps.
+BLOCK_STEPS = 1_440
 
 
 class SimulationError(RuntimeError):
@@ -105,13 +109,43 @@ class _Sim:
     feed: Any = None
     #: in that worker: called with each step's record to send (``tap(sim, t, next_t, out_t, data)``)
     tap: Any = None
+    #: the time of the cache's last entry in insertion order (None: not known), and its output
+    newest_t: int | None = None
+    newest: Any = None
+
+    def keep(self, out_t: int, data: dict[str, dict[str, Any]]) -> None:
+        """Cache the output of a step (at output time ``out_t``)."""
+        # a time already cached keeps its place in the order: the last entry is then another one
+        self.newest_t, self.newest = (None, None) if out_t in self.cache else (out_t, data)
+        self.cache[out_t] = data
 
     def output_at(self, limit: int) -> dict[str, dict[str, Any]]:
         """The cached output of the latest entry with time <= ``limit`` (mosaik's backwards scan)."""
+        if self.newest_t is not None and self.newest_t <= limit:  # the scan's first look, without the scan
+            return self.newest
         for when in reversed(self.cache):
             if when <= limit:
                 return self.cache[when]
         return {}
+
+
+@dataclass
+class _Twin(_Sim):
+    """A simulator's stand-in in a look-ahead block (:class:`_Blocks`): the same adapter object,
+    its own cache, read by bisection (a block's cache holds a whole block of outputs)."""
+
+    times: list[int] = field(default_factory=list)  # the cache's times, in insertion order
+    ordered: bool = True  # ... and that order is increasing (else read as mosaik's scan)
+
+    def reindex(self) -> None:
+        self.times = list(self.cache)
+        self.ordered = all(a < b for a, b in zip(self.times, self.times[1:]))
+
+    def output_at(self, limit: int) -> dict[str, dict[str, Any]]:
+        if not self.ordered:
+            return super().output_at(limit)
+        k = bisect.bisect_right(self.times, limit)
+        return self.cache[self.times[k - 1]] if k else {}
 
 
 class DirectEngine:
@@ -336,15 +370,18 @@ class DirectEngine:
             inputs[dst_eid] = values
         return inputs
 
-    def _step_sim(self, sim: _Sim, t: int) -> None:
+    def _step_sim(self, sim: _Sim, t: int, collapsed: dict[str, dict[str, Any]] | None = None) -> None:
+        """Step ``sim`` at ``t`` (``collapsed``: its collapsed inputs at ``t`` when already built)."""
         if sim.feed is not None:  # stepped in the worker process (cosim.run.ahead): take its record
             sim.next_t, out_t, data = sim.feed.take(sim, t)
             if data is not None:
-                sim.cache[out_t] = data
+                sim.keep(out_t, data)
             sim.last_t = t
             return
         if sim.sid == RECORDER_SID:
             nxt = sim.obj.record_refs(t, self._recorded_refs(sim, t))
+        elif collapsed is not None:
+            nxt = sim.obj.step_collapsed(t, collapsed)
         elif sim.collapsible and not sim.held and (inputs := self._collapsed_inputs(sim, t)) is not None:
             nxt = sim.obj.step_collapsed(t, inputs)
         else:
@@ -363,7 +400,7 @@ class DirectEngine:
             out_t = data.pop("time", t)
             if out_t < t:
                 raise SimulationError(f"Output time ({out_t}) is not >= time ({t}) for simulator \"{sim.sid}\".")
-            sim.cache[out_t] = data
+            sim.keep(out_t, data)
         sim.last_t = t
         sim.next_t = nxt if nxt < self.until else None
         if sim.tap is not None:
@@ -389,6 +426,7 @@ class DirectEngine:
         limits = [r.next_t - shift for r, shift in self._readers[id(sim)] if r.next_t is not None]
         if not limits:
             sim.cache.clear()
+            sim.newest_t = sim.newest = None
             return
         limit = min(limits)
         keep = max((w for w in sim.cache if w <= limit), default=None)
@@ -421,6 +459,18 @@ class DirectEngine:
                 warnings.warn(f"the worker process for {', '.join(s.sid for s in head)} could not be started "
                               f"({exc}); the run steps them in this process (same results)", RuntimeWarning)
 
+    def run_blocks(self) -> None:
+        """Step the simulators that take a look-ahead hint (:meth:`cosim.sdk.CosimSim.look_ahead`),
+        and their sources, block by block ahead of the rest (:class:`_Blocks`), when none of them
+        is stepped in a worker process. Call after :meth:`start` (and :meth:`run_ahead`); never
+        in a :class:`cosim.Session`, whose ``set`` may change any input between steps, nor in a
+        run paced in real time (a source read from the wall clock must be read on it)."""
+        if self.scn.scenario.rt_factor:
+            return
+        sims = block_sims(self)
+        if sims:
+            _Blocks(self, sims)
+
     def finalize(self, complete: bool = True) -> None:
         """``finalize`` every simulator in start order (the recorder last), even when one raises.
 
@@ -452,6 +502,7 @@ def run_direct(scn: Scenario, run_dir: Path, progress: bool = True) -> Outcome:
     try:
         engine.start()
         engine.run_ahead()
+        engine.run_blocks()
         while (t := engine.next_time) is not None:
             if rt_factor:
                 _sleep_until(started_at + rt_factor * t / scn.ticks_per_s)
@@ -478,6 +529,137 @@ def run_direct(scn: Scenario, run_dir: Path, progress: bool = True) -> Outcome:
     behind = recorder_module.RT_BEHIND_MAX_S.pop(str(run_dir / "timeseries.parquet"), None)
     return Outcome(status, reason, wall_s, rows, rows, behind,
                    engine.ahead.describe() if engine.ahead is not None else None, error_type)
+
+
+def block_sims(engine: DirectEngine) -> list[_Sim]:
+    """The simulators :class:`_Blocks` steps ahead, in stepping order: each one that takes the
+    look-ahead hint and is in the scenario's closed head (none of its inputs, direct or
+    indirect, comes from the rest; none held), with its sources. None when a worker process
+    steps any of them, or when one reads a simulator that steps after it at the same time
+    (a time-shifted or weak loop: blocks step simulator by simulator), or when one's
+    ``get_data`` is not :class:`cosim.sdk.CosimSim`'s (its outputs could change after a step).
+    """
+    head = {id(s) for s in ahead_module.closed_head(engine)}
+    wants = [s for s in engine.sims if id(s) in head and s.collapsible
+             and getattr(type(s.obj), "look_ahead", CosimSim.look_ahead) is not CosimSim.look_ahead]
+    keep: set[int] = set()
+    stack = list(wants)
+    while stack:
+        sim = stack.pop()
+        if id(sim) not in keep:
+            keep.add(id(sim))
+            stack.extend(pull.src for pull in sim.pulls)
+    chosen = [s for s in engine.order if id(s) in keep]
+    position = {id(s): k for k, s in enumerate(chosen)}
+    for sim in chosen:
+        if sim.feed is not None or sim.held or getattr(type(sim.obj), "get_data", None) is not CosimSim.get_data:
+            return []
+        if any(position[id(pull.src)] >= position[id(sim)] for pull in sim.pulls):
+            return []
+    return chosen
+
+
+class _Blocks:
+    """Steps some simulators block by block ahead of the rest, in this process; the engine
+    takes their steps from here in its own order (as from a worker process, :mod:`.ahead`).
+
+    The simulators (:func:`block_sims`) take no input from outside the set, and each reads only
+    simulators before it in stepping order. A block of :data:`BLOCK_STEPS` steps is stepped
+    simulator by simulator: each takes every one of its steps in the block, in time order,
+    before the next one starts; so PV is handed the weather of a whole block at once (the
+    look-ahead hint, :meth:`cosim.sdk.CosimSim.look_ahead`) before it steps through it. Each
+    simulator takes the same calls with the same inputs in the same order as stepped with the
+    rest (its own copy of the engine's per-simulator state reads its sources' outputs), so the
+    results are the same to the bit. A simulator that raises at a step: the engine raises that
+    exception when it reaches the step (the set's later simulators are stepped only up to that
+    time). Warnings are given when the block is stepped (earlier than the rest's steps of the
+    same times).
+    """
+
+    def __init__(self, engine: DirectEngine, sims: list[_Sim]):
+        self.engine = engine
+        copies: dict[int, _Sim] = {}
+        for sim in sims:  # sources first: every source has its copy when a reader's pulls are made
+            twin = _Twin(sim.sid, sim.obj, next_t=sim.next_t, last_t=sim.last_t, cache=dict(sim.cache),
+                         request=sim.request, collapsible=sim.collapsible)
+            twin.reindex()
+            twin.pulls = [_Pull(copies[id(pull.src)], pull.kind, pull.shift, pull.entries) for pull in sim.pulls]
+            copies[id(sim)] = twin
+        self.twins = [copies[id(sim)] for sim in sims]
+        self.queues: dict[str, collections.deque] = {sim.sid: collections.deque() for sim in sims}
+        scn = engine.scn
+        self.step_ticks = {sim.sid: max(1, scn.ticks(scn.sim_step_s(sim.sid))) for sim in sims}
+        self.span = BLOCK_STEPS * min(self.step_ticks.values())
+        for twin in self.twins:
+            twin.tap = self._tap
+        for sim in sims:
+            sim.feed = self
+
+    def _tap(self, sim: _Twin, t: int, next_t: int | None, out_t: int | None, data: Any) -> None:
+        if out_t is not None and sim.ordered:
+            if not sim.times or out_t > sim.times[-1]:
+                sim.times.append(out_t)
+            elif out_t < sim.times[-1]:
+                sim.ordered = False
+        if data is not None and not all(PLAIN_TYPES.issuperset(map(type, d.values())) for d in data.values()):
+            data = copy.deepcopy(data)  # what a reader at this step would read, kept as it is now
+        self.queues[sim.sid].append((t, next_t, out_t, data))
+
+    def take(self, sim: _Sim, t: int) -> tuple[int | None, int | None, dict | None]:
+        """``(next time, output time, outputs)`` of ``sim``'s step at ``t`` (its exception raised here)."""
+        queue = self.queues[sim.sid]
+        if not queue:
+            self._fill(t)
+        record = queue.popleft()
+        if record[0] != t:
+            raise RuntimeError(f"the look-ahead block stepped {sim.sid!r} at {record[0]} where the engine "
+                               f"expected it at {t} (a bug: please report it)")
+        if len(record) == 2:
+            raise record[1]
+        return record[1], record[2], record[3]
+
+    def _fill(self, t: int) -> None:
+        """Step every simulator of the set through its times in ``[t, t + span)``, one after the other."""
+        engine = self.engine
+        stop = t + self.span
+        for twin in self.twins:
+            if twin.next_t is None or twin.next_t >= stop:
+                continue
+            planned = self._look_ahead(twin, stop)
+            while twin.next_t is not None and twin.next_t < stop:
+                when = twin.next_t
+                try:
+                    engine._step_sim(twin, when, planned.pop(when, None))
+                except Exception as exc:  # noqa: BLE001 — raised at its step by take()
+                    self.queues[twin.sid].append((when, exc))
+                    twin.next_t = None
+                    stop = when  # the engine stops at this step: the later ones need not go further
+                    break
+        for twin in self.twins:  # after all: a twin's readers come after it
+            self._prune(twin, stop)
+
+    def _look_ahead(self, twin: _Sim, stop: int) -> dict[int, dict[str, dict[str, Any]]]:
+        """Hand a simulator with the hint its inputs at its steps before ``stop`` (at its step
+        size from its next time); the inputs by time, for its steps to use."""
+        if getattr(type(twin.obj), "look_ahead", CosimSim.look_ahead) is CosimSim.look_ahead:
+            return {}
+        steps = []
+        for when in range(twin.next_t, min(stop, self.engine.until), self.step_ticks[twin.sid]):
+            inputs = self.engine._collapsed_inputs(twin, when)
+            if inputs is None:  # an output missing: stepped the usual way (its warnings in order)
+                break
+            steps.append((when, inputs))
+        twin.obj.look_ahead(steps)
+        return dict(steps)
+
+    @staticmethod
+    def _prune(twin: _Twin, stop: int) -> None:
+        """Drop the outputs no step from ``stop - 1`` on reads (the latest at or before it stays)."""
+        keep = max((w for w in twin.cache if w <= stop - 1), default=None)
+        if keep is not None:
+            for when in [w for w in twin.cache if w < keep]:
+                del twin.cache[when]
+        twin.reindex()
 
 
 def _input_plan(sim: _Sim):

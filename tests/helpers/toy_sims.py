@@ -284,3 +284,41 @@ class FollowSim(CosimSim):
         for eid in self.out:
             p_mw = inputs.get(eid, {}).get("p_mw", 0.0)
             self.out[eid] = {"p_mw": p_mw, "p_it_mw": p_mw}
+
+
+class HintParams(Params):
+    fail_at_s: int = -1
+    warn_at_s: int = -1
+
+
+class HintSim(CosimSim):
+    """``p2_mw = 2 * p_mw`` of its input, served from what the look-ahead hint announced for the
+    step when it announced one (``HintSim.hints``: the length of every hint, in order;
+    ``HintSim.served``: the steps served so)."""
+
+    SimParams = HintParams
+    META = {"api_version": "3.0", "type": "time-based",
+            "models": {"Hint": model_meta(inputs=["p_mw"], outputs=["p2_mw"], role="other")}}
+    hints: list[int] = []
+    served: list[int] = []
+
+    def create_entity(self, eid, model, params):
+        self.out[eid] = {"p2_mw": None}
+        self._ahead: dict[int, dict] = {}
+
+    def look_ahead(self, steps):
+        HintSim.hints.append(len(steps))
+        self._ahead = {t: {eid: 2.0 * v.get("p_mw", 0.0) for eid, v in inputs.items()} for t, inputs in steps}
+
+    def step_entities(self, time_s, inputs):
+        if time_s == self.params.fail_at_s:
+            raise RuntimeError(f"toy hint fails at t = {time_s} s")
+        if time_s == self.params.warn_at_s:
+            import warnings
+
+            warnings.warn(f"toy hint warns at t = {time_s} s", UserWarning)
+        announced = self._ahead.pop(self.time_ticks, {})
+        for eid in self.out:
+            if eid in announced:
+                HintSim.served.append(self.time_ticks)
+            self.out[eid] = {"p2_mw": announced.get(eid, 2.0 * inputs.get(eid, {}).get("p_mw", 0.0))}

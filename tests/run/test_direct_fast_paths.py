@@ -31,6 +31,8 @@ from cosim.sdk import sum_inputs
 class _Src:
     """A stand-in source simulator: only its output cache is read."""
 
+    newest_t = None  # the last entry not known: read by the scan
+
     def __init__(self, sid: str, outputs: dict[int, dict]):
         self.sid, self.cache = sid, dict(outputs)
 
@@ -184,3 +186,23 @@ def test_a_source_reusing_its_output_dict_is_recorded_step_by_step():
     shared["arr"][0] = 2.0
     assert row1 == {"p_mw": 1.0, "arr": 1.0, "n": 1.0}
     assert direct._snapshot({"s": "x", "l": [1]})["l"] == [1]
+
+
+def test_reading_the_newest_output_first_equals_the_backwards_scan():
+    """``_Sim.output_at`` returns the last cached entry without a scan when its time is within the
+    limit; an output time cached again keeps its old place in the order (the last entry is then
+    another one). Every limit reads what mosaik's backwards scan over the cache reads."""
+    sim = direct._Sim("s", None)
+    sim.cache[-1] = {"seed": {}}  # initial data, cached before any step
+
+    def scan(limit):
+        return next((sim.cache[w] for w in reversed(sim.cache) if w <= limit), {})
+
+    for out_t in (0, 60, 180, 120, 60, 240, 180):  # output times (some later than the step, some again)
+        sim.keep(out_t, {"at": {"n": out_t, "k": len(sim.cache)}})
+        for limit in range(-2, 300, 30):
+            got, want = sim.output_at(limit), scan(limit)
+            assert got is want or got == want == {}, (out_t, limit)
+    sim.cache.clear()
+    sim.newest_t = sim.newest = None
+    assert sim.output_at(1000) == {}
