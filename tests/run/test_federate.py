@@ -51,9 +51,13 @@ def _free_port() -> int:
 @pytest.fixture
 def broker():
     """A HELICS broker for two federates on a free loopback port; its ``host:port``."""
-    port = _free_port()
-    brk = h.helicsCreateBroker("zmq", "", f"--federates=2 --local_interface=127.0.0.1 --port={port} "
-                                          "--loglevel=error")
+    for _ in range(3):  # another program may take the port between the OS's answer and the broker's bind
+        port = _free_port()
+        brk = h.helicsCreateBroker("zmq", "", f"--federates=2 --local_interface=127.0.0.1 --port={port} "
+                                              "--loglevel=error")
+        if h.helicsBrokerIsConnected(brk):
+            break
+        h.helicsBrokerDisconnect(brk)
     yield f"127.0.0.1:{port}"
     h.helicsBrokerDisconnect(brk)  # freed by pyhelics with `brk` (freeing it here too would free it twice)
 
@@ -181,8 +185,18 @@ while not h.helicsFederateIsAsyncOperationCompleted(fed) and time.monotonic() < 
 if h.helicsFederateIsAsyncOperationCompleted(fed):
     h.helicsFederateEnterExecutingModeComplete(fed)
     print("entered", flush=True)
+else:
+    print("not entered", flush=True)
 sys.stdin.read()  # until the test closes it; then the process ends without a word to the federation
 """
+
+
+def _entered(peer: subprocess.Popen) -> bool:
+    """Whether the peer says it entered executing mode (HELICS's console log may share its stdout)."""
+    for line in iter(peer.stdout.readline, ""):
+        if line.strip() in ("entered", "not entered"):
+            return line.strip() == "entered"
+    return False
 
 
 @pytest.mark.parametrize("engine", ["direct", "mosaik"])
@@ -200,7 +214,8 @@ def test_a_federate_that_stops_answering_keeps_what_was_recorded(broker, tmp_pat
         peer.stdin.close()
         said = peer.stdout.read()
         peer.wait(timeout=30)
-    assert said == "entered\n"  # the peer did join: what stalled is the time grant it never allowed
+    # the peer did join (HELICS's console log may share its stdout): what stalled is the time grant it never allowed
+    assert "entered" in said.splitlines()
     assert done.returncode == 1
     assert "Traceback" not in done.stderr
     assert "the time grant for t = 60 s took longer than federate.timeout_s = 10 s" in done.stderr, done.stderr
@@ -220,7 +235,7 @@ def test_sigterm_gives_up_a_helics_wait_on_mosaik(broker, tmp_path):
                               "--out", str(tmp_path / "runs"), "--set", "scenario.duration_s=300", "--no-report",
                               "--quiet", "--engine", "mosaik"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        assert peer.stdout.readline() == "entered\n"  # both federates are in: cosim now waits for t = 60 s
+        assert _entered(peer)  # both federates are in: cosim now waits for t = 60 s
         time.sleep(1.0)  # (a SIGTERM sent before cosim's handlers are set would end it unannounced)
         cosim.terminate()
         _, err = cosim.communicate(timeout=60)
