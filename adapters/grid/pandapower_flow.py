@@ -491,21 +491,29 @@ def slack_problems(net, network: str) -> list[str]:
             "to true, and save the net again"]
 
 
-def unsupplied_bus_problem(net, bus_pos: int, ref: str | int) -> str | None:
+def unsupplied_bus_problem(net, bus_pos: int, ref: str | int, unsupplied: Any = None) -> str | None:
     """Why the bus at position ``bus_pos`` cannot serve an element (out of service, or no path of
     in-service lines, transformers and closed switches to a source), or None when it can: an element
-    there would report its power while the grid carries none of it."""
+    there would report its power while the grid carries none of it. ``unsupplied``: the net's
+    :func:`unsupplied_buses`, when the caller has them already (several elements of one net)."""
     bus = net.bus.index[bus_pos]
     if "in_service" in net.bus and not bool(net.bus.in_service.iloc[bus_pos]):
         return f"bus {ref!r} is out of service (net.bus.in_service is false): put it in service, or pick another bus"
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        unsupplied = topology.unsupplied_buses(net)
+    if unsupplied is None:
+        unsupplied = unsupplied_buses(net)
     if bus not in unsupplied:
         return None
     return (f"bus {ref!r} has no path to a source (ext_grid or slack gen) through in-service lines, transformers "
             "and closed switches, so an element there would draw nothing from the grid while it reports its "
             "power: pick a connected bus, or put the lines to it in service (net.line.in_service)")
+
+
+def unsupplied_buses(net) -> set:
+    """Indexes of ``net``'s buses with no path of in-service lines, transformers and closed switches
+    to a source (pandapower's topology search; reads ``net`` only)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return topology.unsupplied_buses(net)
 
 
 #: The solver models built so far in this process, by net key and attached elements (PowerFlow's ``key``).

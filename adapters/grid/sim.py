@@ -107,6 +107,7 @@ from cosim.adapters.grid.backend import GridBackend, opendss_circuit_info, opend
 from cosim.adapters.grid.checks import (
     default_rating_warnings,
     opendss_entity_problems,
+    pandapower_entity_problems,
     placeholder_rating_warnings,
     unknown_trip_lines,
 )
@@ -129,7 +130,6 @@ from cosim.adapters.grid.pandapower_flow import (
     element_ids,
     locate_in,
     slack_problems,
-    unsupplied_bus_problem,
 )
 from cosim.adapters.grid.params import ElementParams, SimParams
 from cosim.adapters.grid.voltage_band import band_stats, nan_extremes
@@ -179,7 +179,7 @@ class GridSim(CosimSim):
                                element_outputs=list(PHASE_OUTPUTS))
         key = _meta_key(sim_params)
         if key not in cls._META_CACHE:
-            net = grid_models.load_network(sim_params.network, **sim_params.network_params)
+            net = grid_models.load_network(sim_params.network, copy=False, **sim_params.network_params)
             shunts = [shunt_set_attr(i) for i in element_ids(net.shunt)] if len(net.shunt) else []
             cls._META_CACHE[key] = _build_meta({t: element_ids(net[t]) for t in ("bus", "line", "trafo")}, trips,
                                                extra_inputs=shunts)
@@ -222,7 +222,7 @@ class GridSim(CosimSim):
                     return faulty
                 known = info.buses
             else:
-                net = grid_models.load_network(sim_params.network, **sim_params.network_params)
+                net = grid_models.load_network(sim_params.network, copy=False, **sim_params.network_params)
                 no_source = slack_problems(net, sim_params.network)
                 if no_source:
                     return no_source
@@ -258,19 +258,7 @@ class GridSim(CosimSim):
         if params.phases != "abc":
             return [f"phases = {params.phases!r}: the pandapower engine is balanced; "
                     'use phases = "abc" or engine = "opendss"']
-        net = grid_models.load_network(sim_params.network, **sim_params.network_params)
-        table, ref = ("bus", params.bus) if params.bus is not None else (MODEL_KIND[model], params.element)
-        try:
-            pos = locate_in(net, table, ref)
-        except ValueError as exc:
-            return [str(exc)]
-        if table != "bus":
-            ref = net[table].bus.iloc[pos]
-            pos = int(net.bus.index.get_loc(ref))
-        if slack_problems(net, sim_params.network):
-            return []  # said once, for the sim
-        problem = unsupplied_bus_problem(net, pos, params.bus if params.bus is not None else ref)
-        return [problem] if problem else []
+        return pandapower_entity_problems(model, params, sim_params)
 
     def built_from(self) -> frozenset[str] | None:
         """The pandapower model after set-up depends on neither the start nor the seed (profiles are
