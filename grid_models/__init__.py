@@ -22,13 +22,13 @@ import pkgutil
 from functools import cache
 from pathlib import Path
 from types import ModuleType
-from typing import Any
-
-import pandapower as pp
-import pandas as pd
-from pandapower.auxiliary import pandapowerNet
+from typing import TYPE_CHECKING, Any
 
 from cosim.grid_models._json_guard import json_net_problem
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from pandapower.auxiliary import pandapowerNet
 
 _NETS: dict[tuple[str, str, str], pandapowerNet] = {}
 
@@ -188,6 +188,8 @@ def _resolve(spec: str, base_dir, params: dict) -> tuple[str, str, dict]:
 
 def _build(kind: str, target: str, params: dict) -> pandapowerNet:
     if kind == "json":
+        import pandapower as pp  # ~1-3 s to import: only for pandapower networks, not OpenDSS feeders
+
         fix = "give a file written by pandapower.to_json(net, path)"
         reason = _not_a_net(Path(target))
         if reason:

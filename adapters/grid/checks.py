@@ -11,7 +11,7 @@ import pandas as pd
 from cosim import grid_models
 from cosim.adapters.grid.backend import opendss_circuit_info
 from cosim.adapters.grid.opendss_flow import sanitise as dss_sanitise, unknown_bus_message
-from cosim.adapters.grid.pandapower_flow import (
+from cosim.adapters.grid.pandapower_tables import (
     MODEL_KIND,
     element_ids,
     locate_in,

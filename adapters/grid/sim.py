@@ -119,13 +119,12 @@ from cosim.adapters.grid.opendss_faults import (
     phase_outputs,
 )
 from cosim.adapters.grid.opendss_flow import OpenDssFlow, compile_circuit, new_engine, sanitise as dss_sanitise
-from cosim.adapters.grid.pandapower_flow import (
+from cosim.adapters.grid.pandapower_tables import (
     ELEMENT_ATTRS,
     ELEMENT_VOLTAGE_OUTPUTS,
     GRID_OUTPUTS,
     KINDS,
     MODEL_KIND,
-    PowerFlow,
     SERVED_ATTR,
     element_ids,
     locate_in,
@@ -274,6 +273,8 @@ class GridSim(CosimSim):
             self.flow = OpenDssFlow(path, regulators=p.regulators, tap_positions=p.tap_positions,
                                     control_mode=p.control_mode, info=opendss_circuit_info(path))
         else:
+            from cosim.adapters.grid.pandapower_flow import PowerFlow  # imports pandapower: its engine only
+
             net = grid_models.load_network(p.network, **p.network_params)
             self.flow = PowerFlow(net, solver=p.solver, key=grid_models.network_key(p.network, **p.network_params))
         self.grid_eid: str | None = None

@@ -111,3 +111,22 @@ def test_a_run_after_validation_is_the_run_before_it_and_the_shared_net_is_untou
     assert grid_models.load_network("ieee33") is not shared  # a copy for callers that edit it
     assert nets_equal(shared, built)
     assert len(shared.load) == len(built.load)  # the run attached its loads to its own copy
+
+
+def test_validating_an_opendss_scenario_does_not_import_pandapower():
+    """The OpenDSS engine needs nothing of pandapower (1-3 s to import): validating such a scenario
+    leaves it unloaded, while a pandapower scenario loads it (the check can fail both ways)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    code = ("import sys, cosim; cosim.validate({!r}); "
+            "print(sorted({{m.split('.')[0] for m in sys.modules}} & {{'pandapower', 'lightsim2grid'}}))")
+    loaded = {}
+    for name in ("ieee13_llm_campus", "default"):
+        out = subprocess.run([sys.executable, "-c", code.format(str(root / "scenarios" / f"{name}.toml"))],
+                             capture_output=True, text=True, cwd=root, check=True)
+        loaded[name] = out.stdout.strip().splitlines()[-1]
+    assert loaded["ieee13_llm_campus"] == "[]"
+    assert "pandapower" in loaded["default"]
