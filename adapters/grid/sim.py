@@ -131,7 +131,7 @@ from cosim.adapters.grid.pandapower_tables import (
     slack_problems,
 )
 from cosim.adapters.grid.params import ElementParams, SimParams
-from cosim.adapters.grid.voltage_band import band_stats, nan_extremes
+from cosim.adapters.grid.voltage_band import band_stats, band_stats_one, nan_extremes
 from cosim.sdk import CosimSim, PowerFlowNotConverged, ScenarioContext, meta, model_meta
 
 __all__ = ["ELEMENT_P_MAX_FLOOR_MW", "SUMMARY_EXTRA_OUTPUTS", "TRIP_OUTPUTS", "GridSim", "cap_set_attr",
@@ -392,10 +392,13 @@ class GridSim(CosimSim):
                     out.update(dict.fromkeys(PHASE_OUTPUTS, math.nan))
                 self._out[eid] = out
                 continue
-            node_vm = self.flow.element_node_vm_pu(e.kind, e.pos)
-            stats = band_stats(node_vm, low, high)
+            if opendss:
+                stats = band_stats(self.flow.element_node_vm_pu(e.kind, e.pos), low, high)
+                out["vm_pu"] = self.flow.element_vm_pu(e.kind, e.pos)
+            else:  # balanced: one reading, the bus's (element_vm_pu and element_node_vm_pu's, without arrays)
+                out["vm_pu"] = vm = float(self.flow.vm_pu[self.flow.bus_of(e.kind, e.pos)])
+                stats = band_stats_one(vm, low, high)
             stats.pop("n_violating")
-            out["vm_pu"] = self.flow.element_vm_pu(e.kind, e.pos)
             out.update(stats)
             if not math.isfinite(stats["vm_phase_max_pu"]):  # no phase has a voltage: de-energised
                 out[SERVED_ATTR] = 0.0
