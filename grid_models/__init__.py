@@ -15,20 +15,20 @@ path of a pandapower JSON file.
 
 from __future__ import annotations
 
-import copy
+import copy as _copy
 import importlib
 import json
 import pkgutil
 from functools import cache
 from pathlib import Path
 from types import ModuleType
-from typing import Any
-
-import pandapower as pp
-import pandas as pd
-from pandapower.auxiliary import pandapowerNet
+from typing import TYPE_CHECKING, Any
 
 from cosim.grid_models._json_guard import json_net_problem
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from pandapower.auxiliary import pandapowerNet
 
 _NETS: dict[tuple[str, str, str], pandapowerNet] = {}
 
@@ -110,17 +110,20 @@ def network_key(spec: str, base_dir: str | Path | None = None, **params: Any) ->
     return (f"{kind}:{target}", json.dumps(params, sort_keys=True, default=str), version)
 
 
-def load_network(spec: str, base_dir: str | Path | None = None, **params: Any) -> pandapowerNet:
+def load_network(spec: str, base_dir: str | Path | None = None, *, copy: bool = True,
+                 **params: Any) -> pandapowerNet:
     """Build (or fetch from the in-process cache) the network ``spec`` names.
 
     Args:
         spec: a catalogue name (``"ieee33"``), ``"simbench:<code>"`` or the path of a
             pandapower JSON file (relative paths resolve from ``base_dir``).
         base_dir: folder of the scenario file, for relative JSON paths.
+        copy: ``False`` returns the cached net itself, shared and read-only (for checks that
+            only read it): it must not be modified nor handed to a solver.
         **params: passed to the catalogue module's ``build``.
 
     Returns:
-        A fresh deep copy of the net: callers may modify it.
+        A fresh deep copy of the net (callers may modify it), or the shared net with ``copy=False``.
 
     Raises:
         ValueError: unknown name, missing file or bad parameters.
@@ -130,7 +133,7 @@ def load_network(spec: str, base_dir: str | Path | None = None, **params: Any) -
            file_version(target) if kind == "json" else "")  # network_key's
     if key not in _NETS:
         _NETS[key] = _build(kind, target, resolved)
-    return copy.deepcopy(_NETS[key])
+    return _copy.deepcopy(_NETS[key]) if copy else _NETS[key]
 
 
 def load_profiles(spec: str, base_dir: str | Path | None = None, **params: Any) -> dict[str, pd.DataFrame] | None:
@@ -185,6 +188,8 @@ def _resolve(spec: str, base_dir, params: dict) -> tuple[str, str, dict]:
 
 def _build(kind: str, target: str, params: dict) -> pandapowerNet:
     if kind == "json":
+        import pandapower as pp  # ~1-3 s to import: only for pandapower networks, not OpenDSS feeders
+
         fix = "give a file written by pandapower.to_json(net, path)"
         reason = _not_a_net(Path(target))
         if reason:

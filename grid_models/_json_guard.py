@@ -18,10 +18,6 @@ from functools import cache
 from inspect import isclass
 from pathlib import Path
 
-import pandapower.control as control
-import pandapower.timeseries as timeseries
-from pandapower.io_utils import JSONSerializableClass
-
 #: The (module, class) pairs pandapower writes for a network: the net, its tables (DataFrame,
 #: Series) and numpy scalars. Controllers (pandapower's own classes) are added by :func:`allowed_types`.
 NET_TYPES = frozenset({
@@ -42,6 +38,10 @@ MAX_STRING_LEVELS = 8
 @cache
 def allowed_types() -> frozenset[tuple[str, str]]:
     """:data:`NET_TYPES` and pandapower's controller and data-source classes (``net.controller``)."""
+    import pandapower.control as control  # ~1-3 s to import pandapower: only when a JSON net is read
+    import pandapower.timeseries as timeseries  # (as above)
+    from pandapower.io_utils import JSONSerializableClass  # (as above)
+
     own = {(v.__module__, v.__name__) for module in (control, timeseries) for v in vars(module).values()
            if isclass(v) and issubclass(v, JSONSerializableClass) and v.__name__ not in WRITING_CLASSES}
     return NET_TYPES | own

@@ -51,6 +51,9 @@ LAZY = {
     "fmpy": "ctypes and lxml: only when an FMU is described or run",
     "opendssdirect": "the DSS C-API library: only for the OpenDSS engine",
     "simbench": "its data tables: only for SimBench grids",
+    "pandapower": "~1-3 s to import: only for the pandapower engine and its networks, not for OpenDSS feeders",
+    "cosim.adapters.grid.pandapower_flow": "imports pandapower and lightsim2grid (above): only when a pandapower "
+                                           "network is set up",
     "andes": "sympy and its generated code: only for the transient-stability adapter",
     "gymnasium": "the learning extra", "pettingzoo": "the learning extra",
     "fastapi": "the live extra: only when a live run is served (cosim serve)",

@@ -6,8 +6,11 @@ The adapter ``grid`` as a package (docs/development.md, "A simulator with severa
 * ``sim.py``: :class:`GridSim`, the adapter (its docstring has both engines' models, inputs and outputs);
 * ``checks.py``: what the network makes impossible or worth a warning, found before a run starts;
 * ``backend.py``: what the adapter asks of an engine (:class:`~.backend.GridBackend`);
-* ``pandapower_flow.py``: the pandapower engine (:class:`PowerFlow`, lightsim2grid's solver), with its
-  per-step arithmetic in C in ``_kernels.c`` (``make build``);
+* ``pandapower_flow.py``: the pandapower engine (:class:`~.pandapower_flow.PowerFlow`, lightsim2grid's
+  solver), with its per-step arithmetic in C in ``_kernels.c`` (``make build``), imported only when a
+  pandapower network is set up;
+* ``pandapower_tables.py``: what the adapter reads of a pandapower net's tables, and its element and
+  output names, without importing pandapower;
 * ``opendss_flow.py``: the OpenDSS engine (:class:`~.opendss_flow.OpenDssFlow`); ``opendss_faults.py``
   its faults;
 * ``voltage_band.py``: voltages against a band (the all-bus and per-element outputs).
@@ -15,7 +18,7 @@ The adapter ``grid`` as a package (docs/development.md, "A simulator with severa
 
 from cosim.adapters.grid.checks import default_rating_warnings, placeholder_rating_warnings
 from cosim.adapters.grid.params import ElementParams, SimParams, read_line_trips
-from cosim.adapters.grid.pandapower_flow import (
+from cosim.adapters.grid.pandapower_tables import (
     ELEMENT_ATTRS,
     ELEMENT_VOLTAGE_OUTPUTS,
     GRID_OUTPUTS,
@@ -24,12 +27,11 @@ from cosim.adapters.grid.pandapower_flow import (
     MODEL_KIND,
     SERVED_ATTR,
     TOLERANCE_MVA,
-    PowerFlow,
     element_ids,
     sanitise,
 )
 from cosim.adapters.grid.sim import GridSim
 
 __all__ = ["ELEMENT_ATTRS", "ELEMENT_VOLTAGE_OUTPUTS", "GRID_OUTPUTS", "KINDS", "MAX_ITERATION", "MODEL_KIND",
-           "SERVED_ATTR", "TOLERANCE_MVA", "ElementParams", "GridSim", "PowerFlow", "SimParams",
+           "SERVED_ATTR", "TOLERANCE_MVA", "ElementParams", "GridSim", "SimParams",
            "default_rating_warnings", "element_ids", "placeholder_rating_warnings", "read_line_trips", "sanitise"]

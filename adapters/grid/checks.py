@@ -11,11 +11,18 @@ import pandas as pd
 from cosim import grid_models
 from cosim.adapters.grid.backend import opendss_circuit_info
 from cosim.adapters.grid.opendss_flow import sanitise as dss_sanitise, unknown_bus_message
-from cosim.adapters.grid.pandapower_flow import element_ids, locate_in
+from cosim.adapters.grid.pandapower_tables import (
+    MODEL_KIND,
+    element_ids,
+    locate_in,
+    slack_problems,
+    unsupplied_bus_problem,
+    unsupplied_buses,
+)
 from cosim.adapters.grid.params import ElementParams, SimParams
 
-__all__ = ["PLACEHOLDER_MAX_I_KA", "default_rating_warnings", "opendss_entity_problems", "placeholder_rating_warnings",
-           "unknown_trip_lines"]
+__all__ = ["PLACEHOLDER_MAX_I_KA", "default_rating_warnings", "opendss_entity_problems",
+           "pandapower_entity_problems", "placeholder_rating_warnings", "unknown_trip_lines"]
 
 
 #: A line rating at or above this is a placeholder, not a conductor (the largest overhead
@@ -94,7 +101,7 @@ def unknown_trip_lines(sim_params: SimParams) -> list[str]:
         unknown = [r for r in refs if r.lower() not in names and dss_sanitise(r) not in ids]
         sample = info.lines[:6]
     else:
-        net = grid_models.load_network(sim_params.network, **sim_params.network_params)
+        net = grid_models.load_network(sim_params.network, copy=False, **sim_params.network_params)
         ids = element_ids(net.line)
         unknown = []
         for ref in refs:
@@ -137,3 +144,60 @@ def opendss_entity_problems(model: str, params: ElementParams, sim_params: SimPa
                 "there would draw nothing from the grid while it reports its power: pick a connected bus, or "
                 "connect it (enable its lines, close its switches)"]
     return []
+
+
+class _NetFacts:
+    """What the entity checks read of one pandapower network, found once for all its elements: the
+    shared read-only net, its missing source, its unsupplied buses and its tables' ids."""
+
+    def __init__(self, net: Any, network: str) -> None:
+        self.net = net
+        self.slack_problems = slack_problems(net, network)
+        self._unsupplied: set | None = None
+        self._ids: dict[str, list[str]] = {}
+
+    @property
+    def unsupplied(self) -> set:
+        if self._unsupplied is None:
+            self._unsupplied = unsupplied_buses(self.net)
+        return self._unsupplied
+
+    def ids(self, table: str) -> list[str]:
+        if table not in self._ids:
+            self._ids[table] = element_ids(self.net[table])
+        return self._ids[table]
+
+
+#: The facts of the networks checked so far in this process, by network key (a JSON file's version
+#: included, so an edited file is read again); at most this many are kept, oldest dropped first.
+_FACTS: dict[tuple, _NetFacts] = {}
+_FACTS_MAX = 8
+
+
+def _net_facts(sim_params: SimParams) -> _NetFacts:
+    key = (grid_models.network_key(sim_params.network, **sim_params.network_params), sim_params.network)
+    if key not in _FACTS:
+        net = grid_models.load_network(sim_params.network, copy=False, **sim_params.network_params)
+        while len(_FACTS) >= _FACTS_MAX:
+            _FACTS.pop(next(iter(_FACTS)))
+        _FACTS[key] = _NetFacts(net, sim_params.network)
+    return _FACTS[key]
+
+
+def pandapower_entity_problems(model: str, params: ElementParams, sim_params: SimParams) -> list[str]:
+    """An unknown bus or element, or a bus no source supplies, named before any simulator starts
+    (a network without a source is said once, by the sim's own check)."""
+    facts = _net_facts(sim_params)
+    net = facts.net
+    table, ref = ("bus", params.bus) if params.bus is not None else (MODEL_KIND[model], params.element)
+    try:
+        pos = locate_in(net, table, ref, facts.ids(table))
+    except ValueError as exc:
+        return [str(exc)]
+    if table != "bus":
+        ref = net[table].bus.iloc[pos]
+        pos = int(net.bus.index.get_loc(ref))
+    if facts.slack_problems:
+        return []  # said once, for the sim
+    problem = unsupplied_bus_problem(net, pos, params.bus if params.bus is not None else ref, facts.unsupplied)
+    return [problem] if problem else []

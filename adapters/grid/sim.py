@@ -107,6 +107,7 @@ from cosim.adapters.grid.backend import GridBackend, opendss_circuit_info, opend
 from cosim.adapters.grid.checks import (
     default_rating_warnings,
     opendss_entity_problems,
+    pandapower_entity_problems,
     placeholder_rating_warnings,
     unknown_trip_lines,
 )
@@ -118,21 +119,19 @@ from cosim.adapters.grid.opendss_faults import (
     phase_outputs,
 )
 from cosim.adapters.grid.opendss_flow import OpenDssFlow, compile_circuit, new_engine, sanitise as dss_sanitise
-from cosim.adapters.grid.pandapower_flow import (
+from cosim.adapters.grid.pandapower_tables import (
     ELEMENT_ATTRS,
     ELEMENT_VOLTAGE_OUTPUTS,
     GRID_OUTPUTS,
     KINDS,
     MODEL_KIND,
-    PowerFlow,
     SERVED_ATTR,
     element_ids,
     locate_in,
     slack_problems,
-    unsupplied_bus_problem,
 )
 from cosim.adapters.grid.params import ElementParams, SimParams
-from cosim.adapters.grid.voltage_band import band_stats, nan_extremes
+from cosim.adapters.grid.voltage_band import band_stats, band_stats_one, nan_extremes
 from cosim.sdk import CosimSim, PowerFlowNotConverged, ScenarioContext, meta, model_meta
 
 __all__ = ["ELEMENT_P_MAX_FLOOR_MW", "SUMMARY_EXTRA_OUTPUTS", "TRIP_OUTPUTS", "GridSim", "cap_set_attr",
@@ -179,7 +178,7 @@ class GridSim(CosimSim):
                                element_outputs=list(PHASE_OUTPUTS))
         key = _meta_key(sim_params)
         if key not in cls._META_CACHE:
-            net = grid_models.load_network(sim_params.network, **sim_params.network_params)
+            net = grid_models.load_network(sim_params.network, copy=False, **sim_params.network_params)
             shunts = [shunt_set_attr(i) for i in element_ids(net.shunt)] if len(net.shunt) else []
             cls._META_CACHE[key] = _build_meta({t: element_ids(net[t]) for t in ("bus", "line", "trafo")}, trips,
                                                extra_inputs=shunts)
@@ -222,7 +221,7 @@ class GridSim(CosimSim):
                     return faulty
                 known = info.buses
             else:
-                net = grid_models.load_network(sim_params.network, **sim_params.network_params)
+                net = grid_models.load_network(sim_params.network, copy=False, **sim_params.network_params)
                 no_source = slack_problems(net, sim_params.network)
                 if no_source:
                     return no_source
@@ -258,19 +257,7 @@ class GridSim(CosimSim):
         if params.phases != "abc":
             return [f"phases = {params.phases!r}: the pandapower engine is balanced; "
                     'use phases = "abc" or engine = "opendss"']
-        net = grid_models.load_network(sim_params.network, **sim_params.network_params)
-        table, ref = ("bus", params.bus) if params.bus is not None else (MODEL_KIND[model], params.element)
-        try:
-            pos = locate_in(net, table, ref)
-        except ValueError as exc:
-            return [str(exc)]
-        if table != "bus":
-            ref = net[table].bus.iloc[pos]
-            pos = int(net.bus.index.get_loc(ref))
-        if slack_problems(net, sim_params.network):
-            return []  # said once, for the sim
-        problem = unsupplied_bus_problem(net, pos, params.bus if params.bus is not None else ref)
-        return [problem] if problem else []
+        return pandapower_entity_problems(model, params, sim_params)
 
     def built_from(self) -> frozenset[str] | None:
         """The pandapower model after set-up depends on neither the start nor the seed (profiles are
@@ -286,6 +273,8 @@ class GridSim(CosimSim):
             self.flow = OpenDssFlow(path, regulators=p.regulators, tap_positions=p.tap_positions,
                                     control_mode=p.control_mode, info=opendss_circuit_info(path))
         else:
+            from cosim.adapters.grid.pandapower_flow import PowerFlow  # imports pandapower: its engine only
+
             net = grid_models.load_network(p.network, **p.network_params)
             self.flow = PowerFlow(net, solver=p.solver, key=grid_models.network_key(p.network, **p.network_params))
         self.grid_eid: str | None = None
@@ -403,10 +392,13 @@ class GridSim(CosimSim):
                     out.update(dict.fromkeys(PHASE_OUTPUTS, math.nan))
                 self._out[eid] = out
                 continue
-            node_vm = self.flow.element_node_vm_pu(e.kind, e.pos)
-            stats = band_stats(node_vm, low, high)
+            if opendss:
+                stats = band_stats(self.flow.element_node_vm_pu(e.kind, e.pos), low, high)
+                out["vm_pu"] = self.flow.element_vm_pu(e.kind, e.pos)
+            else:  # balanced: one reading, the bus's (element_vm_pu and element_node_vm_pu's, without arrays)
+                out["vm_pu"] = vm = float(self.flow.vm_pu[self.flow.bus_of(e.kind, e.pos)])
+                stats = band_stats_one(vm, low, high)
             stats.pop("n_violating")
-            out["vm_pu"] = self.flow.element_vm_pu(e.kind, e.pos)
             out.update(stats)
             if not math.isfinite(stats["vm_phase_max_pu"]):  # no phase has a voltage: de-energised
                 out[SERVED_ATTR] = 0.0

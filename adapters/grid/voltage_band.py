@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-__all__ = ["band_stats", "nan_extremes"]
+__all__ = ["band_stats", "band_stats_one", "nan_extremes"]
 
 
 #: ``a.min()`` / ``a.max()`` without ndarray's Python wrappers (they call these reductions)
@@ -54,13 +54,7 @@ def band_stats(vm: np.ndarray, low: float, high: float) -> dict[str, float]:
 def _band_stats_few(vm: list[float], low: float, high: float) -> dict[str, float]:
     """:func:`band_stats` for a few values (numpy sums fewer than 8 numbers in order, as here)."""
     if len(vm) == 1:  # a balanced net's element: one reading
-        v = vm[0]
-        if not math.isfinite(v):
-            return {"vm_phase_min_pu": math.nan, "vm_phase_max_pu": math.nan, "vm_violation_pu": math.nan,
-                    "n_violating": 0}
-        under, over = max(low - v, 0.0), max(v - high, 0.0)
-        return {"vm_phase_min_pu": v, "vm_phase_max_pu": v, "vm_violation_pu": under + over,
-                "n_violating": 1 if under > 0 or over > 0 else 0}
+        return band_stats_one(vm[0], low, high)
     finite = [v for v in vm if math.isfinite(v)]
     if not finite:
         return {"vm_phase_min_pu": math.nan, "vm_phase_max_pu": math.nan, "vm_violation_pu": math.nan,
@@ -70,6 +64,16 @@ def _band_stats_few(vm: list[float], low: float, high: float) -> dict[str, float
     return {"vm_phase_min_pu": min(finite), "vm_phase_max_pu": max(finite),
             "vm_violation_pu": _in_order(under) + _in_order(over),
             "n_violating": sum(1 for u, o in zip(under, over) if u > 0 or o > 0)}
+
+
+def band_stats_one(v: float, low: float, high: float) -> dict[str, float]:
+    """:func:`band_stats` of a single reading ``v`` (a balanced net's element), without an array. [pu, pu, pu, -]"""
+    if not math.isfinite(v):
+        return {"vm_phase_min_pu": math.nan, "vm_phase_max_pu": math.nan, "vm_violation_pu": math.nan,
+                "n_violating": 0}
+    under, over = max(low - v, 0.0), max(v - high, 0.0)
+    return {"vm_phase_min_pu": v, "vm_phase_max_pu": v, "vm_violation_pu": under + over,
+            "n_violating": 1 if under > 0 or over > 0 else 0}
 
 
 def _in_order(values: list[float]) -> float:
