@@ -19,6 +19,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from pathlib import Path
 
 import pandas as pd
@@ -126,7 +127,9 @@ def test_a_value_outside_the_inputs_bounds_stops_the_run_and_keeps_its_record(br
 def _inproc_federate(name: str):
     info = h.helicsCreateFederateInfo()
     h.helicsFederateInfoSetCoreTypeFromString(info, "inproc")
-    h.helicsFederateInfoSetCoreInitString(info, "--autobroker --federates=1")
+    # a broker of its own: a federate made right after another's close would otherwise find that one's
+    # inproc broker still shutting down under the default name and time out registering with it
+    h.helicsFederateInfoSetCoreInitString(info, f"--autobroker --federates=1 --broker=broker_{name}_{uuid.uuid4().hex[:8]}")
     return h.helicsCreateValueFederate(name, info)
 
 
