@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import socket
 import tempfile
 import threading
 from pathlib import Path
@@ -36,10 +35,11 @@ def _feeder():
     return module
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+def _loopback():
+    spec = importlib.util.spec_from_file_location("helics_loopback_broker", EXAMPLE / "loopback.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -48,16 +48,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=str(Path(__file__).with_suffix(".png")))
     args = parser.parse_args(argv)
     feeder = _feeder()
-    port = _free_port()
-    broker = h.helicsCreateBroker("zmq", "", f"--federates=2 --local_interface=127.0.0.1 --port={port} "
-                                             "--loglevel=error")
+    broker, address = _loopback().start_broker(2)
     scn = load_scenario(EXAMPLE / "campus.toml", {"scenario.engine": args.engine})
     duration_s = float(scn.scenario.duration_s)
     received: list[tuple[float, float]] = []
     with tempfile.TemporaryDirectory() as tmp:
         config = Path(tmp) / "federate.toml"
-        config.write_text((EXAMPLE / "federate.toml").read_text().replace("127.0.0.1:23500", f"127.0.0.1:{port}"))
-        thread = threading.Thread(target=lambda: received.extend(feeder.run(f"127.0.0.1:{port}", duration_s)))
+        config.write_text((EXAMPLE / "federate.toml").read_text().replace("127.0.0.1:23500", address))
+        thread = threading.Thread(target=lambda: received.extend(feeder.run(address, duration_s)))
         thread.start()
         result = run_federate(scn, load_config(config, scn), Path(tmp) / "runs", report=False)
         thread.join(timeout=60)

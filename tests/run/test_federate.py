@@ -14,7 +14,6 @@ import gc
 import importlib.util
 import json
 import re
-import socket
 import subprocess
 import sys
 import threading
@@ -43,23 +42,21 @@ def _feeder_module():
     return module
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+def _loopback():
+    spec = importlib.util.spec_from_file_location("helics_loopback_broker", EXAMPLE / "loopback.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+LOOPBACK = _loopback()
 
 
 @pytest.fixture
 def broker():
     """A HELICS broker for two federates on a free loopback port; its ``host:port``."""
-    for _ in range(3):  # another program may take the port between the OS's answer and the broker's bind
-        port = _free_port()
-        brk = h.helicsCreateBroker("zmq", "", f"--federates=2 --local_interface=127.0.0.1 --port={port} "
-                                              "--loglevel=error")
-        if h.helicsBrokerIsConnected(brk):
-            break
-        h.helicsBrokerDisconnect(brk)
-    yield f"127.0.0.1:{port}"
+    brk, address = LOOPBACK.start_broker(2)
+    yield address
     h.helicsBrokerDisconnect(brk)  # freed by pyhelics with `brk` (freeing it here too would free it twice)
 
 
@@ -162,7 +159,7 @@ def test_unknown_entity_and_attribute_are_named(tmp_path, capsys):
 
 
 def test_a_broker_that_never_answers_is_a_bounded_wait(tmp_path, capsys):
-    path = _config(tmp_path, f"127.0.0.1:{_free_port()}", timeout_s=0.5)
+    path = _config(tmp_path, f"127.0.0.1:{LOOPBACK.free_port()}", timeout_s=0.5)
     code = main(["run", str(EXAMPLE / "campus.toml"), "--helics", str(path), "--out", str(tmp_path / "runs"),
                  "--set", "scenario.duration_s=300", "--no-report"])
     err = capsys.readouterr().err

@@ -12,7 +12,7 @@ controller, i.e. the coupled run equals a Session fed those voltages one step la
 
 from __future__ import annotations
 
-import socket
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -32,19 +32,21 @@ DURATION_S = 900
 V_SUBSTATION_PU = 0.96  # feeder.glm's swing bus
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+def _loopback():
+    spec = importlib.util.spec_from_file_location("helics_loopback_broker", EXAMPLE / "loopback.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+LOOPBACK = _loopback()
 
 
 @pytest.fixture
 def broker():
     """A HELICS broker for two federates on a free loopback port; its ``host:port``."""
-    port = _free_port()
-    brk = h.helicsCreateBroker("zmq", "", f"--federates=2 --local_interface=127.0.0.1 --port={port} "
-                                          "--loglevel=error")
-    yield f"127.0.0.1:{port}"
+    brk, address = LOOPBACK.start_broker(2)
+    yield address
     h.helicsBrokerDisconnect(brk)
 
 
