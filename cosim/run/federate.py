@@ -42,7 +42,7 @@ import pyarrow  # noqa: F401, I001
 import helics as h  # noqa: I001
 
 from cosim.errors import Problem, ScenarioError, few
-from cosim.run import graph
+from cosim.run import blas, graph
 from cosim.run.runner import finish_run, open_run_folder
 from cosim.run.session import Session, finite_number, input_bounds
 from cosim.run.stopping import STOP, RunStopped
@@ -382,8 +382,9 @@ def _run_mosaik(scn: Scenario, exchange: Exchange, out_dir, report: bool):
     reads = list(dict.fromkeys((link.entity, link.attr) for link in exchange.cfg.publish))
     writes = [(link.entity, link.attr) for link in exchange.cfg.subscribe]
     try:
-        outcome = run_world(scn, folder.path, progress=False,
-                            bridge=Bridge("cosim.run.federate:BridgeSim", {"token": token}, reads, writes))
+        with blas.one_thread():  # as every run (cosim.run.blas)
+            outcome = run_world(scn, folder.path, progress=False,
+                                bridge=Bridge("cosim.run.federate:BridgeSim", {"token": token}, reads, writes))
     finally:
         _EXCHANGES.pop(token, None)
     return finish_run(scn, folder, outcome, started, report)

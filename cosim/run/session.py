@@ -30,7 +30,7 @@ from typing import Any
 
 from cosim import registry
 from cosim.errors import Problem, ScenarioError
-from cosim.run import graph
+from cosim.run import blas, graph
 from cosim.run import recorder as recorder_module
 from cosim.run.direct import DirectEngine
 from cosim.run.outcome import Outcome
@@ -78,7 +78,8 @@ class Session:
         self.engine = DirectEngine(self.scn, self.folder.path if self.folder else None)
         self._wall0 = time.perf_counter()
         try:
-            self.engine.start(built)
+            with blas.one_thread():  # the simulators run on one BLAS thread (cosim.run.blas), as in a run
+                self.engine.start(built)
         except BaseException as exc:  # the folder must not say "running" forever
             self._broken = exc
             self.close()
@@ -116,7 +117,8 @@ class Session:
         if self.done:
             return self.time_s
         try:
-            self.engine.step()
+            with blas.one_thread():
+                self.engine.step()
         except EndRun as exc:
             self.ended = str(exc)
         except BaseException as exc:  # half a step was taken: this run cannot go on (close says why)
@@ -135,8 +137,9 @@ class Session:
         if not _real(t_s) or math.isnan(t_s):
             raise ScenarioError("Session.run_until", [Problem("t_s", "give the simulation time to run to, in seconds "
                                                                      "from the start (a number), e.g. 3600", t_s)])
-        while not self.done and self.time_s < t_s:
-            self.step()
+        with blas.one_thread():  # once for all the steps
+            while not self.done and self.time_s < t_s:
+                self.step()
         return self.time_s
 
     # -- reading and setting ---------------------------------------------------------------
@@ -219,7 +222,8 @@ class Session:
         self._closed = True
         failure = None
         try:
-            self.engine.finalize(complete=self.done and self._broken is None)
+            with blas.one_thread():
+                self.engine.finalize(complete=self.done and self._broken is None)
         except Exception as exc:  # noqa: BLE001 — the series is kept; metadata says what failed
             failure = f"{type(exc).__name__}: {exc}"
         finally:
