@@ -15,8 +15,8 @@ A :class:`Session` runs a scenario on the direct engine one time at a time::
 whatever connections feed that input. Same scenario, seed and sequence of ``set`` calls give
 identical results. ``close`` (or leaving the ``with`` block) writes the run folder: time
 series, KPIs, metadata (``status = "ok"`` when the run reached its end, ``"stopped"`` with the
-time otherwise, ``"interrupted"`` when an exception left the ``with`` block early, ``"failed"``
-when a simulator raised) and the report.
+time otherwise, ``"interrupted"`` when an exception left the ``with`` block early or a stop asked
+for (:data:`cosim.run.stopping.STOP`) ended a step, ``"failed"`` when a simulator raised) and the report.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from cosim.run.direct import DirectEngine
 from cosim.run.outcome import Outcome
 from cosim.run.runner import RunResult, finish_run, open_run_folder
 from cosim.run.runner import load_scenario
+from cosim.run.stopping import RunStopped
 from cosim.scenario import Scenario
 from cosim.sdk import EndRun
 from cosim.units import unit_of
@@ -233,7 +234,9 @@ class Session:
             return None
         rows = self.folder.n_rows()
         at = f"at t = {self.time_s} s of {self.scn.scenario.duration_s} s"
-        if isinstance(self._broken, Exception):
+        if isinstance(self._broken, RunStopped):  # a stop asked for (SIGTERM, Ctrl-C: STOP), met at a step
+            status, reason = "interrupted", f"{self._broken} {at}"
+        elif isinstance(self._broken, Exception):
             status, reason = "failed", f"{_describe(self._broken)} ({at})"
         elif self._broken is not None:  # Ctrl-C (KeyboardInterrupt) mid-step
             status, reason = "interrupted", f"interrupted by {_describe(self._broken)} {at}"

@@ -244,15 +244,17 @@ def test_a_federate_that_stops_answering_keeps_what_was_recorded(tmp_path, engin
     assert len(pd.read_parquet(run_dir / "timeseries.parquet")) == 1  # t = 0, the step before the stalled grant
 
 
-def test_sigterm_gives_up_a_helics_wait_on_mosaik(broker, tmp_path):
-    """mosaik's run takes the first SIGTERM as a stop request; a run waiting for a time grant (timeout_s = 120)
-    gives the wait up there and ends interrupted, with its record, instead of waiting the timeout out."""
+@pytest.mark.parametrize("engine,rows", [("direct", 1), ("mosaik", 0)])
+def test_sigterm_gives_up_a_helics_wait(broker, tmp_path, engine, rows):
+    """Either engine's run takes the first SIGTERM as a stop request; a run waiting for a time grant
+    (timeout_s = 120) gives the wait up there and ends interrupted, with its record, instead of waiting the
+    timeout out (or, on the direct engine, being killed by the signal with its folder saying "running")."""
     peer = subprocess.Popen([sys.executable, "-c", SILENT_PEER, broker], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     path = _config(tmp_path, broker, timeout_s=120.0)
     cosim = subprocess.Popen([sys.executable, "-m", "cosim", "run", str(EXAMPLE / "campus.toml"), "--helics", str(path),
                               "--out", str(tmp_path / "runs"), "--set", "scenario.duration_s=300", "--no-report",
-                              "--quiet", "--engine", "mosaik"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                              "--quiet", "--engine", engine], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert _entered(peer)  # both federates are in: cosim now waits for t = 60 s
         time.sleep(1.0)  # (a SIGTERM sent before cosim's handlers are set would end it unannounced)
@@ -262,14 +264,14 @@ def test_sigterm_gives_up_a_helics_wait_on_mosaik(broker, tmp_path):
         cosim.kill()
         peer.stdin.close()
         peer.wait(timeout=30)
-    assert cosim.returncode == 1 and "Traceback" not in err
+    assert cosim.returncode == 1 and "Traceback" not in err, err
     (run_dir,) = (tmp_path / "runs").iterdir()
     meta = json.loads((run_dir / "metadata.json").read_text())
     assert meta["status"] == "interrupted"
     assert "the time grant for t = 60 s was given up: interrupted (SIGTERM)" in meta["reason"]
-    # mosaik steps the bridge's request for t = 60 s before the recorder's row of t = 0, and a recorder asked
-    # to stop takes no further row: nothing was recorded (the direct engine would have kept t = 0)
-    assert len(pd.read_parquet(run_dir / "timeseries.parquet")) == 0
+    # the direct engine keeps t = 0, stepped before the request for t = 60 s; mosaik steps the bridge's request
+    # for t = 60 s before the recorder's row of t = 0, and a recorder asked to stop takes no further row
+    assert len(pd.read_parquet(run_dir / "timeseries.parquet")) == rows
 
 
 def test_mosaik_refuses_a_subscription_to_a_connected_input(tmp_path, capsys):
