@@ -22,6 +22,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import scipy.linalg  # noqa: F401 — loads scipy's own OpenBLAS (a run imports it anyway), so that it is limited too
+from threadpoolctl import OpenBLASController, get_cached_controller
+
 _lock = threading.Lock()
 _holders = 0
 _limiter: Any = None
@@ -33,7 +36,8 @@ def one_thread() -> Iterator[None]:
     global _holders, _limiter
     with _lock:
         if not _holders:
-            _limiter = _controller().limit(limits=1, user_api="blas")
+            # the BLAS libraries loaded now (threadpoolctl looks again only when modules were imported since)
+            _limiter = get_cached_controller().limit(limits=1, user_api="blas")
             _release_openblas()
         _holders += 1
     try:
@@ -47,19 +51,8 @@ def one_thread() -> Iterator[None]:
                 _limiter = None
 
 
-def _controller() -> Any:
-    """threadpoolctl's controller of the BLAS libraries loaded now (cached; found again when modules were
-    imported since it last looked, so a step that imports nothing pays no search)."""
-    import scipy.linalg  # noqa: F401 — loads scipy's own OpenBLAS, so that it is limited too
-    from threadpoolctl import get_cached_controller
-
-    return get_cached_controller()
-
-
 def _release_openblas() -> None:
     """threadpoolctl lets only the thread that last set OpenBLAS's threads set them again until it lets
     go (OpenBLAS has one pool per process); the limit is set and undone under :data:`_lock`, perhaps
     by different threads (the last run to end undoes it), so this thread lets go at once."""
-    from threadpoolctl import OpenBLASController
-
     OpenBLASController.clear_controlling_thread()
