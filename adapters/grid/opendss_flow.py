@@ -51,7 +51,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cosim.adapters._dss_guard import dss_file_problems, quoted, refusal
+from cosim.adapters.grid.opendss_guard import dss_file_problems, quoted, refusal
 
 PHASE_NODES = {"a": 1, "b": 2, "c": 3}
 NODE_PHASE = {v: k for k, v in PHASE_NODES.items()}
