@@ -148,6 +148,97 @@ void cosim_results(int64_t n, const double *vc, const double *mag, double *vm_ex
     for (int64_t i = 0; i < n_trafo; i++) trafo[i] = loading_ext[trafo_br[i]];
 }
 
+/* numpy's pairwise summation of a contiguous float64 array (blocks of at most 128 summed with 8
+ * accumulators, larger ranges halved at a multiple of 8) */
+static double pairwise_sum(const double *a, int64_t n) {
+    if (n < 8) {
+        double res = 0.0;
+        for (int64_t i = 0; i < n; i++) res += a[i];
+        return res;
+    }
+    if (n <= 128) {
+        double r[8];
+        int64_t i;
+        for (int k = 0; k < 8; k++) r[k] = a[k];
+        for (i = 8; i < n - (n % 8); i += 8)
+            for (int k = 0; k < 8; k++) r[k] += a[i + k];
+        double res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+        for (; i < n; i++) res += a[i];
+        return res;
+    }
+    int64_t n2 = n / 2;
+    n2 -= n2 % 8;
+    return pairwise_sum(a, n2) + pairwise_sum(a + n2, n - n2);
+}
+
+/* numpy's float64 add.reduce of a contiguous array: 0.0 (its identity, the start) + the pairwise sum
+ * (so a sum of -0.0s is 0.0, as numpy's); checked against numpy at load time */
+static double numpy_sum(const double *a, int64_t n) { return 0.0 + pairwise_sum(a, n); }
+
+double cosim_sum(int64_t n, const double *a) { return numpy_sum(a, n); }
+
+/* voltage_band.nan_extremes: lowest and highest of the values that are not NaN; NaN for both when
+ * none is finite. (Min and max are exact; the values hold no -0.0: magnitudes and loadings.) */
+static void nan_extremes(int64_t n, const double *x, double *lo, double *hi) {
+    int64_t n_finite = 0;
+    double mn = NAN, mx = NAN;
+    for (int64_t i = 0; i < n; i++) {
+        const double v = x[i];
+        if (isnan(v)) continue;
+        n_finite += isfinite(v) != 0;
+        if (isnan(mn) || v < mn) mn = v;
+        if (isnan(mx) || v > mx) mx = v;
+    }
+    *lo = n_finite ? mn : NAN;
+    *hi = n_finite ? mx : NAN;
+}
+
+/* After cosim_results, the Grid's summary (GridSim._fill_grid_outputs' numpy forms, voltage_band's
+ * functions): res = [vm_min, vm_max, max_loading, allbus_min, allbus_max, allbus_violation,
+ * n_allbus_violating, n_unsupplied, n_dead]. vm (n_net) then loading (n_load) are the outputs block;
+ * mon: the monitored bus positions (n_mon); dead0: per bus, dead in the network as given (n_dead0 ==
+ * n_net, else not used); under, over: 2 x n_mon scratch. band_stats' sums are numpy's over the
+ * finite monitored voltages in order (pairwise; fewer than 8 values: in order from 0.0, as its
+ * plain-float form; its count there is of values outside either side). */
+void cosim_summary(int64_t n_net, const double *vm, int64_t n_load, const double *loading, int64_t n_mon,
+                   const int64_t *mon, double low, double high, int64_t n_dead0, const uint8_t *dead0,
+                   double *under, double *over, double *res) {
+    nan_extremes(n_net, vm, &res[0], &res[1]);
+    double ignored;
+    nan_extremes(n_load, loading, &ignored, &res[2]);
+    int64_t n = 0, n_under = 0, n_over = 0, n_either = 0;
+    double mn = 0.0, mx = 0.0;
+    for (int64_t j = 0; j < n_mon; j++) {
+        const double v = vm[mon[j]];
+        if (!isfinite(v)) continue;
+        if (n == 0 || v < mn) mn = v;
+        if (n == 0 || v > mx) mx = v;
+        under[n] = low - v > 0.0 ? low - v : 0.0;  /* np.maximum(low - v, 0.0), max(low - v, 0.0) */
+        over[n] = v - high > 0.0 ? v - high : 0.0;
+        n_under += v < low;
+        n_over += v > high;
+        n_either += (under[n] > 0.0 || over[n] > 0.0);
+        n++;
+    }
+    if (n == 0) {
+        res[3] = res[4] = res[5] = NAN;
+        res[6] = 0.0;
+    } else {
+        res[3] = mn;
+        res[4] = mx;
+        res[5] = numpy_sum(under, n) + numpy_sum(over, n);
+        res[6] = (double)(n_mon < 8 ? n_either : n_under + n_over);
+    }
+    int64_t n_dead = 0, n_new = 0;
+    for (int64_t i = 0; i < n_net; i++) {
+        if (!isnan(vm[i])) continue;
+        n_dead++;
+        n_new += n_dead0 == n_net ? !dead0[i] : 1;
+    }
+    res[7] = (double)n_new;
+    res[8] = (double)n_dead;
+}
+
 /* The entry points PowerFlow calls: one argument, an int64 array holding the arguments above in
  * order (pointers as addresses, sizes as numbers, base_mva as the address of a double), so a call
  * converts one pointer instead of 10-26 arguments (ctypes' conversions cost ~1 us per argument). */
@@ -163,4 +254,7 @@ void cosim_voltages_s(const int64_t *s) {
 void cosim_results_s(const int64_t *s) {
     cosim_results(s[0], P(1), P(2), P(3), s[4], P(5), P(6), P(7), P(8), P(9), s[10], P(11), P(12), s[13], P(14),
                   P(15), P(16), s[17], P(18), P(19), s[20], P(21), P(22), s[23], P(24), P(25));
+    if (s[26])  /* the summary too, when the adapter gave its band (26-38: its arguments) */
+        cosim_summary(s[27], P(28), s[29], P(30), s[31], P(32), *(const double *)P(33), *(const double *)P(34), s[35],
+                      P(36), P(37), P(38), P(39));
 }
