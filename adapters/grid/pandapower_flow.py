@@ -234,11 +234,14 @@ class PowerFlow:
         if not ok:
             return False
         vm, va = self._nr.get_Vm(), self._nr.get_Va()
+        if kernels is not None:  # the check below and the results in C
+            v = kernels.results(self, vm, va)
+            if v is None:
+                return False
+            self._V, self._sbus = v, sbus
+            return True
         if not (math.isfinite(_sum(vm)) and math.isfinite(_sum(va))):  # a NaN or inf anywhere
             return False
-        if kernels is not None:
-            self._V, self._sbus = kernels.results(self, vm, va), sbus
-            return True
         v = vm * np.exp(1j * va)
         self._V, self._sbus = v, sbus
         self._results(v, sbus)
@@ -520,6 +523,11 @@ def _load_kernels(lib_path: Path = Path(__file__).with_name("_kernels.so")):
     for name in ("cosim_sbus_s", "cosim_voltages_s", "cosim_results_s"):
         getattr(lib, name).argtypes = [ptr]
         getattr(lib, name).restype = None
+    lib.cosim_solved_s.argtypes = [ptr]
+    lib.cosim_solved_s.restype = i64
+    lib.cosim_set_abs_fused.argtypes = [ctypes.c_int]
+    for name in ("cosim_csum", "cosim_cabs", "cosim_exp_j"):
+        getattr(lib, name).argtypes = [i64, ptr, ptr]
     lib.cosim_sum.argtypes = [i64, ptr]
     lib.cosim_sum.restype = ctypes.c_double
     lib.cosim_set_fused.argtypes = [ctypes.c_int]
@@ -537,8 +545,13 @@ def _agrees_with_numpy(lib) -> bool:
     rng = np.random.default_rng(12345)
     for n in (*range(300), 1000, 4099):  # every block shape of numpy's pairwise sum, and its halving
         a = rng.standard_normal(n) * 10.0 ** rng.integers(-8, 8, n)
-        if lib.cosim_sum(n, _address(a)) != np.add.reduce(a):
+        z = a + 1j * rng.standard_normal(n)
+        got = np.zeros(1, np.complex128)
+        lib.cosim_csum(n, _address(z), _address(got))
+        if lib.cosim_sum(n, _address(a)) != np.add.reduce(a) or got[0] != np.add.reduce(z):
             return False
+    if not _abs_agrees(lib, rng):
+        return False
     pairs = []
     for n in (1, 3, 7, 8, 33, 100, 4096):  # numpy's loops may take another path for short arrays
         a = rng.standard_normal(n) * 10.0 ** rng.integers(-8, 8, n) + 1j * rng.standard_normal(n)
@@ -555,6 +568,11 @@ def _agrees_with_numpy(lib) -> bool:
             break
     else:
         return False
+    va = rng.standard_normal(257) * 10.0 ** rng.integers(-8, 2, 257)
+    e = np.empty(257, np.complex128)
+    lib.cosim_exp_j(257, _address(va), _address(e))
+    if not np.array_equal(e, np.exp(1j * va)):
+        return False
     matrix = sparse.random(64, 64, density=0.1, random_state=7, format="csr", dtype=np.complex128)
     matrix.data = matrix.data + 1j * rng.standard_normal(matrix.nnz)
     x = rng.standard_normal(64) + 1j * rng.standard_normal(64)
@@ -562,6 +580,29 @@ def _agrees_with_numpy(lib) -> bool:
     y = np.empty(64, np.complex128)
     lib.cosim_matvec(64, _address(indptr), _address(indices), _address(matrix.data), _address(x), _address(y))
     return bool(np.array_equal(y, _matvec(matrix, x)))
+
+
+def _abs_agrees(lib, rng) -> bool:
+    """Set the C complex abs to numpy's on this machine (its 1 + r * r fused or not) and check it on
+    random numbers spanning the exponents, with zeros, infinities and NaN among them."""
+    special = [0.0, -0.0, np.inf, -np.inf, np.nan, 5e-324, 1e-310, 1.0]
+    z = []
+    for n in (1, 2, 3, 7, 8, 9, 33, 100, 1001):  # numpy's SIMD loop and its tails
+        re = rng.standard_normal(n) * 10.0 ** rng.integers(-300, 300, n)
+        with np.errstate(over="ignore"):  # (some overflow to inf: more special values)
+            im = re * 10.0 ** rng.integers(-20, 20, n) if n % 2 else rng.standard_normal(n) * 10.0 ** rng.integers(-300, 300, n)
+        z.append(re + 1j * im)
+    z.append(np.array([complex(a, b) for a in special for b in special]))
+    for fused in (1, 0):
+        lib.cosim_set_abs_fused(fused)
+        agree = True
+        for values in z:
+            got = np.empty(len(values))
+            lib.cosim_cabs(len(values), _address(values), _address(got))
+            agree = agree and np.array_equal(got, np.abs(values), equal_nan=True)
+        if agree:
+            return True
+    return False
 
 
 _KERNELS = _load_kernels()
@@ -621,7 +662,7 @@ class _Kernels:
         # the model's own buffers are the ones written (PowerFlow reads _vm_ext and _loading_ext)
         flow._vm_ext = np.ascontiguousarray(flow._vm_ext, dtype=float)
         flow._loading_ext = np.ascontiguousarray(flow._loading_ext, dtype=float)
-        self.vm, self.e, self.jva = np.zeros(n), np.zeros(n, np.complex128), np.zeros(n, np.complex128)
+        self.vm, self.va, self.e = np.zeros(n), np.zeros(n), np.zeros(n, np.complex128)
         self.vc = np.zeros(n + n_rows, np.complex128)  # v, then the currents
         self.mag = np.zeros(n + n_rows)
         self.loss_re = np.zeros(len(flow._loss_br))
@@ -652,6 +693,14 @@ class _Kernels:
             n_trafo, fixed(flow._trafo_br, np.int64), out + 8 * (n_net + n_line),
             *summary,
         ])
+        self.totals = np.zeros(3)  # losses, p_import, q_import
+        self.solved_spec = spec([
+            self.voltages_spec.value, self.results_spec.value, n, fixed(self.vm, float),
+            fixed(self.va, float), fixed(self.e, np.complex128), n + n_rows, vc, fixed(self.mag, float),
+            len(flow._loss_br), fixed(self.loss_re, float), len(flow._ref), fixed(self.ref_s, np.complex128),
+            fixed(np.array([flow._s_gen_ref], np.complex128), np.complex128), fixed(np.array([flow._base_mva]), float),
+            fixed(self.totals, float),
+        ])
 
     def sbus(self, p_mw: dict[str, np.ndarray], q_mvar: dict[str, np.ndarray]) -> np.ndarray:
         """``PowerFlow.solve``'s bus injections (the numpy form beside it), a new array."""
@@ -660,21 +709,18 @@ class _Kernels:
         _KERNELS.cosim_sbus_s(self.sbus_spec)
         return self.sbus_buf.copy()
 
-    def results(self, flow: "PowerFlow", vm: np.ndarray, va: np.ndarray) -> np.ndarray:
-        """``v = vm * exp(1j * va)`` and :meth:`PowerFlow._results` into ``flow``, for the injections of
-        the last :meth:`sbus` call (kept in its buffer); returns v, a new array."""
+    def results(self, flow: "PowerFlow", vm: np.ndarray, va: np.ndarray) -> np.ndarray | None:
+        """:meth:`PowerFlow.solve`'s finiteness check, then ``v = vm * exp(1j * va)`` and
+        :meth:`PowerFlow._results` into ``flow``, for the injections of the last :meth:`sbus` call (kept in
+        its buffer), in one C call; returns v, a new array (None: a NaN or inf in vm or va)."""
         self.vm[:] = vm
-        np.multiply(1j, va, out=self.jva)
-        np.exp(self.jva, out=self.e)
-        _KERNELS.cosim_voltages_s(self.voltages_spec)
-        np.abs(self.vc, out=self.mag)  # numpy's complex abs, as _results takes it
-        _KERNELS.cosim_results_s(self.results_spec)
+        self.va[:] = va
+        if not _KERNELS.cosim_solved_s(self.solved_spec):
+            return None
         out = self.out.copy()
         a, b = self.cut
         flow.vm_pu, flow.line_loading_pct, flow.trafo_loading_pct = out[:a], out[a:b], out[b:]
-        flow.losses_mw = float(_sum(self.loss_re) * flow._base_mva)
-        s_import = (_sum(self.ref_s) + flow._s_gen_ref) * flow._base_mva
-        flow.p_import_mw, flow.q_import_mvar = float(s_import.real), float(s_import.imag)
+        flow.losses_mw, flow.p_import_mw, flow.q_import_mvar = self.totals.tolist()
         if self.summary is not None:
             flow.summary, flow.element_values = self.summary.tolist(), out
         return self.vc[:self.n].copy()
