@@ -599,15 +599,20 @@ class GridSim(CosimSim):
         request (an engine asks the same every step): per entity a copy of its outputs when it asks for
         all of them, else the ones it names; the Grid's per-element outputs written only when asked."""
         plan = self._plan
-        out = self._out
-        if plan is None or plan[0] != outputs or any(len(out[eid]) != n for eid, n, *_ in plan[1]):
+        if plan is None or plan[0] != outputs:
             plan = self._plan = self._plan_for(outputs)
         if plan[2] and self._detail is not None:
             self._write_detail()
+        out = self._out
         data = {}
-        for eid, _, whole, key, getter in plan[1]:
+        for eid, n_all, key, getter in plan[1]:
             values = out[eid]
-            if whole:
+            # all its outputs asked for: a copy (n_all: their number when planned; outputs are only ever
+            # added, so the same number means the same names)
+            if len(values) == n_all:
+                data[eid] = dict(values)
+                continue
+            if values.keys() == frozenset(key):  # (not planned so)
                 data[eid] = dict(values)
                 continue
             try:
@@ -617,13 +622,12 @@ class GridSim(CosimSim):
         return data
 
     def _plan_for(self, outputs) -> tuple:
-        """``(request, per entity (eid, its number of outputs, all asked, attrs, getter), reads detail)``:
-        whether an entity asks for all its outputs holds while their names stay, checked by their number
-        (outputs are only ever added)."""
+        """``(request, per entity (eid, its number of outputs when it asks for them all else -1, attrs,
+        getter), reads detail)``."""
         entries = []
         for eid, attrs in outputs.items():
             key, values = tuple(attrs), self._out[eid]
-            entries.append((eid, len(values), values.keys() == frozenset(key), key, tuple_getter(key)))
+            entries.append((eid, len(values) if values.keys() == frozenset(key) else -1, key, tuple_getter(key)))
         held = {*self._element_attrs, *(self.flow.phase_attrs if self.params.engine == "opendss" else ())}
         reads = any(a in held for a in outputs.get(self.grid_eid, ()))
         return {eid: list(attrs) for eid, attrs in outputs.items()}, entries, reads
