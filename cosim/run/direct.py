@@ -56,6 +56,7 @@ RECORDER_EID = "recorder"
 #: Read limit offset of each connection kind: a time-shifted input reads the source's output <= T - 1.
 SHIFT = {"direct": 0, "weak": 0, "time_shifted": 1}
 _MISSING = object()
+_STALE = object()  # DirectEngine.next_time not known since the last step
 #: Outputs a simulator's cache holds before :meth:`DirectEngine._prune` scans it.
 PRUNE_AT = 32
 #: Steps between two looks at the caches' sizes (a cache holds at most PRUNE_AT + PRUNE_EVERY).
@@ -175,6 +176,7 @@ class DirectEngine:
         self._readers: dict[int, list[tuple[_Sim, int]]] | None = None  # source -> (reader, shift)
         self._row_plan = None  # how the recorder's row is gathered (_plan_row)
         self._n_steps = 0  # times stepped (caches are pruned every PRUNE_EVERY)
+        self._next_time: Any = _STALE  # next_time, kept until a step changes it
         self.ahead: ahead_module.Ahead | None = None  # the head's worker process, when one runs
         self.blocks: _Blocks | None = None  # look-ahead hints (run_blocks), when given
 
@@ -254,8 +256,11 @@ class DirectEngine:
     @property
     def next_time(self) -> int | None:
         """The next time any simulator steps at, in ticks (None: the run is over)."""
-        times = [s.next_t for s in self.sims if s.next_t is not None]
-        return min(times) if times else None
+        nxt = self._next_time
+        if nxt is _STALE:  # read several times between two steps (a Session's done, time_s): found once
+            times = [s.next_t for s in self.sims if s.next_t is not None]
+            nxt = self._next_time = min(times) if times else None
+        return nxt
 
     def step(self, t: int | None = None) -> int | None:
         """Step every simulator due at the next time; return that time in ticks (None when finished).
@@ -266,6 +271,7 @@ class DirectEngine:
             t = self.next_time
         if t is None:
             return None
+        self._next_time = _STALE  # (also when a step below raises)
         if self.blocks is not None and t >= self.blocks.stop:
             self.blocks.fill(t)
         for sim in self.order:
@@ -352,8 +358,8 @@ class DirectEngine:
         reads, collapse = plan
         flat: list[Any] = []
         try:
-            for pull, groups in reads:
-                data = pull.src.output_at(t - pull.shift)
+            for src, shift, groups in reads:
+                data = src.output_at(t - shift)
                 for src_eid, getter in groups:
                     flat.extend(getter(data[src_eid]))
         except KeyError:
@@ -362,8 +368,8 @@ class DirectEngine:
         for dst_eid, attrs in collapse:
             values: dict[str, Any] = {}
             for dst_attr, where in attrs:
-                if len(where) == 1:
-                    value = flat[where[0]]
+                if where.__class__ is int:  # one source
+                    value = flat[where]
                     if value is not None:
                         values[dst_attr] = value
                     continue
@@ -381,25 +387,20 @@ class DirectEngine:
                 sim.keep(out_t, data)
             sim.last_t = t
             return
+        obj = sim.obj
         if sim.sid == RECORDER_SID:
-            nxt = sim.obj.record_refs(t, self._recorded_refs(sim, t))
+            nxt = obj.record_refs(t, self._recorded_refs(sim, t))
         elif collapsed is not None:
-            nxt = sim.obj.step_collapsed(t, collapsed)
+            nxt = obj.step_collapsed(t, collapsed)
         elif sim.collapsible and not sim.held and (inputs := self._collapsed_inputs(sim, t)) is not None:
-            nxt = sim.obj.step_collapsed(t, inputs)
+            nxt = obj.step_collapsed(t, inputs)
         else:
-            nxt = sim.obj.step(t, self._inputs(sim, t), self.until)
-        if nxt is None:
-            raise AssertionError("A time-based simulator must always return a next step")
-        if not isinstance(nxt, int):
-            raise SimulationError(f"the next step time returned by the step method must be of type int, but is "
-                                  f"of type {type(nxt)} for simulator \"{sim.sid}\"")
-        if nxt <= t:
-            raise SimulationError(f"the next step time returned by step must be later than the current step's "
-                                  f"time, but {nxt} <= {t} for simulator \"{sim.sid}\"")
+            nxt = obj.step(t, self._inputs(sim, t), self.until)
+        if type(nxt) is not int or nxt <= t:  # (one test for the usual case; the checks in order below)
+            _check_next(sim, t, nxt)
         out_t = data = None
         if sim.request:
-            data = sim.obj.get_data(sim.request)
+            data = obj.get_data(sim.request)
             out_t = data.pop("time", t)
             if out_t < t:
                 raise SimulationError(f"Output time ({out_t}) is not >= time ({t}) for simulator \"{sim.sid}\".")
@@ -448,7 +449,7 @@ class DirectEngine:
         sub.by_sid = {s.sid: s for s in sims}
         sub.entity_sim = {eid: s for eid, s in self.entity_sim.items() if id(s) in keep}
         sub.run_dir, sub.progress, sub.ahead, sub.blocks = None, False, None, None
-        sub._readers, sub._row_plan, sub._n_steps = None, None, 0
+        sub._readers, sub._row_plan, sub._n_steps, sub._next_time = None, None, 0, _STALE
         return sub
 
     def run_ahead(self) -> None:
@@ -654,14 +655,27 @@ class _Blocks:
         twin.reindex()
 
 
+def _check_next(sim: _Sim, t: int, nxt: Any) -> None:
+    """mosaik's checks of the next step time a simulator's ``step`` returned."""
+    if nxt is None:
+        raise AssertionError("A time-based simulator must always return a next step")
+    if not isinstance(nxt, int):
+        raise SimulationError(f"the next step time returned by the step method must be of type int, but is "
+                              f"of type {type(nxt)} for simulator \"{sim.sid}\"")
+    if nxt <= t:
+        raise SimulationError(f"the next step time returned by step must be later than the current step's "
+                              f"time, but {nxt} <= {t} for simulator \"{sim.sid}\"")
+
+
 def _input_plan(sim: _Sim):
     """``(reads, collapse)`` for :meth:`DirectEngine._collapsed_inputs`.
 
-    ``reads``: per pull, per source entity (first-seen order) a getter of its entries'
-    attributes: the flat list holds every entry's value. ``collapse``: per destination entity
-    (first-seen order, as ``_inputs`` fills its dict), per attribute (first-seen order), the
-    flat positions of its distinct sources in first-seen order, each that of the source's last
-    entry (a dict keyed by source keeps the first position and the last value).
+    ``reads``: per pull, its source, read shift and, per source entity (first-seen order), a
+    getter of its entries' attributes: the flat list holds every entry's value. ``collapse``:
+    per destination entity (first-seen order, as ``_inputs`` fills its dict), per attribute
+    (first-seen order), the flat position of its one source, or a tuple of those of its
+    distinct sources in first-seen order, each that of the source's last entry (a dict keyed
+    by source keeps the first position and the last value).
     """
     reads, collapse = [], {}
     n = 0
@@ -676,17 +690,23 @@ def _input_plan(sim: _Sim):
             for k in ks:
                 flat_pos[k] = n
                 n += 1
-        reads.append((pull, groups))
+        reads.append((pull.src, pull.shift, groups))
         for k, (_, _, dst_eid, dst_attr, full_id) in enumerate(pull.entries):
             collapse.setdefault(dst_eid, {}).setdefault(dst_attr, {})[full_id] = flat_pos[k]
-    return reads, [(dst_eid, [(attr, tuple(sources.values())) for attr, sources in attrs.items()])
+    return reads, [(dst_eid, [(attr, _one_or_all(tuple(sources.values()))) for attr, sources in attrs.items()])
                    for dst_eid, attrs in collapse.items()]
+
+
+def _one_or_all(positions: tuple[int, ...]) -> int | tuple[int, ...]:
+    return positions[0] if len(positions) == 1 else positions
 
 
 def _snapshot(values: dict[str, Any]) -> dict[str, Any]:
     """A copy of an output dict whose values the source cannot change later (numbers as
     ``float``/``bool``/None are immutable; anything else is kept as read now: a copy of a
     mutable container, the recorder converts it as it would have)."""
+    if PLAIN_TYPES.issuperset(map(type, values.values())):  # the usual case: a copy, at C speed
+        return dict(values)
     return {attr: (value if type(value) in PLAIN_TYPES else _freeze(value)) for attr, value in values.items()}
 
 
