@@ -49,7 +49,7 @@ from cosim.run.outcome import Outcome, check_complete
 from cosim.run.recorder import RecorderSim
 from cosim.run.stopping import STOP, StopRequested
 from cosim.scenario import Scenario
-from cosim.sdk import PLAIN_TYPES, CosimSim, EndRun, tuple_getter
+from cosim.sdk import CosimSim, EndRun, tuple_getter
 
 RECORDER_SID = "_recorder"
 RECORDER_EID = "recorder"
@@ -308,26 +308,20 @@ class DirectEngine:
 
     def _recorded_refs(self, sim: _Sim, t: int) -> list[dict[str, Any]]:
         """The recorder's row as the source entities' output dicts (one per source entity, in
-        pull order), read into columns by the recorder when it writes them (:meth:`_plan_row`).
-
-        A source whose ``get_data`` is not :class:`cosim.sdk.CosimSim`'s own might hand out a
-        dict it changes later: its values are copied now (what the recorder would have read).
-        """
+        pull order), read into columns by the recorder at once (:meth:`_plan_row`): a dict its
+        source changes later is recorded as it was at this step."""
         if self._row_plan is None:
             self._row_plan = self._plan_row(sim)
         refs: list[dict[str, Any]] = []
         empty: dict[str, Any] = {}
-        for pull, eids, trusted in self._row_plan:
+        for pull, eids in self._row_plan:
             data = pull.src.output_at(t - pull.shift)
-            if trusted:
-                refs.extend([data.get(eid, empty) for eid in eids])
-            else:
-                refs.extend([_snapshot(data.get(eid, empty)) for eid in eids])
+            refs.extend([data.get(eid, empty) for eid in eids])
         return refs
 
     def _plan_row(self, sim: _Sim):
-        """``[(pull, source eids, trusted), ...]``, and the recorder told which dict and
-        attribute each column is read from (the last one when two fill it, as cell by cell)."""
+        """``[(pull, source eids), ...]``, and the recorder told which dict and attribute each
+        column is read from (the last one when two fill it, as cell by cell)."""
         plan, fills = [], [None] * self._n_columns
         n = 0
         for pull in sim.pulls:
@@ -337,8 +331,7 @@ class DirectEngine:
                 for attr, slot in attrs:
                     fills[slot] = (n, attr)
                 n += 1
-            trusted = getattr(type(pull.src.obj), "get_data", None) is CosimSim.get_data
-            plan.append((pull, eids, trusted))
+            plan.append((pull, eids))
         rec = sim.obj
         rec.recorder.set_plan(fills, rec.start_utc, rec.ticks_per_s)
         return plan
@@ -699,24 +692,6 @@ def _input_plan(sim: _Sim):
 
 def _one_or_all(positions: tuple[int, ...]) -> int | tuple[int, ...]:
     return positions[0] if len(positions) == 1 else positions
-
-
-def _snapshot(values: dict[str, Any]) -> dict[str, Any]:
-    """A copy of an output dict whose values the source cannot change later (numbers as
-    ``float``/``bool``/None are immutable; anything else is kept as read now: a copy of a
-    mutable container, the recorder converts it as it would have)."""
-    if PLAIN_TYPES.issuperset(map(type, values.values())):  # the usual case: a copy, at C speed
-        return dict(values)
-    return {attr: (value if type(value) in PLAIN_TYPES else _freeze(value)) for attr, value in values.items()}
-
-
-def _freeze(value: Any) -> Any:
-    try:
-        return float(value) if getattr(value, "size", 2) == 1 else copy.copy(value)
-    except (TypeError, ValueError):
-        return copy.copy(value)
-
-
 
 
 def _sleep_until(deadline: float) -> None:
