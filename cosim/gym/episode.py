@@ -10,18 +10,20 @@ simulator reported at or before it), so the reward terms see every recorded step
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 
 from cosim.gym import snapshot
 from cosim.gym.rewards import RewardTerms
 from cosim.gym.spec import EpisodeSpec
 from cosim.run.session import Session
 from cosim.scenario import Scenario
+from cosim.sdk import CosimSim
 
 
 def variant(scn: Scenario, seed: int, start: datetime | None) -> Scenario:
@@ -54,8 +56,7 @@ class Episode:
         self.t_s = 0
         self.n_decisions = 0
         self.run_dirs: list[Path] = []
-        self._requests: list[tuple[Any, dict[str, list[str]]]] = []
-        self._columns: list[str] = []
+        self._readers: list[Callable[[], Any]] = []  # the term columns' outputs (output_readers)
 
     # -- lifecycle ----------------------------------------------------------------------------
     def start(self, seed: int, start: datetime | None = None) -> None:
@@ -70,12 +71,7 @@ class Episode:
         self.t_s = 0
         self.n_decisions = 0
         self.terms.reset()
-        grouped: dict[str, list[str]] = {}
-        for column in self.terms.columns:
-            eid, attr = column.split(".", 1)
-            grouped.setdefault(eid, []).append(attr)
-        self._requests = [(self.session.engine.entity_sim[e].obj, {e: attrs}) for e, attrs in grouped.items()]
-        self._columns = [f"{e}.{a}" for e, attrs in grouped.items() for a in attrs]
+        self._readers = output_readers(self.session.engine, self.terms.columns)
 
     def close(self) -> Path | None:
         """Close the Session; the run folder it wrote (None when not recording)."""
@@ -127,16 +123,38 @@ class Episode:
         self.n_decisions += 1
         if self.terminated and self.session.ended is None:
             self.session.run_until(self.duration_s)  # the steps after the last recorded one
-        return self.terms.compute(np.array(rows, dtype=float).reshape(len(rows), len(self._columns)), self._columns)
+        return self.terms.compute_rows(rows)
 
     def _row(self) -> list[float]:
         """The term columns now, as the recorder converts them (None and text as NaN)."""
-        row: list[float] = []
-        for obj, request in self._requests:
-            ((eid, attrs),) = request.items()
-            data = obj.get_data(request)[eid]
-            row += [_number(data.get(a)) for a in attrs]
-        return row
+        return [_number(read()) for read in self._readers]
+
+
+def output_readers(engine, names: list[str]) -> list[Callable[[], Any]]:
+    """One function per ``"<entity>.<attr>"`` of ``names`` giving the output's value now, as the
+    entity's ``get_data`` would (None for one not produced yet).
+
+    An adapter that keeps :class:`cosim.sdk.CosimSim`'s ``get_data`` hands out ``out[eid][attr]``
+    (None when missing): that is read directly, without the dict ``get_data`` builds; an adapter
+    with a ``get_data`` of its own is asked through it.
+    """
+    readers = []
+    for name in names:
+        eid, attr = name.split(".", 1)
+        obj = engine.entity_sim[eid].obj
+        if getattr(type(obj), "get_data", None) is CosimSim.get_data:
+            readers.append(functools.partial(_own_output, obj, eid, attr))
+        else:
+            readers.append(functools.partial(_asked_output, obj, eid, attr))
+    return readers
+
+
+def _own_output(obj: CosimSim, eid: str, attr: str) -> Any:
+    return obj.out[eid].get(attr)  # looked up at every read: an adapter may replace out[eid] each step
+
+
+def _asked_output(obj: Any, eid: str, attr: str) -> Any:
+    return obj.get_data({eid: [attr]})[eid].get(attr)
 
 
 def _number(value: Any) -> float:
