@@ -10,9 +10,7 @@ simulator reported at or before it), so the reward terms see every recorded step
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
-from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -23,7 +21,7 @@ from cosim.gym.rewards import RewardTerms
 from cosim.gym.spec import EpisodeSpec
 from cosim.run.session import Session
 from cosim.scenario import Scenario
-from cosim.sdk import CosimSim
+from cosim.sdk import CosimSim, tuple_getter
 
 
 def variant(scn: Scenario, seed: int, start: datetime | None) -> Scenario:
@@ -56,7 +54,7 @@ class Episode:
         self.t_s = 0
         self.n_decisions = 0
         self.run_dirs: list[Path] = []
-        self._readers: list[Callable[[], Any]] = []  # the term columns' outputs (output_readers)
+        self._read: OutputReader | None = None  # the term columns' outputs now
 
     # -- lifecycle ----------------------------------------------------------------------------
     def start(self, seed: int, start: datetime | None = None) -> None:
@@ -71,7 +69,7 @@ class Episode:
         self.t_s = 0
         self.n_decisions = 0
         self.terms.reset()
-        self._readers = output_readers(self.session.engine, self.terms.columns)
+        self._read = OutputReader(self.session.engine, self.terms.columns)
 
     def close(self) -> Path | None:
         """Close the Session; the run folder it wrote (None when not recording)."""
@@ -127,34 +125,47 @@ class Episode:
 
     def _row(self) -> list[float]:
         """The term columns now, as the recorder converts them (None and text as NaN)."""
-        return [_number(read()) for read in self._readers]
+        return [value if type(value) is float else _number(value) for value in self._read()]
 
 
-def output_readers(engine, names: list[str]) -> list[Callable[[], Any]]:
-    """One function per ``"<entity>.<attr>"`` of ``names`` giving the output's value now, as the
-    entity's ``get_data`` would (None for one not produced yet).
+class OutputReader:
+    """The outputs ``"<entity>.<attr>"`` of ``names`` now, as a list in that order, as each entity's
+    ``get_data`` gives them (None for one not produced yet).
 
-    An adapter that keeps :class:`cosim.sdk.CosimSim`'s ``get_data`` hands out ``out[eid][attr]``
-    (None when missing): that is read directly, without the dict ``get_data`` builds; an adapter
-    with a ``get_data`` of its own is asked through it.
+    An adapter that keeps :class:`cosim.sdk.CosimSim`'s ``get_data`` hands out ``out[eid][attr]``:
+    those are read from its ``out`` directly (one ``itemgetter`` per entity; ``.get`` when one is
+    missing), without the dicts ``get_data`` builds; an adapter with a ``get_data`` of its own is
+    asked through it.
     """
-    readers = []
-    for name in names:
-        eid, attr = name.split(".", 1)
-        obj = engine.entity_sim[eid].obj
-        if getattr(type(obj), "get_data", None) is CosimSim.get_data:
-            readers.append(functools.partial(_own_output, obj, eid, attr))
-        else:
-            readers.append(functools.partial(_asked_output, obj, eid, attr))
-    return readers
 
+    def __init__(self, engine, names: list[str]):
+        self.n = len(names)
+        grouped: dict[str, list[tuple[int, str]]] = {}
+        for pos, name in enumerate(names):
+            eid, attr = name.split(".", 1)
+            grouped.setdefault(eid, []).append((pos, attr))
+        self._groups = []
+        for eid, items in grouped.items():
+            obj = engine.entity_sim[eid].obj
+            attrs = tuple(attr for _, attr in items)
+            own = getattr(type(obj), "get_data", None) is CosimSim.get_data
+            self._groups.append((obj, eid, own, [pos for pos, _ in items], attrs, tuple_getter(attrs)))
 
-def _own_output(obj: CosimSim, eid: str, attr: str) -> Any:
-    return obj.out[eid].get(attr)  # looked up at every read: an adapter may replace out[eid] each step
-
-
-def _asked_output(obj: Any, eid: str, attr: str) -> Any:
-    return obj.get_data({eid: [attr]})[eid].get(attr)
+    def __call__(self) -> list[Any]:
+        values: list[Any] = [None] * self.n
+        for obj, eid, own, positions, attrs, getter in self._groups:
+            if own:
+                out = obj.out[eid]  # looked up at every read: an adapter may replace out[eid] each step
+                try:
+                    got = getter(out)
+                except KeyError:
+                    got = [out.get(attr) for attr in attrs]
+            else:
+                data = obj.get_data({eid: list(attrs)})[eid]
+                got = [data.get(attr) for attr in attrs]
+            for pos, value in zip(positions, got):
+                values[pos] = value
+        return values
 
 
 def _number(value: Any) -> float:

@@ -44,7 +44,7 @@ from datetime import datetime
 
 import numpy as np
 
-from cosim.gym.episode import output_readers
+from cosim.gym.episode import OutputReader
 from cosim.gym.forecasts import ForecastSpec
 from cosim.gym.spec import AgentSpec
 
@@ -69,7 +69,7 @@ class Observer:
         self.names = spec.observation_names
         self.last = np.zeros(len(spec.observations))
         self._engine = None  # the engine the readers below read from
-        self._readers: list = []  # its outputs of ``observations`` (cosim.gym.episode.output_readers)
+        self._read: OutputReader | None = None  # its outputs of ``observations``
         self.rngs = self._rngs(0)
 
     def reset(self, seed: int = 0) -> None:
@@ -102,10 +102,10 @@ class Observer:
 
     def _outputs(self, engine) -> list[float]:
         if engine is not self._engine:  # a new episode's Session
-            self._engine, self._readers = engine, output_readers(engine, self.spec.observations)
+            self._engine, self._read = engine, OutputReader(engine, self.spec.observations)
         out = []
-        for i, read in enumerate(self._readers):
-            number = _finite(read())
+        for i, value in enumerate(self._read()):
+            number = _finite(value)
             if number is None:
                 number = float(self.last[i])
             self.last[i] = number
