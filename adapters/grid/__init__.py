@@ -13,6 +13,7 @@ The adapter ``grid`` as a package (docs/development.md, "A simulator with severa
   output names, without importing pandapower;
 * ``opendss_flow.py``: the OpenDSS engine (:class:`~.opendss_flow.OpenDssFlow`); ``opendss_faults.py``
   its faults; ``opendss_guard.py`` what a user's ``.dss`` file may do (describe and solve a circuit);
+  ``opendss_reads.py`` loadings and losses from one bulk read of the currents;
 * ``voltage_band.py``: voltages against a band (the all-bus and per-element outputs).
 """
 

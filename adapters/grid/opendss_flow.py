@@ -18,6 +18,8 @@ What it reports, named like the pandapower engine (ids are OpenDSS names sanitis
   transformers), as OpenDSS's ``export capacity`` computes it.
 * ``p_import_mw``/``q_import_mvar``: power delivered by the circuit's source;
   ``losses_mw``: losses of every power-delivery element (lines, transformers, regulators).
+  Loadings and losses come from one bulk read of the currents, equal to the bit to OpenDSS's
+  own reads (:mod:`.opendss_reads`).
 * regulators (transformers driven by a RegControl): tap position [steps from neutral]
   and tap ratio [pu]; capacitors: in service (any step closed) and Mvar delivered.
 
@@ -52,6 +54,7 @@ from pathlib import Path
 import numpy as np
 
 from cosim.adapters.grid.opendss_guard import dss_file_problems, quoted, refusal
+from cosim.adapters.grid.opendss_reads import PdReads
 
 PHASE_NODES = {"a": 1, "b": 2, "c": 3}
 NODE_PHASE = {v: k for k, v in PHASE_NODES.items()}
@@ -568,12 +571,15 @@ class OpenDssFlow:
         sums = np.bincount(self._node_bus, self.node_vm_pu, len(self.info.buses))
         with np.errstate(invalid="ignore", divide="ignore"):
             self.vm_pu = sums / self._bus_node_count
-        pct = self._arrays.PDElements.AllPctNorm(False)
-        self.line_loading_pct = pct[self._line_pd]
-        self.trafo_loading_pct = pct[self._trafo_pd]
+        reads = self._pd_reads
+        if reads.exact is None:  # the circuit's first solve (since its elements were mapped)
+            reads.check()
+        loading, losses_w = reads.read()
+        self.line_loading_pct = loading[:len(self._line_pd)]
+        self.trafo_loading_pct = loading[len(self._line_pd):]
         p_kw, q_kvar = dss.Circuit.TotalPower()
         self.p_import_mw, self.q_import_mvar = -p_kw / 1e3, -q_kvar / 1e3
-        self.losses_mw = dss.Circuit.Losses()[0] / 1e6
+        self.losses_mw = losses_w / 1e6
         self._read_devices()
 
     def _read_devices(self) -> None:
@@ -661,6 +667,7 @@ class OpenDssFlow:
         pd = {n.lower(): i for i, n in enumerate(dss.PDElements.AllNames())}
         self._line_pd = np.asarray([pd[f"line.{n.lower()}"] for n in self.info.lines], dtype=np.int64)
         self._trafo_pd = np.asarray([pd[f"transformer.{n.lower()}"] for n in self.info.trafos], dtype=np.int64)
+        self._pd_reads = PdReads(dss, np.concatenate([self._line_pd, self._trafo_pd]))
         self._node_map_stale = False
 
     def _fix_taps(self, tap_positions: dict[str, int]) -> None:

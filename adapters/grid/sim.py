@@ -132,7 +132,7 @@ from cosim.adapters.grid.pandapower_tables import (
 )
 from cosim.adapters.grid.params import ElementParams, SimParams
 from cosim.adapters.grid.voltage_band import band_stats, band_stats_one, nan_extremes
-from cosim.sdk import CosimSim, PowerFlowNotConverged, ScenarioContext, meta, model_meta
+from cosim.sdk import CosimSim, PowerFlowNotConverged, ScenarioContext, meta, model_meta, tuple_getter
 
 __all__ = ["ELEMENT_P_MAX_FLOOR_MW", "SUMMARY_EXTRA_OUTPUTS", "TRIP_OUTPUTS", "GridSim", "cap_set_attr",
            "shunt_set_attr", "tap_set_attr"]
@@ -306,6 +306,9 @@ class GridSim(CosimSim):
             self._dead_at_start[[i for i in isolated if i < len(self._dead_at_start)]] = True
         else:
             self._dead_at_start = self.flow.dead_bus_mask()
+            # the summary of a solve in C with it, when the engine's kernels are built (same numbers)
+            self.flow.set_band(np.flatnonzero(self._monitored_mask(len(self.flow.node_vm_pu))), p.v_low_pu, p.v_high_pu,
+                               self._dead_at_start)
         self._unsolved: dict[str, float] | None = None  # the Grid's outputs of a step that did not solve
 
     def _line_pos(self, ref: str) -> int:
@@ -382,6 +385,17 @@ class GridSim(CosimSim):
         de-energised bus (module docstring)."""
         low, high = self.params.v_low_pu, self.params.v_high_pu
         opendss = self.params.engine == "opendss"
+        if converged and not opendss:  # balanced: one reading, the bus's (element_vm_pu's, without a call)
+            vm_pu = self.flow.vm_pu
+            for eid, e in self.attached.items():
+                asked, vm = float(p_mw[e.kind][e.pos]), float(vm_pu[e.bus_pos])
+                stats = band_stats_one(vm, low, high)
+                # served: pandapower's elements are constant power, so what they asked; none on a dead bus
+                self._out[eid] = {"p_mw": asked, "q_mvar": float(q_mvar[e.kind][e.pos]), "vm_pu": vm,
+                                  "vm_phase_min_pu": stats["vm_phase_min_pu"], "vm_phase_max_pu": stats["vm_phase_max_pu"],
+                                  "vm_violation_pu": stats["vm_violation_pu"],
+                                  SERVED_ATTR: asked if math.isfinite(vm) else 0.0}
+            return
         for eid, e in self.attached.items():
             asked = float(p_mw[e.kind][e.pos])
             out = {"p_mw": asked, "q_mvar": float(q_mvar[e.kind][e.pos])}
@@ -392,23 +406,15 @@ class GridSim(CosimSim):
                     out.update(dict.fromkeys(PHASE_OUTPUTS, math.nan))
                 self._out[eid] = out
                 continue
-            if opendss:
-                stats = band_stats(self.flow.element_node_vm_pu(e.kind, e.pos), low, high)
-                out["vm_pu"] = self.flow.element_vm_pu(e.kind, e.pos)
-            else:  # balanced: one reading, the bus's (element_vm_pu and element_node_vm_pu's, without arrays)
-                out["vm_pu"] = vm = float(self.flow.vm_pu[self.flow.bus_of(e.kind, e.pos)])
-                stats = band_stats_one(vm, low, high)
+            stats = band_stats(self.flow.element_node_vm_pu(e.kind, e.pos), low, high)
+            out["vm_pu"] = self.flow.element_vm_pu(e.kind, e.pos)
             stats.pop("n_violating")
             out.update(stats)
             if not math.isfinite(stats["vm_phase_max_pu"]):  # no phase has a voltage: de-energised
                 out[SERVED_ATTR] = 0.0
-            elif opendss:  # what OpenDSS served: short of p_mw below vmin_pu
+                out.update(dict.fromkeys(PHASE_OUTPUTS, math.nan))  # no voltage, as vm_pu
+            else:  # what OpenDSS served (short of p_mw below vmin_pu); per-phase and sequence voltages
                 out[SERVED_ATTR] = self.flow.element_served_mw(e.kind, e.pos)
-            else:  # pandapower's elements are constant power: served what they asked
-                out[SERVED_ATTR] = asked
-            if opendss and not math.isfinite(stats["vm_phase_max_pu"]):
-                out.update(dict.fromkeys(PHASE_OUTPUTS, math.nan))  # de-energised: no voltage, as vm_pu
-            elif opendss:  # per-phase and sequence voltages at the element's bus
                 phasors = bus_phase_voltages(self.flow.dss, self.flow.info.buses[e.bus_pos])
                 out.update(phase_outputs(phasors, self.flow.elements[e.kind][e.pos].phases))
             self._out[eid] = out
@@ -495,14 +501,27 @@ class GridSim(CosimSim):
         seconds = (t.timetuple().tm_yday - 1) * 86_400 + t.hour * 3600 + t.minute * 60 + t.second
         return seconds // self._profile_step_s
 
-    def _allbus(self, node_vm: np.ndarray) -> dict[str, float]:
-        """The all-bus voltage outputs over the monitored bus-phases (module docstring)."""
-        if getattr(self, "_monitored", None) is None or len(self._monitored) != len(node_vm):
+    def _monitored_mask(self, n_nodes: int) -> np.ndarray:
+        """Per node: True where the all-bus voltage outputs read it (module docstring)."""
+        if getattr(self, "_monitored", None) is None or len(self._monitored) != n_nodes:
             excluded = self._excluded_buses()
-            self._monitored = ~np.isin(self.flow.node_bus, excluded) if len(node_vm) else np.zeros(0, bool)
-        stats = band_stats(node_vm[self._monitored], self.params.v_low_pu, self.params.v_high_pu)
-        return {"allbus_vm_min_pu": stats["vm_phase_min_pu"], "allbus_vm_max_pu": stats["vm_phase_max_pu"],
-                "allbus_violation_pu": stats["vm_violation_pu"], "n_allbus_violating": stats["n_violating"]}
+            self._monitored = ~np.isin(self.flow.node_bus, excluded) if n_nodes else np.zeros(0, bool)
+        return self._monitored
+
+    def _numpy_summary(self) -> tuple[list, np.ndarray]:
+        """The Grid's summary of a solved step, in :meth:`_fill_grid_outputs`' order, and every bus's, line's
+        and trafo's value (numpy's forms; the pandapower engine's C kernels give the same numbers)."""
+        f = self.flow
+        vm = f.vm_pu
+        loadings = np.concatenate([f.line_loading_pct, f.trafo_loading_pct])
+        extremes = getattr(f, "node_vm_pu", vm)  # OpenDSS: extremes over every phase
+        stats = band_stats(extremes[self._monitored_mask(len(extremes))], self.params.v_low_pu, self.params.v_high_pu)
+        dead = np.isnan(vm)
+        n_unsupplied = int(np.count_nonzero(dead & ~self._dead_at_start)) if len(vm) == len(
+            self._dead_at_start) else int(np.count_nonzero(dead))
+        return ([*nan_extremes(extremes), nan_extremes(loadings)[1], stats["vm_phase_min_pu"], stats["vm_phase_max_pu"],
+                 stats["vm_violation_pu"], stats["n_violating"], n_unsupplied, int(dead.sum())],
+                np.concatenate([vm, loadings]))
 
     def _excluded_buses(self) -> list[int]:
         names = self.params.exclude_buses
@@ -536,21 +555,18 @@ class GridSim(CosimSim):
             out.update(self._unsolved_outputs())
             return
         f = self.flow
-        vm = f.vm_pu
-        loadings = np.concatenate([f.line_loading_pct, f.trafo_loading_pct])
-        extremes = getattr(f, "node_vm_pu", vm)  # OpenDSS: extremes over every phase
-        out["vm_min_pu"], out["vm_max_pu"] = nan_extremes(extremes)
+        summary, values = getattr(f, "summary", None), getattr(f, "element_values", None)
+        if summary is None:  # not computed with the solve (OpenDSS, or the C kernels not built)
+            summary, values = self._numpy_summary()
+        (out["vm_min_pu"], out["vm_max_pu"], out["max_loading_pct"], out["allbus_vm_min_pu"], out["allbus_vm_max_pu"],
+         out["allbus_violation_pu"], n_violating, n_unsupplied, n_dead) = summary
+        out["n_allbus_violating"], out["n_buses_unsupplied"] = int(n_violating), int(n_unsupplied)
         out["p_import_mw"], out["q_import_mvar"], out["losses_mw"] = f.p_import_mw, f.q_import_mvar, f.losses_mw
-        out["max_loading_pct"] = nan_extremes(loadings)[1]
-        out.update(self._allbus(extremes))
-        dead = np.isnan(vm)
-        out["n_buses_unsupplied"] = int(np.count_nonzero(dead & ~self._dead_at_start)) if len(vm) == len(
-            self._dead_at_start) else int(np.count_nonzero(dead))
         if self._trips:
-            out["n_buses_islanded"] = int(dead.sum())
+            out["n_buses_islanded"] = int(n_dead)
         # every element's value (bus, line, trafo order) and every phase's voltage: held as arrays and
         # written into the outputs when someone reads them (_write_detail)
-        detail = [(self._element_attrs, np.concatenate([vm, loadings]))]
+        detail = [(self._element_attrs, values)]
         if self.params.engine == "opendss":
             out.update(f.device_outputs(phases=False))
             detail.append((f.phase_attrs, f.phase_vm_pu()))
@@ -570,7 +586,7 @@ class GridSim(CosimSim):
     @out.setter
     def out(self, value: dict[str, dict[str, Any]]) -> None:
         self._out, self._detail = value, None
-        self._reads_detail: dict[tuple[str, ...], bool] = {}
+        self._plan: tuple | None = None  # get_data's plan for the last request (_plan_for)
 
     def _write_detail(self) -> None:
         detail, self._detail = self._detail, None
@@ -579,26 +595,42 @@ class GridSim(CosimSim):
             out.update(zip(attrs, values.tolist()))
 
     def get_data(self, outputs):
-        if self._detail is not None and self.grid_eid in outputs:
-            key = tuple(outputs[self.grid_eid])
-            reads = self._reads_detail.get(key)
-            if reads is None:
-                summary = self._summary_attrs()
-                reads = self._reads_detail[key] = any(a not in summary for a in key)
-            if reads:
-                self._write_detail()
-        detail, self._detail = self._detail, None  # CosimSim.get_data reads ``out``: not written for this read
-        try:
-            return super().get_data(outputs)
-        finally:
-            self._detail = detail
+        """:meth:`CosimSim.get_data`'s answer (the same values and key order), by a plan made once per
+        request (an engine asks the same every step): per entity a copy of its outputs when it asks for
+        all of them, else the ones it names; the Grid's per-element outputs written only when asked."""
+        plan = self._plan
+        if plan is None or plan[0] != outputs:
+            plan = self._plan = self._plan_for(outputs)
+        if plan[2] and self._detail is not None:
+            self._write_detail()
+        out = self._out
+        data = {}
+        for eid, n_all, key, getter in plan[1]:
+            values = out[eid]
+            # all its outputs asked for: a copy (n_all: their number when planned; outputs are only ever
+            # added, so the same number means the same names)
+            if len(values) == n_all:
+                data[eid] = dict(values)
+                continue
+            if values.keys() == frozenset(key):  # (not planned so)
+                data[eid] = dict(values)
+                continue
+            try:
+                data[eid] = dict(zip(key, getter(values)))
+            except KeyError:
+                data[eid] = {attr: values.get(attr) for attr in key}
+        return data
 
-    def _summary_attrs(self) -> frozenset[str]:
-        """The Grid's outputs written at every step (all but the per-element ones)."""
-        if getattr(self, "_summary", None) is None:
-            held = {a for attrs, _ in self._detail for a in attrs}
-            self._summary = frozenset(a for a in self._out[self.grid_eid] if a not in held)
-        return self._summary
+    def _plan_for(self, outputs) -> tuple:
+        """``(request, per entity (eid, its number of outputs when it asks for them all else -1, attrs,
+        getter), reads detail)``."""
+        entries = []
+        for eid, attrs in outputs.items():
+            key, values = tuple(attrs), self._out[eid]
+            entries.append((eid, len(values) if values.keys() == frozenset(key) else -1, key, tuple_getter(key)))
+        held = {*self._element_attrs, *(self.flow.phase_attrs if self.params.engine == "opendss" else ())}
+        reads = any(a in held for a in outputs.get(self.grid_eid, ()))
+        return {eid: list(attrs) for eid, attrs in outputs.items()}, entries, reads
 
     def _unsolved_outputs(self) -> dict[str, Any]:
         """The Grid's outputs of a step whose power flow did not solve: every voltage, loading, flow,

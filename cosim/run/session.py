@@ -81,6 +81,7 @@ class Session:
         try:
             with blas.one_thread():  # the simulators run on one BLAS thread (cosim.run.blas), as in a run
                 self.engine.start(built)
+                self.engine.run_blocks()  # look-ahead hints: exact under any later set() (DirectEngine.run_blocks)
         except BaseException as exc:  # the folder must not say "running" forever
             self._broken = exc
             self.close()
