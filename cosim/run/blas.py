@@ -27,18 +27,16 @@ from threadpoolctl import OpenBLASController, get_cached_controller
 
 _lock = threading.Lock()
 _holders = 0
-_limiter: Any = None
+_changed: list[tuple[Any, int]] = []  # (library, its threads before) of the libraries the limit changed
 
 
 @contextmanager
 def one_thread() -> Iterator[None]:
     """Every BLAS library of this process on one thread inside the block (re-entrant, thread-safe)."""
-    global _holders, _limiter
+    global _holders
     with _lock:
         if not _holders:
-            # the BLAS libraries loaded now (threadpoolctl looks again only when modules were imported since)
-            _limiter = get_cached_controller().limit(limits=1, user_api="blas")
-            _release_openblas()
+            _limit()
         _holders += 1
     try:
         yield
@@ -46,9 +44,26 @@ def one_thread() -> Iterator[None]:
         with _lock:
             _holders -= 1
             if not _holders:
-                _limiter.restore_original_limits()
-                _release_openblas()
-                _limiter = None
+                _restore()
+
+
+def _limit() -> None:
+    """Each BLAS library loaded now on one thread (threadpoolctl looks for libraries again only when modules
+    were imported since it last looked; one already on one thread is left alone)."""
+    for library in get_cached_controller().lib_controllers:
+        if library.user_api == "blas":
+            threads = library.num_threads
+            if threads is not None and threads != 1:
+                library.set_num_threads(1)
+                _changed.append((library, threads))
+    _release_openblas()
+
+
+def _restore() -> None:
+    for library, threads in _changed:
+        library.set_num_threads(threads)
+    _changed.clear()
+    _release_openblas()
 
 
 def _release_openblas() -> None:
