@@ -289,7 +289,7 @@ class GridSim(CosimSim):
         self._line_attrs = [f"line_{i}_loading_pct" for i in self.flow.ids["line"]]
         self._trafo_attrs = [f"trafo_{i}_loading_pct" for i in self.flow.ids["trafo"]]
         self._profiles = self._load_profiles() if p.profiles and p.engine == "pandapower" else []
-        self._buffers_of: list[np.ndarray] | None = None  # the tables the injection buffers copy
+        self._buffers: tuple | None = None  # the injection buffers (_injection_buffers), None: to copy
         self._element_attrs = [*self._bus_attrs, *self._line_attrs, *self._trafo_attrs]
         self._trips = [(t_s, t_s + duration_s, self._line_pos(line)) for t_s, duration_s, line in p.all_line_trips()]
         self._line_held_open: set[int] = set()  # lines a line_<id>_in_service input opened
@@ -347,6 +347,7 @@ class GridSim(CosimSim):
         if params.bus is not None:
             extra = {"phases": params.phases, **params.dss_load_options()} if self.params.engine == "opendss" else {}
             pos = self.flow.attach(kind, params.bus, params.p_mw, params.q_mvar, name=eid, **extra)
+            self._buffers = None  # the engine's tables have grown
             entity = _Attached(kind, pos, self.flow.bus_of(kind, pos), params.p_mw, params.q_mvar)
         else:
             pos = self.flow.locate(kind, params.element)
@@ -486,11 +487,9 @@ class GridSim(CosimSim):
         Every step writes the same positions (each profile's elements, each entity with a
         value; an entity never goes back to its profile), so the other positions keep the
         tabulated value and the tables need copying only when the engine's change (an
-        element attached), not every step.
+        element attached: :meth:`create_entity` drops the buffers then), not every step.
         """
-        tables = [*self.flow.p0.values(), *self.flow.q0.values()]
-        if self._buffers_of is None or any(a is not b for a, b in zip(self._buffers_of, tables, strict=True)):
-            self._buffers_of = tables
+        if self._buffers is None:
             self._buffers = ({k: v.copy() for k, v in self.flow.p0.items()},
                              {k: v.copy() for k, v in self.flow.q0.items()})
         return self._buffers
