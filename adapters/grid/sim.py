@@ -387,12 +387,15 @@ class GridSim(CosimSim):
         low, high = self.params.v_low_pu, self.params.v_high_pu
         opendss = self.params.engine == "opendss"
         if converged and not opendss:  # balanced: one reading, the bus's (element_vm_pu's, without a call)
-            vm_pu = self.flow.vm_pu
+            vm_pu = self.flow.vm_pu.tolist()
             for eid, e in self.attached.items():
-                asked, vm = float(p_mw[e.kind][e.pos]), float(vm_pu[e.bus_pos])
+                # an entity's own value is the one _injections wrote (a float64 holds a float exactly)
+                asked = e.p_mw if e.p_mw is not None else float(p_mw[e.kind][e.pos])
+                q = e.q_mvar if e.q_mvar is not None else float(q_mvar[e.kind][e.pos])
+                vm = vm_pu[e.bus_pos]
                 stats = band_stats_one(vm, low, high)
                 # served: pandapower's elements are constant power, so what they asked; none on a dead bus
-                self._out[eid] = {"p_mw": asked, "q_mvar": float(q_mvar[e.kind][e.pos]), "vm_pu": vm,
+                self._out[eid] = {"p_mw": asked, "q_mvar": q, "vm_pu": vm,
                                   "vm_phase_min_pu": stats["vm_phase_min_pu"], "vm_phase_max_pu": stats["vm_phase_max_pu"],
                                   "vm_violation_pu": stats["vm_violation_pu"],
                                   SERVED_ATTR: asked if math.isfinite(vm) else 0.0}
