@@ -4,13 +4,14 @@
  * adapters/grid/pandapower_flow.py do (PowerFlow.solve's injection sum, the V it builds from the
  * solver's magnitudes and angles, PowerFlow._results), so the results are the same to the last
  * bit: tests/adapters/test_grid_kernels.py and test_grid_cases.py compare both on every
- * pandapower case up to 3,000 buses and the catalogue's networks. A numpy call on these small
- * arrays costs ~1-3 us, and a step made ~40 of them (callgrind: -5.4 % instructions of the
- * default scenario). What numpy computes with its own algorithms (np.exp, the complex abs,
- * the sums) is left to numpy. Complex numbers are interleaved (re, im) doubles, as numpy
- * stores complex128. Build: `make build` (gcc -O2, no fast-math, no FMA contraction: the
- * products and sums must round as numpy's loops round them). Without the library, or when its
- * load-time check against numpy fails, the numpy forms are used.
+ * pandapower case up to 3,000 buses and the catalogue's networks, and the grid adapter's outputs
+ * (cosim_summary: GridSim's numpy forms). A numpy call on these small arrays costs ~1-3 us, and a
+ * step made ~40 of them. Where numpy has algorithms of its own, they are reproduced and checked
+ * against numpy when the library loads: its complex product and absolute value (fused where its
+ * SIMD loops fuse), its pairwise sums, and its complex exp, which is libm's cexp. Complex numbers are
+ * interleaved (re, im) doubles, as numpy stores complex128. Build: `make build` (gcc -O2, no
+ * fast-math, no FMA contraction: the products and sums must round as numpy's loops round them).
+ * Without the library, or when its load-time check against numpy fails, the numpy forms are used.
  */
 #include <complex.h>
 #include <math.h>

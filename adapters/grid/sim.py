@@ -289,7 +289,7 @@ class GridSim(CosimSim):
         self._line_attrs = [f"line_{i}_loading_pct" for i in self.flow.ids["line"]]
         self._trafo_attrs = [f"trafo_{i}_loading_pct" for i in self.flow.ids["trafo"]]
         self._profiles = self._load_profiles() if p.profiles and p.engine == "pandapower" else []
-        self._buffers_of: list[np.ndarray] | None = None  # the tables the injection buffers copy
+        self._buffers: tuple | None = None  # the injection buffers (_injection_buffers), None: to copy
         self._element_attrs = [*self._bus_attrs, *self._line_attrs, *self._trafo_attrs]
         self._trips = [(t_s, t_s + duration_s, self._line_pos(line)) for t_s, duration_s, line in p.all_line_trips()]
         self._line_held_open: set[int] = set()  # lines a line_<id>_in_service input opened
@@ -347,6 +347,7 @@ class GridSim(CosimSim):
         if params.bus is not None:
             extra = {"phases": params.phases, **params.dss_load_options()} if self.params.engine == "opendss" else {}
             pos = self.flow.attach(kind, params.bus, params.p_mw, params.q_mvar, name=eid, **extra)
+            self._buffers = None  # the engine's tables have grown
             entity = _Attached(kind, pos, self.flow.bus_of(kind, pos), params.p_mw, params.q_mvar)
         else:
             pos = self.flow.locate(kind, params.element)
@@ -386,12 +387,15 @@ class GridSim(CosimSim):
         low, high = self.params.v_low_pu, self.params.v_high_pu
         opendss = self.params.engine == "opendss"
         if converged and not opendss:  # balanced: one reading, the bus's (element_vm_pu's, without a call)
-            vm_pu = self.flow.vm_pu
+            vm_pu = self.flow.vm_pu.tolist()
             for eid, e in self.attached.items():
-                asked, vm = float(p_mw[e.kind][e.pos]), float(vm_pu[e.bus_pos])
+                # an entity's own value is the one _injections wrote (a float64 holds a float exactly)
+                asked = e.p_mw if e.p_mw is not None else float(p_mw[e.kind][e.pos])
+                q = e.q_mvar if e.q_mvar is not None else float(q_mvar[e.kind][e.pos])
+                vm = vm_pu[e.bus_pos]
                 stats = band_stats_one(vm, low, high)
                 # served: pandapower's elements are constant power, so what they asked; none on a dead bus
-                self._out[eid] = {"p_mw": asked, "q_mvar": float(q_mvar[e.kind][e.pos]), "vm_pu": vm,
+                self._out[eid] = {"p_mw": asked, "q_mvar": q, "vm_pu": vm,
                                   "vm_phase_min_pu": stats["vm_phase_min_pu"], "vm_phase_max_pu": stats["vm_phase_max_pu"],
                                   "vm_violation_pu": stats["vm_violation_pu"],
                                   SERVED_ATTR: asked if math.isfinite(vm) else 0.0}
@@ -486,11 +490,9 @@ class GridSim(CosimSim):
         Every step writes the same positions (each profile's elements, each entity with a
         value; an entity never goes back to its profile), so the other positions keep the
         tabulated value and the tables need copying only when the engine's change (an
-        element attached), not every step.
+        element attached: :meth:`create_entity` drops the buffers then), not every step.
         """
-        tables = [*self.flow.p0.values(), *self.flow.q0.values()]
-        if self._buffers_of is None or any(a is not b for a, b in zip(self._buffers_of, tables, strict=True)):
-            self._buffers_of = tables
+        if self._buffers is None:
             self._buffers = ({k: v.copy() for k, v in self.flow.p0.items()},
                              {k: v.copy() for k, v in self.flow.q0.items()})
         return self._buffers
