@@ -510,10 +510,11 @@ class GpuCluster:
 
     # -- inference ----------------------------------------------------------------------------
     def _serve(self, time_s: float, dt_s: float, knobs: Knobs) -> dict[str, float]:
-        out = {"p_it_w": 0.0, "p_gpu_w": 0.0, "tokens_per_s": 0.0, "good_req": 0.0, "done_req": 0.0,
-               "dropped_req": 0.0, "queued_req": 0.0, "itl_p99_ms": 0.0, "n_gpus_busy": 0.0, "liquid_w": 0.0,
-               "ttft_good_req": 0.0, "itl_good_req": 0.0, "ttft_p99_ms": 0.0}
+        p_it_w = p_gpu_w = liquid_w = n_gpus_busy = 0.0
+        tokens_per_s = good_req = done_req = dropped_req = queued_req = ttft_good_req = itl_good_req = 0.0
+        itl_p99_ms = ttft_p99_ms = 0.0
         mig_active: list = []
+        p_cap_w = knobs.p_cap_infer_w if knobs.p_cap_infer_w is not None else knobs.p_cap_w
         for setup, n_nodes in zip(self.fleets, self.fleet_nodes):
             fleet = setup.fleet
             rate = arrival_rate(setup.arrivals, setup.rate_req_s, time_s, dt_s, self.start_hour_utc,
@@ -525,35 +526,33 @@ class GpuCluster:
             active = _tighter(knobs.replicas_frac, knobs.fleet_replicas_frac.get(setup.name))
             active = 1.0 if active is None else active
             max_batch = _tighter(knobs.n_batch_max, knobs.fleet_batch_max.get(setup.name))
-            res = fleet.step(dt_s, rate, active_frac=active, max_batch=max_batch,
-                             p_cap_w=knobs.p_cap_infer_w if knobs.p_cap_infer_w is not None else knobs.p_cap_w)
-            self._count_requests(out, res)
+            res = fleet.step(dt_s, rate, active_frac=active, max_batch=max_batch, p_cap_w=p_cap_w)
+            tokens_per_s += res.tokens_per_s
+            good_req += res.good_req
+            done_req += res.served_req + res.dropped_req
+            dropped_req += res.dropped_req
+            queued_req += res.queued_req
+            ttft_good_req += res.ttft_good_req
+            itl_good_req += res.itl_good_req
+            itl_p99_ms, ttft_p99_ms = max(itl_p99_ms, res.itl_p99_ms), max(ttft_p99_ms, res.ttft_p99_ms)
             if setup.mig is not None:
                 mig_active.append((len(mig_active), round(fleet.replicas * active), res.p_gpu_w, setup))
                 continue
             n_active_gpus = round(fleet.replicas * active) * fleet.curves.gpus_per_replica
             gpu_w = n_active_gpus * res.p_gpu_w + (fleet.n_gpus - n_active_gpus) * setup.gpu.idle_w
             busy_frac = n_active_gpus / max(fleet.n_gpus, 1)
-            out["p_gpu_w"] += gpu_w
+            p_gpu_w += gpu_w
             fleet_it_w = gpu_w + n_nodes * setup.node.other_w(busy_frac)
-            out["p_it_w"] += fleet_it_w
-            out["liquid_w"] += setup.node.liquid_frac * fleet_it_w
-            out["n_gpus_busy"] += n_active_gpus
+            p_it_w += fleet_it_w
+            liquid_w += setup.node.liquid_frac * fleet_it_w
+            n_gpus_busy += n_active_gpus
+        out = {"p_it_w": p_it_w, "p_gpu_w": p_gpu_w, "tokens_per_s": tokens_per_s, "good_req": good_req,
+               "done_req": done_req, "dropped_req": dropped_req, "queued_req": queued_req, "itl_p99_ms": itl_p99_ms,
+               "n_gpus_busy": n_gpus_busy, "liquid_w": liquid_w, "ttft_good_req": ttft_good_req,
+               "itl_good_req": itl_good_req, "ttft_p99_ms": ttft_p99_ms}
         if self.mig_pool is not None:
             self._serve_mig(out, mig_active)
         return out
-
-    @staticmethod
-    def _count_requests(out: dict[str, float], res) -> None:
-        out["tokens_per_s"] += res.tokens_per_s
-        out["good_req"] += res.good_req
-        out["done_req"] += res.served_req + res.dropped_req
-        out["dropped_req"] += res.dropped_req
-        out["queued_req"] += res.queued_req
-        out["itl_p99_ms"] = max(out["itl_p99_ms"], res.itl_p99_ms)
-        out["ttft_p99_ms"] = max(out["ttft_p99_ms"], res.ttft_p99_ms)
-        out["ttft_good_req"] += res.ttft_good_req
-        out["itl_good_req"] += res.itl_good_req
 
     def _serve_mig(self, out: dict[str, float], active: list) -> None:
         """The MIG pool's power: idle GPUs, plus per active instance its share of the full GPU's dynamic power."""
