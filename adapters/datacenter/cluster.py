@@ -98,6 +98,21 @@ def _tighter(a: float | None, b: float | None) -> float | None:
     return b if a is None else a if b is None else min(a, b)
 
 
+def _sure_steps(rem_s: np.ndarray, full_s: np.ndarray, floor_s: np.ndarray) -> int:
+    """Steps after this one in which every job surely runs the whole step and none finishes. [-]
+
+    Each step takes ``rem - full`` (rounded) from each job's remaining work ``rem_s``, starting
+    here; ``floor_s`` is ``max(full_s, 1e-12)``. A subtraction's rounding error is at most
+    ``2**-53`` of its result, below ``rem_s``, so after ``k + 1`` steps the remaining work is at
+    least ``rem - (k + 1) * (full + 2**-52 * rem)``; while that is at least ``floor + 1e-6``,
+    ``rem / floor >= 1`` (a whole step) and the work left after the step is above 1e-6 s (not
+    finished). Two steps fewer than that bound allow for its own rounding. Needs ``rem_s`` and
+    ``floor_s`` without NaN (a whole step's). [s, s, s]
+    """
+    bound = np.floor((rem_s - floor_s - 1e-6) / (full_s + rem_s * 2.0 ** -52)) - 2.0
+    return int(min(max(float(bound.min()), 0.0), 1e6))
+
+
 @dataclass
 class FleetSetup:
     """An inference fleet with its arrival process."""
@@ -635,7 +650,9 @@ class GpuCluster:
         ``caps`` objects (both cached read-only upstream) and the same ``n_alloc``
         (:attr:`~.scheduler.Scheduler.alloc_version`), and the step's sums over the jobs when
         every job runs the whole step (``active`` all 1, so the sums are those of the last such
-        step with these jobs).
+        step with these jobs). After a whole step, the next :func:`_sure_steps` steps are whole and
+        finish no job for certain: their tests are skipped (the remaining work of a running job is
+        written only here, or with a change of its state or of ``n_alloc``, which ends what is kept).
         """
         sched = self.sched
         kept = self._steady
@@ -649,11 +666,18 @@ class GpuCluster:
         if per_dt is None or per_dt[0] != dt_s:
             progress = sched.rate_frac[run]  # progress 1 times the rate (1 * x is x exactly)
             full_s = speed * progress * dt_s  # the work of a whole step
-            per_dt = kept[9] = (dt_s, full_s, np.maximum(full_s, 1e-12), np.full(len(run), dt_s * 1.0))
+            per_dt = kept[9] = [dt_s, full_s, np.maximum(full_s, 1e-12), np.full(len(run), dt_s * 1.0), 0]
         full_s = per_dt[1]
         rem = sched.remaining_s[run]
-        ratio = rem / per_dt[2]
-        whole = bool(ratio.min() >= 1.0)  # every job runs the whole step: active is 1 for all
+        sure = per_dt[4] > 0  # a step _sure_steps vouched for: whole, and no job finishes in it
+        if sure:
+            per_dt[4] -= 1
+            whole = True
+        else:
+            ratio = rem / per_dt[2]
+            whole = bool(ratio.min() >= 1.0)  # every job runs the whole step: active is 1 for all
+            if whole:
+                per_dt[4] = _sure_steps(rem, full_s, per_dt[2])
         if whole:  # (x * 1.0 is x exactly: the work is the whole step's, the time dt_s)
             work_s, ran_s, active = full_s, per_dt[3], None
         else:
@@ -666,8 +690,7 @@ class GpuCluster:
         if self.failures.enabled:
             self._mark_checkpoints(run, ran_s, work_s)
         self.ran_s[run] += ran_s
-        lowest = left_s.min()
-        if not lowest > 1e-6:  # (a NaN left, never expected, takes the full test as before)
+        if not sure and not left_s.min() > 1e-6:  # (a NaN left, never expected, takes the full test)
             finished = left_s <= 1e-6  # (run holds distinct jobs: no isin needed)
             if finished.any():
                 sched.release(run[finished], DONE, time_s + ran_s[finished])
