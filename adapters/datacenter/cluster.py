@@ -261,8 +261,10 @@ class GpuCluster:
     def warm_up(self, span_s: float, dt_s: float = 300.0) -> None:
         """Run ``[-span_s, 0)`` uncapped, unrecorded, so time 0 finds the cluster in use."""
         steps = int(math.ceil(span_s / dt_s))
+        # outputs no one reads are not made, unless smoothing or scheduling outputs keep a state through them
+        report = self.smoothing is not None or self.report_scheduling
         for k in range(steps):
-            self.step(-span_s + k * dt_s, min(dt_s, span_s - k * dt_s))
+            self.step(-span_s + k * dt_s, min(dt_s, span_s - k * dt_s), report=report)
         self.delay_gpu_h = self.slowdown_gpu_h = self.work_gpu_h = 0.0
         self.work_class_gpu_h[:] = 0.0
         self.n_job_failures, self.n_jobs_failed, self.lost_gpu_h = 0, 0, 0.0
@@ -272,11 +274,13 @@ class GpuCluster:
             self.smoothing.e_floor_mwh = self.smoothing.ramp_lost_gpu_h = 0.0
 
     # -- the step ---------------------------------------------------------------------------
-    def step(self, time_s: float, dt_s: float, knobs: Knobs | None = None, *, check: bool = True) -> dict[str, float]:
+    def step(self, time_s: float, dt_s: float, knobs: Knobs | None = None, *, check: bool = True,
+             report: bool = True) -> dict[str, float] | None:
         """Advance ``[time_s, time_s + dt_s)`` and return the outputs (see module docstring).
 
         ``check=False``: ``knobs`` passed :meth:`_check_knobs` before and were not changed since
-        (the adapter reuses one checked object while its inputs stay empty).
+        (the adapter reuses one checked object while its inputs stay empty). ``report=False``
+        (a warm-up's steps, without smoothing and scheduling outputs): the same step, no outputs made.
         """
         knobs = knobs or Knobs()
         if check:
@@ -307,6 +311,9 @@ class GpuCluster:
                 sched, self.p_unc_w + self.node.other_full_w / gpn, self.gpu.idle_w + self.node.other_idle_w / gpn,
                 time_s, dt_s) / 1e6
         sched.account(dt_s, time_s)
+        if not report:
+            self.p_last_mw = self._power_mw(train, infer)[2]
+            return None
         if self.smoothing is None:
             out = self._outputs(train, infer, excess_mw, dt_s)
         else:
@@ -840,10 +847,14 @@ class GpuCluster:
         return p_gpu, progress, ((1.0 - ckpt) * stall, ckpt)
 
     # -- outputs ---------------------------------------------------------------------------------
-    def _outputs(self, train: dict, infer: dict, excess_mw: float, dt_s: float) -> dict[str, float]:
+    def _power_mw(self, train: dict, infer: dict) -> tuple[float, float, float]:
+        """``(p_it_mw, p_loss_mw, p_mw)`` of the step: the servers, the UPS/PDU losses, both. [MW]"""
         p_it_mw = (train["it_w"] + infer["p_it_w"]) / 1e6
         p_loss_mw = float(self.losses.loss_mw(p_it_mw))
-        p_mw = p_it_mw + p_loss_mw
+        return p_it_mw, p_loss_mw, p_it_mw + p_loss_mw
+
+    def _outputs(self, train: dict, infer: dict, excess_mw: float, dt_s: float) -> dict[str, float]:
+        p_it_mw, p_loss_mw, p_mw = self._power_mw(train, infer)
         self.p_last_mw = p_mw
         liquid_mw = (self.node.liquid_frac * train["it_w"] + infer["liquid_w"]) / 1e6
         total_gpus = self.n_gpus + sum(self.fleet_gpus) + (self.mig_pool.n_gpus if self.mig_pool else 0)
