@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from cosim.adapters.datacenter import ClusterParams, build_cluster
-from cosim.adapters.datacenter.cluster import _sure_steps
+from cosim.adapters.datacenter.cluster import GpuCluster, _sure_steps
 from cosim.adapters.datacenter.sim import knobs_from
 
 PARAMS = {
@@ -92,3 +92,17 @@ def test_the_steps_vouched_whole_are_whole_and_finish_no_job():
             while (left / floor).min() >= 1.0 and (left - full).min() > 1e-6 and truth < 10:
                 left, truth = left - full, truth + 1
             assert truth <= 3 + 1e-9 * rem.max() / full.min() + 1
+
+
+def test_a_warm_up_without_outputs_leaves_the_cluster_as_one_with_them(monkeypatch):
+    """The warm-up's steps make no outputs; the cluster they leave steps on exactly as one whose
+    warm-up made every output (each step's side effects kept)."""
+    params = ClusterParams.model_validate(PARAMS)
+    lean = build_cluster(params, np.random.default_rng(5), 24_000.0)
+    step = GpuCluster.step
+    monkeypatch.setattr(GpuCluster, "step", lambda self, *args, report=True, **kw: step(self, *args, report=True, **kw))
+    full = build_cluster(params, np.random.default_rng(5), 24_000.0)
+    monkeypatch.undo()
+    for k in range(100):
+        a, b = lean.step(60.0 * k, 60.0, _knobs(k)), full.step(60.0 * k, 60.0, _knobs(k))
+        assert [repr(v) for v in a.values()] == [repr(v) for v in b.values()], k
