@@ -245,7 +245,7 @@ class GpuCluster:
         self._caps_for: tuple | None = None  # (running jobs, cap knobs, caps) of the last _class_caps
         self._steady: list | None = None  # what _advance_steady keeps between steps (see there)
         self._idle: dict | None = None  # the training part of a step with no job running, without sleep
-        self._training_out: tuple | None = None  # (its inputs, the training outputs) of _training_outputs
+        self._training_out: tuple | None = None  # (training part, counts, statistics, what they gave)
         self.observed: dict = {}  # what .observe keeps between steps (see scheduling_outputs)
         self._flexible_pool: tuple | None = None  # (jobs' key, unfinished flexible jobs) of _pause_flexible
         self._paused_key: bytes | None = None  # paused_by's bytes when _paused_lists were made
@@ -858,22 +858,30 @@ class GpuCluster:
         self.p_last_mw = p_mw
         liquid_mw = (self.node.liquid_frac * train["it_w"] + infer["liquid_w"]) / 1e6
         total_gpus = self.n_gpus + sum(self.fleet_gpus) + (self.mig_pool.n_gpus if self.mig_pool else 0)
+        p_train_mw, counts, wait_mean_h, jct_mean_h, by_class, stall_frac, ckpt_frac = self._training_outputs(train)
         # plain Python numbers (mosaik may serialise them, remote simulators): ints for the
-        # counts, float() around everything else; every key in OUTPUTS order (the training
-        # part's values set, the rest filled below)
-        out = dict(self._training_outputs(train))
-        out["p_mw"], out["p_it_mw"], out["p_loss_mw"] = float(p_mw), float(p_it_mw), p_loss_mw
-        out["q_mvar"], out["q_heat_mw"] = float(p_mw * self.q_per_p), float(p_mw)
-        out["q_heat_liquid_mw"], out["q_heat_air_mw"] = float(liquid_mw), float(p_mw - liquid_mw)
-        out["p_infer_mw"] = float(infer["p_it_w"] / 1e6)
-        out["gpu_util_frac"] = float((train["busy_gpus"] + infer["n_gpus_busy"]) / max(total_gpus, 1))
-        out["delay_gpu_h"], out["slowdown_gpu_h"] = float(self.delay_gpu_h), float(self.slowdown_gpu_h)
-        out["p_limit_excess_mw"] = float(excess_mw)
+        # counts, float() around everything else
+        out = {
+            "p_mw": float(p_mw), "p_it_mw": float(p_it_mw), "p_loss_mw": p_loss_mw,
+            "q_mvar": float(p_mw * self.q_per_p), "q_heat_mw": float(p_mw), "q_heat_liquid_mw": float(liquid_mw),
+            "q_heat_air_mw": float(p_mw - liquid_mw),
+            "p_train_mw": p_train_mw, "p_infer_mw": float(infer["p_it_w"] / 1e6),
+            "gpu_util_frac": float((train["busy_gpus"] + infer["n_gpus_busy"]) / max(total_gpus, 1)),
+            "n_jobs_running": counts[RUNNING], "n_jobs_queued": counts[QUEUED],
+            "n_jobs_paused": counts[PAUSED], "n_jobs_done": counts[DONE],
+            "n_jobs_rejected": counts[REJECTED],
+            "delay_gpu_h": float(self.delay_gpu_h), "slowdown_gpu_h": float(self.slowdown_gpu_h),
+            "wait_mean_h": wait_mean_h, "jct_mean_h": jct_mean_h,
+            "p_limit_excess_mw": float(excess_mw),
+            "tokens_per_s": float(infer["tokens_per_s"]),
+            "slo_attainment_frac": float(infer["good_req"] / infer["done_req"] if infer["done_req"] > 0 else 1.0),
+            "itl_p99_ms": float(infer["itl_p99_ms"]),
+            "n_requests_queued": float(infer["queued_req"]), "n_requests_dropped": float(infer["dropped_req"]),
+        }
+        out.update(by_class)
         done = infer["done_req"]
-        out["tokens_per_s"] = float(infer["tokens_per_s"])
-        out["slo_attainment_frac"] = float(infer["good_req"] / done if done > 0 else 1.0)
-        out["itl_p99_ms"] = float(infer["itl_p99_ms"])
-        out["n_requests_queued"], out["n_requests_dropped"] = float(infer["queued_req"]), float(infer["dropped_req"])
+        out["train_stall_frac"] = stall_frac
+        out["train_checkpoint_frac"] = ckpt_frac
         out["ttft_p99_ms"] = float(infer["ttft_p99_ms"])
         out["ttft_attainment_frac"] = float(infer["ttft_good_req"] / done if done > 0 else 1.0)
         out["itl_attainment_frac"] = float(infer["itl_good_req"] / done if done > 0 else 1.0)
@@ -883,38 +891,39 @@ class GpuCluster:
             out[key] = value
         return out
 
-    def _training_outputs(self, train: dict) -> dict:
-        """The outputs of :meth:`_outputs` that only the training part and the jobs' states and
-        statistics give, under every output name (the others ``None``), in OUTPUTS order.
+    def _training_outputs(self, train: dict) -> tuple:
+        """``(p_train_mw, counts per state, wait_mean_h, jct_mean_h, {per-class outputs}, train_stall_frac,
+        train_checkpoint_frac)``: what of :meth:`_outputs` only the training part and the jobs' states
+        and statistics give (do not modify).
 
-        Kept while the step's training part is the same object (:meth:`_advance_steady` keeps
-        it while the running jobs run whole steps), the counts are (recounted only when a job's
-        state changes) and the wait and completion sums are: the same numbers from the same inputs.
+        Kept while the step's training part is the same object (:meth:`_advance_steady` keeps it
+        while the running jobs run whole steps, :meth:`_advance_idle` while none runs), the counts
+        are (recounted only when a job's state changes) and the wait and completion sums are: the
+        same numbers from the same inputs.
         """
         sched = self.sched
-        counts, by_class = sched.count_lists()  # Python ints, kept until a job's state changes
-        key = (train, counts, sched.wait_sum_s, sched.n_started, sched.jct_sum_s, sched.n_finished)
+        counts, by_state_class = sched.count_lists()  # Python ints, kept until a job's state changes
         kept = self._training_out
-        if kept is not None and kept[0][0] is train and kept[0][1] is counts and kept[0][2:] == key[2:]:
-            return kept[1]
-        running, queued = by_class[RUNNING], by_class[QUEUED]
-        out = dict.fromkeys(OUTPUTS)
-        out["p_train_mw"] = float(train["it_w"] / 1e6)
-        out["n_jobs_running"], out["n_jobs_queued"] = counts[RUNNING], counts[QUEUED]
-        out["n_jobs_paused"], out["n_jobs_done"], out["n_jobs_rejected"] = counts[PAUSED], counts[DONE], counts[REJECTED]
-        out["wait_mean_h"] = float(sched.wait_mean_s() / 3600.0)
-        out["jct_mean_h"] = float(sched.jct_mean_s() / 3600.0)
+        if kept is not None and kept[0] is train and kept[1] is counts \
+                and kept[2] == (sched.wait_sum_s, sched.n_started, sched.jct_sum_s, sched.n_finished):
+            return kept[3]
+        running, queued = by_state_class[RUNNING], by_state_class[QUEUED]
         by_class_w = train["by_class_w"].tolist()
+        by_class = {}
         for level, (p_key, run_key, queue_key) in enumerate(_CLASS_KEYS):
-            out[p_key] = by_class_w[level] / 1e6
-            out[run_key] = running[level]
-            out[queue_key] = queued[level]
+            by_class[p_key] = by_class_w[level] / 1e6
+            by_class[run_key] = running[level]
+            by_class[queue_key] = queued[level]
         busy = max(train["busy_gpus"], 1e-12)
         stall_gpus, ckpt_gpus = train["stall_gpus"]
-        out["train_stall_frac"] = float(stall_gpus / busy)
-        out["train_checkpoint_frac"] = float(ckpt_gpus / busy)
-        self._training_out = (key, out)
-        return out
+        found = (float(train["it_w"] / 1e6), counts, float(sched.wait_mean_s() / 3600.0),
+                 float(sched.jct_mean_s() / 3600.0), by_class, float(stall_gpus / busy), float(ckpt_gpus / busy))
+        steady = self._steady
+        if train is self._idle or (steady is not None and steady[8] is not None and train is steady[8][3]):
+            # a kept training part (one made anew each step is never asked for again)
+            self._training_out = (train, counts, (sched.wait_sum_s, sched.n_started, sched.jct_sum_s,
+                                                  sched.n_finished), found)
+        return found
 
 
 #: Per-class output names of :meth:`GpuCluster._outputs`, in :data:`CLASSES` order.

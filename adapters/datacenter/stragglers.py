@@ -144,10 +144,11 @@ class StragglerModel:
 
     def cycle(self, n_workers: int) -> Cycle:
         """The (cached) cycle of a job with ``n_workers`` GPUs."""
-        n = self._size(n_workers)
-        if n not in self._cycles:
-            self._cycles[n] = make_cycle(self._stall_factors(n), self.iteration_s)
-        return self._cycles[n]
+        n = int(n_workers) if self.enabled else 1
+        cyc = self._cycles.get(n)
+        if cyc is None:
+            cyc = self._cycles[n] = make_cycle(self._stall_factors(n), self.iteration_s)
+        return cyc
 
     def busy_mean(self, n_gpus: np.ndarray) -> np.ndarray:
         """Long-run busy share of each job's GPUs (1 - stall share). [-]"""
