@@ -673,7 +673,7 @@ class GpuCluster:
         if per_dt is None or per_dt[0] != dt_s:
             progress = sched.rate_frac[run]  # progress 1 times the rate (1 * x is x exactly)
             full_s = speed * progress * dt_s  # the work of a whole step
-            per_dt = kept[9] = [dt_s, full_s, np.maximum(full_s, 1e-12), np.full(len(run), dt_s * 1.0), 0]
+            per_dt = kept[9] = [dt_s, full_s, np.maximum(full_s, 1e-12), np.full(len(run), dt_s * 1.0), 0, None]
         full_s = per_dt[1]
         rem = sched.remaining_s[run]
         sure = per_dt[4] > 0  # a step _sure_steps vouched for: whole, and no job finishes in it
@@ -712,7 +712,12 @@ class GpuCluster:
         slow = slow_dot * hours
         self.slowdown_gpu_h += slow
         self.work_gpu_h += work_dot * hours
-        self.work_class_gpu_h += work_by_class * hours
+        if whole:  # the product of the same sums and step length as the last whole step's
+            if per_dt[5] is None or per_dt[5][0] is not sums:
+                per_dt[5] = (sums, work_by_class * hours)
+            self.work_class_gpu_h += per_dt[5][1]
+        else:
+            self.work_class_gpu_h += work_by_class * hours
         self.delay_gpu_h += slow + float(sched.waiting_gpus()) * hours
         return train
 
@@ -750,7 +755,8 @@ class GpuCluster:
         slow = 0.0 * hours
         self.slowdown_gpu_h += slow
         self.work_gpu_h += 0.0 * hours
-        self.work_class_gpu_h += 0.0 * hours
+        # (work_class_gpu_h += 0.0 left out: x + 0.0 is x for every x but -0.0, and these sums of
+        # non-negative work start at +0.0)
         self.delay_gpu_h += slow + float(self.sched.waiting_gpus()) * hours
         if self.sleep is None and self._idle is not None:
             return self._idle
