@@ -726,8 +726,8 @@ class GpuCluster:
         :meth:`_advance_steady`: its sums over the running jobs with ``active`` (``None``: all 1,
         the sums without the products with it)."""
         if active is None:
-            busy_gpus, gpu_dot, slow_dot, work_dot = (float(g @ np.ones(len(g))), float(g @ p_gpu), float(g @ (1.0 - speed)),
-                                                      float(g @ speed))
+            busy_gpus, gpu_dot = float(g @ np.ones(len(g))), float(g @ p_gpu)
+            slow_dot, work_dot = float(g @ (1.0 - speed)), float(g @ speed)
             work_by_class = np.bincount(prio, weights=g * speed, minlength=len(CLASSES))
             by_class_w = np.bincount(prio, weights=g * p_gpu, minlength=len(CLASSES))
             stall_gpus = tuple(float(g @ s) for s in stall)
