@@ -98,6 +98,21 @@ def _tighter(a: float | None, b: float | None) -> float | None:
     return b if a is None else a if b is None else min(a, b)
 
 
+def _sure_steps(rem_s: np.ndarray, full_s: np.ndarray, floor_s: np.ndarray) -> int:
+    """Steps after this one in which every job surely runs the whole step and none finishes. [-]
+
+    Each step takes ``rem - full`` (rounded) from each job's remaining work ``rem_s``, starting
+    here; ``floor_s`` is ``max(full_s, 1e-12)``. A subtraction's rounding error is at most
+    ``2**-53`` of its result, below ``rem_s``, so after ``k + 1`` steps the remaining work is at
+    least ``rem - (k + 1) * (full + 2**-52 * rem)``; while that is at least ``floor + 1e-6``,
+    ``rem / floor >= 1`` (a whole step) and the work left after the step is above 1e-6 s (not
+    finished). Two steps fewer than that bound allow for its own rounding. Needs ``rem_s`` and
+    ``floor_s`` without NaN (a whole step's). [s, s, s]
+    """
+    bound = np.floor((rem_s - floor_s - 1e-6) / (full_s + rem_s * 2.0 ** -52)) - 2.0
+    return int(min(max(float(bound.min()), 0.0), 1e6))
+
+
 @dataclass
 class FleetSetup:
     """An inference fleet with its arrival process."""
@@ -230,7 +245,7 @@ class GpuCluster:
         self._caps_for: tuple | None = None  # (running jobs, cap knobs, caps) of the last _class_caps
         self._steady: list | None = None  # what _advance_steady keeps between steps (see there)
         self._idle: dict | None = None  # the training part of a step with no job running, without sleep
-        self._training_out: tuple | None = None  # (its inputs, the training outputs) of _training_outputs
+        self._training_out: tuple | None = None  # (training part, counts, statistics, what they gave)
         self.observed: dict = {}  # what .observe keeps between steps (see scheduling_outputs)
         self._flexible_pool: tuple | None = None  # (jobs' key, unfinished flexible jobs) of _pause_flexible
         self._paused_key: bytes | None = None  # paused_by's bytes when _paused_lists were made
@@ -246,8 +261,10 @@ class GpuCluster:
     def warm_up(self, span_s: float, dt_s: float = 300.0) -> None:
         """Run ``[-span_s, 0)`` uncapped, unrecorded, so time 0 finds the cluster in use."""
         steps = int(math.ceil(span_s / dt_s))
+        # outputs no one reads are not made, unless smoothing or scheduling outputs keep a state through them
+        report = self.smoothing is not None or self.report_scheduling
         for k in range(steps):
-            self.step(-span_s + k * dt_s, min(dt_s, span_s - k * dt_s))
+            self.step(-span_s + k * dt_s, min(dt_s, span_s - k * dt_s), report=report)
         self.delay_gpu_h = self.slowdown_gpu_h = self.work_gpu_h = 0.0
         self.work_class_gpu_h[:] = 0.0
         self.n_job_failures, self.n_jobs_failed, self.lost_gpu_h = 0, 0, 0.0
@@ -257,11 +274,13 @@ class GpuCluster:
             self.smoothing.e_floor_mwh = self.smoothing.ramp_lost_gpu_h = 0.0
 
     # -- the step ---------------------------------------------------------------------------
-    def step(self, time_s: float, dt_s: float, knobs: Knobs | None = None, *, check: bool = True) -> dict[str, float]:
+    def step(self, time_s: float, dt_s: float, knobs: Knobs | None = None, *, check: bool = True,
+             report: bool = True) -> dict[str, float] | None:
         """Advance ``[time_s, time_s + dt_s)`` and return the outputs (see module docstring).
 
         ``check=False``: ``knobs`` passed :meth:`_check_knobs` before and were not changed since
-        (the adapter reuses one checked object while its inputs stay empty).
+        (the adapter reuses one checked object while its inputs stay empty). ``report=False``
+        (a warm-up's steps, without smoothing and scheduling outputs): the same step, no outputs made.
         """
         knobs = knobs or Knobs()
         if check:
@@ -292,6 +311,9 @@ class GpuCluster:
                 sched, self.p_unc_w + self.node.other_full_w / gpn, self.gpu.idle_w + self.node.other_idle_w / gpn,
                 time_s, dt_s) / 1e6
         sched.account(dt_s, time_s)
+        if not report:
+            self.p_last_mw = self._power_mw(train, infer)[2]
+            return None
         if self.smoothing is None:
             out = self._outputs(train, infer, excess_mw, dt_s)
         else:
@@ -510,10 +532,11 @@ class GpuCluster:
 
     # -- inference ----------------------------------------------------------------------------
     def _serve(self, time_s: float, dt_s: float, knobs: Knobs) -> dict[str, float]:
-        out = {"p_it_w": 0.0, "p_gpu_w": 0.0, "tokens_per_s": 0.0, "good_req": 0.0, "done_req": 0.0,
-               "dropped_req": 0.0, "queued_req": 0.0, "itl_p99_ms": 0.0, "n_gpus_busy": 0.0, "liquid_w": 0.0,
-               "ttft_good_req": 0.0, "itl_good_req": 0.0, "ttft_p99_ms": 0.0}
+        p_it_w = p_gpu_w = liquid_w = n_gpus_busy = 0.0
+        tokens_per_s = good_req = done_req = dropped_req = queued_req = ttft_good_req = itl_good_req = 0.0
+        itl_p99_ms = ttft_p99_ms = 0.0
         mig_active: list = []
+        p_cap_w = knobs.p_cap_infer_w if knobs.p_cap_infer_w is not None else knobs.p_cap_w
         for setup, n_nodes in zip(self.fleets, self.fleet_nodes):
             fleet = setup.fleet
             rate = arrival_rate(setup.arrivals, setup.rate_req_s, time_s, dt_s, self.start_hour_utc,
@@ -525,35 +548,33 @@ class GpuCluster:
             active = _tighter(knobs.replicas_frac, knobs.fleet_replicas_frac.get(setup.name))
             active = 1.0 if active is None else active
             max_batch = _tighter(knobs.n_batch_max, knobs.fleet_batch_max.get(setup.name))
-            res = fleet.step(dt_s, rate, active_frac=active, max_batch=max_batch,
-                             p_cap_w=knobs.p_cap_infer_w if knobs.p_cap_infer_w is not None else knobs.p_cap_w)
-            self._count_requests(out, res)
+            res = fleet.step(dt_s, rate, active_frac=active, max_batch=max_batch, p_cap_w=p_cap_w)
+            tokens_per_s += res.tokens_per_s
+            good_req += res.good_req
+            done_req += res.served_req + res.dropped_req
+            dropped_req += res.dropped_req
+            queued_req += res.queued_req
+            ttft_good_req += res.ttft_good_req
+            itl_good_req += res.itl_good_req
+            itl_p99_ms, ttft_p99_ms = max(itl_p99_ms, res.itl_p99_ms), max(ttft_p99_ms, res.ttft_p99_ms)
             if setup.mig is not None:
                 mig_active.append((len(mig_active), round(fleet.replicas * active), res.p_gpu_w, setup))
                 continue
             n_active_gpus = round(fleet.replicas * active) * fleet.curves.gpus_per_replica
             gpu_w = n_active_gpus * res.p_gpu_w + (fleet.n_gpus - n_active_gpus) * setup.gpu.idle_w
             busy_frac = n_active_gpus / max(fleet.n_gpus, 1)
-            out["p_gpu_w"] += gpu_w
+            p_gpu_w += gpu_w
             fleet_it_w = gpu_w + n_nodes * setup.node.other_w(busy_frac)
-            out["p_it_w"] += fleet_it_w
-            out["liquid_w"] += setup.node.liquid_frac * fleet_it_w
-            out["n_gpus_busy"] += n_active_gpus
+            p_it_w += fleet_it_w
+            liquid_w += setup.node.liquid_frac * fleet_it_w
+            n_gpus_busy += n_active_gpus
+        out = {"p_it_w": p_it_w, "p_gpu_w": p_gpu_w, "tokens_per_s": tokens_per_s, "good_req": good_req,
+               "done_req": done_req, "dropped_req": dropped_req, "queued_req": queued_req, "itl_p99_ms": itl_p99_ms,
+               "n_gpus_busy": n_gpus_busy, "liquid_w": liquid_w, "ttft_good_req": ttft_good_req,
+               "itl_good_req": itl_good_req, "ttft_p99_ms": ttft_p99_ms}
         if self.mig_pool is not None:
             self._serve_mig(out, mig_active)
         return out
-
-    @staticmethod
-    def _count_requests(out: dict[str, float], res) -> None:
-        out["tokens_per_s"] += res.tokens_per_s
-        out["good_req"] += res.good_req
-        out["done_req"] += res.served_req + res.dropped_req
-        out["dropped_req"] += res.dropped_req
-        out["queued_req"] += res.queued_req
-        out["itl_p99_ms"] = max(out["itl_p99_ms"], res.itl_p99_ms)
-        out["ttft_p99_ms"] = max(out["ttft_p99_ms"], res.ttft_p99_ms)
-        out["ttft_good_req"] += res.ttft_good_req
-        out["itl_good_req"] += res.itl_good_req
 
     def _serve_mig(self, out: dict[str, float], active: list) -> None:
         """The MIG pool's power: idle GPUs, plus per active instance its share of the full GPU's dynamic power."""
@@ -636,7 +657,9 @@ class GpuCluster:
         ``caps`` objects (both cached read-only upstream) and the same ``n_alloc``
         (:attr:`~.scheduler.Scheduler.alloc_version`), and the step's sums over the jobs when
         every job runs the whole step (``active`` all 1, so the sums are those of the last such
-        step with these jobs).
+        step with these jobs). After a whole step, the next :func:`_sure_steps` steps are whole and
+        finish no job for certain: their tests are skipped (the remaining work of a running job is
+        written only here, or with a change of its state or of ``n_alloc``, which ends what is kept).
         """
         sched = self.sched
         kept = self._steady
@@ -650,11 +673,18 @@ class GpuCluster:
         if per_dt is None or per_dt[0] != dt_s:
             progress = sched.rate_frac[run]  # progress 1 times the rate (1 * x is x exactly)
             full_s = speed * progress * dt_s  # the work of a whole step
-            per_dt = kept[9] = (dt_s, full_s, np.maximum(full_s, 1e-12), np.full(len(run), dt_s * 1.0))
+            per_dt = kept[9] = [dt_s, full_s, np.maximum(full_s, 1e-12), np.full(len(run), dt_s * 1.0), 0, None]
         full_s = per_dt[1]
         rem = sched.remaining_s[run]
-        ratio = rem / per_dt[2]
-        whole = bool(ratio.min() >= 1.0)  # every job runs the whole step: active is 1 for all
+        sure = per_dt[4] > 0  # a step _sure_steps vouched for: whole, and no job finishes in it
+        if sure:
+            per_dt[4] -= 1
+            whole = True
+        else:
+            ratio = rem / per_dt[2]
+            whole = bool(ratio.min() >= 1.0)  # every job runs the whole step: active is 1 for all
+            if whole:
+                per_dt[4] = _sure_steps(rem, full_s, per_dt[2])
         if whole:  # (x * 1.0 is x exactly: the work is the whole step's, the time dt_s)
             work_s, ran_s, active = full_s, per_dt[3], None
         else:
@@ -667,8 +697,7 @@ class GpuCluster:
         if self.failures.enabled:
             self._mark_checkpoints(run, ran_s, work_s)
         self.ran_s[run] += ran_s
-        lowest = left_s.min()
-        if not lowest > 1e-6:  # (a NaN left, never expected, takes the full test as before)
+        if not sure and not left_s.min() > 1e-6:  # (a NaN left, never expected, takes the full test)
             finished = left_s <= 1e-6  # (run holds distinct jobs: no isin needed)
             if finished.any():
                 sched.release(run[finished], DONE, time_s + ran_s[finished])
@@ -683,7 +712,12 @@ class GpuCluster:
         slow = slow_dot * hours
         self.slowdown_gpu_h += slow
         self.work_gpu_h += work_dot * hours
-        self.work_class_gpu_h += work_by_class * hours
+        if whole:  # the product of the same sums and step length as the last whole step's
+            if per_dt[5] is None or per_dt[5][0] is not sums:
+                per_dt[5] = (sums, work_by_class * hours)
+            self.work_class_gpu_h += per_dt[5][1]
+        else:
+            self.work_class_gpu_h += work_by_class * hours
         self.delay_gpu_h += slow + float(sched.waiting_gpus()) * hours
         return train
 
@@ -692,8 +726,8 @@ class GpuCluster:
         :meth:`_advance_steady`: its sums over the running jobs with ``active`` (``None``: all 1,
         the sums without the products with it)."""
         if active is None:
-            busy_gpus, gpu_dot, slow_dot, work_dot = (float(g @ np.ones(len(g))), float(g @ p_gpu), float(g @ (1.0 - speed)),
-                                                      float(g @ speed))
+            busy_gpus, gpu_dot = float(g @ np.ones(len(g))), float(g @ p_gpu)
+            slow_dot, work_dot = float(g @ (1.0 - speed)), float(g @ speed)
             work_by_class = np.bincount(prio, weights=g * speed, minlength=len(CLASSES))
             by_class_w = np.bincount(prio, weights=g * p_gpu, minlength=len(CLASSES))
             stall_gpus = tuple(float(g @ s) for s in stall)
@@ -721,7 +755,8 @@ class GpuCluster:
         slow = 0.0 * hours
         self.slowdown_gpu_h += slow
         self.work_gpu_h += 0.0 * hours
-        self.work_class_gpu_h += 0.0 * hours
+        # (work_class_gpu_h += 0.0 left out: x + 0.0 is x for every x but -0.0, and these sums of
+        # non-negative work start at +0.0)
         self.delay_gpu_h += slow + float(self.sched.waiting_gpus()) * hours
         if self.sleep is None and self._idle is not None:
             return self._idle
@@ -818,29 +853,41 @@ class GpuCluster:
         return p_gpu, progress, ((1.0 - ckpt) * stall, ckpt)
 
     # -- outputs ---------------------------------------------------------------------------------
-    def _outputs(self, train: dict, infer: dict, excess_mw: float, dt_s: float) -> dict[str, float]:
+    def _power_mw(self, train: dict, infer: dict) -> tuple[float, float, float]:
+        """``(p_it_mw, p_loss_mw, p_mw)`` of the step: the servers, the UPS/PDU losses, both. [MW]"""
         p_it_mw = (train["it_w"] + infer["p_it_w"]) / 1e6
         p_loss_mw = float(self.losses.loss_mw(p_it_mw))
-        p_mw = p_it_mw + p_loss_mw
+        return p_it_mw, p_loss_mw, p_it_mw + p_loss_mw
+
+    def _outputs(self, train: dict, infer: dict, excess_mw: float, dt_s: float) -> dict[str, float]:
+        p_it_mw, p_loss_mw, p_mw = self._power_mw(train, infer)
         self.p_last_mw = p_mw
         liquid_mw = (self.node.liquid_frac * train["it_w"] + infer["liquid_w"]) / 1e6
         total_gpus = self.n_gpus + sum(self.fleet_gpus) + (self.mig_pool.n_gpus if self.mig_pool else 0)
+        p_train_mw, counts, wait_mean_h, jct_mean_h, by_class, stall_frac, ckpt_frac = self._training_outputs(train)
         # plain Python numbers (mosaik may serialise them, remote simulators): ints for the
-        # counts, float() around everything else; every key in OUTPUTS order (the training
-        # part's values set, the rest filled below)
-        out = dict(self._training_outputs(train))
-        out["p_mw"], out["p_it_mw"], out["p_loss_mw"] = float(p_mw), float(p_it_mw), p_loss_mw
-        out["q_mvar"], out["q_heat_mw"] = float(p_mw * self.q_per_p), float(p_mw)
-        out["q_heat_liquid_mw"], out["q_heat_air_mw"] = float(liquid_mw), float(p_mw - liquid_mw)
-        out["p_infer_mw"] = float(infer["p_it_w"] / 1e6)
-        out["gpu_util_frac"] = float((train["busy_gpus"] + infer["n_gpus_busy"]) / max(total_gpus, 1))
-        out["delay_gpu_h"], out["slowdown_gpu_h"] = float(self.delay_gpu_h), float(self.slowdown_gpu_h)
-        out["p_limit_excess_mw"] = float(excess_mw)
+        # counts, float() around everything else
+        out = {
+            "p_mw": float(p_mw), "p_it_mw": float(p_it_mw), "p_loss_mw": p_loss_mw,
+            "q_mvar": float(p_mw * self.q_per_p), "q_heat_mw": float(p_mw), "q_heat_liquid_mw": float(liquid_mw),
+            "q_heat_air_mw": float(p_mw - liquid_mw),
+            "p_train_mw": p_train_mw, "p_infer_mw": float(infer["p_it_w"] / 1e6),
+            "gpu_util_frac": float((train["busy_gpus"] + infer["n_gpus_busy"]) / max(total_gpus, 1)),
+            "n_jobs_running": counts[RUNNING], "n_jobs_queued": counts[QUEUED],
+            "n_jobs_paused": counts[PAUSED], "n_jobs_done": counts[DONE],
+            "n_jobs_rejected": counts[REJECTED],
+            "delay_gpu_h": float(self.delay_gpu_h), "slowdown_gpu_h": float(self.slowdown_gpu_h),
+            "wait_mean_h": wait_mean_h, "jct_mean_h": jct_mean_h,
+            "p_limit_excess_mw": float(excess_mw),
+            "tokens_per_s": float(infer["tokens_per_s"]),
+            "slo_attainment_frac": float(infer["good_req"] / infer["done_req"] if infer["done_req"] > 0 else 1.0),
+            "itl_p99_ms": float(infer["itl_p99_ms"]),
+            "n_requests_queued": float(infer["queued_req"]), "n_requests_dropped": float(infer["dropped_req"]),
+        }
+        out.update(by_class)
         done = infer["done_req"]
-        out["tokens_per_s"] = float(infer["tokens_per_s"])
-        out["slo_attainment_frac"] = float(infer["good_req"] / done if done > 0 else 1.0)
-        out["itl_p99_ms"] = float(infer["itl_p99_ms"])
-        out["n_requests_queued"], out["n_requests_dropped"] = float(infer["queued_req"]), float(infer["dropped_req"])
+        out["train_stall_frac"] = stall_frac
+        out["train_checkpoint_frac"] = ckpt_frac
         out["ttft_p99_ms"] = float(infer["ttft_p99_ms"])
         out["ttft_attainment_frac"] = float(infer["ttft_good_req"] / done if done > 0 else 1.0)
         out["itl_attainment_frac"] = float(infer["itl_good_req"] / done if done > 0 else 1.0)
@@ -850,38 +897,39 @@ class GpuCluster:
             out[key] = value
         return out
 
-    def _training_outputs(self, train: dict) -> dict:
-        """The outputs of :meth:`_outputs` that only the training part and the jobs' states and
-        statistics give, under every output name (the others ``None``), in OUTPUTS order.
+    def _training_outputs(self, train: dict) -> tuple:
+        """``(p_train_mw, counts per state, wait_mean_h, jct_mean_h, {per-class outputs}, train_stall_frac,
+        train_checkpoint_frac)``: what of :meth:`_outputs` only the training part and the jobs' states
+        and statistics give (do not modify).
 
-        Kept while the step's training part is the same object (:meth:`_advance_steady` keeps
-        it while the running jobs run whole steps), the counts are (recounted only when a job's
-        state changes) and the wait and completion sums are: the same numbers from the same inputs.
+        Kept while the step's training part is the same object (:meth:`_advance_steady` keeps it
+        while the running jobs run whole steps, :meth:`_advance_idle` while none runs), the counts
+        are (recounted only when a job's state changes) and the wait and completion sums are: the
+        same numbers from the same inputs.
         """
         sched = self.sched
-        counts, by_class = sched.count_lists()  # Python ints, kept until a job's state changes
-        key = (train, counts, sched.wait_sum_s, sched.n_started, sched.jct_sum_s, sched.n_finished)
+        counts, by_state_class = sched.count_lists()  # Python ints, kept until a job's state changes
         kept = self._training_out
-        if kept is not None and kept[0][0] is train and kept[0][1] is counts and kept[0][2:] == key[2:]:
-            return kept[1]
-        running, queued = by_class[RUNNING], by_class[QUEUED]
-        out = dict.fromkeys(OUTPUTS)
-        out["p_train_mw"] = float(train["it_w"] / 1e6)
-        out["n_jobs_running"], out["n_jobs_queued"] = counts[RUNNING], counts[QUEUED]
-        out["n_jobs_paused"], out["n_jobs_done"], out["n_jobs_rejected"] = counts[PAUSED], counts[DONE], counts[REJECTED]
-        out["wait_mean_h"] = float(sched.wait_mean_s() / 3600.0)
-        out["jct_mean_h"] = float(sched.jct_mean_s() / 3600.0)
+        if kept is not None and kept[0] is train and kept[1] is counts \
+                and kept[2] == (sched.wait_sum_s, sched.n_started, sched.jct_sum_s, sched.n_finished):
+            return kept[3]
+        running, queued = by_state_class[RUNNING], by_state_class[QUEUED]
         by_class_w = train["by_class_w"].tolist()
+        by_class = {}
         for level, (p_key, run_key, queue_key) in enumerate(_CLASS_KEYS):
-            out[p_key] = by_class_w[level] / 1e6
-            out[run_key] = running[level]
-            out[queue_key] = queued[level]
+            by_class[p_key] = by_class_w[level] / 1e6
+            by_class[run_key] = running[level]
+            by_class[queue_key] = queued[level]
         busy = max(train["busy_gpus"], 1e-12)
         stall_gpus, ckpt_gpus = train["stall_gpus"]
-        out["train_stall_frac"] = float(stall_gpus / busy)
-        out["train_checkpoint_frac"] = float(ckpt_gpus / busy)
-        self._training_out = (key, out)
-        return out
+        found = (float(train["it_w"] / 1e6), counts, float(sched.wait_mean_s() / 3600.0),
+                 float(sched.jct_mean_s() / 3600.0), by_class, float(stall_gpus / busy), float(ckpt_gpus / busy))
+        steady = self._steady
+        if train is self._idle or (steady is not None and steady[8] is not None and train is steady[8][3]):
+            # a kept training part (one made anew each step is never asked for again)
+            self._training_out = (train, counts, (sched.wait_sum_s, sched.n_started, sched.jct_sum_s,
+                                                  sched.n_finished), found)
+        return found
 
 
 #: Per-class output names of :meth:`GpuCluster._outputs`, in :data:`CLASSES` order.

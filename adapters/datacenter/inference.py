@@ -99,14 +99,14 @@ class BatchCurves:
     def at_batch(self, batch: float, idle_w: float) -> tuple[float, float, float, float]:
         """``(power_w, tokens_per_s, itl_ms, itl_p99_ms)`` at one running batch: the four scalar
         methods' numbers, with ``ln b`` taken once instead of four times. [W, 1/s, ms, ms]"""
-        b = float(batch)
-        x = float(np.log(min(max(b, self.b_min), self.b_max)))
+        b, b_min = float(batch), self.b_min
+        x = float(np.log(min(max(b, b_min), self.b_max)))
         power, tput, itl, itl_p99 = self._coef_lists
-        below = b < self.b_min
-        p_w = idle_w + (self._power_at_b_min - idle_w) * b / self.b_min if below else _horner(power, x)
-        fitted = np.exp(_horner(tput, x))
-        tokens = fitted * b / self.b_min if below else fitted
-        return (float(p_w), float(tokens), float(np.exp(_horner(itl, x))), float(np.exp(_horner(itl_p99, x))))
+        fitted = float(np.exp(_horner(tput, x)))  # (a float64 and its float multiply alike)
+        if b < b_min:
+            return (idle_w + (self._power_at_b_min - idle_w) * b / b_min, fitted * b / b_min,
+                    float(np.exp(_horner(itl, x))), float(np.exp(_horner(itl_p99, x))))
+        return _horner(power, x), fitted, float(np.exp(_horner(itl, x))), float(np.exp(_horner(itl_p99, x)))
 
     def itl_ms(self, batch):
         """Median inter-token latency. [ms]"""
@@ -358,7 +358,7 @@ class Fleet:
         need_tps = offered * self.output_tokens / dt_s / active
         batch = self.batch_for(need_tps, max_batch)
         p_w, tokens_per_s, itl_ms, itl_p99_ms = self.curves.at_batch(batch, self.idle_w)
-        speed, p_gpu = self._capped(batch, p_cap_w, p_w)
+        speed, p_gpu = (1.0, p_w) if p_cap_w is None else self._capped(batch, p_cap_w, p_w)  # (as _capped has it)
         capacity_tps = tokens_per_s * speed
         served = min(offered, capacity_tps * active * dt_s / self.output_tokens)
         left = offered - served

@@ -130,20 +130,36 @@ class StragglerModel:
         self.iteration_s, self.enabled = iteration_s, enabled
         self.seed = rng.spawn(1)[0].integers(2**63)
         self._cycles: dict[int, Cycle] = {}
+        self._factors: dict[int, np.ndarray] = {}  # stall factors per job size, each drawn once
+        self._busy_mean: dict[int, float] = {}
+
+    def _size(self, n_workers: int) -> int:
+        return int(n_workers) if self.enabled else 1
+
+    def _stall_factors(self, n: int) -> np.ndarray:
+        """The (cached) stall factors of size ``n``'s cycle, from its own seeded generator."""
+        if n not in self._factors:
+            self._factors[n] = stall_factors(np.random.default_rng([self.seed, n]), n, CYCLE_ITERATIONS)
+        return self._factors[n]
 
     def cycle(self, n_workers: int) -> Cycle:
         """The (cached) cycle of a job with ``n_workers`` GPUs."""
         n = int(n_workers) if self.enabled else 1
-        if n not in self._cycles:
-            rng = np.random.default_rng([self.seed, n])
-            self._cycles[n] = make_cycle(stall_factors(rng, n, CYCLE_ITERATIONS), self.iteration_s)
-        return self._cycles[n]
+        cyc = self._cycles.get(n)
+        if cyc is None:
+            cyc = self._cycles[n] = make_cycle(self._stall_factors(n), self.iteration_s)
+        return cyc
 
     def busy_mean(self, n_gpus: np.ndarray) -> np.ndarray:
         """Long-run busy share of each job's GPUs (1 - stall share). [-]"""
-        # the cycles are cached per size: a lookup per job beats np.unique for the few jobs
-        # that start in a step
-        return np.array([self.cycle(n).busy_mean_frac for n in np.asarray(n_gpus).tolist()], float)
+        # a lookup per job beats np.unique for the few jobs that start in a step; steps over 1 s
+        # need only this mean (make_cycle's busy_mean_frac), not the whole cycle
+        means = self._busy_mean
+        for n in set(np.asarray(n_gpus).tolist()):
+            n = self._size(n)
+            if n not in means:
+                means[n] = float(1.0 / self._stall_factors(n).mean())
+        return np.array([means[self._size(n)] for n in np.asarray(n_gpus).tolist()], float)
 
     def shares(self, n_gpus: np.ndarray, phase_frac: np.ndarray, time_s: float, dt_s: float):
         """``(compute, communication, stall, busy_mean)`` shares of ``[time_s, time_s + dt_s)``. [-]

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from cosim.adapters.datacenter import ClusterParams, build_cluster
+from cosim.adapters.datacenter.cluster import GpuCluster, _sure_steps
 from cosim.adapters.datacenter.sim import knobs_from
 
 PARAMS = {
@@ -47,6 +48,7 @@ def _forget(cluster) -> None:
     cluster._steady = None
     cluster.observed.clear()
     cluster._flexible_pool = None
+    cluster._training_out = cluster._idle = None
 
 
 @pytest.mark.parametrize("steps_s", [[60.0], [300.0], [60.0] * 4 + [120.0] * 3])
@@ -65,3 +67,42 @@ def test_kept_values_give_the_numbers_worked_out_afresh(steps_s):
         assert [repr(v) for v in a.values()] == [repr(v) for v in b.values()], k
     # the run exercised what invalidates the kept values
     assert kept.n_job_failures > 0 and kept.sched.n_finished > 0 and kept.sched.alloc_version > 0
+
+
+def test_the_steps_vouched_whole_are_whole_and_finish_no_job():
+    """After a whole step, _sure_steps(rem, full, floor) steps follow in which the tests it lets the
+    cluster skip would pass: each job's remaining work, less its whole step's work once a step
+    (rounded as the cluster does), stays at least the floor before the step (a whole step) and above
+    1e-6 s after it (no job finishes). The bound is also not far below the truth (at most 3 steps
+    plus the rounding slack)."""
+    rng = np.random.default_rng(7)
+    for _ in range(300):
+        n = int(rng.integers(1, 40))
+        full = rng.choice([rng.uniform(0.0, 600.0, n), np.full(n, 60.0), rng.uniform(0, 1e-9, n)])
+        floor = np.maximum(full, 1e-12)
+        rem = floor * rng.uniform(1.0, rng.choice([1.5, 30.0, 3000.0]), n) + rng.choice([0.0, 1e-7, 1e6])
+        sure = _sure_steps(rem, full, floor)
+        left = rem - full  # the vouching step itself
+        for _ in range(min(sure, 20_000)):
+            assert (left / floor).min() >= 1.0
+            left = left - full
+            assert left.min() > 1e-6
+        if sure < 1e6 and (full > 1e-3).all():
+            truth = 0
+            while (left / floor).min() >= 1.0 and (left - full).min() > 1e-6 and truth < 10:
+                left, truth = left - full, truth + 1
+            assert truth <= 3 + 1e-9 * rem.max() / full.min() + 1
+
+
+def test_a_warm_up_without_outputs_leaves_the_cluster_as_one_with_them(monkeypatch):
+    """The warm-up's steps make no outputs; the cluster they leave steps on exactly as one whose
+    warm-up made every output (each step's side effects kept)."""
+    params = ClusterParams.model_validate(PARAMS)
+    lean = build_cluster(params, np.random.default_rng(5), 24_000.0)
+    step = GpuCluster.step
+    monkeypatch.setattr(GpuCluster, "step", lambda self, *args, report=True, **kw: step(self, *args, report=True, **kw))
+    full = build_cluster(params, np.random.default_rng(5), 24_000.0)
+    monkeypatch.undo()
+    for k in range(100):
+        a, b = lean.step(60.0 * k, 60.0, _knobs(k)), full.step(60.0 * k, 60.0, _knobs(k))
+        assert [repr(v) for v in a.values()] == [repr(v) for v in b.values()], k
