@@ -79,7 +79,7 @@ class Session:
         self._wall0 = time.perf_counter()
         try:
             self.engine.start(built)
-            self.engine.run_blocks()  # look-ahead hints: exact under any later set() (DirectEngine.run_blocks)
+            self.engine.run_blocks(served=False)  # hints only: exact under any later set() or get()
         except BaseException as exc:  # the folder must not say "running" forever
             self._broken = exc
             self.close()
