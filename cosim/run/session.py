@@ -62,6 +62,7 @@ class Session:
                  out_dir: str | Path = "runs", record: bool = True, report: bool = True,
                  built: dict[str, Any] | None = None):
         self.scn = _direct(scenario, overrides)
+        self._ticks_per_s = self.scn.ticks_per_s  # (a property that checks the tick: read at every step)
         self._report = report
         self.folder = None
         self._started = None
@@ -93,8 +94,8 @@ class Session:
         nxt = self.engine.next_time
         if nxt is None:
             return self.scn.scenario.duration_s
-        whole, part = divmod(nxt, self.scn.ticks_per_s)
-        return whole if not part else nxt / self.scn.ticks_per_s
+        whole, part = divmod(nxt, self._ticks_per_s)
+        return whole if not part else nxt / self._ticks_per_s
 
     @property
     def utc(self) -> datetime:
