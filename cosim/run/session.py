@@ -21,6 +21,7 @@ when a simulator raised) and the report.
 
 from __future__ import annotations
 
+import gc
 import math
 import numbers
 import time
@@ -32,7 +33,7 @@ from cosim import registry
 from cosim.errors import Problem, ScenarioError
 from cosim.run import graph
 from cosim.run import recorder as recorder_module
-from cosim.run.direct import DirectEngine
+from cosim.run.direct import DirectEngine, freeze_heap
 from cosim.run.outcome import Outcome
 from cosim.run.runner import RunResult, finish_run, open_run_folder
 from cosim.run.runner import load_scenario
@@ -73,6 +74,7 @@ class Session:
         self._interrupted: str | None = None  # the exception that left the with block early
         self._bounds: dict[str, dict[str, tuple[float, float]]] = {}
         self._refused: dict[str, dict[str, str]] = {}  # inputs an entity refuses from outside, with why
+        self._frozen = False  # the heap kept from full garbage collections while it runs (freeze_heap)
         if record:
             graph.check_record(self.scn)
             self.folder, self._started = open_run_folder(self.scn, out_dir)
@@ -81,6 +83,7 @@ class Session:
         try:
             self.engine.start(built)
             self.engine.run_blocks(served=False)  # hints only: exact under any later set() or get()
+            self._frozen = freeze_heap()
         except BaseException as exc:  # the folder must not say "running" forever
             self._broken = exc
             self.close()
@@ -219,6 +222,8 @@ class Session:
         if self._closed:
             return self.result
         self._closed = True
+        if self._frozen:
+            gc.unfreeze()
         failure = None
         try:
             self.engine.finalize(complete=self.done and self._broken is None)
