@@ -111,7 +111,7 @@ class BatteryParams(BatteryRatings):
     charge_from_grid: bool = False
 
 
-@dataclass
+@dataclass(slots=True)
 class StepResult:
     """What one battery step did. [MW, MWh]"""
 
@@ -157,8 +157,11 @@ class Battery:
 
     def limits_mw(self, dt_h: float) -> tuple[float, float]:
         """``(most discharging, most charging)`` power this step allows, consumer sign. [MW]"""
-        headroom = max(self.e_max_mwh - self.e_mwh, 0.0)
-        available = max(self.e_mwh - self.e_min_mwh, 0.0)
+        return self._limits_mw(dt_h, self.e_min_mwh, self.e_max_mwh)
+
+    def _limits_mw(self, dt_h: float, e_min_mwh: float, e_max_mwh: float) -> tuple[float, float]:
+        headroom = max(e_max_mwh - self.e_mwh, 0.0)
+        available = max(self.e_mwh - e_min_mwh, 0.0)
         p_charge = min(self.p.p_charge_max_mw, headroom / (self.p.eta_charge_frac * dt_h))
         p_discharge = min(self.p.p_discharge_max_mw, available * self.p.eta_discharge_frac / dt_h)
         return -p_discharge, p_charge
@@ -171,7 +174,8 @@ class Battery:
             raise ValueError(f"p_set_mw must be finite, got {p_set_mw}")
         dt_h = dt_s / 3600.0
         e_self = self._self_discharge(dt_h)
-        p_low, p_high = self.limits_mw(dt_h)
+        e_min_mwh, e_max_mwh = self.e_min_mwh, self.e_max_mwh  # the capacity changes only in _fade, below
+        p_low, p_high = self._limits_mw(dt_h, e_min_mwh, e_max_mwh)
         p_mw = min(max(p_set_mw, p_low), p_high)
         if p_mw >= 0:
             e_cell = p_mw * self.p.eta_charge_frac * dt_h
@@ -182,7 +186,7 @@ class Battery:
             self.e_cell_out_mwh -= e_cell
         e_conversion = p_mw * dt_h - e_cell
         # Rounding can leave e a hair outside the window; the window is the contract.
-        self.e_mwh = min(max(self.e_mwh + e_cell, self.e_min_mwh), self.e_max_mwh)
+        self.e_mwh = min(max(self.e_mwh + e_cell, e_min_mwh), e_max_mwh)
         self.e_loss_mwh += e_self + e_conversion
         self._fade()
         return StepResult(p_mw, p_set_mw - p_mw, e_self, e_conversion)

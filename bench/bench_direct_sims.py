@@ -4,6 +4,9 @@
     .venv/bin/python bench/bench_direct_sims.py scenarios/ai_campus_week.toml --days 1
     .venv/bin/python bench/bench_direct_sims.py --days 10 --start 2024-03-01 --ahead on   # with the worker
 
+``--as-run`` steps the look-ahead blocks as ``cosim run`` does (the run's own PV and weather
+stepped a block ahead, their steps then served from there) instead of as a Session does (copies
+of the weather stepped ahead for PV's hints; PV and the weather step with the rest).
 ``--ahead on`` forks the worker process of :mod:`cosim.run.ahead` for the scenario's head (a
 Session never does so by itself): the head's simulators then show the time the run's process
 spends taking their records from the worker (waiting for it, receiving, unpickling), not their
@@ -13,7 +16,7 @@ Steps a :class:`cosim.Session` (no run folder) and times every simulator's step 
 ``step`` and ``get_data``, or the recorder's row) with ``perf_counter``, and the look-ahead
 blocks (copies of PV's sources stepped ahead, pvlib's chain once per block) as one line; the
 first step (one-off model builds, numba cache loads, the first block) is printed on its own and
-left out of the per-step figures. The run's CPU time (``process_time``) is what the figures
+left out of the per-step figures, and so is the set-up's garbage (collected before the loop). The run's CPU time (``process_time``) is what the figures
 add up to: each part's share of the timed wall time is scaled to it (on a busy machine, wall
 time holds other processes' turns; CPU time does not). The same steps are then taken again
 without the timers (``--repeat`` times, alternating with the timed run): the difference in
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import gc
 import os
 import tempfile
 import time
@@ -44,6 +48,9 @@ def main() -> None:
     parser.add_argument("--ahead", choices=("off", "on"), default="off",
                         help="step the scenario's head in a worker process (cosim.run.ahead)")
     parser.add_argument("--repeat", type=int, default=1, help="timed and untimed runs, alternating")
+    parser.add_argument("--as-run", action="store_true",
+                        help="look-ahead blocks as `cosim run` steps them (the run's own PV and weather stepped "
+                             "ahead, their steps served from there) instead of a Session's hints")
     args = parser.parse_args()
     overrides = {"scenario.duration_s": int(args.days * 86_400), "scenario.ahead": args.ahead}
     if args.start:
@@ -51,9 +58,9 @@ def main() -> None:
     print(f"load average before: {os.getloadavg()[0]:.2f}")
     timed_cpu, plain_cpu = [], []
     for _ in range(args.repeat):
-        spent, first_s, cpu, wall, steps = _run(args.scenario, overrides, args.ahead, timers=True)
+        spent, first_s, cpu, wall, steps = _run(args.scenario, overrides, args.ahead, args.as_run, timers=True)
         timed_cpu.append(cpu / steps)
-        plain_cpu.append(_run(args.scenario, overrides, args.ahead, timers=False)[2] / steps)
+        plain_cpu.append(_run(args.scenario, overrides, args.ahead, args.as_run, timers=False)[2] / steps)
     print(f"first step {first_s:.2f} s (left out below)")
     print(f"{steps:,} steps, {cpu / steps * 1e6:.0f} µs/step of CPU in all (last timed run; "
           f"timed runs {_span(timed_cpu)}, untimed {_span(plain_cpu)} µs/step)")
@@ -64,7 +71,7 @@ def main() -> None:
     print(f"load average after: {os.getloadavg()[0]:.2f}")
 
 
-def _run(scenario: str, overrides: dict, ahead: str, timers: bool):
+def _run(scenario: str, overrides: dict, ahead: str, as_run: bool, timers: bool):
     """``(seconds by part, first step [s], CPU [s], wall [s], steps)`` of one run after its first step."""
     spent: dict[str, float] = collections.defaultdict(float)
     step_sim, fill = direct.DirectEngine._step_sim, direct._Blocks.fill
@@ -89,12 +96,17 @@ def _run(scenario: str, overrides: dict, ahead: str, timers: bool):
     try:
         with tempfile.TemporaryDirectory() as out, \
                 cosim.Session(scenario, overrides=overrides, out_dir=out, report=False) as session:
+            if ahead == "on" or as_run:
+                session.engine.blocks = None  # (the Session's hints, not used yet)
             if ahead == "on":
                 session.engine.run_ahead()
                 print(f"worker process: {', '.join(session.engine.ahead.sids) if session.engine.ahead else 'none'}")
+            if as_run:
+                session.engine.run_blocks()
             first = time.perf_counter()
             session.step()
             first_s = time.perf_counter() - first
+            gc.collect()  # the set-up's garbage: its one full collection (~0.1 s) would land in a short run's figures
             spent.clear()
             cpu0, wall0, steps = time.process_time(), time.perf_counter(), 0
             while not session.done:

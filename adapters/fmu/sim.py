@@ -155,6 +155,8 @@ class FmuSim(SingleModelSim):
         self.iface = self.interface(self.params)
         self._starts: dict[str, dict[str, Any]] = {}  # each entity's start values (its keys) [scenario units]
         self._released: dict[str, dict[str, float]] = {}  # inputs to set back at the next step [scenario units]
+        self._sample_first = self.params.outputs_at == "step_start"
+        self._step_s = float(self.step_s)  # the communication step [s]
         try:
             self.unzipdir = extract_fmu(self.iface.path)  # within the size limits, nothing outside its folder
         except Exception as exc:
@@ -178,11 +180,11 @@ class FmuSim(SingleModelSim):
         if released:  # a value sent this step (a connection taking over again) wins
             inputs = {**released, **inputs}
         inst.set_inputs(inputs)
-        if self.params.outputs_at == "step_start":
+        if self._sample_first:
             out = inst.outputs()
-            inst.step(float(time_s), float(self.step_s))
+            inst.step(float(time_s), self._step_s)
             return out
-        inst.step(float(time_s), float(self.step_s))
+        inst.step(float(time_s), self._step_s)
         return inst.outputs()
 
     @property

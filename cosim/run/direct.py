@@ -32,7 +32,10 @@ Ctrl-C stops it at the next recorded step (:mod:`.stopping`).
 from __future__ import annotations
 
 import bisect
+import collections
 import copy
+import gc
+import math
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -456,17 +459,19 @@ class DirectEngine:
                 warnings.warn(f"the worker process for {', '.join(s.sid for s in head)} could not be started "
                               f"({exc}); the run steps them in this process (same results)", RuntimeWarning)
 
-    def run_blocks(self) -> None:
-        """Hand the simulators that take a look-ahead hint (:meth:`cosim.sdk.CosimSim.look_ahead`)
-        their inputs a block ahead, from copies of their sources (:class:`_Blocks`), when none of
-        them is stepped in a worker process. Call after :meth:`start` (and :meth:`run_ahead`),
-        before the first step; not in a run paced in real time (a source read from the wall
-        clock must be read on it)."""
+    def run_blocks(self, served: bool = True) -> None:
+        """Step the simulators that take a look-ahead hint (:meth:`cosim.sdk.CosimSim.look_ahead`),
+        and their sources, block by block ahead of the rest (:class:`_Blocks`), when none of them
+        is stepped in a worker process. ``served``: the run's own simulators are stepped ahead
+        and their steps served from there (a run nobody steps or reads between its steps); else
+        copies of the sources are, for the hints only (a :class:`cosim.Session`). Call after
+        :meth:`start` (and :meth:`run_ahead`), before the first step; not in a run paced in real
+        time (a source read from the wall clock must be read on it)."""
         if self.scn.scenario.rt_factor:
             return
-        sims = block_sims(self)
+        sims = block_sims(self, copied=not served)
         if sims:
-            self.blocks = _Blocks(self, sims)
+            self.blocks = _Blocks(self, sims, served)
 
     def finalize(self, complete: bool = True) -> None:
         """``finalize`` every simulator in start order (the recorder last), even when one raises.
@@ -496,10 +501,12 @@ def run_direct(scn: Scenario, run_dir: Path, progress: bool = True) -> Outcome:
     started_at = time.perf_counter()
     STOP.install()
     status, reason, error_type = "ok", None, None
+    frozen = False
     try:
         engine.start()
         engine.run_ahead()
         engine.run_blocks()
+        frozen = freeze_heap()
         while (t := engine.next_time) is not None:
             if rt_factor:
                 _sleep_until(started_at + rt_factor * t / scn.ticks_per_s)
@@ -518,6 +525,8 @@ def run_direct(scn: Scenario, run_dir: Path, progress: bool = True) -> Outcome:
         status, reason, error_type = "failed", f"{type(exc).__name__}: {exc}", type(exc).__name__
         _finalize_quietly(engine)
     finally:
+        if frozen:
+            gc.unfreeze()
         recorder_module.close_all(run_dir / "timeseries.parquet")
         STOP.restore()
     wall_s = time.perf_counter() - started_at
@@ -528,17 +537,31 @@ def run_direct(scn: Scenario, run_dir: Path, progress: bool = True) -> Outcome:
                    engine.ahead.describe() if engine.ahead is not None else None, error_type)
 
 
-def block_sims(engine: DirectEngine) -> list[_Sim]:
+def freeze_heap() -> bool:
+    """Keep the objects alive now (the built models, data, libraries) out of the garbage
+    collector's full collections until :func:`gc.unfreeze` (``gc.freeze``): a full collection
+    walks the whole heap (~0.1 s with the showcase's models) and a long run makes one every few
+    simulated days. Collection only frees unreachable objects: results do not change. True when
+    frozen here (the caller thaws at its end); False when something else froze the heap already
+    (a pre-forking server, another run in this process), which is then left as it is."""
+    if gc.get_freeze_count():
+        return False
+    gc.freeze()
+    return True
+
+
+def block_sims(engine: DirectEngine, copied: bool = False) -> list[_Sim]:
     """The simulators :class:`_Blocks` works with, in stepping order: each one that takes the
     look-ahead hint and is in the scenario's closed head (none of its inputs, direct or
     indirect, comes from the rest; none held), with its sources. None when a worker process
     steps any of them, or when one reads a simulator that steps after it at the same time
     (a time-shifted or weak loop: blocks step simulator by simulator), or when one's
     ``get_data`` is not :class:`cosim.sdk.CosimSim`'s (its outputs could change after a step),
-    or when a source is not one a deep copy of which starts anew (``CosimSim.built_from``).
+    or (``copied``: the blocks step copies of the sources) when a source is not one a deep copy
+    of which starts anew (``CosimSim.built_from``).
     """
     head = {id(s) for s in ahead_module.closed_head(engine)}
-    wants = [s for s in engine.sims if id(s) in head and s.collapsible and _takes_hint(s)]
+    wants = [s for s in engine.sims if id(s) in head and s.collapsible and _takes_hint(s.obj)]
     keep: set[int] = set()
     stack = list(wants)
     while stack:
@@ -554,89 +577,138 @@ def block_sims(engine: DirectEngine) -> list[_Sim]:
             return []
         if any(position[id(pull.src)] >= position[id(sim)] for pull in sim.pulls):
             return []
-        if id(sim) in read and sim.obj.built_from() is None:
+        if copied and id(sim) in read and sim.obj.built_from() is None:
             return []
     return chosen
 
 
-def _takes_hint(sim: _Sim) -> bool:
-    return getattr(type(sim.obj), "look_ahead", CosimSim.look_ahead) is not CosimSim.look_ahead
+def _takes_hint(obj: Any) -> bool:
+    return getattr(type(obj), "look_ahead", CosimSim.look_ahead) is not CosimSim.look_ahead
 
 
 class _Blocks:
-    """Hands the simulators that take the look-ahead hint (PV) their inputs a block ahead.
+    """Steps some simulators block by block ahead of the rest, so that those that take the
+    look-ahead hint (PV: pvlib's chain evaluated once per block, as arrays; the hint,
+    :meth:`cosim.sdk.CosimSim.look_ahead`) are handed the inputs of a whole block at once.
 
-    Copies of their sources (the weather; :func:`block_sims`) step :data:`BLOCK_STEPS` steps
-    ahead of the run, source by source (each through the whole block before the next), and each
-    hinted simulator is handed the inputs those copies give it at its steps in the block
-    (:meth:`cosim.sdk.CosimSim.look_ahead`: PV evaluates pvlib's chain once for them, as
-    arrays). Every simulator of the run, the hinted ones and their sources too, then steps with
-    the rest as usual. Exact whatever happens after a block was announced: a hinted simulator
-    serves a step from the hint only when the step's inputs equal the announced ones (the hint's
-    contract), so a ``Session.set`` of its inputs, or a source that does otherwise, only costs
-    the hint's use. The copies are deep copies of the sources taken before the first step,
-    of simulators whose ``built_from`` says such a copy is a faithful new start, and their
-    inputs come only from among them (the closed head): they give the run's own outputs. Their
-    warnings are not shown (the run's own steps give them), and one that raises ends the block
-    at that step (the run's own step raises there).
+    The simulators (:func:`block_sims`) take no input from outside the set, and each reads only
+    simulators before it in stepping order. A block of :data:`BLOCK_STEPS` steps is stepped
+    simulator by simulator: each takes every one of its steps in the block, in time order,
+    before the next one starts. Two ways:
+
+    * ``served`` (a run nobody steps or reads between its steps: ``cosim run``): the run's own
+      simulators are stepped ahead, and the engine takes their steps from here in its own order
+      (as from a worker process, :mod:`.ahead`). Each takes the same calls with the same inputs
+      in the same order as stepped with the rest (its own copy of the engine's per-simulator
+      state reads its sources' outputs), so the results are the same to the bit. A simulator
+      that raises at a step: the engine raises that exception when it reaches the step (the
+      set's later simulators are stepped only up to that time). Warnings are given when the
+      block is stepped (earlier than the rest's steps of the same times).
+    * hinted only (a :class:`cosim.Session`, whose ``set`` may change any input between steps
+      and whose ``get`` reads any simulator): deep copies of the sources, taken before the first
+      step (of simulators whose ``built_from`` says such a copy is a faithful new start), are
+      stepped ahead instead, and each simulator that takes the hint is handed the inputs those
+      copies give it; the run's own simulators then step with the rest as usual. Exact whatever
+      happens after a block was announced: a simulator serves a step from the hint only when the
+      step's inputs equal the announced ones (the hint's contract). The copies' warnings are not
+      shown (the run's own steps give them); one that raises ends the block there.
     """
 
-    def __init__(self, engine: DirectEngine, sims: list[_Sim]):
+    def __init__(self, engine: DirectEngine, sims: list[_Sim], served: bool):
         self.engine = engine
+        self.served = served
         read = {id(pull.src) for sim in sims for pull in sim.pulls}
         copies: dict[int, _Twin] = {}
         for sim in sims:  # sources first: every source has its copy when a reader's pulls are made
-            twin = _Twin(sim.sid, copy.deepcopy(sim.obj) if id(sim) in read else None, next_t=sim.next_t,
-                         last_t=sim.last_t, cache=dict(sim.cache), request=sim.request, collapsible=sim.collapsible)
+            obj = sim.obj if served else copy.deepcopy(sim.obj) if id(sim) in read else None
+            twin = _Twin(sim.sid, obj, next_t=sim.next_t, last_t=sim.last_t, cache=dict(sim.cache),
+                         request=sim.request, collapsible=sim.collapsible)
             twin.reindex()
             twin.pulls = [_Pull(copies[id(pull.src)], pull.kind, pull.shift, pull.entries) for pull in sim.pulls]
+            twin.tap = self._tap
             copies[id(sim)] = twin
-        self.sources = [copies[id(sim)] for sim in sims if id(sim) in read]
-        #: (the run's simulator, its stand-in reading the copies)
-        self.hinted = [(sim, copies[id(sim)]) for sim in sims if _takes_hint(sim)]
+        #: the stand-ins stepped ahead (served: every one; else the copies of the sources)
+        self.twins = [copies[id(sim)] for sim in sims if served or id(sim) in read]
+        #: hinted only: (the run's simulator that takes the hint, its stand-in reading the copies)
+        self.hinted = [] if served else [(sim, copies[id(sim)]) for sim in sims if _takes_hint(sim.obj)]
+        self.queues: dict[str, collections.deque] = {sim.sid: collections.deque() for sim in sims}
         scn = engine.scn
         self.step_ticks = {sim.sid: max(1, scn.ticks(scn.sim_step_s(sim.sid))) for sim in sims}
         self.span = BLOCK_STEPS * min(self.step_ticks.values())
-        self.stop = 0  # the hints given reach up to here [ticks]
-        for twin in self.sources:
-            twin.tap = self._tap
+        self.stop: float = 0  # the blocks stepped reach up to here [ticks]; DirectEngine.step fills the next
+        if served:
+            for sim in sims:
+                sim.feed = self
 
-    @staticmethod
-    def _tap(sim: _Twin, t: int, next_t: int | None, out_t: int | None, data: Any) -> None:
+    def _tap(self, sim: _Twin, t: int, next_t: int | None, out_t: int | None, data: Any) -> None:
         if out_t is not None and sim.ordered:
             if not sim.times or out_t > sim.times[-1]:
                 sim.times.append(out_t)
             elif out_t < sim.times[-1]:
                 sim.ordered = False
+        if not self.served:
+            return
+        if data is not None and not all(PLAIN_TYPES.issuperset(map(type, d.values())) for d in data.values()):
+            data = copy.deepcopy(data)  # what a reader at this step would read, kept as it is now
+        self.queues[sim.sid].append((t, next_t, out_t, data))
+
+    def take(self, sim: _Sim, t: int) -> tuple[int | None, int | None, dict | None]:
+        """``(next time, output time, outputs)`` of ``sim``'s step at ``t`` (its exception raised here)."""
+        queue = self.queues[sim.sid]
+        if not queue:
+            self.fill(t)
+        record = queue.popleft()
+        if record[0] != t:
+            raise RuntimeError(f"the look-ahead block stepped {sim.sid!r} at {record[0]} where the engine "
+                               f"expected it at {t} (a bug: please report it)")
+        if len(record) == 2:
+            raise record[1]
+        return record[1], record[2], record[3]
 
     def fill(self, t: int) -> None:
-        """Step the copies through their times in ``[t, t + span)`` and hand each hinted
-        simulator the inputs of its steps from its next time up to there."""
+        """Step the stand-ins through their times in ``[t, t + span)``, one after the other, and
+        (hinted only) hand each simulator that takes the hint the inputs of its steps up to there."""
         engine = self.engine
         stop = t + self.span
+        failed = False
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            for twin in self.sources:
+            if not self.served:
+                warnings.simplefilter("ignore")
+            for twin in self.twins:
+                if twin.next_t is None or twin.next_t >= stop:
+                    continue
+                planned = self._look_ahead(twin.obj, twin, twin.next_t, stop) if self.served else {}
                 while twin.next_t is not None and twin.next_t < stop:
                     when = twin.next_t
                     try:
-                        engine._step_sim(twin, when)
-                    except Exception:  # noqa: BLE001 — the run's own step raises it
+                        engine._step_sim(twin, when, planned.pop(when, None))
+                    except Exception as exc:  # noqa: BLE001 — raised at its step (by take(), or by the run's own step)
+                        if self.served:
+                            self.queues[twin.sid].append((when, exc))
                         twin.next_t = None
-                        stop = when
+                        stop = when  # the engine stops at this step: the later ones need not go further
+                        failed = True
                         break
         for sim, twin in self.hinted:
-            steps = []
             if sim.next_t is not None:
-                for when in range(sim.next_t, min(stop, engine.until), self.step_ticks[sim.sid]):
-                    inputs = engine._collapsed_inputs(twin, when)
-                    if inputs is None:  # an output missing: stepped the usual way
-                        break
-                    steps.append((when, inputs))
-            sim.obj.look_ahead(steps)
-        for twin in self.sources:
+                self._look_ahead(sim.obj, twin, sim.next_t, stop)
+        for twin in self.twins:  # after all: a twin's readers come after it
             self._prune(twin, stop)
-        self.stop = max(stop, t + 1)
+        self.stop = math.inf if failed else stop  # after a failure: no further block
+
+    def _look_ahead(self, obj: Any, twin: _Twin, first: int, stop: int) -> dict[int, dict[str, dict[str, Any]]]:
+        """Hand ``obj`` (when it takes the hint) the inputs ``twin`` reads at its steps from
+        ``first`` (at its step size) before ``stop``; the inputs by time, for its steps to use."""
+        if not _takes_hint(obj):
+            return {}
+        steps = []
+        for when in range(first, min(stop, self.engine.until), self.step_ticks[twin.sid]):
+            inputs = self.engine._collapsed_inputs(twin, when)
+            if inputs is None:  # an output missing: stepped the usual way (its warnings in order)
+                break
+            steps.append((when, inputs))
+        obj.look_ahead(steps)
+        return dict(steps)
 
     @staticmethod
     def _prune(twin: _Twin, stop: int) -> None:

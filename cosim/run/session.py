@@ -21,6 +21,7 @@ for (:data:`cosim.run.stopping.STOP`) ended a step, ``"failed"`` when a simulato
 
 from __future__ import annotations
 
+import gc
 import math
 import numbers
 import time
@@ -32,7 +33,7 @@ from cosim import registry
 from cosim.errors import Problem, ScenarioError
 from cosim.run import blas, graph
 from cosim.run import recorder as recorder_module
-from cosim.run.direct import DirectEngine
+from cosim.run.direct import DirectEngine, freeze_heap
 from cosim.run.outcome import Outcome
 from cosim.run.runner import RunResult, finish_run, open_run_folder
 from cosim.run.runner import load_scenario
@@ -63,6 +64,7 @@ class Session:
                  out_dir: str | Path = "runs", record: bool = True, report: bool = True,
                  built: dict[str, Any] | None = None):
         self.scn = _direct(scenario, overrides)
+        self._ticks_per_s = self.scn.ticks_per_s  # (a property that checks the tick: read at every step)
         self._report = report
         self.folder = None
         self._started = None
@@ -73,6 +75,7 @@ class Session:
         self._interrupted: str | None = None  # the exception that left the with block early
         self._bounds: dict[str, dict[str, tuple[float, float]]] = {}
         self._refused: dict[str, dict[str, str]] = {}  # inputs an entity refuses from outside, with why
+        self._frozen = False  # the heap kept from full garbage collections while it runs (freeze_heap)
         if record:
             graph.check_record(self.scn)
             self.folder, self._started = open_run_folder(self.scn, out_dir)
@@ -81,7 +84,8 @@ class Session:
         try:
             with blas.one_thread():  # the simulators run on one BLAS thread (cosim.run.blas), as in a run
                 self.engine.start(built)
-                self.engine.run_blocks()  # look-ahead hints: exact under any later set() (DirectEngine.run_blocks)
+                self.engine.run_blocks(served=False)  # hints only: exact under any later set() or get()
+            self._frozen = freeze_heap()
         except BaseException as exc:  # the folder must not say "running" forever
             self._broken = exc
             self.close()
@@ -95,8 +99,8 @@ class Session:
         nxt = self.engine.next_time
         if nxt is None:
             return self.scn.scenario.duration_s
-        whole, part = divmod(nxt, self.scn.ticks_per_s)
-        return whole if not part else nxt / self.scn.ticks_per_s
+        whole, part = divmod(nxt, self._ticks_per_s)
+        return whole if not part else nxt / self._ticks_per_s
 
     @property
     def utc(self) -> datetime:
@@ -222,6 +226,8 @@ class Session:
         if self._closed:
             return self.result
         self._closed = True
+        if self._frozen:
+            gc.unfreeze()
         failure = None
         try:
             with blas.one_thread():

@@ -41,7 +41,7 @@ attrs = ["p_mw"]
 def _run(path, out, blocks: bool, monkeypatch, **overrides):
     with monkeypatch.context() as patch:
         if not blocks:
-            patch.setattr(direct, "block_sims", lambda engine: [])
+            patch.setattr(direct, "block_sims", lambda engine, copied=False: [])
         return cosim.run(path, out_dir=out, overrides={"scenario.engine": "direct", "scenario.ahead": "off",
                                                        **overrides})
 
@@ -148,3 +148,84 @@ def test_the_showcase_year_in_blocks_equals_mosaik_on_its_first_day(tmp_path, mo
     on_mosaik = cosim.run(path, out_dir=tmp_path / "mosaik", overrides={**window, "scenario.engine": "mosaik"})
     ts = _same(on_mosaik, _run(path, tmp_path / "blocks", True, monkeypatch, **window))
     assert len(ts) == 1440 and (ts["pv.p_mw"] > 0).sum() > 300  # lit (an overcast day: over 0.5 MW for 10 min)
+
+
+# -- in a Session: hints only, from copies of the sources ------------------------------------------
+def _session_series(path, out, blocks: bool, monkeypatch, actions=(), **overrides):
+    """The time series of a Session stepped to its end, with ``actions`` ``(time_s, entity,
+    attr, value)`` set on the way, and the values ``get`` read after every step."""
+    read = []
+    with monkeypatch.context() as patch:
+        if not blocks:
+            patch.setattr(direct, "block_sims", lambda engine, copied=False: [])
+        with cosim.Session(path, overrides={"scenario.ahead": "off", **overrides}, out_dir=out,
+                           report=False) as session:
+            assert (session.engine.blocks is not None) == blocks
+            todo = list(actions)
+            while not session.done:
+                while todo and todo[0][0] <= session.time_s:
+                    session.set(*todo.pop(0)[1:])
+                session.step()
+                read.append((session.get("pv.p_mw"), session.get("tmy.ghi_w_m2"), session.get("pv.t_cell_c")))
+    return session.result.timeseries(), read
+
+
+def served_from_hints(path, window) -> int:
+    """Steps of PV in a Session over ``window`` whose outputs came from the hint (not evaluated alone)."""
+    from cosim.adapters import pv
+
+    served = 0
+    lit = pv.PvSim._lit
+
+    def counting(self, geo, weather):
+        nonlocal served
+        ahead = geo.ahead.get(self.time_ticks // self.step_ticks)
+        served += ahead is not None and ahead[0] == weather
+        return lit(self, geo, weather)
+
+    pv.PvSim._lit = counting
+    try:
+        with cosim.Session(path, overrides={"scenario.ahead": "off", **window}, record=False) as session:
+            session.run_until(window["scenario.duration_s"])
+    finally:
+        pv.PvSim._lit = lit
+    return served
+
+
+def test_a_session_with_hints_gives_the_results_without_them(tmp_path, monkeypatch):
+    """Three lit hours of the showcase in a Session, in blocks of 17 steps, PV's weather input held
+    from outside for half an hour and released: the record and every value ``get`` read after each
+    step equal the Session without blocks, to the bit (the held steps are not the announced ones:
+    PV computes them as usual), and the run's own weather and PV stepped at every step."""
+    monkeypatch.setattr(direct, "BLOCK_STEPS", 17)
+    path = f"{ROOT}/scenarios/default.toml"
+    window = {"scenario.start": datetime(2024, 7, 15, 13, tzinfo=timezone.utc), "scenario.duration_s": 3 * 3600}
+    actions = [(1800, "pv", "ghi_w_m2", 500.0), (3600, "pv", "ghi_w_m2", None)]
+    plain, plain_read = _session_series(path, tmp_path / "plain", False, monkeypatch, actions, **window)
+    hinted, hinted_read = _session_series(path, tmp_path / "hinted", True, monkeypatch, actions, **window)
+    pd.testing.assert_frame_equal(plain, hinted, check_exact=True)
+    assert hinted_read == plain_read and len(hinted) == 180 and (hinted["pv.p_mw"] > 0.1).all()
+    assert served_from_hints(path, window) > 150
+    assert not hinted["pv.poa_w_m2"].iloc[30:60].equals(plain["pv.poa_w_m2"].iloc[0:30])  # the hold took effect
+
+
+def test_a_session_hint_taker_reads_copies_of_its_sources(toy_adapters, write_scenario, tmp_path, monkeypatch):
+    """The toy hint simulator in a Session: its sources are copied (the run's own source object
+    is not stepped ahead), every step is served from a hint, and the record equals the Session
+    without blocks."""
+    monkeypatch.setattr(direct, "BLOCK_STEPS", 7)
+    path = write_scenario(ramp_sink(extra=HINT.format(params="")))
+    HintSim.served.clear()
+    with cosim.Session(path, overrides={"scenario.ahead": "off"}, out_dir=tmp_path / "s", report=False) as session:
+        blocks = session.engine.blocks
+        assert [t.sid for t in blocks.twins] == ["src"] and [s.sid for s, _ in blocks.hinted] == ["h"]
+        assert blocks.twins[0].obj is not session.engine.by_sid["src"].obj
+        session.run_until(1800)
+        assert session.engine.by_sid["src"].last_t == 1740  # the run's own source: at the run's time
+    hinted = session.result.timeseries()
+    assert HintSim.served == list(range(0, 1800, 60))
+    with monkeypatch.context() as patch:
+        patch.setattr(direct, "block_sims", lambda engine, copied=False: [])
+        with cosim.Session(path, overrides={"scenario.ahead": "off"}, out_dir=tmp_path / "p", report=False) as plain:
+            plain.run_until(1800)
+    pd.testing.assert_frame_equal(plain.result.timeseries(), hinted, check_exact=True)

@@ -238,3 +238,31 @@ def test_set_refuses_a_perc1_share_on_a_ride_through_with_its_own_perc1(tmp_path
         s.set("plain", "p_grid_connected_frac", 0.5)
         s.run_until(5)  # the refused value was not held: the run steps on
         assert s.time_s == 5
+
+
+def test_the_heap_is_frozen_while_a_run_goes_and_thawed_after(toy_adapters, write_scenario, tmp_path, monkeypatch):
+    """A Session and ``cosim run`` keep the heap alive at their start out of full collections
+    (``gc.freeze``) and thaw it at the end; a heap frozen by someone else is left frozen."""
+    import gc
+
+    from cosim.run import direct
+
+    path = write_scenario(ramp_sink())
+    assert gc.get_freeze_count() == 0
+    with Session(path, overrides={"scenario.engine": "direct"}, out_dir=tmp_path, report=False) as session:
+        assert gc.get_freeze_count() > 0
+        session.step()
+    assert gc.get_freeze_count() == 0
+    seen = []
+    step = direct.DirectEngine.step
+    monkeypatch.setattr(direct.DirectEngine, "step", lambda engine, t=None: seen.append(gc.get_freeze_count()) or
+                        step(engine, t))
+    assert cosim.run(path, out_dir=tmp_path, overrides={"scenario.engine": "direct"}).ok
+    assert seen and min(seen) > 0 and gc.get_freeze_count() == 0
+    gc.freeze()  # the host's own freeze: kept (its count drops only as frozen objects are freed)
+    try:
+        with Session(path, overrides={"scenario.engine": "direct"}, out_dir=tmp_path, report=False) as session:
+            session.step()
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
