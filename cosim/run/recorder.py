@@ -156,11 +156,16 @@ class ParquetRecorder:
     def append_refs(self, ticks: int, refs: list[dict[str, Any]]) -> None:
         """Add one row as the output dicts of :meth:`set_plan`, read now, at mosaik time ``ticks``."""
         plan = self._plan
+        if plan.reads is None:
+            plan.learn(refs)
         cells: list[Any] = []
         extend = cells.extend
         try:
-            for index, getter in plan.reads:
-                extend(getter(refs[index]))
+            for index, names, getter in plan.reads:
+                values = refs[index]
+                # a dict of exactly these outputs in this order (as a source's dicts usually are):
+                # its values in order are the ones the names look up, without a lookup each
+                extend(values.values() if list(values) == names else getter(values))
         except KeyError:  # an entity that did not give this output at this step: null there
             cells = [refs[index].get(attr) for index, attr in plan.cells]
         self._add("refs", ticks, cells)
@@ -345,33 +350,43 @@ class ParquetRecorder:
 class _Plan:
     """How a row is read out of the source dicts of :meth:`ParquetRecorder.append_refs`.
 
-    Each dict's attributes are read together (one ``itemgetter``), dict after dict, into the
-    buffer's columns (``reads``; ``cells``: the same one cell at a time); ``order`` puts them back
-    in the recorder's column order when a block is handed over, a column no source fills reading
-    the buffer's column of NaN (``nan_slot``). Two columns read from one dict and attribute
-    read it once.
+    Each dict's attributes are read together, dict after dict, into the buffer's columns
+    (``reads``: the dict's index, the attribute names in reading order and their ``itemgetter``;
+    ``cells``: the same one cell at a time); ``order`` puts them back in the recorder's column
+    order when a block is handed over, a column no source fills reading the buffer's column of
+    NaN (``nan_slot``). A dict that holds exactly the attributes read is read in its own key
+    order, learnt from the first row (:meth:`learn`), so that its values can be taken in order.
+    Two columns read from one dict and attribute read it once.
     """
 
     def __init__(self, fills: list[tuple[int, str] | None], start_utc: datetime, ticks_per_s: int):
-        by_source: dict[int, dict[str, int]] = {}  # the attributes read from each dict, in column order
+        self.fills = fills
+        self.by_source: dict[int, list[str]] = {}  # the attributes read from each dict, in column order
         for fill in fills:
-            if fill is not None:
-                by_source.setdefault(fill[0], {}).setdefault(fill[1], 0)
-        slot: dict[tuple[int, str], int] = {}
-        self.reads: list[tuple[int, Any]] = []
+            if fill is not None and fill[1] not in self.by_source.setdefault(fill[0], []):
+                self.by_source[fill[0]].append(fill[1])
+        self.reads: list[tuple[int, list[str], Any]] | None = None  # set by learn()
         self.cells: list[tuple[int, str]] = []
-        for index, attrs in by_source.items():
-            self.reads.append((index, tuple_getter(tuple(attrs))))
-            for attr in attrs:
-                slot[(index, attr)] = len(self.cells)
-                self.cells.append((index, attr))
-        self.nan_slot = len(self.cells) if any(fill is None for fill in fills) else None
-        self.width = len(self.cells) + (self.nan_slot is not None)
-        self.order = np.array([self.nan_slot if fill is None else slot[tuple(fill)] for fill in fills], dtype=np.intp)
+        self.nan_slot = sum(map(len, self.by_source.values())) if any(fill is None for fill in fills) else None
+        self.width = sum(map(len, self.by_source.values())) + (self.nan_slot is not None)
+        self.order = np.empty(0, dtype=np.intp)
         epoch = datetime(1970, 1, 1, tzinfo=timezone.utc if start_utc.tzinfo is not None else None)
         whole_ms = start_utc.microsecond % 1000 == 0  # else the stamps go through datetimes, as per cell
         self.start_ms = (start_utc - epoch) // timedelta(milliseconds=1) if whole_ms else None
         self.start_utc, self.ticks_per_s = start_utc, ticks_per_s
+
+    def learn(self, refs: list[dict[str, Any]]) -> None:
+        """The reading order from the first row's dicts (any order reads the same values)."""
+        self.reads, self.cells, slot = [], [], {}
+        for index, attrs in self.by_source.items():
+            first = refs[index] if index < len(refs) else {}
+            names = list(first) if isinstance(first, dict) and sorted(first) == sorted(attrs) else list(attrs)
+            self.reads.append((index, names, tuple_getter(tuple(names))))
+            for attr in names:
+                slot[(index, attr)] = len(self.cells)
+                self.cells.append((index, attr))
+        self.order = np.array([self.nan_slot if fill is None else slot[tuple(fill)] for fill in self.fills],
+                              dtype=np.intp)
 
     def stamps(self, ticks: list[int]):
         """Time stamps of rows at mosaik times ``ticks`` (ms since the epoch, or datetimes for a start with sub-ms)."""
