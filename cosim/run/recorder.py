@@ -221,7 +221,8 @@ class ParquetRecorder:
         if not self._lock.acquire(blocking=False):
             return
         try:
-            if not self._closed and self._n and self._clock() >= self._due_s and not self._thread.queue.full():
+            if (not self._closed and self._n and self._clock() >= self._due_s
+                    and (self._thread is None or not self._thread.queue.full())):
                 self._hand_over(journal=True)
         finally:
             self._lock.release()

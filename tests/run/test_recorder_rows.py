@@ -81,3 +81,33 @@ def test_a_segment_is_one_list_column_whatever_the_columns(tmp_path):
     assert pq.read_schema(segment).metadata[COLUMNS_KEY].decode().count(".p_mw") == 500
     recorder.close()
     assert not segment_files(path) and pq.read_table(path).num_rows == 4
+
+
+def test_a_writer_that_falls_behind_holds_the_run_and_loses_nothing(tmp_path, monkeypatch):
+    """Rows handed over in pairs (chunk_rows = 2) to a writer slower than the rows come, with
+    flushes by time due all along: the queue fills, the run's thread waits for the writer (memory
+    stays bounded), the writer never waits for itself (a flush by time while the queue is full
+    would), and every row is in the file in order."""
+    import threading
+    import time
+
+    from cosim.run import recorder as rec
+
+    slow = rec.ParquetRecorder._write_segment
+    monkeypatch.setattr(rec.ParquetRecorder, "_write_segment", lambda self, *a: (time.sleep(0.005), slow(self, *a)))
+    path = tmp_path / "timeseries.parquet"
+    recorder = ParquetRecorder(path, COLUMNS, chunk_rows=2, flush_s=0.01, background=True)
+    done = threading.Event()
+
+    def feed():
+        for k in range(300):
+            recorder.append_cells(START + timedelta(minutes=k), [float(k), k % 2 == 0, None])
+            time.sleep(0.001)  # the lock is free between rows: the writer's flushes by time get it
+        recorder.close()
+        done.set()
+
+    threading.Thread(target=feed, daemon=True).start()
+    assert done.wait(60), "the recorder did not finish: the writer waits for itself"
+    table = pq.read_table(path)
+    assert table["x.p_mw"].to_pylist() == [float(k) for k in range(300)]
+    assert pq.ParquetFile(path).num_row_groups == 150 and not segment_files(path)
