@@ -3,9 +3,9 @@
 Part of the run, not a user-visible adapter: the engine connects each recorded
 ``<entity>.<attr>`` to the one ``Recorder`` entity.
 
-Rows: each row is read into a preallocated float64 buffer as it comes (one numpy assignment of
-the row; NaN stands for null, flags are kept as numbers and become booleans when written), so
-the run's thread does no per-column work at all. The buffer holds at most ``chunk_rows`` rows
+Rows: each row is read into a preallocated float64 buffer as it comes, converted in one C-level
+pass (:func:`_floats`; NaN stands for null, flags are kept as numbers and become booleans when
+written), so the run's thread does no per-column work in Python. The buffer holds at most ``chunk_rows`` rows
 and at most :data:`HANDOVER_BYTES`; when it is full, or when ``flush_s`` of wall time has passed
 since the last hand-over, its rows are handed to the writer as one block (a flush).
 
@@ -50,6 +50,7 @@ import queue
 import threading
 import time as time_module
 import weakref
+from array import array
 from collections import defaultdict
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -74,10 +75,6 @@ QUEUED_BLOCKS_MAX = 4
 SEGMENT_COMPRESSION = "lz4"
 #: Keys of a segment's Parquet metadata: the recorded columns (JSON list) and the row-group size.
 COLUMNS_KEY, CHUNK_ROWS_KEY = b"cosim.columns", b"cosim.chunk_rows"
-#: A row's cells numpy converts as ``float()`` does when the array it infers for them is of one of
-#: these kinds (float, signed, unsigned, bool); anything else (None, strings, datetimes, arrays,
-#: objects) takes the per-cell path of :func:`_float`.
-_NUMERIC_KINDS = "fiub"
 
 
 def _is_flag(column: str) -> bool:
@@ -186,12 +183,7 @@ class ParquetRecorder:
                 self._hand_over(journal=True)  # rows of the other kind first, in order
                 self._start_buffer(mode)
             rows = self._rows
-            try:  # one conversion for the row; exact: numpy converts numeric kinds as float() does
-                row = np.array(cells)
-                plain = row.dtype.kind in _NUMERIC_KINDS and row.ndim == 1
-            except (TypeError, ValueError, OverflowError):
-                plain = False
-            rows[self._n, :len(cells)] = row if plain else [_float(value) for value in cells]
+            rows[self._n, :len(cells)] = _floats(cells)
             self._n += 1
             self._stamps.append(stamp)
             if self._n == len(rows) or (not self._background and self._clock() >= self._due_s):
@@ -228,20 +220,19 @@ class ParquetRecorder:
             self._lock.release()
 
     def _hand_over(self, journal: bool) -> None:
-        """The buffered rows to the writer as one block, in column order (lock held); ``journal``:
-        as a segment too."""
+        """The buffered rows to the writer as one block (lock held), with the plan's order of its
+        columns (the writer puts them in column order, off the run's thread); ``journal``: as a
+        segment too."""
         n = self._n
         if not n:
             return
         if journal:
             self._due_s = self._clock() + self.flush_s
-        if self._mode == "cells":
-            block, self._rows = self._rows[:n], np.empty_like(self._rows)  # the writer keeps the old one
-        else:
-            block = self._rows[:n][:, self._plan.order]  # a copy, in column order
+        block, order = self._rows[:n], (self._plan.order if self._mode == "refs" else None)
+        self._start_buffer(self._mode)  # the writer keeps the old one (and puts its columns in order)
         stamps, self._stamps, self._n = self._stamps, [], 0
         self.rows_written += n
-        self._submit(("rows", (self._mode, stamps, block, journal)))
+        self._submit(("rows", (self._mode, stamps, block, order, journal)))
 
     def _submit(self, item: tuple[str, Any]) -> None:
         if not self._background:
@@ -255,7 +246,9 @@ class ParquetRecorder:
     def _do(self, item: tuple[str, Any]) -> None:
         op, arg = item
         if op == "rows":
-            mode, stamps, block, journal = arg
+            mode, stamps, block, order, journal = arg
+            if order is not None:  # the plan's reading order -> column order
+                block = block[:, order]
             stamps = self._stamp_array(mode, stamps)
             if journal:
                 self._write_segment(stamps, block)
@@ -540,6 +533,22 @@ def _write_groups(writer: pq.ParquetWriter, pending: list[pa.Table], group_rows:
 
 #: Wall time between two updates of the progress bar's time label. [s]
 LABEL_EVERY_S = 0.25
+
+
+def _floats(cells: list[Any]) -> array | list[float]:
+    """A row's cells as the float64 buffer holds them (:func:`_float` of each), in one C-level pass
+    when it can: ``array("d")`` converts each cell with the C function ``float()`` uses for a
+    number (``PyFloat_AsDouble``: floats, ints, bools, numpy numbers, anything with ``__float__``,
+    the same value to the bit) and refuses the rest (None, strings, arrays, datetimes), which
+    then go cell by cell: None is NaN, a string is parsed as ``float()`` does."""
+    try:
+        return array("d", cells)
+    except (TypeError, ValueError):
+        pass
+    try:  # only None refused (a column with nothing yet): still one pass
+        return array("d", [math.nan if value is None else value for value in cells])
+    except (TypeError, ValueError):
+        return [_float(value) for value in cells]
 
 
 def _float(value: Any) -> float:
