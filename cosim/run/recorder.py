@@ -5,9 +5,10 @@ Part of the run, not a user-visible adapter: the engine connects each recorded
 
 Rows: each row is read into a preallocated float64 buffer as it comes, converted in one C-level
 pass (:func:`_floats`; NaN stands for null, flags are kept as numbers and become booleans when
-written), so the run's thread does no per-column work in Python. The buffer holds at most ``chunk_rows`` rows
-and at most :data:`HANDOVER_BYTES`; when it is full, or when ``flush_s`` of wall time has passed
-since the last hand-over, its rows are handed to the writer as one block (a flush).
+written), so the run's thread does no per-column work in Python. The buffer holds at most
+``chunk_rows`` rows and at most :data:`HANDOVER_BYTES`; when it is full, or when ``flush_s`` of
+wall time has passed since the last hand-over, its rows are handed to the writer as one block (a
+flush). The engines' run thread never reads the clock for this: the writer thread does.
 
 The writer (a thread of its own for the engines' recorders, ``background``; else the caller's
 thread) does two things with each block:
@@ -39,7 +40,8 @@ UTC timestamp.
 
 The direct engine hands a row as the source entities' output dicts
 (:meth:`ParquetRecorder.append_refs`, after :meth:`ParquetRecorder.set_plan`): the row is read
-out of them at once, one C-level ``itemgetter`` per dict, and converted as a row of cells is.
+out of them at once (a dict's values in its own order when it holds exactly the recorded
+outputs, else one C-level ``itemgetter`` per dict) and converted as a row of cells is.
 """
 
 from __future__ import annotations
