@@ -15,7 +15,8 @@ default recording), all at 5-minute steps:
   requests in proportion) for a day, the datacenter alone (no grid: a 1M-GPU campus draws
   0.5-1 GW, beyond any feeder in the catalogue) (``--quick``: 1k, 10k);
 * campuses: 1, 3, 10, 30 and 100 campuses of 20 GPUs each on IEEE 33 for a day, spread over
-  its 32 load buses (``--quick``: 1, 3);
+  its 32 load buses (``--quick``: 1, 3; ``--campuses 30,100 --campus-hours 6``: other counts and
+  durations);
 * buses: one 256-GPU campus for a day on IEEE 13 (15 buses, OpenDSS), IEEE 33 (33 buses,
   pandapower), IEEE 123 (133 buses, OpenDSS) and IEEE 8500 (4,876 buses, OpenDSS)
   (``--quick``: IEEE 33, IEEE 123).
@@ -23,7 +24,9 @@ default recording), all at 5-minute steps:
 Per case: set-up (validation, building every simulator) [s], the first step [s] (first calls,
 caches), stepping time per simulated step [ms] (the stepping loop with the recorder after the
 first step, divided by the steps after the first), closing (KPIs, run
-folder) [s], the columns recorded and the process's peak RSS [MiB]. Per axis, the slope of the cost against the work
+folder) [s], the columns recorded, the recorder's CPU per step and per cell (a column at a step)
+[ms, ns] (its steps on the run's thread, its writer thread, and its close, which writes the last
+rows: :class:`RecorderMeter`) and the process's peak RSS [MiB]. Per axis, the slope of the cost against the work
 on log-log axes (least squares over the points, and between neighbouring points): on the
 duration axis the cost is the whole stepping time (1 = linear: a constant time per step); on
 the others it is the time per step (1 = in proportion to the work, below 1 = a fixed cost per
@@ -146,22 +149,57 @@ model = "Grid"
     return "".join(parts)
 
 
-def axis_cases(quick: bool) -> dict[str, list[tuple[float, str, dict]]]:
-    """Per axis, its cases: (work, label, spec)."""
+def axis_cases(quick: bool, campuses: list[int] | None = None,
+               campus_hours: float = 24) -> dict[str, list[tuple[float, str, dict]]]:
+    """Per axis, its cases: (work, label, spec); ``campuses``/``campus_hours``: the campuses axis's
+    counts and duration instead of the defaults."""
     def spec(network, n_campuses=1, n_gpus=N_GPUS, days=1):
-        return {"network": network, "n_campuses": n_campuses, "n_gpus": n_gpus, "duration_s": days * DAY_S,
+        return {"network": network, "n_campuses": n_campuses, "n_gpus": n_gpus, "duration_s": round(days * DAY_S),
                 "step_s": STEP_S}
     days = [1, 7] if quick else [1, 7, 30, 365]
     gpus = [1_000, 10_000] if quick else [1_000, 10_000, 100_000, 1_000_000]
-    counts = [1, 3] if quick else [1, 3, 10, 30, 100]
+    counts = campuses or ([1, 3] if quick else [1, 3, 10, 30, 100])
     networks = ["ieee33", "ieee123"] if quick else ["ieee13", "ieee33", "ieee123", "ieee8500"]
     return {
         "duration": [(float(d), f"{d} day(s)", spec("ieee33", days=d)) for d in days],
         "gpus": [(float(g), f"{g:,} GPUs", spec(None, n_gpus=g)) for g in gpus],
-        "campuses": [(float(n), f"{n} campus(es)", spec("ieee33", n_campuses=n, n_gpus=N_GPUS_SMALL))
-                     for n in counts],
+        "campuses": [(float(n), f"{n} campus(es)", spec("ieee33", n_campuses=n, n_gpus=N_GPUS_SMALL,
+                                                         days=campus_hours / 24)) for n in counts],
         "buses": [(float(N_BUSES[n]), f"{n} ({N_BUSES[n]:,} buses)", spec(n)) for n in networks],
     }
+
+
+class RecorderMeter:
+    """CPU time of a run's recorder [s]: its steps on the run's thread (thread CPU time), its writer
+    thread (that thread's CPU clock, read when the recorder closes) and its close (the process's CPU
+    time while it closes: the writer writes the last rows then, the run's thread waits). Patches the
+    direct engine's step and the recorder's close of this process (a benchmark's child)."""
+
+    def __init__(self):
+        from cosim.run import direct
+        from cosim.run.recorder import ParquetRecorder
+
+        self.cpu_s = 0.0
+        step_sim, close = direct.DirectEngine._step_sim, ParquetRecorder.close
+        meter = self
+
+        def timed_step(engine, sim, t):
+            if sim.sid != direct.RECORDER_SID:
+                return step_sim(engine, sim, t)
+            started = time.thread_time()
+            step_sim(engine, sim, t)
+            meter.cpu_s += time.thread_time() - started
+
+        def timed_close(recorder):
+            thread = getattr(recorder, "_thread", None)
+            if thread is not None and thread.is_alive():
+                meter.cpu_s += time.clock_gettime(time.pthread_getcpuclockid(thread.ident))
+            started = time.process_time()
+            close(recorder)
+            meter.cpu_s += time.process_time() - started
+
+        direct.DirectEngine._step_sim = timed_step
+        ParquetRecorder.close = timed_close
 
 
 def one_case(spec: dict) -> dict:
@@ -169,6 +207,7 @@ def one_case(spec: dict) -> dict:
     from cosim import Session
     from cosim.run.graph import recorded_columns
 
+    meter = RecorderMeter()
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "scaling.toml"
         path.write_text(scenario_toml(spec))
@@ -182,10 +221,12 @@ def one_case(spec: dict) -> dict:
         result = session.close()
         t3 = time.perf_counter()
         n_steps = spec["duration_s"] // spec["step_s"]
+        n_columns = len(recorded_columns(session.scn))
         return {"ok": bool(result and result.ok), "n_steps": n_steps, "setup_s": t1 - t0,
                 "first_step_s": t_first - t1, "step_ms": (t2 - t_first) / max(1, n_steps - 1) * 1e3,
                 "run_s": t2 - t1, "close_s": t3 - t2,
-                "n_columns": len(recorded_columns(session.scn)),
+                "n_columns": n_columns, "recorder_ms": meter.cpu_s / n_steps * 1e3,
+                "recorder_ns_cell": meter.cpu_s / (n_steps * max(1, n_columns)) * 1e9,
                 "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
@@ -233,6 +274,8 @@ def growth(name: str, points: list[dict]) -> dict:
         verdict = "linear over the axis"
     return {"slope": fit, "local_slopes": local, "stops_linear_at": stops, "verdict": verdict,
             "rss_slope": loglog_slope(works, [p["rss_mib"] for p in points]),
+            "recorder_slope": loglog_slope([p["n_columns"] * p["n_steps"] for p in points],
+                                           [p["recorder_ms"] * p["n_steps"] for p in points]),
             "setup_slope": loglog_slope(works, [p["setup_s"] for p in points])}
 
 
@@ -246,15 +289,17 @@ def measure_axis(name: str, cases: list[tuple[float, str, dict]], run=run_case) 
 def print_axis(name: str, axis: dict) -> None:
     print(f"\n{axis['title']}")
     print(f"  {'case':<26} {'steps':>7} {'cols':>5} {'setup s':>8} {'1st s':>6} {'ms/step':>8} {'run s':>7} "
-          f"{'close s':>8} {'peak MiB':>9}")
+          f"{'close s':>8} {'rec ms':>7} {'ns/cell':>7} {'peak MiB':>9}")
     for p in axis["points"]:
         print(f"  {p['label']:<26} {p['n_steps']:>7} {p['n_columns']:>5} {p['setup_s']:>8.2f} "
               f"{p['first_step_s']:>6.2f} {p['step_ms']:>8.3f} {p['run_s']:>7.1f} {p['close_s']:>8.2f} "
+              f"{p['recorder_ms']:>7.3f} {p['recorder_ns_cell']:>7.0f} "
               f"{p['rss_mib']:>9.0f}" + ("" if p["ok"] else "  (run not ok)"))
     g = axis["growth"]
     local = ", ".join(f"{s:.2f}" for s in g["local_slopes"])
     print(f"  log-log slope of the {axis['slope_of']} against {axis['unit']}: {g['slope']:.2f} "
-          f"(neighbours: {local}); peak RSS {g['rss_slope']:.2f}, set-up {g['setup_slope']:.2f}")
+          f"(neighbours: {local}); peak RSS {g['rss_slope']:.2f}, set-up {g['setup_slope']:.2f}; the "
+          f"recorder's CPU against cells recorded (columns x steps) {g['recorder_slope']:.2f}")
     print(f"  {g['verdict']}")
 
 
@@ -305,21 +350,26 @@ def plot(results: dict, path: Path):
     return fig
 
 
-def run_all(quick: bool, names: list[str] | None = None, blas_threads: int | None = None) -> dict:
+def run_all(quick: bool, names: list[str] | None = None, blas_threads: int | None = None,
+            campuses: list[int] | None = None, campus_hours: float = 24) -> dict:
     """Every axis (or those named): the figures and when and where they were measured."""
     load = os.getloadavg()
     blas = str(blas_threads) if blas_threads is not None else os.environ.get("OPENBLAS_NUM_THREADS", "default")
     command = ("bench/bench_scaling.py" + (" --quick" if quick else "") + "".join(f" --axis {n}" for n in names or [])
-               + (f" --blas-threads {blas_threads}" if blas_threads is not None else ""))
+               + (f" --blas-threads {blas_threads}" if blas_threads is not None else "")
+               + (f" --campuses {','.join(map(str, campuses))}" if campuses else "")
+               + (f" --campus-hours {campus_hours:g}" if campus_hours != 24 else ""))
     meta = {"command": command, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "load_1min": load[0],
             "n_cpus": os.cpu_count(), "step_s": STEP_S, "blas_threads": blas}
     print(f"{command}: direct engine, fresh process per case, BLAS threads {blas}; {meta['date']}, "
           f"load {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {meta['n_cpus']} cores (shared machine: upper bounds)")
     axes = {}
-    for name, cases in axis_cases(quick).items():
+    for name, cases in axis_cases(quick, campuses, campus_hours).items():
         if names and name not in names:
             continue
         axes[name] = measure_axis(name, cases, run=lambda spec: run_case(spec, blas_threads))
+        if name == "campuses" and campus_hours != 24:
+            axes[name]["title"] = axes[name]["title"].replace("1 day", f"{campus_hours:g} h")
         print_axis(name, axes[name])
     meta["load_1min_end"] = os.getloadavg()[0]
     return {"meta": meta, "axes": axes}
@@ -331,6 +381,9 @@ def main() -> None:
     parser.add_argument("--axis", action="append", choices=list(AXES), help="only this axis (repeatable)")
     parser.add_argument("--blas-threads", type=int, help="OPENBLAS/OMP/MKL_NUM_THREADS of each case (default: as "
                         "set); its stepping is on one BLAS thread whatever this says")
+    parser.add_argument("--campuses", type=lambda v: [int(n) for n in v.split(",")],
+                        help="the campuses axis's counts, e.g. 30,100 (default 1,3,10,30,100)")
+    parser.add_argument("--campus-hours", type=float, default=24, help="the campuses axis's duration [h] (default 24)")
     parser.add_argument("--json", type=Path, help="write the raw figures here")
     parser.add_argument("--plot", type=Path, help="draw the figure (PNG) here")
     parser.add_argument("--case", help=argparse.SUPPRESS)
@@ -338,7 +391,7 @@ def main() -> None:
     if args.case:
         print(json.dumps(one_case(json.loads(args.case))))
         return
-    results = run_all(args.quick, args.axis, args.blas_threads)
+    results = run_all(args.quick, args.axis, args.blas_threads, args.campuses, args.campus_hours)
     if args.json:
         args.json.write_text(json.dumps(results, indent=1) + "\n")
     if args.plot:

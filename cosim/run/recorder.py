@@ -3,11 +3,12 @@
 Part of the run, not a user-visible adapter: the engine connects each recorded
 ``<entity>.<attr>`` to the one ``Recorder`` entity.
 
-Rows: each row is read into a preallocated float64 buffer as it comes (one numpy assignment of
-the row; NaN stands for null, flags are kept as numbers and become booleans when written), so
-the run's thread does no per-column work at all. The buffer holds at most ``chunk_rows`` rows
-and at most :data:`HANDOVER_BYTES`; when it is full, or when ``flush_s`` of wall time has passed
-since the last hand-over, its rows are handed to the writer as one block (a flush).
+Rows: each row is read into a preallocated float64 buffer as it comes, converted in one C-level
+pass (:func:`_floats`; NaN stands for null, flags are kept as numbers and become booleans when
+written), so the run's thread does no per-column work in Python. The buffer holds at most
+``chunk_rows`` rows and at most :data:`HANDOVER_BYTES`; when it is full, or when ``flush_s`` of
+wall time has passed since the last hand-over, its rows are handed to the writer as one block (a
+flush). The engines' run thread never reads the clock for this: the writer thread does.
 
 The writer (a thread of its own for the engines' recorders, ``background``; else the caller's
 thread) does two things with each block:
@@ -39,7 +40,8 @@ UTC timestamp.
 
 The direct engine hands a row as the source entities' output dicts
 (:meth:`ParquetRecorder.append_refs`, after :meth:`ParquetRecorder.set_plan`): the row is read
-out of them at once, one C-level ``itemgetter`` per dict, and converted as a row of cells is.
+out of them at once (a dict's values in its own order when it holds exactly the recorded
+outputs, else one C-level ``itemgetter`` per dict) and converted as a row of cells is.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ import queue
 import threading
 import time as time_module
 import weakref
+from array import array
 from collections import defaultdict
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -74,10 +77,6 @@ QUEUED_BLOCKS_MAX = 4
 SEGMENT_COMPRESSION = "lz4"
 #: Keys of a segment's Parquet metadata: the recorded columns (JSON list) and the row-group size.
 COLUMNS_KEY, CHUNK_ROWS_KEY = b"cosim.columns", b"cosim.chunk_rows"
-#: A row's cells numpy converts as ``float()`` does when the array it infers for them is of one of
-#: these kinds (float, signed, unsigned, bool); anything else (None, strings, datetimes, arrays,
-#: objects) takes the per-cell path of :func:`_float`.
-_NUMERIC_KINDS = "fiub"
 
 
 def _is_flag(column: str) -> bool:
@@ -156,11 +155,16 @@ class ParquetRecorder:
     def append_refs(self, ticks: int, refs: list[dict[str, Any]]) -> None:
         """Add one row as the output dicts of :meth:`set_plan`, read now, at mosaik time ``ticks``."""
         plan = self._plan
+        if plan.reads is None:
+            plan.learn(refs)
         cells: list[Any] = []
         extend = cells.extend
         try:
-            for index, getter in plan.reads:
-                extend(getter(refs[index]))
+            for index, names, getter in plan.reads:
+                values = refs[index]
+                # a dict of exactly these outputs in this order (as a source's dicts usually are):
+                # its values in order are the ones the names look up, without a lookup each
+                extend(values.values() if list(values) == names else getter(values))
         except KeyError:  # an entity that did not give this output at this step: null there
             cells = [refs[index].get(attr) for index, attr in plan.cells]
         self._add("refs", ticks, cells)
@@ -181,12 +185,7 @@ class ParquetRecorder:
                 self._hand_over(journal=True)  # rows of the other kind first, in order
                 self._start_buffer(mode)
             rows = self._rows
-            try:  # one conversion for the row; exact: numpy converts numeric kinds as float() does
-                row = np.array(cells)
-                plain = row.dtype.kind in _NUMERIC_KINDS and row.ndim == 1
-            except (TypeError, ValueError, OverflowError):
-                plain = False
-            rows[self._n, :len(cells)] = row if plain else [_float(value) for value in cells]
+            rows[self._n, :len(cells)] = _floats(cells)
             self._n += 1
             self._stamps.append(stamp)
             if self._n == len(rows) or (not self._background and self._clock() >= self._due_s):
@@ -216,26 +215,26 @@ class ParquetRecorder:
         if not self._lock.acquire(blocking=False):
             return
         try:
-            if not self._closed and self._n and self._clock() >= self._due_s and not self._thread.queue.full():
+            if (not self._closed and self._n and self._clock() >= self._due_s
+                    and (self._thread is None or not self._thread.queue.full())):
                 self._hand_over(journal=True)
         finally:
             self._lock.release()
 
     def _hand_over(self, journal: bool) -> None:
-        """The buffered rows to the writer as one block, in column order (lock held); ``journal``:
-        as a segment too."""
+        """The buffered rows to the writer as one block (lock held), with the plan's order of its
+        columns (the writer puts them in column order, off the run's thread); ``journal``: as a
+        segment too."""
         n = self._n
         if not n:
             return
         if journal:
             self._due_s = self._clock() + self.flush_s
-        if self._mode == "cells":
-            block, self._rows = self._rows[:n], np.empty_like(self._rows)  # the writer keeps the old one
-        else:
-            block = self._rows[:n][:, self._plan.order]  # a copy, in column order
+        block, order = self._rows[:n], (self._plan.order if self._mode == "refs" else None)
+        self._start_buffer(self._mode)  # the writer keeps the old one (and puts its columns in order)
         stamps, self._stamps, self._n = self._stamps, [], 0
         self.rows_written += n
-        self._submit(("rows", (self._mode, stamps, block, journal)))
+        self._submit(("rows", (self._mode, stamps, block, order, journal)))
 
     def _submit(self, item: tuple[str, Any]) -> None:
         if not self._background:
@@ -249,7 +248,9 @@ class ParquetRecorder:
     def _do(self, item: tuple[str, Any]) -> None:
         op, arg = item
         if op == "rows":
-            mode, stamps, block, journal = arg
+            mode, stamps, block, order, journal = arg
+            if order is not None:  # the plan's reading order -> column order
+                block = block[:, order]
             stamps = self._stamp_array(mode, stamps)
             if journal:
                 self._write_segment(stamps, block)
@@ -345,33 +346,43 @@ class ParquetRecorder:
 class _Plan:
     """How a row is read out of the source dicts of :meth:`ParquetRecorder.append_refs`.
 
-    Each dict's attributes are read together (one ``itemgetter``), dict after dict, into the
-    buffer's columns (``reads``; ``cells``: the same one cell at a time); ``order`` puts them back
-    in the recorder's column order when a block is handed over, a column no source fills reading
-    the buffer's column of NaN (``nan_slot``). Two columns read from one dict and attribute
-    read it once.
+    Each dict's attributes are read together, dict after dict, into the buffer's columns
+    (``reads``: the dict's index, the attribute names in reading order and their ``itemgetter``;
+    ``cells``: the same one cell at a time); ``order`` puts them back in the recorder's column
+    order when a block is handed over, a column no source fills reading the buffer's column of
+    NaN (``nan_slot``). A dict that holds exactly the attributes read is read in its own key
+    order, learnt from the first row (:meth:`learn`), so that its values can be taken in order.
+    Two columns read from one dict and attribute read it once.
     """
 
     def __init__(self, fills: list[tuple[int, str] | None], start_utc: datetime, ticks_per_s: int):
-        by_source: dict[int, dict[str, int]] = {}  # the attributes read from each dict, in column order
+        self.fills = fills
+        self.by_source: dict[int, list[str]] = {}  # the attributes read from each dict, in column order
         for fill in fills:
-            if fill is not None:
-                by_source.setdefault(fill[0], {}).setdefault(fill[1], 0)
-        slot: dict[tuple[int, str], int] = {}
-        self.reads: list[tuple[int, Any]] = []
+            if fill is not None and fill[1] not in self.by_source.setdefault(fill[0], []):
+                self.by_source[fill[0]].append(fill[1])
+        self.reads: list[tuple[int, list[str], Any]] | None = None  # set by learn()
         self.cells: list[tuple[int, str]] = []
-        for index, attrs in by_source.items():
-            self.reads.append((index, tuple_getter(tuple(attrs))))
-            for attr in attrs:
-                slot[(index, attr)] = len(self.cells)
-                self.cells.append((index, attr))
-        self.nan_slot = len(self.cells) if any(fill is None for fill in fills) else None
-        self.width = len(self.cells) + (self.nan_slot is not None)
-        self.order = np.array([self.nan_slot if fill is None else slot[tuple(fill)] for fill in fills], dtype=np.intp)
+        self.nan_slot = sum(map(len, self.by_source.values())) if any(fill is None for fill in fills) else None
+        self.width = sum(map(len, self.by_source.values())) + (self.nan_slot is not None)
+        self.order = np.empty(0, dtype=np.intp)
         epoch = datetime(1970, 1, 1, tzinfo=timezone.utc if start_utc.tzinfo is not None else None)
         whole_ms = start_utc.microsecond % 1000 == 0  # else the stamps go through datetimes, as per cell
         self.start_ms = (start_utc - epoch) // timedelta(milliseconds=1) if whole_ms else None
         self.start_utc, self.ticks_per_s = start_utc, ticks_per_s
+
+    def learn(self, refs: list[dict[str, Any]]) -> None:
+        """The reading order from the first row's dicts (any order reads the same values)."""
+        self.reads, self.cells, slot = [], [], {}
+        for index, attrs in self.by_source.items():
+            first = refs[index] if index < len(refs) else {}
+            names = list(first) if isinstance(first, dict) and sorted(first) == sorted(attrs) else list(attrs)
+            self.reads.append((index, names, tuple_getter(tuple(names))))
+            for attr in names:
+                slot[(index, attr)] = len(self.cells)
+                self.cells.append((index, attr))
+        self.order = np.array([self.nan_slot if fill is None else slot[tuple(fill)] for fill in self.fills],
+                              dtype=np.intp)
 
     def stamps(self, ticks: list[int]):
         """Time stamps of rows at mosaik times ``ticks`` (ms since the epoch, or datetimes for a start with sub-ms)."""
@@ -524,6 +535,22 @@ def _write_groups(writer: pq.ParquetWriter, pending: list[pa.Table], group_rows:
 
 #: Wall time between two updates of the progress bar's time label. [s]
 LABEL_EVERY_S = 0.25
+
+
+def _floats(cells: list[Any]) -> array | list[float]:
+    """A row's cells as the float64 buffer holds them (:func:`_float` of each), in one C-level pass
+    when it can: ``array("d")`` converts each cell with the C function ``float()`` uses for a
+    number (``PyFloat_AsDouble``: floats, ints, bools, numpy numbers, anything with ``__float__``,
+    the same value to the bit) and refuses the rest (None, strings, arrays, datetimes), which
+    then go cell by cell: None is NaN, a string is parsed as ``float()`` does."""
+    try:
+        return array("d", cells)
+    except (TypeError, ValueError):
+        pass
+    try:  # only None refused (a column with nothing yet): still one pass
+        return array("d", [math.nan if value is None else value for value in cells])
+    except (TypeError, ValueError):
+        return [_float(value) for value in cells]
 
 
 def _float(value: Any) -> float:
