@@ -7,6 +7,7 @@ Run by hand (never in the tests)::
     .venv/bin/python bench/bench_gym.py --split              # ... and where an env step's CPU time goes
     .venv/bin/python bench/bench_gym.py --processes          # also AsyncVectorEnv (wall-clock figures)
     .venv/bin/python bench/bench_gym.py --scenario scenarios/rl_voltage.toml --steps 600
+    valgrind --tool=callgrind --instr-atstart=no .venv/bin/python bench/bench_gym.py --callgrind steps
 
 One env step is one decision (``decision_s`` of the scenario: 15 minutes of rl_site, three
 5-minute scenario steps and their reward terms). Random actions, episodes reset as they end
@@ -26,7 +27,9 @@ the wall clock far more than this process's CPU time. Each figure comes after a 
 (imports, the first power flow's JIT, data caches); the random actions are drawn inside the
 timing, as a training loop draws them. ``--split`` times each simulator's steps, the engine and
 the gym layer around them, actions drawn beforehand (timers around every call add a little to
-each).
+each). ``--callgrind steps`` (or ``resets``) under valgrind counts the instructions of two
+episodes' env steps (or of two resets): a figure that does not move with the machine's load,
+for comparing two checkouts.
 """
 
 from __future__ import annotations
@@ -148,28 +151,34 @@ def processes(scenario: Path, steps: int, n_envs: int) -> float:
 
 
 def split(scenario: Path, episodes: int = 6) -> None:
-    """Where an env step's CPU time goes: each simulator's steps, the engine around them, the gym
-    layer (actions, observations, forecasts, rows, reward terms, info) and the resets."""
-    from cosim.run import direct
+    """Where an env step's CPU time goes: each simulator's steps, the engine and the Session around
+    them, the simulators' ``forecast()`` calls for the observations, the gym layer (actions,
+    observations, rows, reward terms, info) and the resets."""
+    from cosim.run import direct, session
 
     spent: collections.Counter = collections.Counter()
-    step_sim, engine_step = direct.DirectEngine._step_sim, direct.DirectEngine.step
+    originals: list[tuple[type, str, object]] = []
 
-    def timed_step_sim(self, sim, t, collapsed=None):
-        started = cpu()
-        step_sim(self, sim, t, collapsed)
-        spent[f"simulator {sim.sid}"] += cpu() - started
+    def timed(cls: type, name: str, label) -> None:
+        original = getattr(cls, name)
+        originals.append((cls, name, original))
 
-    def timed_engine_step(self, t=None):
-        started = cpu()
-        result = engine_step(self, t)
-        spent["engine"] += cpu() - started
-        return result
+        def wrapper(self, *args, **kwargs):
+            started = cpu()
+            result = original(self, *args, **kwargs)
+            spent[label(self, *args)] += cpu() - started
+            return result
 
-    direct.DirectEngine._step_sim, direct.DirectEngine.step = timed_step_sim, timed_engine_step
+        setattr(cls, name, wrapper)
+
+    timed(direct.DirectEngine, "_step_sim", lambda engine, sim, *_: f"simulator {sim.sid}")
+    timed(direct.DirectEngine, "step", lambda *_: "engine")
+    timed(session.Session, "run_until", lambda *_: "session")
     try:
         env = CosimEnv(scenario, guards=False)
         keep_every_start_day(env)
+        for cls in {type(s.obj) for s in env._episode.engine.sims if hasattr(s.obj, "forecast")}:
+            timed(cls, "forecast", lambda *_: "forecasts (simulators' forecast())")
         actions = [env.action_space.sample() for _ in range(10_000)]  # drawn outside the timing
         spent.clear()
         n, total = 0, cpu()
@@ -184,13 +193,51 @@ def split(scenario: Path, episodes: int = 6) -> None:
                     break
         total = cpu() - total
     finally:
-        direct.DirectEngine._step_sim, direct.DirectEngine.step = step_sim, engine_step
+        for cls, name, original in originals:
+            setattr(cls, name, original)
     simulators = sum(v for k, v in spent.items() if k.startswith("simulator"))
+    spent["session"] -= spent["engine"]  # the Session's own share: its checks and its loop
     spent["engine"] -= simulators  # the engine's own share: its loop and the inputs it gathers
-    spent["gym layer"] = total - spent["reset"] - spent["engine"] - simulators
-    print(f"  where an env step goes ({n} env steps, every start day kept; {total / n * 1e6:.0f} us of CPU each):")
+    spent["gym layer"] = total - sum(spent.values())
+    print(f"  where an env step goes ({n} env steps, every start day kept; {total / n * 1e6:.0f} us of CPU each;"
+          f" the timers add to each share):")
     for name, seconds in sorted(spent.items(), key=lambda item: -item[1]):
-        print(f"    {name:22s} {seconds / n * 1e6:7.1f} us  {seconds / total * 100:5.1f} %")
+        print(f"    {name:36s} {seconds / n * 1e6:7.1f} us  {seconds / total * 100:5.1f} %")
+
+
+def callgrind(scenario: Path, what: str, episodes: int = 2) -> None:
+    """Instructions of ``episodes`` episodes' env steps (``what = "steps"``) or of as many resets
+    (``"resets"``), counted by valgrind's callgrind, which this switches on only around them: a
+    figure that other jobs on the machine do not move. Fixed actions, every start day kept.
+
+    Run as ``valgrind --tool=callgrind --instr-atstart=no .venv/bin/python bench/bench_gym.py
+    --callgrind steps``; valgrind prints ``I refs``."""
+    import subprocess
+
+    def instrument(state: str) -> None:
+        subprocess.run(["callgrind_control", "-i", state, str(os.getpid())], capture_output=True, check=False)
+
+    env = CosimEnv(scenario, guards=False)
+    keep_every_start_day(env)
+    rng = np.random.default_rng(0)
+    low, high = env.action_space.low, env.action_space.high
+    actions = (low + rng.random((10_000, *low.shape)) * (high - low)).astype(low.dtype)
+    env.reset(seed=0)
+    for action in actions[:5]:  # warm-up
+        env.step(action)
+    n = 0
+    for seed in range(1, episodes + 1):
+        if what == "resets":
+            instrument("on")
+        env.reset(seed=seed)
+        instrument("on" if what == "steps" else "off")
+        while True:
+            n += 1
+            _, _, terminated, truncated, _ = env.step(actions[n % len(actions)])
+            if terminated or truncated:
+                break
+        instrument("off")
+    print(f"{what}: {episodes} {'episodes' if what == 'steps' else 'resets'}, {n} env steps")
 
 
 def span(values: list[float], fmt: str = "{:.1f}") -> str:
@@ -206,7 +253,12 @@ def main() -> None:
     parser.add_argument("--only-plain", action="store_true", help="the reset and the one env only")
     parser.add_argument("--split", action="store_true", help="also where an env step's CPU time goes")
     parser.add_argument("--processes", action="store_true", help="also AsyncVectorEnv in 1 and 2 processes (wall)")
+    parser.add_argument("--callgrind", choices=["steps", "resets"],
+                        help="only count instructions under valgrind (see callgrind())")
     args = parser.parse_args()
+    if args.callgrind:
+        callgrind(args.scenario, args.callgrind)
+        return
     now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     print(f"{args.scenario.name}, {args.steps} env steps x {args.repeats} repeats, {now}, "
           f"load average before {np.round(os.getloadavg(), 2).tolist()}")

@@ -44,8 +44,8 @@ from datetime import datetime
 
 import numpy as np
 
-from cosim.gym.episode import OutputReader
 from cosim.gym.forecasts import ForecastSpec
+from cosim.gym.outputs import OutputReader
 from cosim.gym.spec import AgentSpec
 
 

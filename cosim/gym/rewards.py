@@ -311,5 +311,7 @@ class RewardTerms:
         :data:`~cosim.gym.scalar_terms.MAX_ROWS` rows (the same numbers, without numpy's cost per
         call on arrays of a few elements), else by the arrays."""
         if 0 < len(rows) < scalar_terms.MAX_ROWS:
-            return scalar_terms.compute(self, rows)
+            if self._scalar_plan is None:
+                self._scalar_plan = scalar_terms.Plan(self.cols, self._where)
+            return scalar_terms.compute(self._scalar_plan, self.names, rows, self.dt_h, self.state)
         return self.compute(np.array(rows, dtype=float).reshape(len(rows), len(self.columns)), self.columns)

@@ -72,10 +72,14 @@ def _max0(xs) -> float:
 
 
 class Plan:
-    """Where each term's columns sit in a row (positions in ``RewardTerms.columns``)."""
+    """Where each term's columns sit in a row.
 
-    def __init__(self, terms: Any):
-        where, cols = terms._where, terms.cols
+    Args:
+        cols: the scenario's term columns (:class:`cosim.gym.rewards.TermColumns`).
+        where: each column's position in a row.
+    """
+
+    def __init__(self, cols: Any, where: dict[str, int]):
         site = cols.site
         self.groups = [[where[c] for c in site[k]] for k in ("loads", "storage", "clean_generation",
                                                               "other_generation")]
@@ -107,17 +111,16 @@ def _flows(plan: Plan, columns: list[tuple[float, ...]], n: int) -> tuple[list[f
     return [_positive(x) for x in net], [_positive(-x) for x in net]
 
 
-def compute(terms: Any, rows: list[list[float]]) -> dict[str, float]:
-    """``{term: value}`` of one decision (``rows``: fewer than :data:`MAX_ROWS`, each in the order
-    of ``terms.columns``), with ``terms.state`` carried on as ``RewardTerms.compute`` does."""
-    plan = terms._scalar_plan
-    if plan is None:
-        plan = terms._scalar_plan = Plan(terms)
+def compute(plan: Plan, names: list[str], rows: list[list[float]], dt_h: float,
+            state: dict[str, Any]) -> dict[str, float]:
+    """``{term: value}`` of the terms ``names`` over one decision's ``rows`` (fewer than
+    :data:`MAX_ROWS`, laid out as ``plan`` says), with ``state`` (the running peak, the last
+    cumulative values) carried on as ``RewardTerms.compute`` carries it. [term units]"""
     columns = list(zip(*rows))
-    n, dt_h, state = len(rows), terms.dt_h, terms.state
+    n = len(rows)
     flows = None
     out: dict[str, float] = {}
-    for name in terms.names:
+    for name in names:
         if name in ("energy_cost_usd", "carbon_t", "import_peak_mw") and flows is None:
             flows = _flows(plan, columns, n)
         out[name] = float(_TERMS[name](plan, columns, n, dt_h, state, flows))

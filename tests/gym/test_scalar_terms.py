@@ -39,7 +39,7 @@ def test_scalar_terms_equal_the_arrays_to_the_bit(scenario):
     assert terms.names  # every term of the scenario is compared
     arrays, scalars = terms, copy.deepcopy(terms)
     rng = np.random.default_rng(43)
-    for decision in range(3000):
+    for decision in range(2000):
         n_rows = 1 + decision % (scalar_terms.MAX_ROWS - 1)
         rows = random_rows(rng, n_rows, len(terms.columns))
         with np.errstate(invalid="ignore", over="ignore"):  # inf - inf and the like, on purpose
