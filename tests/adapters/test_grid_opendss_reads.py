@@ -92,7 +92,7 @@ def test_the_check_finds_a_reading_that_differs():
     solve(flow, 0.0, 0)
     reads = PdReads(flow.dss, np.concatenate([flow._line_pd, flow._trafo_pd]))
     assert reads.check() is True
-    reads.rating = np.nextafter(reads.rating, np.inf)  # one ulp more amps: every loading moves a bit
+    reads._phase_rating = np.nextafter(reads._phase_rating, np.inf)  # one ulp more amps: every loading moves
     assert reads.check() is False
     assert reads.read()[0].tobytes() == opendss_reads(flow)[0].tobytes()
     flow.close()
