@@ -138,6 +138,8 @@ __all__ = ["ELEMENT_P_MAX_FLOOR_MW", "SUMMARY_EXTRA_OUTPUTS", "TRIP_OUTPUTS", "G
            "shunt_set_attr", "tap_set_attr"]
 
 
+#: Grid outputs written when read, with the per-element ones (GridSim._write_detail).
+FLOW_OUTPUTS = ("losses_mw", "max_loading_pct")
 #: Grid outputs added when line trips are given.
 TRIP_OUTPUTS = ("n_lines_out", "n_buses_islanded")
 #: Grid outputs beyond the common ones that sum up the whole network (recorded by default).
@@ -537,30 +539,33 @@ class GridSim(CosimSim):
             return
         f = self.flow
         vm = f.vm_pu
-        loadings = np.concatenate([f.line_loading_pct, f.trafo_loading_pct])
         extremes = getattr(f, "node_vm_pu", vm)  # OpenDSS: extremes over every phase
         out["vm_min_pu"], out["vm_max_pu"] = nan_extremes(extremes)
-        out["p_import_mw"], out["q_import_mvar"], out["losses_mw"] = f.p_import_mw, f.q_import_mvar, f.losses_mw
-        out["max_loading_pct"] = nan_extremes(loadings)[1]
+        out["p_import_mw"], out["q_import_mvar"] = f.p_import_mw, f.q_import_mvar
         out.update(self._allbus(extremes))
         dead = np.isnan(vm)
         out["n_buses_unsupplied"] = int(np.count_nonzero(dead & ~self._dead_at_start)) if len(vm) == len(
             self._dead_at_start) else int(np.count_nonzero(dead))
         if self._trips:
             out["n_buses_islanded"] = int(dead.sum())
-        # every element's value (bus, line, trafo order) and every phase's voltage: held as arrays and
-        # written into the outputs when someone reads them (_write_detail)
-        detail = [(self._element_attrs, np.concatenate([vm, loadings]))]
+        # the losses and the largest loading (OpenDSS reads the currents behind them only when asked),
+        # every element's value (bus, line, trafo order) and every phase's voltage: written into the
+        # outputs when someone reads them (_write_detail), each group on its own
+        loadings = functools.cache(lambda: np.concatenate([f.line_loading_pct, f.trafo_loading_pct]))
+        detail = [(FLOW_OUTPUTS, lambda: [f.losses_mw, nan_extremes(loadings())[1]]),
+                  (self._element_attrs, lambda: np.concatenate([vm, loadings()]))]
         if self.params.engine == "opendss":
             out.update(f.device_outputs(phases=False))
-            detail.append((f.phase_attrs, f.phase_vm_pu()))
+            detail.append((f.phase_attrs, f.phase_vm_pu))
         self._detail = detail
 
     # -- outputs written when read -----------------------------------------------------
     # The Grid's per-element outputs (one per bus, line, transformer and, on OpenDSS, bus-phase:
-    # 18,000 on IEEE 8500) are kept as arrays after a step and written into its output dict only
-    # when something reads them: get_data asking for one of them, or any read of ``out`` (tests,
-    # probes). A run recording only the summary never pays for the 18,000 dict entries a step.
+    # 18,000 on IEEE 8500) and its losses and largest loading are kept as groups of values (or of
+    # functions giving them) after a step and written into its output dict only when something
+    # reads them: get_data asking for one of a group's outputs (that group), or any read of ``out``
+    # (every group; tests, probes). A run recording only the summary never pays for the 18,000 dict
+    # entries a step, nor OpenDSS for the currents of a step whose losses and loadings nobody reads.
     @property
     def out(self) -> dict[str, dict[str, Any]]:
         if self._detail is not None:
@@ -570,35 +575,34 @@ class GridSim(CosimSim):
     @out.setter
     def out(self, value: dict[str, dict[str, Any]]) -> None:
         self._out, self._detail = value, None
-        self._reads_detail: dict[tuple[str, ...], bool] = {}
+        self._reads_detail: dict[tuple[str, ...], frozenset[int]] = {}
 
-    def _write_detail(self) -> None:
-        detail, self._detail = self._detail, None
-        out = self._out[self.grid_eid]
-        for attrs, values in detail:
-            out.update(zip(attrs, values.tolist()))
+    def _write_detail(self, groups: frozenset[int] | None = None) -> None:
+        """Write the held groups (all, or those at positions ``groups``) into the Grid's outputs."""
+        detail, out = self._detail, self._out[self.grid_eid]
+        for k, (attrs, values) in enumerate(detail):
+            if values is not None and (groups is None or k in groups):
+                detail[k] = (attrs, None)
+                got = values()
+                out.update(zip(attrs, got.tolist() if isinstance(got, np.ndarray) else got))
+        if groups is None or all(values is None for _, values in detail):
+            self._detail = None
 
     def get_data(self, outputs):
         if self._detail is not None and self.grid_eid in outputs:
             key = tuple(outputs[self.grid_eid])
-            reads = self._reads_detail.get(key)
-            if reads is None:
-                summary = self._summary_attrs()
-                reads = self._reads_detail[key] = any(a not in summary for a in key)
-            if reads:
-                self._write_detail()
+            groups = self._reads_detail.get(key)
+            if groups is None:  # the groups holding an output this request asks for
+                asked = set(key)
+                groups = self._reads_detail[key] = frozenset(
+                    k for k, (attrs, _) in enumerate(self._detail) if not asked.isdisjoint(attrs))
+            if groups:
+                self._write_detail(groups)
         detail, self._detail = self._detail, None  # CosimSim.get_data reads ``out``: not written for this read
         try:
             return super().get_data(outputs)
         finally:
             self._detail = detail
-
-    def _summary_attrs(self) -> frozenset[str]:
-        """The Grid's outputs written at every step (all but the per-element ones)."""
-        if getattr(self, "_summary", None) is None:
-            held = {a for attrs, _ in self._detail for a in attrs}
-            self._summary = frozenset(a for a in self._out[self.grid_eid] if a not in held)
-        return self._summary
 
     def _unsolved_outputs(self) -> dict[str, Any]:
         """The Grid's outputs of a step whose power flow did not solve: every voltage, loading, flow,
