@@ -44,18 +44,12 @@ class PdReads:
     def __init__(self, dss, loading_pd: np.ndarray) -> None:
         self.dss = dss
         self.circuit = circuit = dss.to_dss_python().ActiveCircuit
-        names = circuit.PDElements.AllNames
         self.loading_pd = np.asarray(loading_pd, np.int64)
-        start, n_phases, counted, node_refs = self._elements(names)
-        self.rating = np.zeros(len(self.loading_pd))
-        element = circuit.ActiveCktElement
-        for k, pos in enumerate(self.loading_pd):
-            circuit.SetActiveElement(names[pos])
-            self.rating[k] = element.NormalAmps
+        start, n_phases, counted, node_refs, rating = self._elements()
+        self.rating = rating[self.loading_pd]
         # terminal 1's phase conductors of each element whose loading is read (OpenDSS takes the
-        # largest current of those; a disabled element reads 0, as its rating of 0 does)
-        phases = [[(start[e] + k, 0) for k in range(n_phases[e])] for e in self.loading_pd]
-        self._phases = _Columns(phases)
+        # largest current of those; a disabled element reads 0, as one without a rating does)
+        self._phases = _Columns([[(start[e] + k, 0) for k in range(n_phases[e])] for e in self.loading_pd])
         on = np.asarray([node_refs[e] is not None for e in self.loading_pd], bool) & (self.rating != 0)
         self._phase_on = on[self._phases.order]
         self._phase_rating = self.rating[self._phases.order]
@@ -65,21 +59,23 @@ class PdReads:
         #: True once :meth:`check` found the readings equal to OpenDSS's own (False: read through OpenDSS)
         self.exact: bool | None = None
 
-    def _elements(self, names: list[str]) -> tuple[np.ndarray, list[int], list[int], list[np.ndarray | None]]:
+    def _elements(self) -> tuple[np.ndarray, np.ndarray, list[int], list[np.ndarray | None], np.ndarray]:
         """Each PD element's first entry in ``AllCurrents``, its phases, the elements the losses
-        count (enabled, not a shunt) and each one's node numbers (None: disabled, OpenDSS has none)."""
-        circuit, element = self.circuit, self.circuit.ActiveCktElement
-        n_conductors, n_phases, counted, node_refs = [], [], [], []
-        for pos, name in enumerate(names):
+        count (enabled, not a shunt), each one's node numbers (None: disabled, OpenDSS has none) and
+        its rating (``NormAmps``). [-, -, -, -, A]"""
+        circuit = self.circuit
+        pd, element = circuit.PDElements, circuit.ActiveCktElement
+        n_conductors = np.asarray(pd.AllNumConductors, np.int64) * np.asarray(pd.AllNumTerminals, np.int64)
+        start = np.concatenate([[0], np.cumsum(n_conductors)[:-1]]).astype(np.int64)
+        counted, node_refs, rating = [], [], []
+        for pos, name in enumerate(pd.AllNames):
             circuit.SetActiveElement(name)
-            n_conductors.append(element.NumConductors * element.NumTerminals)
-            n_phases.append(element.NumPhases)
             enabled = bool(element.Enabled)
             node_refs.append(np.asarray(element.NodeRef, np.int64) if enabled else None)
-            if enabled and not circuit.PDElements.IsShunt:
+            rating.append(element.NormalAmps)
+            if enabled and not pd.IsShunt:
                 counted.append(pos)
-        start = np.concatenate([[0], np.cumsum(n_conductors)[:-1]]).astype(np.int64)
-        return start, n_phases, counted, node_refs
+        return start, np.asarray(pd.AllNumPhases, np.int64), counted, node_refs, np.asarray(rating, float)
 
     # -- reading ------------------------------------------------------------------------------
     def read(self) -> tuple[np.ndarray, float]:
