@@ -221,7 +221,7 @@ def _lit_weather(inputs: dict[str, Any]) -> tuple | None:
     t_air, wind = inputs.get("t_dry_c", DEFAULT_T_AIR_C), inputs.get("wind_m_s", DEFAULT_WIND_M_S)
     if ghi == 0 and dni == 0 and dhi == 0 and _real(t_air) and _real(wind) and math.isfinite(wind):
         return None
-    if not all(_real(v) and math.isfinite(v) for v in (ghi, dni, dhi, t_air, wind)):
+    if not _finite_reals(ghi, dni, dhi, t_air, wind):
         return None
     return (ghi, type(ghi)), (dni, type(dni)), (dhi, type(dhi)), (t_air, type(t_air)), (wind, type(wind))
 
@@ -377,14 +377,21 @@ class PvSim(SingleModelSim):
             # Dark (night): the chain gives exactly 0 W and a cell at air temperature (SAPM:
             # 0 * exp(a + b*ws) + T_air + 0); skip its ~20 pvlib calls (tests/adapters/test_pv.py
             # checks this against the full chain for every tracking mode and transposition model).
-            out = {"p_ac_mw": 0.0, "p_dc_mw": 0.0, "p_clip_mw": 0.0, "poa_w_m2": 0.0, "t_cell_c": float(t_air)}
-        elif all(_real(v) and math.isfinite(v) for v in (ghi, dni, dhi, t_air, wind)):
+            p_ac, p_dc, p_clip, poa, t_cell = 0.0, 0.0, 0.0, 0.0, float(t_air)
+        elif _finite_reals(ghi, dni, dhi, t_air, wind):
             weather = ((ghi, type(ghi)), (dni, type(dni)), (dhi, type(dhi)), (t_air, type(t_air)), (wind, type(wind)))
-            out = dict(zip(_CHAIN_OUT, self._lit(geo, weather)))
+            p_ac, p_dc, p_clip, poa, t_cell = self._lit(geo, weather)  # floats (tolist)
         else:
             out = geo.plant.power(self._geometry_row(geo, time_s), ghi, dni, dhi, t_air, wind)
-        p_avail = float(out["p_ac_mw"])
-        p_mw = min(p_avail, max(float(inputs["p_limit_mw"]), 0.0)) if "p_limit_mw" in inputs else p_avail
-        return {"p_mw": p_mw, "p_avail_mw": p_avail, "p_curtailed_mw": p_avail - p_mw,
-                "p_dc_mw": float(out["p_dc_mw"]), "p_clip_mw": float(out["p_clip_mw"]),
-                "poa_w_m2": float(out["poa_w_m2"]), "t_cell_c": float(out["t_cell_c"])}
+            p_ac, p_dc, p_clip, poa, t_cell = (float(out[key]) for key in _CHAIN_OUT)
+        p_mw = min(p_ac, max(float(inputs["p_limit_mw"]), 0.0)) if "p_limit_mw" in inputs else p_ac
+        return {"p_mw": p_mw, "p_avail_mw": p_ac, "p_curtailed_mw": p_ac - p_mw, "p_dc_mw": p_dc,
+                "p_clip_mw": p_clip, "poa_w_m2": poa, "t_cell_c": t_cell}
+
+
+def _finite_reals(*values: Any) -> bool:
+    """Every value a finite real number (:func:`_real`)."""
+    for value in values:
+        if not (_real(value) and math.isfinite(value)):
+            return False
+    return True

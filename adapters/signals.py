@@ -562,8 +562,8 @@ class SignalsSim(SingleModelSim):
         if values is None:
             whole = isinstance(time_s, int) and float(self.step_s).is_integer()
             values = self._read_ahead(time_s) if whole else self.series.at(self.utc(time_s))
-        for eid in self.entities:  # one file: the same values for every entity
-            self.out[eid] = dict(values)
+        for eid in self.entities:  # one file: the same values for every entity (get_data hands out copies)
+            self.out[eid] = values
 
     def _read_ahead(self, time_s: float) -> dict[str, float]:
         """The values at this step, and at the next steps up to the end of this UTC day (at most

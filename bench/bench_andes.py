@@ -4,7 +4,7 @@
     .venv/bin/python bench/bench_andes.py --case scenarios/data/transmission/npcc.raw \
         --dyr scenarios/data/transmission/npcc_full.dyr --bus 30 --dt 0.016666666666666666 --perc1
 
-Drives adapters/andes_grid.py's mosaik API directly (no orchestrator): one campus load at a bus
+Drives the andes_grid adapter's mosaik API directly (no orchestrator): one campus load at a bus
 that swings +-50 MW at 0.5 Hz and one 100 ms fault at 60 s; prints the set-up time (case load,
 power flow, TDS init), the cost per tick and per ANDES sub-step, the wall time of the whole event
 and the peak RSS. ``--perc1`` makes the campus a native PERC1 device inside ANDES (the

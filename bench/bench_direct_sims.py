@@ -10,8 +10,14 @@ spends taking their records from the worker (waiting for it, receiving, unpickli
 physics, which runs on the other core.
 
 Steps a :class:`cosim.Session` (no run folder) and times every simulator's step (its
-``step`` and ``get_data``, or the recorder's row) with ``perf_counter``; the first step (one-off
-model builds, numba cache loads) is printed on its own and left out of the per-step figures. Prints the machine's load: quote it with the figures.
+``step`` and ``get_data``, or the recorder's row) with ``perf_counter``, and the look-ahead
+blocks (copies of PV's sources stepped ahead, pvlib's chain once per block) as one line; the
+first step (one-off model builds, numba cache loads, the first block) is printed on its own and
+left out of the per-step figures. The run's CPU time (``process_time``) is what the figures
+add up to: each part's share of the timed wall time is scaled to it (on a busy machine, wall
+time holds other processes' turns; CPU time does not). The same steps are then taken again
+without the timers (``--repeat`` times, alternating with the timed run): the difference in
+CPU time per step is what the timers add. Prints the machine's load: quote it with the figures.
 """
 
 from __future__ import annotations
@@ -37,41 +43,72 @@ def main() -> None:
     parser.add_argument("--start", help="UTC date to start at instead of the scenario's, e.g. 2024-03-01")
     parser.add_argument("--ahead", choices=("off", "on"), default="off",
                         help="step the scenario's head in a worker process (cosim.run.ahead)")
+    parser.add_argument("--repeat", type=int, default=1, help="timed and untimed runs, alternating")
     args = parser.parse_args()
     overrides = {"scenario.duration_s": int(args.days * 86_400), "scenario.ahead": args.ahead}
     if args.start:
         overrides["scenario.start"] = datetime.fromisoformat(args.start).replace(tzinfo=timezone.utc)
-    spent: collections.Counter[str] = collections.Counter()
-    step_sim = direct.DirectEngine._step_sim
-
-    def timed(engine, sim, t):
-        started = time.perf_counter()
-        step_sim(engine, sim, t)
-        spent[sim.sid] += time.perf_counter() - started
-
-    direct.DirectEngine._step_sim = timed
     print(f"load average before: {os.getloadavg()[0]:.2f}")
-    with tempfile.TemporaryDirectory() as out, \
-            cosim.Session(args.scenario, overrides=overrides, out_dir=out, report=False) as session:
-        if args.ahead == "on":
-            session.engine.run_ahead()
-            print(f"worker process: {', '.join(session.engine.ahead.sids) if session.engine.ahead else 'none (no head)'}")
-        first = time.perf_counter()
-        session.step()
-        first_s = time.perf_counter() - first
-        first_spent = collections.Counter(spent)
-        spent.clear()
-        started, steps = time.perf_counter(), 0
-        while not session.done:
-            session.step()
-            steps += 1
-        wall_s = time.perf_counter() - started
-    print(f"first step {first_s:.2f} s (left out below: {', '.join(f'{k} {v:.2f} s' for k, v in first_spent.most_common(3))})")
-    print(f"{steps:,} steps, {wall_s / steps * 1e6:.0f} µs/step in all")
-    for sid, seconds in spent.most_common():
-        print(f"  {sid:16s} {seconds / steps * 1e6:7.0f} µs/step")
-    print(f"  {'(engine loop)':16s} {(wall_s - sum(spent.values())) / steps * 1e6:7.0f} µs/step")
+    timed_cpu, plain_cpu = [], []
+    for _ in range(args.repeat):
+        spent, first_s, cpu, wall, steps = _run(args.scenario, overrides, args.ahead, timers=True)
+        timed_cpu.append(cpu / steps)
+        plain_cpu.append(_run(args.scenario, overrides, args.ahead, timers=False)[2] / steps)
+    print(f"first step {first_s:.2f} s (left out below)")
+    print(f"{steps:,} steps, {cpu / steps * 1e6:.0f} µs/step of CPU in all (last timed run; "
+          f"timed runs {_span(timed_cpu)}, untimed {_span(plain_cpu)} µs/step)")
+    scale = cpu / wall  # CPU seconds per wall second of the loop
+    for part, seconds in sorted(spent.items(), key=lambda kv: -kv[1]):
+        print(f"  {part:22s} {seconds * scale / steps * 1e6:7.1f} µs/step")
+    print(f"  {'(engine loop)':22s} {(wall - sum(spent.values())) * scale / steps * 1e6:7.1f} µs/step")
     print(f"load average after: {os.getloadavg()[0]:.2f}")
+
+
+def _run(scenario: str, overrides: dict, ahead: str, timers: bool):
+    """``(seconds by part, first step [s], CPU [s], wall [s], steps)`` of one run after its first step."""
+    spent: dict[str, float] = collections.defaultdict(float)
+    step_sim, fill = direct.DirectEngine._step_sim, direct._Blocks.fill
+    clock = time.perf_counter
+
+    def timed_step(engine, sim, t, collapsed=None):
+        started = clock()
+        step_sim(engine, sim, t, collapsed)
+        spent[sim.sid] += clock() - started
+
+    def timed_fill(blocks, t):
+        started = clock()
+        direct.DirectEngine._step_sim = step_sim  # the copies' steps count as the blocks'
+        try:
+            fill(blocks, t)
+        finally:
+            direct.DirectEngine._step_sim = timed_step
+        spent["(look-ahead blocks)"] += clock() - started
+
+    if timers:
+        direct.DirectEngine._step_sim, direct._Blocks.fill = timed_step, timed_fill
+    try:
+        with tempfile.TemporaryDirectory() as out, \
+                cosim.Session(scenario, overrides=overrides, out_dir=out, report=False) as session:
+            if ahead == "on":
+                session.engine.run_ahead()
+                print(f"worker process: {', '.join(session.engine.ahead.sids) if session.engine.ahead else 'none'}")
+            first = time.perf_counter()
+            session.step()
+            first_s = time.perf_counter() - first
+            spent.clear()
+            cpu0, wall0, steps = time.process_time(), time.perf_counter(), 0
+            while not session.done:
+                session.step()
+                steps += 1
+            cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+    finally:
+        direct.DirectEngine._step_sim, direct._Blocks.fill = step_sim, fill
+    return spent, first_s, cpu, wall, steps
+
+
+def _span(per_step: list[float]) -> str:
+    low, high = min(per_step) * 1e6, max(per_step) * 1e6
+    return f"{low:.0f}" if round(low) == round(high) else f"{low:.0f}-{high:.0f}"
 
 
 if __name__ == "__main__":

@@ -1,99 +1,104 @@
-"""Benchmark the Gymnasium env: env steps per second in one process and under AsyncVectorEnv.
+"""Benchmark the Gymnasium and PettingZoo envs: env steps per CPU second and the reset's CPU time.
 
 Run by hand (never in the tests)::
 
-    .venv/bin/python bench/bench_gym.py                      # rl_site.toml, 1500 env steps each
-    .venv/bin/python bench/bench_gym.py --steps 1000 --only-plain   # the reset and the one env only
+    .venv/bin/python bench/bench_gym.py                      # rl_site.toml, 1500 env steps, 3 repeats
+    .venv/bin/python bench/bench_gym.py --only-plain         # the reset and the one env only
+    .venv/bin/python bench/bench_gym.py --split              # ... and where an env step's CPU time goes
+    .venv/bin/python bench/bench_gym.py --processes          # also AsyncVectorEnv (wall-clock figures)
     .venv/bin/python bench/bench_gym.py --scenario scenarios/rl_voltage.toml --steps 600
 
 One env step is one decision (``decision_s`` of the scenario: 15 minutes of rl_site, three
 5-minute scenario steps and their reward terms). Random actions, episodes reset as they end
-(the reset is inside the timing). Printed: the time of a reset with the first decision after
-it, the plain env in this process, PettingZoo's parallel env (``CosimParallelEnv``, all agents
-acting at once: one env step is one decision of every agent), N copies in this process
-(``cosim.gym.vector.make_vector_env``, a ``SyncVectorEnv`` with autoreset; steps counted over
-all copies), then ``AsyncVectorEnv`` with 1 and 2 worker processes, each after a warm-up
-(imports, the first power flow's JIT, data caches), and the load average before and after.
-In-process figures come per wall second and per second of this process's CPU time (other jobs
-on a shared machine move the first much more than the second).
+(the resets are inside the timing). Printed, each as the range over ``--repeats`` runs:
+
+1. a reset (a new seed each, a start day drawn from the window), in ms of CPU time: with the
+   set-up copies of every start day kept (:mod:`cosim.gym.snapshot`, as after the first
+   episodes of a training run) and without (most draws meet a day not seen yet);
+2. one env (``CosimEnv``), env steps per CPU second, with every start day kept and without;
+3. N copies in this process (``cosim.gym.vector.make_vector_env``: a ``SyncVectorEnv`` with
+   autoreset; steps counted over all copies), N = 1, 2, 4, 8;
+4. PettingZoo's parallel env (``CosimParallelEnv``, all agents acting at once: one env step is
+   one decision of every agent).
+
+CPU time (``time.process_time``) rather than wall time: on a shared machine other jobs move
+the wall clock far more than this process's CPU time. Each figure comes after a warm-up
+(imports, the first power flow's JIT, data caches); the random actions are drawn inside the
+timing, as a training loop draws them. ``--split`` times each simulator's steps, the engine and
+the gym layer around them, actions drawn beforehand (timers around every call add a little to
+each).
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import functools
 import os
 import sys
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
-from gymnasium.vector import AsyncVectorEnv, SyncVectorEnv
+from gymnasium.vector import AsyncVectorEnv
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from cosim.gym import CosimEnv  # noqa: E402
+from cosim.gym import spec as specs  # noqa: E402
+from cosim.gym.parallel import CosimParallelEnv  # noqa: E402
+from cosim.gym.vector import make_vector_env  # noqa: E402
+
+cpu = time.process_time
 
 
 def keep_every_start_day(env: CosimEnv) -> None:
     """One reset per day of the start window: every simulator whose set-up copy serves a start day
     has one kept (:mod:`cosim.gym.snapshot`), as after the first episodes of a long training run."""
-    from cosim.gym import spec as specs
-
     if env.episode_spec.start_window is not None:
         for day in specs.window_days(env.episode_spec.start_window):
             env.reset(seed=0, options={"start": day})
 
 
-def plain(scenario: Path, steps: int, warm: bool = False) -> tuple[float, float]:
-    """Env steps per second of one env in this process: per wall second, and per second of this
-    process's CPU time (less moved by other jobs on a shared machine). ``warm``: every start day
-    kept first (:func:`keep_every_start_day`)."""
-    env = CosimEnv(scenario)
+def reset_ms(scenario: Path, n: int, warm: bool) -> float:
+    """CPU time of one reset (a new seed each, a start day drawn from the window). [ms]"""
+    env = CosimEnv(scenario, guards=False)
+    env.reset(seed=0)
+    env.step(env.action_space.sample())  # warm-up
+    if warm:
+        keep_every_start_day(env)
+    started = cpu()
+    for seed in range(1, n + 1):
+        env.reset(seed=seed)
+    ms = (cpu() - started) / n * 1e3
+    env.close()
+    return ms
+
+
+def plain(scenario: Path, steps: int, warm: bool) -> float:
+    """Env steps per CPU second of one env, episodes reset as they end."""
+    env = CosimEnv(scenario, guards=False)
     if warm:
         keep_every_start_day(env)
     env.reset(seed=0)
     for _ in range(20):  # warm-up
         env.step(env.action_space.sample())
     env.reset(seed=1)
-    started, cpu = time.perf_counter(), time.process_time()
+    started = cpu()
     for _ in range(steps):
         _, _, terminated, truncated, _ = env.step(env.action_space.sample())
         if terminated or truncated:
             env.reset()
-    rate, cpu_rate = steps / (time.perf_counter() - started), steps / (time.process_time() - cpu)
+    rate = steps / (cpu() - started)
     env.close()
-    return rate, cpu_rate
+    return rate
 
 
-def reset_ms(scenario: Path, n: int = 20, warm: bool = False) -> tuple[float, float]:
-    """Mean wall and CPU time of a reset (a new seed each, a start day drawn from the window) and the
-    first decision after it. [ms]
-
-    ``warm``: every start day kept first (:func:`keep_every_start_day`); otherwise most draws meet a
-    day not seen yet."""
-    env = CosimEnv(scenario)
-    action = env.action_space.sample()
-    env.reset(seed=0)
-    env.step(action)  # warm-up
-    if warm:
-        keep_every_start_day(env)
-    started, cpu = time.perf_counter(), time.process_time()
-    for seed in range(1, n + 1):
-        env.reset(seed=seed)
-        env.step(action)
-    ms, cpu_ms = (time.perf_counter() - started) / n * 1e3, (time.process_time() - cpu) / n * 1e3
-    env.close()
-    return ms, cpu_ms
-
-
-def parallel(scenario: Path, steps: int) -> tuple[float, float]:
-    """Env steps (decisions of all agents) per wall and per CPU second of PettingZoo's parallel env
-    in this process, episodes reset as they end."""
-    from cosim.gym.parallel import CosimParallelEnv
-
-    env = CosimParallelEnv(scenario)
+def parallel(scenario: Path, steps: int) -> float:
+    """Env steps (decisions of all agents) per CPU second of PettingZoo's parallel env."""
+    env = CosimParallelEnv(scenario, guards=False)
 
     def actions():
         return {agent: env.action_space(agent).sample() for agent in env.possible_agents}
@@ -102,69 +107,126 @@ def parallel(scenario: Path, steps: int) -> tuple[float, float]:
     for _ in range(20):  # warm-up
         env.step(actions())
     env.reset(seed=1)
-    started, cpu = time.perf_counter(), time.process_time()
+    started = cpu()
     for _ in range(steps):
         env.step(actions())
         if not env.agents:  # the episode ended
             env.reset()
-    rate, cpu_rate = steps / (time.perf_counter() - started), steps / (time.process_time() - cpu)
+    rate = steps / (cpu() - started)
     env.close()
-    return rate, cpu_rate
+    return rate
 
 
-def in_process(scenario: Path, n_envs: int):
-    """N copies in this process: make_vector_env, or a SyncVectorEnv where it does not exist."""
-    try:
-        from cosim.gym.vector import make_vector_env
-    except ImportError:  # an older checkout, for a side-by-side figure
-        return SyncVectorEnv([functools.partial(CosimEnv, scenario)] * n_envs)
-    return make_vector_env(scenario, n_envs)
-
-
-def vector(scenario: Path, steps: int, n_envs: int, processes: bool = True) -> tuple[float, float]:
-    """Env steps per second (summed over the envs) of ``n_envs`` envs in as many processes
-    (or in this one): per wall second, and per CPU second of this process (NaN for processes)."""
-    envs = (AsyncVectorEnv([functools.partial(CosimEnv, scenario)] * n_envs) if processes
-            else in_process(scenario, n_envs))
+def vector(scenario: Path, steps: int, n_envs: int) -> float:
+    """Env steps per CPU second, summed over ``n_envs`` copies in this process (autoreset)."""
+    envs = make_vector_env(scenario, n_envs)
     envs.reset(seed=list(range(n_envs)))
-    for _ in range(20):  # warm-up in every worker
+    for _ in range(20):  # warm-up
         envs.step(envs.action_space.sample())
     rounds = max(1, steps // n_envs)
-    started, cpu = time.perf_counter(), time.process_time()
+    started = cpu()
     for _ in range(rounds):
         envs.step(envs.action_space.sample())  # ended episodes reset themselves
-    rate = rounds * n_envs / (time.perf_counter() - started)
-    cpu_rate = float("nan") if processes else rounds * n_envs / (time.process_time() - cpu)
+    rate = rounds * n_envs / (cpu() - started)
     envs.close()
-    return rate, cpu_rate
+    return rate
+
+
+def processes(scenario: Path, steps: int, n_envs: int) -> float:
+    """Env steps per wall second of ``n_envs`` envs in as many worker processes."""
+    envs = AsyncVectorEnv([functools.partial(CosimEnv, scenario)] * n_envs)
+    envs.reset(seed=list(range(n_envs)))
+    for _ in range(20):
+        envs.step(envs.action_space.sample())
+    rounds = max(1, steps // n_envs)
+    started = time.perf_counter()
+    for _ in range(rounds):
+        envs.step(envs.action_space.sample())
+    rate = rounds * n_envs / (time.perf_counter() - started)
+    envs.close()
+    return rate
+
+
+def split(scenario: Path, episodes: int = 6) -> None:
+    """Where an env step's CPU time goes: each simulator's steps, the engine around them, the gym
+    layer (actions, observations, forecasts, rows, reward terms, info) and the resets."""
+    from cosim.run import direct
+
+    spent: collections.Counter = collections.Counter()
+    step_sim, engine_step = direct.DirectEngine._step_sim, direct.DirectEngine.step
+
+    def timed_step_sim(self, sim, t, collapsed=None):
+        started = cpu()
+        step_sim(self, sim, t, collapsed)
+        spent[f"simulator {sim.sid}"] += cpu() - started
+
+    def timed_engine_step(self, t=None):
+        started = cpu()
+        result = engine_step(self, t)
+        spent["engine"] += cpu() - started
+        return result
+
+    direct.DirectEngine._step_sim, direct.DirectEngine.step = timed_step_sim, timed_engine_step
+    try:
+        env = CosimEnv(scenario, guards=False)
+        keep_every_start_day(env)
+        actions = [env.action_space.sample() for _ in range(10_000)]  # drawn outside the timing
+        spent.clear()
+        n, total = 0, cpu()
+        for seed in range(1, episodes + 1):
+            started = cpu()
+            env.reset(seed=seed)
+            spent["reset"] += cpu() - started
+            while True:
+                n += 1
+                _, _, terminated, truncated, _ = env.step(actions[n % len(actions)])
+                if terminated or truncated:
+                    break
+        total = cpu() - total
+    finally:
+        direct.DirectEngine._step_sim, direct.DirectEngine.step = step_sim, engine_step
+    simulators = sum(v for k, v in spent.items() if k.startswith("simulator"))
+    spent["engine"] -= simulators  # the engine's own share: its loop and the inputs it gathers
+    spent["gym layer"] = total - spent["reset"] - spent["engine"] - simulators
+    print(f"  where an env step goes ({n} env steps, every start day kept; {total / n * 1e6:.0f} us of CPU each):")
+    for name, seconds in sorted(spent.items(), key=lambda item: -item[1]):
+        print(f"    {name:22s} {seconds / n * 1e6:7.1f} us  {seconds / total * 100:5.1f} %")
+
+
+def span(values: list[float], fmt: str = "{:.1f}") -> str:
+    low, high = min(values), max(values)
+    return fmt.format(low) if len(values) == 1 else f"{fmt.format(low)}-{fmt.format(high)}"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--scenario", type=Path, default=ROOT / "scenarios" / "rl_site.toml")
-    parser.add_argument("--steps", type=int, default=1500, help="env steps timed per configuration")
+    parser.add_argument("--steps", type=int, default=1500, help="env steps timed per figure and repeat")
+    parser.add_argument("--repeats", type=int, default=3, help="runs per figure (the range is printed)")
     parser.add_argument("--only-plain", action="store_true", help="the reset and the one env only")
+    parser.add_argument("--split", action="store_true", help="also where an env step's CPU time goes")
+    parser.add_argument("--processes", action="store_true", help="also AsyncVectorEnv in 1 and 2 processes (wall)")
     args = parser.parse_args()
-    print(f"{args.scenario.name}, {args.steps} env steps each, load average before {os.getloadavg()[0]:.2f}")
-    ms, cpu_ms = reset_ms(args.scenario)
-    print(f"  reset + first decision:      {ms:7.1f} ms      ({cpu_ms:.1f} ms of CPU time)")
-    ms, cpu_ms = reset_ms(args.scenario, warm=True)
-    print(f"  the same, every start day kept: {ms:4.1f} ms      ({cpu_ms:.1f} ms of CPU time)")
-    rate, cpu_rate = plain(args.scenario, args.steps)
-    print(f"  one env, this process:       {rate:7.1f} env steps/s ({cpu_rate:.1f} per CPU second)")
-    rate, cpu_rate = plain(args.scenario, args.steps, warm=True)
-    print(f"  the same, every start day kept: {rate:4.1f} env steps/s ({cpu_rate:.1f} per CPU second)")
-    if args.only_plain:
-        return
-    rate, cpu_rate = parallel(args.scenario, args.steps)
-    print(f"  PettingZoo parallel env:     {rate:7.1f} env steps/s ({cpu_rate:.1f} per CPU second)")
-    for n in (1, 2, 4, 8):
-        rate, cpu_rate = vector(args.scenario, args.steps, n, processes=False)
-        print(f"  SyncVectorEnv, {n} copies:     {rate:7.1f} env steps/s ({cpu_rate:.1f} per CPU second)")
-    for n in (1, 2):
-        rate, _ = vector(args.scenario, args.steps, n)
-        print(f"  AsyncVectorEnv, {n} process{'es' if n > 1 else '  '}: {rate:7.1f} env steps/s")
-    print(f"load average after {os.getloadavg()[0]:.2f} (1 min), {np.round(os.getloadavg(), 2).tolist()}")
+    now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    print(f"{args.scenario.name}, {args.steps} env steps x {args.repeats} repeats, {now}, "
+          f"load average before {np.round(os.getloadavg(), 2).tolist()}")
+    rows = [("reset, every start day kept", "ms of CPU", lambda: reset_ms(args.scenario, 20, True)),
+            ("reset, start days not kept", "ms of CPU", lambda: reset_ms(args.scenario, 20, False)),
+            ("one env, every start day kept", "env steps per CPU s", lambda: plain(args.scenario, args.steps, True)),
+            ("one env", "env steps per CPU s", lambda: plain(args.scenario, args.steps, False))]
+    if not args.only_plain:
+        rows += [(f"vector env, {n} in this process", "env steps per CPU s",
+                  functools.partial(vector, args.scenario, args.steps, n)) for n in (1, 2, 4, 8)]
+        rows.append(("PettingZoo parallel env", "env steps per CPU s", lambda: parallel(args.scenario, args.steps)))
+    for label, unit, measure in rows:
+        print(f"  {label:34s} {span([measure() for _ in range(args.repeats)]):>13s} {unit}", flush=True)
+    if args.processes:
+        for n in (1, 2):
+            print(f"  AsyncVectorEnv, {n} process{'es' if n > 1 else ''}:{' ' * (11 - 2 * (n > 1))}"
+                  f"{processes(args.scenario, args.steps, n):8.1f} env steps per wall s")
+    if args.split:
+        split(args.scenario)
+    print(f"load average after {np.round(os.getloadavg(), 2).tolist()}")
 
 
 if __name__ == "__main__":

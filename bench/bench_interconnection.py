@@ -3,7 +3,7 @@
     .venv/bin/python bench/bench_interconnection.py            # four native PERC1 campuses
     .venv/bin/python bench/bench_interconnection.py --no-perc1 # the same four loads as plain PQ loads
 
-Drives adapters/andes_grid.py's mosaik API directly (no orchestrator) with the four campuses of
+Drives the andes_grid adapter's mosaik API directly (no orchestrator) with the four campuses of
 scenarios/npcc_perc1_campuses.toml (Ludlow 30, Northfield 29, Manchester 31, Carpenter Hill 9; 900 MW
 in all, each its own PERC1 thresholds) and its fault (bus 30 at 1 s, 0.1 s, x = 0.02 pu), ANDES at
 1/60 s, cosim at 0.1 s, for ``--seconds`` (20 s). Prints the set-up time (case read, power flow, TDS

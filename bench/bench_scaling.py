@@ -29,10 +29,11 @@ duration axis the cost is the whole stepping time (1 = linear: a constant time p
 the others it is the time per step (1 = in proportion to the work, below 1 = a fixed cost per
 step shared by more work). The axis stops being linear at the first pair of neighbouring points
 whose slope exceeds 1.2. Peak RSS gets its slope too (mostly the imports' ~350 MiB at the
-small end). ``--blas-threads 1`` runs each case's BLAS on one thread: numpy's dot products over
-the running jobs of a 1M-GPU campus (tens of thousands) go to OpenBLAS's threads, which on a
-busy machine wait for a core and make such a step ~5x slower than on one thread (measured: 72 vs
-14 ms). Prints figures; asserts nothing. Full run ~5-8 min on a busy 2-core machine;
+small end). The simulators step on one BLAS thread whatever the machine (``cosim/run/blas.py``:
+numpy's dot products over the running jobs of a 1M-GPU campus, tens of thousands, would otherwise go
+to OpenBLAS's threads, which on a busy machine wait for a core: measured 72 vs 14 ms a step before
+it); ``--blas-threads N`` sets the threads of the rest of each case's process (set-up, closing).
+Prints figures; asserts nothing. Full run ~5-8 min on a busy 2-core machine;
 ``--quick`` ~1 min.
 """
 
@@ -329,7 +330,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="the two smallest cases per axis (~1 min)")
     parser.add_argument("--axis", action="append", choices=list(AXES), help="only this axis (repeatable)")
     parser.add_argument("--blas-threads", type=int, help="OPENBLAS/OMP/MKL_NUM_THREADS of each case (default: as "
-                        "set; on a busy machine OpenBLAS's threaded dot products of 1M GPUs' jobs stall)")
+                        "set); its stepping is on one BLAS thread whatever this says")
     parser.add_argument("--json", type=Path, help="write the raw figures here")
     parser.add_argument("--plot", type=Path, help="draw the figure (PNG) here")
     parser.add_argument("--case", help=argparse.SUPPRESS)

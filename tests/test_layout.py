@@ -64,7 +64,7 @@ LAZY = {
     "helics": "the HELICS library: only when a run joins a federation (cosim run --helics)",
     "cosim.run.federate": "imports helics (above)",
     "openleadr": "the protocols extra: only when a live run joins an OpenADR VTN (cosim serve --vtn)",
-    "cosim.adapters._andes_perc1": "imports andes (above): only when a Load has a native PERC1",
+    "cosim.adapters.andes_grid.perc1": "imports andes (above): only when a Load has a native PERC1",
 }
 
 
@@ -354,10 +354,76 @@ def test_the_shape_check_finds_each_departure(tmp_path):
 
 def test_no_adapter_keeps_its_helpers_beside_it():
     """An adapter's own helper modules live in its package, not beside it as ``_<adapter>_*.py``
-    (the shape above); shared helpers (``_event_csv.py``, ``_dss_guard.py``) name no adapter."""
+    (the shape above); shared helpers (``_event_csv.py``, ``_bounded_read.py``) name no adapter."""
     folder = ROOT / "adapters"
     adapters = {p.stem for p in folder.rglob("*.py") if not p.stem.startswith("_")}
     adapters |= {p.parent.name for p in folder.rglob("__init__.py")}
     beside = sorted(str(p.relative_to(ROOT)) for p in folder.rglob("_*.py")
                     if any(p.stem.startswith(f"_{name}_") for name in adapters))
     assert not beside, "helpers of one adapter beside it (move them into its package): " + ", ".join(beside)
+
+
+def adapters_using(graph: dict[str, set[str]], helpers: set[str], adapter_of: dict[str, str]) -> dict[str, set[str]]:
+    """Per helper module, the adapters that import it, directly or through other helpers
+    (``graph``: module -> the modules it imports; ``adapter_of``: module -> the adapter it is part of)."""
+    using = {helper: {adapter_of[m] for m, targets in graph.items() if helper in targets and m in adapter_of}
+             for helper in helpers}
+    grown = True
+    while grown:  # a helper's adapters are also those of every helper that imports it
+        grown = False
+        for importer in helpers:
+            for helper in graph.get(importer, set()) & helpers:
+                if not using[importer] <= using[helper]:
+                    using[helper] |= using[importer]
+                    grown = True
+    return using
+
+
+def _adapter_modules() -> dict[str, str]:
+    """Every module of ours that is part of an adapter the registry finds -> that adapter's name (a package
+    adapter: each of its modules)."""
+    from cosim import registry
+
+    found = {}
+    for name, target in registry.available().items():
+        top = target.partition(":")[0]
+        for module in MODULES:
+            if module == top or (MODULES.get(top, ROOT).name == "__init__.py" and module.startswith(top + ".")):
+                found[module] = name
+    return found
+
+
+def _full_graph() -> dict[str, set[str]]:
+    """Who imports whom among our modules, at module level and inside functions (a lazily imported helper counts)."""
+    graph: dict[str, set[str]] = {m: set() for m in MODULES}
+    for module, path in MODULES.items():
+        for top_level in (True, False):
+            for name, _ in _imports(module, path, top_level):
+                target = _target(name)
+                if target and target != module:
+                    graph[module].add(target)
+    return graph
+
+
+def test_no_helper_beside_the_adapters_serves_only_one():
+    """A ``_*.py`` beside the adapters (not inside an adapter's package) that only one adapter imports, directly or
+    through other helpers, is that adapter's: it belongs in its package (a single-file adapter becomes one). Its
+    name need not say so (``_andes_perc1.py`` and ``_perc1_record.py`` served only ``andes_grid``)."""
+    adapter_of = _adapter_modules()
+    helpers = {m for m in MODULES if m.startswith("cosim.adapters.") and m.rpartition(".")[2].startswith("_")
+               and m not in adapter_of}
+    using = adapters_using(_full_graph(), helpers, adapter_of)
+    assert {"cosim.adapters._event_csv", "cosim.adapters._bounded_read"} <= helpers  # the test sees the helpers
+    assert len(using["cosim.adapters._bounded_read"]) > 1
+    lone = sorted(f"{MODULES[h].relative_to(ROOT)} (only {next(iter(a))} imports it)" for h, a in using.items()
+                  if len(a) == 1)
+    assert not lone, "helpers of one adapter beside it (move them into its package): " + ", ".join(lone)
+
+
+def test_the_helper_count_follows_helpers_through_helpers():
+    """``_h`` is imported by adapter x only, ``_g`` only by ``_h`` (so x's too), ``_s`` by adapters y and z."""
+    graph = {"a.x": {"a._h"}, "a._h": {"a._g"}, "a.y": {"a._s"}, "a.z": {"a._s", "a._g"}, "a._s": set(), "a._g": set()}
+    using = adapters_using(graph, {"a._h", "a._g", "a._s"}, {"a.x": "x", "a.y": "y", "a.z": "z"})
+    assert using == {"a._h": {"x"}, "a._g": {"x", "z"}, "a._s": {"y", "z"}}
+    del graph["a.z"]
+    assert adapters_using(graph, {"a._h", "a._g", "a._s"}, {"a.x": "x", "a.y": "y"})["a._g"] == {"x"}

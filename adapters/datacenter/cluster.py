@@ -229,6 +229,8 @@ class GpuCluster:
         self.paused_by = np.zeros(len(jobs), np.int8)  # 0 none, 1 knob, 2 limit
         self._caps_for: tuple | None = None  # (running jobs, cap knobs, caps) of the last _class_caps
         self._steady: list | None = None  # what _advance_steady keeps between steps (see there)
+        self._idle: dict | None = None  # the training part of a step with no job running, without sleep
+        self._training_out: tuple | None = None  # (its inputs, the training outputs) of _training_outputs
         self.observed: dict = {}  # what .observe keeps between steps (see scheduling_outputs)
         self._flexible_pool: tuple | None = None  # (jobs' key, unfinished flexible jobs) of _pause_flexible
         self._paused_key: bytes | None = None  # paused_by's bytes when _paused_lists were made
@@ -293,6 +295,7 @@ class GpuCluster:
         if self.smoothing is None:
             out = self._outputs(train, infer, excess_mw, dt_s)
         else:
+            train = dict(train)  # (smooth_training changes it: a kept one must stay as it was)
             burn_w = smooth_training(self.smoothing, train, self.gpu.idle_w, dt_s)
             out = smooth_outputs(self.smoothing, self._outputs(train, infer, excess_mw, dt_s), burn_w, self.losses,
                                  self.q_per_p, dt_s)
@@ -664,55 +667,75 @@ class GpuCluster:
         if self.failures.enabled:
             self._mark_checkpoints(run, ran_s, work_s)
         self.ran_s[run] += ran_s
-        finished = left_s <= 1e-6  # (run holds distinct jobs: no isin needed)
-        if finished.any():
-            sched.release(run[finished], DONE, time_s + ran_s[finished])
-        sums = kept[8] if whole else None
-        if sums is None and whole:  # the sums below with active all 1 (x * 1.0 is x): no products with it
-            sums = kept[8] = (float(g @ np.ones(len(run))), float(g @ p_gpu), float(g @ (1.0 - speed)),
-                              float(g @ speed), np.bincount(prio, weights=g * speed, minlength=len(CLASSES)),
-                              np.bincount(prio, weights=g * p_gpu, minlength=len(CLASSES)),
-                              tuple(float(g @ s) for s in stall))
-        elif sums is None:
-            sums = (float(g @ active), float(g @ (p_gpu * active)), float(g @ ((1.0 - speed) * active)),
-                    float(g @ (speed * active)),
-                    np.bincount(prio, weights=g * speed * active, minlength=len(CLASSES)),
-                    np.bincount(prio, weights=g * p_gpu * active, minlength=len(CLASSES)),
-                    tuple(float(g @ (active * s)) for s in stall))  # (straggler stall, checkpoint) GPUs
-        busy_gpus, gpu_dot, slow_dot, work_dot, work_by_class, by_class_w, stall_gpus = sums
-        gpu_w = gpu_dot + (self.n_gpus - busy_gpus) * self.gpu.idle_w
-        it_w = gpu_w + self.n_nodes * self.node.other_idle_w + (
-            self.node.other_full_w - self.node.other_idle_w) * busy_gpus / self.node.gpus_per_node
+        lowest = left_s.min()
+        if not lowest > 1e-6:  # (a NaN left, never expected, takes the full test as before)
+            finished = left_s <= 1e-6  # (run holds distinct jobs: no isin needed)
+            if finished.any():
+                sched.release(run[finished], DONE, time_s + ran_s[finished])
+        if whole:  # the sums with active all 1 (x * 1.0 is x): no products with it, and the same each such step
+            if kept[8] is None:
+                kept[8] = self._step_sums(g, p_gpu, speed, prio, stall, None)
+            sums = kept[8]
+        else:
+            sums = self._step_sums(g, p_gpu, speed, prio, stall, active)
+        slow_dot, work_dot, work_by_class, train = sums
         hours = dt_s / 3600.0
         slow = slow_dot * hours
         self.slowdown_gpu_h += slow
         self.work_gpu_h += work_dot * hours
         self.work_class_gpu_h += work_by_class * hours
         self.delay_gpu_h += slow + float(sched.waiting_gpus()) * hours
-        return {"it_w": it_w, "gpu_w": gpu_w, "busy_gpus": busy_gpus, "by_class_w": by_class_w,
-                "stall_gpus": stall_gpus}
+        return train
+
+    def _step_sums(self, g, p_gpu, speed, prio, stall, active) -> tuple[float, float, np.ndarray, dict]:
+        """``(slowdown GPUs, working GPUs, working GPUs per class, training part of the step)`` of
+        :meth:`_advance_steady`: its sums over the running jobs with ``active`` (``None``: all 1,
+        the sums without the products with it)."""
+        if active is None:
+            busy_gpus, gpu_dot, slow_dot, work_dot = (float(g @ np.ones(len(g))), float(g @ p_gpu), float(g @ (1.0 - speed)),
+                                                      float(g @ speed))
+            work_by_class = np.bincount(prio, weights=g * speed, minlength=len(CLASSES))
+            by_class_w = np.bincount(prio, weights=g * p_gpu, minlength=len(CLASSES))
+            stall_gpus = tuple(float(g @ s) for s in stall)
+        else:
+            busy_gpus, gpu_dot = float(g @ active), float(g @ (p_gpu * active))
+            slow_dot, work_dot = float(g @ ((1.0 - speed) * active)), float(g @ (speed * active))
+            work_by_class = np.bincount(prio, weights=g * speed * active, minlength=len(CLASSES))
+            by_class_w = np.bincount(prio, weights=g * p_gpu * active, minlength=len(CLASSES))
+            stall_gpus = tuple(float(g @ (active * s)) for s in stall)  # (straggler stall, checkpoint) GPUs
+        gpu_w = gpu_dot + (self.n_gpus - busy_gpus) * self.gpu.idle_w
+        it_w = gpu_w + self.n_nodes * self.node.other_idle_w + (
+            self.node.other_full_w - self.node.other_idle_w) * busy_gpus / self.node.gpus_per_node
+        return slow_dot, work_dot, work_by_class, {"it_w": it_w, "gpu_w": gpu_w, "busy_gpus": busy_gpus,
+                                                   "by_class_w": by_class_w, "stall_gpus": stall_gpus}
 
     def _advance_idle(self, dt_s: float) -> dict:
         """:meth:`_advance` with no job running (a step over 1 s): the same sums, each of nothing.
 
         Every dot product and bincount of :meth:`_advance` over empty arrays is 0.0 (zeros), so
         the numbers are the ones it gives; the training partition is idle most of a long run
-        once the trace's jobs are done.
+        once the trace's jobs are done. Without node sleep the training part is the same every
+        such step: kept (as :meth:`_advance_steady` keeps its own).
         """
-        busy_gpus = 0.0
-        gpu_w = 0.0 + (self.n_gpus - busy_gpus) * self.gpu.idle_w
-        it_w = gpu_w + self.n_nodes * self.node.other_idle_w + (
-            self.node.other_full_w - self.node.other_idle_w) * busy_gpus / self.node.gpus_per_node
-        if self.sleep is not None:
-            it_w -= self._sleep_saving_w()
         hours = dt_s / 3600.0
         slow = 0.0 * hours
         self.slowdown_gpu_h += slow
         self.work_gpu_h += 0.0 * hours
         self.work_class_gpu_h += 0.0 * hours
         self.delay_gpu_h += slow + float(self.sched.waiting_gpus()) * hours
-        return {"it_w": it_w, "gpu_w": gpu_w, "busy_gpus": busy_gpus, "by_class_w": np.zeros(len(CLASSES)),
-                "stall_gpus": (0.0, 0.0)}
+        if self.sleep is None and self._idle is not None:
+            return self._idle
+        busy_gpus = 0.0
+        gpu_w = 0.0 + (self.n_gpus - busy_gpus) * self.gpu.idle_w
+        it_w = gpu_w + self.n_nodes * self.node.other_idle_w + (
+            self.node.other_full_w - self.node.other_idle_w) * busy_gpus / self.node.gpus_per_node
+        if self.sleep is not None:
+            it_w -= self._sleep_saving_w()
+        train = {"it_w": it_w, "gpu_w": gpu_w, "busy_gpus": busy_gpus, "by_class_w": np.zeros(len(CLASSES)),
+                 "stall_gpus": (0.0, 0.0)}
+        if self.sleep is None:
+            self._idle = train
+        return train
 
     # -- failures ----------------------------------------------------------------------------------
     def _mark_checkpoints(self, run: np.ndarray, ran_s: np.ndarray, work_s: np.ndarray) -> None:
@@ -802,38 +825,22 @@ class GpuCluster:
         self.p_last_mw = p_mw
         liquid_mw = (self.node.liquid_frac * train["it_w"] + infer["liquid_w"]) / 1e6
         total_gpus = self.n_gpus + sum(self.fleet_gpus) + (self.mig_pool.n_gpus if self.mig_pool else 0)
-        counts, by_class = self.sched.count_lists()  # Python ints, kept until a job's state changes
-        running, queued = by_class[RUNNING], by_class[QUEUED]
         # plain Python numbers (mosaik may serialise them, remote simulators): ints for the
-        # counts, float() around everything else
-        out = {
-            "p_mw": float(p_mw), "p_it_mw": float(p_it_mw), "p_loss_mw": p_loss_mw,
-            "q_mvar": float(p_mw * self.q_per_p), "q_heat_mw": float(p_mw), "q_heat_liquid_mw": float(liquid_mw),
-            "q_heat_air_mw": float(p_mw - liquid_mw),
-            "p_train_mw": float(train["it_w"] / 1e6), "p_infer_mw": float(infer["p_it_w"] / 1e6),
-            "gpu_util_frac": float((train["busy_gpus"] + infer["n_gpus_busy"]) / max(total_gpus, 1)),
-            "n_jobs_running": counts[RUNNING], "n_jobs_queued": counts[QUEUED],
-            "n_jobs_paused": counts[PAUSED], "n_jobs_done": counts[DONE],
-            "n_jobs_rejected": counts[REJECTED],
-            "delay_gpu_h": float(self.delay_gpu_h), "slowdown_gpu_h": float(self.slowdown_gpu_h),
-            "wait_mean_h": float(self.sched.wait_mean_s() / 3600.0),
-            "jct_mean_h": float(self.sched.jct_mean_s() / 3600.0),
-            "p_limit_excess_mw": float(excess_mw),
-            "tokens_per_s": float(infer["tokens_per_s"]),
-            "slo_attainment_frac": float(infer["good_req"] / infer["done_req"] if infer["done_req"] > 0 else 1.0),
-            "itl_p99_ms": float(infer["itl_p99_ms"]),
-            "n_requests_queued": float(infer["queued_req"]), "n_requests_dropped": float(infer["dropped_req"]),
-        }
-        by_class_w = train["by_class_w"].tolist()
-        for level, (p_key, run_key, queue_key) in enumerate(_CLASS_KEYS):
-            out[p_key] = by_class_w[level] / 1e6
-            out[run_key] = running[level]
-            out[queue_key] = queued[level]
-        busy = max(train["busy_gpus"], 1e-12)
+        # counts, float() around everything else; every key in OUTPUTS order (the training
+        # part's values set, the rest filled below)
+        out = dict(self._training_outputs(train))
+        out["p_mw"], out["p_it_mw"], out["p_loss_mw"] = float(p_mw), float(p_it_mw), p_loss_mw
+        out["q_mvar"], out["q_heat_mw"] = float(p_mw * self.q_per_p), float(p_mw)
+        out["q_heat_liquid_mw"], out["q_heat_air_mw"] = float(liquid_mw), float(p_mw - liquid_mw)
+        out["p_infer_mw"] = float(infer["p_it_w"] / 1e6)
+        out["gpu_util_frac"] = float((train["busy_gpus"] + infer["n_gpus_busy"]) / max(total_gpus, 1))
+        out["delay_gpu_h"], out["slowdown_gpu_h"] = float(self.delay_gpu_h), float(self.slowdown_gpu_h)
+        out["p_limit_excess_mw"] = float(excess_mw)
         done = infer["done_req"]
-        stall_gpus, ckpt_gpus = train["stall_gpus"]
-        out["train_stall_frac"] = float(stall_gpus / busy)
-        out["train_checkpoint_frac"] = float(ckpt_gpus / busy)
+        out["tokens_per_s"] = float(infer["tokens_per_s"])
+        out["slo_attainment_frac"] = float(infer["good_req"] / done if done > 0 else 1.0)
+        out["itl_p99_ms"] = float(infer["itl_p99_ms"])
+        out["n_requests_queued"], out["n_requests_dropped"] = float(infer["queued_req"]), float(infer["dropped_req"])
         out["ttft_p99_ms"] = float(infer["ttft_p99_ms"])
         out["ttft_attainment_frac"] = float(infer["ttft_good_req"] / done if done > 0 else 1.0)
         out["itl_attainment_frac"] = float(infer["itl_good_req"] / done if done > 0 else 1.0)
@@ -841,6 +848,39 @@ class GpuCluster:
         out["work_gpu_h"] = float(self.work_gpu_h)
         for key, value in zip(_WORK_KEYS, self.work_class_gpu_h.tolist()):
             out[key] = value
+        return out
+
+    def _training_outputs(self, train: dict) -> dict:
+        """The outputs of :meth:`_outputs` that only the training part and the jobs' states and
+        statistics give, under every output name (the others ``None``), in OUTPUTS order.
+
+        Kept while the step's training part is the same object (:meth:`_advance_steady` keeps
+        it while the running jobs run whole steps), the counts are (recounted only when a job's
+        state changes) and the wait and completion sums are: the same numbers from the same inputs.
+        """
+        sched = self.sched
+        counts, by_class = sched.count_lists()  # Python ints, kept until a job's state changes
+        key = (train, counts, sched.wait_sum_s, sched.n_started, sched.jct_sum_s, sched.n_finished)
+        kept = self._training_out
+        if kept is not None and kept[0][0] is train and kept[0][1] is counts and kept[0][2:] == key[2:]:
+            return kept[1]
+        running, queued = by_class[RUNNING], by_class[QUEUED]
+        out = dict.fromkeys(OUTPUTS)
+        out["p_train_mw"] = float(train["it_w"] / 1e6)
+        out["n_jobs_running"], out["n_jobs_queued"] = counts[RUNNING], counts[QUEUED]
+        out["n_jobs_paused"], out["n_jobs_done"], out["n_jobs_rejected"] = counts[PAUSED], counts[DONE], counts[REJECTED]
+        out["wait_mean_h"] = float(sched.wait_mean_s() / 3600.0)
+        out["jct_mean_h"] = float(sched.jct_mean_s() / 3600.0)
+        by_class_w = train["by_class_w"].tolist()
+        for level, (p_key, run_key, queue_key) in enumerate(_CLASS_KEYS):
+            out[p_key] = by_class_w[level] / 1e6
+            out[run_key] = running[level]
+            out[queue_key] = queued[level]
+        busy = max(train["busy_gpus"], 1e-12)
+        stall_gpus, ckpt_gpus = train["stall_gpus"]
+        out["train_stall_frac"] = float(stall_gpus / busy)
+        out["train_checkpoint_frac"] = float(ckpt_gpus / busy)
+        self._training_out = (key, out)
         return out
 
 

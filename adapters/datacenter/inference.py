@@ -14,6 +14,7 @@ when its TTFT and the step's p99 ITL both meet their deadlines.
 
 from __future__ import annotations
 
+import bisect
 import functools
 from dataclasses import dataclass
 
@@ -129,6 +130,37 @@ def _horner(coef: list[float], x: float) -> float:
     for c in coef:
         y = y * x + c
     return y
+
+
+def interp_one(x: float, xp: list[float], fp: list[float], right: float) -> float:
+    """``float(np.interp(x, xp, fp, right=right))`` for one ``x`` on Python floats. [-]
+
+    The operations np.interp makes for one value, in the same order and double precision: the
+    interval ``xp[j] <= x < xp[j + 1]`` (the last such ``j`` where ``xp`` repeats a value, as its
+    search finds), ``fp[j]`` on a point of ``xp``, else ``slope * (x - xp[j]) + fp[j]`` with the
+    slope ``(fp[j + 1] - fp[j]) / (xp[j + 1] - xp[j])`` and, should that be NaN, from the right
+    end; without numpy's per-call cost on one value (tests/adapters/datacenter/test_dc_inference.py
+    compares the two over random and edge values).
+    """
+    last = len(xp) - 1
+    if last == 0:  # (one point: np.interp compares only, a NaN x included)
+        return fp[0] if x < xp[0] else float(right) if x > xp[0] else fp[0]
+    if x != x:
+        return x
+    if x > xp[last]:
+        return float(right)
+    if x < xp[0]:
+        return fp[0]
+    j = bisect.bisect_right(xp, x) - 1
+    if j == last or xp[j] == x:
+        return fp[j]
+    slope = (fp[j + 1] - fp[j]) / (xp[j + 1] - xp[j])
+    value = slope * (x - xp[j]) + fp[j]
+    if value != value:
+        value = slope * (x - xp[j + 1]) + fp[j + 1]
+        if value != value and fp[j] == fp[j + 1]:
+            value = fp[j]
+    return value
 
 
 @functools.lru_cache(maxsize=None)
@@ -285,7 +317,7 @@ class Fleet:
         self.waits = WaitQueue()
         self._grid = np.geomspace(0.05, curves.b_max, 400)
         self._tput = np.maximum.accumulate(curves.tokens_per_s(self._grid))
-        self._table_for: tuple[float, np.ndarray, np.ndarray] | None = None  # (max_batch, grid, tput)
+        self._table_for: tuple | None = None  # what _table made for the last max_batch
 
     @property
     def n_gpus(self) -> int:
@@ -295,21 +327,22 @@ class Fleet:
         """Smallest running batch whose throughput meets ``tokens_per_s`` (<= ``max_batch``). [-]"""
         if tokens_per_s <= 0:
             return 0.0
-        grid, tput = self._table(max_batch)
-        return float(np.interp(tokens_per_s, tput, grid, right=max_batch))
+        table = self._table_for
+        if table is None or table[0] != max_batch:
+            table = self._table(max_batch)
+        return interp_one(tokens_per_s, table[4], table[3], max_batch)
 
-    def _table(self, max_batch: float) -> tuple[np.ndarray, np.ndarray]:
-        """Batch grid up to ``max_batch`` and its (non-decreasing) throughput. [-, 1/s]
+    def _table(self, max_batch: float) -> tuple:
+        """``(max_batch, batch grid up to it, its non-decreasing throughput, both as lists)``. [-, -, 1/s, -, 1/s]
 
         Kept for the last ``max_batch``: it changes only with a knob, and rebuilding the
         table was most of a step's inference cost.
         """
-        if self._table_for is None or self._table_for[0] != max_batch:
-            inside = self._grid < max_batch
-            grid = np.append(self._grid[inside], max_batch)
-            tput = np.maximum.accumulate(np.append(self._tput[inside], self.curves.tokens_per_s(max_batch)))
-            self._table_for = (max_batch, grid, tput)
-        return self._table_for[1], self._table_for[2]
+        inside = self._grid < max_batch
+        grid = np.append(self._grid[inside], max_batch)
+        tput = np.maximum.accumulate(np.append(self._tput[inside], self.curves.tokens_per_s(max_batch)))
+        self._table_for = (max_batch, grid, tput, grid.tolist(), tput.tolist())
+        return self._table_for
 
     def step(self, dt_s: float, rate_req_s: float, *, active_frac: float = 1.0, max_batch: int | None = None,
              p_cap_w: float | None = None) -> FleetStep:

@@ -48,7 +48,7 @@ def prefill_tokens_per_s(model: str, gpu: str, gpus_per_replica: int) -> float:
     return gpus_per_replica * PREFILL_EFFICIENCY_FRAC * PEAK_BF16_FLOP_S[gpu] / (2.0 * ACTIVE_PARAMS[model])
 
 
-@dataclass
+@dataclass(slots=True)
 class Cohort:
     """Requests arriving uniformly over ``[start_s, end_s)``."""
 
@@ -75,23 +75,26 @@ class WaitQueue:
             ``(n_req, wait_lo_s, wait_hi_s)`` segments of the served requests' waits. [-, s, s]
         """
         t0 = self.clock_s
+        cohorts = self.cohorts
         if arrived_req > 0:
-            self.cohorts.append(Cohort(arrived_req, t0, t0 + dt_s))
+            cohorts.append(Cohort(arrived_req, t0, t0 + dt_s))
         segments, done = [], 0.0
         rate = served_req / dt_s
-        while served_req - done > 1e-12 and self.cohorts:
-            head = self.cohorts[0]
-            take = min(head.n_req, served_req - done)
-            last = head.arrival_s(take)
-            lo = t0 + done / rate - head.start_s
+        while served_req - done > 1e-12 and cohorts:
+            head = cohorts[0]
+            n_req, start_s = head.n_req, head.start_s
+            take = min(n_req, served_req - done)
+            last = start_s + (head.end_s - start_s) * take / n_req  # head.arrival_s(take)
+            lo = t0 + done / rate - start_s
             hi = t0 + (done + take) / rate - last
             segments.append((take, max(lo, 0.0), max(hi, 0.0)))
             done += take
-            if take >= head.n_req - 1e-12:
-                self.cohorts.popleft()
+            if take >= n_req - 1e-12:
+                cohorts.popleft()
             else:
-                head.n_req, head.start_s = head.n_req - take, last
-        self._keep(kept_req)
+                head.n_req, head.start_s = n_req - take, last
+        if cohorts:  # (nothing left to drop from an empty queue: most steps)
+            self._keep(kept_req)
         self.clock_s = t0 + dt_s
         return segments
 

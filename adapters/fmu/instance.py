@@ -110,20 +110,22 @@ class FmuInstance:
         if self.log:
             LOG.info("%s: %s", self.label, text)
 
-    def _call(self, what, fn, variable: str | None = None):
-        """``fn()``, its failure raised as an FmuError naming ``what`` (a text, or a callable
+    def _call(self, what, fn, variable: str | None = None, *args):
+        """``fn(*args)``, its failure raised as an FmuError naming ``what`` (a text, or a callable
         giving it: the hot path formats nothing unless the call fails)."""
         start = _time.perf_counter()
         try:
-            return fn()
+            return fn(*args)
         except (FmuError, FmuEnded):
             raise
         except Exception as exc:  # fmpy raises FMICallException, OSError, ctypes errors
-            what = what() if callable(what) else what
-            raise FmuError(f"{self.label} at t = {self.time_s:g} s{self._var(variable)}: {what} failed: "
-                           f"{exc}{self._said()}") from exc
+            raise self._failed(what, exc, variable) from exc
         finally:
             self.fmu_time_s += _time.perf_counter() - start
+
+    def _failed(self, what, exc: Exception, variable: str | None = None) -> FmuError:
+        what = what() if callable(what) else what
+        return FmuError(f"{self.label} at t = {self.time_s:g} s{self._var(variable)}: {what} failed: {exc}{self._said()}")
 
     def _said(self) -> str:
         return f"; the FMU said: {' | '.join(self.messages[-3:])}" if self.messages else ""
@@ -279,7 +281,9 @@ class FmuInstance:
         if plan:
             chosen, vr, buf, n = plan
             for k, (port, value) in enumerate(zip(chosen, values.values())):
-                buf[k] = port.to_fmu(self._number(port, value, "setting an input"))
+                if type(value) is not float or not _isfinite(value):  # else _number would return it as it is
+                    value = self._number(port, value, "setting an input")
+                buf[k] = (value - port.offset) / port.scale  # Port.to_fmu
             start = _time.perf_counter()
             try:
                 if self._raw is not None:  # fmpy's own ctypes call, without its wrapper
@@ -352,7 +356,7 @@ class FmuInstance:
         if self.me:
             self._call("model-exchange step", lambda: self._me_step(time_s + step_s))
         else:
-            self._call("doStep", lambda: self._do_step(time_s, step_s))
+            self._call("doStep", self._do_step, None, time_s, step_s)
         self.time_s = time_s + step_s
         self.n_steps += 1
 

@@ -12,7 +12,8 @@ The adapter ``grid`` as a package (docs/development.md, "A simulator with severa
 * ``pandapower_tables.py``: what the adapter reads of a pandapower net's tables, and its element and
   output names, without importing pandapower;
 * ``opendss_flow.py``: the OpenDSS engine (:class:`~.opendss_flow.OpenDssFlow`); ``opendss_faults.py``
-  its faults;
+  its faults; ``opendss_guard.py`` what a user's ``.dss`` file may do (describe and solve a circuit);
+  ``opendss_reads.py`` loadings and losses from one bulk read of the currents;
 * ``voltage_band.py``: voltages against a band (the all-bus and per-element outputs).
 """
 

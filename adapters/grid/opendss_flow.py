@@ -53,7 +53,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cosim.adapters._dss_guard import dss_file_problems, quoted, refusal
+from cosim.adapters.grid.opendss_guard import dss_file_problems, quoted, refusal
 from cosim.adapters.grid.opendss_reads import PdReads
 
 PHASE_NODES = {"a": 1, "b": 2, "c": 3}

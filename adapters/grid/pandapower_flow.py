@@ -96,6 +96,12 @@ class PowerFlow:
         #: (False: numpy's forms, from the next solve on)
         self.use_kernels = True
         self._kernels: _Kernels | None = None
+        #: the band :meth:`set_band` gave; the summary the C kernels computed with the last converged solve
+        #: and its voltages and loadings in one array (bus, line, trafo order; ``vm_pu`` and the loadings are
+        #: views of it) (None: not computed; the adapter then takes numpy's forms of the same numbers)
+        self._band: tuple | None = None
+        self.summary: list[float] | None = None
+        self.element_values: np.ndarray | None = None
         self._read_tables()
 
     # -- editing the net ---------------------------------------------------------------
@@ -190,6 +196,15 @@ class PowerFlow:
         buses = self.net.ext_grid.bus[self.net.ext_grid.in_service.astype(bool)] if len(self.net.ext_grid) else []
         return sorted({int(self.net.bus.index.get_loc(b)) for b in buses})
 
+    def set_band(self, monitored: np.ndarray, v_low_pu: float, v_high_pu: float, dead_at_start: np.ndarray) -> None:
+        """Let the C kernels compute the Grid's summary with each converged solve (:attr:`summary`:
+        extremes of ``vm_pu`` and of the loadings, the band statistics of the ``monitored`` bus
+        positions, the count of dead buses and of those not dead in ``dead_at_start``)."""
+        self._band = (np.asarray(monitored, np.int64), float(v_low_pu), float(v_high_pu),
+                      np.asarray(dead_at_start, bool))
+        if self._kernels is not None:
+            self._kernels = _Kernels.make(self)
+
     # -- solving -----------------------------------------------------------------------
     def solve(self, p_mw: dict[str, np.ndarray], q_mvar: dict[str, np.ndarray]) -> bool:
         """Solve with these element powers (table order, table sign); True when converged.
@@ -197,6 +212,7 @@ class PowerFlow:
         On failure the previous results are kept and the next solve warm-starts from the
         last converged voltages.
         """
+        self.summary = self.element_values = None
         if self.solver == "pandapower":
             return self._solve_pandapower(p_mw, q_mvar)
         if self._stale:
@@ -218,11 +234,14 @@ class PowerFlow:
         if not ok:
             return False
         vm, va = self._nr.get_Vm(), self._nr.get_Va()
+        if kernels is not None:  # the check below and the results in C
+            v = kernels.results(self, vm, va)
+            if v is None:
+                return False
+            self._V, self._sbus = v, sbus
+            return True
         if not (math.isfinite(_sum(vm)) and math.isfinite(_sum(va))):  # a NaN or inf anywhere
             return False
-        if kernels is not None:
-            self._V, self._sbus = kernels.results(self, vm, va), sbus
-            return True
         v = vm * np.exp(1j * va)
         self._V, self._sbus = v, sbus
         self._results(v, sbus)
@@ -306,7 +325,7 @@ class PowerFlow:
             self.net[name] = copy.deepcopy(value)
         self._options_set = True
         self._nr = NRSing_KLU()
-        self._kernels = _Kernels(self) if _KERNELS is not None and _Kernels.fits(self) else None
+        self._kernels = _Kernels.make(self)
         self._stale = False
 
     def _build_model(self) -> None:
@@ -364,7 +383,7 @@ class PowerFlow:
         self._f = branch[:, F_BUS].real.astype(int)
         self._t = branch[:, T_BUS].real.astype(int)
         self._map_branches(ppci, bus[:, BASE_KV].real, base_mva)
-        self._kernels = _Kernels(self) if _KERNELS is not None and _Kernels.fits(self) else None
+        self._kernels = _Kernels.make(self)
         self._stale = False
 
     @staticmethod
@@ -504,6 +523,13 @@ def _load_kernels(lib_path: Path = Path(__file__).with_name("_kernels.so")):
     for name in ("cosim_sbus_s", "cosim_voltages_s", "cosim_results_s"):
         getattr(lib, name).argtypes = [ptr]
         getattr(lib, name).restype = None
+    lib.cosim_solved_s.argtypes = [ptr]
+    lib.cosim_solved_s.restype = i64
+    lib.cosim_set_abs_fused.argtypes = [ctypes.c_int]
+    for name in ("cosim_csum", "cosim_cabs", "cosim_exp_j"):
+        getattr(lib, name).argtypes = [i64, ptr, ptr]
+    lib.cosim_sum.argtypes = [i64, ptr]
+    lib.cosim_sum.restype = ctypes.c_double
     lib.cosim_set_fused.argtypes = [ctypes.c_int]
     lib.cosim_cmul.argtypes = [i64, ptr, ptr, ptr]
     lib.cosim_matvec.argtypes = [i64, ptr, ptr, ptr, ptr, ptr]
@@ -512,10 +538,20 @@ def _load_kernels(lib_path: Path = Path(__file__).with_name("_kernels.so")):
 
 def _agrees_with_numpy(lib) -> bool:
     """Set the C product to the one this machine's numpy computes (fused or not: its SIMD loop
-    fuses where the CPU has FMA) and check it, and the CSR product against scipy's, bit for bit on
-    random numbers; False (numpy does the work) when neither product agrees. (The whole kernels
-    are compared with numpy by the tests, not here.) Run once per process, at import."""
+    fuses where the CPU has FMA) and check it, the CSR product against scipy's and the sum against
+    numpy's ``add.reduce``, bit for bit on random numbers; False (numpy does the work) when one
+    does not agree. (The whole kernels are compared with numpy by the tests, not here.) Run once per
+    process, at import."""
     rng = np.random.default_rng(12345)
+    for n in (*range(300), 1000, 4099):  # every block shape of numpy's pairwise sum, and its halving
+        a = rng.standard_normal(n) * 10.0 ** rng.integers(-8, 8, n)
+        z = a + 1j * rng.standard_normal(n)
+        got = np.zeros(1, np.complex128)
+        lib.cosim_csum(n, _address(z), _address(got))
+        if lib.cosim_sum(n, _address(a)) != np.add.reduce(a) or got[0] != np.add.reduce(z):
+            return False
+    if not _abs_agrees(lib, rng):
+        return False
     pairs = []
     for n in (1, 3, 7, 8, 33, 100, 4096):  # numpy's loops may take another path for short arrays
         a = rng.standard_normal(n) * 10.0 ** rng.integers(-8, 8, n) + 1j * rng.standard_normal(n)
@@ -532,6 +568,11 @@ def _agrees_with_numpy(lib) -> bool:
             break
     else:
         return False
+    va = rng.standard_normal(257) * 10.0 ** rng.integers(-8, 2, 257)
+    e = np.empty(257, np.complex128)
+    lib.cosim_exp_j(257, _address(va), _address(e))
+    if not np.array_equal(e, np.exp(1j * va)):
+        return False
     matrix = sparse.random(64, 64, density=0.1, random_state=7, format="csr", dtype=np.complex128)
     matrix.data = matrix.data + 1j * rng.standard_normal(matrix.nnz)
     x = rng.standard_normal(64) + 1j * rng.standard_normal(64)
@@ -539,6 +580,29 @@ def _agrees_with_numpy(lib) -> bool:
     y = np.empty(64, np.complex128)
     lib.cosim_matvec(64, _address(indptr), _address(indices), _address(matrix.data), _address(x), _address(y))
     return bool(np.array_equal(y, _matvec(matrix, x)))
+
+
+def _abs_agrees(lib, rng) -> bool:
+    """Set the C complex abs to numpy's on this machine (its 1 + r * r fused or not) and check it on
+    random numbers spanning the exponents, with zeros, infinities and NaN among them."""
+    special = [0.0, -0.0, np.inf, -np.inf, np.nan, 5e-324, 1e-310, 1.0]
+    z = []
+    for n in (1, 2, 3, 7, 8, 9, 33, 100, 1001):  # numpy's SIMD loop and its tails
+        re = rng.standard_normal(n) * 10.0 ** rng.integers(-300, 300, n)
+        with np.errstate(over="ignore"):  # (some overflow to inf: more special values)
+            im = re * 10.0 ** rng.integers(-20, 20, n) if n % 2 else rng.standard_normal(n) * 10.0 ** rng.integers(-300, 300, n)
+        z.append(re + 1j * im)
+    z.append(np.array([complex(a, b) for a in special for b in special]))
+    for fused in (1, 0):
+        lib.cosim_set_abs_fused(fused)
+        agree = True
+        for values in z:
+            got = np.empty(len(values))
+            lib.cosim_cabs(len(values), _address(values), _address(got))
+            agree = agree and np.array_equal(got, np.abs(values), equal_nan=True)
+        if agree:
+            return True
+    return False
 
 
 _KERNELS = _load_kernels()
@@ -550,6 +614,11 @@ class _Kernels:
     and sizes, made once). What the numpy forms hand out fresh every step (V, sbus, the bus voltages
     and loadings) is copied out of the buffers, so a caller keeping one keeps its values.
     """
+
+    @classmethod
+    def make(cls, flow: "PowerFlow") -> "_Kernels | None":
+        """The kernels of ``flow``'s built model, or None: library not loaded, or the model does not :meth:`fit`."""
+        return cls(flow) if _KERNELS is not None and cls.fits(flow) else None
 
     @staticmethod
     def fits(flow: "PowerFlow") -> bool:
@@ -563,7 +632,8 @@ class _Kernels:
                 and y.shape == (2 * n_br + len(flow._ref), n) and y.nnz < 2 ** 31
                 and all(0 <= int(a.min(initial=0)) and int(a.max(initial=0)) <= top for a, top in
                         ((flow._inj_bus, n), (flow._f, n - 1), (flow._t, n - 1), (flow._ref, n - 1),
-                         (flow._loss_br, n_br - 1), (flow._bus_map, n), (flow._line_br, n_br), (flow._trafo_br, n_br))))
+                         (flow._loss_br, n_br - 1), (flow._bus_map, n), (flow._line_br, n_br), (flow._trafo_br, n_br)))
+                and (flow._band is None or all(0 <= int(p) < len(flow._bus_map) for p in flow._band[0])))
 
     def __init__(self, flow: "PowerFlow") -> None:
         self.keep: list[np.ndarray] = []  # every array whose address is passed
@@ -592,7 +662,7 @@ class _Kernels:
         # the model's own buffers are the ones written (PowerFlow reads _vm_ext and _loading_ext)
         flow._vm_ext = np.ascontiguousarray(flow._vm_ext, dtype=float)
         flow._loading_ext = np.ascontiguousarray(flow._loading_ext, dtype=float)
-        self.vm, self.e, self.jva = np.zeros(n), np.zeros(n, np.complex128), np.zeros(n, np.complex128)
+        self.vm, self.va, self.e = np.zeros(n), np.zeros(n), np.zeros(n, np.complex128)
         self.vc = np.zeros(n + n_rows, np.complex128)  # v, then the currents
         self.mag = np.zeros(n + n_rows)
         self.loss_re = np.zeros(len(flow._loss_br))
@@ -603,6 +673,16 @@ class _Kernels:
         out, vc = fixed(self.out, float), fixed(self.vc, np.complex128)
         self.voltages_spec = spec([n, fixed(self.vm, float), fixed(self.e, np.complex128), n_rows,
                                    fixed(y.indptr, np.int32), fixed(y.indices, np.int32), fixed(y.data, np.complex128), vc])
+        # the Grid's summary (cosim_summary) when the adapter gave its band (PowerFlow.set_band)
+        self.summary = np.zeros(9) if flow._band is not None else None
+        if flow._band is not None:
+            monitored, low, high, dead0 = flow._band
+            n_mon = len(monitored)
+            summary = [1, n_net, out, n_line + n_trafo, out + 8 * n_net, n_mon, fixed(monitored, np.int64),
+                       fixed(np.array([low]), float), fixed(np.array([high]), float), len(dead0), fixed(dead0, np.uint8),
+                       fixed(np.zeros(n_mon), float), fixed(np.zeros(n_mon), float), fixed(self.summary, float)]
+        else:
+            summary = [0]
         self.results_spec = spec([
             n, vc, fixed(self.mag, float), fixed(flow._vm_ext, float), n_br, fixed(flow._f, np.int64),
             fixed(flow._t, np.int64), fixed(flow._c_f, float), fixed(flow._c_t, float), fixed(flow._loading_ext, float),
@@ -611,6 +691,15 @@ class _Kernels:
             n_net, fixed(flow._bus_map, np.int64), out,
             n_line, fixed(flow._line_br, np.int64), out + 8 * n_net,
             n_trafo, fixed(flow._trafo_br, np.int64), out + 8 * (n_net + n_line),
+            *summary,
+        ])
+        self.totals = np.zeros(3)  # losses, p_import, q_import
+        self.solved_spec = spec([
+            self.voltages_spec.value, self.results_spec.value, n, fixed(self.vm, float),
+            fixed(self.va, float), fixed(self.e, np.complex128), n + n_rows, vc, fixed(self.mag, float),
+            len(flow._loss_br), fixed(self.loss_re, float), len(flow._ref), fixed(self.ref_s, np.complex128),
+            fixed(np.array([flow._s_gen_ref], np.complex128), np.complex128), fixed(np.array([flow._base_mva]), float),
+            fixed(self.totals, float),
         ])
 
     def sbus(self, p_mw: dict[str, np.ndarray], q_mvar: dict[str, np.ndarray]) -> np.ndarray:
@@ -620,19 +709,18 @@ class _Kernels:
         _KERNELS.cosim_sbus_s(self.sbus_spec)
         return self.sbus_buf.copy()
 
-    def results(self, flow: "PowerFlow", vm: np.ndarray, va: np.ndarray) -> np.ndarray:
-        """``v = vm * exp(1j * va)`` and :meth:`PowerFlow._results` into ``flow``, for the injections of
-        the last :meth:`sbus` call (kept in its buffer); returns v, a new array."""
+    def results(self, flow: "PowerFlow", vm: np.ndarray, va: np.ndarray) -> np.ndarray | None:
+        """:meth:`PowerFlow.solve`'s finiteness check, then ``v = vm * exp(1j * va)`` and
+        :meth:`PowerFlow._results` into ``flow``, for the injections of the last :meth:`sbus` call (kept in
+        its buffer), in one C call; returns v, a new array (None: a NaN or inf in vm or va)."""
         self.vm[:] = vm
-        np.multiply(1j, va, out=self.jva)
-        np.exp(self.jva, out=self.e)
-        _KERNELS.cosim_voltages_s(self.voltages_spec)
-        np.abs(self.vc, out=self.mag)  # numpy's complex abs, as _results takes it
-        _KERNELS.cosim_results_s(self.results_spec)
+        self.va[:] = va
+        if not _KERNELS.cosim_solved_s(self.solved_spec):
+            return None
         out = self.out.copy()
         a, b = self.cut
         flow.vm_pu, flow.line_loading_pct, flow.trafo_loading_pct = out[:a], out[a:b], out[b:]
-        flow.losses_mw = float(_sum(self.loss_re) * flow._base_mva)
-        s_import = (_sum(self.ref_s) + flow._s_gen_ref) * flow._base_mva
-        flow.p_import_mw, flow.q_import_mvar = float(s_import.real), float(s_import.imag)
+        flow.losses_mw, flow.p_import_mw, flow.q_import_mvar = self.totals.tolist()
+        if self.summary is not None:
+            flow.summary, flow.element_values = self.summary.tolist(), out
         return self.vc[:self.n].copy()

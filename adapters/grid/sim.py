@@ -96,6 +96,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -132,13 +133,13 @@ from cosim.adapters.grid.pandapower_tables import (
 )
 from cosim.adapters.grid.params import ElementParams, SimParams
 from cosim.adapters.grid.voltage_band import band_stats, band_stats_one, nan_extremes
-from cosim.sdk import CosimSim, PowerFlowNotConverged, ScenarioContext, meta, model_meta
+from cosim.sdk import CosimSim, PowerFlowNotConverged, ScenarioContext, meta, model_meta, tuple_getter
 
 __all__ = ["ELEMENT_P_MAX_FLOOR_MW", "SUMMARY_EXTRA_OUTPUTS", "TRIP_OUTPUTS", "GridSim", "cap_set_attr",
            "shunt_set_attr", "tap_set_attr"]
 
 
-#: Grid outputs written when read, with the per-element ones (GridSim._write_detail).
+#: Grid outputs the OpenDSS engine writes when read, with the per-element ones (GridSim._write_detail).
 FLOW_OUTPUTS = ("losses_mw", "max_loading_pct")
 #: Grid outputs added when line trips are given.
 TRIP_OUTPUTS = ("n_lines_out", "n_buses_islanded")
@@ -308,6 +309,9 @@ class GridSim(CosimSim):
             self._dead_at_start[[i for i in isolated if i < len(self._dead_at_start)]] = True
         else:
             self._dead_at_start = self.flow.dead_bus_mask()
+            # the summary of a solve in C with it, when the engine's kernels are built (same numbers)
+            self.flow.set_band(np.flatnonzero(self._monitored_mask(len(self.flow.node_vm_pu))), p.v_low_pu, p.v_high_pu,
+                               self._dead_at_start)
         self._unsolved: dict[str, float] | None = None  # the Grid's outputs of a step that did not solve
 
     def _line_pos(self, ref: str) -> int:
@@ -384,6 +388,17 @@ class GridSim(CosimSim):
         de-energised bus (module docstring)."""
         low, high = self.params.v_low_pu, self.params.v_high_pu
         opendss = self.params.engine == "opendss"
+        if converged and not opendss:  # balanced: one reading, the bus's (element_vm_pu's, without a call)
+            vm_pu = self.flow.vm_pu
+            for eid, e in self.attached.items():
+                asked, vm = float(p_mw[e.kind][e.pos]), float(vm_pu[e.bus_pos])
+                stats = band_stats_one(vm, low, high)
+                # served: pandapower's elements are constant power, so what they asked; none on a dead bus
+                self._out[eid] = {"p_mw": asked, "q_mvar": float(q_mvar[e.kind][e.pos]), "vm_pu": vm,
+                                  "vm_phase_min_pu": stats["vm_phase_min_pu"], "vm_phase_max_pu": stats["vm_phase_max_pu"],
+                                  "vm_violation_pu": stats["vm_violation_pu"],
+                                  SERVED_ATTR: asked if math.isfinite(vm) else 0.0}
+            return
         for eid, e in self.attached.items():
             asked = float(p_mw[e.kind][e.pos])
             out = {"p_mw": asked, "q_mvar": float(q_mvar[e.kind][e.pos])}
@@ -394,23 +409,15 @@ class GridSim(CosimSim):
                     out.update(dict.fromkeys(PHASE_OUTPUTS, math.nan))
                 self._out[eid] = out
                 continue
-            if opendss:
-                stats = band_stats(self.flow.element_node_vm_pu(e.kind, e.pos), low, high)
-                out["vm_pu"] = self.flow.element_vm_pu(e.kind, e.pos)
-            else:  # balanced: one reading, the bus's (element_vm_pu and element_node_vm_pu's, without arrays)
-                out["vm_pu"] = vm = float(self.flow.vm_pu[self.flow.bus_of(e.kind, e.pos)])
-                stats = band_stats_one(vm, low, high)
+            stats = band_stats(self.flow.element_node_vm_pu(e.kind, e.pos), low, high)
+            out["vm_pu"] = self.flow.element_vm_pu(e.kind, e.pos)
             stats.pop("n_violating")
             out.update(stats)
             if not math.isfinite(stats["vm_phase_max_pu"]):  # no phase has a voltage: de-energised
                 out[SERVED_ATTR] = 0.0
-            elif opendss:  # what OpenDSS served: short of p_mw below vmin_pu
+                out.update(dict.fromkeys(PHASE_OUTPUTS, math.nan))  # no voltage, as vm_pu
+            else:  # what OpenDSS served (short of p_mw below vmin_pu); per-phase and sequence voltages
                 out[SERVED_ATTR] = self.flow.element_served_mw(e.kind, e.pos)
-            else:  # pandapower's elements are constant power: served what they asked
-                out[SERVED_ATTR] = asked
-            if opendss and not math.isfinite(stats["vm_phase_max_pu"]):
-                out.update(dict.fromkeys(PHASE_OUTPUTS, math.nan))  # de-energised: no voltage, as vm_pu
-            elif opendss:  # per-phase and sequence voltages at the element's bus
                 phasors = bus_phase_voltages(self.flow.dss, self.flow.info.buses[e.bus_pos])
                 out.update(phase_outputs(phasors, self.flow.elements[e.kind][e.pos].phases))
             self._out[eid] = out
@@ -497,14 +504,31 @@ class GridSim(CosimSim):
         seconds = (t.timetuple().tm_yday - 1) * 86_400 + t.hour * 3600 + t.minute * 60 + t.second
         return seconds // self._profile_step_s
 
-    def _allbus(self, node_vm: np.ndarray) -> dict[str, float]:
-        """The all-bus voltage outputs over the monitored bus-phases (module docstring)."""
-        if getattr(self, "_monitored", None) is None or len(self._monitored) != len(node_vm):
+    def _monitored_mask(self, n_nodes: int) -> np.ndarray:
+        """Per node: True where the all-bus voltage outputs read it (module docstring)."""
+        if getattr(self, "_monitored", None) is None or len(self._monitored) != n_nodes:
             excluded = self._excluded_buses()
-            self._monitored = ~np.isin(self.flow.node_bus, excluded) if len(node_vm) else np.zeros(0, bool)
-        stats = band_stats(node_vm[self._monitored], self.params.v_low_pu, self.params.v_high_pu)
-        return {"allbus_vm_min_pu": stats["vm_phase_min_pu"], "allbus_vm_max_pu": stats["vm_phase_max_pu"],
-                "allbus_violation_pu": stats["vm_violation_pu"], "n_allbus_violating": stats["n_violating"]}
+            self._monitored = ~np.isin(self.flow.node_bus, excluded) if n_nodes else np.zeros(0, bool)
+        return self._monitored
+
+    def _numpy_summary(self) -> tuple[list, np.ndarray | Callable[[], np.ndarray]]:
+        """The Grid's summary of a solved step, in :meth:`_fill_grid_outputs`' order, and every bus's, line's
+        and trafo's value (numpy's forms; the pandapower engine's C kernels give the same numbers). On
+        OpenDSS the largest loading and the values are functions that give them when called: the
+        loadings cost OpenDSS a read of every element's currents (opendss_flow.py)."""
+        f = self.flow
+        vm = f.vm_pu
+        loadings = functools.cache(lambda: np.concatenate([f.line_loading_pct, f.trafo_loading_pct]))
+        max_loading, values = (lambda: nan_extremes(loadings())[1]), (lambda: np.concatenate([vm, loadings()]))
+        if self.params.engine != "opendss":
+            max_loading, values = max_loading(), values()
+        extremes = getattr(f, "node_vm_pu", vm)  # OpenDSS: extremes over every phase
+        stats = band_stats(extremes[self._monitored_mask(len(extremes))], self.params.v_low_pu, self.params.v_high_pu)
+        dead = np.isnan(vm)
+        n_unsupplied = int(np.count_nonzero(dead & ~self._dead_at_start)) if len(vm) == len(
+            self._dead_at_start) else int(np.count_nonzero(dead))
+        return ([*nan_extremes(extremes), max_loading, stats["vm_phase_min_pu"], stats["vm_phase_max_pu"],
+                 stats["vm_violation_pu"], stats["n_violating"], n_unsupplied, int(dead.sum())], values)
 
     def _excluded_buses(self) -> list[int]:
         names = self.params.exclude_buses
@@ -538,34 +562,34 @@ class GridSim(CosimSim):
             out.update(self._unsolved_outputs())
             return
         f = self.flow
-        vm = f.vm_pu
-        extremes = getattr(f, "node_vm_pu", vm)  # OpenDSS: extremes over every phase
-        out["vm_min_pu"], out["vm_max_pu"] = nan_extremes(extremes)
+        summary, values = getattr(f, "summary", None), getattr(f, "element_values", None)
+        if summary is None:  # not computed with the solve (OpenDSS, or the C kernels not built)
+            summary, values = self._numpy_summary()
+        (out["vm_min_pu"], out["vm_max_pu"], max_loading, out["allbus_vm_min_pu"], out["allbus_vm_max_pu"],
+         out["allbus_violation_pu"], n_violating, n_unsupplied, n_dead) = summary
+        out["n_allbus_violating"], out["n_buses_unsupplied"] = int(n_violating), int(n_unsupplied)
         out["p_import_mw"], out["q_import_mvar"] = f.p_import_mw, f.q_import_mvar
-        out.update(self._allbus(extremes))
-        dead = np.isnan(vm)
-        out["n_buses_unsupplied"] = int(np.count_nonzero(dead & ~self._dead_at_start)) if len(vm) == len(
-            self._dead_at_start) else int(np.count_nonzero(dead))
         if self._trips:
-            out["n_buses_islanded"] = int(dead.sum())
-        # the losses and the largest loading (OpenDSS reads the currents behind them only when asked),
-        # every element's value (bus, line, trafo order) and every phase's voltage: written into the
-        # outputs when someone reads them (_write_detail), each group on its own
-        loadings = functools.cache(lambda: np.concatenate([f.line_loading_pct, f.trafo_loading_pct]))
-        detail = [(FLOW_OUTPUTS, lambda: [f.losses_mw, nan_extremes(loadings())[1]]),
-                  (self._element_attrs, lambda: np.concatenate([vm, loadings()]))]
+            out["n_buses_islanded"] = int(n_dead)
+        # every element's value (bus, line, trafo order), every phase's voltage and (OpenDSS) the losses and
+        # the largest loading: held as arrays (or functions) and written into the outputs when someone
+        # reads them (_write_detail), group by group in _detail_groups' order
+        detail = [(self._element_attrs, values)]
         if self.params.engine == "opendss":
             out.update(f.device_outputs(phases=False))
-            detail.append((f.phase_attrs, f.phase_vm_pu))
+            detail += [(f.phase_attrs, f.phase_vm_pu()), (FLOW_OUTPUTS, lambda: [f.losses_mw, max_loading()])]
+        else:
+            out["losses_mw"], out["max_loading_pct"] = f.losses_mw, max_loading
         self._detail = detail
 
     # -- outputs written when read -----------------------------------------------------
     # The Grid's per-element outputs (one per bus, line, transformer and, on OpenDSS, bus-phase:
-    # 18,000 on IEEE 8500) and its losses and largest loading are kept as groups of values (or of
-    # functions giving them) after a step and written into its output dict only when something
-    # reads them: get_data asking for one of a group's outputs (that group), or any read of ``out``
-    # (every group; tests, probes). A run recording only the summary never pays for the 18,000 dict
-    # entries a step, nor OpenDSS for the currents of a step whose losses and loadings nobody reads.
+    # 18,000 on IEEE 8500) are kept as arrays after a step and written into its output dict only
+    # when something reads them: get_data asking for one of them, or any read of ``out`` (tests,
+    # probes). A run recording only the summary never pays for the 18,000 dict entries a step. On
+    # OpenDSS the losses and the largest loading are held too (as a function), and each group is
+    # written on its own: a run that records neither never has OpenDSS compute the currents
+    # behind them.
     @property
     def out(self) -> dict[str, dict[str, Any]]:
         if self._detail is not None:
@@ -575,7 +599,7 @@ class GridSim(CosimSim):
     @out.setter
     def out(self, value: dict[str, dict[str, Any]]) -> None:
         self._out, self._detail = value, None
-        self._reads_detail: dict[tuple[str, ...], frozenset[int]] = {}
+        self._plan: tuple | None = None  # get_data's plan for the last request (_plan_for)
 
     def _write_detail(self, groups: frozenset[int] | None = None) -> None:
         """Write the held groups (all, or those at positions ``groups``) into the Grid's outputs."""
@@ -583,26 +607,54 @@ class GridSim(CosimSim):
         for k, (attrs, values) in enumerate(detail):
             if values is not None and (groups is None or k in groups):
                 detail[k] = (attrs, None)
-                got = values()
+                got = values() if callable(values) else values
                 out.update(zip(attrs, got.tolist() if isinstance(got, np.ndarray) else got))
         if groups is None or all(values is None for _, values in detail):
             self._detail = None
 
+    def _detail_groups(self) -> list[list[str] | tuple[str, ...]]:
+        """The names of each group of held outputs, in _fill_grid_outputs' order."""
+        if self.params.engine == "opendss":
+            return [self._element_attrs, self.flow.phase_attrs, FLOW_OUTPUTS]
+        return [self._element_attrs]
+
     def get_data(self, outputs):
-        if self._detail is not None and self.grid_eid in outputs:
-            key = tuple(outputs[self.grid_eid])
-            groups = self._reads_detail.get(key)
-            if groups is None:  # the groups holding an output this request asks for
-                asked = set(key)
-                groups = self._reads_detail[key] = frozenset(
-                    k for k, (attrs, _) in enumerate(self._detail) if not asked.isdisjoint(attrs))
-            if groups:
-                self._write_detail(groups)
-        detail, self._detail = self._detail, None  # CosimSim.get_data reads ``out``: not written for this read
-        try:
-            return super().get_data(outputs)
-        finally:
-            self._detail = detail
+        """:meth:`CosimSim.get_data`'s answer (the same values and key order), by a plan made once per
+        request (an engine asks the same every step): per entity a copy of its outputs when it asks for
+        all of them, else the ones it names; the Grid's per-element outputs written only when asked."""
+        plan = self._plan
+        if plan is None or plan[0] != outputs:
+            plan = self._plan = self._plan_for(outputs)
+        if plan[2] and self._detail is not None:
+            self._write_detail(plan[2])
+        out = self._out
+        data = {}
+        for eid, n_all, key, getter in plan[1]:
+            values = out[eid]
+            # all its outputs asked for: a copy (n_all: their number when planned; outputs are only ever
+            # added, so the same number means the same names)
+            if len(values) == n_all:
+                data[eid] = dict(values)
+                continue
+            if values.keys() == frozenset(key):  # (not planned so)
+                data[eid] = dict(values)
+                continue
+            try:
+                data[eid] = dict(zip(key, getter(values)))
+            except KeyError:
+                data[eid] = {attr: values.get(attr) for attr in key}
+        return data
+
+    def _plan_for(self, outputs) -> tuple:
+        """``(request, per entity (eid, its number of outputs when it asks for them all else -1, attrs,
+        getter), the groups of held outputs it reads)``."""
+        entries = []
+        for eid, attrs in outputs.items():
+            key, values = tuple(attrs), self._out[eid]
+            entries.append((eid, len(values) if values.keys() == frozenset(key) else -1, key, tuple_getter(key)))
+        asked = set(outputs.get(self.grid_eid, ()))
+        reads = frozenset(k for k, attrs in enumerate(self._detail_groups()) if not asked.isdisjoint(attrs))
+        return {eid: list(attrs) for eid, attrs in outputs.items()}, entries, reads
 
     def _unsolved_outputs(self) -> dict[str, Any]:
         """The Grid's outputs of a step whose power flow did not solve: every voltage, loading, flow,

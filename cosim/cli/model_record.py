@@ -2,7 +2,7 @@
 
 Every entity with a ``perc1`` table (a ``ride_through`` RideThrough's co-simulated PERC1, an
 ``andes_grid`` Load's native one) or a ``perc1_dyr`` record gets one line in ``perc1.dyr``
-(``IBUS 'PERC1' 'ID' p1 ... /``, the column order of :data:`cosim.adapters._perc1_record.PARAMS`:
+(``IBUS 'PERC1' 'ID' p1 ... /``, the column order of :data:`cosim.adapters.andes_grid.perc1_record.PARAMS`:
 cosim's own, listed in the file's opening ``@!`` comment lines)
 and its rows in ``perc1_params.csv`` and ``perc1_params.md`` (name, scenario key, value, unit,
 meaning). The bus is the entity's own ``bus``, or that of the entity it feeds (a RideThrough's
@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from cosim import registry
-from cosim.adapters import _perc1_record as record
+from cosim.adapters.andes_grid import perc1_record as record
 from cosim.errors import Problem, ScenarioError
 from cosim.scenario import load_scenario
 

@@ -15,13 +15,13 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 
 from cosim.gym import snapshot
 from cosim.gym.rewards import RewardTerms
 from cosim.gym.spec import EpisodeSpec
 from cosim.run.session import Session
 from cosim.scenario import Scenario
+from cosim.sdk import CosimSim, tuple_getter
 
 
 def variant(scn: Scenario, seed: int, start: datetime | None) -> Scenario:
@@ -54,8 +54,7 @@ class Episode:
         self.t_s = 0
         self.n_decisions = 0
         self.run_dirs: list[Path] = []
-        self._requests: list[tuple[Any, dict[str, list[str]]]] = []
-        self._columns: list[str] = []
+        self._read: OutputReader | None = None  # the term columns' outputs now
 
     # -- lifecycle ----------------------------------------------------------------------------
     def start(self, seed: int, start: datetime | None = None) -> None:
@@ -70,12 +69,7 @@ class Episode:
         self.t_s = 0
         self.n_decisions = 0
         self.terms.reset()
-        grouped: dict[str, list[str]] = {}
-        for column in self.terms.columns:
-            eid, attr = column.split(".", 1)
-            grouped.setdefault(eid, []).append(attr)
-        self._requests = [(self.session.engine.entity_sim[e].obj, {e: attrs}) for e, attrs in grouped.items()]
-        self._columns = [f"{e}.{a}" for e, attrs in grouped.items() for a in attrs]
+        self._read = OutputReader(self.session.engine, self.terms.columns)
 
     def close(self) -> Path | None:
         """Close the Session; the run folder it wrote (None when not recording)."""
@@ -127,16 +121,51 @@ class Episode:
         self.n_decisions += 1
         if self.terminated and self.session.ended is None:
             self.session.run_until(self.duration_s)  # the steps after the last recorded one
-        return self.terms.compute(np.array(rows, dtype=float).reshape(len(rows), len(self._columns)), self._columns)
+        return self.terms.compute_rows(rows)
 
     def _row(self) -> list[float]:
         """The term columns now, as the recorder converts them (None and text as NaN)."""
-        row: list[float] = []
-        for obj, request in self._requests:
-            ((eid, attrs),) = request.items()
-            data = obj.get_data(request)[eid]
-            row += [_number(data.get(a)) for a in attrs]
-        return row
+        return [value if type(value) is float else _number(value) for value in self._read()]
+
+
+class OutputReader:
+    """The outputs ``"<entity>.<attr>"`` of ``names`` now, as a list in that order, as each entity's
+    ``get_data`` gives them (None for one not produced yet).
+
+    An adapter that keeps :class:`cosim.sdk.CosimSim`'s ``get_data`` hands out ``out[eid][attr]``:
+    those are read from its ``out`` directly (one ``itemgetter`` per entity; ``.get`` when one is
+    missing), without the dicts ``get_data`` builds; an adapter with a ``get_data`` of its own is
+    asked through it.
+    """
+
+    def __init__(self, engine, names: list[str]):
+        self.n = len(names)
+        grouped: dict[str, list[tuple[int, str]]] = {}
+        for pos, name in enumerate(names):
+            eid, attr = name.split(".", 1)
+            grouped.setdefault(eid, []).append((pos, attr))
+        self._groups = []
+        for eid, items in grouped.items():
+            obj = engine.entity_sim[eid].obj
+            attrs = tuple(attr for _, attr in items)
+            own = getattr(type(obj), "get_data", None) is CosimSim.get_data
+            self._groups.append((obj, eid, own, [pos for pos, _ in items], attrs, tuple_getter(attrs)))
+
+    def __call__(self) -> list[Any]:
+        values: list[Any] = [None] * self.n
+        for obj, eid, own, positions, attrs, getter in self._groups:
+            if own:
+                out = obj.out[eid]  # looked up at every read: an adapter may replace out[eid] each step
+                try:
+                    got = getter(out)
+                except KeyError:
+                    got = [out.get(attr) for attr in attrs]
+            else:
+                data = obj.get_data({eid: list(attrs)})[eid]
+                got = [data.get(attr) for attr in attrs]
+            for pos, value in zip(positions, got):
+                values[pos] = value
+        return values
 
 
 def _number(value: Any) -> float:

@@ -44,6 +44,7 @@ from datetime import datetime
 
 import numpy as np
 
+from cosim.gym.episode import OutputReader
 from cosim.gym.forecasts import ForecastSpec
 from cosim.gym.spec import AgentSpec
 
@@ -66,12 +67,9 @@ class Observer:
     def __init__(self, spec: AgentSpec):
         self.spec = spec
         self.names = spec.observation_names
-        grouped: dict[str, list[str]] = {}
-        for name in spec.observations:
-            eid, attr = name.split(".", 1)
-            grouped.setdefault(eid, []).append(attr)
-        self.requests = list(grouped.items())
         self.last = np.zeros(len(spec.observations))
+        self._engine = None  # the engine the readers below read from
+        self._read: OutputReader | None = None  # its outputs of ``observations``
         self.rngs = self._rngs(0)
 
     def reset(self, seed: int = 0) -> None:
@@ -103,12 +101,10 @@ class Observer:
         return np.asarray(values, dtype=np.float32)
 
     def _outputs(self, engine) -> list[float]:
-        raw = []
-        for eid, attrs in self.requests:
-            data = engine.entity_sim[eid].obj.get_data({eid: attrs})[eid]
-            raw += [data.get(a) for a in attrs]
+        if engine is not self._engine:  # a new episode's Session
+            self._engine, self._read = engine, OutputReader(engine, self.spec.observations)
         out = []
-        for i, value in enumerate(raw):
+        for i, value in enumerate(self._read()):
             number = _finite(value)
             if number is None:
                 number = float(self.last[i])

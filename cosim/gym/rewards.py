@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from cosim.gym import scalar_terms
 from cosim.kpis import accounting
 from cosim.kpis._block import carbon_t, energy_mwh
 from cosim.kpis.grid import line_overload_s, voltage_violation_pu_s
@@ -285,6 +286,7 @@ class RewardTerms:
         self.columns = self._needed()
         self._where: dict[str, int] = {c: j for j, c in enumerate(self.columns)}
         self.state: dict[str, Any] = {}
+        self._scalar_plan: scalar_terms.Plan | None = None  # built on first use
 
     def _needed(self) -> list[str]:
         s = self.cols.site
@@ -302,3 +304,12 @@ class RewardTerms:
         """``{term: value}`` over the rows of one decision (``(steps, columns)`` values of :attr:`columns`)."""
         rows = Rows(values, self._where if columns == self.columns else columns, self.dt_h)
         return {name: float(TERMS[name].compute(rows, self.cols, self.state)) for name in self.names}
+
+    def compute_rows(self, rows: list[list[float]]) -> dict[str, float]:
+        """:meth:`compute` of rows given as lists of floats in the order of :attr:`columns`: by
+        :mod:`cosim.gym.scalar_terms` when a decision has fewer than
+        :data:`~cosim.gym.scalar_terms.MAX_ROWS` rows (the same numbers, without numpy's cost per
+        call on arrays of a few elements), else by the arrays."""
+        if 0 < len(rows) < scalar_terms.MAX_ROWS:
+            return scalar_terms.compute(self, rows)
+        return self.compute(np.array(rows, dtype=float).reshape(len(rows), len(self.columns)), self.columns)

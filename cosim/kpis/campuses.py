@@ -1,6 +1,6 @@
 """Several campuses, one disturbance: who ceased, when each came back, and the system's swing.
 
-For every entity recording ``p_connected_frac`` (a Load with PERC1 on adapters/andes_grid.py, a
+For every entity recording ``p_connected_frac`` (a Load with PERC1 on andes_grid, a
 ``RideThrough`` of adapters/ride_through.py, or any load reporting its connected share),
 ``campuses.<entity>``:
 

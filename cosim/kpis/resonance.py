@@ -1,7 +1,7 @@
 """Forced oscillation of the machines: how far each generator's frequency swings under a periodic load.
 
 For every entity that records per-machine frequencies ``gen_<id>_f_hz`` (the ``Grid`` of
-adapters/andes_grid.py) at a step of at most 0.5 s, over the *settled window* (the second half
+adapters/andes_grid/) at a step of at most 0.5 s, over the *settled window* (the second half
 of the record: a forced response has settled once the transient of switching the forcing on has
 decayed, ~1 / (ζ ω) = 4.5 s for a 0.62 Hz mode at 5.7 % damping):
 

@@ -59,6 +59,7 @@ import traceback
 import warnings
 from multiprocessing.connection import Connection
 
+from cosim.run import blas
 from cosim.run.processes import usable_cores
 from cosim.sdk import PLAIN_TYPES, CosimSim, EndRun
 from typing import Any
@@ -289,6 +290,7 @@ def _child(engine: Any, head: list[Any], fd: int) -> None:
         signal.signal(signal.SIGINT, _ignore)
         signal.signal(signal.SIGTERM, _ignore)
         gc.freeze()  # what the fork shared stays shared: the collector no longer touches it
+        blas.one_thread().__enter__()  # as the parent's run (cosim.run.blas); held until the process exits
         conn = Connection(fd, readable=False, writable=True)
         sub = engine.subset(head)
         index = {s.sid: k for k, s in enumerate(head)}

@@ -32,7 +32,6 @@ Ctrl-C stops it at the next recorded step (:mod:`.stopping`).
 from __future__ import annotations
 
 import bisect
-import collections
 import copy
 import time
 import warnings
@@ -50,13 +49,14 @@ from cosim.run.outcome import Outcome, check_complete
 from cosim.run.recorder import RecorderSim
 from cosim.run.stopping import STOP, StopRequested
 from cosim.scenario import Scenario
-from cosim.sdk import PLAIN_TYPES, CosimSim, EndRun, tuple_getter
+from cosim.sdk import CosimSim, EndRun, tuple_getter
 
 RECORDER_SID = "_recorder"
 RECORDER_EID = "recorder"
 #: Read limit offset of each connection kind: a time-shifted input reads the source's output <= T - 1.
 SHIFT = {"direct": 0, "weak": 0, "time_shifted": 1}
 _MISSING = object()
+_STALE = object()  # DirectEngine.next_time not known since the last step
 #: Outputs a simulator's cache holds before :meth:`DirectEngine._prune` scans it.
 PRUNE_AT = 32
 #: Steps between two looks at the caches' sizes (a cache holds at most PRUNE_AT + PRUNE_EVERY).
@@ -131,8 +131,9 @@ class _Sim:
 
 @dataclass
 class _Twin(_Sim):
-    """A simulator's stand-in in a look-ahead block (:class:`_Blocks`): the same adapter object,
-    its own cache, read by bisection (a block's cache holds a whole block of outputs)."""
+    """A simulator's stand-in in a look-ahead block (:class:`_Blocks`): a copy of its adapter
+    object (None for one only read from), its own cache, read by bisection (a block's cache
+    holds a whole block of outputs)."""
 
     times: list[int] = field(default_factory=list)  # the cache's times, in insertion order
     ordered: bool = True  # ... and that order is increasing (else read as mosaik's scan)
@@ -175,7 +176,9 @@ class DirectEngine:
         self._readers: dict[int, list[tuple[_Sim, int]]] | None = None  # source -> (reader, shift)
         self._row_plan = None  # how the recorder's row is gathered (_plan_row)
         self._n_steps = 0  # times stepped (caches are pruned every PRUNE_EVERY)
+        self._next_time: Any = _STALE  # next_time, kept until a step changes it
         self.ahead: ahead_module.Ahead | None = None  # the head's worker process, when one runs
+        self.blocks: _Blocks | None = None  # look-ahead hints (run_blocks), when given
 
     # -- building --------------------------------------------------------------------------
     def start(self, built: dict[str, Any] | None = None) -> None:
@@ -253,8 +256,11 @@ class DirectEngine:
     @property
     def next_time(self) -> int | None:
         """The next time any simulator steps at, in ticks (None: the run is over)."""
-        times = [s.next_t for s in self.sims if s.next_t is not None]
-        return min(times) if times else None
+        nxt = self._next_time
+        if nxt is _STALE:  # read several times between two steps (a Session's done, time_s): found once
+            times = [s.next_t for s in self.sims if s.next_t is not None]
+            nxt = self._next_time = min(times) if times else None
+        return nxt
 
     def step(self, t: int | None = None) -> int | None:
         """Step every simulator due at the next time; return that time in ticks (None when finished).
@@ -265,6 +271,9 @@ class DirectEngine:
             t = self.next_time
         if t is None:
             return None
+        self._next_time = _STALE  # (also when a step below raises)
+        if self.blocks is not None and t >= self.blocks.stop:
+            self.blocks.fill(t)
         for sim in self.order:
             if sim.next_t == t:
                 self._step_sim(sim, t)
@@ -299,26 +308,20 @@ class DirectEngine:
 
     def _recorded_refs(self, sim: _Sim, t: int) -> list[dict[str, Any]]:
         """The recorder's row as the source entities' output dicts (one per source entity, in
-        pull order), read into columns by the recorder when it writes them (:meth:`_plan_row`).
-
-        A source whose ``get_data`` is not :class:`cosim.sdk.CosimSim`'s own might hand out a
-        dict it changes later: its values are copied now (what the recorder would have read).
-        """
+        pull order), read into columns by the recorder at once (:meth:`_plan_row`): a dict its
+        source changes later is recorded as it was at this step."""
         if self._row_plan is None:
             self._row_plan = self._plan_row(sim)
         refs: list[dict[str, Any]] = []
         empty: dict[str, Any] = {}
-        for pull, eids, trusted in self._row_plan:
+        for pull, eids in self._row_plan:
             data = pull.src.output_at(t - pull.shift)
-            if trusted:
-                refs.extend([data.get(eid, empty) for eid in eids])
-            else:
-                refs.extend([_snapshot(data.get(eid, empty)) for eid in eids])
+            refs.extend([data.get(eid, empty) for eid in eids])
         return refs
 
     def _plan_row(self, sim: _Sim):
-        """``[(pull, source eids, trusted), ...]``, and the recorder told which dict and
-        attribute each column is read from (the last one when two fill it, as cell by cell)."""
+        """``[(pull, source eids), ...]``, and the recorder told which dict and attribute each
+        column is read from (the last one when two fill it, as cell by cell)."""
         plan, fills = [], [None] * self._n_columns
         n = 0
         for pull in sim.pulls:
@@ -328,8 +331,7 @@ class DirectEngine:
                 for attr, slot in attrs:
                     fills[slot] = (n, attr)
                 n += 1
-            trusted = getattr(type(pull.src.obj), "get_data", None) is CosimSim.get_data
-            plan.append((pull, eids, trusted))
+            plan.append((pull, eids))
         rec = sim.obj
         rec.recorder.set_plan(fills, rec.start_utc, rec.ticks_per_s)
         return plan
@@ -349,8 +351,8 @@ class DirectEngine:
         reads, collapse = plan
         flat: list[Any] = []
         try:
-            for pull, groups in reads:
-                data = pull.src.output_at(t - pull.shift)
+            for src, shift, groups in reads:
+                data = src.output_at(t - shift)
                 for src_eid, getter in groups:
                     flat.extend(getter(data[src_eid]))
         except KeyError:
@@ -359,8 +361,8 @@ class DirectEngine:
         for dst_eid, attrs in collapse:
             values: dict[str, Any] = {}
             for dst_attr, where in attrs:
-                if len(where) == 1:
-                    value = flat[where[0]]
+                if where.__class__ is int:  # one source
+                    value = flat[where]
                     if value is not None:
                         values[dst_attr] = value
                     continue
@@ -378,25 +380,20 @@ class DirectEngine:
                 sim.keep(out_t, data)
             sim.last_t = t
             return
+        obj = sim.obj
         if sim.sid == RECORDER_SID:
-            nxt = sim.obj.record_refs(t, self._recorded_refs(sim, t))
+            nxt = obj.record_refs(t, self._recorded_refs(sim, t))
         elif collapsed is not None:
-            nxt = sim.obj.step_collapsed(t, collapsed)
+            nxt = obj.step_collapsed(t, collapsed)
         elif sim.collapsible and not sim.held and (inputs := self._collapsed_inputs(sim, t)) is not None:
-            nxt = sim.obj.step_collapsed(t, inputs)
+            nxt = obj.step_collapsed(t, inputs)
         else:
-            nxt = sim.obj.step(t, self._inputs(sim, t), self.until)
-        if nxt is None:
-            raise AssertionError("A time-based simulator must always return a next step")
-        if not isinstance(nxt, int):
-            raise SimulationError(f"the next step time returned by the step method must be of type int, but is "
-                                  f"of type {type(nxt)} for simulator \"{sim.sid}\"")
-        if nxt <= t:
-            raise SimulationError(f"the next step time returned by step must be later than the current step's "
-                                  f"time, but {nxt} <= {t} for simulator \"{sim.sid}\"")
+            nxt = obj.step(t, self._inputs(sim, t), self.until)
+        if type(nxt) is not int or nxt <= t:  # (one test for the usual case; the checks in order below)
+            _check_next(sim, t, nxt)
         out_t = data = None
         if sim.request:
-            data = sim.obj.get_data(sim.request)
+            data = obj.get_data(sim.request)
             out_t = data.pop("time", t)
             if out_t < t:
                 raise SimulationError(f"Output time ({out_t}) is not >= time ({t}) for simulator \"{sim.sid}\".")
@@ -444,8 +441,8 @@ class DirectEngine:
         sub.order = [s for s in self.order if id(s) in keep]
         sub.by_sid = {s.sid: s for s in sims}
         sub.entity_sim = {eid: s for eid, s in self.entity_sim.items() if id(s) in keep}
-        sub.run_dir, sub.progress, sub.ahead = None, False, None
-        sub._readers, sub._row_plan, sub._n_steps = None, None, 0
+        sub.run_dir, sub.progress, sub.ahead, sub.blocks = None, False, None, None
+        sub._readers, sub._row_plan, sub._n_steps, sub._next_time = None, None, 0, _STALE
         return sub
 
     def run_ahead(self) -> None:
@@ -460,16 +457,16 @@ class DirectEngine:
                               f"({exc}); the run steps them in this process (same results)", RuntimeWarning)
 
     def run_blocks(self) -> None:
-        """Step the simulators that take a look-ahead hint (:meth:`cosim.sdk.CosimSim.look_ahead`),
-        and their sources, block by block ahead of the rest (:class:`_Blocks`), when none of them
-        is stepped in a worker process. Call after :meth:`start` (and :meth:`run_ahead`); never
-        in a :class:`cosim.Session`, whose ``set`` may change any input between steps, nor in a
-        run paced in real time (a source read from the wall clock must be read on it)."""
+        """Hand the simulators that take a look-ahead hint (:meth:`cosim.sdk.CosimSim.look_ahead`)
+        their inputs a block ahead, from copies of their sources (:class:`_Blocks`), when none of
+        them is stepped in a worker process. Call after :meth:`start` (and :meth:`run_ahead`),
+        before the first step; not in a run paced in real time (a source read from the wall
+        clock must be read on it)."""
         if self.scn.scenario.rt_factor:
             return
         sims = block_sims(self)
         if sims:
-            _Blocks(self, sims)
+            self.blocks = _Blocks(self, sims)
 
     def finalize(self, complete: bool = True) -> None:
         """``finalize`` every simulator in start order (the recorder last), even when one raises.
@@ -532,16 +529,16 @@ def run_direct(scn: Scenario, run_dir: Path, progress: bool = True) -> Outcome:
 
 
 def block_sims(engine: DirectEngine) -> list[_Sim]:
-    """The simulators :class:`_Blocks` steps ahead, in stepping order: each one that takes the
+    """The simulators :class:`_Blocks` works with, in stepping order: each one that takes the
     look-ahead hint and is in the scenario's closed head (none of its inputs, direct or
     indirect, comes from the rest; none held), with its sources. None when a worker process
     steps any of them, or when one reads a simulator that steps after it at the same time
     (a time-shifted or weak loop: blocks step simulator by simulator), or when one's
-    ``get_data`` is not :class:`cosim.sdk.CosimSim`'s (its outputs could change after a step).
+    ``get_data`` is not :class:`cosim.sdk.CosimSim`'s (its outputs could change after a step),
+    or when a source is not one a deep copy of which starts anew (``CosimSim.built_from``).
     """
     head = {id(s) for s in ahead_module.closed_head(engine)}
-    wants = [s for s in engine.sims if id(s) in head and s.collapsible
-             and getattr(type(s.obj), "look_ahead", CosimSim.look_ahead) is not CosimSim.look_ahead]
+    wants = [s for s in engine.sims if id(s) in head and s.collapsible and _takes_hint(s)]
     keep: set[int] = set()
     stack = list(wants)
     while stack:
@@ -551,106 +548,95 @@ def block_sims(engine: DirectEngine) -> list[_Sim]:
             stack.extend(pull.src for pull in sim.pulls)
     chosen = [s for s in engine.order if id(s) in keep]
     position = {id(s): k for k, s in enumerate(chosen)}
+    read = {id(pull.src) for sim in chosen for pull in sim.pulls}
     for sim in chosen:
         if sim.feed is not None or sim.held or getattr(type(sim.obj), "get_data", None) is not CosimSim.get_data:
             return []
         if any(position[id(pull.src)] >= position[id(sim)] for pull in sim.pulls):
             return []
+        if id(sim) in read and sim.obj.built_from() is None:
+            return []
     return chosen
 
 
-class _Blocks:
-    """Steps some simulators block by block ahead of the rest, in this process; the engine
-    takes their steps from here in its own order (as from a worker process, :mod:`.ahead`).
+def _takes_hint(sim: _Sim) -> bool:
+    return getattr(type(sim.obj), "look_ahead", CosimSim.look_ahead) is not CosimSim.look_ahead
 
-    The simulators (:func:`block_sims`) take no input from outside the set, and each reads only
-    simulators before it in stepping order. A block of :data:`BLOCK_STEPS` steps is stepped
-    simulator by simulator: each takes every one of its steps in the block, in time order,
-    before the next one starts; so PV is handed the weather of a whole block at once (the
-    look-ahead hint, :meth:`cosim.sdk.CosimSim.look_ahead`) before it steps through it. Each
-    simulator takes the same calls with the same inputs in the same order as stepped with the
-    rest (its own copy of the engine's per-simulator state reads its sources' outputs), so the
-    results are the same to the bit. A simulator that raises at a step: the engine raises that
-    exception when it reaches the step (the set's later simulators are stepped only up to that
-    time). Warnings are given when the block is stepped (earlier than the rest's steps of the
-    same times).
+
+class _Blocks:
+    """Hands the simulators that take the look-ahead hint (PV) their inputs a block ahead.
+
+    Copies of their sources (the weather; :func:`block_sims`) step :data:`BLOCK_STEPS` steps
+    ahead of the run, source by source (each through the whole block before the next), and each
+    hinted simulator is handed the inputs those copies give it at its steps in the block
+    (:meth:`cosim.sdk.CosimSim.look_ahead`: PV evaluates pvlib's chain once for them, as
+    arrays). Every simulator of the run, the hinted ones and their sources too, then steps with
+    the rest as usual. Exact whatever happens after a block was announced: a hinted simulator
+    serves a step from the hint only when the step's inputs equal the announced ones (the hint's
+    contract), so a ``Session.set`` of its inputs, or a source that does otherwise, only costs
+    the hint's use. The copies are deep copies of the sources taken before the first step,
+    of simulators whose ``built_from`` says such a copy is a faithful new start, and their
+    inputs come only from among them (the closed head): they give the run's own outputs. Their
+    warnings are not shown (the run's own steps give them), and one that raises ends the block
+    at that step (the run's own step raises there).
     """
 
     def __init__(self, engine: DirectEngine, sims: list[_Sim]):
         self.engine = engine
-        copies: dict[int, _Sim] = {}
+        read = {id(pull.src) for sim in sims for pull in sim.pulls}
+        copies: dict[int, _Twin] = {}
         for sim in sims:  # sources first: every source has its copy when a reader's pulls are made
-            twin = _Twin(sim.sid, sim.obj, next_t=sim.next_t, last_t=sim.last_t, cache=dict(sim.cache),
-                         request=sim.request, collapsible=sim.collapsible)
+            twin = _Twin(sim.sid, copy.deepcopy(sim.obj) if id(sim) in read else None, next_t=sim.next_t,
+                         last_t=sim.last_t, cache=dict(sim.cache), request=sim.request, collapsible=sim.collapsible)
             twin.reindex()
             twin.pulls = [_Pull(copies[id(pull.src)], pull.kind, pull.shift, pull.entries) for pull in sim.pulls]
             copies[id(sim)] = twin
-        self.twins = [copies[id(sim)] for sim in sims]
-        self.queues: dict[str, collections.deque] = {sim.sid: collections.deque() for sim in sims}
+        self.sources = [copies[id(sim)] for sim in sims if id(sim) in read]
+        #: (the run's simulator, its stand-in reading the copies)
+        self.hinted = [(sim, copies[id(sim)]) for sim in sims if _takes_hint(sim)]
         scn = engine.scn
         self.step_ticks = {sim.sid: max(1, scn.ticks(scn.sim_step_s(sim.sid))) for sim in sims}
         self.span = BLOCK_STEPS * min(self.step_ticks.values())
-        for twin in self.twins:
+        self.stop = 0  # the hints given reach up to here [ticks]
+        for twin in self.sources:
             twin.tap = self._tap
-        for sim in sims:
-            sim.feed = self
 
-    def _tap(self, sim: _Twin, t: int, next_t: int | None, out_t: int | None, data: Any) -> None:
+    @staticmethod
+    def _tap(sim: _Twin, t: int, next_t: int | None, out_t: int | None, data: Any) -> None:
         if out_t is not None and sim.ordered:
             if not sim.times or out_t > sim.times[-1]:
                 sim.times.append(out_t)
             elif out_t < sim.times[-1]:
                 sim.ordered = False
-        if data is not None and not all(PLAIN_TYPES.issuperset(map(type, d.values())) for d in data.values()):
-            data = copy.deepcopy(data)  # what a reader at this step would read, kept as it is now
-        self.queues[sim.sid].append((t, next_t, out_t, data))
 
-    def take(self, sim: _Sim, t: int) -> tuple[int | None, int | None, dict | None]:
-        """``(next time, output time, outputs)`` of ``sim``'s step at ``t`` (its exception raised here)."""
-        queue = self.queues[sim.sid]
-        if not queue:
-            self._fill(t)
-        record = queue.popleft()
-        if record[0] != t:
-            raise RuntimeError(f"the look-ahead block stepped {sim.sid!r} at {record[0]} where the engine "
-                               f"expected it at {t} (a bug: please report it)")
-        if len(record) == 2:
-            raise record[1]
-        return record[1], record[2], record[3]
-
-    def _fill(self, t: int) -> None:
-        """Step every simulator of the set through its times in ``[t, t + span)``, one after the other."""
+    def fill(self, t: int) -> None:
+        """Step the copies through their times in ``[t, t + span)`` and hand each hinted
+        simulator the inputs of its steps from its next time up to there."""
         engine = self.engine
         stop = t + self.span
-        for twin in self.twins:
-            if twin.next_t is None or twin.next_t >= stop:
-                continue
-            planned = self._look_ahead(twin, stop)
-            while twin.next_t is not None and twin.next_t < stop:
-                when = twin.next_t
-                try:
-                    engine._step_sim(twin, when, planned.pop(when, None))
-                except Exception as exc:  # noqa: BLE001 — raised at its step by take()
-                    self.queues[twin.sid].append((when, exc))
-                    twin.next_t = None
-                    stop = when  # the engine stops at this step: the later ones need not go further
-                    break
-        for twin in self.twins:  # after all: a twin's readers come after it
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for twin in self.sources:
+                while twin.next_t is not None and twin.next_t < stop:
+                    when = twin.next_t
+                    try:
+                        engine._step_sim(twin, when)
+                    except Exception:  # noqa: BLE001 — the run's own step raises it
+                        twin.next_t = None
+                        stop = when
+                        break
+        for sim, twin in self.hinted:
+            steps = []
+            if sim.next_t is not None:
+                for when in range(sim.next_t, min(stop, engine.until), self.step_ticks[sim.sid]):
+                    inputs = engine._collapsed_inputs(twin, when)
+                    if inputs is None:  # an output missing: stepped the usual way
+                        break
+                    steps.append((when, inputs))
+            sim.obj.look_ahead(steps)
+        for twin in self.sources:
             self._prune(twin, stop)
-
-    def _look_ahead(self, twin: _Sim, stop: int) -> dict[int, dict[str, dict[str, Any]]]:
-        """Hand a simulator with the hint its inputs at its steps before ``stop`` (at its step
-        size from its next time); the inputs by time, for its steps to use."""
-        if getattr(type(twin.obj), "look_ahead", CosimSim.look_ahead) is CosimSim.look_ahead:
-            return {}
-        steps = []
-        for when in range(twin.next_t, min(stop, self.engine.until), self.step_ticks[twin.sid]):
-            inputs = self.engine._collapsed_inputs(twin, when)
-            if inputs is None:  # an output missing: stepped the usual way (its warnings in order)
-                break
-            steps.append((when, inputs))
-        twin.obj.look_ahead(steps)
-        return dict(steps)
+        self.stop = max(stop, t + 1)
 
     @staticmethod
     def _prune(twin: _Twin, stop: int) -> None:
@@ -662,14 +648,27 @@ class _Blocks:
         twin.reindex()
 
 
+def _check_next(sim: _Sim, t: int, nxt: Any) -> None:
+    """mosaik's checks of the next step time a simulator's ``step`` returned."""
+    if nxt is None:
+        raise AssertionError("A time-based simulator must always return a next step")
+    if not isinstance(nxt, int):
+        raise SimulationError(f"the next step time returned by the step method must be of type int, but is "
+                              f"of type {type(nxt)} for simulator \"{sim.sid}\"")
+    if nxt <= t:
+        raise SimulationError(f"the next step time returned by step must be later than the current step's "
+                              f"time, but {nxt} <= {t} for simulator \"{sim.sid}\"")
+
+
 def _input_plan(sim: _Sim):
     """``(reads, collapse)`` for :meth:`DirectEngine._collapsed_inputs`.
 
-    ``reads``: per pull, per source entity (first-seen order) a getter of its entries'
-    attributes: the flat list holds every entry's value. ``collapse``: per destination entity
-    (first-seen order, as ``_inputs`` fills its dict), per attribute (first-seen order), the
-    flat positions of its distinct sources in first-seen order, each that of the source's last
-    entry (a dict keyed by source keeps the first position and the last value).
+    ``reads``: per pull, its source, read shift and, per source entity (first-seen order), a
+    getter of its entries' attributes: the flat list holds every entry's value. ``collapse``:
+    per destination entity (first-seen order, as ``_inputs`` fills its dict), per attribute
+    (first-seen order), the flat position of its one source, or a tuple of those of its
+    distinct sources in first-seen order, each that of the source's last entry (a dict keyed
+    by source keeps the first position and the last value).
     """
     reads, collapse = [], {}
     n = 0
@@ -684,27 +683,15 @@ def _input_plan(sim: _Sim):
             for k in ks:
                 flat_pos[k] = n
                 n += 1
-        reads.append((pull, groups))
+        reads.append((pull.src, pull.shift, groups))
         for k, (_, _, dst_eid, dst_attr, full_id) in enumerate(pull.entries):
             collapse.setdefault(dst_eid, {}).setdefault(dst_attr, {})[full_id] = flat_pos[k]
-    return reads, [(dst_eid, [(attr, tuple(sources.values())) for attr, sources in attrs.items()])
+    return reads, [(dst_eid, [(attr, _one_or_all(tuple(sources.values()))) for attr, sources in attrs.items()])
                    for dst_eid, attrs in collapse.items()]
 
 
-def _snapshot(values: dict[str, Any]) -> dict[str, Any]:
-    """A copy of an output dict whose values the source cannot change later (numbers as
-    ``float``/``bool``/None are immutable; anything else is kept as read now: a copy of a
-    mutable container, the recorder converts it as it would have)."""
-    return {attr: (value if type(value) in PLAIN_TYPES else _freeze(value)) for attr, value in values.items()}
-
-
-def _freeze(value: Any) -> Any:
-    try:
-        return float(value) if getattr(value, "size", 2) == 1 else copy.copy(value)
-    except (TypeError, ValueError):
-        return copy.copy(value)
-
-
+def _one_or_all(positions: tuple[int, ...]) -> int | tuple[int, ...]:
+    return positions[0] if len(positions) == 1 else positions
 
 
 def _sleep_until(deadline: float) -> None:

@@ -42,7 +42,7 @@ import pyarrow  # noqa: F401, I001
 import helics as h  # noqa: I001
 
 from cosim.errors import Problem, ScenarioError, few
-from cosim.run import graph
+from cosim.run import blas, graph
 from cosim.run.runner import finish_run, open_run_folder
 from cosim.run.session import Session, finite_number, input_bounds
 from cosim.run.stopping import STOP, RunStopped
@@ -193,8 +193,7 @@ def _links(items: Any, section: str, kind: str, known, scn: Scenario, problems: 
 
 def _wait(fed, done, what: str, cfg: FederateConfig) -> None:
     """Poll an asynchronous HELICS call until it completes, at most ``cfg.timeout_s``, or until a stop is
-    asked for (:data:`cosim.run.stopping.STOP`: the mosaik engine's run catches the first SIGTERM or Ctrl-C
-    so; on the direct engine they raise ``KeyboardInterrupt`` as they come)."""
+    asked for (:data:`cosim.run.stopping.STOP`: a run on either engine takes the first SIGTERM or Ctrl-C so)."""
     deadline = time.monotonic() + cfg.timeout_s
     while not h.helicsFederateIsAsyncOperationCompleted(fed):
         if STOP.reason is not None:
@@ -336,21 +335,27 @@ def run_federate(scn: Scenario, cfg: FederateConfig, out_dir: str | Path = "runs
 
 
 def _run_direct(scn: Scenario, exchange: Exchange, out_dir, report: bool):
-    """The direct engine: a :class:`Session` stepped one time at a time."""
-    session = Session(scn, out_dir=out_dir, report=report)
+    """The direct engine: a :class:`Session` stepped one time at a time. The first SIGTERM or Ctrl-C asks
+    for a stop (:data:`STOP`), as a run on either engine takes it: a HELICS wait gives up, a step stops at
+    the recorder, and the run ends ``interrupted`` with what it recorded."""
+    STOP.install()
     try:
-        while not session.done:
-            for link, value in exchange.receive(float(session.time_s)):
-                session.set(link.entity, link.attr, value)
-            session.step()
-            exchange.publish(lambda eid, attr: session.get(f"{eid}.{attr}"))
-    except FederationError as exc:
-        session.interrupt(str(exc))  # the run folder says "interrupted", with why
-    except BaseException as exc:  # Ctrl-C (KeyboardInterrupt), a value Session.set refuses...
-        session.interrupt(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
-        raise
+        session = Session(scn, out_dir=out_dir, report=report)
+        try:
+            while not session.done:
+                for link, value in exchange.receive(float(session.time_s)):
+                    session.set(link.entity, link.attr, value)
+                session.step()
+                exchange.publish(lambda eid, attr: session.get(f"{eid}.{attr}"))
+        except RunStopped as exc:  # a wait that ran out or was given up, a stop asked for at a step
+            session.interrupt(str(exc))  # the run folder says "interrupted", with why
+        except BaseException as exc:  # a second Ctrl-C (KeyboardInterrupt), a value Session.set refuses...
+            session.interrupt(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
+            raise
+        finally:
+            result = session.close()
     finally:
-        result = session.close()
+        STOP.restore()
     return result
 
 
@@ -382,8 +387,9 @@ def _run_mosaik(scn: Scenario, exchange: Exchange, out_dir, report: bool):
     reads = list(dict.fromkeys((link.entity, link.attr) for link in exchange.cfg.publish))
     writes = [(link.entity, link.attr) for link in exchange.cfg.subscribe]
     try:
-        outcome = run_world(scn, folder.path, progress=False,
-                            bridge=Bridge("cosim.run.federate:BridgeSim", {"token": token}, reads, writes))
+        with blas.one_thread():  # as every run (cosim.run.blas)
+            outcome = run_world(scn, folder.path, progress=False,
+                                bridge=Bridge("cosim.run.federate:BridgeSim", {"token": token}, reads, writes))
     finally:
         _EXCHANGES.pop(token, None)
     return finish_run(scn, folder, outcome, started, report)

@@ -2,49 +2,50 @@
 
 Part of the run, not a user-visible adapter: the engine connects each recorded
 ``<entity>.<attr>`` to the one ``Recorder`` entity.
-Rows are buffered and written every ``chunk_rows`` steps, so memory stays flat over a
-year-long run; ``close()`` writes what is buffered and the Parquet footer, and is called
-on ``finalize`` and by the engines when a run fails, so a failed run stays readable.
 
-Crash safety: a Parquet file is readable only once its footer is written, so a run killed
-by SIGKILL or the out-of-memory killer used to leave a 4-byte file. Rows are written into
-*segments* (``.timeseries.part-00001.parquet``, ... in the run folder), and every flush is a
-segment of its own, closed (footer and all) as soon as it is written: buffered rows are flushed
-every ``chunk_rows`` rows and at least every ``flush_s`` seconds of wall time (1 s by default,
-the first flush included), also while a slow step keeps the next row from coming (the engines'
-background writer checks the clock). A segment cut before its footer therefore holds only the
-one flush that was being written when the kill came, and a killed run loses at most about
-``2 * flush_s`` of wall time of rows (what was buffered, and the flush being written).
-Segments rather than one append-only file: each is a complete Parquet file any tool reads, and
-what is kept between flushes is compressed as the final file is (an Arrow IPC stream, readable
-when cut, would hold a year's rows uncompressed, ~0.8 GB for the default scenario's columns).
-``close()`` assembles the segments into ``timeseries.parquet`` (:func:`assemble`), and
-``cosim repair RUN`` does it for a killed one.
-The schema is fixed up front from the column list: flags (``converged``, ``*_in_service``)
-are booleans, everything else float64; the index column ``time_utc`` is a UTC timestamp.
+Rows: each row is read into a preallocated float64 buffer as it comes (one numpy assignment of
+the row; NaN stands for null, flags are kept as numbers and become booleans when written), so
+the run's thread does no per-column work at all. The buffer holds at most ``chunk_rows`` rows
+and at most :data:`HANDOVER_BYTES`; when it is full, or when ``flush_s`` of wall time has passed
+since the last hand-over, its rows are handed to the writer as one block (a flush).
 
-The buffer is columnar: one preallocated float64 block of ``columns x chunk_rows`` that a
-row fills in one numpy assignment, NaN standing for null (flags are stored as numbers and
-become booleans, NaN as the null mask, when a row group is written).
+The writer (a thread of its own for the engines' recorders, ``background``; else the caller's
+thread) does two things with each block:
 
-The engines' recorders encode and write in a thread of their own (``background``): the row
-groups go into the segments as above and, once there is a second segment, joined as
-:func:`assemble` joins them, into ``timeseries.parquet`` itself, so a finished run needs no
-second pass over its segments (a year's took ~7 s); a run of one segment renames it, as
-before; a kill still leaves the segments, and ``cosim repair`` assembles them.
+* crash safety: a Parquet file is readable only once its footer is written, so a run killed by
+  SIGKILL or the out-of-memory killer would leave nothing. Every flush is written as a *segment*
+  of its own (``.timeseries.part-00001.parquet``, ... in the run folder), closed (footer and all)
+  at once: a complete Parquet file of two columns, ``time_utc`` and ``values`` (each row's
+  cells in column order, a fixed-size list of float64, NaN for null; the column names are in
+  the file's metadata). One column whatever the number of recorded columns: a segment costs in
+  proportion to its cells, so flushing every second stays cheap with thousands of columns (a
+  segment with one Parquet column per recorded column cost ~25 µs per column and flush). A
+  segment cut before its footer holds only the flush that was being written when the kill came,
+  so a killed run loses at most about ``2 * flush_s`` of wall time of rows; ``cosim repair RUN``
+  assembles the segments into ``timeseries.parquet`` (:func:`assemble`);
+* the result: the block's columns, typed (flags as booleans, NaN as null), go into
+  ``timeseries.parquet`` itself (written as ``.timeseries.parquet.writing`` and renamed at
+  close), in row groups of exactly ``chunk_rows`` rows (the last one shorter), whatever the
+  flushes were: encoded once, and the same layout on any machine.
 
-The direct engine fills rows another way (:meth:`ParquetRecorder.append_refs`): per step it
-hands over the source entities' output dicts themselves (the ones ``get_data`` returned,
-which no one changes afterwards), and each column is read out of them when the row group is
-written: one list per column instead of a Python pass over every cell of every step. The
-values are converted exactly as a row of cells would be (:meth:`ParquetRecorder.set_plan`).
+At ``close()`` the rows still buffered go to the file directly (no segment: the file is complete
+a moment later), the file is closed and renamed and the segments are removed; so a run that ends
+before its first flush writes no segment at all. A write that fails in the thread is raised at
+the next flush and at close, which then assembles what the segments hold.
+``close()`` is called on ``finalize`` and by the engines when a run fails, so a failed run stays
+readable. The schema is fixed up front from the column list: flags (``converged``,
+``*_in_service``) are booleans, everything else float64; the index column ``time_utc`` is a
+UTC timestamp.
+
+The direct engine hands a row as the source entities' output dicts
+(:meth:`ParquetRecorder.append_refs`, after :meth:`ParquetRecorder.set_plan`): the row is read
+out of them at once, one C-level ``itemgetter`` per dict, and converted as a row of cells is.
 """
 
 from __future__ import annotations
 
-import itertools
+import json
 import math
-import operator
 import queue
 import threading
 import time as time_module
@@ -60,9 +61,23 @@ import pyarrow.parquet as pq
 from tqdm import tqdm
 
 from cosim.run.stopping import STOP
-from cosim.sdk import DIMENSIONLESS, CosimSim, Params, meta, model_meta
+from cosim.sdk import DIMENSIONLESS, CosimSim, Params, meta, model_meta, tuple_getter
 
 _OPEN: "weakref.WeakSet[ParquetRecorder]" = weakref.WeakSet()
+
+#: Most bytes of rows the run's thread buffers before it hands them to the writer (fewer rows
+#: than ``chunk_rows`` when there are many columns). [B]
+HANDOVER_BYTES = 8 * 2**20
+#: Blocks handed over and not yet written, at most: a writer that falls behind holds the run. [-]
+QUEUED_BLOCKS_MAX = 4
+#: Codec of the segments: they only have to survive a kill, and are read back once by repair.
+SEGMENT_COMPRESSION = "lz4"
+#: Keys of a segment's Parquet metadata: the recorded columns (JSON list) and the row-group size.
+COLUMNS_KEY, CHUNK_ROWS_KEY = b"cosim.columns", b"cosim.chunk_rows"
+#: A row's cells numpy converts as ``float()`` does when the array it infers for them is of one of
+#: these kinds (float, signed, unsigned, bool); anything else (None, strings, datetimes, arrays,
+#: objects) takes the per-cell path of :func:`_float`.
+_NUMERIC_KINDS = "fiub"
 
 
 def _is_flag(column: str) -> bool:
@@ -70,18 +85,25 @@ def _is_flag(column: str) -> bool:
     return any(attr == d or attr.endswith("_" + d) for d in DIMENSIONLESS)
 
 
+def series_schema(columns: list[str]) -> pa.Schema:
+    """``timeseries.parquet``'s schema: ``time_utc``, then flags as booleans and the rest as float64."""
+    fields = [pa.field("time_utc", pa.timestamp("ms", tz="UTC"))]
+    fields += [pa.field(c, pa.bool_() if _is_flag(c) else pa.float64()) for c in columns]
+    return pa.schema(fields)
+
+
 class ParquetRecorder:
-    """Buffers rows of fixed columns and appends them to a Parquet file as row groups.
+    """Buffers rows of fixed columns and writes them to a Parquet file in row groups.
 
     Args:
         path: the final file (segments are written beside it, see the module docstring).
         columns: ``<entity>.<attr>`` names, in order.
-        chunk_rows: rows per row group (what is held in memory at most).
-        flush_s: write what is buffered, and close the segment, at least this often. [s]
-        background: encode and write the row groups in a thread of their own (the engines' runs),
-            which also writes ``timeseries.parquet`` as it goes (the segments joined as
-            :func:`assemble` joins them), so closing needs no second pass over the segments.
-            The rows are the same; the segments are written as they would be.
+        chunk_rows: rows per row group of the file (and at most in the buffer).
+        flush_s: hand what is buffered to the writer, as a segment of its own, at least this
+            often. [s]
+        background: write in a thread of its own (the engines' runs), which also keeps the time
+            of the flushes (the run's thread never reads the clock for them); else the caller's
+            thread writes and checks the clock at each row. The file is the same.
     """
 
     def __init__(self, path: Path, columns: list[str], chunk_rows: int = 1440, flush_s: float = 1.0,
@@ -90,35 +112,38 @@ class ParquetRecorder:
         self.columns = list(columns)
         self.chunk_rows = chunk_rows
         self.flush_s = flush_s
-        fields = [pa.field("time_utc", pa.timestamp("ms", tz="UTC"))]
-        fields += [pa.field(c, pa.bool_() if _is_flag(c) else pa.float64()) for c in self.columns]
-        self.schema = pa.schema(fields)
-        self._writer: pq.ParquetWriter | None = None  # the segment being written
-        self._n_segments = 0
-        self._closed = False
-        self._last_flush = time_module.monotonic()
-        self._due_real_s = _REAL_CLOCK() + flush_s  # when the background writer flushes rows left waiting
-        # rows are added by the run's thread and, when a slow step keeps the next row from coming,
-        # flushed by the background writer: one at a time
-        self._lock = threading.RLock()
+        self.schema = series_schema(self.columns)
         self._flag = [_is_flag(c) for c in self.columns]
-        # time stamps stay Python objects until written: pyarrow converts them as it always did
-        self._stamps: list[Any] = []
-        self._values = np.empty((len(self.columns), chunk_rows))  # NaN = null
-        self.rows_written = 0
-        # the direct engine's rows (append_refs): per row the source dicts, per column where it is read
-        self._plan: tuple[list[tuple[int, str] | None], int, int | None, datetime] | None = None
-        self._ref_rows: list[list[dict[str, Any]]] = []
-        self._ticks: list[int] = []
         self._background = background
+        self._closed = False
+        self.rows_written = 0  # rows handed to the writer
+        # rows are added by the run's thread and, when a slow step keeps the next row from coming,
+        # handed over by the background writer: one at a time
+        self._lock = threading.Lock()
+        self._due_s = self._clock() + flush_s  # when the rows buffered are handed over at the latest
+        # the buffer: rows of cells (append_cells) or of dicts read through the plan (append_refs)
+        self._mode: str | None = None
+        self._rows: np.ndarray | None = None
+        self._n = 0
+        self._stamps: list[Any] = []  # datetimes (cells) or mosaik times in ticks (refs)
+        self._plan: _Plan | None = None
+        # the writer's side
+        self._n_segments = 0
+        self._file: pq.ParquetWriter | None = None  # timeseries.parquet being written
+        self._pending: list[pa.Table] = []  # rows of the file's next row group
+        self._pending_rows = 0
         self._thread: _WriterThread | None = None
-        self._joined: pq.ParquetWriter | None = None  # background: timeseries.parquet being written
-        self._joined_pending: list[pa.Table] = []
         _OPEN.add(self)
-        if background:  # started at once: it also flushes rows a slow step leaves waiting
+        if background:  # started at once: it also hands over rows a slow step leaves waiting
             self._thread = _WriterThread(self)
             self._thread.start()
 
+    def _clock(self) -> float:
+        """The clock of the flushes: the background writer's is the real monotonic clock; the caller's
+        is ``time.monotonic`` as it is at each row (tests drive it by hand). [s]"""
+        return _REAL_CLOCK() if self._background else time_module.monotonic()
+
+    # -- rows ----------------------------------------------------------------------------------
     def set_plan(self, fills: list[tuple[int, str] | None], start_utc: datetime, ticks_per_s: int) -> None:
         """Rows will come as :meth:`append_refs`: column ``j`` is attribute ``fills[j][1]`` of the
         row's dict number ``fills[j][0]`` (None: a column no source fills, all null). A row's time
@@ -126,21 +151,19 @@ class ParquetRecorder:
         milliseconds, as :meth:`RecorderSim.record_cells` computes it)."""
         if len(fills) != len(self.columns):
             raise ValueError(f"a plan of {len(fills)} columns for a recorder of {len(self.columns)}")
-        epoch = datetime(1970, 1, 1, tzinfo=timezone.utc if start_utc.tzinfo is not None else None)
-        whole_ms = start_utc.microsecond % 1000 == 0  # else the stamps go through datetimes, as per cell
-        start_ms = (start_utc - epoch) // timedelta(milliseconds=1) if whole_ms else None
-        self._plan = (list(fills), ticks_per_s, start_ms, start_utc)
+        self._plan = _Plan(fills, start_utc, ticks_per_s)
 
     def append_refs(self, ticks: int, refs: list[dict[str, Any]]) -> None:
-        """Add one row as the output dicts of :meth:`set_plan` (kept, read when written) at mosaik time ``ticks``."""
-        with self._lock:
-            self._check_open()
-            if self._stamps:  # rows of cells before (not done by the engines): written first, in order
-                self.flush()
-            self._ref_rows.append(refs)
-            self._ticks.append(ticks)
-            if len(self._ticks) >= self.chunk_rows or time_module.monotonic() - self._last_flush >= self.flush_s:
-                self.flush()
+        """Add one row as the output dicts of :meth:`set_plan`, read now, at mosaik time ``ticks``."""
+        plan = self._plan
+        cells: list[Any] = []
+        extend = cells.extend
+        try:
+            for index, getter in plan.reads:
+                extend(getter(refs[index]))
+        except KeyError:  # an entity that did not give this output at this step: null there
+            cells = [refs[index].get(attr) for index, attr in plan.cells]
+        self._add("refs", ticks, cells)
 
     def append(self, time_utc, values: dict[str, Any]) -> None:
         """Add one row; columns missing from ``values`` are null."""
@@ -148,224 +171,242 @@ class ParquetRecorder:
 
     def append_cells(self, time_utc, cells: list[Any]) -> None:
         """Add one row given as one value per column, in column order (``None`` = null)."""
-        with self._lock:
-            self._check_open()
-            if self._ticks:  # rows of dicts before (not done by the engines): written first, in order
-                self.flush()
-            row = len(self._stamps)
-            if _PLAIN_TYPES.issuperset(map(type, cells)):
-                # numpy converts these types as float() does (None becomes NaN, i.e. null), so
-                # the row goes in as one assignment instead of a Python call per cell
-                self._values[:, row] = cells
-            else:
-                self._values[:, row] = [_number(value, flag) for value, flag in zip(cells, self._flag)]
-            self._stamps.append(time_utc)
-            if row + 1 >= self.chunk_rows or time_module.monotonic() - self._last_flush >= self.flush_s:
-                self.flush()
+        self._add("cells", time_utc, cells)
 
-    def _check_open(self) -> None:
-        """A row after :meth:`close` would be dropped without a word: refuse it."""
-        if self._closed:
-            raise RuntimeError(f"the recorder of {self.path} is closed; this row would be lost")
+    def _add(self, mode: str, stamp: Any, cells: list[Any]) -> None:
+        with self._lock:
+            if self._closed:  # a row after close would be dropped without a word: refuse it
+                raise RuntimeError(f"the recorder of {self.path} is closed; this row would be lost")
+            if mode != self._mode:
+                self._hand_over(journal=True)  # rows of the other kind first, in order
+                self._start_buffer(mode)
+            rows = self._rows
+            try:  # one conversion for the row; exact: numpy converts numeric kinds as float() does
+                row = np.array(cells)
+                plain = row.dtype.kind in _NUMERIC_KINDS and row.ndim == 1
+            except (TypeError, ValueError, OverflowError):
+                plain = False
+            rows[self._n, :len(cells)] = row if plain else [_float(value) for value in cells]
+            self._n += 1
+            self._stamps.append(stamp)
+            if self._n == len(rows) or (not self._background and self._clock() >= self._due_s):
+                self._hand_over(journal=True)
+
+    def _start_buffer(self, mode: str) -> None:
+        """An empty buffer for rows of ``mode``: width one per cell read (the plan's reads, and a
+        column of NaN for the columns no source fills)."""
+        self._mode = mode
+        width = len(self.columns) if mode == "cells" else self._plan.width
+        capacity = max(1, min(self.chunk_rows, HANDOVER_BYTES // (8 * max(width, 1))))
+        self._rows = np.empty((capacity, width))
+        if mode == "refs" and self._plan.nan_slot is not None:
+            self._rows[:, self._plan.nan_slot] = math.nan
 
     def flush(self) -> None:
-        """Write the buffered rows as a segment of their own (closed: readable after a kill)."""
+        """Hand the buffered rows to the writer, as a segment of their own (closed: readable after a kill)."""
         with self._lock:
-            if self._closed:
-                return
-            if self._stamps or self._ticks:
-                self._write_row_group()
-                self._close_segment()
-            self._last_flush = time_module.monotonic()
-            self._due_real_s = _REAL_CLOCK() + self.flush_s
+            if not self._closed:
+                self._hand_over(journal=True)
 
     def flush_if_waiting(self) -> None:
-        """Flush rows that have waited ``flush_s`` of wall time for the next row (the background
-        writer calls this between its work: a slow step must not hold rows back from the disk).
-        Skipped while the run's thread is adding a row (it flushes itself when due)."""
+        """Hand over rows that have waited ``flush_s`` of wall time (the background writer calls this
+        between its work: a slow step must not hold rows back from the disk). Skipped while the run's
+        thread is adding a row, and while the queue is full (the writer is its only reader: it would
+        wait for itself; with the lock held no one else can fill it); the writer looks again a moment later."""
         if not self._lock.acquire(blocking=False):
             return
         try:
-            if not self._closed and (self._stamps or self._ticks) and _REAL_CLOCK() >= self._due_real_s:
-                self.flush()
+            if not self._closed and self._n and self._clock() >= self._due_s and not self._thread.queue.full():
+                self._hand_over(journal=True)
         finally:
             self._lock.release()
 
-    def _write_row_group(self) -> None:
-        if self._ticks:
-            n_rows, stamps, columns = len(self._ticks), self._ref_stamps(), self._ref_columns()
-        else:
-            n_rows, stamps, columns = len(self._stamps), self._stamps, self._values[:, :len(self._stamps)]
-            if self._background:  # the buffer is refilled while the thread encodes: hand it a copy
-                columns = columns.copy()
-        arrays = [pa.array(stamps, type=self.schema.field(0).type, from_pandas=True)]
-        for values, flag in zip(columns, self._flag):
-            if flag:
-                arrays.append(pa.array(values != 0.0, mask=np.isnan(values), type=pa.bool_()))
-            else:
-                arrays.append(pa.array(values, type=pa.float64(), from_pandas=True))  # NaN -> null
-        table = pa.Table.from_arrays(arrays, schema=self.schema)
-        if self._background:
-            self._submit("table", table)
-        else:
-            self._write_table(table)
-        self.rows_written += n_rows
-        self._stamps.clear()
-        self._ticks.clear()
-        self._ref_rows.clear()
-
-    def _ref_stamps(self):
-        """The buffered rows' time stamps (ms since the epoch, or datetimes for a start with sub-ms)."""
-        _, tps, start_ms, start_utc = self._plan
-        if start_ms is None:
-            return [start_utc + timedelta(seconds=t // tps, milliseconds=(t % tps) * 1000 // tps)
-                    for t in self._ticks]
-        ticks = np.array(self._ticks, dtype=np.int64)
-        return start_ms + (ticks // tps) * 1000 + (ticks % tps) * 1000 // tps
-
-    def _ref_columns(self):
-        """Each column of the buffered rows as float64 (NaN = null), converted as :meth:`append_cells` would.
-
-        A column's cells are plain numbers (numpy converts them as ``float()`` does, None to
-        NaN) or go through :func:`_number` one by one; a row of cells with one odd cell
-        converts every cell that way, which gives the same numbers for the plain ones.
-
-        A source dict's columns are read together: its values row after row through one C-level
-        ``itemgetter`` per dict, converted at once and cut into columns (a Python loop per cell took
-        ~40 % longer on the default scenario's 196 columns). A source with some odd cell, or an
-        output missing at some step (null there), is read column by column.
-        """
-        fills = self._plan[0]
-        n_rows = len(self._ref_rows)
-        by_source: dict[int, dict[str, int]] = {}  # the attributes read from each dict, in column order
-        for fill in fills:
-            if fill is not None:
-                attrs = by_source.setdefault(fill[0], {})
-                attrs.setdefault(fill[1], len(attrs))
-        blocks: dict[int, np.ndarray | list[list[Any]]] = {}
-        for index, attrs in by_source.items():
-            dicts = [row[index] for row in self._ref_rows]
-            names = tuple(attrs)
-            getter = operator.itemgetter(*names) if len(names) > 1 else (lambda d, only=names[0]: (d[only],))
-            try:
-                flat = list(itertools.chain.from_iterable(map(getter, dicts)))
-            except KeyError:  # an entity that did not give this output at some step: null there
-                blocks[index] = [[d.get(attr) for d in dicts] for attr in names]
-                continue
-            if _PLAIN_TYPES.issuperset(map(type, flat)):
-                blocks[index] = np.array(flat, dtype=float).reshape(n_rows, len(names)).T.copy()
-            else:
-                blocks[index] = [flat[k::len(names)] for k in range(len(names))]
-        for fill, flag in zip(fills, self._flag):
-            if fill is None:
-                yield np.full(n_rows, np.nan)
-                continue
-            cells = blocks[fill[0]][by_source[fill[0]][fill[1]]]
-            if isinstance(cells, np.ndarray):
-                yield cells
-            elif _PLAIN_TYPES.issuperset(map(type, cells)):
-                yield np.array(cells, dtype=float)
-            else:
-                yield np.array([_number(value, flag) for value in cells], dtype=float)
-
-    def _write_table(self, table: pa.Table) -> None:
-        """One row group into the current segment (opened here); in the background, from the
-        second segment on, also into ``timeseries.parquet``, joined up to ``chunk_rows`` rows as
-        :func:`assemble` joins them (a run of one segment is that segment, renamed at close)."""
-        if self._writer is None:
-            self._n_segments += 1
-            if self._background and self._n_segments == 2:  # more than one segment: join as we go
-                self._joined = pq.ParquetWriter(_joined_path(self.path), self.schema, compression="zstd",
-                                                use_dictionary=False)
-                first = pq.ParquetFile(segment_path(self.path, 1))
-                for group in range(first.num_row_groups):
-                    self._join(first.read_row_group(group, use_threads=False))
-            # No dictionary pages: float time series rarely repeat, so they took half the write time
-            # and made the file larger (default day: 1.42 -> 1.18 MB); values are the same.
-            self._writer = pq.ParquetWriter(segment_path(self.path, self._n_segments), self.schema,
-                                            compression="zstd", use_dictionary=False)
-        self._writer.write_table(table)
-        if self._joined is not None:
-            self._join(table)
-
-    def _join(self, table: pa.Table) -> None:
-        self._joined_pending.append(table)
-        if sum(t.num_rows for t in self._joined_pending) >= self.chunk_rows:
-            _write_joined(self._joined, self._joined_pending)
-
-    def _close_segment(self) -> None:
-        if self._background:
-            if self._thread is not None:
-                self._submit("close", None)
+    def _hand_over(self, journal: bool) -> None:
+        """The buffered rows to the writer as one block, in column order (lock held); ``journal``:
+        as a segment too."""
+        n = self._n
+        if not n:
             return
-        self._close_segment_now()
+        if journal:
+            self._due_s = self._clock() + self.flush_s
+        if self._mode == "cells":
+            block, self._rows = self._rows[:n], np.empty_like(self._rows)  # the writer keeps the old one
+        else:
+            block = self._rows[:n][:, self._plan.order]  # a copy, in column order
+        stamps, self._stamps, self._n = self._stamps, [], 0
+        self.rows_written += n
+        self._submit(("rows", (self._mode, stamps, block, journal)))
 
-    def _close_segment_now(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-            self._writer = None
-
-    def _finish_joined(self) -> None:
-        """The background's last part: what is pending into ``timeseries.parquet``, closed."""
-        self._close_segment_now()
-        if self._joined is not None:
-            _write_joined(self._joined, self._joined_pending)
-            self._joined.close()
-
-    def _submit(self, op: str, arg: Any) -> None:
-        if self._thread is None:
-            self._thread = _WriterThread(self)
-            self._thread.start()
+    def _submit(self, item: tuple[str, Any]) -> None:
+        if not self._background:
+            self._do(item)
+            return
         if self._thread.error is not None and threading.current_thread() is not self._thread:
             raise RuntimeError(f"writing {self.path.name} failed: {self._thread.error}") from self._thread.error
-        self._thread.queue.put((op, arg))
+        self._thread.queue.put(item)
 
+    # -- the writer ----------------------------------------------------------------------------
+    def _do(self, item: tuple[str, Any]) -> None:
+        op, arg = item
+        if op == "rows":
+            mode, stamps, block, journal = arg
+            stamps = self._stamp_array(mode, stamps)
+            if journal:
+                self._write_segment(stamps, block)
+            self._add_to_file(self._typed_table(stamps, block))
+        elif op == "stop":
+            self._finish_file()
+
+    def _stamp_array(self, mode: str, stamps: list[Any]) -> pa.Array:
+        """A block's time stamps as ``time_utc`` takes them (cells: as pyarrow converts them)."""
+        if mode == "refs":
+            stamps = self._plan.stamps(stamps)
+        return pa.array(stamps, type=self.schema.field(0).type, from_pandas=True)
+
+    def _write_segment(self, stamps: pa.Array, block: np.ndarray) -> None:
+        """The block as a complete Parquet file of its own (see the module docstring)."""
+        self._n_segments += 1
+        values = pa.FixedSizeListArray.from_arrays(pa.array(block.reshape(-1), type=pa.float64()),
+                                                   len(self.columns))
+        table = pa.Table.from_arrays([stamps, values], schema=_segment_schema(self.columns, self.chunk_rows))
+        pq.write_table(table, segment_path(self.path, self._n_segments), compression=SEGMENT_COMPRESSION,
+                       use_dictionary=False, write_statistics=False)
+
+    def _typed_table(self, stamps: pa.Array, block: np.ndarray) -> pa.Table:
+        """A block of rows (float64, NaN = null) as the file's columns."""
+        return _typed_table(self.schema, stamps, np.ascontiguousarray(block.T), self._flag)
+
+    def _add_to_file(self, table: pa.Table) -> None:
+        self._pending.append(table)
+        self._pending_rows += table.num_rows
+        if self._pending_rows >= self.chunk_rows:
+            self._write_groups(last=False)
+
+    def _write_groups(self, last: bool) -> None:
+        """The pending rows into the file in row groups of ``chunk_rows``; the rows of an incomplete
+        group wait for the next block unless it is the ``last`` one."""
+        table = self._pending[0] if len(self._pending) == 1 else pa.concat_tables(self._pending)
+        whole = table.num_rows if last else table.num_rows - table.num_rows % self.chunk_rows
+        if self._file is None:
+            # No dictionary pages: float time series rarely repeat, so they took half the write time
+            # and made the file larger (default day: 1.42 -> 1.18 MB); values are the same.
+            self._file = pq.ParquetWriter(_writing_path(self.path), self.schema, compression="zstd",
+                                          use_dictionary=False)
+        if whole:
+            self._file.write_table(table.slice(0, whole), row_group_size=self.chunk_rows)
+        rest = table.slice(whole)
+        self._pending, self._pending_rows = ([rest] if rest.num_rows else []), rest.num_rows
+
+    def _finish_file(self) -> None:
+        if self._pending:
+            self._write_groups(last=True)
+        if self._file is not None:
+            self._file.close()
+
+    # -- closing -------------------------------------------------------------------------------
     def close(self) -> None:
-        """Write what is buffered, close the segment and assemble ``timeseries.parquet``; safe to call twice."""
+        """Write what is buffered, close ``timeseries.parquet`` and remove the segments; safe to call twice."""
         with self._lock:
             self._close()
 
     def _close(self) -> None:
         if self._closed:
             return
+        self._closed = True
+        _OPEN.discard(self)
+        failure = None
         try:
-            if self._stamps or self._ticks:
-                self._write_row_group()
+            self._hand_over(journal=False)  # the file is complete a moment later: no segment needed
+            self._submit(("stop", None))
+        except Exception as exc:  # noqa: BLE001 — a write that failed: the segments are the record
+            failure = exc
         finally:
-            if not self._background:
-                self._close_segment_now()
-            self._closed = True
-            _OPEN.discard(self)
-            error = None
-            if self._thread is not None:  # "stop" closes the segment too
+            if self._thread is not None and self._thread.is_alive():  # it ends at its first "stop"
                 self._thread.queue.put(("stop", None))
                 self._thread.join()
-                error = self._thread.error
-            if error is not None:  # close what the thread left open, then join what the segments hold
-                for done in (self._close_segment_now, getattr(self._joined, "close", None)):
-                    try:
-                        if done is not None:
-                            done()
-                    except Exception:  # noqa: BLE001 — the first error is the one to report
-                        pass
-            if self._joined is not None and error is None:
-                _joined_path(self.path).replace(self.path)  # joined as it went: the segments are done
-                for part in segment_files(self.path):
-                    part.unlink(missing_ok=True)
-            else:
-                assemble(self.path, self.schema, self.chunk_rows)  # what the segments hold
-            if error is not None:
-                raise RuntimeError(f"writing {self.path.name} failed: {error}") from error
+        error = (self._thread.error if self._thread is not None else None) or failure
+        writing = _writing_path(self.path)
+        if error is None and self._file is not None:
+            writing.replace(self.path)
+            for part in segment_files(self.path):
+                part.unlink(missing_ok=True)
+            return
+        if self._file is not None:
+            try:  # what the writer left open
+                self._file.close()
+            except Exception:  # noqa: BLE001 — the first error is the one to report
+                pass
+        writing.unlink(missing_ok=True)
+        assemble(self.path, self.schema, self.chunk_rows)  # what the segments hold (no row: an empty file)
+        if error is not None:
+            raise RuntimeError(f"writing {self.path.name} failed: {error}") from error
+
+
+class _Plan:
+    """How a row is read out of the source dicts of :meth:`ParquetRecorder.append_refs`.
+
+    Each dict's attributes are read together (one ``itemgetter``), dict after dict, into the
+    buffer's columns (``reads``; ``cells``: the same one cell at a time); ``order`` puts them back
+    in the recorder's column order when a block is handed over, a column no source fills reading
+    the buffer's column of NaN (``nan_slot``). Two columns read from one dict and attribute
+    read it once.
+    """
+
+    def __init__(self, fills: list[tuple[int, str] | None], start_utc: datetime, ticks_per_s: int):
+        by_source: dict[int, dict[str, int]] = {}  # the attributes read from each dict, in column order
+        for fill in fills:
+            if fill is not None:
+                by_source.setdefault(fill[0], {}).setdefault(fill[1], 0)
+        slot: dict[tuple[int, str], int] = {}
+        self.reads: list[tuple[int, Any]] = []
+        self.cells: list[tuple[int, str]] = []
+        for index, attrs in by_source.items():
+            self.reads.append((index, tuple_getter(tuple(attrs))))
+            for attr in attrs:
+                slot[(index, attr)] = len(self.cells)
+                self.cells.append((index, attr))
+        self.nan_slot = len(self.cells) if any(fill is None for fill in fills) else None
+        self.width = len(self.cells) + (self.nan_slot is not None)
+        self.order = np.array([self.nan_slot if fill is None else slot[tuple(fill)] for fill in fills], dtype=np.intp)
+        epoch = datetime(1970, 1, 1, tzinfo=timezone.utc if start_utc.tzinfo is not None else None)
+        whole_ms = start_utc.microsecond % 1000 == 0  # else the stamps go through datetimes, as per cell
+        self.start_ms = (start_utc - epoch) // timedelta(milliseconds=1) if whole_ms else None
+        self.start_utc, self.ticks_per_s = start_utc, ticks_per_s
+
+    def stamps(self, ticks: list[int]):
+        """Time stamps of rows at mosaik times ``ticks`` (ms since the epoch, or datetimes for a start with sub-ms)."""
+        tps = self.ticks_per_s
+        if self.start_ms is None:
+            return [self.start_utc + timedelta(seconds=t // tps, milliseconds=(t % tps) * 1000 // tps) for t in ticks]
+        ticks = np.array(ticks, dtype=np.int64)
+        return self.start_ms + (ticks // tps) * 1000 + (ticks % tps) * 1000 // tps
+
+
+def _typed_table(schema: pa.Schema, stamps: pa.Array, columns: np.ndarray, flags: list[bool]) -> pa.Table:
+    """Rows of ``columns`` (one float64 row per column, NaN = null) as a table of ``schema``."""
+    arrays = [stamps]
+    for values, flag in zip(columns, flags):
+        if flag:
+            arrays.append(pa.array(values != 0.0, mask=np.isnan(values), type=pa.bool_()))
+        else:
+            arrays.append(pa.array(values, type=pa.float64(), from_pandas=True))  # NaN -> null
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _segment_schema(columns: list[str], chunk_rows: int) -> pa.Schema:
+    return pa.schema([pa.field("time_utc", pa.timestamp("ms", tz="UTC")),
+                      pa.field("values", pa.list_(pa.float64(), len(columns)))],
+                     metadata={COLUMNS_KEY: json.dumps(columns), CHUNK_ROWS_KEY: str(chunk_rows)})
 
 
 class _WriterThread(threading.Thread):
-    """Encodes and writes a background recorder's row groups in order; keeps the first error
-    (the recorder raises it at its next write and at close; later work is skipped)."""
+    """Writes a background recorder's blocks in order and hands over rows left waiting; keeps the
+    first error (the recorder raises it at its next flush and at close; later work is skipped)."""
 
     def __init__(self, recorder: ParquetRecorder):
         super().__init__(name=f"recorder {recorder.path.name}", daemon=True)
         self.recorder = recorder
-        self.queue: queue.SimpleQueue = queue.SimpleQueue()
+        self.queue: queue.Queue = queue.Queue(maxsize=QUEUED_BLOCKS_MAX)
         self.error: BaseException | None = None
 
     def run(self) -> None:
@@ -373,45 +414,34 @@ class _WriterThread(threading.Thread):
         tick_s = max(min(rec.flush_s / 4, 0.25), 0.01)
         while True:
             try:
-                op, arg = self.queue.get(timeout=tick_s)
+                item = self.queue.get(timeout=tick_s)
             except queue.Empty:
-                if self.error is None:
-                    try:
-                        rec.flush_if_waiting()
-                    except BaseException as exc:  # noqa: BLE001 — handed to the run's thread
-                        self.error = exc
-                continue
+                item = None
             if self.error is None:
                 try:
-                    if op == "table":
-                        rec._write_table(arg)
-                    elif op == "close":
-                        rec._close_segment_now()
-                    elif op == "stop":
-                        rec._finish_joined()
+                    if item is not None:
+                        rec._do(item)
+                    if item is None or item[0] != "stop":
+                        rec.flush_if_waiting()
                 except BaseException as exc:  # noqa: BLE001 — handed to the run's thread
                     self.error = exc
-            if op == "stop":
+            if item is not None and item[0] == "stop":
                 return
 
 
-#: The clock of :meth:`ParquetRecorder.flush_if_waiting` (the monotonic clock as imported: tests that
-#: drive the recorder's own clock by hand do not move it). [s]
+#: The clock of the background writer's flushes (the monotonic clock as imported: tests that drive
+#: the recorder's own clock by hand do not move it). [s]
 _REAL_CLOCK = time_module.monotonic
 
 
-def _joined_path(path: Path) -> Path:
-    """Where a background recorder writes ``path`` before it is complete (as :func:`assemble` does)."""
+def _writing_path(path: Path) -> Path:
+    """Where a recorder writes ``path`` before it is complete."""
+    return path.with_name(f".{path.name}.writing")
+
+
+def _assembling_path(path: Path) -> Path:
+    """Where :func:`assemble` writes ``path`` before it is complete."""
     return path.with_name(f".{path.name}.assembling")
-
-
-def _write_joined(writer: pq.ParquetWriter, tables: list[pa.Table]) -> int:
-    if not tables:
-        return 0
-    table = tables[0] if len(tables) == 1 else pa.concat_tables(tables)
-    writer.write_table(table)
-    tables.clear()
-    return table.num_rows
 
 
 def segment_path(path: Path, n: int) -> Path:
@@ -424,55 +454,89 @@ def segment_files(path: Path) -> list[Path]:
     return sorted(path.parent.glob(f".{path.stem}.part-[0-9][0-9][0-9][0-9][0-9]{path.suffix}"))
 
 
-def assemble(path: Path, schema: pa.Schema | None = None, group_rows: int = 1440) -> tuple[int, list[str]]:
-    """Join the segments of ``path`` into ``path`` (in order, row groups as they are) and remove
-    them. Unreadable segments (the one a killed run was writing) are skipped and named.
+def assemble(path: Path, schema: pa.Schema | None = None, group_rows: int | None = None) -> tuple[int, list[str]]:
+    """Join the segments of ``path`` into ``path`` (in order) and remove them, with what a recorder
+    writing it was left with. Unreadable segments (the one a killed run was writing) are skipped
+    and named.
 
-    Row groups smaller than ``group_rows`` (time-based flushes of a slow run) are joined up to
-    that size.
+    The rows go into row groups of ``group_rows`` (None: the recorder's ``chunk_rows``, kept in the
+    segments; 1440 for segments without it), as the recorder writes them. Segments of typed
+    columns (written by earlier versions) are read as they are.
 
     Returns:
         ``(rows in path, problems)``; with no segment at all, ``path`` is left as it is (or,
         given ``schema``, written with no rows).
     """
     parts = segment_files(path)
+    _writing_path(path).unlink(missing_ok=True)  # a killed recorder's file, without its footer
     problems: list[str] = []
     readable = []
     for part in parts:
         try:
-            readable.append((part, pq.ParquetFile(part)))
+            readable.append(pq.ParquetFile(part))
         except (OSError, pa.ArrowException) as exc:
             problems.append(f"{part.name} is unreadable (the run stopped while writing it): {exc}")
     if not parts:
         if schema is not None and not path.exists():
             pq.write_table(schema.empty_table(), path, compression="zstd")
         return (pq.ParquetFile(path).metadata.num_rows if path.exists() else 0), problems
-    if len(readable) == 1 and not problems:
-        readable[0][0].replace(path)
-        return readable[0][1].metadata.num_rows, problems
-    target_schema = schema or (readable[0][1].schema_arrow if readable else None)
-    if target_schema is None:  # nothing readable at all
+    meta = (readable[0].schema_arrow.metadata or {}) if readable else {}
+    if schema is None and readable:
+        schema = series_schema(json.loads(meta[COLUMNS_KEY])) if COLUMNS_KEY in meta else readable[0].schema_arrow
+    if schema is None:  # nothing readable at all
         return 0, problems
-    tmp = _joined_path(path)
+    group_rows = group_rows or int(meta.get(CHUNK_ROWS_KEY, 1440))
+    flags = [pa.types.is_boolean(field.type) for field in schema][1:]
+    tmp = _assembling_path(path)
     rows, pending = 0, []
-    with pq.ParquetWriter(tmp, target_schema, compression="zstd", use_dictionary=False) as writer:
-        for _, parquet in readable:
+    with pq.ParquetWriter(tmp, schema, compression="zstd", use_dictionary=False) as writer:
+        for parquet in readable:
             for group in range(parquet.num_row_groups):  # one row group at a time: memory stays flat
-                pending.append(parquet.read_row_group(group, use_threads=False))
+                table = parquet.read_row_group(group, use_threads=False)
+                if "values" in table.column_names and COLUMNS_KEY in (parquet.schema_arrow.metadata or {}):
+                    n_columns = len(schema) - 1
+                    values = table["values"].combine_chunks().flatten().to_numpy(zero_copy_only=False)
+                    table = _typed_table(schema, table["time_utc"].combine_chunks(),
+                                         np.ascontiguousarray(values.reshape(-1, n_columns).T), flags)
+                pending.append(table)
                 if sum(t.num_rows for t in pending) >= group_rows:
-                    rows += _write_joined(writer, pending)
-        rows += _write_joined(writer, pending)
+                    rows += _write_groups(writer, pending, group_rows, last=False)
+        rows += _write_groups(writer, pending, group_rows, last=True)
     tmp.replace(path)
     for part in parts:
         part.unlink(missing_ok=True)
     return rows, problems
 
 
+def _write_groups(writer: pq.ParquetWriter, pending: list[pa.Table], group_rows: int, last: bool) -> int:
+    """Write ``pending`` in row groups of ``group_rows`` (the rows of an incomplete group stay in
+    ``pending`` unless ``last``); the rows written."""
+    if not pending:
+        return 0
+    table = pending[0] if len(pending) == 1 else pa.concat_tables(pending)
+    whole = table.num_rows if last else table.num_rows - table.num_rows % group_rows
+    if whole:
+        writer.write_table(table.slice(0, whole), row_group_size=group_rows)
+    rest = table.slice(whole)
+    pending[:] = [rest] if rest.num_rows else []
+    return whole
+
+
 #: Wall time between two updates of the progress bar's time label. [s]
 LABEL_EVERY_S = 0.25
-#: Cell types numpy turns into float64 exactly as ``float()`` does (and ``None`` into NaN).
-#: Anything else (strings, arrays, datetimes, ...) takes the per-cell path of :func:`_cell`.
-_PLAIN_TYPES = frozenset({float, int, bool, type(None), np.float64, np.float32, np.int64, np.int32, np.bool_})
+
+
+def _float(value: Any) -> float:
+    """A cell as the float64 buffer holds it: ``float(value)``, NaN (null) for None and for what
+    cannot be converted (a string, a list), rather than losing the whole chunk. Flags need no
+    conversion of their own: a flag column is ``value != 0`` of this, null where NaN, which is
+    what :func:`_cell` gives."""
+    if value is None:
+        return math.nan
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan
 
 
 def _cell(value: Any, flag: bool) -> Any:
@@ -487,12 +551,6 @@ def _cell(value: Any, flag: bool) -> Any:
     if flag:
         return None if math.isnan(number) else bool(number)
     return number
-
-
-def _number(value: Any, flag: bool) -> float:
-    """:func:`_cell` as the float64 buffer holds it: a flag as 0/1, null as NaN."""
-    cell = _cell(value, flag)
-    return math.nan if cell is None else float(cell)
 
 
 def close_all(path: str | Path | None = None) -> None:

@@ -20,7 +20,7 @@ from cosim.kpis import guards, supply
 from cosim.errors import RunInterrupted
 from cosim.folder import RunFolder
 from cosim.report import write_report
-from cosim.run import graph
+from cosim.run import blas, graph
 from cosim.run.direct import run_direct
 from cosim.run.outcome import Outcome
 from cosim.run.stopping import STOP
@@ -207,13 +207,15 @@ def _degraded(scn: Scenario, kpis: dict[str, Any], blocks: dict[str, Any], outco
 
 
 def run_engine(scn: Scenario, run_dir: Path, progress: bool) -> Outcome:
-    """Run ``scn`` on its engine (``scenario.engine``) into ``run_dir``."""
-    if scn.engine == "direct":
-        return run_direct(scn, run_dir, progress=progress)
-    # mosaik is heavy and only needed once a mosaik run starts (validation, reports, KPIs do without)
-    from cosim.run.mosaik_engine import run_world
+    """Run ``scn`` on its engine (``scenario.engine``) into ``run_dir``, BLAS on one thread
+    (:mod:`cosim.run.blas`: the same bits whatever the machine's cores)."""
+    with blas.one_thread():
+        if scn.engine == "direct":
+            return run_direct(scn, run_dir, progress=progress)
+        # mosaik is heavy and only needed once a mosaik run starts (validation, reports, KPIs do without)
+        from cosim.run.mosaik_engine import run_world
 
-    return run_world(scn, run_dir, progress=progress)
+        return run_world(scn, run_dir, progress=progress)
 
 
 def compute_kpis(scn: Scenario, folder: RunFolder) -> tuple[dict[str, Any], dict[str, Any]]:

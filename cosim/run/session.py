@@ -15,8 +15,8 @@ A :class:`Session` runs a scenario on the direct engine one time at a time::
 whatever connections feed that input. Same scenario, seed and sequence of ``set`` calls give
 identical results. ``close`` (or leaving the ``with`` block) writes the run folder: time
 series, KPIs, metadata (``status = "ok"`` when the run reached its end, ``"stopped"`` with the
-time otherwise, ``"interrupted"`` when an exception left the ``with`` block early, ``"failed"``
-when a simulator raised) and the report.
+time otherwise, ``"interrupted"`` when an exception left the ``with`` block early or a stop asked
+for (:data:`cosim.run.stopping.STOP`) ended a step, ``"failed"`` when a simulator raised) and the report.
 """
 
 from __future__ import annotations
@@ -30,12 +30,13 @@ from typing import Any
 
 from cosim import registry
 from cosim.errors import Problem, ScenarioError
-from cosim.run import graph
+from cosim.run import blas, graph
 from cosim.run import recorder as recorder_module
 from cosim.run.direct import DirectEngine
 from cosim.run.outcome import Outcome
 from cosim.run.runner import RunResult, finish_run, open_run_folder
 from cosim.run.runner import load_scenario
+from cosim.run.stopping import RunStopped
 from cosim.scenario import Scenario
 from cosim.sdk import EndRun
 from cosim.units import unit_of
@@ -78,7 +79,9 @@ class Session:
         self.engine = DirectEngine(self.scn, self.folder.path if self.folder else None)
         self._wall0 = time.perf_counter()
         try:
-            self.engine.start(built)
+            with blas.one_thread():  # the simulators run on one BLAS thread (cosim.run.blas), as in a run
+                self.engine.start(built)
+                self.engine.run_blocks()  # look-ahead hints: exact under any later set() (DirectEngine.run_blocks)
         except BaseException as exc:  # the folder must not say "running" forever
             self._broken = exc
             self.close()
@@ -116,7 +119,8 @@ class Session:
         if self.done:
             return self.time_s
         try:
-            self.engine.step()
+            with blas.one_thread():
+                self.engine.step()
         except EndRun as exc:
             self.ended = str(exc)
         except BaseException as exc:  # half a step was taken: this run cannot go on (close says why)
@@ -135,8 +139,9 @@ class Session:
         if not _real(t_s) or math.isnan(t_s):
             raise ScenarioError("Session.run_until", [Problem("t_s", "give the simulation time to run to, in seconds "
                                                                      "from the start (a number), e.g. 3600", t_s)])
-        while not self.done and self.time_s < t_s:
-            self.step()
+        with blas.one_thread():  # once for all the steps
+            while not self.done and self.time_s < t_s:
+                self.step()
         return self.time_s
 
     # -- reading and setting ---------------------------------------------------------------
@@ -219,7 +224,8 @@ class Session:
         self._closed = True
         failure = None
         try:
-            self.engine.finalize(complete=self.done and self._broken is None)
+            with blas.one_thread():
+                self.engine.finalize(complete=self.done and self._broken is None)
         except Exception as exc:  # noqa: BLE001 — the series is kept; metadata says what failed
             failure = f"{type(exc).__name__}: {exc}"
         finally:
@@ -229,7 +235,9 @@ class Session:
             return None
         rows = self.folder.n_rows()
         at = f"at t = {self.time_s} s of {self.scn.scenario.duration_s} s"
-        if isinstance(self._broken, Exception):
+        if isinstance(self._broken, RunStopped):  # a stop asked for (SIGTERM, Ctrl-C: STOP), met at a step
+            status, reason = "interrupted", f"{self._broken} {at}"
+        elif isinstance(self._broken, Exception):
             status, reason = "failed", f"{_describe(self._broken)} ({at})"
         elif self._broken is not None:  # Ctrl-C (KeyboardInterrupt) mid-step
             status, reason = "interrupted", f"interrupted by {_describe(self._broken)} {at}"

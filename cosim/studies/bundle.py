@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from cosim.adapters._perc1_record import record_line
+from cosim.adapters.andes_grid.perc1_record import record_line
 from cosim.adapters.ride_through import Perc1Params
 from cosim.errors import Problem, ScenarioError
 from cosim.folder import RunFolder

@@ -4,7 +4,7 @@
   as their ANDES-format twin ``ieee14.json`` (ANDES's own conversion of the same pair: same
   devices, GENROU x5, TGOV1 x3, IEEEG1 x2, EXST1, ESST3A x4, IEEEST, ST2CUT x2): same trajectories
   within 1e-9 through a fault and a load loss.
-* The native PERC1 (adapters/_andes_perc1.py) and the co-simulated one (adapters/ride_through.py)
+* The native PERC1 (adapters/andes_grid/perc1.py) and the co-simulated one (adapters/ride_through.py)
   on the IEEE 39 three-fault case (scenarios/interconnection_study.toml, its faults moved to 2, 5
   and 8 s and integrated at 1/60 s): the native ceases in the first ANDES sub-step of the fault (one
   cycle at 60 Hz), the co-simulated one a cosim step (0.1 s) later; both latch the deepest voltage
@@ -25,7 +25,7 @@ import pandas as pd
 import pytest
 
 import cosim
-from cosim.adapters import _perc1_record as record
+from cosim.adapters.andes_grid import perc1_record as record
 from cosim.adapters import andes_grid
 from cosim.adapters.andes_grid import AndesGridSim
 from cosim.adapters.ride_through import Perc1Params

@@ -1,4 +1,4 @@
-"""A user's OpenDSS file is read as a circuit description only (adapters/_dss_guard.py).
+"""A user's OpenDSS file is read as a circuit description only (adapters/grid/opendss_guard.py).
 
 Every OpenDSS command outside the allow-list, every ``Set`` option outside it and every element
 property that writes, loads a library or reads a file outside the feeder's folder is refused, in
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from cosim.adapters._dss_guard import ALLOWED_COMMANDS, ALLOWED_OPTIONS, dss_file_problems, dss_names, resolve
+from cosim.adapters.grid.opendss_guard import ALLOWED_COMMANDS, ALLOWED_OPTIONS, dss_file_problems, dss_names, resolve
 from cosim.adapters.grid.opendss_flow import OpenDssFlow, compile_circuit, new_engine
 
 ROOT = Path(__file__).resolve().parents[2]

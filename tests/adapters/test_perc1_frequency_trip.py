@@ -1,5 +1,5 @@
 """PERC1's frequency trip, on the co-simulated model (adapters/ride_through.py) and the native one
-inside ANDES (adapters/_andes_perc1.py).
+inside ANDES (adapters/andes_grid/perc1.py).
 
 The trip is the common under-/over-frequency trip of inverter and load models (PSS/E's DER_A,
 DERA1: thresholds ``fl``/``fh`` in Hz, timers ``tfl``/``tfh``), not PowerWorld's PERC1 definition,
@@ -30,8 +30,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from cosim.adapters import _perc1_record as record
-from cosim.adapters._andes_perc1 import DEFAULTS, Perc1Logic
+from cosim.adapters.andes_grid import perc1_record as record
+from cosim.adapters.andes_grid.perc1 import DEFAULTS, Perc1Logic
 from cosim.adapters.andes_grid import AndesGridSim
 from cosim.adapters.ride_through import Perc1, Perc1Params
 from cosim.scenario import ScenarioError, load_scenario

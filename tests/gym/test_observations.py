@@ -54,6 +54,16 @@ def test_missing_values_become_the_last_value_or_zero():
     assert observer.observe(engine, MONDAY_6H).tolist()[:2] == [0.0, 0.0]
 
 
+def test_outputs_of_several_entities_come_in_the_order_listed():
+    """Names listed with entities interleaved: each value sits at its name's place."""
+    engine = FakeEngine(FakeSim({"a_mw": 1.0, "c_mw": 3.0}))
+    engine.entity_sim["y"] = type("S", (), {"obj": FakeSim({"b_frac": 0.5})})()
+    spec = AgentSpec((), ("x.a_mw", "y.b_frac", "x.c_mw"), False, (), {})
+    observer = Observer(spec)
+    assert observer.names == ["x.a_mw", "y.b_frac", "x.c_mw"]
+    assert observer.observe(engine, MONDAY_6H).tolist() == [1.0, 0.5, 3.0]
+
+
 def test_time_features_and_forecasts_follow_the_documented_order():
     spec = AgentSpec((), ("x.a_mw",), True, (ForecastSpec("x", "a_mw", 2, 1800),), {})
     observer = Observer(spec)

@@ -21,6 +21,11 @@ class RampSim(CosimSim):
         self.out[eid] = {"p_mw": params.p0_mw, "p_cap_mw": None}
         self._params = getattr(self, "_params", {}) | {eid: params}
 
+    def built_from(self):
+        """A deep copy after set-up starts anew (its state is its params): the look-ahead blocks
+        step copies of it (cosim.run.direct._Blocks)."""
+        return frozenset() if type(self) is RampSim else None
+
     def step_entities(self, time_s, inputs):
         for eid, params in self._params.items():
             p = params.p0_mw + params.slope_mw_h * time_s / 3600.0
@@ -36,6 +41,9 @@ class SinkSim(CosimSim):
 
     def create_entity(self, eid, model, params):
         self.out[eid] = {"p_sum_mw": 0.0, "p_cap_mw": 0.0}
+
+    def built_from(self):
+        return frozenset() if type(self) is SinkSim else None
 
     def step_entities(self, time_s, inputs):
         for eid in self.out:
@@ -293,8 +301,8 @@ class HintParams(Params):
 
 class HintSim(CosimSim):
     """``p2_mw = 2 * p_mw`` of its input, served from what the look-ahead hint announced for the
-    step when it announced one (``HintSim.hints``: the length of every hint, in order;
-    ``HintSim.served``: the steps served so)."""
+    step when it announced one with the step's own inputs (``HintSim.hints``: the length of
+    every hint, in order; ``HintSim.served``: the steps served so)."""
 
     SimParams = HintParams
     META = {"api_version": "3.0", "type": "time-based",
@@ -308,7 +316,7 @@ class HintSim(CosimSim):
 
     def look_ahead(self, steps):
         HintSim.hints.append(len(steps))
-        self._ahead = {t: {eid: 2.0 * v.get("p_mw", 0.0) for eid, v in inputs.items()} for t, inputs in steps}
+        self._ahead = {t: (inputs, {eid: 2.0 * v.get("p_mw", 0.0) for eid, v in inputs.items()}) for t, inputs in steps}
 
     def step_entities(self, time_s, inputs):
         if time_s == self.params.fail_at_s:
@@ -317,7 +325,9 @@ class HintSim(CosimSim):
             import warnings
 
             warnings.warn(f"toy hint warns at t = {time_s} s", UserWarning)
-        announced = self._ahead.pop(self.time_ticks, {})
+        announced_inputs, announced = self._ahead.pop(self.time_ticks, (None, {}))
+        if announced_inputs != inputs:  # not the announced step: computed as usual
+            announced = {}
         for eid in self.out:
             if eid in announced:
                 HintSim.served.append(self.time_ticks)

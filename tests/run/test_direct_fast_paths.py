@@ -10,7 +10,7 @@
   file the rows given cell by cell (``append_cells``) write: every cell type, flags, missing
   attributes and columns, row groups and a close mid-group, a whole-second, a sub-millisecond
   and a 0.1 s-tick start; and a source whose ``get_data`` hands out a dict it changes later is
-  recorded as it was at each step.
+  recorded as it was at each step (the recorder reads each row as it comes).
 """
 
 from __future__ import annotations
@@ -177,15 +177,20 @@ def test_a_plan_must_cover_the_columns(tmp_path):
     rec.close()
 
 
-def test_a_source_reusing_its_output_dict_is_recorded_step_by_step():
+def test_a_source_reusing_its_output_dict_is_recorded_step_by_step(tmp_path):
     """A simulator of someone else's whose ``get_data`` returns the same dict every step,
-    changed in place: the engine copies what the recorder would have read at that step."""
-    shared = {"p_mw": 1.0, "arr": np.array([1.0]), "n": np.int64(1)}
-    row1 = direct._snapshot(shared)
-    shared["p_mw"], shared["n"] = 2.0, np.int64(2)
-    shared["arr"][0] = 2.0
-    assert row1 == {"p_mw": 1.0, "arr": 1.0, "n": 1.0}
-    assert direct._snapshot({"s": "x", "l": [1]})["l"] == [1]
+    changed in place: the recorder reads each row as it comes, so each step keeps its own values."""
+    shared = {"p_mw": 1.0, "n": np.int64(1), "arr": np.array(1.0)}
+    rec = ParquetRecorder(tmp_path / "ts.parquet", ["s.p_mw", "s.n", "s.arr"], chunk_rows=16)
+    rec.set_plan([(0, "p_mw"), (0, "n"), (0, "arr")], datetime(2024, 1, 1, tzinfo=timezone.utc), 1)
+    for k in range(3):
+        shared["p_mw"], shared["n"] = float(k), np.int64(10 * k)
+        shared["arr"][()] = 100.0 * k  # a value changed in place too
+        rec.append_refs(60 * k, [shared])
+    rec.close()
+    table = pq.read_table(tmp_path / "ts.parquet")
+    assert table["s.p_mw"].to_pylist() == [0.0, 1.0, 2.0] and table["s.n"].to_pylist() == [0.0, 10.0, 20.0]
+    assert table["s.arr"].to_pylist() == [0.0, 100.0, 200.0]
 
 
 def test_reading_the_newest_output_first_equals_the_backwards_scan():

@@ -191,48 +191,87 @@ sys.stdin.read()  # until the test closes it; then the process ends without a wo
 """
 
 
-def _entered(peer: subprocess.Popen) -> bool:
-    """Whether the peer says it entered executing mode (HELICS's console log may share its stdout)."""
-    for line in iter(peer.stdout.readline, ""):
-        if line.strip() in ("entered", "not entered"):
-            return line.strip() == "entered"
-    return False
+class _Peer:
+    """SILENT_PEER in a process of its own on the broker at ``address``; what it says is read as it says it."""
+
+    def __init__(self, address: str):
+        self.proc = subprocess.Popen([sys.executable, "-c", SILENT_PEER, address], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.lines: list[str] = []
+        self.decided = threading.Event()  # it said whether it entered, or ended
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            self.lines.append(line)
+            if line.strip() in ("entered", "not entered"):
+                self.decided.set()
+        self.decided.set()
+
+    def entered(self, unless: subprocess.Popen) -> bool:
+        """Whether it entered executing mode (HELICS's console log may share its stdout); False at once when
+        ``unless`` (cosim's process, which it waits for) ends first."""
+        while not self.decided.wait(0.1):
+            if unless.poll() is not None:
+                return False
+        return "entered" in (line.strip() for line in self.lines)
+
+    def close(self) -> str:
+        """Close its stdin (it ends without a word to the federation); all it said."""
+        self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:  # still waiting to enter (cosim never joined)
+            self.proc.kill()
+            self.proc.wait()
+        self._reader.join(timeout=10)
+        return "".join(self.lines)
 
 
 PORT_TAKEN = "Unable to bind zmq pull socket"  # HELICS's ZeroMQ core: a port near the broker's was taken
 
 
-def _stalled_run(tmp_path: Path, engine: str) -> tuple[str, subprocess.CompletedProcess, Path]:
-    """One try of the stalled federation on a broker of its own: (what the peer said, cosim's run, its runs folder).
-    HELICS's ZeroMQ core binds ports a few above the broker's without checking them (docs/guides/helics.md); when
-    another program (say, the other test worker's federation) holds one, a core cannot join. That is the
-    machine's, not cosim's: such a try is made again on another broker, at most three times."""
+def _on_a_broker_of_its_own(tmp_path: Path, one_try):
+    """``one_try(address, folder)`` on a broker of its own; it returns ``(what its processes said, result)``, and
+    this gives the result. HELICS's ZeroMQ core binds ports a few above the broker's without checking them
+    (docs/guides/helics.md); when another program (say, the other test worker's federation) holds one, a core
+    cannot join. That is the machine's, not cosim's: such a try is made again on another broker, at most three
+    times."""
     for attempt in range(3):
         brk, address = LOOPBACK.start_broker(2)
-        out = tmp_path / f"try{attempt}"
-        peer = subprocess.Popen([sys.executable, "-c", SILENT_PEER, address], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        path = _config(out.parent, address, timeout_s=10.0, suffix=f".{attempt}.toml")
+        folder = tmp_path / f"try{attempt}"
+        folder.mkdir()
         try:
-            done = subprocess.run([sys.executable, "-m", "cosim", "run", str(EXAMPLE / "campus.toml"), "--helics",
-                                   str(path), "--out", str(out / "runs"), "--set", "scenario.duration_s=300",
-                                   "--no-report", "--quiet", "--engine", engine], capture_output=True, text=True,
-                                  timeout=120)
+            said, result = one_try(address, folder)
         finally:
-            peer.stdin.close()
-            said = peer.stdout.read()
-            peer.wait(timeout=30)
             h.helicsBrokerDisconnect(brk)
-        if PORT_TAKEN not in said + done.stdout + done.stderr:
+        if PORT_TAKEN not in said:
             break
-    return said, done, out / "runs"
+    return result
+
+
+def _cosim_federate(folder: Path, engine: str) -> list[str]:
+    """``cosim run --helics`` of the example campus for 300 s into ``folder/runs`` (config ``folder/federate.toml``)."""
+    return [sys.executable, "-m", "cosim", "run", str(EXAMPLE / "campus.toml"), "--helics",
+            str(folder / "federate.toml"), "--out", str(folder / "runs"), "--set", "scenario.duration_s=300",
+            "--no-report", "--quiet", "--engine", engine]
 
 
 @pytest.mark.parametrize("engine", ["direct", "mosaik"])
 def test_a_federate_that_stops_answering_keeps_what_was_recorded(tmp_path, engine):
     """The second federate joins, enters executing mode with cosim and then never asks for time: cosim's
     first time grant (t = 60 s) never comes, and the run keeps its first step."""
-    said, done, runs = _stalled_run(tmp_path, engine)
+    def one_try(address: str, folder: Path):
+        peer = _Peer(address)
+        _config(folder, address, timeout_s=10.0)
+        try:
+            done = subprocess.run(_cosim_federate(folder, engine), capture_output=True, text=True, timeout=120)
+        finally:
+            said = peer.close()
+        return said + done.stdout + done.stderr, (said, done, folder / "runs")
+
+    said, done, runs = _on_a_broker_of_its_own(tmp_path, one_try)
     # the peer did join (HELICS's console log may share its stdout): what stalled is the time grant it never allowed
     assert "entered" in said.splitlines()
     assert done.returncode == 1
@@ -244,32 +283,37 @@ def test_a_federate_that_stops_answering_keeps_what_was_recorded(tmp_path, engin
     assert len(pd.read_parquet(run_dir / "timeseries.parquet")) == 1  # t = 0, the step before the stalled grant
 
 
-def test_sigterm_gives_up_a_helics_wait_on_mosaik(broker, tmp_path):
-    """mosaik's run takes the first SIGTERM as a stop request; a run waiting for a time grant (timeout_s = 120)
-    gives the wait up there and ends interrupted, with its record, instead of waiting the timeout out."""
-    peer = subprocess.Popen([sys.executable, "-c", SILENT_PEER, broker], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    path = _config(tmp_path, broker, timeout_s=120.0)
-    cosim = subprocess.Popen([sys.executable, "-m", "cosim", "run", str(EXAMPLE / "campus.toml"), "--helics", str(path),
-                              "--out", str(tmp_path / "runs"), "--set", "scenario.duration_s=300", "--no-report",
-                              "--quiet", "--engine", "mosaik"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        assert _entered(peer)  # both federates are in: cosim now waits for t = 60 s
-        time.sleep(1.0)  # (a SIGTERM sent before cosim's handlers are set would end it unannounced)
-        cosim.terminate()
-        _, err = cosim.communicate(timeout=60)
-    finally:
-        cosim.kill()
-        peer.stdin.close()
-        peer.wait(timeout=30)
-    assert cosim.returncode == 1 and "Traceback" not in err
-    (run_dir,) = (tmp_path / "runs").iterdir()
+@pytest.mark.parametrize("engine,rows", [("direct", 1), ("mosaik", 0)])
+def test_sigterm_gives_up_a_helics_wait(tmp_path, engine, rows):
+    """Either engine's run takes the first SIGTERM as a stop request; a run waiting for a time grant
+    (timeout_s = 120) gives the wait up there and ends interrupted, with its record, instead of waiting the
+    timeout out (or, on the direct engine, being killed by the signal with its folder saying "running")."""
+    def one_try(address: str, folder: Path):
+        peer = _Peer(address)
+        _config(folder, address, timeout_s=120.0)
+        cosim = subprocess.Popen(_cosim_federate(folder, engine), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 text=True)
+        try:
+            entered = peer.entered(unless=cosim)  # both federates are in: cosim now waits for t = 60 s
+            if entered:
+                time.sleep(1.0)  # (a SIGTERM sent before cosim's handlers are set would end it unannounced)
+            cosim.terminate()  # (a try where a core could not join: ends it too)
+            out, err = cosim.communicate(timeout=60)
+        finally:
+            cosim.kill()
+            said = peer.close()
+        return said + out + err, (entered, cosim.returncode, err, folder / "runs")
+
+    entered, code, err, runs = _on_a_broker_of_its_own(tmp_path, one_try)
+    assert entered
+    assert code == 1 and "Traceback" not in err, err
+    (run_dir,) = runs.iterdir()
     meta = json.loads((run_dir / "metadata.json").read_text())
     assert meta["status"] == "interrupted"
     assert "the time grant for t = 60 s was given up: interrupted (SIGTERM)" in meta["reason"]
-    # mosaik steps the bridge's request for t = 60 s before the recorder's row of t = 0, and a recorder asked
-    # to stop takes no further row: nothing was recorded (the direct engine would have kept t = 0)
-    assert len(pd.read_parquet(run_dir / "timeseries.parquet")) == 0
+    # the direct engine keeps t = 0, stepped before the request for t = 60 s; mosaik steps the bridge's request
+    # for t = 60 s before the recorder's row of t = 0, and a recorder asked to stop takes no further row
+    assert len(pd.read_parquet(run_dir / "timeseries.parquet")) == rows
 
 
 def test_mosaik_refuses_a_subscription_to_a_connected_input(tmp_path, capsys):

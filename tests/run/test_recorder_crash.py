@@ -122,9 +122,9 @@ def _slow_rows(recorder, clock, n):
 
 
 def test_background_writing_gives_the_file_the_segments_give(tmp_path, monkeypatch):
-    """The engines' recorder writes in a thread and joins the row groups as it goes: the file it
-    leaves equals what assembling its segments gives (rows, nulls, flags, row-group sizes), and
-    every segment a kill would have left was on disk."""
+    """The engines' recorder writes in a thread: the file it leaves equals the one written in the
+    caller's thread (rows, nulls, flags), in row groups of chunk_rows whatever the flushes were, and
+    equals what assembling the segments gives (what ``cosim repair`` makes of a killed run)."""
     from cosim.run import recorder as rec
 
     clock = [0.0]
@@ -135,17 +135,28 @@ def test_background_writing_gives_the_file_the_segments_give(tmp_path, monkeypat
         path.parent.mkdir()
         recorder = ParquetRecorder(path, ["x.p_mw", "g.converged"], chunk_rows=4, flush_s=10.0, background=background)
         _slow_rows(recorder, clock, 23)
+        if not background:  # the segments a kill would have left, all rows flushed
+            recorder.flush()
+            kept = tmp_path / "kept" / "timeseries.parquet"
+            kept.parent.mkdir()
+            for part in segment_files(path):
+                (kept.parent / part.name).write_bytes(part.read_bytes())
+            assert len(segment_files(kept)) > 5  # flushed by wall time and by rows
         recorder.close()
-        assert not segment_files(path) and not rec._joined_path(path).exists()
+        assert not segment_files(path) and not rec._writing_path(path).exists()
         files[background] = pq.ParquetFile(path)
-    plain, threaded = files[False], files[True]
-    assert threaded.read().equals(plain.read())
-    sizes = [[f.metadata.row_group(i).num_rows for i in range(f.num_row_groups)] for f in (plain, threaded)]
-    assert sizes[0] == sizes[1] and sum(sizes[1]) == 23 and len(sizes[1]) > 3  # small groups joined alike
+    assert assemble(kept)[0] == 23
+    files["assembled"] = pq.ParquetFile(kept)
+    plain = files[False]
+    for other in (files[True], files["assembled"]):
+        assert other.read().equals(plain.read())
+        assert other.schema_arrow.equals(plain.schema_arrow, check_metadata=True)
+        assert [other.metadata.row_group(i).num_rows for i in range(other.num_row_groups)] == [4, 4, 4, 4, 4, 3]
 
 
-def test_background_writing_of_one_segment_renames_it(tmp_path):
-    """A run that ends before its first flush has one segment: it becomes the file, no second copy is written."""
+def test_a_run_that_ends_before_its_first_flush_writes_no_segment(tmp_path):
+    """Rows still buffered at close go to the file directly: a short run writes its rows once, the
+    same file in either mode."""
     files = {}
     for background in (False, True):
         path = tmp_path / str(background) / "timeseries.parquet"
@@ -154,7 +165,7 @@ def test_background_writing_of_one_segment_renames_it(tmp_path):
         for k, t in enumerate(pd.date_range("2024-07-15", periods=10, freq="60s", tz="UTC")):
             recorder.append(t, {"x.p_mw": float(k), "g.converged": k % 2 == 0})
         recorder.close()
-        assert recorder._joined is None and not segment_files(path)
+        assert recorder._n_segments == 0 and not segment_files(path)
         files[background] = path.read_bytes()
     assert files[True] == files[False]
 
@@ -170,7 +181,7 @@ def test_background_write_failure_is_raised_and_the_rest_kept(tmp_path, monkeypa
     recorder = ParquetRecorder(path, ["x.p_mw", "g.converged"], chunk_rows=4, flush_s=10.0, background=True)
     _slow_rows(recorder, clock, 8)
     handed_over = recorder.rows_written
-    recorder._thread.queue.put(("table", "not a table"))  # what a failing write looks like to the thread
+    recorder._thread.queue.put(("rows", "not rows"))  # what a failing write looks like to the thread
     with pytest.raises(RuntimeError, match="writing timeseries.parquet failed"):
         for _ in range(100):  # the thread fails soon after: one of the next writes says so
             _slow_rows(recorder, clock, 4)

@@ -17,6 +17,7 @@ import pytest
 
 import cosim
 from cosim.run.session import Session
+from cosim.run.stopping import STOP, StopRequested
 from toy_scenarios import ramp_sink
 
 FAULTY = """
@@ -82,6 +83,23 @@ def test_interrupt_closes_the_run_as_interrupted_with_the_callers_reason(toy_ada
     result = s.close()
     assert result.status == "interrupted"
     assert result.reason == "interrupted by the federation stopped answering at t = 600 s of 3600 s"
+    assert len(result.timeseries()) == 10
+
+
+def test_a_stop_asked_for_at_a_step_says_interrupted(toy_adapters, write_scenario, tmp_path):
+    """A stop asked for (SIGTERM or Ctrl-C under cosim's handlers: a HELICS federate on the direct engine)
+    stops the step at the recorder; the folder said ``failed``, as if a simulator had raised."""
+    s = Session(write_scenario(ramp_sink()), out_dir=tmp_path, report=False)
+    s.run_until(600)
+    STOP.request("interrupted (SIGTERM)")
+    try:
+        with pytest.raises(StopRequested):
+            s.step()
+    finally:
+        STOP.reason = None
+    result = s.close()
+    assert result.status == "interrupted"
+    assert result.reason == "interrupted (SIGTERM) at t = 600 s of 3600 s"
     assert len(result.timeseries()) == 10
 
 

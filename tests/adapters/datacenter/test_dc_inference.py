@@ -13,6 +13,7 @@ from cosim.adapters.datacenter.inference import (
     Fleet,
     arrival_rate,
     batch_curves,
+    interp_one,
     measured_gpus_per_replica,
     trace_profile,
 )
@@ -109,6 +110,32 @@ def test_one_batch_gives_the_array_evaluation_bit_for_bit(model, gpu, gpus_per_r
         for b in batches:
             assert at.at_batch(b, 80.0) == (float(at.power_w(b, 80.0)), float(at.tokens_per_s(b)),
                                             float(at.itl_ms(b)), float(at.itl_p99_ms(b))), b
+
+
+def _same(a: float, b: float) -> bool:
+    return (a == b and np.signbit(a) == np.signbit(b)) or (a != a and b != b)
+
+
+@pytest.mark.parametrize("model, gpu, gpus_per_replica", EVERY)
+def test_a_fleets_batch_lookup_is_np_interp_bit_for_bit(model, gpu, gpus_per_replica):
+    """batch_for looks its table up on Python floats (interp_one); it must give np.interp's numbers
+    exactly: on the table's points and their neighbours, between them, beyond both ends, on
+    plateaus (the table's throughput is a running maximum) and for NaN."""
+    rng = np.random.default_rng(1)
+    fleet = Fleet(batch_curves(model, gpu, gpus_per_replica), 4, 256, 300.0, 80.0, 700.0)
+    for max_batch in (1, 7.5, 64, fleet.curves.b_max):
+        _, grid, tput, grid_list, tput_list = fleet._table(min(max_batch, fleet.curves.b_max))
+        right = min(max_batch, fleet.curves.b_max)
+        xs = np.concatenate([tput, np.nextafter(tput, np.inf), np.nextafter(tput, -np.inf),
+                             rng.uniform(-0.1, 1.2, 500) * tput[-1], [np.nan, np.inf, -np.inf]])
+        for x in xs.tolist():
+            assert _same(interp_one(x, tput_list, grid_list, right), float(np.interp(x, tput, grid, right=right))), x
+    for k in (1, 2, 3, 5, 9):  # short tables, repeated points (plateaus), one point
+        for _ in range(40):
+            xp = np.maximum.accumulate(np.round(rng.uniform(0, 10, k)))
+            fp, right = rng.normal(size=k), float(rng.normal())
+            for x in np.concatenate([xp, rng.uniform(-1, 11, 20), [np.nan]]).tolist():
+                assert _same(interp_one(x, xp.tolist(), fp.tolist(), right), float(np.interp(x, xp, fp, right=right)))
 
 
 def test_unknown_model_and_gpu_list_the_known():

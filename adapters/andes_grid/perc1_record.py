@@ -21,7 +21,7 @@ ANDES's DYR reader has no comment lines: to append a record to a case's DYR for 
 the ``@!`` lines (cosim's own reader skips them, and ``//`` lines).
 
 No physics here: the ceasing logic is ``adapters/ride_through.py`` (co-simulated) and
-``adapters/_andes_perc1.py`` (inside ANDES).
+``adapters/andes_grid/perc1.py`` (inside ANDES).
 """
 
 from __future__ import annotations

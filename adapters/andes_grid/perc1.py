@@ -57,7 +57,7 @@ from andes.core import Algeb, ExtAlgeb, IdxParam, Model, ModelData, NumParam
 from andes.core.block import LeadLag
 from andes.core.discrete import Discrete
 
-from cosim.adapters._perc1_record import PARAMS
+from cosim.adapters.andes_grid.perc1_record import PARAMS
 from cosim.adapters.ride_through import Perc1Params
 
 #: The defaults of the native model: the co-simulated model's. [per PARAMS' units]

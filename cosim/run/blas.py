@@ -1,0 +1,73 @@
+"""One BLAS thread while a scenario's simulators run: the same bits on any machine.
+
+OpenBLAS splits a dot product of more than ~10,000 elements across its threads (numpy's ``@``
+over the running jobs of a very large cluster), and partial sums added in another order differ
+in their last bits; how many threads it takes depends on the machine (its cores,
+``OPENBLAS_NUM_THREADS``). So the simulators run with every BLAS library of the process on one
+thread (threadpoolctl): a run's results do not depend on the machine's cores, and runs whose
+products are small, which were single-threaded already, keep their bits.
+
+Both engines take :func:`one_thread` where a run steps: :func:`cosim.run.runner.run_engine`
+(``cosim run``, sweeps and their Dask workers), a :class:`cosim.Session`'s own calls (start,
+steps, close: code between its steps keeps the process's setting), the HELICS federate on mosaik,
+and the look-ahead worker process. BLAS libraries have one setting per process: the limit is
+counted, so runs in several threads of one process (a Dask worker's tasks) hold it until the
+last of them leaves, and it is undone then.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import scipy.linalg  # noqa: F401 — loads scipy's own OpenBLAS (a run imports it anyway), so that it is limited too
+from threadpoolctl import OpenBLASController, get_cached_controller
+
+_lock = threading.Lock()
+_holders = 0
+_changed: list[tuple[Any, int]] = []  # (library, its threads before) of the libraries the limit changed
+
+
+@contextmanager
+def one_thread() -> Iterator[None]:
+    """Every BLAS library of this process on one thread inside the block (re-entrant, thread-safe)."""
+    global _holders
+    with _lock:
+        if not _holders:
+            _limit()
+        _holders += 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _holders -= 1
+            if not _holders:
+                _restore()
+
+
+def _limit() -> None:
+    """Each BLAS library loaded now on one thread (threadpoolctl looks for libraries again only when modules
+    were imported since it last looked; one already on one thread is left alone)."""
+    for library in get_cached_controller().lib_controllers:
+        if library.user_api == "blas":
+            threads = library.num_threads
+            if threads is not None and threads != 1:
+                library.set_num_threads(1)
+                _changed.append((library, threads))
+    _release_openblas()
+
+
+def _restore() -> None:
+    for library, threads in _changed:
+        library.set_num_threads(threads)
+    _changed.clear()
+    _release_openblas()
+
+
+def _release_openblas() -> None:
+    """threadpoolctl lets only the thread that last set OpenBLAS's threads set them again until it lets
+    go (OpenBLAS has one pool per process); the limit is set and undone under :data:`_lock`, perhaps
+    by different threads (the last run to end undoes it), so this thread lets go at once."""
+    OpenBLASController.clear_controlling_thread()

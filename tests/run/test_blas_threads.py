@@ -1,0 +1,137 @@
+"""A run's results do not depend on how many BLAS threads the machine gives (cosim.run.blas).
+
+OpenBLAS splits a dot product of more than 10,000 elements across its threads; the datacenter's
+sums over its running jobs are such products when a cluster runs more than 10,000 jobs. Run in
+processes of their own with ``OPENBLAS_NUM_THREADS`` 1 and 2, the same scenario gives the same bits
+on both engines, with the look-ahead worker process, and stepped through a Session. (Without the
+one-thread limit the two differ in the last bits of the cluster's power: checked when this was written.)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+from threadpoolctl import threadpool_info
+
+from cosim.run import blas
+
+#: 15,000 one-GPU jobs arrive in the first minute and run for days: 15,000 running jobs at every step
+SCENARIO = """[scenario]
+name = "blas"
+start = 2024-01-01T00:00:00Z
+duration_s = 900
+step_s = 300
+seed = 3
+engine = "{engine}"
+ahead = "{ahead}"
+
+[sims.dc]
+adapter = "datacenter"
+
+[entities.campus]
+sim = "dc"
+model = "Cluster"
+n_gpus = 16000
+
+[entities.campus.training]
+source = "synthetic"
+n_jobs = 15000
+span_s = 60
+sizes_gpus = [1]
+size_weights = [1.0]
+duration_median_h = 100.0
+duration_sigma_ln = 0.1
+"""
+
+#: Runs the scenario four ways in one process; prints each run's series as hex floats (exact bits)
+RUNS = """
+import json, sys
+from pathlib import Path
+import cosim
+
+tmp = Path(sys.argv[1])
+out = {}
+for engine, ahead in (("direct", "off"), ("direct", "on"), ("mosaik", "off")):
+    path = tmp / f"{engine}_{ahead}.toml"
+    path.write_text(sys.argv[2].format(engine=engine, ahead=ahead))
+    result = cosim.run(path, out_dir=tmp / "runs")
+    assert result.ok, result.reason
+    assert (result.metadata["ahead"] is not None) == (ahead == "on"), result.metadata["ahead"]
+    out[f"{engine}/{ahead}"] = result.timeseries().map(float.hex).to_dict(orient="list")
+with cosim.Session(tmp / "direct_off.toml", out_dir=tmp / "runs", report=False) as session:
+    session.step()
+    session.run_until(900)
+out["session"] = session.result.timeseries().map(float.hex).to_dict(orient="list")
+print(json.dumps(out))
+"""
+
+
+def _runs(tmp_path, threads: int) -> dict:
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": str(threads)}
+    where = tmp_path / f"threads{threads}"
+    where.mkdir()
+    out = subprocess.run([sys.executable, "-c", RUNS, str(where), SCENARIO], capture_output=True, text=True,
+                         env=env, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_same_bits_with_one_or_two_blas_threads(tmp_path):
+    one, two = _runs(tmp_path, 1), _runs(tmp_path, 2)
+    assert set(one) == {"direct/off", "direct/on", "mosaik/off", "session"}
+    running = [float.fromhex(v) for v in one["direct/off"]["campus.n_jobs_running"]]
+    assert max(running) > 10_000  # products long enough for OpenBLAS to split them across threads
+    for way in one:
+        assert one[way] == two[way], way
+        assert one[way] == one["direct/off"], way  # and the same on both engines, every way of stepping
+
+
+def _blas_threads() -> set[int]:
+    return {lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"}
+
+
+def test_one_thread_inside_and_the_setting_back_after():
+    before = _blas_threads()
+    with blas.one_thread():
+        assert _blas_threads() == {1}
+        with blas.one_thread():  # re-entrant: the inner block does not undo the outer one
+            pass
+        assert _blas_threads() == {1}
+        x = np.arange(20_000.0)
+        assert x @ x == pytest.approx(float((x * x).sum()))
+    assert _blas_threads() == before
+
+
+def test_held_until_the_last_thread_leaves():
+    """Two runs in threads of one process (a Dask worker's tasks): the first to end keeps the limit."""
+    first_in, first_out, second_done = threading.Event(), threading.Event(), threading.Event()
+    seen = {}
+
+    def first():
+        with blas.one_thread():
+            first_in.set()
+            first_out.wait(5)
+
+    def second():
+        first_in.wait(5)
+        with blas.one_thread():
+            first_out.set()
+            worker.join(5)  # the first run has ended; this one still runs
+            seen["after_first"] = _blas_threads()
+        second_done.set()
+
+    worker = threading.Thread(target=first)
+    other = threading.Thread(target=second)
+    before = _blas_threads()
+    worker.start()
+    other.start()
+    other.join(10)
+    assert second_done.is_set()
+    assert seen["after_first"] == {1}
+    assert _blas_threads() == before
