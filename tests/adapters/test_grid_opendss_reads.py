@@ -17,12 +17,19 @@ import pytest
 
 from cosim import grid_models
 from cosim.adapters.grid.opendss_flow import OpenDssFlow
+from cosim.adapters.grid import opendss_reads as reads_module
 from cosim.adapters.grid.opendss_reads import PdReads
 
 #: campus load at each solve [MW]
 LOAD_MW = [0.2, 1.5, 1.5, 3.0, 3.0, 3.0, 0.4, 2.0, 2.5, 2.5, 1.0, 0.5]
 #: bus of the campus, control mode and a scale of LOAD_MW the feeder carries
 CASES = {"ieee13": ("671", "time", 1.0), "ieee34": ("860", "static", 0.2), "ieee123": ("76", "static", 1.0)}
+
+
+@pytest.fixture(autouse=True)
+def bulk_on_small_feeders(monkeypatch):
+    """The bulk read on these small feeders too (it is used from BULK_MIN_ELEMENTS elements up)."""
+    monkeypatch.setattr(reads_module, "BULK_MIN_ELEMENTS", 0)
 
 
 def opendss_reads(flow: OpenDssFlow) -> tuple[np.ndarray, float]:
@@ -76,6 +83,14 @@ def test_a_fault_and_a_disabled_element_are_read_as_opendss_reads_them():
         loading, losses_w = flow._pd_reads.read()
         assert loading.tobytes() == reference.tobytes() and losses_w == reference_w
     assert loading[flow.info.lines.index("684_652")] == 0.0  # disabled: no current, as AllPctNorm gives
+    flow.close()
+
+
+def test_a_small_circuit_is_read_through_opendss(monkeypatch):
+    monkeypatch.setattr(reads_module, "BULK_MIN_ELEMENTS", 19)  # IEEE 13 has 18 PD elements
+    flow = OpenDssFlow(grid_models.dss_file("ieee13"))
+    solve(flow, 0.0, 0)
+    assert math.isfinite(flow.losses_mw) and flow._pd_reads.exact is False
     flow.close()
 
 
