@@ -518,8 +518,12 @@ class GridSim(CosimSim):
         loadings cost OpenDSS a read of every element's currents (opendss_flow.py)."""
         f = self.flow
         vm = f.vm_pu
-        loadings = functools.cache(lambda: np.concatenate([f.line_loading_pct, f.trafo_loading_pct]))
-        max_loading, values = (lambda: nan_extremes(loadings())[1]), (lambda: np.concatenate([vm, loadings()]))
+        def max_loading() -> float:
+            return nan_extremes(np.concatenate([f.line_loading_pct, f.trafo_loading_pct]))[1]
+
+        def values() -> np.ndarray:
+            return np.concatenate([vm, f.line_loading_pct, f.trafo_loading_pct])
+
         if self.params.engine != "opendss":
             max_loading, values = max_loading(), values()
         extremes = getattr(f, "node_vm_pu", vm)  # OpenDSS: extremes over every phase
