@@ -19,11 +19,13 @@ simulators all run in it), which a busy machine disturbs far less than the wall 
   every point of connection) on each engine, once for 1 step and once for ``--steps`` steps; per
   step is ``(cpu(N) - cpu(1)) / (N - 1)`` (``cpu``: the process's CPU time over ``cosim.run``, so
   validation, KPIs and writing the run folder cancel out but for what grows with the steps).
+  ``direct-narrow`` is the direct engine recording only the voltages, the import and the campus
+  (:data:`NARROW`: no losses or loadings, so OpenDSS never computes the currents behind them).
   Set-up is the engine's own wall time (``wall_s`` in metadata.json, from building the simulators
   to the last recorded row) of the 1-step run minus one step's (``(wall(N) - wall(1)) / (N - 1)``).
 
 Prints per-step times [ms], set-ups [s], the ratios (direct/opendss, direct/opendss+reads,
-mosaik/direct, mosaik set-up over direct set-up) per repeat and their ranges, the process's
+direct-narrow/opendss, mosaik/direct, mosaik set-up over direct set-up) per repeat and their ranges, the process's
 resident memory after each case and its peak [MiB], and ``uptime`` before and after; ranges over
 the repeats with their medians. Asserts nothing.
 """
@@ -31,6 +33,7 @@ the repeats with their medians. Asserts nothing.
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import math
 import resource
@@ -39,6 +42,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -92,6 +96,12 @@ attrs = ["p_mw", "q_mvar"]
 """
 
 
+#: ``[record] include`` of the ``direct-narrow`` case: the feeder's voltages, import and convergence and
+#: the campus with its point of connection, without losses or loadings.
+NARROW = ["campus0.*", "pcc0.*", "feeder.vm_*", "feeder.allbus_*", "feeder.n_allbus_violating", "feeder.p_import_mw",
+          "feeder.q_import_mvar", "feeder.converged", "feeder.n_nonconverged"]
+
+
 def rss_mib() -> float:
     """Resident memory of this process now. [MiB]"""
     with open("/proc/self/statm") as f:
@@ -106,17 +116,22 @@ def uptime() -> str:
     return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
 
 
-def cosim_run(engine: str, n_steps: int, tmp: Path) -> tuple[float, float, pd.DataFrame]:
+def cosim_run(case: str, n_steps: int, tmp: Path) -> tuple[float, float, pd.DataFrame]:
     """CPU time of ``cosim.run`` [s], the engine's wall time [s] and the recorded time series of an
-    ``n_steps`` run."""
+    ``n_steps`` run of ``case`` (an engine, ``-narrow`` after it for the :data:`NARROW` record)."""
     import cosim
 
     path = tmp / "feeder8500.toml"
     if not path.exists():
         path.write_text(SCENARIO)
+    engine, _, variant = case.partition("-")
+    overrides = {"scenario.engine": engine, "scenario.duration_s": n_steps * STEP_S}
+    if variant == "narrow":
+        overrides["record.include"] = NARROW
     cpu = time.process_time()
-    result = cosim.run(path, out_dir=tmp / "runs", overrides={"scenario.engine": engine,
-                                                               "scenario.duration_s": n_steps * STEP_S})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the narrow record leaves out what the grid KPIs read: on purpose
+        result = cosim.run(path, out_dir=tmp / "runs", overrides=overrides)
     cpu = time.process_time() - cpu
     if result.status != "ok":
         raise SystemExit(f"{engine} run of {n_steps} steps: {result.status}: {result.metadata.get('reason')}")
@@ -124,15 +139,23 @@ def cosim_run(engine: str, n_steps: int, tmp: Path) -> tuple[float, float, pd.Da
     return cpu, float(result.metadata["wall_s"]), frame
 
 
+@functools.lru_cache(maxsize=1)
+def _engine():
+    """One OpenDSS engine for every bare case: DSS-Python keeps each engine context it creates for
+    the life of the process (its callback registries hold them), ~1.5 MiB each on this feeder."""
+    import opendssdirect
+
+    dss = opendssdirect.NewContext()
+    dss.Basic.AllowChangeDir(False)
+    return dss
+
+
 def opendss_own(p_mw: list[float], q_mvar: list[float], loadings: bool = False) -> tuple[float, float, int]:
     """OpenDSS alone: set-up [s], per step [s] over the steps after the first (CPU time), nodes read
     per step; with ``loadings`` also the bulk reads behind cosim's summary outputs (every PD element's
     loading, the source's power, the circuit's losses)."""
-    import opendssdirect
-
     t0 = time.process_time()
-    dss = opendssdirect.NewContext()
-    dss.Basic.AllowChangeDir(False)
+    dss = _engine()
     dss.Text.Command("Clear")
     dss.Text.Command(f'Compile "{FEEDER}"')
     dss.Solution.MaxControlIterations(50)
@@ -178,7 +201,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3, help="repeats of every case (default 3)")
     parser.add_argument("--steps", type=int, default=96, help="steps of the long runs (default 96: a day)")
-    parser.add_argument("--engines", default="direct,mosaik", help="cosim engines to run (default direct,mosaik)")
+    parser.add_argument("--engines", default="direct,mosaik,direct-narrow",
+                        help="cosim cases to run, the direct engine first (default direct,mosaik,direct-narrow)")
     args = parser.parse_args()
     engines = args.engines.split(",")
     print(f"bench_feeder8500: IEEE 8500 + one campus, {args.steps} steps of {STEP_S} s; "
@@ -209,6 +233,8 @@ def main() -> None:
             if "direct" in engines:
                 figures["direct/opendss"] = figures["direct_ms"] / figures["opendss_ms"]
                 figures["direct/opendss+reads"] = figures["direct_ms"] / figures["opendss+reads_ms"]
+            if "direct-narrow" in engines:
+                figures["direct-narrow/opendss"] = figures["direct-narrow_ms"] / figures["opendss_ms"]
             if {"direct", "mosaik"} <= set(engines):
                 figures["mosaik/direct"] = figures["mosaik_ms"] / figures["direct_ms"]
                 figures["mosaik/direct set-up"] = figures["mosaik_setup_s"] / figures["direct_setup_s"]
@@ -221,7 +247,8 @@ def main() -> None:
     for name in ["opendss", "opendss+reads", *engines]:
         print(f"  {name:<18}{span(rows[name + '_ms'], '.2f'):>22}{span(rows[name + '_setup_s'], '.2f'):>22}"
               f"{span(rows[name + '_rss'], '.0f'):>18}")
-    for key in ("direct/opendss", "direct/opendss+reads", "mosaik/direct", "mosaik/direct set-up"):
+    for key in ("direct/opendss", "direct/opendss+reads", "direct-narrow/opendss", "mosaik/direct",
+                "mosaik/direct set-up"):
         if key in rows:
             print(f"  {key:<26}{span(rows[key], '.2f')}x")
     print(f"  peak RSS of the process: {peak_mib():.0f} MiB")

@@ -87,7 +87,12 @@ def unique_ids(names: list[str]) -> list[str]:
 
 
 def new_engine():
-    """A fresh DSS-Extensions engine context that never changes the working directory."""
+    """A fresh DSS-Extensions engine context that never changes the working directory.
+
+    DSS-Python keeps every context it creates until the process ends (its registries of contexts,
+    ``WeakKeyDictionary`` objects whose values hold their keys, never let one go): ~1.5 MiB each
+    on IEEE 8500, so a process running a feeder many times grows by that much per run.
+    """
     import opendssdirect  # loads the DSS C-API library: only for the OpenDSS engine
 
     dss = opendssdirect.NewContext()
@@ -323,14 +328,16 @@ class OpenDssFlow:
         nan = math.nan
         self.vm_pu = np.full(len(self.info.buses), nan)
         self.node_vm_pu = np.zeros(0)
-        self.line_loading_pct = np.full(len(self.info.lines), nan)
-        self.trafo_loading_pct = np.full(len(self.info.trafos), nan)
+        #: the loadings and losses of a solve that has not settled yet: read when first asked (_read_currents)
+        self._currents_pending = False
+        self._unknown = (np.full(len(self.info.lines), nan), np.full(len(self.info.trafos), nan), nan)
+        self._line_loading_pct, self._trafo_loading_pct, self._losses_mw = self._unknown
         self.tap_count = np.full(len(self.info.regs), nan)
         self.tap_pu = np.full(len(self.info.regs), nan)
         self.cap_in_service = [False] * len(self.info.caps)
         self._opened_lines: set[int] = set()  # lines set_line_in_service opened
         self.cap_q_mvar = np.full(len(self.info.caps), nan)
-        self.p_import_mw = self.q_import_mvar = self.losses_mw = nan
+        self.p_import_mw = self.q_import_mvar = nan
 
     # -- editing the circuit -----------------------------------------------------------------
     def locate_bus(self, ref: str | int) -> int:
@@ -349,6 +356,7 @@ class OpenDssFlow:
         5 constant current, ...), held between ``vmin_pu`` and ``vmax_pu`` (constant impedance
         outside). [-, pu, pu]
         """
+        self._read_currents()
         bus_pos = self.locate_bus(bus)
         bus_name = self.info.buses[bus_pos]
         have = self.bus_phases[bus_pos]
@@ -448,6 +456,7 @@ class OpenDssFlow:
     def hold_taps_pu(self, taps_pu: dict[str, float]) -> bool:
         """Disable the RegControls and set the regulators' taps (ratio, pu) by regulator id or
         name; True when any tap changed (the operating point moved)."""
+        self._read_currents()
         self._devices_stale = True
         dss, changed = self.dss, False
         by_id = dict(zip(self.ids["reg"], self.info.regs))
@@ -472,6 +481,7 @@ class OpenDssFlow:
         held = None if steps is None or not math.isfinite(steps) else int(round(steps))
         if self._held_taps.get(reg_pos) == held:
             return
+        self._read_currents()
         self._devices_stale = True
         self._held_taps[reg_pos] = held
         dss, reg = self.dss, self.info.regs[reg_pos]
@@ -491,6 +501,7 @@ class OpenDssFlow:
         outside ``[0, NumSteps]`` is refused, as the taps' are); ``None``/NaN leaves it as it is. A
         CapControl on the capacitor is disabled from the first command (the input owns it, also when
         the first command equals the present state). Acts on changes only."""
+        self._read_currents()
         self._devices_stale = True
         if steps is None or not math.isfinite(steps):
             return
@@ -514,6 +525,7 @@ class OpenDssFlow:
 
     def set_line_in_service(self, pos: int, in_service: bool) -> None:
         """Close (True) or open (False) both terminals of line ``pos``."""
+        self._read_currents()
         verb = "Close" if in_service else "Open"
         line = self.info.lines[pos]
         self.dss.Text.Command(f"{verb} Line.{line} 1")
@@ -531,6 +543,9 @@ class OpenDssFlow:
         ``time_s`` is the simulation time [s], the clock of ``control_mode = "time"``.
         """
         dss = self.dss
+        # the last solve's loadings and losses, unread, are replaced by this solve's
+        self._currents_pending = False
+        self._line_loading_pct, self._trafo_loading_pct, self._losses_mw = self._unknown
         for kind in KINDS:
             sign = LOAD_SIGN[kind]
             for element, p, q in zip(self.elements[kind], p_mw[kind], q_mvar[kind]):
@@ -571,16 +586,43 @@ class OpenDssFlow:
         sums = np.bincount(self._node_bus, self.node_vm_pu, len(self.info.buses))
         with np.errstate(invalid="ignore", divide="ignore"):
             self.vm_pu = sums / self._bus_node_count
-        reads = self._pd_reads
-        if reads.exact is None:  # the circuit's first solve (since its elements were mapped)
-            reads.check()
-        loading, losses_w = reads.read()
-        self.line_loading_pct = loading[:len(self._line_pd)]
-        self.trafo_loading_pct = loading[len(self._line_pd):]
+        self._currents_pending = True
         p_kw, q_kvar = dss.Circuit.TotalPower()
         self.p_import_mw, self.q_import_mvar = -p_kw / 1e3, -q_kvar / 1e3
-        self.losses_mw = losses_w / 1e6
         self._read_devices()
+
+    # The loadings and losses come from every PD element's currents, which cost OpenDSS about half a
+    # power flow to compute on IEEE 8500 (opendss_reads.py): they are read when first asked after a
+    # solve, and before anything edits the circuit (so a late reader still gets that solve's values).
+    @property
+    def line_loading_pct(self) -> np.ndarray:
+        """Each line's loading in the last solve. [%]"""
+        self._read_currents()
+        return self._line_loading_pct
+
+    @property
+    def trafo_loading_pct(self) -> np.ndarray:
+        """Each transformer's loading in the last solve (regulators excepted). [%]"""
+        self._read_currents()
+        return self._trafo_loading_pct
+
+    @property
+    def losses_mw(self) -> float:
+        """Losses of every power-delivery element in the last solve. [MW]"""
+        self._read_currents()
+        return self._losses_mw
+
+    def _read_currents(self) -> None:
+        if not self._currents_pending:
+            return
+        self._currents_pending = False
+        reads = self._pd_reads
+        if reads.exact is None:  # the circuit's first read (since its elements were mapped)
+            reads.check()
+        loading, losses_w = reads.read()
+        n_lines = len(self._line_pd)
+        self._line_loading_pct, self._trafo_loading_pct = loading[:n_lines], loading[n_lines:]
+        self._losses_mw = losses_w / 1e6
 
     def _read_devices(self) -> None:
         dss = self.dss
@@ -613,6 +655,7 @@ class OpenDssFlow:
 
     def close(self) -> None:
         """Release the circuit (the engine context stays until garbage collection)."""
+        self._read_currents()
         self.dss.Text.Command("Clear")
 
     def device_outputs(self, solved: bool = True, phases: bool = True) -> dict[str, float | bool | int]:

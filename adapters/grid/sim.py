@@ -96,6 +96,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -138,6 +139,8 @@ __all__ = ["ELEMENT_P_MAX_FLOOR_MW", "SUMMARY_EXTRA_OUTPUTS", "TRIP_OUTPUTS", "G
            "shunt_set_attr", "tap_set_attr"]
 
 
+#: Grid outputs the OpenDSS engine writes when read, with the per-element ones (GridSim._write_detail).
+FLOW_OUTPUTS = ("losses_mw", "max_loading_pct")
 #: Grid outputs added when line trips are given.
 TRIP_OUTPUTS = ("n_lines_out", "n_buses_islanded")
 #: Grid outputs beyond the common ones that sum up the whole network (recorded by default).
@@ -510,20 +513,28 @@ class GridSim(CosimSim):
             self._monitored = ~np.isin(self.flow.node_bus, excluded) if n_nodes else np.zeros(0, bool)
         return self._monitored
 
-    def _numpy_summary(self) -> tuple[list, np.ndarray]:
+    def _numpy_summary(self) -> tuple[list, np.ndarray | Callable[[], np.ndarray]]:
         """The Grid's summary of a solved step, in :meth:`_fill_grid_outputs`' order, and every bus's, line's
-        and trafo's value (numpy's forms; the pandapower engine's C kernels give the same numbers)."""
+        and trafo's value (numpy's forms; the pandapower engine's C kernels give the same numbers). On
+        OpenDSS the largest loading and the values are functions that give them when called: the
+        loadings cost OpenDSS a read of every element's currents (opendss_flow.py)."""
         f = self.flow
         vm = f.vm_pu
-        loadings = np.concatenate([f.line_loading_pct, f.trafo_loading_pct])
+        def max_loading() -> float:
+            return nan_extremes(np.concatenate([f.line_loading_pct, f.trafo_loading_pct]))[1]
+
+        def values() -> np.ndarray:
+            return np.concatenate([vm, f.line_loading_pct, f.trafo_loading_pct])
+
+        if self.params.engine != "opendss":
+            max_loading, values = max_loading(), values()
         extremes = getattr(f, "node_vm_pu", vm)  # OpenDSS: extremes over every phase
         stats = band_stats(extremes[self._monitored_mask(len(extremes))], self.params.v_low_pu, self.params.v_high_pu)
         dead = np.isnan(vm)
         n_unsupplied = int(np.count_nonzero(dead & ~self._dead_at_start)) if len(vm) == len(
             self._dead_at_start) else int(np.count_nonzero(dead))
-        return ([*nan_extremes(extremes), nan_extremes(loadings)[1], stats["vm_phase_min_pu"], stats["vm_phase_max_pu"],
-                 stats["vm_violation_pu"], stats["n_violating"], n_unsupplied, int(dead.sum())],
-                np.concatenate([vm, loadings]))
+        return ([*nan_extremes(extremes), max_loading, stats["vm_phase_min_pu"], stats["vm_phase_max_pu"],
+                 stats["vm_violation_pu"], stats["n_violating"], n_unsupplied, int(dead.sum())], values)
 
     def _excluded_buses(self) -> list[int]:
         names = self.params.exclude_buses
@@ -560,25 +571,31 @@ class GridSim(CosimSim):
         summary, values = getattr(f, "summary", None), getattr(f, "element_values", None)
         if summary is None:  # not computed with the solve (OpenDSS, or the C kernels not built)
             summary, values = self._numpy_summary()
-        (out["vm_min_pu"], out["vm_max_pu"], out["max_loading_pct"], out["allbus_vm_min_pu"], out["allbus_vm_max_pu"],
+        (out["vm_min_pu"], out["vm_max_pu"], max_loading, out["allbus_vm_min_pu"], out["allbus_vm_max_pu"],
          out["allbus_violation_pu"], n_violating, n_unsupplied, n_dead) = summary
         out["n_allbus_violating"], out["n_buses_unsupplied"] = int(n_violating), int(n_unsupplied)
-        out["p_import_mw"], out["q_import_mvar"], out["losses_mw"] = f.p_import_mw, f.q_import_mvar, f.losses_mw
+        out["p_import_mw"], out["q_import_mvar"] = f.p_import_mw, f.q_import_mvar
         if self._trips:
             out["n_buses_islanded"] = int(n_dead)
-        # every element's value (bus, line, trafo order) and every phase's voltage: held as arrays and
-        # written into the outputs when someone reads them (_write_detail)
+        # every element's value (bus, line, trafo order), every phase's voltage and (OpenDSS) the losses and
+        # the largest loading: held as arrays (or functions) and written into the outputs when someone
+        # reads them (_write_detail), group by group in _detail_groups' order
         detail = [(self._element_attrs, values)]
         if self.params.engine == "opendss":
             out.update(f.device_outputs(phases=False))
-            detail.append((f.phase_attrs, f.phase_vm_pu()))
+            detail += [(f.phase_attrs, f.phase_vm_pu()), (FLOW_OUTPUTS, lambda: [f.losses_mw, max_loading()])]
+        else:
+            out["losses_mw"], out["max_loading_pct"] = f.losses_mw, max_loading
         self._detail = detail
 
     # -- outputs written when read -----------------------------------------------------
     # The Grid's per-element outputs (one per bus, line, transformer and, on OpenDSS, bus-phase:
     # 18,000 on IEEE 8500) are kept as arrays after a step and written into its output dict only
     # when something reads them: get_data asking for one of them, or any read of ``out`` (tests,
-    # probes). A run recording only the summary never pays for the 18,000 dict entries a step.
+    # probes). A run recording only the summary never pays for the 18,000 dict entries a step. On
+    # OpenDSS the losses and the largest loading are held too (as a function), and each group is
+    # written on its own: a run that records neither never has OpenDSS compute the currents
+    # behind them.
     @property
     def out(self) -> dict[str, dict[str, Any]]:
         if self._detail is not None:
@@ -590,11 +607,22 @@ class GridSim(CosimSim):
         self._out, self._detail = value, None
         self._plan: tuple | None = None  # get_data's plan for the last request (_plan_for)
 
-    def _write_detail(self) -> None:
-        detail, self._detail = self._detail, None
-        out = self._out[self.grid_eid]
-        for attrs, values in detail:
-            out.update(zip(attrs, values.tolist()))
+    def _write_detail(self, groups: frozenset[int] | None = None) -> None:
+        """Write the held groups (all, or those at positions ``groups``) into the Grid's outputs."""
+        detail, out = self._detail, self._out[self.grid_eid]
+        for k, (attrs, values) in enumerate(detail):
+            if values is not None and (groups is None or k in groups):
+                detail[k] = (attrs, None)
+                got = values() if callable(values) else values
+                out.update(zip(attrs, got.tolist() if isinstance(got, np.ndarray) else got))
+        if groups is None or all(values is None for _, values in detail):
+            self._detail = None
+
+    def _detail_groups(self) -> list[list[str] | tuple[str, ...]]:
+        """The names of each group of held outputs, in _fill_grid_outputs' order."""
+        if self.params.engine == "opendss":
+            return [self._element_attrs, self.flow.phase_attrs, FLOW_OUTPUTS]
+        return [self._element_attrs]
 
     def get_data(self, outputs):
         """:meth:`CosimSim.get_data`'s answer (the same values and key order), by a plan made once per
@@ -604,7 +632,7 @@ class GridSim(CosimSim):
         if plan is None or plan[0] != outputs:
             plan = self._plan = self._plan_for(outputs)
         if plan[2] and self._detail is not None:
-            self._write_detail()
+            self._write_detail(plan[2])
         out = self._out
         data = {}
         for eid, n_all, key, getter in plan[1]:
@@ -625,13 +653,13 @@ class GridSim(CosimSim):
 
     def _plan_for(self, outputs) -> tuple:
         """``(request, per entity (eid, its number of outputs when it asks for them all else -1, attrs,
-        getter), reads detail)``."""
+        getter), the groups of held outputs it reads)``."""
         entries = []
         for eid, attrs in outputs.items():
             key, values = tuple(attrs), self._out[eid]
             entries.append((eid, len(values) if values.keys() == frozenset(key) else -1, key, tuple_getter(key)))
-        held = {*self._element_attrs, *(self.flow.phase_attrs if self.params.engine == "opendss" else ())}
-        reads = any(a in held for a in outputs.get(self.grid_eid, ()))
+        asked = set(outputs.get(self.grid_eid, ()))
+        reads = frozenset(k for k, attrs in enumerate(self._detail_groups()) if not asked.isdisjoint(attrs))
         return {eid: list(attrs) for eid, attrs in outputs.items()}, entries, reads
 
     def _unsolved_outputs(self) -> dict[str, Any]:

@@ -10,17 +10,26 @@ of the losses as OpenDSS leaves it out).
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
 from cosim import grid_models
 from cosim.adapters.grid.opendss_flow import OpenDssFlow
+from cosim.adapters.grid import opendss_reads as reads_module
 from cosim.adapters.grid.opendss_reads import PdReads
 
 #: campus load at each solve [MW]
 LOAD_MW = [0.2, 1.5, 1.5, 3.0, 3.0, 3.0, 0.4, 2.0, 2.5, 2.5, 1.0, 0.5]
 #: bus of the campus, control mode and a scale of LOAD_MW the feeder carries
 CASES = {"ieee13": ("671", "time", 1.0), "ieee34": ("860", "static", 0.2), "ieee123": ("76", "static", 1.0)}
+
+
+@pytest.fixture(autouse=True)
+def bulk_on_small_feeders(monkeypatch):
+    """The bulk read on these small feeders too (it is used from BULK_MIN_ELEMENTS elements up)."""
+    monkeypatch.setattr(reads_module, "BULK_MIN_ELEMENTS", 0)
 
 
 def opendss_reads(flow: OpenDssFlow) -> tuple[np.ndarray, float]:
@@ -46,12 +55,13 @@ def test_loadings_and_losses_equal_opendss_own_reads_to_the_bit(network):
         if k == 6:
             flow.set_line_in_service(len(flow.info.lines) - 1, True)
         solve(flow, scale * p_mw, k)
+        losses_mw = flow.losses_mw
         assert flow._pd_reads.exact is True  # the fast path was taken, not OpenDSS's own reads
         loading, losses_w = flow._pd_reads.read()
         reference, reference_w = opendss_reads(flow)
         assert loading.tobytes() == reference.tobytes(), f"step {k}"
         assert np.float64(losses_w).tobytes() == np.float64(reference_w).tobytes(), f"step {k}"
-        assert flow.losses_mw == reference_w / 1e6
+        assert losses_mw == reference_w / 1e6
         taps.add(tuple(flow.tap_count))
     assert losses_w > 0 and loading.max() > 1.0
     if network == "ieee13":
@@ -67,11 +77,20 @@ def test_a_fault_and_a_disabled_element_are_read_as_opendss_reads_them():
     for k, on in enumerate([False, True, False]):
         flow.dss.Text.Command(f"Fault.f1.enabled={'yes' if on else 'no'}")
         solve(flow, 1.0, k)
-        loading, losses_w = flow._pd_reads.read()
+        loading, losses_w = flow.line_loading_pct, flow.losses_mw * 1e6
         reference, reference_w = opendss_reads(flow)
         assert flow._pd_reads.exact is True
+        loading, losses_w = flow._pd_reads.read()
         assert loading.tobytes() == reference.tobytes() and losses_w == reference_w
     assert loading[flow.info.lines.index("684_652")] == 0.0  # disabled: no current, as AllPctNorm gives
+    flow.close()
+
+
+def test_a_small_circuit_is_read_through_opendss(monkeypatch):
+    monkeypatch.setattr(reads_module, "BULK_MIN_ELEMENTS", 19)  # IEEE 13 has 18 PD elements
+    flow = OpenDssFlow(grid_models.dss_file("ieee13"))
+    solve(flow, 0.0, 0)
+    assert math.isfinite(flow.losses_mw) and flow._pd_reads.exact is False
     flow.close()
 
 
@@ -80,6 +99,7 @@ def test_a_circuit_the_fast_path_cannot_match_is_read_through_opendss():
     flow = OpenDssFlow(grid_models.dss_file("ieee13"))
     flow.dss.Text.Command("Set SeasonRating=yes")
     solve(flow, 0.0, 0)
+    assert math.isfinite(flow.losses_mw)
     assert flow._pd_reads.exact is False
     loading, losses_w = flow._pd_reads.read()
     reference, reference_w = opendss_reads(flow)
@@ -92,7 +112,59 @@ def test_the_check_finds_a_reading_that_differs():
     solve(flow, 0.0, 0)
     reads = PdReads(flow.dss, np.concatenate([flow._line_pd, flow._trafo_pd]))
     assert reads.check() is True
-    reads.rating = np.nextafter(reads.rating, np.inf)  # one ulp more amps: every loading moves a bit
+    reads._phase_rating = np.nextafter(reads._phase_rating, np.inf)  # one ulp more amps: every loading moves
     assert reads.check() is False
     assert reads.read()[0].tobytes() == opendss_reads(flow)[0].tobytes()
     flow.close()
+
+
+def test_loadings_and_losses_are_read_only_when_asked_and_before_an_edit():
+    """A solve reads no currents; the first read of a loading or the losses does (once); an edit of
+    the circuit before anyone asked reads them first, so they are that solve's, not the edited
+    circuit's (closing the flow clears the circuit: its last values stay)."""
+    flow = OpenDssFlow(grid_models.dss_file("ieee13"))
+    flow.attach("load", "671", 0.0, 0.0, name="campus")
+    solve(flow, 1.0, 0)
+    assert flow.losses_mw > 0 and flow._pd_reads.exact is True  # the first read checks the fast path
+    calls = []
+    read = flow._pd_reads.read
+    flow._pd_reads.read = lambda: calls.append(1) or read()
+    solve(flow, 1.2, 1)
+    assert calls == []
+    losses_mw = flow.losses_mw
+    assert calls == [1] and flow.trafo_loading_pct is not None and calls == [1]
+    solve(flow, 1.4, 2)
+    reference, reference_w = opendss_reads(flow)  # OpenDSS's own reads of this solve, before the edit
+    flow.set_line_in_service(flow.info.lines.index("684_652"), False)
+    assert calls == [1, 1]
+    loading = np.concatenate([flow.line_loading_pct, flow.trafo_loading_pct])
+    assert flow.losses_mw == reference_w / 1e6 != losses_mw and loading.tobytes() == reference.tobytes()
+    flow.close()  # clears the circuit: the values of the last solve stay readable
+    assert flow.losses_mw == reference_w / 1e6
+
+
+def test_a_grid_whose_losses_and_loadings_nobody_asks_for_reads_no_currents():
+    """The Grid asks OpenDSS for the currents only in a step where someone reads its losses, its
+    largest loading or a line's loading (get_data, or ``out``), and then gives the same values."""
+    from cosim.adapters.grid import GridSim
+
+    def make() -> GridSim:
+        sim = GridSim()
+        sim.init("grid", 1.0, start_utc="2024-07-15T12:00:00Z", step_s=1, duration_s=3600, seed=1,
+                 network="ieee13", engine="opendss")
+        sim.create(1, "Grid", eid="grid")
+        sim.create(1, "Load", eid="pcc", bus="671", p_mw=0.2)
+        return sim
+
+    narrow, whole = make(), make()
+    asks = [["vm_min_pu", "p_import_mw"], ["losses_mw"], ["vm_min_pu"], ["line_671_692_loading_pct"], None]
+    for t, attrs in enumerate(asks):
+        inputs = {"pcc": {"p_mw": {"campus.p_mw": 0.5 + 0.3 * t}}}
+        for sim in (narrow, whole):
+            sim.step(t, inputs, 10**9)
+        pending = narrow.flow._currents_pending
+        got = narrow.get_data({"grid": attrs})["grid"] if attrs else narrow.out["grid"]
+        expected = whole.out["grid"]
+        assert pending and all(got[a] == expected[a] or got[a] != got[a] for a in got)
+        reads_currents = attrs is None or any("loading" in a or "losses" in a for a in attrs)
+        assert narrow.flow._currents_pending is not reads_currents
