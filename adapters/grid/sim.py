@@ -437,6 +437,11 @@ class GridSim(CosimSim):
                 entity.p_mw = p_mw
             elif attr == "q_mvar":
                 entity.q_mvar = q_mvar
+            if self._buffers is not None and attr in ("p_mw", "q_mvar"):
+                # the buffers keep what was last written: put back the table's value (a profile
+                # writes over it at the next step, an own value of the entity too)
+                table, buffer = (self.flow.p0, self._buffers[0]) if attr == "p_mw" else (self.flow.q0, self._buffers[1])
+                buffer[entity.kind][entity.pos] = table[entity.kind][entity.pos]
         elif attr in self._tap_attr:
             self.flow.set_tap_count(self._tap_attr[attr], None)
         elif attr in self._line_attr:
@@ -491,9 +496,10 @@ class GridSim(CosimSim):
         """Per-kind power arrays holding the tables, kept from step to step.
 
         Every step writes the same positions (each profile's elements, each entity with a
-        value; an entity never goes back to its profile), so the other positions keep the
-        tabulated value and the tables need copying only when the engine's change (an
-        element attached: :meth:`create_entity` drops the buffers then), not every step.
+        value; a released entity's position gets its table's value back, :meth:`release`), so
+        the other positions keep the tabulated value and the tables need copying only when the
+        engine's change (an element attached: :meth:`create_entity` drops the buffers then), not
+        every step.
         """
         if self._buffers is None:
             self._buffers = ({k: v.copy() for k, v in self.flow.p0.items()},
