@@ -52,7 +52,7 @@ from cosim.run.outcome import Outcome, check_complete
 from cosim.run.recorder import RecorderSim
 from cosim.run.stopping import STOP, StopRequested
 from cosim.scenario import Scenario
-from cosim.sdk import CosimSim, EndRun, tuple_getter
+from cosim.sdk import PLAIN_TYPES, CosimSim, EndRun, tuple_getter
 
 RECORDER_SID = "_recorder"
 RECORDER_EID = "recorder"
