@@ -96,8 +96,35 @@ def _kinds() -> dict[str, tuple[Path, str]]:
 
 
 KINDS = _kinds()
-#: besides the catalogue: existing elements of a pandapower network, without a power of their own
-EXTRA = {"existing_load.grid": GRID_EXISTING_LOAD}
+GRID_SHUNT = """
+[scenario]
+name = "shunt"
+start = 2024-07-15T00:00:00Z
+duration_s = 600
+step_s = 60
+
+[sims.grid]
+adapter = "grid"
+network = "ieee33_shunt.json"
+
+[entities.feeder]
+sim = "grid"
+model = "Grid"
+"""
+
+#: besides the catalogue: an existing element of a pandapower network without a power of its own,
+#: and a network with a switched shunt (IEEE 33 with one at bus 18, 2 of 3 steps in)
+EXTRA = {"existing_load.grid": GRID_EXISTING_LOAD, "shunt.grid": GRID_SHUNT}
+
+
+def _shunt_network(folder: Path) -> None:
+    import pandapower as pp
+
+    from cosim import grid_models
+
+    net = grid_models.load_network("ieee33")
+    pp.create_shunt(net, bus=net.load.bus.iat[-1], q_mvar=-0.1, step=2, max_step=3)
+    pp.to_json(net, str(folder / "ieee33_shunt.json"))
 
 
 def _toml(value: Any) -> str:
@@ -238,6 +265,7 @@ def test_a_released_input_rejoins_the_never_set_run(case, tmp_path):
     memory gives every output of a run that never set it, an entity with memory reads the inputs
     that run's reads (the engine's and those its adapter holds)."""
     if case in EXTRA:
+        _shunt_network(tmp_path)
         path = tmp_path / f"{case}.toml"
         path.write_text(EXTRA[case])
     else:
