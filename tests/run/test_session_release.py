@@ -7,7 +7,8 @@ state (a battery's SOC, an FMU's temperatures, a datacenter's queues, a controll
 a power flow warm-started from the last voltages and its regulators' taps) keeps the effect of
 the held steps, so there the input the model reads after the release is compared: what the
 engine hands it, and what an adapter that keeps an input it is not sent holds (an FMU's input
-variables, a grid's element powers, line, capacitor, regulator and shunt states, an ANDES load).
+variables, a grid's element powers, line, capacitor, regulator and shunt states, an ANDES load,
+a gas turbine's or SMR's target).
 
 Every kind of entity of the catalogue's scenarios (adapter, model, grid engine) is run on its
 own (its sim with its entities, no connections: an input is then its params' or its adapter's
@@ -27,6 +28,7 @@ from typing import Any
 
 import pytest
 
+from cosim import registry
 from cosim.run.runner import load_scenario
 from cosim.run.session import Session, input_bounds, refused_inputs
 from cosim.sdk import sum_inputs
@@ -35,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[2]
 CATALOGUE = ROOT / "scenarios"
 
 #: adapters whose entities remember (their outputs after a release keep the held steps' effect)
-WITH_MEMORY = {"andes_grid", "battery", "carbon_capacity", "datacenter", "fmu", "frequency", "grid", "ofo",
+WITH_MEMORY = {"andes_grid", "battery", "carbon_capacity", "datacenter", "firm", "fmu", "frequency", "grid", "ofo",
                "rule_voltage", "smoothing", "voltage_aware"}
 
 BEFORE, HELD, AFTER = 1, 2, 3  # steps before the set, held, after the release
@@ -117,6 +119,29 @@ model = "Grid"
 EXTRA = {"existing_load.grid": GRID_EXISTING_LOAD, "shunt.grid": GRID_SHUNT}
 
 
+#: adapters no catalogue scenario uses, run from their EXAMPLE (live_signal: no input; it asks a server)
+EXAMPLES = ["cap_switch", "firm", "poc_events", "storage_droop", "tap_schedule", "wind"]
+
+
+def _example(name: str, folder: Path) -> Path:
+    """Adapter ``name``'s EXAMPLE (``CosimSim.EXAMPLE``) as a scenario: one entity per model."""
+    example = registry.adapter_class(name).EXAMPLE
+    tables = {"scenario": {"name": name, "start": dt.datetime(2024, 7, 15, tzinfo=dt.timezone.utc),
+                           "duration_s": 60 * (BEFORE + HELD + AFTER), "step_s": 60},
+              "sims.sim": {"adapter": name, **example.get("sim", {})}}
+    tables.update({f"entities.{model.lower()}": {"sim": "sim", "model": model, **params}
+                   for model, params in example["models"].items()})
+    return _write(tables, folder / f"{name}.toml")
+
+
+def _write(tables: dict[str, dict[str, Any]], path: Path) -> Path:
+    lines = []
+    for name, table in tables.items():
+        lines += [f"[{name}]", *(f"{json.dumps(k)} = {_toml(v)}" for k, v in table.items())]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
 def _shunt_network(folder: Path) -> None:
     import pandapower as pp
 
@@ -151,14 +176,9 @@ def _alone(path: Path, sim: str, folder: Path) -> Path:
     scenario = {**raw["scenario"], "duration_s": math.ceil(raw["scenario"]["step_s"] * (BEFORE + HELD + AFTER))}
     tables = {"scenario": scenario, f"sims.{json.dumps(sim)}": raw["sims"][sim]}
     tables.update({f"entities.{json.dumps(eid)}": t for eid, t in raw["entities"].items() if t["sim"] == sim})
-    lines = []
-    for name, table in tables.items():
-        lines += [f"[{name}]", *(f"{json.dumps(k)} = {_toml(v)}" for k, v in table.items())]
     if not (folder / "data").exists():  # the catalogue's data files, at the paths its scenarios give
         (folder / "data").symlink_to(CATALOGUE / "data")
-    out = folder / f"{path.stem}_{sim}.toml"
-    out.write_text("\n".join(lines) + "\n")
-    return out
+    return _write(tables, folder / f"{path.stem}_{sim}.toml")
 
 
 def _some(inputs: list[str]) -> list[str]:
@@ -199,6 +219,8 @@ def _held_state(obj: Any, adapter: str, eids: list[str], inputs: dict[str, list[
         return held
     if adapter == "andes_grid":
         return {eid: dict(obj.loads[eid]) for eid in eids if eid in obj.loads}
+    if adapter == "firm":
+        return {eid: obj.units[eid].target_mw for eid in eids}
     if adapter != "grid":
         return {}
     flow = obj.flow
@@ -259,19 +281,21 @@ def _differences(released: dict[str, Any], never: dict[str, Any]) -> list[str]:
     return [k for k in never if not _same(released.get(k), never[k])]
 
 
-@pytest.mark.parametrize("case", [*sorted(KINDS), *EXTRA])
+@pytest.mark.parametrize("case", [*sorted(KINDS), *EXTRA, *(f"example.{name}" for name in EXAMPLES)])
 def test_a_released_input_rejoins_the_never_set_run(case, tmp_path):
     """Set each settable input for two steps, release it: from the next step on, an entity without
     memory gives every output of a run that never set it, an entity with memory reads the inputs
     that run's reads (the engine's and those its adapter holds)."""
-    if case in EXTRA:
+    if case.startswith("example."):
+        path = _example(case.split(".", 1)[1], tmp_path)
+    elif case in EXTRA:
         _shunt_network(tmp_path)
         path = tmp_path / f"{case}.toml"
         path.write_text(EXTRA[case])
     else:
         path = _alone(*KINDS[case], tmp_path)
     scn = load_scenario(path, {"scenario.engine": "direct"})
-    adapter = scn.sims[case.rsplit(".", 1)[1]].adapter
+    adapter = scn.sims["sim" if case.startswith("example.") else case.rsplit(".", 1)[1]].adapter
     steps = BEFORE + HELD + AFTER
     never = _run(path, adapter, [[] for _ in range(steps)])
     failures, tried = [], 0
