@@ -317,6 +317,8 @@ class OpenDssFlow:
         self._regs_fixed = regulators == "fixed"
         self._held_taps: dict[int, int | None] = {}
         self._caps_owned: set[int] = set()
+        #: each owned capacitor's states and the CapControls disabled when an input took it (release_cap)
+        self._caps_before: dict[int, tuple[list[int], list[str]]] = {}
         self._fix_taps(tap_positions or {})
         self._node_map_stale = True
         self._attrs = device_attrs(self.info)
@@ -496,6 +498,21 @@ class OpenDssFlow:
         dss.Transformers.Wdg(winding)
         dss.Transformers.Tap(self._tap_ratio(reg, held, f"reg_{self.ids['reg'][reg_pos]}_tap_set_count"))
 
+    def release_cap(self, cap_pos: int) -> None:
+        """Capacitor ``cap_pos`` no longer owned by its input: the states it had when the input took
+        it, and its CapControls enabled again (those the input disabled)."""
+        if cap_pos not in self._caps_owned:
+            return
+        self._caps_owned.discard(cap_pos)
+        self._devices_stale = True
+        before, disabled = self._caps_before.pop(cap_pos)
+        dss = self.dss
+        for ctl in disabled:
+            dss.Text.Command(f"CapControl.{ctl}.enabled=true")
+        dss.Capacitors.Name(self.info.caps[cap_pos])
+        if list(dss.Capacitors.States()) != before:
+            dss.Capacitors.States(before)
+
     def set_cap_count(self, cap_pos: int, steps: float | None) -> None:
         """Close the first ``steps`` steps of capacitor ``cap_pos`` and open the rest (rounded; a count
         outside ``[0, NumSteps]`` is refused, as the taps' are); ``None``/NaN leaves it as it is. A
@@ -514,10 +531,13 @@ class OpenDssFlow:
                              f"step{'s' if n != 1 else ''}; give a count from 0 to {n}")
         if cap_pos not in self._caps_owned:
             self._caps_owned.add(cap_pos)
+            before, disabled = list(dss.Capacitors.States()), []
             for ctl in (dss.CapControls.AllNames() if dss.CapControls.Count() else []):
                 dss.CapControls.Name(ctl)
-                if dss.CapControls.Capacitor().lower() == cap.lower():
+                if dss.CapControls.Capacitor().lower() == cap.lower() and dss.CktElement.Enabled():
                     dss.Text.Command(f"CapControl.{ctl}.enabled=false")
+                    disabled.append(ctl)
+            self._caps_before[cap_pos] = (before, disabled)
             dss.Capacitors.Name(cap)
         states = [1] * closed + [0] * (n - closed)
         if list(dss.Capacitors.States()) != states:

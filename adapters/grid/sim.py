@@ -288,6 +288,7 @@ class GridSim(CosimSim):
         self._cap_attr = {cap_set_attr(i): pos for pos, i in enumerate(self.flow.ids.get("cap", []))}
         shunts = self.flow.net.shunt if p.engine == "pandapower" else ()
         self._shunt_attr = {shunt_set_attr(i): pos for pos, i in enumerate(element_ids(shunts))} if len(shunts) else {}
+        self._shunt_initial = [float(v) for v in shunts["step"]] if len(shunts) else []  # the network's own steps
         self._bus_attrs = [f"bus_{i}_vm_pu" for i in self.flow.ids["bus"]]
         self._line_attrs = [f"line_{i}_loading_pct" for i in self.flow.ids["line"]]
         self._trafo_attrs = [f"trafo_{i}_loading_pct" for i in self.flow.ids["trafo"]]
@@ -428,8 +429,9 @@ class GridSim(CosimSim):
 
     def release(self, eid: str, attr: str) -> None:
         """Input ``attr`` of ``eid`` is no longer held from outside: back to the scenario's own value
-        (a line to its state in the network, or its trips; a regulator to its RegControl; an
-        element's power to its params or its profile). A capacitor or shunt keeps its last step."""
+        (a line to its state in the network, or its trips; a regulator to its RegControl; a
+        capacitor to its states before the input took it, and its CapControl; a shunt to its step
+        in the network; an element's power to its params, its profile or its table)."""
         if eid != self.grid_eid:
             p_mw, q_mvar = self._scenario_pq[eid]
             entity = self.attached[eid]
@@ -444,6 +446,11 @@ class GridSim(CosimSim):
                 buffer[entity.kind][entity.pos] = table[entity.kind][entity.pos]
         elif attr in self._tap_attr:
             self.flow.set_tap_count(self._tap_attr[attr], None)
+        elif attr in self._cap_attr:
+            self.flow.release_cap(self._cap_attr[attr])
+        elif attr in self._shunt_attr:
+            pos = self._shunt_attr[attr]
+            self.flow.set_shunt_step(pos, self._shunt_initial[pos])
         elif attr in self._line_attr:
             pos = self._line_attr[attr]
             self._line_held_open.discard(pos)
