@@ -123,7 +123,7 @@ def compute(plan: Plan, names: list[str], rows: list[list[float]], dt_h: float,
     for name in names:
         if name in ("energy_cost_usd", "carbon_t", "import_peak_mw") and flows is None:
             flows = _flows(plan, columns, n)
-        out[name] = float(_TERMS[name](plan, columns, n, dt_h, state, flows))
+        out[name] = float(TERMS[name](plan, columns, n, dt_h, state, flows))
     return out
 
 
@@ -188,7 +188,8 @@ def _unmet_cooling(plan, columns, n, dt_h, state, flows) -> float:
     return sum(_nansum(columns[j]) * dt_h for j in plan.cooling)
 
 
-_TERMS = {"energy_cost_usd": _energy_cost, "carbon_t": _carbon, "import_peak_mw": _import_peak,
+#: every term of :data:`cosim.gym.rewards.TERMS`, in plain floats (a test checks that none is missing)
+TERMS = {"energy_cost_usd": _energy_cost, "carbon_t": _carbon, "import_peak_mw": _import_peak,
           "battery_throughput_mwh": _battery_throughput, "voltage_violation_pu_s": _voltage,
           "line_overload_s": _overload, "slo_loss_h": _slo_loss, "n_tokens": _tokens, "delay_gpu_h": _delay,
           "unmet_cooling_mwh": _unmet_cooling}

@@ -57,3 +57,9 @@ def test_many_rows_go_through_the_arrays(monkeypatch):
     terms = RewardTerms(load_scenario(ROOT / "scenarios" / "rl_site.toml", {"scenario.engine": "direct"}))
     monkeypatch.setattr(scalar_terms, "compute", lambda *a: pytest.fail("scalar path used for 8 rows"))
     terms.compute_rows(random_rows(np.random.default_rng(1), scalar_terms.MAX_ROWS, len(terms.columns)))
+
+
+def test_every_reward_term_has_its_plain_float_form():
+    from cosim.gym.rewards import TERMS
+
+    assert set(scalar_terms.TERMS) == set(TERMS)
