@@ -62,8 +62,9 @@ _MISSING = object()
 _STALE = object()  # DirectEngine.next_time not known since the last step
 #: Outputs a simulator's cache holds before :meth:`DirectEngine._prune` scans it.
 PRUNE_AT = 32
-#: Steps between two looks at the caches' sizes (a cache holds at most PRUNE_AT + PRUNE_EVERY).
-PRUNE_EVERY = 16
+#: Steps between two looks at the caches' sizes (a cache holds at most PRUNE_AT + PRUNE_EVERY);
+#: a scan's cost grows with the entries it walks, so scanning rarely costs less per step.
+PRUNE_EVERY = 64
 #: Steps of a look-ahead block (:class:`_Blocks`): a day at 1-minute steps.
 BLOCK_STEPS = 1_440
 
@@ -436,8 +437,9 @@ class DirectEngine:
             sim.newest_t = sim.newest = None
             return
         limit = min(limits)
-        keep = max((w for w in sim.cache if w <= limit), default=None)
-        if keep is not None:
+        readable = [w for w in sim.cache if w <= limit]
+        if readable:
+            keep = max(readable)
             for when in [w for w in sim.cache if w < keep]:
                 del sim.cache[when]
 
