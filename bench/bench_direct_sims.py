@@ -56,18 +56,19 @@ def main() -> None:
     if args.start:
         overrides["scenario.start"] = datetime.fromisoformat(args.start).replace(tzinfo=timezone.utc)
     print(f"load average before: {os.getloadavg()[0]:.2f}")
-    timed_cpu, plain_cpu = [], []
+    timed_cpu, plain_cpu, parts = [], [], []
     for _ in range(args.repeat):
         spent, first_s, cpu, wall, steps = _run(args.scenario, overrides, args.ahead, args.as_run, timers=True)
         timed_cpu.append(cpu / steps)
         plain_cpu.append(_run(args.scenario, overrides, args.ahead, args.as_run, timers=False)[2] / steps)
+        scale = cpu / wall  # CPU seconds per wall second of the loop
+        parts.append({**{part: seconds * scale / steps for part, seconds in spent.items()},
+                      "(engine loop)": (wall - sum(spent.values())) * scale / steps})
     print(f"first step {first_s:.2f} s (left out below)")
-    print(f"{steps:,} steps, {cpu / steps * 1e6:.0f} µs/step of CPU in all (last timed run; "
-          f"timed runs {_span(timed_cpu)}, untimed {_span(plain_cpu)} µs/step)")
-    scale = cpu / wall  # CPU seconds per wall second of the loop
-    for part, seconds in sorted(spent.items(), key=lambda kv: -kv[1]):
-        print(f"  {part:22s} {seconds * scale / steps * 1e6:7.1f} µs/step")
-    print(f"  {'(engine loop)':22s} {(wall - sum(spent.values())) * scale / steps * 1e6:7.1f} µs/step")
+    print(f"{steps:,} steps; CPU per step in all: timed runs {_span(timed_cpu)}, untimed {_span(plain_cpu)} µs"
+          + (" (ranges over the runs)" if args.repeat > 1 else ""))
+    for part in sorted(parts[-1], key=lambda p: (p == "(engine loop)", -parts[-1][p])):
+        print(f"  {part:22s} {_span([run.get(part, 0.0) for run in parts], 1):>12s} µs/step")
     print(f"load average after: {os.getloadavg()[0]:.2f}")
 
 
@@ -118,9 +119,9 @@ def _run(scenario: str, overrides: dict, ahead: str, as_run: bool, timers: bool)
     return spent, first_s, cpu, wall, steps
 
 
-def _span(per_step: list[float]) -> str:
+def _span(per_step: list[float], digits: int = 0) -> str:
     low, high = min(per_step) * 1e6, max(per_step) * 1e6
-    return f"{low:.0f}" if round(low) == round(high) else f"{low:.0f}-{high:.0f}"
+    return f"{low:.{digits}f}" if round(low, digits) == round(high, digits) else f"{low:.{digits}f}-{high:.{digits}f}"
 
 
 if __name__ == "__main__":

@@ -62,8 +62,9 @@ _MISSING = object()
 _STALE = object()  # DirectEngine.next_time not known since the last step
 #: Outputs a simulator's cache holds before :meth:`DirectEngine._prune` scans it.
 PRUNE_AT = 32
-#: Steps between two looks at the caches' sizes (a cache holds at most PRUNE_AT + PRUNE_EVERY).
-PRUNE_EVERY = 16
+#: Steps between two looks at the caches' sizes (a cache holds at most PRUNE_AT + PRUNE_EVERY);
+#: a scan's cost grows with the entries it walks, so scanning rarely costs less per step.
+PRUNE_EVERY = 64
 #: Steps of a look-ahead block (:class:`_Blocks`): a day at 1-minute steps.
 BLOCK_STEPS = 1_440
 
@@ -134,9 +135,9 @@ class _Sim:
 
 @dataclass
 class _Twin(_Sim):
-    """A simulator's stand-in in a look-ahead block (:class:`_Blocks`): a copy of its adapter
-    object (None for one only read from), its own cache, read by bisection (a block's cache
-    holds a whole block of outputs)."""
+    """A simulator's stand-in in a look-ahead block (:class:`_Blocks`): the run's own adapter
+    object (served blocks) or a copy of it (hints only; None for a hinted simulator, only read),
+    its own cache, read by bisection (a block's cache holds a whole block of outputs)."""
 
     times: list[int] = field(default_factory=list)  # the cache's times, in insertion order
     ordered: bool = True  # ... and that order is increasing (else read as mosaik's scan)
@@ -181,7 +182,7 @@ class DirectEngine:
         self._n_steps = 0  # times stepped (caches are pruned every PRUNE_EVERY)
         self._next_time: Any = _STALE  # next_time, kept until a step changes it
         self.ahead: ahead_module.Ahead | None = None  # the head's worker process, when one runs
-        self.blocks: _Blocks | None = None  # look-ahead hints (run_blocks), when given
+        self.blocks: _Blocks | None = None  # look-ahead blocks (run_blocks), when stepped
 
     # -- building --------------------------------------------------------------------------
     def start(self, built: dict[str, Any] | None = None) -> None:
@@ -429,8 +430,9 @@ class DirectEngine:
             sim.newest_t = sim.newest = None
             return
         limit = min(limits)
-        keep = max((w for w in sim.cache if w <= limit), default=None)
-        if keep is not None:
+        readable = [w for w in sim.cache if w <= limit]
+        if readable:
+            keep = max(readable)
             for when in [w for w in sim.cache if w < keep]:
                 del sim.cache[when]
 
