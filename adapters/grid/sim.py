@@ -639,8 +639,13 @@ class GridSim(CosimSim):
 
     def get_data(self, outputs):
         """:meth:`CosimSim.get_data`'s answer (the same values and key order), by a plan made once per
-        request (an engine asks the same every step): per entity a copy of its outputs when it asks for
-        all of them, else the ones it names; the Grid's per-element outputs written only when asked."""
+        request (an engine asks the same every step): per entity its outputs when it asks for all of
+        them, else the ones it names; the Grid's per-element outputs written only when asked.
+
+        An element's (Load, Sgen, Storage) outputs when all are asked for are its output dict itself,
+        not a copy: each step builds a new one (:meth:`_fill_element_outputs`) and none is changed
+        once built, so what a reader or a cache holds keeps the values of its step. The Grid's dict is
+        updated in place at every step (:meth:`_fill_grid_outputs`, :meth:`_write_detail`): a copy."""
         plan = self._plan
         if plan is None or plan[0] != outputs:
             plan = self._plan = self._plan_for(outputs)
@@ -648,15 +653,12 @@ class GridSim(CosimSim):
             self._write_detail(plan[2])
         out = self._out
         data = {}
-        for eid, n_all, key, getter in plan[1]:
+        for eid, n_all, key, getter, built in plan[1]:
             values = out[eid]
-            # all its outputs asked for: a copy (n_all: their number when planned; outputs are only ever
-            # added, so the same number means the same names)
-            if len(values) == n_all:
-                data[eid] = dict(values)
-                continue
-            if values.keys() == frozenset(key):  # (not planned so)
-                data[eid] = dict(values)
+            # all its outputs asked for: the dict (built: new at every step) or a copy (n_all: their
+            # number when planned; outputs are only ever added, so the same number means the same names)
+            if len(values) == n_all or values.keys() == frozenset(key):  # (the second: not planned so)
+                data[eid] = values if built else dict(values)
                 continue
             try:
                 data[eid] = dict(zip(key, getter(values)))
@@ -666,11 +668,13 @@ class GridSim(CosimSim):
 
     def _plan_for(self, outputs) -> tuple:
         """``(request, per entity (eid, its number of outputs when it asks for them all else -1, attrs,
-        getter), the groups of held outputs it reads)``."""
+        getter, whether its output dict is built anew at every step: an element's), the groups of held
+        outputs it reads)``."""
         entries = []
         for eid, attrs in outputs.items():
             key, values = tuple(attrs), self._out[eid]
-            entries.append((eid, len(values) if values.keys() == frozenset(key) else -1, key, tuple_getter(key)))
+            entries.append((eid, len(values) if values.keys() == frozenset(key) else -1, key, tuple_getter(key),
+                            eid != self.grid_eid))
         asked = set(outputs.get(self.grid_eid, ()))
         reads = frozenset(k for k, attrs in enumerate(self._detail_groups()) if not asked.isdisjoint(attrs))
         return {eid: list(attrs) for eid, attrs in outputs.items()}, entries, reads

@@ -65,3 +65,24 @@ def test_an_unsolved_step_after_an_unread_one_reads_nan(engine):
     sim.step(2, {"pcc": {"p_mw": {"campus.p_mw": 1e5}}}, 10**9)  # far past what the feeder carries
     got = sim.get_data({"grid": ["converged", bus]})["grid"]
     assert got["converged"] is False and math.isnan(got[bus])
+
+
+@pytest.mark.parametrize("engine", sorted(CASES))
+def test_outputs_handed_out_keep_the_values_of_their_step(engine):
+    """What get_data hands out (the element's dict, the Grid's) is never changed by a later step, solved
+    or not: an engine's cache and a time-shifted reader hold it as it was at its step."""
+    import copy
+
+    sim = make(engine, on_nonconvergence="continue_nan")
+    request = {eid: list(values) for eid, values in sim.out.items()}
+    handed, kept = [], []
+    for t, p_mw in enumerate([0.2, 0.9, 1e5, 0.4]):  # 1e5 MW: a step that does not solve
+        sim.step(t, {"pcc": {"p_mw": {"campus.p_mw": p_mw}}}, 10**9)
+        data = sim.get_data(request)
+        handed.append(data)
+        kept.append(copy.deepcopy(data))
+    assert handed[1]["pcc"]["p_mw"] == 0.9 and handed[2]["pcc"]["p_mw"] == 1e5  # the steps differ ...
+    assert handed[0]["grid"]["vm_min_pu"] != handed[1]["grid"]["vm_min_pu"]
+    assert math.isnan(handed[2]["pcc"]["vm_pu"]) and handed[2]["grid"]["converged"] is False
+    for got, then in zip(handed, kept):  # ... and each step's outputs are still that step's
+        assert got.keys() == then.keys() and all(same(got[eid], then[eid]) for eid in got)
