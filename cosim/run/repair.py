@@ -79,6 +79,6 @@ def _kpis(folder: RunFolder, meta: dict[str, Any]) -> dict[str, Any]:
     links = {src: set(dst) for src, dst in (meta.get("links") or {}).items()}
     step_s = meta.get("record_step_s") or meta.get("step_s") or 60
     params = meta.get("kpi_params") if isinstance(meta.get("kpi_params"), dict) else {}
-    kpis, blocks = kpi_module.compute_reading(folder.numeric_columns, folder.column_names(), step_s, roles, links, params)
+    kpis, blocks = kpi_module.compute_reading(folder.numeric_reader(), folder.column_names(), step_s, roles, links, params)
     meta["kpi_blocks"] = blocks
     return kpis

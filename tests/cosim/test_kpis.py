@@ -115,7 +115,7 @@ def test_lean_reader_equals_pandas_read(tmp_path):
     """The row-group reader the runner uses for KPIs (memory on year-long runs) returns the same
     values and UTC index as pandas, with flags as 0/1 and nulls as NaN."""
     from cosim.run.recorder import ParquetRecorder
-    from cosim.folder import read_numeric_columns, read_timeseries
+    from cosim.folder import numeric_reader, read_numeric_columns, read_timeseries
 
     path = tmp_path / "ts.parquet"
     rec = ParquetRecorder(path, ["a.p_mw", "g.converged", "b.q_mvar"], chunk_rows=3)
@@ -129,6 +129,12 @@ def test_lean_reader_equals_pandas_read(tmp_path):
     np.testing.assert_array_equal(lean["a.p_mw"], full["a.p_mw"])
     np.testing.assert_array_equal(lean["g.converged"], [1, 0, 1, 0, 1, 0, 1, 0])
     assert np.isnan(lean["b.q_mvar"].iloc[4]) and lean["b.q_mvar"].iloc[5] == -2.5
+    read = numeric_reader(path)  # several reads of one file (a KPI block's columns at a time)
+    first, second = read(["b.q_mvar"]), read(["g.converged", "a.p_mw"])
+    assert first.index is second.index and (second.index == full.index).all()
+    pd.testing.assert_frame_equal(second, lean[["g.converged", "a.p_mw"]])
+    pd.testing.assert_frame_equal(first, lean[["b.q_mvar"]])
+    assert read([]).shape == (8, 0)
 
 
 def test_pue_per_it_entity_follows_the_connections():
