@@ -206,17 +206,26 @@ def compute(ts: pd.DataFrame, run_roles: RunRoles, step_s: float = 60.0,
     load = _sum_columns(ts, roles["loads"])
     storage = _sum_columns(ts, roles["storage"])
     clean = _sum_columns(ts, roles["clean_generation"])
+    # net = load + storage - clean - other - backup, left to right (the same bits), each part let go once counted
+    net = load + storage - clean
     other = _sum_columns(ts, roles["other_generation"])
+    other_mwh = finite(other.sum() * dt_h)
+    net -= other
+    del other
     backup = _sum_columns(ts, roles["backup"])
-    imp, exp = import_export_mw(load + storage - clean - other - backup)
+    backup_mwh = finite(backup.sum() * dt_h)
+    net -= backup
+    del backup
+    imp, exp = import_export_mw(net)
+    del net
     out["site"] = {
         "load_mwh": finite(load.sum() * dt_h), "clean_generation_mwh": finite(clean.sum() * dt_h),
-        "other_generation_mwh": finite(other.sum() * dt_h), "import_mwh": finite(imp.sum() * dt_h),
+        "other_generation_mwh": other_mwh, "import_mwh": finite(imp.sum() * dt_h),
         "export_mwh": finite(exp.sum() * dt_h), "import_peak_mw": finite(imp.max()),
         "columns": {k: roles[k] for k in ("loads", "clean_generation", "other_generation", "storage")},
     }
     if roles["backup"]:
-        out["site"]["backup_mwh"] = finite(backup.sum() * dt_h)
+        out["site"]["backup_mwh"] = backup_mwh
         out["site"]["columns"]["backup"] = roles["backup"]
     cost = _cost(ts, roles, imp, exp, dt_h, float(demand_interval_s))
     if cost:
