@@ -77,9 +77,8 @@ def _last_time(folder: RunFolder) -> str | None:
 def _kpis(folder: RunFolder, meta: dict[str, Any]) -> dict[str, Any]:
     roles = folder.roles()
     links = {src: set(dst) for src, dst in (meta.get("links") or {}).items()}
-    ts = folder.numeric_columns(kpi_module.needed_columns(folder.column_names(), roles))
     step_s = meta.get("record_step_s") or meta.get("step_s") or 60
     params = meta.get("kpi_params") if isinstance(meta.get("kpi_params"), dict) else {}
-    kpis, blocks = kpi_module.compute_indexed(ts, step_s, roles, links, params)
+    kpis, blocks = kpi_module.compute_reading(folder.numeric_reader(), folder.column_names(), step_s, roles, links, params)
     meta["kpi_blocks"] = blocks
     return kpis

@@ -219,10 +219,10 @@ def run_engine(scn: Scenario, run_dir: Path, progress: bool) -> Outcome:
 
 
 def compute_kpis(scn: Scenario, folder: RunFolder) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The run's KPIs from the columns the blocks need, and the block index."""
-    roles = scn.roles()
-    ts = folder.numeric_columns(kpi_module.needed_columns(folder.column_names(), roles))
-    return kpi_module.compute_indexed(ts, scn.record_step_s, roles, scn.links(), kpi_params(scn))
+    """The run's KPIs, and the block index: each block from its own columns, read from the folder
+    as it comes (:func:`cosim.kpis.compute_reading`)."""
+    return kpi_module.compute_reading(folder.numeric_reader(), folder.column_names(), scn.record_step_s,
+                                      scn.roles(), scn.links(), kpi_params(scn))
 
 
 def kpi_params(scn: Scenario) -> dict[str, Any]:

@@ -45,9 +45,12 @@ class _Stop:
             self._previous[signum] = signal.signal(signum, self._handle)
 
     def restore(self) -> None:
+        """End what :meth:`install` began; the outermost call also drops a stop asked for (it
+        belonged to the run that ends: a later Session in the process must not meet it)."""
         self._depth = max(self._depth - 1, 0)
         if self._depth:
             return
+        self.reason = None
         for signum, previous in self._previous.items():
             signal.signal(signum, previous)
         self._previous.clear()

@@ -69,6 +69,29 @@ def test_needed_columns_keep_kpis_identical():
     assert kpis.compute(ts[subset], 900, roles) == kpis.compute(ts, 900, roles)
 
 
+def test_each_block_on_its_own_columns_keeps_kpis_identical():
+    """The KPIs of a run on disk read each block's columns only (a year of the union peaked at
+    ~2x its size): the same KPIs and index as from the whole series, and no frame of all columns."""
+    ts = frame(**{
+        "grid.p_import_mw": [2.0, -1.0], "grid.vm_min_pu": [0.97, 0.94], "grid.vm_max_pu": [1.0, 1.0],
+        "grid.bus_3_vm_pu": [0.99, 0.98], "tmy.t_dry_c": [20.0, 21.0], "ci.ci_g_kwh": [100.0, 200.0],
+        "dc.p_mw": [1.0, 1.0], "dc.q_mvar": [0.2, 0.2], "pv.p_mw": [-0.5, -0.25],
+    })
+    roles = RunRoles({"grid": "grid", "tmy": "signal", "ci": "signal", "dc": "it", "pv": "clean_gen"})
+    asked = []
+
+    def read(columns):
+        asked.append(list(columns))
+        return ts[columns]
+
+    names = list(ts.columns)
+    got = kpis.compute_reading(read, names, 900, roles)
+    assert got == kpis.compute_indexed(ts[kpis.needed_columns(names, roles)], 900, roles)
+    assert got[0]["accounting"] and got[0]["grid"]
+    assert asked[0] == [] and all(a == [c for c in names if c in a] for a in asked)  # recorded order
+    assert max(len(a) for a in asked) < len(kpis.needed_columns(names, roles))
+
+
 def test_pue_and_wue_on_a_hand_computed_series():
     """PUE = (IT + cooling) / IT; WUE = water [L] / IT [kWh] (The Green Grid, ISO/IEC 30134-2/-9)."""
     ts = frame(**{
@@ -92,7 +115,7 @@ def test_lean_reader_equals_pandas_read(tmp_path):
     """The row-group reader the runner uses for KPIs (memory on year-long runs) returns the same
     values and UTC index as pandas, with flags as 0/1 and nulls as NaN."""
     from cosim.run.recorder import ParquetRecorder
-    from cosim.folder import read_numeric_columns, read_timeseries
+    from cosim.folder import numeric_reader, read_numeric_columns, read_timeseries
 
     path = tmp_path / "ts.parquet"
     rec = ParquetRecorder(path, ["a.p_mw", "g.converged", "b.q_mvar"], chunk_rows=3)
@@ -106,6 +129,12 @@ def test_lean_reader_equals_pandas_read(tmp_path):
     np.testing.assert_array_equal(lean["a.p_mw"], full["a.p_mw"])
     np.testing.assert_array_equal(lean["g.converged"], [1, 0, 1, 0, 1, 0, 1, 0])
     assert np.isnan(lean["b.q_mvar"].iloc[4]) and lean["b.q_mvar"].iloc[5] == -2.5
+    read = numeric_reader(path)  # several reads of one file (a KPI block's columns at a time)
+    first, second = read(["b.q_mvar"]), read(["g.converged", "a.p_mw"])
+    assert first.index is second.index and (second.index == full.index).all()
+    pd.testing.assert_frame_equal(second, lean[["g.converged", "a.p_mw"]])
+    pd.testing.assert_frame_equal(first, lean[["b.q_mvar"]])
+    assert read([]).shape == (8, 0)
 
 
 def test_pue_per_it_entity_follows_the_connections():

@@ -11,11 +11,14 @@ Toy scenario (tests/helpers/toy_scenarios.py)::
 from __future__ import annotations
 
 import json
+import os
+import signal
 
 import numpy as np
 import pytest
 
 import cosim
+from cosim.errors import RunInterrupted
 from cosim.run.session import Session
 from cosim.run.stopping import STOP, StopRequested
 from toy_scenarios import ramp_sink
@@ -62,6 +65,30 @@ def test_runs_in_one_process_keep_their_own_records(toy_adapters, write_scenario
     result = second.close()
     assert first.result.status == "stopped" and len(first.result.timeseries()) == 30
     assert result.status == "ok" and len(result.timeseries()) == 60
+
+
+def test_a_stop_asked_for_does_not_outlive_its_run(toy_adapters, write_scenario, tmp_path, monkeypatch):
+    """A run that SIGTERM interrupted left its stop request behind: every later Session of the
+    process raised ``StopRequested: interrupted (SIGTERM)`` at its first step."""
+    from cosim.run import recorder
+
+    real = recorder.RecorderSim.record_refs
+
+    def record_refs(self, time, refs):
+        if time == 600:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return real(self, time, refs)
+
+    path = write_scenario(ramp_sink())
+    handler = signal.getsignal(signal.SIGTERM)
+    monkeypatch.setattr(recorder.RecorderSim, "record_refs", record_refs)
+    with pytest.raises(RunInterrupted):
+        cosim.run(path, out_dir=tmp_path / "cut", overrides={"scenario.engine": "direct"})
+    monkeypatch.undo()
+    assert signal.getsignal(signal.SIGTERM) is handler and STOP.reason is None
+    with Session(path, out_dir=tmp_path / "after", report=False) as s:
+        s.run_until(3600)
+    assert s.result.status == "ok" and len(s.result.timeseries()) == 60
 
 
 def test_an_exception_in_the_with_block_says_interrupted(toy_adapters, write_scenario, tmp_path):
