@@ -219,12 +219,20 @@ class TariffSim(SingleModelSim):
     def setup(self) -> None:
         super().setup()
         self.tariff = Tariff(self.params)
+        #: the keys of :meth:`Tariff.outputs` (what :meth:`forecast` can look ahead)
+        self._attrs = frozenset((*self.OUTPUTS, *(f"dc_{c.name}_usd_mw" for c in self.params.demand_charges)))
 
     def forecast(self, attr: str, start_utc: datetime, n: int, step_s: float) -> list[float] | None:
         """The tariff's ``attr`` at ``start_utc + k * step_s`` for ``k < n`` (it is known ahead)."""
-        if attr not in self.tariff.outputs(start_utc):
+        if attr not in self._attrs:  # the keys of Tariff.outputs, known without computing one
             return None
-        return [float(self.tariff.outputs(start_utc + timedelta(seconds=k * step_s))[attr]) for k in range(n)]
+        whens = (start_utc + timedelta(seconds=k * step_s) for k in range(n))
+        tariff = self.tariff
+        if attr == "price_usd_mwh":
+            return [float(tariff.energy_usd_mwh(when)) for when in whens]
+        if attr == "export_price_usd_mwh":
+            return [float(self.params.export_usd_mwh)] * n
+        return [float(tariff.demand_rates_usd_mw(when)[attr]) for when in whens]
 
     def step_entities(self, time_s: float, inputs: dict[str, dict[str, Any]]) -> None:
         values = self.tariff.outputs(self.utc(time_s))  # the same for every entity
