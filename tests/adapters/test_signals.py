@@ -450,6 +450,7 @@ def forecast_cases():
         (utc(2023, 7, 15, 13, 17, 3), 6, 900),     # between rows
         (utc(2024, 2, 28, 22, 0), 8, 3600),        # across a leap day
         (utc(2024, 12, 31, 21, 30), 12, 1800),     # across new year (the wrapping file at 05:00)
+        (utc(2024, 12, 31, 22, 0), 10, 3600),      # ... and past its 05:00 start (the offset changes in a day)
         (utc(2023, 3, 5, 10, 0, 0, 250_000), 5, 7),  # a start with microseconds
         (utc(2023, 3, 5, 10, 0), 9, 1799.5),       # a fractional step
         (utc(2023, 3, 5, 10, 0), 1, 3600),         # one lead
