@@ -311,6 +311,7 @@ class TimeSeries:
             arrays.append(_numeric(frame, source_column(spec), options.interpolation, times) * scale + offset)
         self.times_s = times
         self.values = np.column_stack(arrays)
+        self._day_shifts: dict[float, float | None] = {}  # UTC day -> data time offset (_day_shift)
         self.start_s = float(times[0])
         self.end_s = float(times[-1] + (times[-1] - times[-2]))  # the last row lasts one interval
         if options.repeat:  # close the period so linear wraps back to the first row
@@ -515,13 +516,23 @@ class TimeSeries:
             day, b = epochs[a] // 86_400, a
             while b + 1 < n and epochs[b + 1] // 86_400 == day:
                 b += 1
-            shift = self.source_s(first + timedelta(seconds=a * step_s)) - epochs[a]
-            if b > a and self.source_s(first + timedelta(seconds=b * step_s)) - epochs[b] == shift:
+            shift = self._day_shift(day)
+            if shift is not None:
                 found += [at_s + shift for at_s in epochs[a:b + 1]]
-            else:  # one time, or the offset changes within the day (a file's start or end)
+            else:  # the offset changes within the day (a file's start or end)
                 found += [self.source_s(first + timedelta(seconds=k * step_s)) for k in range(a, b + 1)]
             a = b + 1
         return found
+
+    def _day_shift(self, day: float) -> float | None:
+        """The offset [s] :meth:`source_s` adds to every whole second of UTC day ``day`` (days
+        since 1970), when its first and last second's agree (as :meth:`_sources_ahead` reads a
+        day); None when they differ. Remembered per day."""
+        if day not in self._day_shifts:
+            first_s, last_s = day * 86_400, day * 86_400 + 86_399
+            shifts = [self.source_s(datetime.fromtimestamp(t, timezone.utc)) - t for t in (first_s, last_s)]
+            self._day_shifts[day] = shifts[0] if shifts[0] == shifts[1] else None
+        return self._day_shifts[day]
 
     def _sources_ahead(self, first: datetime, step_s: float, n: int) -> np.ndarray:
         whens = [first + timedelta(seconds=k * step_s) for k in range(n)]
