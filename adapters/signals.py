@@ -499,8 +499,8 @@ class TimeSeries:
     def _forecast_sources(self, first: datetime, step_s: float, n: int) -> list[float]:
         """:meth:`source_s` of ``first + k * step_s``, ``k < n``, each the same float. For whole
         seconds the scenario times' epochs are exact sums (whole numbers of seconds), so a plain or
-        repeated series maps them by arithmetic, and an aligned one shifts each UTC day's times by
-        one offset when its first and last time's agree (as :meth:`_sources_ahead`)."""
+        repeated series maps them by arithmetic, and an aligned one shifts a UTC day's times by the
+        day's one offset (:meth:`_day_shift`), or maps them one by one where it has none."""
         if not (float(step_s).is_integer() and first.microsecond == 0):
             return [self.source_s(first + timedelta(seconds=k * step_s)) for k in range(n)]
         epoch0, step = _epoch(first), float(step_s)
