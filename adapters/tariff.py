@@ -219,12 +219,25 @@ class TariffSim(SingleModelSim):
     def setup(self) -> None:
         super().setup()
         self.tariff = Tariff(self.params)
+        #: the keys of :meth:`Tariff.outputs` (what :meth:`forecast` can look ahead)
+        self._attrs = frozenset((*self.OUTPUTS, *(f"dc_{c.name}_usd_mw" for c in self.params.demand_charges)))
+        self._by_local_hour: dict[tuple[int, int, int], dict[str, float]] = {}  # (_outputs_at)
 
     def forecast(self, attr: str, start_utc: datetime, n: int, step_s: float) -> list[float] | None:
         """The tariff's ``attr`` at ``start_utc + k * step_s`` for ``k < n`` (it is known ahead)."""
-        if attr not in self.tariff.outputs(start_utc):
+        if attr not in self._attrs:  # the keys of Tariff.outputs, known without computing one
             return None
-        return [float(self.tariff.outputs(start_utc + timedelta(seconds=k * step_s))[attr]) for k in range(n)]
+        return [float(self._outputs_at(start_utc + timedelta(seconds=k * step_s))[attr]) for k in range(n)]
+
+    def _outputs_at(self, when: datetime) -> dict[str, float]:
+        """``Tariff.outputs(when)``, computed once per local month, weekday and hour: all that
+        :meth:`Period.applies` reads of the time, so all the outputs depend on."""
+        local = when.astimezone(self.tariff.zone)
+        key = (local.month, local.weekday(), local.hour)
+        found = self._by_local_hour.get(key)
+        if found is None:
+            found = self._by_local_hour[key] = self.tariff.outputs(when)
+        return found
 
     def step_entities(self, time_s: float, inputs: dict[str, dict[str, Any]]) -> None:
         values = self.tariff.outputs(self.utc(time_s))  # the same for every entity

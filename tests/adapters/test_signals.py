@@ -418,3 +418,74 @@ def test_signals_sim_reads_ahead_as_it_would_step_by_step():
     for t in range(0, 36 * 3600, 60):
         sim.step(t, {}, 36 * 3600)
         assert sim.get_data({"w": list(columns)})["w"] == sim.series.at(sim.utc(t)), t
+
+
+# -- forecasts (a gym agent's look-ahead) -------------------------------------------------------
+def forecast_lead_by_lead(ts: TimeSeries, attr: str, start: datetime, n: int, step_s: float) -> list[float]:
+    """A forecast read one lead at a time with ``values_at`` (a time outside the data repeats the
+    lead before it, or the column's last row): the reference the one-pass read must equal."""
+    column = ts.names.index(attr)
+    values: list[float] = []
+    for k in range(n):
+        try:
+            values.append(float(ts.values_at(start + timedelta(seconds=k * step_s))[column]))
+        except ValueError:
+            values.append(values[-1] if values else float(ts.values[-1, column]))
+    return values
+
+
+def bits(values: list[float]) -> list[int]:
+    return np.asarray(values, dtype=float).view(np.int64).tolist()  # NaN payloads and -0.0 too
+
+
+def forecast_cases():
+    """Starts and leads at the edges (before the first row, across and after the last, on rows,
+    between rows, new year, a leap day, odd and fractional steps), then many drawn at random."""
+    cases = [
+        (utc(2022, 12, 31, 20, 0), 10, 3600),      # before the plain file's first row, then into it
+        (utc(2022, 12, 31, 23, 59, 59), 3, 1),     # one second before the first row
+        (utc(2023, 12, 31, 20, 0), 10, 3600),      # across the plain file's end
+        (utc(2024, 1, 3, 0, 0), 6, 3600),          # after its end: every lead outside
+        (utc(2023, 7, 15, 13, 0), 6, 3600),        # exactly on rows
+        (utc(2023, 7, 15, 13, 17, 3), 6, 900),     # between rows
+        (utc(2024, 2, 28, 22, 0), 8, 3600),        # across a leap day
+        (utc(2024, 12, 31, 21, 30), 12, 1800),     # across new year (the wrapping file at 05:00)
+        (utc(2024, 12, 31, 22, 0), 10, 3600),      # ... and past its 05:00 start (the offset changes in a day)
+        (utc(2023, 3, 5, 10, 0, 0, 250_000), 5, 7),  # a start with microseconds
+        (utc(2023, 3, 5, 10, 0), 9, 1799.5),       # a fractional step
+        (utc(2023, 3, 5, 10, 0), 1, 3600),         # one lead
+        (utc(2023, 3, 5, 10, 0), 0, 3600),         # none
+    ]
+    rng = np.random.default_rng(43)
+    first = utc(2022, 12, 30).timestamp()
+    for _ in range(150):
+        start = datetime.fromtimestamp(first + float(rng.integers(0, 3 * 366 * 86400 // 60)) * 60, UTC)
+        cases.append((start, int(rng.integers(1, 30)), int(rng.choice([60, 300, 900, 3600, 7200, 86400]))))
+    return cases
+
+
+def test_forecast_in_one_pass_equals_lead_by_lead(series_kinds, tmp_path):
+    """``SignalsSim.forecast`` (one vectorized read) gives the lead-by-lead numbers, to the bit,
+    for every kind of series, including a column with NaNs (a value no fill could supply)."""
+    kinds = dict(series_kinds)
+    common = pd.date_range("2023-01-01", "2023-12-31 23:00", freq="h")
+    path = write(tmp_path, pd.DataFrame({"time_utc": common.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                                         "h": np.cos(np.arange(8760) / 3.0)}).to_csv(index=False), "nan.csv")
+    for interpolation in ("linear", "hold"):
+        with_nans = series(path, {"h_count": "h"}, interpolation=interpolation)
+        with_nans.values[::5, 0] = np.nan  # every fifth row, and the last one, unknown
+        with_nans.values[-1, 0] = np.nan
+        kinds[f"nans {interpolation}"] = with_nans
+    sim = SignalsSim()
+    checked = 0
+    for name, ts in kinds.items():
+        sim.series = ts
+        attr = ts.names[0]
+        for start, n, step_s in forecast_cases():
+            expected = forecast_lead_by_lead(ts, attr, start, n, step_s)
+            got = sim.forecast(attr, start, n, step_s)
+            assert all(type(v) is float for v in got), name
+            assert bits(got) == bits(expected), (name, start, n, step_s)
+            checked += n
+    assert checked > 10_000
+    assert sim.forecast("no_such_attr", utc(2023, 7, 15), 6, 3600) is None

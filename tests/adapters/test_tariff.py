@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 import numpy as np
 import pandas as pd
@@ -134,3 +134,27 @@ def test_eia930_extract_keeps_the_source_average(ba, mean_ci):
     assert ci.mean() == pytest.approx(mean_ci, abs=0.5)
     assert ((cfe >= 0) & (cfe <= 1)).all()
     assert ((mef >= 11) & (mef <= 820)).all()
+
+
+def test_forecast_reads_each_output_ahead_as_outputs_does():
+    """``TariffSim.forecast`` of every output (and of an unknown name: None) equals ``outputs``
+    looked up at each lead, across DST's end, a weekend and the on-peak and night edges (the
+    same hours of a Monday, then of a Saturday: what the sim remembers per local hour)."""
+    sim = TariffSim()
+    sim.init("tariff", time_resolution=1.0, start_utc="2024-07-15T04:00:00+00:00", step_s=3600,
+             duration_s=86_400, seed=0, **SimParams(**TOU).model_dump(mode="json"))
+    sim.create(1, "Tariff", eid="tou")
+    attrs = sim.meta["models"]["Tariff"]["outputs"]
+    assert set(attrs) == set(sim.tariff.outputs(_utc("2024-07-15T18:00:00")))
+    prices: set[float] = set()
+    for start, n, step_s in [("2024-07-15T17:00:00", 8, 1800), ("2024-07-13T17:00:00", 8, 1800),
+                             ("2024-11-02T20:00:00", 30, 3600),
+                             ("2024-07-12T21:45:00", 12, 900), ("2024-07-15T01:59:59", 3, 1),
+                             ("2024-07-15T00:00:00", 0, 60)]:
+        for attr in attrs:
+            got = sim.forecast(attr, _utc(start), n, step_s)
+            expected = [float(sim.tariff.outputs(_utc(start) + timedelta(seconds=k * step_s))[attr]) for k in range(n)]
+            assert got == expected and all(type(v) is float for v in got), (attr, start)
+        prices.update(sim.forecast("price_usd_mwh", _utc(start), n, step_s))
+    assert prices == {40.0, 60.0, 140.0}  # the windows meet every period
+    assert sim.forecast("p_mw", _utc("2024-07-15T17:00:00"), 6, 3600) is None
