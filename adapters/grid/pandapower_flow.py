@@ -355,8 +355,8 @@ class PowerFlow:
         return {"model": model, "net": net}
 
     def _restore(self, built: dict[str, Any]) -> None:
-        for name, value in built["model"].items():
-            setattr(self, name, copy.deepcopy(value))  # _V, _vm_ext and _loading_ext change in place
+        for name, value in built["model"].items():  # the model's arrays are read only: shared, but the state
+            setattr(self, name, copy.deepcopy(value) if name in _MODEL_STATE else value)
         if self._net_shared:  # written when this object first edits the net (the solve never reads them)
             self._net_pending = built["net"]
         else:
@@ -502,6 +502,9 @@ _BUILT_MAX = 8
 _MODEL_ATTRS = ("_s_const", "_s_gen_ref", "_n_bus", "_base_mva", "_ybus", "_yf", "_yt", "_n_br", "_y_out", "_ref",
                 "_pv", "_pq", "_slack_w", "_V", "_bus_map", "_vm_ext", "_inj_bus", "_inj_factor", "_f", "_t",
                 "_c_f", "_c_t", "_loading_ext", "_line_br", "_trafo_br", "_loss_br")
+#: Of these, what a solve changes (in place: ``_vm_ext``, ``_loading_ext``; replaced: ``_V``): each flow copies it;
+#: the rest (admittances, maps, factors) no step writes, and flows of one model share it
+_MODEL_STATE = ("_V", "_vm_ext", "_loading_ext")
 #: What the conversion leaves in the net that a later call may read (pandapower's options and lookups).
 _MODEL_NET_KEYS = ("_options", "_pd2ppc_lookups", "_is_elements", "_isolated_buses")
 

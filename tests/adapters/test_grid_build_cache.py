@@ -100,3 +100,21 @@ def test_a_deep_copy_shares_the_net_until_it_edits_it():
     assert c.net is not kept.net and "_options" in c.net
     _same(_run(c, seed=3), _run(_switched(_flow(None)), seed=3))
     assert bool(kept.net.line["in_service"].iat[3])
+
+
+def test_flows_restored_from_one_model_share_its_matrices_and_solve_apart():
+    """Two flows served the same kept model share its read-only arrays (admittances, maps) and each have
+    their own state (voltages, the buffers a solve writes): solved in turn, each gives the bits of a
+    fresh flow."""
+    key = ("test-cache", 4)
+    _run(_flow(key), n=1)
+    one, two = _flow(key), _flow(key)
+    runs_one, runs_two = [], []
+    for seed in (5, 6, 7):  # interleaved: a write into a shared array would show in the other
+        runs_one += _run(one, seed=seed, n=2)
+        runs_two += _run(two, seed=seed + 10, n=2)
+    assert one._ybus is two._ybus and one._inj_factor is two._inj_factor
+    assert one._V is not two._V and one._vm_ext is not two._vm_ext and one._loading_ext is not two._loading_ext
+    fresh_one, fresh_two = _flow(None), _flow(None)
+    _same(runs_one, sum((_run(fresh_one, seed=s, n=2) for s in (5, 6, 7)), []))
+    _same(runs_two, sum((_run(fresh_two, seed=s + 10, n=2) for s in (5, 6, 7)), []))
