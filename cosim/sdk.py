@@ -358,7 +358,9 @@ class CosimSim(mosaik_api_v3.Simulator):
     EXAMPLE: ClassVar[dict[str, Any]] = {}
 
     def __init__(self) -> None:
-        super().__init__(copy.deepcopy(self.META))
+        # the class META until ``init`` puts this simulator's own copy (of ``meta_for``) in its place;
+        # mosaik_api_v3 copies its top level, and nothing edits ``meta`` before ``init``
+        super().__init__(self.META)
         self.out: dict[str, dict[str, Any]] = {}
         self._getters: dict[tuple[str, ...], Any] = {}  # get_data: requested attrs -> tuple getter
         self.models: dict[str, str] = {}

@@ -74,6 +74,10 @@ class PowerFlow:
 
     def __init__(self, net, solver: str = "lightsim2grid", key: Any = None) -> None:
         self.net = net
+        #: ``net`` is shared with copies of this object (:meth:`__deepcopy__`): copied before an edit
+        self._net_shared = False
+        #: the net keys a restored model left to write into ``net`` once this object owns it (:meth:`_restore`)
+        self._net_pending: dict[str, Any] | None = None
         self._recipe: tuple | None = None if key is None else (key,)
         voltage_dependent = any(
             col in net.load and net.load[col].astype(float).abs().sum() > 0
@@ -104,6 +108,33 @@ class PowerFlow:
         self.element_values: np.ndarray | None = None
         self._read_tables()
 
+    # -- copies ----------------------------------------------------------------------------
+    def __deepcopy__(self, memo: dict) -> "PowerFlow":
+        """A copy that shares the pandapower net with this object until either edits it (copy on
+        write, :meth:`_own_net`): a gym reset copies a flow set up once, and steps that switch no
+        line or shunt never edit the net (the lightsim2grid path reads it only when it builds the
+        solver model). Everything else is copied; the C kernels are made anew for the copy's arrays."""
+        new = object.__new__(type(self))
+        memo[id(self)] = new
+        self._net_shared = True
+        for name, value in self.__dict__.items():
+            if name not in ("net", "_kernels"):
+                new.__dict__[name] = copy.deepcopy(value, memo)
+        new.net = self.net
+        new._kernels = _Kernels.make(new) if self._kernels is not None else None
+        return new
+
+    def _own_net(self) -> None:
+        """Before an edit of ``net``: a net shared with copies becomes this object's own copy, with
+        the keys a restored model left pending (:meth:`_restore`) written in."""
+        if self._net_shared:
+            self.net = copy.deepcopy(self.net)
+            self._net_shared = False
+        if self._net_pending is not None:
+            for name, value in self._net_pending.items():
+                self.net[name] = copy.deepcopy(value)
+            self._net_pending = None
+
     # -- editing the net ---------------------------------------------------------------
     def locate_bus(self, ref: str | int) -> int:
         """Position in ``net.bus`` of the bus named (or sanitised-named, or indexed) ``ref``."""
@@ -116,6 +147,7 @@ class PowerFlow:
     def attach(self, kind: str, bus: str | int, p_mw: float, q_mvar: float, name: str) -> int:
         """Add a new ``kind`` element at ``bus``; return its position in ``net[kind]``."""
         bus_index = self.net.bus.index[self.locate_bus(bus)]
+        self._own_net()
         create = {"load": pp.create_load, "sgen": pp.create_sgen, "storage": pp.create_storage}[kind]
         extra = {"max_e_mwh": 0.0} if kind == "storage" else {}
         create(self.net, bus=bus_index, p_mw=p_mw, q_mvar=q_mvar, name=name, **extra)
@@ -129,6 +161,7 @@ class PowerFlow:
         """Switch line ``pos`` (position in ``net.line``); the matrices rebuild on the next solve."""
         column = self.net.line["in_service"]
         if bool(column.iat[pos]) != in_service:
+            self._own_net()
             self.net.line.loc[self.net.line.index[pos], "in_service"] = in_service
             self._stale = True
             self._recipe = None  # another net than the key's
@@ -145,6 +178,8 @@ class PowerFlow:
             raise ValueError(f"shunt_{element_ids(shunt)[pos]}_set_count = {step:g}: the shunt has steps 0 to {top} "
                              "(its max_step); give a step inside them")
         if int(shunt["step"].iat[pos]) != value:
+            self._own_net()
+            shunt = self.net.shunt
             shunt.loc[shunt.index[pos], "step"] = value
             self._stale = True
             self._recipe = None  # another net than the key's
@@ -266,6 +301,7 @@ class PowerFlow:
         self.p_import_mw, self.q_import_mvar = float(s_import.real), float(s_import.imag)
 
     def _solve_pandapower(self, p_mw, q_mvar) -> bool:
+        self._own_net()
         for kind in KINDS:
             if len(self.net[kind]):
                 self.net[kind]["p_mw"] = p_mw[kind]
@@ -319,16 +355,20 @@ class PowerFlow:
         return {"model": model, "net": net}
 
     def _restore(self, built: dict[str, Any]) -> None:
-        for name, value in built["model"].items():
-            setattr(self, name, copy.deepcopy(value))  # _V, _vm_ext and _loading_ext change in place
-        for name, value in built["net"].items():
-            self.net[name] = copy.deepcopy(value)
+        for name, value in built["model"].items():  # the model's arrays are read only: shared, but the state
+            setattr(self, name, copy.deepcopy(value) if name in _MODEL_STATE else value)
+        if self._net_shared:  # written when this object first edits the net (the solve never reads them)
+            self._net_pending = built["net"]
+        else:
+            for name, value in built["net"].items():
+                self.net[name] = copy.deepcopy(value)
         self._options_set = True
         self._nr = NRSing_KLU()
         self._kernels = _Kernels.make(self)
         self._stale = False
 
     def _build_model(self) -> None:
+        self._own_net()  # the conversion writes lookups and options into the net
         net = self.net
         if not self._options_set:  # options of this pandapower version, not a JSON file's
             self._init_options()
@@ -462,6 +502,9 @@ _BUILT_MAX = 8
 _MODEL_ATTRS = ("_s_const", "_s_gen_ref", "_n_bus", "_base_mva", "_ybus", "_yf", "_yt", "_n_br", "_y_out", "_ref",
                 "_pv", "_pq", "_slack_w", "_V", "_bus_map", "_vm_ext", "_inj_bus", "_inj_factor", "_f", "_t",
                 "_c_f", "_c_t", "_loading_ext", "_line_br", "_trafo_br", "_loss_br")
+#: Of these, what a solve changes (in place: ``_vm_ext``, ``_loading_ext``; replaced: ``_V``): each flow copies it;
+#: the rest (admittances, maps, factors) no step writes, and flows of one model share it
+_MODEL_STATE = ("_V", "_vm_ext", "_loading_ext")
 #: What the conversion leaves in the net that a later call may read (pandapower's options and lookups).
 _MODEL_NET_KEYS = ("_options", "_pd2ppc_lookups", "_is_elements", "_isolated_buses")
 

@@ -5,7 +5,9 @@ scenario-wide ``init`` arguments its set-up depends on is copied (``copy.deepcop
 the engine set it up, before its first step, and kept under those arguments' values. The next
 episode of the same scenario whose values agree takes a copy of it, with the attributes
 ``init`` keeps the arguments in (``start_utc``, ``duration_s``, ``seed``) set to the new
-episode's, and the engine wires it as it would a new one (``DirectEngine.start(built)``).
+episode's, and the engine wires it as it would a new one (``DirectEngine.start(built)``). The
+copies share the kept simulator's ``meta`` (the META ``init`` returned), which no one edits after
+``init``.
 A simulator that says None (the default) is built at every reset, as before.
 
 The copies of one scenario object are shared by every env made from it (the copies of a vector
@@ -70,7 +72,8 @@ class Kept:
             if kept is None:
                 continue
             copies.move_to_end(key)
-            obj = copy.deepcopy(kept)
+            meta = getattr(kept, "meta", None)  # META is read, never edited, after init: one copy serves all
+            obj = copy.deepcopy(kept, {} if meta is None else {id(meta): meta})
             obj.start_utc, obj.duration_s, obj.seed = parse_utc(args["start_utc"]), int(args["duration_s"]), \
                 int(args["seed"])
             built[sid] = obj

@@ -70,3 +70,51 @@ def test_the_cache_keeps_at_most_a_few_models():
     assert len(G._BUILT) == G._BUILT_MAX
     _run(_flow(("cap-test",), attach=(("load", "3", 0.1 * (G._BUILT_MAX + 5), 0.0),)), n=1)  # the newest: a copy
     G._BUILT.clear()
+
+
+
+def _switched(flow, pos=3):
+    flow.set_line_in_service(pos, False)
+    return flow
+
+
+def test_a_deep_copy_shares_the_net_until_it_edits_it():
+    """``copy.deepcopy`` of a flow (a gym reset's copy of a grid set up once) shares the pandapower net;
+    a copy that switches a line takes its own net first: the original and its other copies keep the
+    line, and every copy solves to the same bits as a flow built anew with the same edits."""
+    import copy
+
+    key = ("test-cache", 3)
+    _run(_flow(key))  # the model of this key is built and kept, as after a gym env's first episode
+    kept = _flow(key)
+    a, b, c = copy.deepcopy(kept), copy.deepcopy(kept), copy.deepcopy(kept)
+    assert a.net is kept.net and b.net is kept.net  # shared, not copied
+    _same(_run(a), _run(_flow(None)))
+    assert a.net is kept.net  # a solve on the restored model edits nothing in the net
+    b.set_line_in_service(3, False)
+    assert b.net is not kept.net and not bool(b.net.line["in_service"].iat[3])
+    assert bool(kept.net.line["in_service"].iat[3]) and bool(c.net.line["in_service"].iat[3])
+    _same(_run(b), _run(_switched(_flow(None))))
+    _same(_run(c), _run(_flow(None)))  # the other copy solves on the net as it was
+    _switched(c)  # a rebuild after a restored model (its pending net keys written in first)
+    assert c.net is not kept.net and "_options" in c.net
+    _same(_run(c, seed=3), _run(_switched(_flow(None)), seed=3))
+    assert bool(kept.net.line["in_service"].iat[3])
+
+
+def test_flows_restored_from_one_model_share_its_matrices_and_solve_apart():
+    """Two flows served the same kept model share its read-only arrays (admittances, maps) and each have
+    their own state (voltages, the buffers a solve writes): solved in turn, each gives the bits of a
+    fresh flow."""
+    key = ("test-cache", 4)
+    _run(_flow(key), n=1)
+    one, two = _flow(key), _flow(key)
+    runs_one, runs_two = [], []
+    for seed in (5, 6, 7):  # interleaved: a write into a shared array would show in the other
+        runs_one += _run(one, seed=seed, n=2)
+        runs_two += _run(two, seed=seed + 10, n=2)
+    assert one._ybus is two._ybus and one._inj_factor is two._inj_factor
+    assert one._V is not two._V and one._vm_ext is not two._vm_ext and one._loading_ext is not two._loading_ext
+    fresh_one, fresh_two = _flow(None), _flow(None)
+    _same(runs_one, sum((_run(fresh_one, seed=s, n=2) for s in (5, 6, 7)), []))
+    _same(runs_two, sum((_run(fresh_two, seed=s + 10, n=2) for s in (5, 6, 7)), []))

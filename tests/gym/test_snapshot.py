@@ -124,3 +124,22 @@ def test_the_copies_of_a_vector_env_share_what_is_kept():
         envs.close()
     assert kept.n_taken - before == 1 + 4  # the first copy the guards' grid; the second the first's grid,
     # weather, carbon and PV of that day
+
+
+def test_copies_share_the_kept_meta_and_it_is_a_fresh_init_s():
+    """A copy handed out shares the kept simulator's ``meta`` (read only after init), and that is what a
+    simulator set up anew returns from ``init``: the sharing changes no description mosaik reads."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        scn = load_direct(SITE, TWO_HOURS)
+        kept = snapshot.kept_for(scn)
+        env = CosimEnv(scn, guards=False)
+        env.reset(seed=1, options={"start": "2024-06-10"})
+        fresh_grid = next(s.obj for s in env._episode.engine.sims if s.sid == "grid")
+        env.reset(seed=2, options={"start": "2024-06-10"})
+        copied = next(s.obj for s in env._episode.engine.sims if s.sid == "grid")
+        env.close()
+    stored = next(iter(kept._copies["grid"].values()))
+    assert copied is not stored and copied.meta is stored.meta
+    assert copied.meta == fresh_grid.meta and copied.meta is not fresh_grid.meta
+    assert copied.meta is not type(copied).META  # its own copy from init, not the class's
