@@ -244,6 +244,9 @@ class GpuCluster:
         self.paused_by = np.zeros(len(jobs), np.int8)  # 0 none, 1 knob, 2 limit
         self._caps_for: tuple | None = None  # (running jobs, cap knobs, caps) of the last _class_caps
         self._steady: list | None = None  # what _advance_steady keeps between steps (see there)
+        # the step is one of report=None: only the state that carries forward is advanced (no power,
+        # no training sums, no delay/slowdown/work sums, which the warm-up resets)
+        self._quiet = False
         self._idle: dict | None = None  # the training part of a step with no job running, without sleep
         self._training_out: tuple | None = None  # (training part, counts, statistics, what they gave)
         self.observed: dict = {}  # what .observe keeps between steps (see scheduling_outputs)
@@ -263,8 +266,13 @@ class GpuCluster:
         steps = int(math.ceil(span_s / dt_s))
         # outputs no one reads are not made, unless smoothing or scheduling outputs keep a state through them
         report = self.smoothing is not None or self.report_scheduling
+        # without outputs, the steps before the last keep no power either (only the last step's
+        # p_last_mw outlives the warm-up) and no sums the warm-up's end resets (see _quiet)
+        knobs = Knobs()
+        self._check_knobs(knobs)
         for k in range(steps):
-            self.step(-span_s + k * dt_s, min(dt_s, span_s - k * dt_s), report=report)
+            self.step(-span_s + k * dt_s, min(dt_s, span_s - k * dt_s), knobs, check=False,
+                      report=report if report or k == steps - 1 else None)
         self.delay_gpu_h = self.slowdown_gpu_h = self.work_gpu_h = 0.0
         self.work_class_gpu_h[:] = 0.0
         self.n_job_failures, self.n_jobs_failed, self.lost_gpu_h = 0, 0, 0.0
@@ -275,13 +283,16 @@ class GpuCluster:
 
     # -- the step ---------------------------------------------------------------------------
     def step(self, time_s: float, dt_s: float, knobs: Knobs | None = None, *, check: bool = True,
-             report: bool = True) -> dict[str, float] | None:
+             report: bool | None = True) -> dict[str, float] | None:
         """Advance ``[time_s, time_s + dt_s)`` and return the outputs (see module docstring).
 
         ``check=False``: ``knobs`` passed :meth:`_check_knobs` before and were not changed since
         (the adapter reuses one checked object while its inputs stay empty). ``report=False``
-        (a warm-up's steps, without smoothing and scheduling outputs): the same step, no outputs made.
+        (a warm-up's steps, without smoothing and scheduling outputs): the same step, no outputs made;
+        ``report=None`` (a warm-up's steps before its last, without them): nor its power
+        (:attr:`p_last_mw` unchanged) or sums, only the state that carries forward (see ``_quiet``).
         """
+        self._quiet = report is None
         knobs = knobs or Knobs()
         if check:
             self._check_knobs(knobs)
@@ -312,7 +323,8 @@ class GpuCluster:
                 time_s, dt_s) / 1e6
         sched.account(dt_s, time_s)
         if not report:
-            self.p_last_mw = self._power_mw(train, infer)[2]
+            if not self._quiet:
+                self.p_last_mw = self._power_mw(train, infer)[2]
             return None
         if self.smoothing is None:
             out = self._outputs(train, infer, excess_mw, dt_s)
@@ -548,6 +560,9 @@ class GpuCluster:
             active = _tighter(knobs.replicas_frac, knobs.fleet_replicas_frac.get(setup.name))
             active = 1.0 if active is None else active
             max_batch = _tighter(knobs.n_batch_max, knobs.fleet_batch_max.get(setup.name))
+            if self._quiet:  # the queue's state only (arrival draws above kept: the same stream)
+                fleet.step(dt_s, rate, active_frac=active, max_batch=max_batch, p_cap_w=p_cap_w, quiet=True)
+                continue
             res = fleet.step(dt_s, rate, active_frac=active, max_batch=max_batch, p_cap_w=p_cap_w)
             tokens_per_s += res.tokens_per_s
             good_req += res.good_req
@@ -572,7 +587,7 @@ class GpuCluster:
                "done_req": done_req, "dropped_req": dropped_req, "queued_req": queued_req, "itl_p99_ms": itl_p99_ms,
                "n_gpus_busy": n_gpus_busy, "liquid_w": liquid_w, "ttft_good_req": ttft_good_req,
                "itl_good_req": itl_good_req, "ttft_p99_ms": ttft_p99_ms}
-        if self.mig_pool is not None:
+        if self.mig_pool is not None and not self._quiet:
             self._serve_mig(out, mig_active)
         return out
 
@@ -666,9 +681,13 @@ class GpuCluster:
         if kept is None or kept[0] is not run or kept[1] is not caps or kept[2] != sched.alloc_version:
             speed, p_gpu = self._gpu_power(run, caps)
             sched.speed[run] = speed  # (only this method and a job moved in write speed: kept while kept)
-            kept = self._steady = [run, caps, sched.alloc_version, speed, p_gpu, self._mean_stall(run),
-                                   sched.n_alloc[run].astype(float), self.jobs.prio[run], None, None]
-        speed, p_gpu, stall, g, prio = kept[3:8]
+            kept = self._steady = [run, caps, sched.alloc_version, speed, p_gpu, None, None, None, None, None]
+        if kept[5] is None and not self._quiet:
+            # stall shares, GPU counts and classes feed only the sums, which a report=None step leaves out:
+            # made at the first step that needs them, from the same values (each written only with a
+            # change of alloc_version, which ends what is kept), before this step's releases
+            kept[5:8] = [self._mean_stall(run), sched.n_alloc[run].astype(float), self.jobs.prio[run]]
+        speed = kept[3]
         per_dt = kept[9]  # (rate_frac changes only with n_alloc: on a start or a job moved in)
         if per_dt is None or per_dt[0] != dt_s:
             progress = sched.rate_frac[run]  # progress 1 times the rate (1 * x is x exactly)
@@ -701,6 +720,9 @@ class GpuCluster:
             finished = left_s <= 1e-6  # (run holds distinct jobs: no isin needed)
             if finished.any():
                 sched.release(run[finished], DONE, time_s + ran_s[finished])
+        if self._quiet:
+            return None
+        p_gpu, stall, g, prio = kept[4:8]
         if whole:  # the sums with active all 1 (x * 1.0 is x): no products with it, and the same each such step
             if kept[8] is None:
                 kept[8] = self._step_sums(g, p_gpu, speed, prio, stall, None)
@@ -751,6 +773,8 @@ class GpuCluster:
         once the trace's jobs are done. Without node sleep the training part is the same every
         such step: kept (as :meth:`_advance_steady` keeps its own).
         """
+        if self._quiet:
+            return None  # (nothing of an idle step carries forward but these sums, which the warm-up resets)
         hours = dt_s / 3600.0
         slow = 0.0 * hours
         self.slowdown_gpu_h += slow

@@ -345,8 +345,11 @@ class Fleet:
         return self._table_for
 
     def step(self, dt_s: float, rate_req_s: float, *, active_frac: float = 1.0, max_batch: int | None = None,
-             p_cap_w: float | None = None) -> FleetStep:
-        """Serve ``rate_req_s * dt_s`` new requests plus the queue for ``dt_s`` seconds."""
+             p_cap_w: float | None = None, quiet: bool = False) -> FleetStep | None:
+        """Serve ``rate_req_s * dt_s`` new requests plus the queue for ``dt_s`` seconds.
+
+        ``quiet``: the same step, its queue and waits advanced, and no :class:`FleetStep` made
+        (``None``; a warm-up's steps whose outputs no one reads)."""
         max_batch = min(max_batch or self.max_batch, self.curves.b_max)
         active = max(int(round(self.replicas * active_frac)), 0)
         carried = self.queue_req
@@ -354,6 +357,9 @@ class Fleet:
         if active == 0:
             self.waits.clear()
             self.waits.clock_s += dt_s
+            if quiet:
+                self.queue_req = 0.0  # (as _nothing leaves it)
+                return None
             return self._nothing(offered, dt_s)
         need_tps = offered * self.output_tokens / dt_s / active
         batch = self.batch_for(need_tps, max_batch)
@@ -367,6 +373,8 @@ class Fleet:
         itl = itl_ms / speed
         itl_p99 = itl_p99_ms / speed
         waits = self.waits.step(dt_s, rate_req_s * dt_s, served, keep)
+        if quiet:
+            return None
         prefill_s = self.input_tokens / (self.prefill_tok_s * speed)
         ttft_good = share_within(waits, self.ttft_slo_s - prefill_s)
         itl_good = served if itl_p99 <= self.itl_slo_ms else 0.0
