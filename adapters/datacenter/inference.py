@@ -108,6 +108,13 @@ class BatchCurves:
                     float(np.exp(_horner(itl, x))), float(np.exp(_horner(itl_p99, x))))
         return _horner(power, x), fitted, float(np.exp(_horner(itl, x))), float(np.exp(_horner(itl_p99, x)))
 
+    def tokens_at(self, batch: float) -> float:
+        """:meth:`at_batch`'s ``tokens_per_s`` alone, by the same operations. [1/s]"""
+        b, b_min = float(batch), self.b_min
+        x = float(np.log(min(max(b, b_min), self.b_max)))
+        fitted = float(np.exp(_horner(self._coef_lists[1], x)))
+        return fitted * b / b_min if b < b_min else fitted
+
     def itl_ms(self, batch):
         """Median inter-token latency. [ms]"""
         return np.exp(_polyval(self.coef_itl, self._inside(batch)))
@@ -269,6 +276,9 @@ def arrival_rate(kind: str, rate_req_s: float, time_s: float, dt_s: float, start
 
 
 # -- the fleet --------------------------------------------------------------------------------------
+#: Batches :meth:`Fleet.batch_for` keeps per table (found again for the same throughput). [-]
+_BATCHES_KEPT = 4096
+
 @dataclass
 class FleetStep:
     """What one fleet did in one step (totals over its active replicas)."""
@@ -318,6 +328,7 @@ class Fleet:
         self._grid = np.geomspace(0.05, curves.b_max, 400)
         self._tput = np.maximum.accumulate(curves.tokens_per_s(self._grid))
         self._table_for: tuple | None = None  # what _table made for the last max_batch
+        self._batches: tuple = (None, {})  # (a _table, {throughput: batch_for's batch on it})
 
     @property
     def n_gpus(self) -> int:
@@ -330,7 +341,17 @@ class Fleet:
         table = self._table_for
         if table is None or table[0] != max_batch:
             table = self._table(max_batch)
-        return interp_one(tokens_per_s, table[4], table[3], max_batch)
+        # batches found on this table (a trace's arrivals repeat hourly: so do a queue-free fleet's demands)
+        kept = self._batches
+        if kept[0] is not table:
+            kept = self._batches = (table, {})
+        found = kept[1]
+        batch = found.get(tokens_per_s)
+        if batch is None:
+            if len(found) >= _BATCHES_KEPT:
+                found.clear()
+            batch = found[tokens_per_s] = interp_one(tokens_per_s, table[4], table[3], max_batch)
+        return batch
 
     def _table(self, max_batch: float) -> tuple:
         """``(max_batch, batch grid up to it, its non-decreasing throughput, both as lists)``. [-, -, 1/s, -, 1/s]
@@ -363,18 +384,21 @@ class Fleet:
             return self._nothing(offered, dt_s)
         need_tps = offered * self.output_tokens / dt_s / active
         batch = self.batch_for(need_tps, max_batch)
-        p_w, tokens_per_s, itl_ms, itl_p99_ms = self.curves.at_batch(batch, self.idle_w)
-        speed, p_gpu = (1.0, p_w) if p_cap_w is None else self._capped(batch, p_cap_w, p_w)  # (as _capped has it)
+        if quiet and p_cap_w is None:  # the throughput alone (at_batch's number, by its operations)
+            tokens_per_s, speed = self.curves.tokens_at(batch), 1.0
+        else:
+            p_w, tokens_per_s, itl_ms, itl_p99_ms = self.curves.at_batch(batch, self.idle_w)
+            speed, p_gpu = (1.0, p_w) if p_cap_w is None else self._capped(batch, p_cap_w, p_w)  # (as _capped has it)
         capacity_tps = tokens_per_s * speed
         served = min(offered, capacity_tps * active * dt_s / self.output_tokens)
         left = offered - served
         keep = min(left, self.max_wait_s * served / dt_s)
         self.queue_req = keep
-        itl = itl_ms / speed
-        itl_p99 = itl_p99_ms / speed
         waits = self.waits.step(dt_s, rate_req_s * dt_s, served, keep)
         if quiet:
             return None
+        itl = itl_ms / speed
+        itl_p99 = itl_p99_ms / speed
         prefill_s = self.input_tokens / (self.prefill_tok_s * speed)
         ttft_good = share_within(waits, self.ttft_slo_s - prefill_s)
         itl_good = served if itl_p99 <= self.itl_slo_ms else 0.0

@@ -248,6 +248,10 @@ class SliceCurves:
         p_w, tokens, itl, itl_p99 = self.base.at_batch(batch, idle_w)
         return p_w, float(self.speed_frac * tokens), itl / self.speed_frac, itl_p99 / self.speed_frac
 
+    def tokens_at(self, batch: float) -> float:
+        """:meth:`at_batch`'s ``tokens_per_s`` alone. [1/s]"""
+        return float(self.speed_frac * self.base.tokens_at(batch))
+
 
 def mig_problems(gpu: str, gpu_memory_gb: float, model: str, profile_name: str) -> list[str]:
     """What makes ``model`` on MIG profile ``profile_name`` of ``gpu`` impossible (empty: fine)."""
