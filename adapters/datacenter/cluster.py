@@ -292,8 +292,10 @@ class GpuCluster:
         ``report=None`` (a warm-up's steps before its last, without them): nor its power
         (:attr:`p_last_mw` unchanged) or sums, only the state that carries forward (see ``_quiet``).
         """
-        self._quiet = report is None
         knobs = knobs or Knobs()
+        # (a facility limit reads the step's inference power, and smoothing keeps a state through the
+        # sums: with either, report=None makes the step as report=False does)
+        self._quiet = report is None and knobs.p_limit_mw is None and self.smoothing is None
         if check:
             self._check_knobs(knobs)
         sched = self.sched
