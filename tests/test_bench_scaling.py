@@ -65,10 +65,11 @@ def test_smallest_cases_run_and_report_every_figure(smallest):
 def test_slopes_on_log_log_axes_and_where_growth_stops_being_linear(bench):
     assert bench.loglog_slope([1, 10, 100], [3, 300, 30000]) == pytest.approx(2.0)
     points = [{"work": w, "label": f"{w:g}", "step_ms": ms, "n_steps": 10, "rss_mib": 100.0, "setup_s": 1.0,
-               "first_step_s": 0.1}
+               "first_step_s": 0.1, "n_columns": 10 * w, "recorder_ms": 0.01 * w}
               for w, ms in ((1, 1.0), (10, 5.0), (100, 50.0), (1000, 5000.0))]
     g = bench.growth("gpus", points)
     assert g["local_slopes"] == pytest.approx([math.log10(5), 1.0, 2.0])
+    assert g["recorder_slope"] == pytest.approx(1.0)  # the recorder's time against cells recorded
     assert g["stops_linear_at"] == "1000" and g["rss_slope"] == pytest.approx(0.0)
     # on the duration axis the cost is the whole stepping time: a constant time per step is linear
     flat = [{**p, "step_ms": 1.0, "n_steps": int(p["work"] * 288)} for p in points]

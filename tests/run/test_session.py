@@ -275,6 +275,7 @@ def test_the_heap_is_frozen_while_a_run_goes_and_thawed_after(toy_adapters, writ
     from cosim.run import direct
 
     path = write_scenario(ramp_sink())
+    gc.unfreeze()  # a Session another test of this worker process left open froze the heap: start thawed
     assert gc.get_freeze_count() == 0
     with Session(path, overrides={"scenario.engine": "direct"}, out_dir=tmp_path, report=False) as session:
         assert gc.get_freeze_count() > 0
