@@ -343,11 +343,16 @@ def plot(results: dict, path: Path):
         handles = ax.get_legend_handles_labels()[0] + rss.get_legend_handles_labels()[0]
         ax.legend(handles=handles, fontsize=7, loc="upper left")
     meta = results["meta"]
-    fig.suptitle(f"cosim direct engine, 5 min steps, BLAS threads {meta.get('blas_threads', 'default')}; "
-                 f"{meta['date']}, load {meta['load_1min']:.1f} on {meta['n_cpus']} cores (busy machine: upper bounds)",
+    fig.suptitle(f"cosim direct engine, 5 min steps, the simulators on one BLAS thread; {meta['date']}, "
+                 f"load {meta['load_1min']:.1f} on {meta['n_cpus']} cores{_busy(meta['load_1min'], meta['n_cpus'])}",
                  fontsize=10)
     fig.savefig(path, dpi=110)
     return fig
+
+
+def _busy(load_1min: float, n_cpus: int | None) -> str:
+    """What the load says of the figures: other work on more than half the cores makes them upper bounds."""
+    return " (busy machine: upper bounds)" if load_1min > 0.5 * (n_cpus or 1) else ""
 
 
 def run_all(quick: bool, names: list[str] | None = None, blas_threads: int | None = None,
@@ -362,7 +367,7 @@ def run_all(quick: bool, names: list[str] | None = None, blas_threads: int | Non
     meta = {"command": command, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "load_1min": load[0],
             "n_cpus": os.cpu_count(), "step_s": STEP_S, "blas_threads": blas}
     print(f"{command}: direct engine, fresh process per case, BLAS threads {blas}; {meta['date']}, "
-          f"load {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {meta['n_cpus']} cores (shared machine: upper bounds)")
+          f"load {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {meta['n_cpus']} cores{_busy(load[0], meta['n_cpus'])}")
     axes = {}
     for name, cases in axis_cases(quick, campuses, campus_hours).items():
         if names and name not in names:
