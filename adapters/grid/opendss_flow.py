@@ -47,7 +47,6 @@ from __future__ import annotations
 import functools
 import json
 import math
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -55,6 +54,7 @@ import numpy as np
 
 from cosim.adapters.grid.opendss_guard import dss_file_problems, quoted, refusal
 from cosim.adapters.grid.opendss_reads import PdReads
+from cosim.adapters.grid.pandapower_tables import sanitise  # the one id rule of both engines
 
 PHASE_NODES = {"a": 1, "b": 2, "c": 3}
 NODE_PHASE = {v: k for k, v in PHASE_NODES.items()}
@@ -68,11 +68,6 @@ LOAD_MODEL, V_MIN_PU, V_MAX_PU = 1, 0.95, 1.05
 MAX_ITERATIONS = 30
 #: Below this a node counts as de-energised (OpenDSS leaves ~1e-100 pu on isolated buses). [pu]
 ISOLATED_PU = 1e-6
-
-
-def sanitise(name: str) -> str:
-    """An OpenDSS name as an attribute-safe id (lower case ``[a-z0-9_]``)."""
-    return re.sub(r"[^a-z0-9]+", "_", str(name).lower()).strip("_")
 
 
 def unique_ids(names: list[str]) -> list[str]:
