@@ -129,6 +129,10 @@ class ParquetRecorder:
         # the writer's side
         self._n_segments = 0
         self._file: pq.ParquetWriter | None = None  # timeseries.parquet being written
+        #: why writing timeseries.parquet failed (a full disk...): from then on every block goes to a segment,
+        #: so that what the segments assemble at close holds every row
+        self._file_error: BaseException | None = None
+        self._unjournaled: tuple[pa.Array, np.ndarray] | None = None  # the closing block, in no segment
         self._pending: list[pa.Table] = []  # rows of the file's next row group
         self._pending_rows = 0
         self._thread: _WriterThread | None = None
@@ -175,6 +179,8 @@ class ParquetRecorder:
 
     def append_cells(self, time_utc, cells: list[Any]) -> None:
         """Add one row given as one value per column, in column order (``None`` = null)."""
+        if len(cells) != len(self.columns):  # a short row would leave the buffer's old values in its last columns
+            raise ValueError(f"a row of {len(cells)} values for the {len(self.columns)} columns of {self.path}")
         self._add("cells", time_utc, cells)
 
     def _add(self, mode: str, stamp: Any, cells: list[Any]) -> None:
@@ -237,12 +243,15 @@ class ParquetRecorder:
         self._submit(("rows", (self._mode, stamps, block, order, journal)))
 
     def _submit(self, item: tuple[str, Any]) -> None:
+        writer = self._thread is not None and threading.current_thread() is self._thread
         if not self._background:
             self._do(item)
-            return
-        if self._thread.error is not None and threading.current_thread() is not self._thread:
-            raise RuntimeError(f"writing {self.path.name} failed: {self._thread.error}") from self._thread.error
-        self._thread.queue.put(item)
+        else:
+            if self._thread.error is not None and not writer:
+                raise RuntimeError(f"writing {self.path.name} failed: {self._thread.error}") from self._thread.error
+            self._thread.queue.put(item)
+        if self._file_error is not None and not writer:  # the block went to a segment: the run learns it now
+            raise RuntimeError(f"writing {self.path.name} failed: {self._file_error}") from self._file_error
 
     # -- the writer ----------------------------------------------------------------------------
     def _do(self, item: tuple[str, Any]) -> None:
@@ -252,11 +261,28 @@ class ParquetRecorder:
             if order is not None:  # the plan's reading order -> column order
                 block = block[:, order]
             stamps = self._stamp_array(mode, stamps)
-            if journal:
+            if journal or self._file_error is not None:
                 self._write_segment(stamps, block)
-            self._add_to_file(self._typed_table(stamps, block))
-        elif op == "stop":
-            self._finish_file()
+            if self._file_error is None:
+                if not journal:
+                    self._unjournaled = (stamps, block)
+                try:
+                    self._add_to_file(self._typed_table(stamps, block))
+                except Exception as exc:  # noqa: BLE001 — the file is lost; the segments keep the record
+                    self._lost_file(exc)
+        elif op == "stop" and self._file_error is None:
+            try:
+                self._finish_file()
+            except Exception as exc:  # noqa: BLE001 — as above
+                self._lost_file(exc)
+
+    def _lost_file(self, exc: BaseException) -> None:
+        """Writing timeseries.parquet failed: the block no segment holds goes to one (close assembles the
+        segments instead of the file), and every later block goes to a segment too."""
+        self._file_error = exc
+        if self._unjournaled is not None:
+            self._write_segment(*self._unjournaled)
+            self._unjournaled = None
 
     def _stamp_array(self, mode: str, stamps: list[Any]) -> pa.Array:
         """A block's time stamps as ``time_utc`` takes them (cells: as pyarrow converts them)."""
@@ -325,7 +351,7 @@ class ParquetRecorder:
             if self._thread is not None and self._thread.is_alive():  # it ends at its first "stop"
                 self._thread.queue.put(("stop", None))
                 self._thread.join()
-        error = (self._thread.error if self._thread is not None else None) or failure
+        error = (self._thread.error if self._thread is not None else None) or self._file_error or failure
         writing = _writing_path(self.path)
         if error is None and self._file is not None:
             writing.replace(self.path)

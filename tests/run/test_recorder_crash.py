@@ -220,3 +220,53 @@ def test_rows_a_slow_step_leaves_waiting_reach_the_disk(tmp_path):
     assert _rows_in_closed_segments(path) == 3
     recorder.close()
     assert pd.read_parquet(path)["x.p_mw"].tolist() == [0.0, 1.0, 2.0]
+
+
+@pytest.mark.parametrize("background", [False, True])
+@pytest.mark.parametrize("fail_at", ["a block", "the close"])
+def test_a_file_that_cannot_be_written_loses_no_row(tmp_path, monkeypatch, background, fail_at):
+    """Writing timeseries.parquet fails (a full disk) on a block mid-run or when the file is closed: the
+    run learns it, and the file close assembles from the segments holds every row added, the closing
+    rows (handed over without a segment) among them."""
+    calls = []
+    write_table, close = pq.ParquetWriter.write_table, pq.ParquetWriter.close
+
+    def full(writer) -> bool:  # only timeseries.parquet's writer meets the full disk, not the segments'
+        return str(writer.where).endswith(".writing")
+
+    def failing_write(writer, *args, **kwargs):
+        calls.append(full(writer))
+        if fail_at == "a block" and full(writer) and sum(calls) == 2:
+            raise OSError(28, "No space left on device")
+        return write_table(writer, *args, **kwargs)
+
+    def failing_close(writer):
+        close(writer)
+        if fail_at == "the close" and full(writer):
+            raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(pq.ParquetWriter, "write_table", failing_write)
+    monkeypatch.setattr(pq.ParquetWriter, "close", failing_close)
+    path = tmp_path / "timeseries.parquet"
+    recorder = ParquetRecorder(path, ["x.p_mw"], chunk_rows=4, flush_s=1e9, background=background)
+    errors, added = [], 0
+    try:
+        for t in pd.date_range("2024-07-15", periods=23, freq="60s", tz="UTC"):
+            added += 1  # a row is the recorder's once append is called, also when append reports the failure
+            recorder.append(t, {"x.p_mw": float(added - 1)})
+    except RuntimeError as exc:  # the run ends here, as an engine's would
+        errors.append(exc)
+    try:
+        recorder.close()
+    except RuntimeError as exc:
+        errors.append(exc)
+    assert errors and all("No space left" in str(exc) for exc in errors)
+    table = pq.read_table(path)
+    assert table["x.p_mw"].to_pylist() == [float(k) for k in range(added)] and added >= 8
+
+
+def test_a_short_row_is_refused(tmp_path):
+    recorder = ParquetRecorder(tmp_path / "timeseries.parquet", ["a.p_mw", "b.p_mw"], chunk_rows=4)
+    with pytest.raises(ValueError, match="a row of 1 values for the 2 columns"):
+        recorder.append_cells(pd.Timestamp("2024-07-15", tz="UTC"), [3.0])
+    recorder.close()
