@@ -45,7 +45,8 @@ def _columns(columns: list[str], roles: RunRoles) -> list[str]:
 def site_kpis(inp: KpiInput, site: str) -> dict[str, Any]:
     ts = inp.ts
     on = ts[f"{site}.in_service"].astype(float).to_numpy() > 0.5
-    lost = np.nan_to_num(ts[f"{site}.p_lost_mw"].to_numpy(float))
+    lost_raw = ts[f"{site}.p_lost_mw"].to_numpy(float)  # NaN: no reading (reported as unknown, not as 0 MW)
+    lost = np.nan_to_num(lost_raw)
     tripped = ~on  # a transfer; PERC1's frequency trip leaves in_service at 1
     trips = (int(last_value(ts[f"{site}.n_trips"]) or 0) if inp.col(site, "n_trips") else
              int(np.sum(np.diff(on.astype(int)) == -1) + (not on[0])))
@@ -57,9 +58,10 @@ def site_kpis(inp: KpiInput, site: str) -> dict[str, Any]:
     backup = tripped | (lost > 0)  # also a share PERC1 ceased (ours, or a native one's fed back)
     if not backup.any():
         return out
-    out.update({"lost_max_mw": finite(np.max(lost)),
+    known = np.isfinite(lost_raw)
+    out.update({"lost_max_mw": finite(np.max(lost_raw[known])) if known.any() else None,
                 "backup_s": finite(last_value(ts[f"{site}.t_backup_s"])) if inp.col(site, "t_backup_s") else
-                finite(int(backup.sum()) * inp.dt_h * 3600.0), "returned": bool(on[-1] and not lost[-1] > 0)})
+                finite(int(backup.sum()) * inp.dt_h * 3600.0), "returned": bool(on[-1] and not lost_raw[-1] > 0) if known[-1] else None})
     for attr, key in (("p_ups_mw", "ups_mwh"), ("p_genset_mw", "genset_mwh"), ("p_unserved_mw", "unserved_mwh"),
                       ("p_recharge_mw", "recharge_mwh")):
         if inp.col(site, attr):
@@ -68,7 +70,7 @@ def site_kpis(inp: KpiInput, site: str) -> dict[str, Any]:
         return out
     first = int(np.flatnonzero(tripped)[0])
     out.update({"first_trip_s": finite((ts.index[first] - ts.index[0]).total_seconds()),
-                "lost_mw": finite(lost[first])})
+                "lost_mw": finite(lost_raw[first])})
     volts = _voltage_columns(ts.columns, inp.roles)
     if volts and first > 0:
         v = ts[volts].to_numpy(float)

@@ -54,6 +54,18 @@ def test_load_loss_block_reports_mw_lost_duration_energy_and_overvoltage():
     assert quiet["load_loss"]["ups"] == {"n_trips": 0}
 
 
+def test_load_loss_reports_a_missing_reading_as_unknown_not_as_zero():
+    """A step without a p_lost_mw reading (NaN) is not 0 MW lost: the trip's loss, the largest loss and
+    whether the site came back are unknown where the readings are."""
+    on = np.array([True] * 3 + [False] * 4 + [True] * 3)
+    lost = np.array([0.0] * 3 + [np.nan, 150.0, 200.0, 180.0] + [0.0] * 2 + [np.nan])
+    out = kpis.compute(_series(10, **{"ups.in_service": on, "ups.p_lost_mw": lost}), 0.1, ROLES)["load_loss"]["ups"]
+    assert out["lost_mw"] is None and out["lost_max_mw"] == 200.0 and out["returned"] is None
+    lost[-1] = 0.0
+    out = kpis.compute(_series(10, **{"ups.in_service": on, "ups.p_lost_mw": lost}), 0.1, ROLES)["load_loss"]["ups"]
+    assert out["returned"] is True
+
+
 def _ride_through_series(perc1: dict | None, f_of_k, grid_share_of_k=None, n: int = 100) -> pd.DataFrame:
     """The outputs of a 100 MW RideThrough stepped at 0.1 s, as the recorder writes them."""
     from cosim.adapters.ride_through import RideThrough, RideThroughParams
