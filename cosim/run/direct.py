@@ -276,7 +276,7 @@ class DirectEngine:
         if t is None:
             return None
         self._next_time = _STALE  # (also when a step below raises)
-        if self.blocks is not None and t >= self.blocks.stop:
+        if self.blocks is not None and t >= self.blocks.stop_ticks:
             self.blocks.fill(t)
         for sim in self.order:
             if sim.next_t == t:
@@ -636,8 +636,8 @@ class _Blocks:
         self.queues: dict[str, collections.deque] = {sim.sid: collections.deque() for sim in sims}
         scn = engine.scn
         self.step_ticks = {sim.sid: max(1, scn.ticks(scn.sim_step_s(sim.sid))) for sim in sims}
-        self.span = BLOCK_STEPS * min(self.step_ticks.values())
-        self.stop: float = 0  # the blocks stepped reach up to here [ticks]; DirectEngine.step fills the next
+        self.span_ticks = BLOCK_STEPS * min(self.step_ticks.values())
+        self.stop_ticks: float = 0  # the blocks stepped reach up to here [ticks]; DirectEngine.step fills the next
         if served:
             for sim in sims:
                 sim.feed = self
@@ -671,7 +671,7 @@ class _Blocks:
         """Step the stand-ins through their times in ``[t, t + span)``, one after the other, and
         (hinted only) hand each simulator that takes the hint the inputs of its steps up to there."""
         engine = self.engine
-        stop = t + self.span
+        stop = t + self.span_ticks
         failed = False
         with warnings.catch_warnings():
             if not self.served:
@@ -696,7 +696,7 @@ class _Blocks:
                 self._look_ahead(sim.obj, twin, sim.next_t, stop)
         for twin in self.twins:  # after all: a twin's readers come after it
             self._prune(twin, stop)
-        self.stop = math.inf if failed else stop  # after a failure: no further block
+        self.stop_ticks = math.inf if failed else stop  # after a failure: no further block
 
     def _look_ahead(self, obj: Any, twin: _Twin, first: int, stop: int) -> dict[int, dict[str, dict[str, Any]]]:
         """Hand ``obj`` (when it takes the hint) the inputs ``twin`` reads at its steps from
