@@ -25,6 +25,7 @@ import gc
 import math
 import numbers
 import time
+import weakref
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -86,6 +87,8 @@ class Session:
                 self.engine.start(built)
                 self.engine.run_blocks(served=False)  # hints only: exact under any later set() or get()
             self._frozen = freeze_heap()
+            if self._frozen:  # a Session dropped without close() thaws the heap as it goes
+                self._thaw = weakref.finalize(self, gc.unfreeze)
         except BaseException as exc:  # the folder must not say "running" forever
             self._broken = exc
             self.close()
@@ -227,7 +230,7 @@ class Session:
             return self.result
         self._closed = True
         if self._frozen:
-            gc.unfreeze()
+            self._thaw()
         failure = None
         try:
             with blas.one_thread():

@@ -294,3 +294,16 @@ def test_the_heap_is_frozen_while_a_run_goes_and_thawed_after(toy_adapters, writ
         assert gc.get_freeze_count() > 0
     finally:
         gc.unfreeze()
+
+
+def test_a_session_dropped_without_close_thaws_the_heap(toy_adapters, write_scenario, tmp_path):
+    """The heap frozen while a Session runs is thawed when the Session goes, closed or not."""
+    import gc
+
+    gc.unfreeze()  # as in the test above: start thawed
+    session = Session(write_scenario(ramp_sink()), overrides={"scenario.engine": "direct"}, out_dir=tmp_path,
+                      report=False)
+    session.step()
+    assert gc.get_freeze_count() > 0
+    del session
+    assert gc.get_freeze_count() == 0
