@@ -44,7 +44,7 @@ import helics as h  # noqa: I001
 from cosim.errors import Problem, ScenarioError, few
 from cosim.run import blas, graph
 from cosim.run.runner import finish_run, open_run_folder
-from cosim.run.session import Session, finite_number, input_bounds
+from cosim.run.session import Session, finite_number, input_bounds, refused_inputs
 from cosim.run.stopping import STOP, RunStopped
 from cosim.sdk import CosimSim, Params, meta, model_meta
 from cosim.units import unit_of
@@ -182,6 +182,11 @@ def _links(items: Any, section: str, kind: str, known, scn: Scenario, problems: 
         if attr not in names:
             problems.append(Problem(f"{at}.attr", f"{eid} has no {kind} {attr!r}; its {kind}s: "
                                                   f"{few(list(names)) or 'none'}", name))
+            continue
+        refused = refused_inputs(scn, eid).get(attr) if section == "subscribe" else None
+        if refused:
+            problems.append(Problem(f"{at}.attr", f"{eid} takes no {attr} from outside: {refused}; subscribe to "
+                                                  f"another input", name))
             continue
         if section == "subscribe" and name in seen:
             problems.append(Problem(f"{at}.attr", "set by two subscriptions; keep one", name))

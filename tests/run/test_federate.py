@@ -27,6 +27,7 @@ import pytest
 h = pytest.importorskip("helics")
 
 from cosim.cli import main  # noqa: E402
+from cosim.errors import ScenarioError  # noqa: E402
 from cosim.run.federate import Exchange, FederationError, load_config, run_federate  # noqa: E402
 from cosim.run.session import Session  # noqa: E402
 from cosim.scenario import load_scenario  # noqa: E402
@@ -329,3 +330,15 @@ def test_mosaik_refuses_a_subscription_to_a_connected_input(tmp_path, capsys):
     assert str(path) in err and "subscribe[0].attr = 'campus.p_limit_mw': campus.p_limit_mw is fed by vctl" in err
     assert "--engine direct" in err
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_subscription_to_an_input_the_entity_refuses_is_named_before_the_run(tmp_path):
+    """A RideThrough with its own perc1 takes no PERC1 share from outside (CosimSim.refused_inputs): a
+    subscription to one is refused when the configuration is read, with why, not deep inside the run."""
+    scn = load_scenario(EXAMPLE.parents[1] / "scenarios" / "ieee13_fault_ride_through.toml", {})
+    path = tmp_path / "federate.toml"
+    path.write_text('[federate]\nbroker = "127.0.0.1:1"\n[[subscribe]]\nkey = "grid/share"\n'
+                    'attr = "ups.p_grid_connected_frac"\n')
+    with pytest.raises(ScenarioError) as caught:
+        load_config(path, scn)
+    assert "subscribe[0].attr" in str(caught.value) and "its own perc1" in str(caught.value)
