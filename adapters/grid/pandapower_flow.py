@@ -261,6 +261,10 @@ class PowerFlow:
             n = self._n_bus
             s_el = np.bincount(self._inj_bus, p_all, n + 1)[:n] + 1j * np.bincount(self._inj_bus, q_all, n + 1)[:n]
             sbus = self._s_const + s_el / self._base_mva
+        # Each call rebuilds the Jacobian's pattern and KLU's symbolic analysis (lightsim2grid 1.2: the
+        # algorithm classes keep them only when told nothing but Sbus changed, through a solver control
+        # that only its own LSGrid and batch classes set, not Python). LSGrid.ac_pf keeps them, but it
+        # solves its own admittance matrix, which differs from pandapower's in the last bits.
         try:
             ok = self._nr.solve(self._ybus, self._V, sbus, self._ref, self._slack_w, self._pv, self._pq,
                                 MAX_ITERATION, TOLERANCE_MVA)
@@ -559,7 +563,9 @@ def _load_kernels(lib_path: Path = Path(__file__).with_name("_kernels.so")):
     try:
         if not lib_path.is_file() or (source.is_file() and source.stat().st_mtime > lib_path.stat().st_mtime):
             return None
-        lib = ctypes.CDLL(str(lib_path))
+        # PyDLL: its calls keep the GIL (CDLL releases and retakes it around each call); the kernels
+        # are short and never call into Python, and the machine code run is the same
+        lib = ctypes.PyDLL(str(lib_path))
     except OSError:
         return None
     ptr, i64 = ctypes.c_void_p, ctypes.c_int64
@@ -693,7 +699,6 @@ class _Kernels:
             return ctypes.c_void_p(_address(array))
 
         n, n_br = flow._n_bus, flow._n_br
-        self.n = n
         n_el = sum(len(flow.p0[k]) for k in KINDS)
         self.p_all, self.q_all = np.zeros(n_el), np.zeros(n_el)
         self.sbus_buf = np.zeros(n, np.complex128)
@@ -708,6 +713,7 @@ class _Kernels:
         flow._loading_ext = np.ascontiguousarray(flow._loading_ext, dtype=float)
         self.vm, self.va, self.e = np.zeros(n), np.zeros(n), np.zeros(n, np.complex128)
         self.vc = np.zeros(n + n_rows, np.complex128)  # v, then the currents
+        self.v = self.vc[:n]  # (a view: results copies v out of it)
         self.mag = np.zeros(n + n_rows)
         self.loss_re = np.zeros(len(flow._loss_br))
         self.ref_s = np.zeros(len(flow._ref), np.complex128)
@@ -767,4 +773,4 @@ class _Kernels:
         flow.losses_mw, flow.p_import_mw, flow.q_import_mvar = self.totals.tolist()
         if self.summary is not None:
             flow.summary, flow.element_values = self.summary.tolist(), out
-        return self.vc[:self.n].copy()
+        return self.v.copy()
