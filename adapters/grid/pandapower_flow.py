@@ -94,6 +94,8 @@ class PowerFlow:
         self.p_import_mw = self.q_import_mvar = self.losses_mw = math.nan
         self._stale = True
         self._V: np.ndarray | None = None
+        #: the Newton solver was told that nothing but Sbus and V change from its last solve (:func:`_tell_solver`)
+        self._analysis_kept = False
         self._solved_once = False  # pandapower path: warm start from results
         self._options_set = False
         #: the per-step arithmetic in C (adapters/grid/_kernels.c) when built; same numbers as numpy
@@ -261,15 +263,16 @@ class PowerFlow:
             n = self._n_bus
             s_el = np.bincount(self._inj_bus, p_all, n + 1)[:n] + 1j * np.bincount(self._inj_bus, q_all, n + 1)[:n]
             sbus = self._s_const + s_el / self._base_mva
-        # Each call rebuilds the Jacobian's pattern and KLU's symbolic analysis (lightsim2grid 1.2: the
-        # algorithm classes keep them only when told nothing but Sbus changed, through a solver control
-        # that only its own LSGrid and batch classes set, not Python). LSGrid.ac_pf keeps them, but it
-        # solves its own admittance matrix, which differs from pandapower's in the last bits.
         try:
             ok = self._nr.solve(self._ybus, self._V, sbus, self._ref, self._slack_w, self._pv, self._pq,
                                 MAX_ITERATION, TOLERANCE_MVA)
         except Exception:  # lightsim2grid raises on singular Jacobians: a non-convergence too
             ok = False
+        if ok != self._analysis_kept and _KEEP_ANALYSIS:
+            # converged: the next solve changes only Sbus and the start V, so the solver keeps the Jacobian's
+            # pattern and KLU's analysis and refactors; not converged: both rebuilt next time, as at first
+            _tell_solver(self._nr, nothing_changed=ok)
+            self._analysis_kept = ok
         if not ok:
             return False
         vm, va = self._nr.get_Vm(), self._nr.get_Va()
@@ -367,7 +370,7 @@ class PowerFlow:
             for name, value in built["net"].items():
                 self.net[name] = copy.deepcopy(value)
         self._options_set = True
-        self._nr = NRSing_KLU()
+        self._nr, self._analysis_kept = NRSing_KLU(), False
         self._kernels = _Kernels.make(self)
         self._stale = False
 
@@ -407,7 +410,7 @@ class PowerFlow:
             weights[ref] = 1.0 / len(ref)
         self._slack_w = weights
         self._V = self._initial_voltages(ppci_loaded, v0)
-        self._nr = NRSing_KLU()
+        self._nr, self._analysis_kept = NRSing_KLU(), False
 
         lookup = net._pd2ppc_lookups["bus"]
         bus_map = lookup[net.bus.index.to_numpy()]
@@ -513,6 +516,43 @@ _MODEL_STATE = ("_V", "_vm_ext", "_loading_ext")
 _MODEL_NET_KEYS = ("_options", "_pd2ppc_lookups", "_is_elements", "_isolated_buses")
 
 _SWAP_LOCK = threading.Lock()
+
+#: lightsim2grid's Newton solver keeps the Jacobian's sparsity pattern and KLU's symbolic analysis from one solve
+#: to the next when its solver control (C++ ``AlgoControl``: 14 flags, all True from the constructor) says that
+#: nothing but Sbus and V changed: its own ``LSGrid`` and batch classes tell it so, but the Python classes of
+#: its algorithms have no method for it, so each call rebuilds both (~15-30 µs of a 33-bus step, ~3 ms of a
+#: 3,000-bus one). The control's place in the object, read from the headers of this version:
+#: ``(version, byte offset in the C++ object, size)``. Kept analysis, refactored Jacobian: the same numbers to
+#: the bit as rebuilt on every network tried (KLU refactors with the pivots its first factorization chose,
+#: which a fresh factorization chooses again while they stay the diagonal's: tests/adapters/test_grid_keep_analysis.py).
+_SOLVER_CONTROL = ("1.2.0", 144, 14)
+
+
+def _solver_control_address(nr: NRSing_KLU) -> int:
+    """Address of ``nr``'s solver control: pybind11 keeps the C++ object's address right after the Python
+    object's header (the simple layout of its instances)."""
+    return ctypes.c_void_p.from_address(id(nr) + object.__basicsize__).value + _SOLVER_CONTROL[1]
+
+
+def _tell_solver(nr, nothing_changed: bool) -> None:
+    """Set ``nr``'s solver control: nothing changed (keep the analysis) or everything did (rebuild it). Only
+    on lightsim2grid's own solver object (a wrapper, as a benchmark's recorder, is left alone)."""
+    if type(nr) is NRSing_KLU:
+        ctypes.memset(_solver_control_address(nr), 0 if nothing_changed else 1, _SOLVER_CONTROL[2])
+
+
+def _control_found() -> bool:
+    """The installed lightsim2grid is the version the control's place was read for, and a new solver holds
+    exactly its constructor's 14 True flags there; else (False) the analysis is rebuilt at every solve."""
+    import lightsim2grid
+    if lightsim2grid.__version__ != _SOLVER_CONTROL[0] or object.__basicsize__ != 16:
+        return False
+    nr = NRSing_KLU()
+    return ctypes.string_at(_solver_control_address(nr), _SOLVER_CONTROL[2]) == b"\x01" * _SOLVER_CONTROL[2]
+
+
+#: keep the solver's analysis between solves (:data:`_SOLVER_CONTROL`)
+_KEEP_ANALYSIS = _control_found()
 
 
 @contextmanager
