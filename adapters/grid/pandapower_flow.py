@@ -254,6 +254,17 @@ class PowerFlow:
             return self._solve_pandapower(p_mw, q_mvar)
         if self._stale:
             self._build()
+        if self._solve_newton(p_mw, q_mvar):
+            return True
+        if not self._analysis_kept:
+            return False
+        # KLU refactored with the pivots of its first factorization: the failure (no convergence, a NaN) may
+        # be theirs, so the same solve again from the same start with everything rebuilt, as it always was
+        _tell_solver(self._nr, nothing_changed=False)
+        self._analysis_kept = False
+        return self._solve_newton(p_mw, q_mvar)
+
+    def _solve_newton(self, p_mw: dict[str, np.ndarray], q_mvar: dict[str, np.ndarray]) -> bool:
         kernels = self._kernels if self.use_kernels else None
         if kernels is not None:
             sbus = kernels.sbus(p_mw, q_mvar)
@@ -263,11 +274,7 @@ class PowerFlow:
             n = self._n_bus
             s_el = np.bincount(self._inj_bus, p_all, n + 1)[:n] + 1j * np.bincount(self._inj_bus, q_all, n + 1)[:n]
             sbus = self._s_const + s_el / self._base_mva
-        try:
-            ok = self._nr.solve(self._ybus, self._V, sbus, self._ref, self._slack_w, self._pv, self._pq,
-                                MAX_ITERATION, TOLERANCE_MVA)
-        except Exception:  # lightsim2grid raises on singular Jacobians: a non-convergence too
-            ok = False
+        ok = self._newton(sbus)
         if ok != self._analysis_kept and _KEEP_ANALYSIS:
             # converged: the next solve changes only Sbus and the start V, so the solver keeps the Jacobian's
             # pattern and KLU's analysis and refactors; not converged: both rebuilt next time, as at first
@@ -288,6 +295,14 @@ class PowerFlow:
         self._V, self._sbus = v, sbus
         self._results(v, sbus)
         return True
+
+    def _newton(self, sbus: np.ndarray) -> bool:
+        """lightsim2grid's Newton solve from the last converged voltages (``self._V`` is left as it is)."""
+        try:
+            return bool(self._nr.solve(self._ybus, self._V, sbus, self._ref, self._slack_w, self._pv, self._pq,
+                                       MAX_ITERATION, TOLERANCE_MVA))
+        except Exception:  # lightsim2grid raises on singular Jacobians: a non-convergence too
+            return False
 
     def _results(self, v: np.ndarray, sbus: np.ndarray) -> None:
         # the solved values go into buffers one longer than needed: the last entry (NaN / 0)
