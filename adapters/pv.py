@@ -290,7 +290,7 @@ class _GeometryAhead:
 
     @staticmethod
     def _key(plant: PvPlant, step_s: float, n_steps: int) -> tuple:
-        return plant.p.model_dump_json(), float(step_s), int(n_steps)
+        return type(plant), plant.p.model_dump_json(), float(step_s), int(n_steps)
 
     def get(self, plant: PvPlant, step_s: float, n_steps: int, first: pd.Timestamp):
         """``(column names, rows)`` of the run from ``first``, or None when not prepared."""
