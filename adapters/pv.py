@@ -278,15 +278,17 @@ class _GeometryAhead:
     bit, as a run's own call gives: every function of the geometry works time by time (sun
     position, angles, extraterrestrial radiation, air mass, incidence modifier), so a time's row
     does not depend on the times around it (tests/adapters/test_pv.py checks every start day of
-    rl_site's window, both mountings). One call covers at most :data:`MAX_ROWS` times, and a
-    start more than a run's length after the previous run's end begins a call of its own.
+    rl_site's window, both mountings). A start more than a run's length after the previous run's
+    end begins a call of its own; the calls for one plant, step and run length cover at most
+    :data:`MAX_ROWS` times in all (the starts beyond are left to compute their own).
     """
 
-    MAX_ROWS = 200_000  # times of one call (at 5-minute steps, 694 days; ~16 MiB)
+    MAX_ROWS = 200_000  # times kept per plant, step and run length (at 5-minute steps, 694 days; ~16 MiB)
     MAX_KEYS = 8  # plants, steps and run lengths kept (the least recently used dropped)
 
     def __init__(self):
         self._runs: OrderedDict[tuple, dict[int, tuple[list[str], np.ndarray]]] = OrderedDict()
+        self._n_rows: dict[tuple, int] = {}  # times computed per key
 
     @staticmethod
     def _key(plant: PvPlant, step_s: float, n_steps: int) -> tuple:
@@ -307,18 +309,23 @@ class _GeometryAhead:
         runs = self._runs.setdefault(key, {})
         self._runs.move_to_end(key)
         while len(self._runs) > self.MAX_KEYS:
-            self._runs.popitem(last=False)
+            self._n_rows.pop(self._runs.popitem(last=False)[0], None)
         step_ns = pd.Timedelta(seconds=step_s).value
         stamps = {first.value: first for first in firsts}
         todo = sorted(set(stamps) - set(runs))
+        room = self.MAX_ROWS - self._n_rows.get(key, 0)
         while todo:
             base, group = todo[0], [todo[0]]
             for value in todo[1:]:
                 offset, gap = divmod(value - base, step_ns)
-                if gap or offset + n_steps > self.MAX_ROWS or value - group[-1] > 2 * n_steps * step_ns:
+                if gap or offset + n_steps > room or value - group[-1] > 2 * n_steps * step_ns:
                     break
                 group.append(value)
             total = (group[-1] - base) // step_ns + n_steps
+            if total > room:
+                return
+            room -= total
+            self._n_rows[key] = self.MAX_ROWS - room
             frame = plant.geometry(_times(stamps[base], total, step_s))
             rows = frame.to_numpy(dtype=float)
             rows.setflags(write=False)

@@ -291,3 +291,19 @@ def test_a_start_off_the_prepared_grid_computes_its_own_geometry(monkeypatch):
     monkeypatch.setattr(pv, "GEOMETRY_AHEAD", pv._GeometryAhead())
     np.testing.assert_array_equal(got, _geometry_rows(params, off))
     assert not np.array_equal(got, _geometry_rows(params, "2024-06-04T04:00:00+00:00"))
+
+
+def test_the_geometry_prepared_is_bounded(monkeypatch):
+    """At most ``MAX_ROWS`` times are prepared per plant, step and run length: the start days beyond
+    compute their own geometry."""
+    from cosim.adapters import pv
+
+    ahead = pv._GeometryAhead()
+    ahead.MAX_ROWS = 10 * 288
+    monkeypatch.setattr(pv, "GEOMETRY_AHEAD", ahead)
+    params = dict(**SITE, p_dc_mw=2.4, p_ac_mw=2.0)
+    window = [f"{day:%Y-%m-%d}T04:00:00+00:00" for day in pd.date_range("2024-06-03", "2024-06-30")]
+    _geometry_rows(params, window[0], window)
+    plant, first = PvPlant(PvPlantParams(**params)), pd.Timestamp("2024-06-03T04:02:30Z")
+    kept = [ahead.get(plant, 300, 288, first + pd.Timedelta(days=d)) is not None for d in range(len(window))]
+    assert kept == [True] * 10 + [False] * (len(window) - 10)
