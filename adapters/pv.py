@@ -37,6 +37,8 @@ Example ``[entities]`` entry::
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
+from datetime import datetime
 from typing import Any, Literal
 
 import numpy as np
@@ -258,6 +260,85 @@ class _Geometry:
         self.ahead: dict[int, tuple[tuple, tuple[float, ...]]] = {}
 
 
+def _first_time(start_utc, step_s: float) -> pd.Timestamp:
+    """The middle of a run's first step, where its geometry's first row places the sun."""
+    return pd.Timestamp(start_utc) + pd.Timedelta(seconds=step_s / 2.0)
+
+
+def _times(first: pd.Timestamp, n_steps: int, step_s: float) -> pd.DatetimeIndex:
+    return pd.date_range(first, periods=n_steps, freq=pd.Timedelta(seconds=step_s))
+
+
+class _GeometryAhead:
+    """Geometry rows of runs to come (:meth:`PvSim.prepare_starts`), shared by the PvSims of this
+    process: plant, step and run length -> {first time [ns]: (column names, rows)}.
+
+    The runs' times on one grid (start days a whole number of steps apart) are computed in one
+    :meth:`PvPlant.geometry` call and each run takes its slice. The rows are the same, to the
+    bit, as a run's own call gives: every function of the geometry works time by time (sun
+    position, angles, extraterrestrial radiation, air mass, incidence modifier), so a time's row
+    does not depend on the times around it (tests/adapters/test_pv.py checks every start day of
+    rl_site's window, both mountings). A start more than a run's length after the previous run's
+    end begins a call of its own; the calls for one plant, step and run length cover at most
+    :data:`MAX_ROWS` times in all (the starts beyond are left to compute their own).
+    """
+
+    MAX_ROWS = 200_000  # times kept per plant, step and run length (at 5-minute steps, 694 days; ~16 MiB)
+    MAX_KEYS = 8  # plants, steps and run lengths kept (the least recently used dropped)
+
+    def __init__(self):
+        self._runs: OrderedDict[tuple, dict[int, tuple[list[str], np.ndarray]]] = OrderedDict()
+        self._n_rows: dict[tuple, int] = {}  # times computed per key
+
+    @staticmethod
+    def _key(plant: PvPlant, step_s: float, n_steps: int) -> tuple:
+        return type(plant), plant.p.model_dump_json(), float(step_s), int(n_steps)
+
+    def get(self, plant: PvPlant, step_s: float, n_steps: int, first: pd.Timestamp):
+        """``(column names, rows)`` of the run from ``first``, or None when not prepared."""
+        key = self._key(plant, step_s, n_steps)
+        runs = self._runs.get(key)
+        if runs is None:
+            return None
+        self._runs.move_to_end(key)
+        return runs.get(first.value)
+
+    def prepare(self, plant: PvPlant, firsts: list[pd.Timestamp], step_s: float, n_steps: int) -> None:
+        """Compute the rows of the runs from each of ``firsts`` (that are not kept yet)."""
+        key = self._key(plant, step_s, n_steps)
+        runs = self._runs.setdefault(key, {})
+        self._runs.move_to_end(key)
+        while len(self._runs) > self.MAX_KEYS:
+            self._n_rows.pop(self._runs.popitem(last=False)[0], None)
+        step_ns = pd.Timedelta(seconds=step_s).value
+        stamps = {first.value: first for first in firsts}
+        todo = sorted(set(stamps) - set(runs))
+        room = self.MAX_ROWS - self._n_rows.get(key, 0)
+        while todo:
+            base, group = todo[0], [todo[0]]
+            for value in todo[1:]:
+                offset, gap = divmod(value - base, step_ns)
+                if gap or offset + n_steps > room or value - group[-1] > 2 * n_steps * step_ns:
+                    break
+                group.append(value)
+            total = (group[-1] - base) // step_ns + n_steps
+            if total > room:
+                return
+            room -= total
+            self._n_rows[key] = self.MAX_ROWS - room
+            frame = plant.geometry(_times(stamps[base], total, step_s))
+            rows = frame.to_numpy(dtype=float)
+            rows.setflags(write=False)
+            for value in group:
+                offset = (value - base) // step_ns
+                runs[value] = (list(frame.columns), rows[offset:offset + n_steps])
+            todo = todo[len(group):]
+
+
+#: The geometry prepared for runs to come, shared by every PvSim of this process.
+GEOMETRY_AHEAD = _GeometryAhead()
+
+
 class PvSim(SingleModelSim):
     """PV plants (model ``PvPlant``) driven by weather inputs."""
 
@@ -285,6 +366,19 @@ class PvSim(SingleModelSim):
         """The geometry is that of the run's times: it depends on the start, not on the seed."""
         return frozenset({"start_utc", "duration_s"}) if type(self) is PvSim else None
 
+    def prepare_starts(self, starts_utc: list[datetime]) -> None:
+        """Each plant's geometry for runs of this length starting at ``starts_utc``, in as few
+        pvlib calls as the start days allow (:class:`_GeometryAhead`): a run built later for one
+        of them takes its rows from there instead of computing them."""
+        n_steps = self._n_run_steps()
+        for geo in self.entities.values():
+            GEOMETRY_AHEAD.prepare(geo.plant, [_first_time(s, self.step_s) for s in starts_utc], self.step_s,
+                                   n_steps)
+
+    def _n_run_steps(self) -> int:
+        """Steps of the run (the last one possibly cut short by its end)."""
+        return -(-self.duration_s * self.ticks_per_s // self.step_ticks)
+
     def _step_index(self, geo: _Geometry) -> int:
         """This step's index (exact), with the run's geometry computed on first use."""
         k = self.time_ticks // self.step_ticks
@@ -294,11 +388,14 @@ class PvSim(SingleModelSim):
     def _compute_geometry(self, geo: _Geometry, k: int) -> None:
         """The run's geometry (all steps, at least to step ``k``), unless computed already."""
         if k >= len(geo.rows):  # first step (or, defensively, one past the scenario's end)
-            n_steps = max(-(-self.duration_s * self.ticks_per_s // self.step_ticks), k + 1)
-            times = pd.date_range(self.utc(0) + pd.Timedelta(seconds=self.step_s / 2.0), periods=n_steps,
-                                  freq=pd.Timedelta(seconds=self.step_s))
-            frame = geo.plant.geometry(times)
-            geo.names, geo.rows = list(frame.columns), frame.to_numpy(dtype=float)
+            n_steps = max(self._n_run_steps(), k + 1)
+            first = _first_time(self.utc(0), self.step_s)
+            prepared = GEOMETRY_AHEAD.get(geo.plant, self.step_s, n_steps, first)
+            if prepared is not None:
+                geo.names, geo.rows = list(prepared[0]), prepared[1]
+            else:
+                frame = geo.plant.geometry(_times(first, n_steps, self.step_s))
+                geo.names, geo.rows = list(frame.columns), frame.to_numpy(dtype=float)
 
     def _geometry_row(self, geo: _Geometry, time_s: float) -> dict[str, float]:
         """Geometry at the middle of the step starting at ``time_s`` (the run's computed on first use)."""

@@ -22,6 +22,7 @@ hourly file covers its whole hour). Naive timestamps are UTC unless ``tz`` says 
 from __future__ import annotations
 
 import calendar
+import copy
 import functools
 import math
 import warnings
@@ -191,6 +192,43 @@ def _read_table_cached(path: str, mtime_ns: int, size: int, time_column: str, tz
     return times, frame
 
 
+def read_columns(path: Path, columns: dict[str, str | ColumnSpec], options: SeriesOptions):
+    """The mapped columns of a data file, converted (cached, as :func:`read_table`).
+
+    The arrays are shared by every series of the same file and mapping (a gym's resets build
+    one per episode) and are read-only.
+
+    Returns:
+        ``(times_s, values, gaps)``: UTC epoch seconds [s], one column per output in the units
+        of its name, and per source column the data rows with no value.
+
+    Raises:
+        DataError: the file cannot be read, or lacks a column.
+    """
+    path = Path(path).resolve()
+    stat = path.stat()
+    mapping = tuple((attr, source_column(spec), *conversion(attr, spec)) for attr, spec in columns.items())
+    return _read_columns_cached(str(path), stat.st_mtime_ns, stat.st_size, options.time_column, options.tz,
+                                options.interpolation, mapping)
+
+
+@functools.lru_cache(maxsize=32)
+def _read_columns_cached(path: str, mtime_ns: int, size: int, time_column: str, tz: str | None,
+                         interpolation: str, mapping: tuple[tuple[str, str, float, float], ...]):
+    times, frame = _read_table_cached(path, mtime_ns, size, time_column, tz)
+    missing = [source for _, source, _, _ in mapping if source not in frame.columns]
+    if missing:
+        raise DataError(f"{Path(path).name}: no column {', '.join(map(repr, missing))}; available: "
+                        f"{_quote_names(frame.columns, 20)}")
+    gaps = {source: np.flatnonzero(pd.to_numeric(frame[source], errors="coerce").isna())
+            for _, source, _, _ in mapping}
+    values = np.column_stack([_numeric(frame, source, interpolation, times) * scale + offset
+                              for _, source, scale, offset in mapping])
+    for array in (values, *gaps.values()):
+        array.setflags(write=False)
+    return times, values, gaps
+
+
 def _quote(value: object, limit: int = 40) -> str:
     """At most ``limit`` characters of something read from a file (which may not be data at all)."""
     text = str(value)
@@ -294,29 +332,26 @@ class TimeSeries:
     def __init__(self, path: Path, columns: dict[str, str | ColumnSpec], options: SeriesOptions):
         self.path = Path(path)
         self.options = options
-        times, frame = read_table(self.path, options.time_column, options.tz)
-        missing = [source_column(s) for s in columns.values() if source_column(s) not in frame.columns]
-        if missing:
-            raise DataError(
-                f"{self.path.name}: no column {', '.join(map(repr, missing))}; available: "
-                f"{_quote_names(frame.columns, 20)}"
-            )
+        times, values, gaps = read_columns(self.path, columns, options)
         self.names = list(columns)
-        arrays = []
         #: source column -> data rows with no value (filled by _numeric: held or bridged)
-        self.gaps = {source_column(s): np.flatnonzero(pd.to_numeric(frame[source_column(s)], errors="coerce").isna())
-                     for s in columns.values()}
-        for attr, spec in columns.items():
-            scale, offset = conversion(attr, spec)
-            arrays.append(_numeric(frame, source_column(spec), options.interpolation, times) * scale + offset)
+        self.gaps = gaps
         self.times_s = times
-        self.values = np.column_stack(arrays)
+        self.values = values
         self._day_shifts: dict[float, float | None] = {}  # UTC day -> data time offset (_day_shift)
         self.start_s = float(times[0])
         self.end_s = float(times[-1] + (times[-1] - times[-2]))  # the last row lasts one interval
         if options.repeat:  # close the period so linear wraps back to the first row
             self.times_s = np.append(times, self.end_s)
             self.values = np.vstack([self.values, self.values[:1]])
+
+    def __deepcopy__(self, memo: dict) -> "TimeSeries":
+        """A copy sharing the data (the arrays are not written after ``__init__``): a gym's set-up
+        copies of a signals simulator (:mod:`cosim.gym.snapshot`) do not copy a year of rows each."""
+        clone = copy.copy(self)
+        clone._day_shifts = dict(self._day_shifts)
+        memo[id(self)] = clone
+        return clone
 
     # -- time mapping ---------------------------------------------------------------------
     def source_s(self, when: datetime) -> float:

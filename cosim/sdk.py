@@ -442,6 +442,12 @@ class CosimSim(mosaik_api_v3.Simulator):
         outside this object, e.g. a solver's engine or an FMU instance, or not checked)."""
         return None
 
+    def prepare_starts(self, starts_utc: list[datetime]) -> None:
+        """Runs of this scenario may later start at each of ``starts_utc`` (a gym's start days),
+        with this simulator's parameters: work that depends only on the start may be done for all
+        of them at once now, for the simulators those runs build, provided each gets the same
+        numbers as it would alone (default: nothing)."""
+
     def release(self, eid: str, attr: str) -> None:
         """Input ``attr`` of ``eid`` is no longer held from outside (``Session.set(..., None)``): an
         adapter that keeps the last value of an input it is not sent returns it to the scenario's

@@ -18,7 +18,7 @@ from typing import Any
 from cosim.gym import snapshot
 from cosim.gym.outputs import OutputReader
 from cosim.gym.rewards import RewardTerms
-from cosim.gym.spec import EpisodeSpec
+from cosim.gym.spec import EpisodeSpec, episode_starts
 from cosim.run.session import Session
 from cosim.scenario import Scenario
 
@@ -49,6 +49,7 @@ class Episode:
         self.record_s = scn.record_step_s
         self.duration_s = scn.scenario.duration_s
         self.terms = RewardTerms(scn)
+        self.starts = episode_starts(scn, spec)  # the start days its resets may draw
         self.session: Session | None = None
         self.t_s = 0
         self.n_decisions = 0
@@ -64,7 +65,7 @@ class Episode:
         kept = snapshot.kept_for(self.base)
         built = kept.take(scn)
         self.session = Session(scn, out_dir=self.out_dir, record=self.spec.record, report=self.report, built=built)
-        kept.keep(scn, self.session.engine, built)
+        kept.keep(scn, self.session.engine, built, self.starts)
         self.t_s = 0
         self.n_decisions = 0
         self.terms.reset()

@@ -19,6 +19,7 @@ from __future__ import annotations
 import copy
 import weakref
 from collections import OrderedDict
+from datetime import datetime
 from typing import Any
 
 from cosim.scenario import Scenario
@@ -56,6 +57,7 @@ class Kept:
         self._copies: dict[str, OrderedDict[tuple, Any]] = {}  # sim id -> the values set up under -> copy
         self._depends: dict[str, tuple[str, ...]] = {}  # sim id -> the arguments its set-up depends on
         self.n_taken = 0  # copies handed out (a figure for tests and benchmarks)
+        self._told: dict[str, set[datetime]] = {}  # sim id -> the starts prepare_starts was given
 
     def _key(self, sid: str, args: dict[str, Any]) -> tuple:
         return tuple(args[name] for name in self._depends[sid])
@@ -80,13 +82,21 @@ class Kept:
         self.n_taken += len(built)
         return built
 
-    def keep(self, scn: Scenario, engine: Any, built: dict[str, Any]) -> None:
+    def keep(self, scn: Scenario, engine: Any, built: dict[str, Any], starts: list[datetime] = ()) -> None:
         """Copy the simulators ``engine`` has just set up itself (not ``built``, not stepped yet)
-        that say a copy is a faithful start (``built_from()`` not None)."""
+        that say a copy is a faithful start (``built_from()`` not None); and tell each simulator
+        the ``starts`` the episodes to come may have that it was not told of yet
+        (``prepare_starts``: a start day not seen before then sets up faster)."""
         args = init_args(scn)
         for sim in engine.sims:
             if sim.sid in built or sim.sid not in scn.sims:
                 continue
+            told = self._told.setdefault(sim.sid, set())
+            new = [start for start in starts if start not in told]
+            prepare = getattr(sim.obj, "prepare_starts", None)  # (a CosimSim's; a plain mosaik sim has none)
+            if new and prepare is not None:
+                prepare(new)
+            told.update(new)
             built_from = getattr(sim.obj, "built_from", None)
             depends = built_from() if built_from is not None else None
             if depends is None:

@@ -541,3 +541,10 @@ def window_days(window: tuple[date, date]) -> list[date]:
     """Every start day of a window, first to last."""
     first, last = window
     return [first + timedelta(days=k) for k in range((last - first).days + 1)]
+
+
+def episode_starts(scn: Scenario, episode: EpisodeSpec) -> list[datetime]:
+    """The start times an env may reset to on its own or for evaluation: every day of the start
+    window and the held-out days (none when the section names neither)."""
+    days = [*(window_days(episode.start_window) if episode.start_window is not None else []), *episode.eval_starts]
+    return [start_utc(scn, day) for day in days]

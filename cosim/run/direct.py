@@ -503,7 +503,7 @@ def run_direct(scn: Scenario, run_dir: Path, progress: bool = True) -> Outcome:
     started_at = time.perf_counter()
     STOP.install()
     status, reason, error_type = "ok", None, None
-    frozen = False
+    frozen = None
     try:
         engine.start()
         engine.run_ahead()
@@ -527,8 +527,7 @@ def run_direct(scn: Scenario, run_dir: Path, progress: bool = True) -> Outcome:
         status, reason, error_type = "failed", f"{type(exc).__name__}: {exc}", type(exc).__name__
         _finalize_quietly(engine)
     finally:
-        if frozen:
-            gc.unfreeze()
+        thaw_heap(frozen)
         recorder_module.close_all(run_dir / "timeseries.parquet")
         STOP.restore()
     wall_s = time.perf_counter() - started_at
@@ -539,17 +538,34 @@ def run_direct(scn: Scenario, run_dir: Path, progress: bool = True) -> Outcome:
                    engine.ahead.describe() if engine.ahead is not None else None, error_type)
 
 
-def freeze_heap() -> bool:
+#: The token of the run of this process that froze the heap (:func:`freeze_heap`) and has not thawed it yet.
+_HEAP_HOLDER: object | None = None
+
+
+def freeze_heap() -> object | None:
     """Keep the objects alive now (the built models, data, libraries) out of the garbage
-    collector's full collections until :func:`gc.unfreeze` (``gc.freeze``): a full collection
+    collector's full collections until :func:`thaw_heap` (``gc.freeze``): a full collection
     walks the whole heap (~0.1 s with the showcase's models) and a long run makes one every few
-    simulated days. Collection only frees unreachable objects: results do not change. True when
-    frozen here (the caller thaws at its end); False when something else froze the heap already
-    (a pre-forking server, another run in this process), which is then left as it is."""
-    if gc.get_freeze_count():
-        return False
+    simulated days. Collection only frees unreachable objects: results do not change. A token
+    when frozen here (the caller thaws with it at its end); None when the heap is frozen already,
+    by another run of this process or by someone else (a pre-forking server), and then left as it
+    is. Another run's freeze is known by its token, without ``gc.get_freeze_count()``, which walks
+    every frozen object (~20 ms with a vector env's eight Sessions alive)."""
+    global _HEAP_HOLDER
+    if _HEAP_HOLDER is not None or gc.get_freeze_count():
+        return None
     gc.freeze()
-    return True
+    _HEAP_HOLDER = object()
+    return _HEAP_HOLDER
+
+
+def thaw_heap(token: object | None) -> None:
+    """Thaw the heap frozen by the run that holds ``token`` (:func:`freeze_heap`'s); nothing for
+    another token or None."""
+    global _HEAP_HOLDER
+    if token is not None and token is _HEAP_HOLDER:
+        _HEAP_HOLDER = None
+        gc.unfreeze()
 
 
 def block_sims(engine: DirectEngine, copied: bool = False) -> list[_Sim]:

@@ -21,7 +21,6 @@ for (:data:`cosim.run.stopping.STOP`) ended a step, ``"failed"`` when a simulato
 
 from __future__ import annotations
 
-import gc
 import math
 import numbers
 import time
@@ -34,7 +33,7 @@ from cosim import registry
 from cosim.errors import Problem, ScenarioError
 from cosim.run import blas, graph
 from cosim.run import recorder as recorder_module
-from cosim.run.direct import DirectEngine, freeze_heap
+from cosim.run.direct import DirectEngine, freeze_heap, thaw_heap
 from cosim.run.outcome import Outcome
 from cosim.run.runner import RunResult, finish_run, open_run_folder
 from cosim.run.runner import load_scenario
@@ -76,7 +75,7 @@ class Session:
         self._interrupted: str | None = None  # the exception that left the with block early
         self._bounds: dict[str, dict[str, tuple[float, float]]] = {}
         self._refused: dict[str, dict[str, str]] = {}  # inputs an entity refuses from outside, with why
-        self._frozen = False  # the heap kept from full garbage collections while it runs (freeze_heap)
+        self._frozen = None  # the heap kept from full garbage collections while it runs (freeze_heap's token)
         if record:
             graph.check_record(self.scn)
             self.folder, self._started = open_run_folder(self.scn, out_dir)
@@ -88,7 +87,7 @@ class Session:
                 self.engine.run_blocks(served=False)  # hints only: exact under any later set() or get()
             self._frozen = freeze_heap()
             if self._frozen:  # a Session dropped without close() thaws the heap as it goes
-                self._thaw = weakref.finalize(self, gc.unfreeze)
+                self._thaw = weakref.finalize(self, thaw_heap, self._frozen)
         except BaseException as exc:  # the folder must not say "running" forever
             self._broken = exc
             self.close()

@@ -237,3 +237,73 @@ def test_steps_evaluated_as_a_block_are_the_chain_of_each_step_bit_for_bit(track
                 want = {key: np.asarray(v)[0] for key, v in want.items()}
             assert [got[key] for key in keys] == [float(want[key]) for key in chain_keys], (month, k)
     assert n_lit > 500 and max(lengths) >= 8 and 1 in lengths, (n_lit, sorted(lengths))
+
+
+def _geometry_rows(params: dict, start: str, prepared: list[str] | None = None) -> np.ndarray:
+    """The geometry rows a one-day run of 5-minute steps from ``start`` sets up (``prepared``:
+    the starts it is told of first, as a gym tells it its start days)."""
+    sim = PvSim()
+    sim.init("pv", time_resolution=1.0, start_utc=start, step_s=300, duration_s=86_400, seed=1)
+    sim.create(1, "PvPlant", eid="pv", **params)
+    if prepared is not None:
+        sim.prepare_starts([pd.Timestamp(s).to_pydatetime() for s in prepared])
+    sim.setup_done()
+    return np.array(sim.entities["pv"].rows)
+
+
+@pytest.mark.parametrize("tracking", ["fixed", "single_axis"])
+def test_geometry_prepared_for_many_starts_is_each_runs_own_bit_for_bit(tracking, monkeypatch):
+    """``prepare_starts`` computes the geometry of every start day of rl_site's window (and its
+    held-out week, a call of its own: a week after the window) at once: a run on any of those days
+    must get the rows its own computation gives, to the bit."""
+    from cosim.adapters import pv
+
+    prepared, empty = pv._GeometryAhead(), pv._GeometryAhead()
+    params = dict(**SITE, p_dc_mw=2.4, p_ac_mw=2.0, tilt_deg=25.0, tracking=tracking)
+    window = [f"{day:%Y-%m-%d}T04:00:00+00:00" for day in pd.date_range("2024-06-03", "2024-07-28")]
+    held_out = [f"2024-08-{d:02d}T04:00:00+00:00" for d in range(5, 12)]
+    calls = []
+    geometry = PvPlant.geometry
+    monkeypatch.setattr(PvPlant, "geometry", lambda self, times: calls.append(len(times)) or geometry(self, times))
+    monkeypatch.setattr(pv, "GEOMETRY_AHEAD", prepared)
+    _geometry_rows(params, window[0], window + held_out)
+    assert sorted(calls) == [7 * 288, 56 * 288]  # the held-out week, the window (the run on its first day among them)
+    for start in window + held_out:
+        calls.clear()
+        monkeypatch.setattr(pv, "GEOMETRY_AHEAD", prepared)
+        got = _geometry_rows(params, start)
+        assert not calls  # taken from the prepared rows
+        monkeypatch.setattr(pv, "GEOMETRY_AHEAD", empty)
+        want = _geometry_rows(params, start)
+        assert calls == [288]  # its own
+        np.testing.assert_array_equal(got.view(np.uint64), want.view(np.uint64), err_msg=start)
+
+
+def test_a_start_off_the_prepared_grid_computes_its_own_geometry(monkeypatch):
+    """A start half a step off the prepared days, or a run of another length, is not served from them."""
+    from cosim.adapters import pv
+
+    monkeypatch.setattr(pv, "GEOMETRY_AHEAD", pv._GeometryAhead())
+    params = dict(**SITE, p_dc_mw=2.4, p_ac_mw=2.0)
+    _geometry_rows(params, "2024-06-03T04:00:00+00:00", ["2024-06-03T04:00:00+00:00", "2024-06-04T04:00:00+00:00"])
+    off = "2024-06-04T04:02:30+00:00"
+    got = _geometry_rows(params, off)
+    monkeypatch.setattr(pv, "GEOMETRY_AHEAD", pv._GeometryAhead())
+    np.testing.assert_array_equal(got, _geometry_rows(params, off))
+    assert not np.array_equal(got, _geometry_rows(params, "2024-06-04T04:00:00+00:00"))
+
+
+def test_the_geometry_prepared_is_bounded(monkeypatch):
+    """At most ``MAX_ROWS`` times are prepared per plant, step and run length: the start days beyond
+    compute their own geometry."""
+    from cosim.adapters import pv
+
+    ahead = pv._GeometryAhead()
+    ahead.MAX_ROWS = 10 * 288
+    monkeypatch.setattr(pv, "GEOMETRY_AHEAD", ahead)
+    params = dict(**SITE, p_dc_mw=2.4, p_ac_mw=2.0)
+    window = [f"{day:%Y-%m-%d}T04:00:00+00:00" for day in pd.date_range("2024-06-03", "2024-06-30")]
+    _geometry_rows(params, window[0], window)
+    plant, first = PvPlant(PvPlantParams(**params)), pd.Timestamp("2024-06-03T04:02:30Z")
+    kept = [ahead.get(plant, 300, 288, first + pd.Timedelta(days=d)) is not None for d in range(len(window))]
+    assert kept == [True] * 10 + [False] * (len(window) - 10)

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from cosim.sdk import ScenarioContext
-from cosim.adapters.signals import SignalsSim, SimParams, TimeSeries, read_table
+from cosim.adapters.signals import ColumnSpec, SignalsSim, SimParams, TimeSeries, read_table
 
 DATA = Path(__file__).resolve().parents[2] / "scenarios" / "data"
 SHARED = Path("/work/shared/data")
@@ -473,6 +473,7 @@ def test_forecast_in_one_pass_equals_lead_by_lead(series_kinds, tmp_path):
                                          "h": np.cos(np.arange(8760) / 3.0)}).to_csv(index=False), "nan.csv")
     for interpolation in ("linear", "hold"):
         with_nans = series(path, {"h_count": "h"}, interpolation=interpolation)
+        with_nans.values = with_nans.values.copy()  # (the file's are shared, read-only)
         with_nans.values[::5, 0] = np.nan  # every fifth row, and the last one, unknown
         with_nans.values[-1, 0] = np.nan
         kinds[f"nans {interpolation}"] = with_nans
@@ -489,3 +490,17 @@ def test_forecast_in_one_pass_equals_lead_by_lead(series_kinds, tmp_path):
             checked += n
     assert checked > 10_000
     assert sim.forecast("no_such_attr", utc(2023, 7, 15), 6, 3600) is None
+
+
+def test_series_of_one_file_share_its_read_only_rows(tmp_path):
+    """Two series of the same file and mapping (a gym's resets) share the converted rows, which no
+    one may write; a deep copy (a gym's set-up copy) shares them too; another mapping has its own."""
+    import copy
+
+    path = write(tmp_path, "time_utc,t\n2024-01-01T00:00:00Z,1.0\n2024-01-01T01:00:00Z,2.0\n")
+    first, again = series(path, {"t_dry_c": "t"}), series(path, {"t_dry_c": "t"})
+    assert again.values is first.values and copy.deepcopy(first).values is first.values
+    with pytest.raises(ValueError):
+        first.values[0, 0] = 5.0
+    scaled = series(path, {"t_dry_c": ColumnSpec(column="t", from_unit="K")})
+    assert scaled.values is not first.values and scaled.values[0, 0] == 1.0 - 273.15

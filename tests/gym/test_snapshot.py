@@ -143,3 +143,24 @@ def test_copies_share_the_kept_meta_and_it_is_a_fresh_init_s():
     assert copied is not stored and copied.meta is stored.meta
     assert copied.meta == fresh_grid.meta and copied.meta is not fresh_grid.meta
     assert copied.meta is not type(copied).META  # its own copy from init, not the class's
+
+
+def test_each_simulator_is_told_the_start_days_once(monkeypatch):
+    """The first reset tells every simulator it built the env's start days (the window's 56 and
+    the 7 held-out ones, ``prepare_starts``); a later reset tells none again."""
+    from cosim.sdk import CosimSim
+    from cosim.adapters.pv import PvSim
+
+    told = []
+    for cls in (CosimSim, PvSim):
+        monkeypatch.setattr(cls, "prepare_starts", lambda self, starts: told.append((self.sid, len(starts))))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        env = CosimEnv(load_direct(SITE, TWO_HOURS), guards=False)
+        env.reset(seed=1, options={"start": "2024-06-10"})
+        first = sorted(told)
+        env.reset(seed=2, options={"start": "2024-07-02"})
+        env.close()
+    assert first == sorted((sid, 56 + 7) for sid in ("weather", "carbon", "tariff", "dc", "solar", "storage", "ctl",
+                                                     "grid"))
+    assert sorted(told) == first

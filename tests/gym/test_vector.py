@@ -56,3 +56,29 @@ def test_copies_match_lone_envs_across_autoreset():
 def test_no_copies_is_refused():
     with pytest.raises(ValueError, match="n_envs"):
         make_vector_env(SITE, 0)
+
+
+def test_a_vector_step_sets_the_blas_limit_once(monkeypatch):
+    """A step of all the copies holds one BLAS thread throughout: the limit is set once, not at every
+    scenario step of every copy (a plain SyncVectorEnv over the same copies sets it at each)."""
+    from gymnasium.vector import AutoresetMode, SyncVectorEnv
+
+    from cosim.run import blas
+
+    set_limits = []
+    limit = blas._limit
+    monkeypatch.setattr(blas, "_limit", lambda: set_limits.append(1) or limit())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        envs = make_vector_env(SITE, 2, ONE_HOUR)
+        envs.reset(seed=3)
+        set_limits.clear()
+        envs.step(envs.action_space.sample())
+        assert len(set_limits) == 1
+        plain = SyncVectorEnv(envs.env_fns, autoreset_mode=AutoresetMode.NEXT_STEP)
+        plain.reset(seed=3)
+        set_limits.clear()
+        plain.step(plain.action_space.sample())
+        assert len(set_limits) >= 2 * 3  # each copy's three scenario steps
+        plain.close()
+        envs.close()

@@ -275,7 +275,8 @@ def test_the_heap_is_frozen_while_a_run_goes_and_thawed_after(toy_adapters, writ
     from cosim.run import direct
 
     path = write_scenario(ramp_sink())
-    gc.unfreeze()  # a Session another test of this worker process left open froze the heap: start thawed
+    direct.thaw_heap(direct._HEAP_HOLDER)  # a Session another test of this worker process left open froze the
+    gc.unfreeze()  # heap: start thawed
     assert gc.get_freeze_count() == 0
     with Session(path, overrides={"scenario.engine": "direct"}, out_dir=tmp_path, report=False) as session:
         assert gc.get_freeze_count() > 0
@@ -296,11 +297,42 @@ def test_the_heap_is_frozen_while_a_run_goes_and_thawed_after(toy_adapters, writ
         gc.unfreeze()
 
 
+def test_a_second_session_leaves_the_first_ones_freeze_without_counting_it(toy_adapters, write_scenario, tmp_path,
+                                                                           monkeypatch):
+    """While one Session holds the heap frozen, another (a vector env's copies) neither freezes it nor
+    asks ``gc.get_freeze_count()`` (a walk over every frozen object); the first one's close thaws it, the
+    second one's does not touch it."""
+    import gc
+
+    from cosim.run import direct
+
+    direct.thaw_heap(direct._HEAP_HOLDER)  # as in the tests above: start thawed
+    gc.unfreeze()
+    path = write_scenario(ramp_sink())
+    first = Session(path, overrides={"scenario.engine": "direct"}, out_dir=tmp_path, report=False)
+    counted = []
+    count = gc.get_freeze_count
+    monkeypatch.setattr(gc, "get_freeze_count", lambda: counted.append(1) or count())
+    second = Session(path, overrides={"scenario.engine": "direct"}, out_dir=tmp_path, report=False)
+    assert not counted and first._frozen and not second._frozen
+    first.close()
+    assert count() == 0
+    gc.freeze()  # someone else's freeze now: the second Session's close leaves it
+    try:
+        second.close()
+        assert count() > 0
+    finally:
+        gc.unfreeze()
+
+
 def test_a_session_dropped_without_close_thaws_the_heap(toy_adapters, write_scenario, tmp_path):
     """The heap frozen while a Session runs is thawed when the Session goes, closed or not."""
     import gc
 
-    gc.unfreeze()  # as in the test above: start thawed
+    from cosim.run import direct
+
+    direct.thaw_heap(direct._HEAP_HOLDER)  # as in the test above: start thawed
+    gc.unfreeze()
     session = Session(write_scenario(ramp_sink()), overrides={"scenario.engine": "direct"}, out_dir=tmp_path,
                       report=False)
     session.step()
