@@ -106,17 +106,14 @@ import numpy as np
 from cosim import grid_models
 from cosim.adapters.grid.backend import GridBackend, opendss_circuit_info, opendss_grid_outputs
 from cosim.adapters.grid.checks import (
-    default_rating_warnings,
     opendss_entity_problems,
     pandapower_entity_problems,
-    placeholder_rating_warnings,
-    unknown_trip_lines,
+    sim_problems,
 )
 from cosim.adapters.grid.opendss_faults import (
     FaultSchedule,
     PHASE_OUTPUTS,
     bus_phase_voltages,
-    fault_problems,
     phase_outputs,
 )
 from cosim.adapters.grid.opendss_flow import OpenDssFlow, compile_circuit, new_engine, sanitise as dss_sanitise
@@ -129,7 +126,6 @@ from cosim.adapters.grid.pandapower_tables import (
     SERVED_ATTR,
     element_ids,
     locate_in,
-    slack_problems,
 )
 from cosim.adapters.grid.params import ElementParams, SimParams
 from cosim.adapters.grid.voltage_band import band_stats, band_stats_one, nan_extremes
@@ -210,41 +206,9 @@ class GridSim(CosimSim):
     def check(cls, sim_params: SimParams, ctx: ScenarioContext) -> list[str]:
         try:
             cls.meta_for(sim_params)
-            if sim_params.engine == "opendss":
-                info = opendss_circuit_info(grid_models.dss_file(sim_params.network))
-                regs = {r.lower() for r in info.regs}
-                unknown = [k for k in sim_params.tap_positions if k.lower() not in regs]
-                if unknown:
-                    return [f"tap_positions: unknown regulator(s) {unknown}; this circuit's RegControls: "
-                            f"{', '.join(info.regs) or 'none'}"]
-                if sim_params.tap_positions and sim_params.regulators != "fixed":
-                    return ['tap_positions apply with regulators = "fixed"; set it, or drop tap_positions']
-                faulty = fault_problems(list(sim_params.faults), info.buses, info.bus_phases, ctx.step_s)
-                if faulty:
-                    return faulty
-                known = info.buses
-            else:
-                net = grid_models.load_network(sim_params.network, copy=False, **sim_params.network_params)
-                no_source = slack_problems(net, sim_params.network)
-                if no_source:
-                    return no_source
-                known = [str(n) for n in net.bus.name] if "name" in net.bus else []
-                known += [str(i) for i in net.bus.index]
-            unknown = [b for b in sim_params.exclude_buses or ()
-                       if b.lower() not in {k.lower() for k in known} and dss_sanitise(b) not in
-                       {dss_sanitise(k) for k in known}]
-            if unknown:
-                return [f"exclude_buses: unknown bus(es) {unknown} in {sim_params.network} "
-                        f"(e.g. {', '.join(known[:8])})"]
-            problems = unknown_trip_lines(sim_params)
-            if problems:
-                return problems
-            if sim_params.engine == "opendss":
-                return default_rating_warnings(info, sim_params.network)
-            return placeholder_rating_warnings(net, sim_params.network)
+            return sim_problems(sim_params, ctx)
         except (ValueError, TypeError, OSError) as exc:
             return [f"network {sim_params.network!r}: {exc}"]
-        return []
 
     @classmethod
     def check_entity(cls, model: str, params: ElementParams | None, ctx: ScenarioContext,
