@@ -87,8 +87,8 @@ from cosim.units import DIMENSIONLESS, UNIT_SUFFIXES, has_unit_suffix, unit_of
 
 __all__ = ["CosimSim", "DataFile", "DIMENSIONLESS", "EndRun", "INPUT_RANGES", "NoParams", "meta", "POWER_ATTR",
            "Params", "PowerFlowNotConverged", "ROLES", "STRICT_PARAMS", "ScenarioContext", "SingleModelSim",
-           "TimeZone", "as_tuple", "UNIT_SUFFIXES", "has_unit_suffix", "model_meta", "parse_utc", "sanitise", "sum_inputs",
-           "ticks_per_s", "to_ticks", "unit_of", "unit_range"]
+           "TimeZone", "as_tuple", "UNIT_SUFFIXES", "has_unit_suffix", "model_meta", "parse_utc", "sanitise",
+           "sum_inputs", "ticks_per_s", "to_ticks", "unit_of", "unit_range"]
 
 
 #: Folders whose files are devices or the system's own state, never data.
