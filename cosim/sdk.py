@@ -69,6 +69,7 @@ from __future__ import annotations
 import copy
 import math
 import operator
+import re
 import zlib
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -86,8 +87,8 @@ from cosim.units import DIMENSIONLESS, UNIT_SUFFIXES, has_unit_suffix, unit_of
 
 __all__ = ["CosimSim", "DataFile", "DIMENSIONLESS", "EndRun", "INPUT_RANGES", "NoParams", "meta", "POWER_ATTR",
            "Params", "PowerFlowNotConverged", "ROLES", "STRICT_PARAMS", "ScenarioContext", "SingleModelSim",
-           "TimeZone", "as_tuple", "UNIT_SUFFIXES", "has_unit_suffix", "model_meta", "parse_utc", "sum_inputs",
-           "ticks_per_s", "to_ticks", "unit_of", "unit_range"]
+           "TimeZone", "as_tuple", "UNIT_SUFFIXES", "has_unit_suffix", "model_meta", "parse_utc", "sanitise",
+           "sum_inputs", "ticks_per_s", "to_ticks", "unit_of", "unit_range"]
 
 
 #: Folders whose files are devices or the system's own state, never data.
@@ -334,6 +335,14 @@ def unit_range(attr: str) -> tuple[float, float] | None:
     """The plausible range (:data:`INPUT_RANGES`) of input ``attr`` by its unit, or None. [unit of attr]"""
     unit = unit_of(attr)
     return None if unit is None else INPUT_RANGES.get(unit)
+
+
+def sanitise(name: Any) -> str:
+    """An element name as an attribute-safe id: lower case ``[a-z0-9_]``, or ``""``. The one rule of
+    every grid engine (pandapower, OpenDSS, ANDES), so that an element has one id on each."""
+    if name is None or (isinstance(name, float) and math.isnan(name)):
+        return ""
+    return re.sub(r"[^a-z0-9]+", "_", str(name).lower()).strip("_")
 
 
 def meta(models: dict[str, dict[str, Any]]) -> dict[str, Any]:

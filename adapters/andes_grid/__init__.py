@@ -12,9 +12,9 @@ The adapter ``andes_grid`` as a package (docs/development.md, "A simulator with 
   (``cosim model-record``).
 """
 
-from cosim.adapters.andes_grid.cases import CASES, case_info, case_path, find_bus, load_case, sanitise
+from cosim.adapters.andes_grid.cases import CASES, case_info, case_path, find_bus, load_case
 from cosim.adapters.andes_grid.params import LoadParams, SimParams, perc1_of
 from cosim.adapters.andes_grid.sim import AndesGridSim
 
 __all__ = ["CASES", "AndesGridSim", "LoadParams", "SimParams", "case_info", "case_path", "find_bus", "load_case",
-           "perc1_of", "sanitise"]
+           "perc1_of"]

@@ -255,11 +255,6 @@ def _key(idx: Any) -> str:
     return str(idx)
 
 
-def sanitise(name: Any) -> str:
-    """An ANDES idx as an attribute id: lower case, ``[a-z0-9_]``."""
-    return "".join(c if c.isalnum() else "_" for c in str(name).lower()).strip("_")
-
-
 def find_bus(case: str, bus: Any, dyr: str | None = None) -> str:
     """The bus idx (as text) of ``bus``, given as idx or name.
 

@@ -106,10 +106,9 @@ from cosim.adapters.andes_grid.cases import (
     load_case,
     machines,
     needs_dyr,
-    sanitise,
 )
 from cosim.adapters.andes_grid.params import LoadParams, SimParams, perc1_of
-from cosim.sdk import CosimSim, EndRun, Params, ScenarioContext, meta, model_meta, to_ticks
+from cosim.sdk import CosimSim, EndRun, Params, ScenarioContext, meta, model_meta, sanitise, to_ticks
 
 GRID_OUTPUTS = ("f_hz", "f_nadir_hz", "f_zenith_hz", "rocof_hz_s", "vm_min_pu", "vm_max_pu", "delta_spread_deg",
                 "p_load_mw", "p_gen_mw")
@@ -139,9 +138,8 @@ class AndesGridSim(CosimSim):
 
     @classmethod
     def meta_for(cls, sim_params: SimParams) -> dict[str, Any]:
-        info = case_info(sim_params.case, sim_params.dyr)
-        grid_out = [*GRID_OUTPUTS, *(f"gen_{sanitise(g)}_{a}" for g in info["gens"] for a in ("f_hz", "p_mw")),
-                    *(f"bus_{sanitise(b)}_vm_pu" for b in info["buses"])]
+        gen_attrs, bus_attrs = _element_outputs(case_info(sim_params.case, sim_params.dyr))
+        grid_out = [*GRID_OUTPUTS, *(a for pair in gen_attrs for a in pair), *bus_attrs]
         return meta({"Grid": model_meta(outputs=grid_out, params=Params, role="grid"),
                      "Load": model_meta(LOAD_INPUTS, LOAD_OUTPUTS, LoadParams, role="grid_element")})
 
@@ -216,6 +214,7 @@ class AndesGridSim(CosimSim):
         self.native_uid: dict[str, int] = {}
         self.system = load_case(p.case, p.dyr)
         self.info = case_info(p.case, p.dyr)
+        self._gen_attrs, self._bus_attrs = _element_outputs(self.info)
         self.dt_s = p.dt_s if p.dt_s is not None else default_dt_s(self.step_s)
         self.n_sub = max(1, round(self.step_s / self.dt_s))
         self.loads: dict[str, dict[str, Any]] = {}
@@ -382,9 +381,7 @@ class AndesGridSim(CosimSim):
         for eid, load in self.loads.items():
             self.out[eid] = {**dict.fromkeys(LOAD_OUTPUTS, math.nan), "p_mw": load["p_mw"], "q_mvar": load["q_mvar"]}
         if self.grid_eid is not None:
-            info = self.info
-            names = [*GRID_OUTPUTS, *(f"gen_{sanitise(g)}_{a}" for g in info["gens"] for a in ("f_hz", "p_mw")),
-                     *(f"bus_{sanitise(b)}_vm_pu" for b in info["buses"])]
+            names = [*GRID_OUTPUTS, *(a for pair in self._gen_attrs for a in pair), *self._bus_attrs]
             self.out[self.grid_eid] = dict.fromkeys(names, math.nan)
 
     def _outputs(self, vm_min: dict[str, float], rocof_hz_s: float) -> None:
@@ -414,9 +411,16 @@ class AndesGridSim(CosimSim):
                "rocof_hz_s": rocof_hz_s, "vm_min_pu": float(v.min()), "vm_max_pu": float(v.max()),
                "delta_spread_deg": float(delta.max() - delta.min()), "p_load_mw": p_load,
                "p_gen_mw": float(pe.sum()) * S_BASE_MVA}
-        for g, (m, i), pe_i in zip(self.info["gens"], self.machines, pe):
-            out[f"gen_{sanitise(g)}_f_hz"] = float(m.omega.v[i]) * f0
-            out[f"gen_{sanitise(g)}_p_mw"] = float(pe_i) * S_BASE_MVA
-        for b, vb in zip(self.info["buses"], v):
-            out[f"bus_{sanitise(b)}_vm_pu"] = float(vb)
+        for (f_attr, p_attr), (m, i), pe_i in zip(self._gen_attrs, self.machines, pe):
+            out[f_attr] = float(m.omega.v[i]) * f0
+            out[p_attr] = float(pe_i) * S_BASE_MVA
+        for attr, vb in zip(self._bus_attrs, v):
+            out[attr] = float(vb)
         self.out[self.grid_eid] = out
+
+
+def _element_outputs(info: dict[str, Any]) -> tuple[list[tuple[str, str]], list[str]]:
+    """The Grid's outputs of each machine (frequency, power) and each bus (voltage), named by the
+    case's ids under the id rule of every grid engine (:func:`cosim.sdk.sanitise`)."""
+    gens = [sanitise(g) for g in info["gens"]]
+    return [(f"gen_{g}_f_hz", f"gen_{g}_p_mw") for g in gens], [f"bus_{sanitise(b)}_vm_pu" for b in info["buses"]]

@@ -1,5 +1,6 @@
 """What the grid adapter finds in the network before a run starts: lines with placeholder or default
-ratings (warnings), and line trips, buses and loads the network does not have (problems)."""
+ratings (warnings), and line trips, buses and loads the network does not have (problems), every one
+at once."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pandas as pd
 
 from cosim import grid_models
 from cosim.adapters.grid.backend import opendss_circuit_info
+from cosim.adapters.grid.opendss_faults import fault_problems
 from cosim.adapters.grid.opendss_flow import sanitise as dss_sanitise, unknown_bus_message
 from cosim.adapters.grid.pandapower_tables import (
     MODEL_KIND,
@@ -20,14 +22,54 @@ from cosim.adapters.grid.pandapower_tables import (
     unsupplied_buses,
 )
 from cosim.adapters.grid.params import ElementParams, SimParams
+from cosim.sdk import ScenarioContext
 
 __all__ = ["PLACEHOLDER_MAX_I_KA", "default_rating_warnings", "opendss_entity_problems",
-           "pandapower_entity_problems", "placeholder_rating_warnings", "unknown_trip_lines"]
+           "pandapower_entity_problems", "placeholder_rating_warnings", "sim_problems", "unknown_trip_lines"]
 
 
 #: A line rating at or above this is a placeholder, not a conductor (the largest overhead
 #: transmission bundles carry ~5-10 kA). [kA]
 PLACEHOLDER_MAX_I_KA = 100.0
+
+
+def sim_problems(sim_params: SimParams, ctx: ScenarioContext) -> list[str]:
+    """Every problem of the sim's keys against its network, and the warnings on its ratings: all
+    groups at once, so that a user mends them in one go (each group reads the network on its own)."""
+    if sim_params.engine == "opendss":
+        info = opendss_circuit_info(grid_models.dss_file(sim_params.network))
+        found = [*_tap_problems(sim_params, info.regs),
+                 *fault_problems(list(sim_params.faults), info.buses, info.bus_phases, ctx.step_s)]
+        known = list(info.buses)
+        ratings = default_rating_warnings(info, sim_params.network)
+    else:
+        net = grid_models.load_network(sim_params.network, copy=False, **sim_params.network_params)
+        found = slack_problems(net, sim_params.network)
+        known = [str(n) for n in net.bus.name] if "name" in net.bus else []
+        known += [str(i) for i in net.bus.index]
+        ratings = placeholder_rating_warnings(net, sim_params.network)
+    return [*found, *_unknown_excluded_buses(sim_params, known), *unknown_trip_lines(sim_params), *ratings]
+
+
+def _tap_problems(sim_params: SimParams, regs: list[str]) -> list[str]:
+    """``tap_positions`` naming a regulator the circuit lacks, or given without fixed regulators."""
+    found = []
+    unknown = [k for k in sim_params.tap_positions if k.lower() not in {r.lower() for r in regs}]
+    if unknown:
+        found.append(f"tap_positions: unknown regulator(s) {unknown}; this circuit's RegControls: "
+                     f"{', '.join(regs) or 'none'}")
+    if sim_params.tap_positions and sim_params.regulators != "fixed":
+        found.append('tap_positions apply with regulators = "fixed"; set it, or drop tap_positions')
+    return found
+
+
+def _unknown_excluded_buses(sim_params: SimParams, known: list[str]) -> list[str]:
+    """``exclude_buses`` naming buses the network lacks (by name, any case, or sanitised id)."""
+    names, ids = {k.lower() for k in known}, {dss_sanitise(k) for k in known}
+    unknown = [b for b in sim_params.exclude_buses or () if b.lower() not in names and dss_sanitise(b) not in ids]
+    if not unknown:
+        return []
+    return [f"exclude_buses: unknown bus(es) {unknown} in {sim_params.network} (e.g. {', '.join(known[:8])})"]
 
 
 def placeholder_rating_warnings(net: Any, network: str) -> list[str]:

@@ -4,11 +4,12 @@ and running an OpenDSS scenario loads neither pandapower nor lightsim2grid."""
 
 from __future__ import annotations
 
-import math
 import re
 import warnings
 from pathlib import Path
 from typing import Any
+
+from cosim.sdk import sanitise  # the one id rule of every grid engine
 
 __all__ = ["ELEMENT_ATTRS", "ELEMENT_VOLTAGE_OUTPUTS", "GRID_OUTPUTS", "INJECTION_SIGN", "KINDS", "MAX_ITERATION",
            "MODEL_KIND", "SERVED_ATTR", "TOLERANCE_MVA", "element_ids", "locate_in", "sanitise", "slack_problems",
@@ -33,13 +34,6 @@ SERVED_ATTR = "p_served_mw"
 #: pandapower's ``runpp`` defaults, kept so results agree with it.
 MAX_ITERATION = 10
 TOLERANCE_MVA = 1e-8
-
-
-def sanitise(name: Any) -> str:
-    """An element name as an attribute-safe id: lower case ``[a-z0-9_]``, or ``""``."""
-    if name is None or (isinstance(name, float) and math.isnan(name)):
-        return ""
-    return re.sub(r"[^a-z0-9]+", "_", str(name).lower()).strip("_")
 
 
 def element_ids(table) -> list[str]:

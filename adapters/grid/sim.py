@@ -93,7 +93,6 @@ asked for. Never the last solved values. ``on_nonconvergence`` says what such a 
 
 from __future__ import annotations
 
-import functools
 import json
 import math
 from collections.abc import Callable
@@ -104,22 +103,19 @@ from typing import Any, ClassVar
 import numpy as np
 
 from cosim import grid_models
-from cosim.adapters.grid.backend import GridBackend, opendss_circuit_info, opendss_grid_outputs
+from cosim.adapters.grid.backend import GridBackend, opendss_circuit_info, opendss_circuit_size, opendss_grid_outputs
 from cosim.adapters.grid.checks import (
-    default_rating_warnings,
     opendss_entity_problems,
     pandapower_entity_problems,
-    placeholder_rating_warnings,
-    unknown_trip_lines,
+    sim_problems,
 )
 from cosim.adapters.grid.opendss_faults import (
     FaultSchedule,
     PHASE_OUTPUTS,
     bus_phase_voltages,
-    fault_problems,
     phase_outputs,
 )
-from cosim.adapters.grid.opendss_flow import OpenDssFlow, compile_circuit, new_engine, sanitise as dss_sanitise
+from cosim.adapters.grid.opendss_flow import OpenDssFlow, sanitise as dss_sanitise
 from cosim.adapters.grid.pandapower_tables import (
     ELEMENT_ATTRS,
     ELEMENT_VOLTAGE_OUTPUTS,
@@ -129,7 +125,6 @@ from cosim.adapters.grid.pandapower_tables import (
     SERVED_ATTR,
     element_ids,
     locate_in,
-    slack_problems,
 )
 from cosim.adapters.grid.params import ElementParams, SimParams
 from cosim.adapters.grid.voltage_band import band_stats, band_stats_one, nan_extremes
@@ -199,8 +194,7 @@ class GridSim(CosimSim):
         cls.meta_for(sim_params)  # fills the size cache of a pandapower network
         tabulated_mw, steps = cls._SIZE_CACHE.get(_meta_key(sim_params), (0.0, {}))
         if sim_params.engine == "opendss":
-            path = grid_models.dss_file(sim_params.network)
-            tabulated_mw, steps = _opendss_size(str(path), path.stat().st_mtime_ns)
+            tabulated_mw, steps = _opendss_size(grid_models.dss_file(sim_params.network))
         if model != "Grid":
             top = sim_params.element_p_max_mw or max(ELEMENT_P_MAX_FLOOR_MW, 10 * tabulated_mw)
             return {"p_mw": (-top, top), "q_mvar": (-top, top)}
@@ -210,41 +204,9 @@ class GridSim(CosimSim):
     def check(cls, sim_params: SimParams, ctx: ScenarioContext) -> list[str]:
         try:
             cls.meta_for(sim_params)
-            if sim_params.engine == "opendss":
-                info = opendss_circuit_info(grid_models.dss_file(sim_params.network))
-                regs = {r.lower() for r in info.regs}
-                unknown = [k for k in sim_params.tap_positions if k.lower() not in regs]
-                if unknown:
-                    return [f"tap_positions: unknown regulator(s) {unknown}; this circuit's RegControls: "
-                            f"{', '.join(info.regs) or 'none'}"]
-                if sim_params.tap_positions and sim_params.regulators != "fixed":
-                    return ['tap_positions apply with regulators = "fixed"; set it, or drop tap_positions']
-                faulty = fault_problems(list(sim_params.faults), info.buses, info.bus_phases, ctx.step_s)
-                if faulty:
-                    return faulty
-                known = info.buses
-            else:
-                net = grid_models.load_network(sim_params.network, copy=False, **sim_params.network_params)
-                no_source = slack_problems(net, sim_params.network)
-                if no_source:
-                    return no_source
-                known = [str(n) for n in net.bus.name] if "name" in net.bus else []
-                known += [str(i) for i in net.bus.index]
-            unknown = [b for b in sim_params.exclude_buses or ()
-                       if b.lower() not in {k.lower() for k in known} and dss_sanitise(b) not in
-                       {dss_sanitise(k) for k in known}]
-            if unknown:
-                return [f"exclude_buses: unknown bus(es) {unknown} in {sim_params.network} "
-                        f"(e.g. {', '.join(known[:8])})"]
-            problems = unknown_trip_lines(sim_params)
-            if problems:
-                return problems
-            if sim_params.engine == "opendss":
-                return default_rating_warnings(info, sim_params.network)
-            return placeholder_rating_warnings(net, sim_params.network)
+            return sim_problems(sim_params, ctx)
         except (ValueError, TypeError, OSError) as exc:
             return [f"network {sim_params.network!r}: {exc}"]
-        return []
 
     @classmethod
     def check_entity(cls, model: str, params: ElementParams | None, ctx: ScenarioContext,
@@ -709,30 +671,13 @@ def _tabulated_mw(net) -> float:
     return float(sum(net[t].p_mw.abs().sum() for t in ("load", "sgen", "storage") if t in net and len(net[t])))
 
 
-@functools.lru_cache(maxsize=16)
-def _opendss_size(path: str, _mtime_ns: int) -> tuple[float, dict[str, tuple[int, int]]]:
+def _opendss_size(path: Path) -> tuple[float, dict[str, tuple[int, int]]]:
     """An OpenDSS circuit's Σ |kW| of its loads and generators [MW], and the step range of each
     regulator's tap input (MinTap..MaxTap from neutral) and capacitor's (0..NumSteps). [MW, steps]"""
-    dss = new_engine()
-    compile_circuit(dss, Path(path))
-    info = opendss_circuit_info(path)  # read once per file (validation has it already)
-    total_kw = 0.0
-    for table in (dss.Loads, dss.Generators):
-        for name in table.AllNames() if table.Count() else []:
-            table.Name(name)
-            total_kw += abs(table.kW())
-    steps: dict[str, tuple[int, int]] = {}
-    for reg, reg_id in zip(info.regs, info.ids["reg"]):
-        dss.RegControls.Name(reg)
-        dss.Transformers.Name(dss.RegControls.Transformer())
-        dss.Transformers.Wdg(dss.RegControls.TapWinding())
-        low, high, n = dss.Transformers.MinTap(), dss.Transformers.MaxTap(), dss.Transformers.NumTaps()
-        step = (high - low) / n
-        steps[tap_set_attr(reg_id)] = (math.ceil((low - 1) / step - 1e-9), math.floor((high - 1) / step + 1e-9))
-    for cap, cap_id in zip(info.caps, info.ids["cap"]):
-        dss.Capacitors.Name(cap)
-        steps[cap_set_attr(cap_id)] = (0, dss.Capacitors.NumSteps())
-    return total_kw / 1000.0, steps
+    info, size = opendss_circuit_info(path), opendss_circuit_size(path)
+    steps = {tap_set_attr(reg_id): taps for reg_id, taps in zip(info.ids["reg"], size.tap_ranges)}
+    steps.update({cap_set_attr(cap_id): (0, n) for cap_id, n in zip(info.ids["cap"], size.cap_steps)})
+    return size.tabulated_mw, steps
 
 
 def _max_steps(shunt) -> list[int]:

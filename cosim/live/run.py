@@ -32,9 +32,9 @@ from cosim.errors import Problem, ScenarioError, few
 from cosim.live.site import LIMIT_INPUT, POWER_OUTPUT, SiteTargets
 from cosim.run.outcome import Outcome
 from cosim.run.runner import finish_run
-from cosim.run.session import Session, finite_number, input_bounds, refused_inputs
+from cosim.run.session import Session, input_bounds, refused_inputs
+from cosim.run.settable import value_problem
 from cosim.scenario import Scenario, load_scenario, read_toml
-from cosim.units import DIMENSIONLESS, unit_of
 
 #: Outputs by which an entity tells its value is a held, stale reading (``adapters/live_signal.py``).
 STALENESS_OUTPUTS = ("n_failed_polls", "age_s")
@@ -289,7 +289,7 @@ class LiveRun:
                 problems.append(Problem(f"{where}.{attr}", f"{eid} has no input {attr!r}; inputs: "
                                                            f"{few(list(specs)) or 'none'}", value))
                 continue
-            problem = _value_problem(spec, value)
+            problem = None if value is None else value_problem(eid, attr, value, spec.bounds, spec.refused, "null")
             if problem:
                 problems.append(Problem(f"{where}.{attr}", problem, value))
             else:
@@ -367,26 +367,6 @@ class LiveRun:
     def _known(self, eid: str) -> None:
         if eid not in self.scn.entities:
             raise UnknownEntity(f"no entity {eid!r}; entities: {few(list(self.scn.entities))}")
-
-
-def _value_problem(spec: InputSpec, value: Any) -> str | None:
-    """What is wrong with ``value`` for the input (None: nothing)."""
-    if value is None:
-        return None
-    if spec.refused:
-        return f"not settable from outside on this entity: {spec.refused}"
-    unit = unit_of(spec.name)
-    if isinstance(value, bool):
-        if unit == "" and any(spec.name == d or spec.name.endswith("_" + d) for d in DIMENSIONLESS):
-            return None
-        return f"give a number in {unit or 'the input unit'}, not true/false"
-    if not isinstance(value, (int, float)) or not finite_number(value):  # JSON may give an int past float's range
-        return (f"give a finite number{f' in {unit}' if unit else ''}, or null to release the input "
-                f"(back to the scenario's own value)")
-    if spec.bounds is not None and not spec.bounds[0] <= value <= spec.bounds[1]:
-        return (f"outside the bounds [{spec.bounds[0]:g}, {spec.bounds[1]:g}] (in the unit of the name's suffix, "
-                f"{unit or 'none'})")
-    return None
 
 
 def plain(value: Any) -> Any:

@@ -44,10 +44,10 @@ import helics as h  # noqa: I001
 from cosim.errors import Problem, ScenarioError, few
 from cosim.run import blas, graph
 from cosim.run.runner import finish_run, open_run_folder
-from cosim.run.session import Session, finite_number, input_bounds, refused_inputs
+from cosim.run.session import Session, input_bounds, refused_inputs
+from cosim.run.settable import value_problem
 from cosim.run.stopping import STOP, RunStopped
 from cosim.sdk import CosimSim, Params, meta, model_meta
-from cosim.units import unit_of
 from cosim.scenario import Scenario
 
 #: HELICS core types a config may name
@@ -273,13 +273,12 @@ class Exchange:
     def _checked(self, link: Link, value: float, t_s: float) -> float:
         if link.entity not in self._bounds:
             self._bounds[link.entity] = input_bounds(self.scn, link.entity)
-        low, high = self._bounds[link.entity].get(link.attr, (-math.inf, math.inf))
-        if finite_number(value) and low <= value <= high:
+        problem = value_problem(link.entity, link.attr, value, self._bounds[link.entity].get(link.attr))
+        if problem is None:
             return float(value)
         self.error = FederationError(f"{self.cfg.file}: subscription {link.key!r} (attr = \"{link.entity}.{link.attr}\") "
-                                     f"received {value!r} at t = {t_s:g} s, outside the bounds [{low:g}, {high:g}] "
-                                     f"{unit_of(link.attr) or '(no unit)'} of {link.entity}'s adapter; the federate that "
-                                     "publishes it must send values within them (in the unit of the name's suffix)")
+                                     f"received {value!r} at t = {t_s:g} s, {problem} (the federate that publishes "
+                                     "it sends it)")
         raise self.error
 
     def publish(self, value_of) -> None:

@@ -307,26 +307,17 @@ class ParquetRecorder:
         self._pending.append(table)
         self._pending_rows += table.num_rows
         if self._pending_rows >= self.chunk_rows:
-            self._write_groups(last=False)
+            self._pending_rows -= _write_groups(self._writer(), self._pending, self.chunk_rows, last=False)
 
-    def _write_groups(self, last: bool) -> None:
-        """The pending rows into the file in row groups of ``chunk_rows``; the rows of an incomplete
-        group wait for the next block unless it is the ``last`` one."""
-        table = self._pending[0] if len(self._pending) == 1 else pa.concat_tables(self._pending)
-        whole = table.num_rows if last else table.num_rows - table.num_rows % self.chunk_rows
+    def _writer(self) -> pq.ParquetWriter:
+        """The writer of ``timeseries.parquet``, opened with the first rows it is given."""
         if self._file is None:
-            # No dictionary pages: float time series rarely repeat, so they took half the write time
-            # and made the file larger (default day: 1.42 -> 1.18 MB); values are the same.
-            self._file = pq.ParquetWriter(_writing_path(self.path), self.schema, compression="zstd",
-                                          use_dictionary=False)
-        if whole:
-            self._file.write_table(table.slice(0, whole), row_group_size=self.chunk_rows)
-        rest = table.slice(whole)
-        self._pending, self._pending_rows = ([rest] if rest.num_rows else []), rest.num_rows
+            self._file = _series_writer(_writing_path(self.path), self.schema)
+        return self._file
 
     def _finish_file(self) -> None:
         if self._pending:
-            self._write_groups(last=True)
+            self._pending_rows -= _write_groups(self._writer(), self._pending, self.chunk_rows, last=True)
         if self._file is not None:
             self._file.close()
 
@@ -526,7 +517,7 @@ def assemble(path: Path, schema: pa.Schema | None = None, group_rows: int | None
     flags = [pa.types.is_boolean(field.type) for field in schema][1:]
     tmp = _assembling_path(path)
     rows, pending = 0, []
-    with pq.ParquetWriter(tmp, schema, compression="zstd", use_dictionary=False) as writer:
+    with _series_writer(tmp, schema) as writer:
         for parquet in readable:
             for group in range(parquet.num_row_groups):  # one row group at a time: memory stays flat
                 table = parquet.read_row_group(group, use_threads=False)
@@ -543,6 +534,12 @@ def assemble(path: Path, schema: pa.Schema | None = None, group_rows: int | None
     for part in parts:
         part.unlink(missing_ok=True)
     return rows, problems
+
+
+def _series_writer(path: Path, schema: pa.Schema) -> pq.ParquetWriter:
+    # No dictionary pages: float time series rarely repeat, so they took half the write time and
+    # made the file larger (default day: 1.42 -> 1.18 MB); values are the same.
+    return pq.ParquetWriter(path, schema, compression="zstd", use_dictionary=False)
 
 
 def _write_groups(writer: pq.ParquetWriter, pending: list[pa.Table], group_rows: int, last: bool) -> int:

@@ -22,7 +22,6 @@ for (:data:`cosim.run.stopping.STOP`) ended a step, ``"failed"`` when a simulato
 from __future__ import annotations
 
 import math
-import numbers
 import time
 import weakref
 from datetime import datetime, timedelta
@@ -37,10 +36,10 @@ from cosim.run.direct import DirectEngine, freeze_heap, thaw_heap
 from cosim.run.outcome import Outcome
 from cosim.run.runner import RunResult, finish_run, open_run_folder
 from cosim.run.runner import load_scenario
+from cosim.run.settable import real_number as _real, value_problem
 from cosim.run.stopping import RunStopped
 from cosim.scenario import Scenario
 from cosim.sdk import EndRun
-from cosim.units import unit_of
 
 
 class Session:
@@ -170,8 +169,9 @@ class Session:
         to the scenario's own value, its connection or what its adapter was given, ``CosimSim.release``).
 
         Raises:
-            ScenarioError: the entity has no such input, the value is not a finite number (Python's or
-                numpy's), or it is outside the bounds the entity's adapter gives for that input.
+            ScenarioError: the entity has no such input or refuses it from outside, the value is not a finite
+                number (Python's or numpy's; true/false only for an on/off input), or it is outside the bounds the
+                entity's adapter gives for that input (:func:`cosim.run.settable.value_problem`).
         """
         self._check_open()
         eid, attr = self._split(f"{entity}.{attr}", "input", self.scn.inputs)
@@ -182,20 +182,12 @@ class Session:
                 if release is not None:
                     release(eid, attr)
             return
-        if not finite_number(value):
-            raise ScenarioError("Session.set", [Problem(f"{eid}.{attr}", "give a finite number (in the unit of the "
-                                                                      "name's suffix), or None to release it", value)])
         if eid not in self._bounds:
             self._bounds[eid] = input_bounds(self.scn, eid)
             self._refused[eid] = refused_inputs(self.scn, eid)
-        if attr in self._refused[eid]:  # the adapter would stop the run at the next step
-            raise ScenarioError("Session.set", [Problem(f"{eid}.{attr}", "not settable from outside on this entity: "
-                                                                      f"{self._refused[eid][attr]}", value)])
-        low, high = self._bounds[eid].get(attr, (-math.inf, math.inf))
-        if not low <= value <= high:  # the adapter would raise at the next step, from deep inside
-            raise ScenarioError("Session.set", [Problem(f"{eid}.{attr}", f"outside the bounds [{low:g}, {high:g}] "
-                                                                      f"{unit_of(attr) or '(no unit)'} of {eid}'s "
-                                                                      "adapter; give a value inside them", value)])
+        problem = value_problem(eid, attr, value, self._bounds[eid].get(attr), self._refused[eid].get(attr), "None")
+        if problem:  # else the adapter would raise at the next step, from deep inside, or stop the run
+            raise ScenarioError("Session.set", [Problem(f"{eid}.{attr}", problem, value)])
         held[(eid, attr)] = float(value)
 
     def interrupt(self, reason: str) -> None:
@@ -307,19 +299,6 @@ def _direct(scenario: str | Path | Scenario, overrides: dict[str, Any] | None) -
     if overrides or scenario.engine != "direct":
         return load_scenario(scenario.file, {**scenario.overrides, **(overrides or {}), "scenario.engine": "direct"})
     return scenario
-
-
-def _real(value: Any) -> bool:
-    """A real number: int, float, bool or numpy's scalars (not text, not an array)."""
-    return isinstance(value, numbers.Real)
-
-
-def finite_number(value: Any) -> bool:
-    """A real number that is finite as a float (an int too large for a float is not)."""
-    try:
-        return _real(value) and math.isfinite(value)
-    except OverflowError:
-        return False
 
 
 def _describe(exc: BaseException) -> str:

@@ -10,10 +10,14 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
+import cosim.adapters.andes_grid.sim as andes_sim
 from cosim.adapters import andes_grid
 from cosim.adapters.andes_grid import AndesGridSim
+from cosim.adapters.grid.opendss_flow import unique_ids
+from cosim.adapters.grid.pandapower_tables import element_ids
 from cosim.scenario import ScenarioError, load_scenario
 from cosim.sdk import ScenarioContext, parse_utc
 
@@ -61,6 +65,20 @@ def test_a_fault_dips_the_bus_voltage_while_it_lasts():
 
 def _ctx(step_s=0.1):
     return ScenarioContext(parse_utc("2024-07-10T00:00:00Z"), 60, step_s, 1, tick_s=0.1)
+
+
+def test_ids_follow_the_rule_of_the_other_grid_engines(monkeypatch):
+    """A machine or bus gets the id that the pandapower and OpenDSS engines give the same name (runs of
+    other characters become one ``_``), so an element has one id whichever engine solves it."""
+    names = ["GEN--1", "Gen 2 (north)", "Bus 1.a", "7"]
+    info = {"gens": names[:2], "buses": dict.fromkeys(names[2:], "x"), "vn_kv": {}, "f_hz": 60.0}
+    monkeypatch.setattr(andes_sim, "case_info", lambda case, dyr=None: info)
+    attrs = AndesGridSim.meta_for(andes_grid.SimParams())["models"]["Grid"]["attrs"]
+    pandapower_ids = element_ids(pd.DataFrame({"name": names}))
+    assert pandapower_ids == unique_ids(names) == ["gen_1", "gen_2_north", "bus_1_a", "7"]
+    assert [a for a in attrs if a.startswith(("gen_", "bus_"))] == [
+        "gen_gen_1_f_hz", "gen_gen_1_p_mw", "gen_gen_2_north_f_hz", "gen_gen_2_north_p_mw", "bus_bus_1_a_vm_pu",
+        "bus_7_vm_pu"]
 
 
 def test_bad_input_is_named():

@@ -5,11 +5,15 @@ pandapower engine on a balanced network, per-phase elements, regulators and vali
 from __future__ import annotations
 
 import math
+import re
+from pathlib import Path
 
 import numpy as np
 import pandapower as pp
 import pytest
 
+from cosim import grid_models
+from cosim.adapters.grid.opendss_flow import new_engine
 from cosim.sdk import ScenarioContext, parse_utc
 from cosim.adapters.grid import GridSim, SimParams
 from cosim.units import has_unit_suffix
@@ -462,3 +466,31 @@ def test_every_grid_input_has_finite_bounds_on_each_engine(engine, network):
                             ("cap_cap1_set_count", 2)):
             with pytest.raises(ValueError, match=f"{attr} = "):
                 step(sim, 1, {"grid": {attr: value}})
+
+
+def test_input_bounds_read_the_engine_that_read_the_circuit(tmp_path, monkeypatch):
+    """Bounding a feeder's inputs makes no OpenDSS engine of its own (DSS-Python never frees one,
+    ~1.5 MiB each): the one that read the circuit for validation gives them. IEEE 13's loads total
+    3,466 kW (IEEE PES distribution test feeders, 13-node feeder data; ten times that here, so that
+    the elements' bound, ten times the feeder's load, is above its 100 MW floor), its regulators run
+    +-16 steps and its capacitors have one step each."""
+    from cosim.adapters.grid import backend, sim as grid_sim
+
+    path = tmp_path / "ieee13.dss"  # a path of its own: nothing of it cached yet
+    text = Path(grid_models.dss_file("ieee13")).read_text()
+    path.write_text(re.sub(r"( kw=)([\d.]+)", lambda m: f"{m[1]}{float(m[2]) * 10:g}", text))
+    made = []
+
+    def counted():
+        made.append(1)
+        return new_engine()
+
+    for module in (backend, grid_sim):
+        monkeypatch.setattr(module, "new_engine", counted, raising=False)
+    params = SimParams(network=str(path), engine="opendss")
+    load = GridSim.input_bounds("Load", None, params)
+    assert load["p_mw"] == load["q_mvar"] == pytest.approx((-346.6, 346.6), rel=1e-12)
+    steps = GridSim.input_bounds("Grid", None, params)
+    assert {a: steps[a] for a in ("reg_reg1a_tap_set_count", "cap_cap1_set_count", "cap_cap2_set_count")} == {
+        "reg_reg1a_tap_set_count": (-16, 16), "cap_cap1_set_count": (0, 1), "cap_cap2_set_count": (0, 1)}
+    assert len(made) == 1
