@@ -5,11 +5,14 @@ an FMU that ends the simulation itself raises FmuEnded (the run ends cleanly).""
 from __future__ import annotations
 
 import os
+import random
 from contextlib import contextmanager
-from ctypes import CFUNCTYPE, byref, c_double, c_int, c_size_t, c_uint32, c_void_p, cast
+from ctypes import (CDLL, CFUNCTYPE, POINTER, Structure, byref, c_double, c_int, c_size_t, c_uint32, c_void_p,
+                    cast, pointer)
 from math import isfinite as _isfinite
 from operator import add as _add, mul as _mul
-from typing import Any
+from pathlib import Path
+from typing import Any, NamedTuple
 
 from cosim.adapters.fmu.description import (
     LOG,
@@ -85,7 +88,7 @@ class FmuInstance:
         self._restart = False  # model exchange: an input changed, the solver must restart
         self._held: dict[str, float] = {}  # model exchange: the value last set of each attribute [FMU unit]
         self._arrays: dict[int, list[float]] = {}  # array variables by value reference, every element [FMU unit]
-        self._set_plans: dict[tuple[str, ...], Any] = {}  # input names -> one-call plan (set_inputs)
+        self._set_plans: dict[tuple[str, ...], _SetPlan | bool] = {}  # input names -> one-call plan (set_inputs)
         self._fmi2: _Fmi2Calls | None = None  # FMI 2.0 co-simulation: its hot-path C calls
         self._ending: str | None = None  # the FMU ended the simulation at the end of the last step
         self._callback_error: BaseException | None = None
@@ -103,7 +106,10 @@ class FmuInstance:
         self._out_attrs = tuple(p.attr for p in self._out_real)
         self._out_scales = tuple(p.scale for p in self._out_real)
         self._out_offsets = tuple(p.offset for p in self._out_real)
+        self._exchanged = None  # the outputs in scenario units, as the C exchange writes them (exchange)
         self._instantiate(unzipdir, log)
+        if self._fmi2 is not None and _EXCHANGE is not None and not self._out_other:
+            self._exchanged = (c_double * len(self._out_real))()
         self._initialize(start_values, start_s)
 
     # -- errors -----------------------------------------------------------------------------------
@@ -272,16 +278,12 @@ class FmuInstance:
         them in one set call through buffers kept per set of input names; anything else, or a
         call that fails (then the failing variable is named), goes through :meth:`_set`.
         """
-        key = tuple(values)
-        plan = self._set_plans.get(key)
+        plan = self._set_plans.get(tuple(values))
         if plan is None:
-            plan = self._set_plans[key] = self._set_plan(key)
+            plan = self._new_set_plan(values)
         if plan:
-            units, vr, buf, n = plan
-            for (k, port, offset, scale), value in zip(units, values.values()):
-                if type(value) is not float or not _isfinite(value):  # else _number would return it as it is
-                    value = self._number(port, value, "setting an input")
-                buf[k] = (value - offset) / scale  # Port.to_fmu
+            units, vr, buf, n, _ = plan
+            self._fill(units, buf, values)
             calls = self._fmi2
             try:
                 if calls is not None:
@@ -292,21 +294,98 @@ class FmuInstance:
                     return
             except Exception:  # noqa: BLE001 — set them one by one below: the failing one is named
                 pass
+        self._set_each(values)
+
+    def _set_each(self, values: dict[str, Any]) -> None:
         ports = self.iface.ports
         self._set([(ports[a], v) for a, v in values.items() if a in ports], "setting an input")
 
-    def _set_plan(self, names: tuple[str, ...]):
-        """``(units, value references, value buffer, n)`` when every name is a scalar real input of
-        a co-simulation FMU (``units``: ``(index, port, offset, scale)`` of each); ``False``
-        otherwise (model exchange tracks changes: :meth:`_set`)."""
+    def _fill(self, units, buf, values: dict[str, Any]) -> None:
+        """``values`` in FMU units into a plan's buffer (``units``: see :class:`_SetPlan`)."""
+        for (k, port, offset, scale), value in zip(units, values.values()):
+            if type(value) is not float or not _isfinite(value):  # else _number would return it as it is
+                value = self._number(port, value, "setting an input")
+            buf[k] = (value - offset) / scale  # Port.to_fmu
+
+    def _new_set_plan(self, values: dict[str, Any]) -> _SetPlan | bool:
+        """The :class:`_SetPlan` of these input names, kept; ``False`` unless every name is a scalar
+        real input of a co-simulation FMU (model exchange tracks changes: :meth:`_set`)."""
+        names = tuple(values)
         ports = self.iface.ports
         fast = "Float64" if self.fmi3 else "Real"
         chosen = [ports.get(name) for name in names]
         if self.me or not chosen or any(p is None or p.size > 1 or p.kind != "real" or p.accessor != fast
                                         for p in chosen):
-            return False
-        units = tuple((k, p, p.offset, p.scale) for k, p in enumerate(chosen))
-        return units, (c_uint32 * len(chosen))(*[p.vr for p in chosen]), (c_double * len(chosen))(), c_size_t(len(chosen))
+            plan = False
+        else:
+            units = tuple((k, p, p.offset, p.scale) for k, p in enumerate(chosen))
+            vr, buf = (c_uint32 * len(chosen))(*[p.vr for p in chosen]), (c_double * len(chosen))()
+            plan = _SetPlan(units, vr, buf, c_size_t(len(chosen)),
+                            self._exchange_args(vr, buf) if self._exchanged is not None else None)
+        self._set_plans[names] = plan
+        return plan
+
+    def _exchange_args(self, vr, buf):
+        """A pointer to the C exchange's arguments for inputs ``vr`` in ``buf`` (see ``_exchange.c``)."""
+        calls, n_out = self._fmi2, len(self._out_real)
+        scale, offset = (c_double * n_out)(*self._out_scales), (c_double * n_out)(*self._out_offsets)
+        args = _ExchangeArgs(
+            set_real=cast(calls.set_real, c_void_p).value, do_step=cast(calls.do_step, c_void_p).value,
+            get_real=cast(calls.get_real, c_void_p).value, component=calls.component.value,
+            in_vr=vr, n_in=len(vr), in_values=buf, out_vr=self._out_vr, n_out=n_out, out_fmu=self._out_buf,
+            scale=scale, offset=offset, out=self._exchanged)
+        return pointer(args)  # (the pointer keeps the arguments, which keep the arrays they point to)
+
+    def exchange(self, values: dict[str, Any], time_s: float, step_s: float,
+                 outputs_first: bool = False) -> dict[str, Any]:
+        """One communication step: :meth:`set_inputs`, :meth:`step` from ``time_s`` over ``step_s``,
+        and :meth:`outputs` after it (``outputs_first``: before it). [scenario units, s]
+
+        An FMI 2.0 co-simulation FMU whose inputs are all scalar reals takes them in one C call
+        (``_exchange.c``, when ``make build`` built it) that makes the same FMU calls with the same
+        arguments and the same status checks as the three methods; a call that fails there is
+        reported as they report it (a failing set goes on one input at a time, naming the one).
+        """
+        plan = self._set_plans.get(tuple(values))
+        if plan is None:
+            plan = self._new_set_plan(values)
+        if not plan or plan[4] is None or self._ending:
+            self.set_inputs(values)
+            return self._step_and_read(time_s, step_s, outputs_first)
+        units, _vr, buf, _n, args = plan
+        self._fill(units, buf, values)
+        x = args.contents
+        x.t, x.h, x.outputs_first = time_s, step_s, outputs_first
+        failed = _EXCHANGE(args)
+        if not failed:
+            self.time_s = time_s + step_s
+            self.n_steps += 1
+            return dict(zip(self._out_attrs, self._exchanged[:]))
+        return self._exchange_failed(failed, x.status, values, time_s, step_s, outputs_first)
+
+    def _exchange_failed(self, failed: int, status: int, values: dict[str, Any], time_s: float, step_s: float,
+                         outputs_first: bool) -> dict[str, Any]:
+        """After the C exchange stopped at a failing call: what :meth:`set_inputs`, :meth:`step` and
+        :meth:`outputs` do from there (so the run ends with the same message)."""
+        if failed == _SET_FAILED:  # nothing called after it: set them one by one, then go on
+            self._set_each(values)
+            return self._step_and_read(time_s, step_s, outputs_first)
+        if failed == _STEP_FAILED:
+            self.time_s = time_s
+            raise self._step_failed(time_s, status)
+        if not outputs_first:  # the step itself went through
+            self.time_s = time_s + step_s
+            self.n_steps += 1
+        exc = _call_failed("fmi2GetReal", status)
+        raise self._failed("getting outputs", exc) from exc
+
+    def _step_and_read(self, time_s: float, step_s: float, outputs_first: bool) -> dict[str, Any]:
+        if outputs_first:
+            out = self.outputs()
+            self.step(time_s, step_s)
+            return out
+        self.step(time_s, step_s)
+        return self.outputs()
 
     def outputs(self) -> dict[str, Any]:
         """Every output (model exchange: after the pending event iteration). [scenario units]"""
@@ -362,14 +441,20 @@ class FmuInstance:
             calls.t.value, calls.h.value = time_s, step_s
             status = calls.do_step(calls.component, calls.t, calls.h, FMI2_TRUE)
             if status > FMI_WARNING:
-                exc = _call_failed("fmi2DoStep", status)
-                raise (self._discarded(time_s) if status == DISCARD else self._failed("doStep", exc)) from exc
+                raise self._step_failed(time_s, status)
         elif self.me:
             self._call("model-exchange step", lambda: self._me_step(time_s + step_s))
         else:
             self._call("doStep", self._do_step, None, time_s, step_s)
         self.time_s = time_s + step_s
         self.n_steps += 1
+
+    def _step_failed(self, time_s: float, status: int) -> Exception:
+        """What an fmi2DoStep from ``time_s`` returning ``status`` (above warning) raises."""
+        exc = _call_failed("fmi2DoStep", status)
+        ended = self._discarded(time_s) if status == DISCARD else self._failed("doStep", exc)
+        ended.__cause__ = exc
+        return ended
 
     def _do_step(self, time_s: float, step_s: float) -> None:
         """FMI 3.0 co-simulation: one fmi3DoStep through fmpy."""
@@ -542,6 +627,67 @@ def _fmi2_callbacks(logger):
     except Exception:
         pass
     return callbacks
+
+
+class _SetPlan(NamedTuple):
+    """How :meth:`FmuInstance.set_inputs` sets one set of input names (scalar reals of a
+    co-simulation FMU) in one call. Unpacked as a tuple on the hot path."""
+
+    units: tuple  # (index, port, offset, scale) of each input, in the order of the names
+    vr: Any  # their value references (c_uint32 array)
+    buf: Any  # their values in FMU units (c_double array)
+    n: c_size_t
+    exchange: Any  # pointer to the C exchange's arguments for these inputs, or None (not built, not fit)
+
+
+class _ExchangeArgs(Structure):
+    """``cosim_fmi2_exchange_t`` of ``_exchange.c``, field by field."""
+
+    _fields_ = [("set_real", c_void_p), ("do_step", c_void_p), ("get_real", c_void_p), ("component", c_void_p),
+                ("in_vr", POINTER(c_uint32)), ("n_in", c_size_t), ("in_values", POINTER(c_double)),
+                ("out_vr", POINTER(c_uint32)), ("n_out", c_size_t), ("out_fmu", POINTER(c_double)),
+                ("scale", POINTER(c_double)), ("offset", POINTER(c_double)), ("out", POINTER(c_double)),
+                ("t", c_double), ("h", c_double), ("outputs_first", c_int), ("status", c_int)]
+
+
+_SET_FAILED, _STEP_FAILED, _GET_FAILED = 1, 2, 3  # cosim_fmi2_exchange's answers other than 0
+
+
+def _load_exchange(lib_path: Path = Path(__file__).with_name("_exchange.so")):
+    """``cosim_fmi2_exchange`` of ``adapters/fmu/_exchange.so`` (``make build``), or None: not built,
+    older than its C source (an edited source is not trusted until rebuilt), not loadable, or its
+    unit conversion not Python's numbers on this machine (:func:`_converts_as_python`); then each
+    step makes its FMU calls from Python."""
+    source = lib_path.with_suffix(".c")
+    try:
+        if not lib_path.is_file() or (source.is_file() and source.stat().st_mtime > lib_path.stat().st_mtime):
+            return None
+        lib = CDLL(str(lib_path))
+        exchange, convert = lib.cosim_fmi2_exchange, lib.cosim_scale_offset
+    except (OSError, AttributeError):
+        return None
+    exchange.argtypes, exchange.restype = None, c_int  # one pointer, passed as it is
+    convert.argtypes, convert.restype = [c_size_t, c_void_p, c_void_p, c_void_p, c_void_p], None
+    return exchange if _converts_as_python(convert) else None
+
+
+def _converts_as_python(convert) -> bool:
+    """``value * scale + offset`` in C (no fused multiply-add) gives Python's bits on probe values:
+    signed zeros, infinities, NaN, subnormals, unit factors and random magnitudes."""
+    rng = random.Random(20261207)
+    specials = [0.0, -0.0, 1.0, -1.0, float("inf"), float("-inf"), float("nan"), 5e-324, -2.2e-308, 1e308, 293.15]
+    factors = [1.0, -1.0, 1e-6, 1e6, 1e-3, 3.6e6, 1 / 3.6e6, 0.0]
+    offsets = [0.0, -0.0, -273.15, 273.15, 1e-300]
+    cases = [(v, s, o) for v in specials for s in factors for o in offsets]
+    cases += [(rng.uniform(-1, 1) * 10.0 ** rng.randint(-30, 30), rng.uniform(-1, 1) * 10.0 ** rng.randint(-8, 8),
+               rng.uniform(-1, 1) * 10.0 ** rng.randint(-8, 8)) for _ in range(4000)]
+    n = len(cases)
+    values, scales, offs, out = ((c_double * n)(*column) for column in (*zip(*cases), [0.0] * n))
+    convert(n, values, scales, offs, out)
+    return bytes(out) == bytes((c_double * n)(*[v * s + o for v, s, o in cases]))
+
+
+_EXCHANGE = _load_exchange()
 
 
 class _Fmi2Calls:
