@@ -5,8 +5,9 @@ Run:  .venv/bin/python bench/bench_fmu.py
 For each model in ``thermal_fmus/``:
 
 * ``doStep``: the bare ``fmi2DoStep`` call as the adapter makes it (60 s step), CPU time;
-* ``FMU-side``: one instance's step as the adapter drives it, CPU time (``FmuInstance``:
-  set the inputs, doStep, read every output through one ``fmi2GetReal`` and convert them);
+* ``FMU-side``: one instance's step as the adapter drives it, CPU time (``FmuInstance.exchange``:
+  set the inputs, doStep, read every output through one ``fmi2GetReal`` and convert them; in one
+  C call when ``make build`` built ``adapters/fmu/_exchange.so``, else call by call from Python);
 * ``adapter``: ``FmuSim.step`` (input summing, unit conversion, FMU calls, outputs dict);
 * ``mosaik``: wall time per step of a world (weather signals -> FMU -> recorder at 60 s),
   from the difference between a 3-day and a 1-day run (start-up cancels out): everything
@@ -30,6 +31,7 @@ from fmpy import extract  # noqa: E402
 import cosim  # noqa: E402
 from cosim.adapters import fmu as fmu_adapter  # noqa: E402
 from cosim.adapters.fmu import FmuInstance, describe  # noqa: E402
+from cosim.adapters.fmu import instance as instance_module  # noqa: E402
 from cosim.adapters.fmu.instance import FMI2_TRUE  # noqa: E402
 from thermal_fmus.build import build_all  # noqa: E402
 
@@ -88,9 +90,7 @@ def fmu_side_us(model: str) -> tuple[float, float]:
     inputs = INPUTS[model]
     t0 = time.process_time()
     for k in range(N_STEPS, 2 * N_STEPS):
-        inst.set_inputs(inputs)
-        inst.step(k * 60.0, 60.0)
-        inst.outputs()
+        inst.exchange(inputs, k * 60.0, 60.0)
     side = (time.process_time() - t0) / N_STEPS * 1e6
     inst.close()
     return bare, side
@@ -134,7 +134,8 @@ def main() -> None:
         bare, side = fmu_side_us(model)
         adapter, world = in_mosaik_us(model)
         print(f"{model:<18}{bare:>11.2f}{side:>13.2f}{adapter:>12.1f}{world:>16.0f}")
-    print(f"(doStep/FMU-side: CPU time of {N_STEPS} steps of 60 s; mosaik: (3-day - 1-day wall) / 2880 steps of a "
+    exchange = "one C call" if instance_module._EXCHANGE is not None else "call by call (_exchange.so not built)"
+    print(f"(doStep/FMU-side: CPU time of {N_STEPS} steps of 60 s, FMU-side in {exchange}; mosaik: (3-day - 1-day wall) / 2880 steps of a "
           "signals -> FMU -> recorder world)")
 
 
