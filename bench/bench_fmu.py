@@ -31,8 +31,8 @@ from fmpy import extract  # noqa: E402
 import cosim  # noqa: E402
 from cosim.adapters import fmu as fmu_adapter  # noqa: E402
 from cosim.adapters.fmu import FmuInstance, describe  # noqa: E402
-from cosim.adapters.fmu import instance as instance_module  # noqa: E402
-from cosim.adapters.fmu.instance import FMI2_TRUE  # noqa: E402
+from cosim.adapters.fmu import calls  # noqa: E402
+from cosim.adapters.fmu.calls import FMI2_TRUE  # noqa: E402
 from thermal_fmus.build import build_all  # noqa: E402
 
 N_STEPS = 20_000
@@ -134,7 +134,7 @@ def main() -> None:
         bare, side = fmu_side_us(model)
         adapter, world = in_mosaik_us(model)
         print(f"{model:<18}{bare:>11.2f}{side:>13.2f}{adapter:>12.1f}{world:>16.0f}")
-    exchange = "one C call" if instance_module._EXCHANGE is not None else "call by call (_exchange.so not built)"
+    exchange = "one C call" if calls.EXCHANGE is not None else "call by call (_exchange.so not built)"
     print(f"(doStep/FMU-side: CPU time of {N_STEPS} steps of 60 s, FMU-side in {exchange}; mosaik: (3-day - 1-day wall) / 2880 steps of a "
           "signals -> FMU -> recorder world)")
 

@@ -5,14 +5,21 @@ an FMU that ends the simulation itself raises FmuEnded (the run ends cleanly).""
 from __future__ import annotations
 
 import os
-import random
 from contextlib import contextmanager
-from ctypes import (CDLL, CFUNCTYPE, POINTER, Structure, byref, c_double, c_int, c_size_t, c_uint32, c_void_p,
-                    cast, pointer)
+from ctypes import byref, c_double, c_size_t, c_uint32, c_void_p, cast, pointer
 from math import isfinite as _isfinite
 from operator import add as _add, mul as _mul
-from pathlib import Path
 from typing import Any, NamedTuple
+
+from cosim.adapters.fmu.calls import (
+    EXCHANGE,
+    FMI2_TRUE,
+    FMI_WARNING,
+    SET_FAILED,
+    STEP_FAILED,
+    ExchangeArgs,
+    Fmi2Calls,
+)
 
 from cosim.adapters.fmu.description import (
     LOG,
@@ -24,9 +31,7 @@ from cosim.adapters.fmu.description import (
 )
 
 DISCARD = 2  # fmi2Discard = fmi3Discard: the FMU could not do what was asked, and says so
-FMI_WARNING = 1  # fmi2Warning: statuses above it are failures (fmpy raises on them)
 FMI2_LAST_SUCCESSFUL_TIME, FMI2_TERMINATED = 2, 3  # fmi2StatusKind values
-FMI2_TRUE = c_int(1)  # fmi2True, as fmpy passes noSetFMUStatePriorToCurrentPoint to fmi2DoStep
 #: CVode's internal steps per communication step at most (SUNDIALS' default, 500, is too few
 #: for a communication step many times the model's time scale: "mxstep steps taken before reaching tout")
 MAX_CVODE_STEPS = 100_000
@@ -89,7 +94,7 @@ class FmuInstance:
         self._held: dict[str, float] = {}  # model exchange: the value last set of each attribute [FMU unit]
         self._arrays: dict[int, list[float]] = {}  # array variables by value reference, every element [FMU unit]
         self._set_plans: dict[tuple[str, ...], _SetPlan | bool] = {}  # input names -> one-call plan (set_inputs)
-        self._fmi2: _Fmi2Calls | None = None  # FMI 2.0 co-simulation: its hot-path C calls
+        self._fmi2: Fmi2Calls | None = None  # FMI 2.0 co-simulation: its hot-path C calls
         self._ending: str | None = None  # the FMU ended the simulation at the end of the last step
         self._callback_error: BaseException | None = None
         bad = sorted(set(start_values) - set(iface.settable))
@@ -108,7 +113,7 @@ class FmuInstance:
         self._out_offsets = tuple(p.offset for p in self._out_real)
         self._exchanged = None  # the outputs in scenario units, as the C exchange writes them (exchange)
         self._instantiate(unzipdir, log)
-        if self._fmi2 is not None and _EXCHANGE is not None and not self._out_other:
+        if self._fmi2 is not None and EXCHANGE is not None and not self._out_other:
             self._exchanged = (c_double * len(self._out_real))()
         self._initialize(start_values, start_s)
 
@@ -162,7 +167,7 @@ class FmuInstance:
         self._callbacks = _fmi2_callbacks(self._logger)
         self._call("instantiate", lambda: self.fmu.instantiate(callbacks=self._callbacks, loggingOn=log))
         if self.iface.kind == "cs":
-            self._fmi2 = _Fmi2Calls(self.fmu)
+            self._fmi2 = Fmi2Calls(self.fmu)
 
     def _load(self, make, unzipdir: str):
         """fmpy's FMU object, which loads the shared library (and may change the working directory)."""
@@ -329,7 +334,7 @@ class FmuInstance:
         """A pointer to the C exchange's arguments for inputs ``vr`` in ``buf`` (see ``_exchange.c``)."""
         calls, n_out = self._fmi2, len(self._out_real)
         scale, offset = (c_double * n_out)(*self._out_scales), (c_double * n_out)(*self._out_offsets)
-        args = _ExchangeArgs(
+        args = ExchangeArgs(
             set_real=cast(calls.set_real, c_void_p).value, do_step=cast(calls.do_step, c_void_p).value,
             get_real=cast(calls.get_real, c_void_p).value, component=calls.component.value,
             in_vr=vr, n_in=len(vr), in_values=buf, out_vr=self._out_vr, n_out=n_out, out_fmu=self._out_buf,
@@ -356,7 +361,7 @@ class FmuInstance:
         self._fill(units, buf, values)
         x = args.contents
         x.t, x.h, x.outputs_first = time_s, step_s, outputs_first
-        failed = _EXCHANGE(args)
+        failed = EXCHANGE(args)
         if not failed:
             self.time_s = time_s + step_s
             self.n_steps += 1
@@ -367,10 +372,10 @@ class FmuInstance:
                          outputs_first: bool) -> dict[str, Any]:
         """After the C exchange stopped at a failing call: what :meth:`set_inputs`, :meth:`step` and
         :meth:`outputs` do from there (so the run ends with the same message)."""
-        if failed == _SET_FAILED:  # nothing called after it: set them one by one, then go on
+        if failed == SET_FAILED:  # nothing called after it: set them one by one, then go on
             self._set_each(values)
             return self._step_and_read(time_s, step_s, outputs_first)
-        if failed == _STEP_FAILED:
+        if failed == STEP_FAILED:
             self.time_s = time_s
             raise self._step_failed(time_s, status)
         if not outputs_first:  # the step itself went through
@@ -638,76 +643,6 @@ class _SetPlan(NamedTuple):
     buf: Any  # their values in FMU units (c_double array)
     n: c_size_t
     exchange: Any  # pointer to the C exchange's arguments for these inputs, or None (not built, not fit)
-
-
-class _ExchangeArgs(Structure):
-    """``cosim_fmi2_exchange_t`` of ``_exchange.c``, field by field."""
-
-    _fields_ = [("set_real", c_void_p), ("do_step", c_void_p), ("get_real", c_void_p), ("component", c_void_p),
-                ("in_vr", POINTER(c_uint32)), ("n_in", c_size_t), ("in_values", POINTER(c_double)),
-                ("out_vr", POINTER(c_uint32)), ("n_out", c_size_t), ("out_fmu", POINTER(c_double)),
-                ("scale", POINTER(c_double)), ("offset", POINTER(c_double)), ("out", POINTER(c_double)),
-                ("t", c_double), ("h", c_double), ("outputs_first", c_int), ("status", c_int)]
-
-
-_SET_FAILED, _STEP_FAILED, _GET_FAILED = 1, 2, 3  # cosim_fmi2_exchange's answers other than 0
-
-
-def _load_exchange(lib_path: Path = Path(__file__).with_name("_exchange.so")):
-    """``cosim_fmi2_exchange`` of ``adapters/fmu/_exchange.so`` (``make build``), or None: not built,
-    older than its C source (an edited source is not trusted until rebuilt), not loadable, or its
-    unit conversion not Python's numbers on this machine (:func:`_converts_as_python`); then each
-    step makes its FMU calls from Python."""
-    source = lib_path.with_suffix(".c")
-    try:
-        if not lib_path.is_file() or (source.is_file() and source.stat().st_mtime > lib_path.stat().st_mtime):
-            return None
-        lib = CDLL(str(lib_path))
-        exchange, convert = lib.cosim_fmi2_exchange, lib.cosim_scale_offset
-    except (OSError, AttributeError):
-        return None
-    exchange.argtypes, exchange.restype = None, c_int  # one pointer, passed as it is
-    convert.argtypes, convert.restype = [c_size_t, c_void_p, c_void_p, c_void_p, c_void_p], None
-    return exchange if _converts_as_python(convert) else None
-
-
-def _converts_as_python(convert) -> bool:
-    """``value * scale + offset`` in C (no fused multiply-add) gives Python's bits on probe values:
-    signed zeros, infinities, NaN, subnormals, unit factors and random magnitudes."""
-    rng = random.Random(20261207)
-    specials = [0.0, -0.0, 1.0, -1.0, float("inf"), float("-inf"), float("nan"), 5e-324, -2.2e-308, 1e308, 293.15]
-    factors = [1.0, -1.0, 1e-6, 1e6, 1e-3, 3.6e6, 1 / 3.6e6, 0.0]
-    offsets = [0.0, -0.0, -273.15, 273.15, 1e-300]
-    cases = [(v, s, o) for v in specials for s in factors for o in offsets]
-    cases += [(rng.uniform(-1, 1) * 10.0 ** rng.randint(-30, 30), rng.uniform(-1, 1) * 10.0 ** rng.randint(-8, 8),
-               rng.uniform(-1, 1) * 10.0 ** rng.randint(-8, 8)) for _ in range(4000)]
-    n = len(cases)
-    values, scales, offs, out = ((c_double * n)(*column) for column in (*zip(*cases), [0.0] * n))
-    convert(n, values, scales, offs, out)
-    return bytes(out) == bytes((c_double * n)(*[v * s + o for v, s, o in cases]))
-
-
-_EXCHANGE = _load_exchange()
-
-
-class _Fmi2Calls:
-    """fmi2SetReal, fmi2DoStep and fmi2GetReal of one FMI 2.0 co-simulation instance, as the
-    adapter calls them every step: the very functions fmpy loaded (the same addresses, cast to a
-    prototype without argument types) with the same C arguments, passed as ctypes objects built
-    once (the instance pointer; sizes as size_t, times as fmi2Real: ``c_double`` holds the float
-    as it is, as fmpy's ``c_double`` conversion does), so neither fmpy's wrapper nor ctypes'
-    per-argument conversion runs. Each call returns the FMU's status: the caller raises one
-    above warning as fmpy would (:func:`_call_failed`)."""
-
-    __slots__ = ("set_real", "do_step", "get_real", "component", "t", "h")
-
-    def __init__(self, fmu):
-        functions = fmu._functions  # fmpy's loaded functions by name (fmpy 0.3)
-        as_loaded = CFUNCTYPE(c_int)  # returns fmi2Status; arguments as given
-        self.set_real, self.do_step, self.get_real = (cast(functions[name], as_loaded)
-                                                       for name in ("fmi2SetReal", "fmi2DoStep", "fmi2GetReal"))
-        self.component = c_void_p(fmu.component)
-        self.t, self.h = c_double(), c_double()  # fmi2DoStep's communication point and step size [s]
 
 
 def _call_failed(function: str, status: int) -> Exception:

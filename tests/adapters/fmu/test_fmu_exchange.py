@@ -10,15 +10,16 @@ import os
 import shutil
 import struct
 import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from cosim.adapters.fmu import FmuInstance, describe
-from cosim.adapters.fmu import instance as instance_module
+from cosim.adapters.fmu import calls
 from cosim.adapters.fmu.description import FmuError
 
-built = pytest.mark.skipif(instance_module._EXCHANGE is None, reason="adapters/fmu/_exchange.so not built (make build)")
+built = pytest.mark.skipif(calls.EXCHANGE is None, reason="adapters/fmu/_exchange.so not built (make build)")
 
 INPUTS = {"DataHall": ("q_it_mw", "t_chw_supply_c"), "ChillerPlant": ("q_load_mw", "t_wet_c")}
 
@@ -92,7 +93,7 @@ def test_a_failing_set_in_the_exchange_names_the_variable(foreign_fmu, unzip):
 
 def test_a_library_older_than_its_source_is_not_trusted(tmp_path):
     """An edited _exchange.c is not used until rebuilt: the steps are made from Python meanwhile."""
-    source = instance_module.Path(instance_module.__file__).with_name("_exchange.c")
+    source = Path(calls.__file__).with_name("_exchange.c")
     library = tmp_path / "_exchange.so"
     if shutil.which("gcc") is None:
         pytest.skip("gcc not found")
@@ -101,6 +102,6 @@ def test_a_library_older_than_its_source_is_not_trusted(tmp_path):
     shutil.copy(source, tmp_path / "_exchange.c")
     (tmp_path / "_exchange.c").touch()
     os.utime(library, (library.stat().st_atime, (tmp_path / "_exchange.c").stat().st_mtime - 10))
-    assert instance_module._load_exchange(library) is None
+    assert calls.load_exchange(library) is None
     os.utime(library, (library.stat().st_atime, (tmp_path / "_exchange.c").stat().st_mtime + 10))
-    assert instance_module._load_exchange(library) is not None
+    assert calls.load_exchange(library) is not None
