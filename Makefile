@@ -23,15 +23,20 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 # The cooling FMUs: compiled from thermal_fmus/<Model>/ C sources with gcc, only when missing or stale;
-# and the grid engine's per-step arithmetic (adapters/grid/_kernels.c; without it numpy does the same sums).
-# No fast-math and no FMA contraction: the C code must round as numpy's loops round.
+# the grid engine's per-step arithmetic (adapters/grid/_kernels.c; without it numpy does the same sums);
+# and an FMI 2.0 co-simulation step in one call (adapters/fmu/_exchange.c; without it Python makes the calls).
+# No fast-math and no FMA contraction: the C code must round as numpy's loops and Python round.
 KERNELS := adapters/grid/_kernels.so
+FMU_EXCHANGE := adapters/fmu/_exchange.so
 
-build: setup $(KERNELS)
+build: setup $(KERNELS) $(FMU_EXCHANGE)
 	@$(PY) thermal_fmus/build.py
 
 $(KERNELS): adapters/grid/_kernels.c
 	gcc -O2 -fPIC -shared -std=c11 -ffp-contract=off -fno-fast-math -Wall -o $@ $< -lm
+
+$(FMU_EXCHANGE): adapters/fmu/_exchange.c
+	gcc -O2 -fPIC -shared -std=c11 -ffp-contract=off -fno-fast-math -Wall -o $@ $<
 
 # The manual: reference pages generated from the schema and the registry, the gallery drawn from runs of the
 # catalogue's scenarios (a few minutes), then mkdocs (no network).
@@ -44,4 +49,4 @@ bench: setup build
 	$(PY) bench/bench_default.py
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache build *.egg-info $(KERNELS)
+	rm -rf $(VENV) runs .pytest_cache build *.egg-info $(KERNELS) $(FMU_EXCHANGE)

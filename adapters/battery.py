@@ -52,6 +52,8 @@ from pydantic import BaseModel, Field, model_validator
 
 from cosim.sdk import Params, SingleModelSim
 
+_isfinite = math.isfinite
+
 OUTPUTS = ("p_mw", "p_shortfall_mw", "soc_frac", "e_mwh", "e_capacity_mwh", "e_charged_mwh",
            "e_discharged_mwh", "e_loss_mwh", "n_cycles")
 INPUTS = ("p_set_mw", "p_load_mw", "p_gen_mw")
@@ -167,28 +169,47 @@ class Battery:
         return -p_discharge, p_charge
 
     def step(self, p_set_mw: float, dt_s: float) -> StepResult:
-        """Follow ``p_set_mw`` (consumer sign) for ``dt_s`` seconds as far as the limits allow."""
+        """Follow ``p_set_mw`` (consumer sign) for ``dt_s`` seconds as far as the limits allow.
+
+        The hot path of every run with a battery: :meth:`_limits_mw`, the SoC window and the
+        clipping are written out here with conditional expressions where ``min``/``max`` were
+        (``max(x, y)`` is ``y if y > x else x`` and ``min(x, y)`` is ``y if y < x else x``,
+        which pick the same operand, so the same bits, for every input, signed zeros included).
+        """
         if dt_s <= 0:
             raise ValueError(f"dt_s must be positive, got {dt_s}")
-        if not math.isfinite(p_set_mw):
+        if not _isfinite(p_set_mw):
             raise ValueError(f"p_set_mw must be finite, got {p_set_mw}")
+        p = self.p
         dt_h = dt_s / 3600.0
-        e_self = self._self_discharge(dt_h)
-        e_min_mwh, e_max_mwh = self.e_min_mwh, self.e_max_mwh  # the capacity changes only in _fade, below
-        p_low, p_high = self._limits_mw(dt_h, e_min_mwh, e_max_mwh)
-        p_mw = min(max(p_set_mw, p_low), p_high)
+        e_self = self._self_discharge(dt_h) if p.self_discharge_frac_per_h != 0 else 0.0
+        e_mwh, e_capacity_mwh = self.e_mwh, self.e_capacity_mwh  # the capacity changes only in _fade, below
+        e_min_mwh, e_max_mwh = p.soc_min_frac * e_capacity_mwh, p.soc_max_frac * e_capacity_mwh
+        headroom = e_max_mwh - e_mwh
+        headroom = 0.0 if 0.0 > headroom else headroom
+        available = e_mwh - e_min_mwh
+        available = 0.0 if 0.0 > available else available
+        p_high = headroom / (p.eta_charge_frac * dt_h)
+        p_high = p_high if p_high < p.p_charge_max_mw else p.p_charge_max_mw
+        p_low = available * p.eta_discharge_frac / dt_h
+        p_low = -(p_low if p_low < p.p_discharge_max_mw else p.p_discharge_max_mw)
+        p_mw = p_low if p_low > p_set_mw else p_set_mw
+        p_mw = p_high if p_high < p_mw else p_mw
         if p_mw >= 0:
-            e_cell = p_mw * self.p.eta_charge_frac * dt_h
+            e_cell = p_mw * p.eta_charge_frac * dt_h
             self.e_charged_mwh += p_mw * dt_h
         else:
-            e_cell = p_mw / self.p.eta_discharge_frac * dt_h
+            e_cell = p_mw / p.eta_discharge_frac * dt_h
             self.e_discharged_mwh -= p_mw * dt_h
             self.e_cell_out_mwh -= e_cell
         e_conversion = p_mw * dt_h - e_cell
         # Rounding can leave e a hair outside the window; the window is the contract.
-        self.e_mwh = min(max(self.e_mwh + e_cell, e_min_mwh), e_max_mwh)
+        e_mwh += e_cell
+        e_mwh = e_min_mwh if e_min_mwh > e_mwh else e_mwh
+        self.e_mwh = e_max_mwh if e_max_mwh < e_mwh else e_mwh
         self.e_loss_mwh += e_self + e_conversion
-        self._fade()
+        if p.fade_per_cycle_frac != 0:
+            self._fade()
         return StepResult(p_mw, p_set_mw - p_mw, e_self, e_conversion)
 
     def _self_discharge(self, dt_h: float) -> float:
@@ -221,11 +242,12 @@ class Battery:
         return p_set
 
     def outputs(self, result: StepResult) -> dict[str, float]:
+        e_mwh, e_capacity_mwh = self.e_mwh, self.e_capacity_mwh
         return {
-            "p_mw": result.p_mw, "p_shortfall_mw": result.p_shortfall_mw, "soc_frac": self.soc_frac,
-            "e_mwh": self.e_mwh, "e_capacity_mwh": self.e_capacity_mwh,
+            "p_mw": result.p_mw, "p_shortfall_mw": result.p_shortfall_mw, "soc_frac": e_mwh / e_capacity_mwh,
+            "e_mwh": e_mwh, "e_capacity_mwh": e_capacity_mwh,
             "e_charged_mwh": self.e_charged_mwh, "e_discharged_mwh": self.e_discharged_mwh,
-            "e_loss_mwh": self.e_loss_mwh, "n_cycles": self.n_cycles,
+            "e_loss_mwh": self.e_loss_mwh, "n_cycles": self.e_cell_out_mwh / self.e_nameplate_mwh,  # soc_frac, n_cycles
         }
 
 

@@ -5,11 +5,21 @@ an FMU that ends the simulation itself raises FmuEnded (the run ends cleanly).""
 from __future__ import annotations
 
 import os
-import time as _time
 from contextlib import contextmanager
-from ctypes import byref, c_double, c_uint32
+from ctypes import byref, c_double, c_size_t, c_uint32, c_void_p, cast, pointer
 from math import isfinite as _isfinite
-from typing import Any
+from operator import add as _add, mul as _mul
+from typing import Any, NamedTuple
+
+from cosim.adapters.fmu.calls import (
+    EXCHANGE,
+    FMI2_TRUE,
+    FMI_WARNING,
+    SET_FAILED,
+    STEP_FAILED,
+    ExchangeArgs,
+    Fmi2Calls,
+)
 
 from cosim.adapters.fmu.description import (
     LOG,
@@ -21,7 +31,6 @@ from cosim.adapters.fmu.description import (
 )
 
 DISCARD = 2  # fmi2Discard = fmi3Discard: the FMU could not do what was asked, and says so
-FMI_WARNING = 1  # fmi2Warning: statuses above it are failures (fmpy raises on them)
 FMI2_LAST_SUCCESSFUL_TIME, FMI2_TERMINATED = 2, 3  # fmi2StatusKind values
 #: CVode's internal steps per communication step at most (SUNDIALS' default, 500, is too few
 #: for a communication step many times the model's time scale: "mxstep steps taken before reaching tout")
@@ -70,7 +79,6 @@ class FmuInstance:
         self.name = name
         self.label = f"{iface.path.name} ({name})"
         self.messages: list[str] = []
-        self.fmu_time_s = 0.0  # wall time spent inside FMU calls [s]
         self.n_steps = 0
         self.time_s = start_s
         self.fmi3 = iface.description.fmiVersion.startswith("3")
@@ -85,8 +93,8 @@ class FmuInstance:
         self._restart = False  # model exchange: an input changed, the solver must restart
         self._held: dict[str, float] = {}  # model exchange: the value last set of each attribute [FMU unit]
         self._arrays: dict[int, list[float]] = {}  # array variables by value reference, every element [FMU unit]
-        self._set_plans: dict[tuple[str, ...], Any] = {}  # input names -> one-call plan (set_inputs)
-        self._raw = None  # FMI 2.0 co-simulation: fmpy's ctypes functions (doStep, setReal, getReal)
+        self._set_plans: dict[tuple[str, ...], _SetPlan | bool] = {}  # input names -> one-call plan (set_inputs)
+        self._fmi2: Fmi2Calls | None = None  # FMI 2.0 co-simulation: its hot-path C calls
         self._ending: str | None = None  # the FMU ended the simulation at the end of the last step
         self._callback_error: BaseException | None = None
         bad = sorted(set(start_values) - set(iface.settable))
@@ -97,9 +105,16 @@ class FmuInstance:
         self._out_real = [p for p in outputs if p.accessor == fast and p.size == 1]
         self._out_other = [p for p in outputs if p not in self._out_real]
         self._out_vr = (c_uint32 * len(self._out_real))(*[p.vr for p in self._out_real])
-        self._out_units = [(p.attr, p.scale, p.offset) for p in self._out_real]  # Port.from_fmu, unrolled
+        self._out_n = c_size_t(len(self._out_real))
         self._out_buf = (c_double * len(self._out_real))()
+        # Port.from_fmu (value * scale + offset) of every scalar real output, as columns
+        self._out_attrs = tuple(p.attr for p in self._out_real)
+        self._out_scales = tuple(p.scale for p in self._out_real)
+        self._out_offsets = tuple(p.offset for p in self._out_real)
+        self._exchanged = None  # the outputs in scenario units, as the C exchange writes them (exchange)
         self._instantiate(unzipdir, log)
+        if self._fmi2 is not None and EXCHANGE is not None and not self._out_other:
+            self._exchanged = (c_double * len(self._out_real))()
         self._initialize(start_values, start_s)
 
     # -- errors -----------------------------------------------------------------------------------
@@ -112,16 +127,13 @@ class FmuInstance:
 
     def _call(self, what, fn, variable: str | None = None, *args):
         """``fn(*args)``, its failure raised as an FmuError naming ``what`` (a text, or a callable
-        giving it: the hot path formats nothing unless the call fails)."""
-        start = _time.perf_counter()
+        giving it: nothing is formatted unless the call fails)."""
         try:
             return fn(*args)
         except (FmuError, FmuEnded):
             raise
         except Exception as exc:  # fmpy raises FMICallException, OSError, ctypes errors
             raise self._failed(what, exc, variable) from exc
-        finally:
-            self.fmu_time_s += _time.perf_counter() - start
 
     def _failed(self, what, exc: Exception, variable: str | None = None) -> FmuError:
         what = what() if callable(what) else what
@@ -154,7 +166,8 @@ class FmuInstance:
         self.fmu = self._load(lambda: cls(guid=md.guid, **common), unzipdir)
         self._callbacks = _fmi2_callbacks(self._logger)
         self._call("instantiate", lambda: self.fmu.instantiate(callbacks=self._callbacks, loggingOn=log))
-        self._raw = _raw_cs_functions(self.fmu) if self.iface.kind == "cs" else None
+        if self.iface.kind == "cs":
+            self._fmi2 = Fmi2Calls(self.fmu)
 
     def _load(self, make, unzipdir: str):
         """fmpy's FMU object, which loads the shared library (and may change the working directory)."""
@@ -225,14 +238,11 @@ class FmuInstance:
                 continue
             self._call(lambda: f"{what} ({port.attr} = {number:g})", lambda: self._set_one(port, [si]), port.var)
         if len(batch) > 1:
-            start = _time.perf_counter()
             try:
                 getattr(self.fmu, "set" + fast)([p.vr for p, _, _ in batch], [si for _, _, si in batch])
                 batch = []
             except Exception:  # noqa: BLE001 — set them one by one below: the failing one is named
                 pass
-            finally:
-                self.fmu_time_s += _time.perf_counter() - start
         for port, number, si in batch:
             self._call(lambda: f"{what} ({port.attr} = {number:g})", lambda: self._set_one(port, [si]), port.var)
         for vr, port in arrays.items():
@@ -273,71 +283,149 @@ class FmuInstance:
         them in one set call through buffers kept per set of input names; anything else, or a
         call that fails (then the failing variable is named), goes through :meth:`_set`.
         """
-        ports = self.iface.ports
-        key = tuple(values)
-        plan = self._set_plans.get(key)
+        plan = self._set_plans.get(tuple(values))
         if plan is None:
-            plan = self._set_plans[key] = self._set_plan(key)
+            plan = self._new_set_plan(values)
         if plan:
-            chosen, vr, buf, n = plan
-            for k, (port, value) in enumerate(zip(chosen, values.values())):
-                if type(value) is not float or not _isfinite(value):  # else _number would return it as it is
-                    value = self._number(port, value, "setting an input")
-                buf[k] = (value - port.offset) / port.scale  # Port.to_fmu
-            start = _time.perf_counter()
+            units, vr, buf, n, _ = plan
+            self._fill(units, buf, values)
+            calls = self._fmi2
             try:
-                if self._raw is not None:  # fmpy's own ctypes call, without its wrapper
-                    if self._raw[1](self.fmu.component, vr, n, buf) > FMI_WARNING:
-                        raise RuntimeError("fmi2SetReal")  # set one by one below: the failing one is named
+                if calls is not None:
+                    if calls.set_real(calls.component, vr, n, buf) <= FMI_WARNING:
+                        return
                 elif self.fmi3:
-                    self.fmu.fmi3SetFloat64(self.fmu.component, vr, n, buf, n)
-                else:
-                    self.fmu.fmi2SetReal(self.fmu.component, vr, n, buf)
-                return
+                    self.fmu.fmi3SetFloat64(self.fmu.component, vr, n.value, buf, n.value)
+                    return
             except Exception:  # noqa: BLE001 — set them one by one below: the failing one is named
                 pass
-            finally:
-                self.fmu_time_s += _time.perf_counter() - start
+        self._set_each(values)
+
+    def _set_each(self, values: dict[str, Any]) -> None:
+        ports = self.iface.ports
         self._set([(ports[a], v) for a, v in values.items() if a in ports], "setting an input")
 
-    def _set_plan(self, names: tuple[str, ...]):
-        """``(ports, value references, value buffer, n)`` when every name is a scalar real input of
-        a co-simulation FMU; ``False`` otherwise (model exchange tracks changes: :meth:`_set`)."""
+    def _fill(self, units, buf, values: dict[str, Any]) -> None:
+        """``values`` in FMU units into a plan's buffer (``units``: see :class:`_SetPlan`)."""
+        for (k, port, offset, scale), value in zip(units, values.values()):
+            if type(value) is not float or not _isfinite(value):  # else _number would return it as it is
+                value = self._number(port, value, "setting an input")
+            buf[k] = (value - offset) / scale  # Port.to_fmu
+
+    def _new_set_plan(self, values: dict[str, Any]) -> _SetPlan | bool:
+        """The :class:`_SetPlan` of these input names, kept; ``False`` unless every name is a scalar
+        real input of a co-simulation FMU (model exchange tracks changes: :meth:`_set`)."""
+        names = tuple(values)
         ports = self.iface.ports
         fast = "Float64" if self.fmi3 else "Real"
         chosen = [ports.get(name) for name in names]
         if self.me or not chosen or any(p is None or p.size > 1 or p.kind != "real" or p.accessor != fast
                                         for p in chosen):
-            return False
-        return chosen, (c_uint32 * len(chosen))(*[p.vr for p in chosen]), (c_double * len(chosen))(), len(chosen)
+            plan = False
+        else:
+            units = tuple((k, p, p.offset, p.scale) for k, p in enumerate(chosen))
+            vr, buf = (c_uint32 * len(chosen))(*[p.vr for p in chosen]), (c_double * len(chosen))()
+            plan = _SetPlan(units, vr, buf, c_size_t(len(chosen)),
+                            self._exchange_args(vr, buf) if self._exchanged is not None else None)
+        self._set_plans[names] = plan
+        return plan
+
+    def _exchange_args(self, vr, buf):
+        """A pointer to the C exchange's arguments for inputs ``vr`` in ``buf`` (see ``_exchange.c``)."""
+        calls, n_out = self._fmi2, len(self._out_real)
+        scale, offset = (c_double * n_out)(*self._out_scales), (c_double * n_out)(*self._out_offsets)
+        args = ExchangeArgs(
+            set_real=cast(calls.set_real, c_void_p).value, do_step=cast(calls.do_step, c_void_p).value,
+            get_real=cast(calls.get_real, c_void_p).value, component=calls.component.value,
+            in_vr=vr, n_in=len(vr), in_values=buf, out_vr=self._out_vr, n_out=n_out, out_fmu=self._out_buf,
+            scale=scale, offset=offset, out=self._exchanged)
+        return pointer(args)  # (the pointer keeps the arguments, which keep the arrays they point to)
+
+    def exchange(self, values: dict[str, Any], time_s: float, step_s: float,
+                 outputs_first: bool = False) -> dict[str, Any]:
+        """One communication step: :meth:`set_inputs`, :meth:`step` from ``time_s`` over ``step_s``,
+        and :meth:`outputs` after it (``outputs_first``: before it). [scenario units, s]
+
+        An FMI 2.0 co-simulation FMU whose inputs are all scalar reals takes them in one C call
+        (``_exchange.c``, when ``make build`` built it) that makes the same FMU calls with the same
+        arguments and the same status checks as the three methods; a call that fails there is
+        reported as they report it (a failing set goes on one input at a time, naming the one).
+        """
+        plan = self._set_plans.get(tuple(values))
+        if plan is None:
+            plan = self._new_set_plan(values)
+        if not plan or plan[4] is None or self._ending:
+            self.set_inputs(values)
+            return self._step_and_read(time_s, step_s, outputs_first)
+        units, _vr, buf, _n, args = plan
+        self._fill(units, buf, values)
+        x = args.contents
+        x.t, x.h, x.outputs_first = time_s, step_s, outputs_first
+        failed = EXCHANGE(args)
+        if not failed:
+            self.time_s = time_s + step_s
+            self.n_steps += 1
+            return dict(zip(self._out_attrs, self._exchanged[:]))
+        return self._exchange_failed(failed, x.status, values, time_s, step_s, outputs_first)
+
+    def _exchange_failed(self, failed: int, status: int, values: dict[str, Any], time_s: float, step_s: float,
+                         outputs_first: bool) -> dict[str, Any]:
+        """After the C exchange stopped at a failing call: what :meth:`set_inputs`, :meth:`step` and
+        :meth:`outputs` do from there (so the run ends with the same message)."""
+        if failed == SET_FAILED:  # nothing called after it: set them one by one, then go on
+            self._set_each(values)
+            return self._step_and_read(time_s, step_s, outputs_first)
+        if failed == STEP_FAILED:
+            self.time_s = time_s
+            raise self._step_failed(time_s, status)
+        if not outputs_first:  # the step itself went through
+            self.time_s = time_s + step_s
+            self.n_steps += 1
+        exc = _call_failed("fmi2GetReal", status)
+        raise self._failed("getting outputs", exc) from exc
+
+    def _step_and_read(self, time_s: float, step_s: float, outputs_first: bool) -> dict[str, Any]:
+        if outputs_first:
+            out = self.outputs()
+            self.step(time_s, step_s)
+            return out
+        self.step(time_s, step_s)
+        return self.outputs()
 
     def outputs(self) -> dict[str, Any]:
         """Every output (model exchange: after the pending event iteration). [scenario units]"""
         if self._mode == "event":
             self._call("event iteration", lambda: self._settle(self.time_s))
-        out: dict[str, Any] = {}
         if self._out_real:
-            self._call("getting outputs", self._read_reals)
-            # a slice of the ctypes buffer is one list of floats (iterating it: one call per element)
-            for (attr, scale, offset), value in zip(self._out_units, self._out_buf[:]):
-                out[attr] = value * scale + offset  # Port.from_fmu
-        read: dict[int, list] = {}
-        for port in self._out_other:
-            if port.vr not in read:
-                getter = getattr(self.fmu, "get" + port.accessor)
-                n = port.size
-                read[port.vr] = self._call("getting outputs", lambda: getter([port.vr], n) if self.fmi3 else getter([port.vr]),
-                                           port.var)
-            out[port.attr] = port.from_fmu(read[port.vr][port.index])
+            calls = self._fmi2
+            if calls is None:
+                self._call("getting outputs", self._read_reals)
+            else:
+                status = calls.get_real(calls.component, self._out_vr, self._out_n, self._out_buf)
+                if status > FMI_WARNING:
+                    exc = _call_failed("fmi2GetReal", status)
+                    raise self._failed("getting outputs", exc) from exc
+            # Port.from_fmu of each, at C speed (the same two float operations; a slice of the
+            # ctypes buffer is one list of floats, where iterating it would be one call per element)
+            out: dict[str, Any] = dict(zip(self._out_attrs, map(_add, map(_mul, self._out_buf[:], self._out_scales),
+                                                                self._out_offsets)))
+        else:
+            out = {}
+        if self._out_other:
+            read: dict[int, list] = {}
+            for port in self._out_other:
+                if port.vr not in read:
+                    getter = getattr(self.fmu, "get" + port.accessor)
+                    n = port.size
+                    read[port.vr] = self._call("getting outputs",
+                                               lambda: getter([port.vr], n) if self.fmi3 else getter([port.vr]), port.var)
+                out[port.attr] = port.from_fmu(read[port.vr][port.index])
         return out
 
     def _read_reals(self) -> None:
+        """The scalar real outputs into ``_out_buf`` through fmpy (model exchange, FMI 3.0)."""
         n = len(self._out_real)
-        if self._raw is not None:
-            status = self._raw[2](self.fmu.component, self._out_vr, n, self._out_buf)
-            if status > FMI_WARNING:
-                raise _call_failed("fmi2GetReal", status)
-        elif self.fmi3:
+        if self.fmi3:
             self.fmu.fmi3GetFloat64(self.fmu.component, self._out_vr, n, self._out_buf, n)
         else:
             self.fmu.fmi2GetReal(self.fmu.component, self._out_vr, n, self._out_buf)
@@ -353,24 +441,30 @@ class FmuInstance:
         if self._ending:
             raise FmuEnded(self._ending)
         self.time_s = time_s
-        if self.me:
+        calls = self._fmi2
+        if calls is not None:  # fmi2DoStep(c, t, h, noSetFMUStatePriorToCurrentPoint = fmi2True), as fmpy calls it
+            calls.t.value, calls.h.value = time_s, step_s
+            status = calls.do_step(calls.component, calls.t, calls.h, FMI2_TRUE)
+            if status > FMI_WARNING:
+                raise self._step_failed(time_s, status)
+        elif self.me:
             self._call("model-exchange step", lambda: self._me_step(time_s + step_s))
         else:
             self._call("doStep", self._do_step, None, time_s, step_s)
         self.time_s = time_s + step_s
         self.n_steps += 1
 
+    def _step_failed(self, time_s: float, status: int) -> Exception:
+        """What an fmi2DoStep from ``time_s`` returning ``status`` (above warning) raises."""
+        exc = _call_failed("fmi2DoStep", status)
+        ended = self._discarded(time_s) if status == DISCARD else self._failed("doStep", exc)
+        ended.__cause__ = exc
+        return ended
+
     def _do_step(self, time_s: float, step_s: float) -> None:
+        """FMI 3.0 co-simulation: one fmi3DoStep through fmpy."""
         end_s = time_s + step_s
         try:
-            if self._raw is not None:  # fmi2DoStep(c, t, h, noSetFMUStatePriorToCurrentPoint = fmi2True), as fmpy calls it
-                status = self._raw[0](self.fmu.component, time_s, step_s, 1)
-                if status > FMI_WARNING:
-                    raise _call_failed("fmi2DoStep", status)
-                return
-            if not self.fmi3:
-                self.fmu.doStep(currentCommunicationPoint=time_s, communicationStepSize=step_s)
-                return
             _event, terminate, _early, last_s = self.fmu.doStep(time_s, step_s)
         except Exception as exc:
             if getattr(exc, "status", None) != DISCARD:
@@ -540,17 +634,15 @@ def _fmi2_callbacks(logger):
     return callbacks
 
 
-def _raw_cs_functions(fmu) -> tuple | None:
-    """fmpy's ctypes functions ``(fmi2DoStep, fmi2SetReal, fmi2GetReal)`` of an FMI 2.0 slave, called
-    on the hot path without fmpy's per-call wrapper (same C calls, same arguments; a status above
-    warning is raised as fmpy raises it, :func:`_call_failed`). None when fmpy logs FMI calls
-    (``fmiCallLogger``) or keeps its functions elsewhere: then its wrapper is used."""
-    functions = getattr(fmu, "_functions", None)
-    names = ("fmi2DoStep", "fmi2SetReal", "fmi2GetReal")
-    if getattr(fmu, "fmiCallLogger", None) is not None or not isinstance(functions, dict) \
-            or not all(name in functions for name in names):
-        return None
-    return tuple(functions[name] for name in names)
+class _SetPlan(NamedTuple):
+    """How :meth:`FmuInstance.set_inputs` sets one set of input names (scalar reals of a
+    co-simulation FMU) in one call. Unpacked as a tuple on the hot path."""
+
+    units: tuple  # (index, port, offset, scale) of each input, in the order of the names
+    vr: Any  # their value references (c_uint32 array)
+    buf: Any  # their values in FMU units (c_double array)
+    n: c_size_t
+    exchange: Any  # pointer to the C exchange's arguments for these inputs, or None (not built, not fit)
 
 
 def _call_failed(function: str, status: int) -> Exception:

@@ -176,16 +176,11 @@ class FmuSim(SingleModelSim):
         self._released.setdefault(eid, {})[attr] = float(value)
 
     def advance(self, inst: FmuInstance, time_s: float, inputs: dict[str, Any]) -> dict[str, Any]:
-        released = self._released.pop(inst.name, None)
-        if released:  # a value sent this step (a connection taking over again) wins
-            inputs = {**released, **inputs}
-        inst.set_inputs(inputs)
-        if self._sample_first:
-            out = inst.outputs()
-            inst.step(float(time_s), self._step_s)
-            return out
-        inst.step(float(time_s), self._step_s)
-        return inst.outputs()
+        if self._released:
+            released = self._released.pop(inst.name, None)
+            if released:  # a value sent this step (a connection taking over again) wins
+                inputs = {**released, **inputs}
+        return inst.exchange(inputs, float(time_s), self._step_s, self._sample_first)
 
     @property
     def instances(self) -> dict[str, FmuInstance]:
