@@ -58,6 +58,8 @@ from cosim.adapters.datacenter.training import (
     substream,
 )
 
+_HIGH, _NORMAL, _LOW = CLASSES
+
 #: Bisection steps when searching the cap that meets the facility limit (resolution
 #: (TDP - min) / 2**20, far below a watt).
 _BISECT_STEPS = 20
@@ -400,8 +402,8 @@ class GpuCluster:
         key = (state.tobytes(), self.sched.alloc_version)  # (not state_key: no views needed before the pass)
         if self._flexible_pool is None or self._flexible_pool[0] != key:
             # == per state, not np.isin: isin on a tuple costs ~10x more on every job
-            self._flexible_pool = (key, np.flatnonzero(
-                self.jobs.flexible & ((state == QUEUED) | (state == RUNNING) | (state == PAUSED))))
+            self._flexible_pool = (key, (
+                self.jobs.flexible & ((state == QUEUED) | (state == RUNNING) | (state == PAUSED))).nonzero()[0])
         pool = self._flexible_pool[1]
         target = int(round(frac * len(pool)))
         if target == len(knob_paused):
@@ -419,7 +421,7 @@ class GpuCluster:
         """Jobs paused by ``reason`` (1 knob, 2 limit), ascending; recounted only when ``paused_by`` changed."""
         key = self.paused_by.tobytes()
         if key != self._paused_key:
-            self._paused_lists = {r: np.flatnonzero(self.paused_by == r) for r in (1, 2)}
+            self._paused_lists = {r: (self.paused_by == r).nonzero()[0] for r in (1, 2)}
             self._paused_key = key
         return self._paused_lists[reason]
 
@@ -443,7 +445,8 @@ class GpuCluster:
 
     # -- caps and the facility limit ------------------------------------------------------------
     def _class_caps(self, run: np.ndarray, knobs: Knobs) -> np.ndarray:
-        key = (knobs.p_cap_w, *(knobs.p_cap_class_w.get(c) or self.gpu.tdp_w for c in CLASSES))
+        get, tdp = knobs.p_cap_class_w.get, self.gpu.tdp_w
+        key = (knobs.p_cap_w, get(_HIGH) or tdp, get(_NORMAL) or tdp, get(_LOW) or tdp)  # (CLASSES order)
         cached = self._caps_for
         if cached is not None and cached[0] is run and cached[1] == key:
             return cached[2]  # same running jobs, same caps (most steps): read-only, shared

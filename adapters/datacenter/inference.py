@@ -276,9 +276,6 @@ def arrival_rate(kind: str, rate_req_s: float, time_s: float, dt_s: float, start
 
 
 # -- the fleet --------------------------------------------------------------------------------------
-#: Batches :meth:`Fleet.batch_for` keeps per table (found again for the same throughput). [-]
-_BATCHES_KEPT = 4096
-
 @dataclass
 class FleetStep:
     """What one fleet did in one step (totals over its active replicas)."""
@@ -328,7 +325,6 @@ class Fleet:
         self._grid = np.geomspace(0.05, curves.b_max, 400)
         self._tput = np.maximum.accumulate(curves.tokens_per_s(self._grid))
         self._table_for: tuple | None = None  # what _table made for the last max_batch
-        self._batches: tuple = (None, {})  # (a _table, {throughput: batch_for's batch on it})
 
     @property
     def n_gpus(self) -> int:
@@ -341,17 +337,7 @@ class Fleet:
         table = self._table_for
         if table is None or table[0] != max_batch:
             table = self._table(max_batch)
-        # batches found on this table (a trace's arrivals repeat hourly: so do a queue-free fleet's demands)
-        kept = self._batches
-        if kept[0] is not table:
-            kept = self._batches = (table, {})
-        found = kept[1]
-        batch = found.get(tokens_per_s)
-        if batch is None:
-            if len(found) >= _BATCHES_KEPT:
-                found.clear()
-            batch = found[tokens_per_s] = interp_one(tokens_per_s, table[4], table[3], max_batch)
-        return batch
+        return interp_one(tokens_per_s, table[4], table[3], max_batch)
 
     def _table(self, max_batch: float) -> tuple:
         """``(max_batch, batch grid up to it, its non-decreasing throughput, both as lists)``. [-, -, 1/s, -, 1/s]
