@@ -26,11 +26,16 @@ $(STAMP): pyproject.toml
 # and the grid engine's per-step arithmetic (adapters/grid/_kernels.c; without it numpy does the same sums).
 # No fast-math and no FMA contraction: the C code must round as numpy's loops round.
 KERNELS := adapters/grid/_kernels.so
+# the datacenter's per-job progress of a step (adapters/datacenter/_kernels.c; without it numpy does the same)
+DC_KERNELS := adapters/datacenter/_kernels.so
 
-build: setup $(KERNELS)
+build: setup $(KERNELS) $(DC_KERNELS)
 	@$(PY) thermal_fmus/build.py
 
 $(KERNELS): adapters/grid/_kernels.c
+	gcc -O2 -fPIC -shared -std=c11 -ffp-contract=off -fno-fast-math -Wall -o $@ $< -lm
+
+$(DC_KERNELS): adapters/datacenter/_kernels.c
 	gcc -O2 -fPIC -shared -std=c11 -ffp-contract=off -fno-fast-math -Wall -o $@ $< -lm
 
 # The manual: reference pages generated from the schema and the registry, the gallery drawn from runs of the
