@@ -266,13 +266,21 @@ def arrival_rate(kind: str, rate_req_s: float, time_s: float, dt_s: float, start
         mean = rate_req_s * 1.0
     else:
         hour = start_hour_utc + time_s / 3600.0
-        mean = rate_req_s * (1.0 + diurnal_amp_frac * np.cos(2 * np.pi * (hour - peak_hour_utc) / 24.0))
+        # numpy's cosine (math.cos differs in the last bit), the rest on Python floats: the same
+        # double operations as on numpy's scalars, without their cost
+        mean = rate_req_s * (1.0 + diurnal_amp_frac * float(np.cos(2 * np.pi * (hour - peak_hour_utc) / 24.0)))
     if kind == "synthetic":
         if rng is None:
             raise ValueError("synthetic arrivals need a seeded rng")
         return float(rng.poisson(mean * dt_s)) / dt_s
-    profile, _ = trace_profile(kind)
+    profile = _profile_values(kind)
     return float(mean * profile[int(time_s // 60) % len(profile)])
+
+
+@functools.lru_cache(maxsize=None)
+def _profile_values(kind: str) -> list[float]:
+    """:func:`trace_profile`'s counts as Python floats (the same values, read one a step)."""
+    return trace_profile(kind)[0].tolist()
 
 
 # -- the fleet --------------------------------------------------------------------------------------
