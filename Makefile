@@ -28,8 +28,10 @@ $(STAMP): pyproject.toml
 # No fast-math and no FMA contraction: the C code must round as numpy's loops and Python round.
 KERNELS := adapters/grid/_kernels.so
 FMU_EXCHANGE := adapters/fmu/_exchange.so
+# the datacenter's per-job progress of a step (adapters/datacenter/_kernels.c; without it numpy does the same)
+DC_KERNELS := adapters/datacenter/_kernels.so
 
-build: setup $(KERNELS) $(FMU_EXCHANGE)
+build: setup $(KERNELS) $(FMU_EXCHANGE) $(DC_KERNELS)
 	@$(PY) thermal_fmus/build.py
 
 $(KERNELS): adapters/grid/_kernels.c
@@ -37,6 +39,9 @@ $(KERNELS): adapters/grid/_kernels.c
 
 $(FMU_EXCHANGE): adapters/fmu/_exchange.c
 	gcc -O2 -fPIC -shared -std=c11 -ffp-contract=off -fno-fast-math -Wall -o $@ $<
+
+$(DC_KERNELS): adapters/datacenter/_kernels.c
+	gcc -O2 -fPIC -shared -std=c11 -ffp-contract=off -fno-fast-math -Wall -o $@ $< -lm
 
 # The manual: reference pages generated from the schema and the registry, the gallery drawn from runs of the
 # catalogue's scenarios (a few minutes), then mkdocs (no network).

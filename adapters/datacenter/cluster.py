@@ -31,6 +31,7 @@ from cosim.adapters.datacenter.checkpoints import checkpoint_share, split_levels
 from cosim.adapters.datacenter.failures import FailureModel
 from cosim.adapters.datacenter.hardware import DeliveryLosses, GpuSpec, NodeSpec
 from cosim.adapters.datacenter.inference import Fleet, arrival_rate
+from cosim.adapters.datacenter.kernels import KERNELS, Progress
 from cosim.adapters.datacenter.mig import MigPool, Profile
 from cosim.adapters.datacenter.nodes import NodePower, NodeSleep, SleepParams, Topology
 from cosim.adapters.datacenter.observe import SCHEDULING_OUTPUTS, scheduling_outputs
@@ -57,6 +58,8 @@ from cosim.adapters.datacenter.training import (
     capped_speed,
     substream,
 )
+
+_HIGH, _NORMAL, _LOW = CLASSES
 
 #: Bisection steps when searching the cap that meets the facility limit (resolution
 #: (TDP - min) / 2**20, far below a watt).
@@ -110,7 +113,12 @@ def _sure_steps(rem_s: np.ndarray, full_s: np.ndarray, floor_s: np.ndarray) -> i
     ``floor_s`` without NaN (a whole step's). [s, s, s]
     """
     bound = np.floor((rem_s - floor_s - 1e-6) / (full_s + rem_s * 2.0 ** -52)) - 2.0
-    return int(min(max(float(bound.min()), 0.0), 1e6))
+    return _sure_count(float(bound.min()))
+
+
+def _sure_count(least_bound: float) -> int:
+    """:func:`_sure_steps` from the least of its bounds (``cosim_dc_progress`` finds it in C). [-]"""
+    return int(min(max(least_bound, 0.0), 1e6))
 
 
 @dataclass
@@ -244,6 +252,7 @@ class GpuCluster:
         self.paused_by = np.zeros(len(jobs), np.int8)  # 0 none, 1 knob, 2 limit
         self._caps_for: tuple | None = None  # (running jobs, cap knobs, caps) of the last _class_caps
         self._steady: list | None = None  # what _advance_steady keeps between steps (see there)
+        self._progress: Progress | None = None  # its per-job arithmetic in C (_kernel), False: numpy's
         # the step is one of report=None: only the state that carries forward is advanced (no power,
         # no training sums, no delay/slowdown/work sums, which the warm-up resets)
         self._quiet = False
@@ -400,8 +409,8 @@ class GpuCluster:
         key = (state.tobytes(), self.sched.alloc_version)  # (not state_key: no views needed before the pass)
         if self._flexible_pool is None or self._flexible_pool[0] != key:
             # == per state, not np.isin: isin on a tuple costs ~10x more on every job
-            self._flexible_pool = (key, np.flatnonzero(
-                self.jobs.flexible & ((state == QUEUED) | (state == RUNNING) | (state == PAUSED))))
+            self._flexible_pool = (key, (
+                self.jobs.flexible & ((state == QUEUED) | (state == RUNNING) | (state == PAUSED))).nonzero()[0])
         pool = self._flexible_pool[1]
         target = int(round(frac * len(pool)))
         if target == len(knob_paused):
@@ -419,7 +428,7 @@ class GpuCluster:
         """Jobs paused by ``reason`` (1 knob, 2 limit), ascending; recounted only when ``paused_by`` changed."""
         key = self.paused_by.tobytes()
         if key != self._paused_key:
-            self._paused_lists = {r: np.flatnonzero(self.paused_by == r) for r in (1, 2)}
+            self._paused_lists = {r: (self.paused_by == r).nonzero()[0] for r in (1, 2)}
             self._paused_key = key
         return self._paused_lists[reason]
 
@@ -443,7 +452,8 @@ class GpuCluster:
 
     # -- caps and the facility limit ------------------------------------------------------------
     def _class_caps(self, run: np.ndarray, knobs: Knobs) -> np.ndarray:
-        key = (knobs.p_cap_w, *(knobs.p_cap_class_w.get(c) or self.gpu.tdp_w for c in CLASSES))
+        get, tdp = knobs.p_cap_class_w.get, self.gpu.tdp_w
+        key = (knobs.p_cap_w, get(_HIGH) or tdp, get(_NORMAL) or tdp, get(_LOW) or tdp)  # (CLASSES order)
         cached = self._caps_for
         if cached is not None and cached[0] is run and cached[1] == key:
             return cached[2]  # same running jobs, same caps (most steps): read-only, shared
@@ -696,31 +706,43 @@ class GpuCluster:
             full_s = speed * progress * dt_s  # the work of a whole step
             per_dt = kept[9] = [dt_s, full_s, np.maximum(full_s, 1e-12), np.full(len(run), dt_s * 1.0), 0, None]
         full_s = per_dt[1]
-        rem = sched.remaining_s[run]
         sure = per_dt[4] > 0  # a step _sure_steps vouched for: whole, and no job finishes in it
         if sure:
             per_dt[4] -= 1
-            whole = True
+        kernel = self._kernel(run, per_dt)
+        if kernel:  # the per-job arithmetic below in C (.kernels: the same operations, one call)
+            whole, least_bound, least_left = kernel.step(dt_s, sure)
+            if whole and not sure:
+                per_dt[4] = _sure_count(least_bound)
+            active = None if whole else kernel.active
+            ran_s = per_dt[3] if whole else None  # (dt_s * active made below if a job finishes)
         else:
-            ratio = rem / per_dt[2]
-            whole = bool(ratio.min() >= 1.0)  # every job runs the whole step: active is 1 for all
-            if whole:
-                per_dt[4] = _sure_steps(rem, full_s, per_dt[2])
-        if whole:  # (x * 1.0 is x exactly: the work is the whole step's, the time dt_s)
-            work_s, ran_s, active = full_s, per_dt[3], None
-        else:
-            active = np.minimum(1.0, ratio)
-            work_s = full_s * active
-            ran_s = dt_s * active
-        left_s = rem - work_s
-        sched.remaining_s[run] = left_s
-        sched.work_done_s[run] += work_s
-        if self.failures.enabled:
-            self._mark_checkpoints(run, ran_s, work_s)
-        self.ran_s[run] += ran_s
-        if not sure and not left_s.min() > 1e-6:  # (a NaN left, never expected, takes the full test)
-            finished = left_s <= 1e-6  # (run holds distinct jobs: no isin needed)
+            rem = sched.remaining_s[run]
+            if sure:
+                whole = True
+            else:
+                ratio = rem / per_dt[2]
+                whole = bool(ratio.min() >= 1.0)  # every job runs the whole step: active is 1 for all
+                if whole:
+                    per_dt[4] = _sure_steps(rem, full_s, per_dt[2])
+            if whole:  # (x * 1.0 is x exactly: the work is the whole step's, the time dt_s)
+                work_s, ran_s, active = full_s, per_dt[3], None
+            else:
+                active = np.minimum(1.0, ratio)
+                work_s = full_s * active
+                ran_s = dt_s * active
+            left_s = rem - work_s
+            sched.remaining_s[run] = left_s
+            sched.work_done_s[run] += work_s
+            if self.failures.enabled:
+                self._mark_checkpoints(run, ran_s, work_s)
+            self.ran_s[run] += ran_s
+            least_left = None if sure else left_s.min()
+        if not sure and not least_left > 1e-6:  # (a NaN left, never expected, takes the full test)
+            finished = sched.remaining_s[run] <= 1e-6  # (the work left; run holds distinct jobs: no isin needed)
             if finished.any():
+                if ran_s is None:
+                    ran_s = dt_s * active
                 sched.release(run[finished], DONE, time_s + ran_s[finished])
         if self._quiet:
             return None
@@ -744,6 +766,23 @@ class GpuCluster:
             self.work_class_gpu_h += work_by_class * hours
         self.delay_gpu_h += slow + float(sched.waiting_gpus()) * hours
         return train
+
+    def _kernel(self, run: np.ndarray, per_dt: list) -> Progress | None:
+        """The C form of :meth:`_advance_steady`'s per-job arithmetic (:mod:`.kernels`), with these jobs
+        and this step's work loaded, or None: not built, failures drawn (their checkpoints read the
+        step's arrays), or arrays it does not take."""
+        if KERNELS is None or self.failures.enabled:
+            return None
+        kernel, sched = self._progress, self.sched
+        arrays = (sched.remaining_s, sched.work_done_s, self.ran_s)
+        if kernel is None or (kernel and any(a is not b for a, b in zip(kernel.arrays, arrays))):
+            # (None: not made yet, or dropped by a copy, whose addresses were the original's)
+            kernel = self._progress = Progress(*arrays) if Progress.fits(*arrays) else False
+        if not kernel:
+            return None
+        if kernel.loaded is not per_dt:  # (per_dt is made anew for each kept set of jobs and step length)
+            kernel.load(per_dt, run, per_dt[1], per_dt[2])
+        return kernel
 
     def _step_sums(self, g, p_gpu, speed, prio, stall, active) -> tuple[float, float, np.ndarray, dict]:
         """``(slowdown GPUs, working GPUs, working GPUs per class, training part of the step)`` of

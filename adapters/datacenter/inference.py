@@ -266,19 +266,24 @@ def arrival_rate(kind: str, rate_req_s: float, time_s: float, dt_s: float, start
         mean = rate_req_s * 1.0
     else:
         hour = start_hour_utc + time_s / 3600.0
-        mean = rate_req_s * (1.0 + diurnal_amp_frac * np.cos(2 * np.pi * (hour - peak_hour_utc) / 24.0))
+        # numpy's cosine (math.cos differs in the last bit), the rest on Python floats: the same
+        # double operations as on numpy's scalars, without their cost
+        mean = rate_req_s * (1.0 + diurnal_amp_frac * float(np.cos(2 * np.pi * (hour - peak_hour_utc) / 24.0)))
     if kind == "synthetic":
         if rng is None:
             raise ValueError("synthetic arrivals need a seeded rng")
         return float(rng.poisson(mean * dt_s)) / dt_s
-    profile, _ = trace_profile(kind)
+    profile = _profile_values(kind)
     return float(mean * profile[int(time_s // 60) % len(profile)])
 
 
-# -- the fleet --------------------------------------------------------------------------------------
-#: Batches :meth:`Fleet.batch_for` keeps per table (found again for the same throughput). [-]
-_BATCHES_KEPT = 4096
+@functools.lru_cache(maxsize=None)
+def _profile_values(kind: str) -> list[float]:
+    """:func:`trace_profile`'s counts as Python floats (the same values, read one a step)."""
+    return trace_profile(kind)[0].tolist()
 
+
+# -- the fleet --------------------------------------------------------------------------------------
 @dataclass
 class FleetStep:
     """What one fleet did in one step (totals over its active replicas)."""
@@ -328,7 +333,6 @@ class Fleet:
         self._grid = np.geomspace(0.05, curves.b_max, 400)
         self._tput = np.maximum.accumulate(curves.tokens_per_s(self._grid))
         self._table_for: tuple | None = None  # what _table made for the last max_batch
-        self._batches: tuple = (None, {})  # (a _table, {throughput: batch_for's batch on it})
 
     @property
     def n_gpus(self) -> int:
@@ -341,17 +345,7 @@ class Fleet:
         table = self._table_for
         if table is None or table[0] != max_batch:
             table = self._table(max_batch)
-        # batches found on this table (a trace's arrivals repeat hourly: so do a queue-free fleet's demands)
-        kept = self._batches
-        if kept[0] is not table:
-            kept = self._batches = (table, {})
-        found = kept[1]
-        batch = found.get(tokens_per_s)
-        if batch is None:
-            if len(found) >= _BATCHES_KEPT:
-                found.clear()
-            batch = found[tokens_per_s] = interp_one(tokens_per_s, table[4], table[3], max_batch)
-        return batch
+        return interp_one(tokens_per_s, table[4], table[3], max_batch)
 
     def _table(self, max_batch: float) -> tuple:
         """``(max_batch, batch grid up to it, its non-decreasing throughput, both as lists)``. [-, -, 1/s, -, 1/s]

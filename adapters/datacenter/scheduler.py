@@ -14,6 +14,7 @@ estimates); a policy that wants noisy ones draws its own (``srpt``).
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 
 import numpy as np
@@ -161,7 +162,7 @@ class Scheduler:
         self.state[job] = RUNNING
         if self.sleep is not None:
             self.ready_s[job] = self.sleep.wake(self.topology.node_of_gpu[gpus], time_s)
-        if np.isnan(self.first_start_s[job]):
+        if math.isnan(self.first_start_s[job]):
             self.first_start_s[job] = time_s
             if self.stat_submit_s[job] >= 0:
                 self.wait_sum_s += time_s - self.stat_submit_s[job]
@@ -184,7 +185,7 @@ class Scheduler:
         # owner -1 reads the spare last entry, never set
         releasing = np.zeros(len(self.jobs) + 1, bool)
         releasing[jobs] = True
-        held = np.flatnonzero(releasing[self.owner])
+        held = releasing[self.owner].nonzero()[0]
         self.owner[held] = -1
         self.n_free += len(held)
         self._freed(held)
@@ -284,7 +285,7 @@ class Scheduler:
     # -- the scheduling pass ---------------------------------------------------------------
     def queue_order(self) -> np.ndarray:
         """Queued jobs by priority class, then submission time, then id."""
-        queued = np.flatnonzero(self.state == QUEUED)
+        queued = (self.state == QUEUED).nonzero()[0]
         return queued[np.lexsort((queued, self.jobs.submit_s[queued], self.jobs.prio[queued]))]
 
     def schedule(self, time_s: float) -> list[int]:
@@ -296,7 +297,7 @@ class Scheduler:
 
     def reservation(self, need: int, time_s: float) -> tuple[float, int]:
         """Shadow time for a head needing ``need`` GPUs, and the GPUs spare at that time."""
-        running = np.flatnonzero(self.state == RUNNING)
+        running = (self.state == RUNNING).nonzero()[0]
         ends = time_s + self.remaining_s[running] / np.maximum(self.speed[running], 1e-9)
         order = np.argsort(ends, kind="stable")
         freed = self.n_free + np.cumsum(self.n_alloc[running][order])
@@ -322,7 +323,7 @@ class Scheduler:
         key = self.state.tobytes()
         if key == self._views_key:
             return
-        running = np.flatnonzero(self.state == RUNNING)
+        running = (self.state == RUNNING).nonzero()[0]
         running.flags.writeable = False  # shared by every caller until the next change
         self._running = running
         self._views_key = key
@@ -380,7 +381,7 @@ class Scheduler:
     def free_gpus(self) -> np.ndarray:
         """The free GPUs, ascending (cached; do not modify). [GPU ids]"""
         if self._free_gpus is None:
-            self._free_gpus = np.flatnonzero(self.owner < 0)
+            self._free_gpus = (self.owner < 0).nonzero()[0]
         return self._free_gpus
 
     def free_per_node(self) -> np.ndarray:
@@ -398,7 +399,7 @@ class Scheduler:
         """
         cached = self._free_gpus
         n = len(gpus)
-        if cached is not None and n <= len(cached) and np.array_equal(cached[:n], gpus):
+        if cached is not None and n <= len(cached) and bool((cached[:n] == gpus).all()):  # (np.array_equal)
             self._free_gpus = cached[n:]
         else:
             self._free_gpus = None

@@ -101,6 +101,11 @@ class Cycle:
         return comp, busy
 
 
+def busy_mean_frac(factors: np.ndarray) -> float:
+    """Busy share of the cycle of stall factors ``factors`` (= 1 / their mean). [-]"""
+    return float(1.0 / factors.mean())
+
+
 def make_cycle(factors: np.ndarray, iteration_s: float) -> Cycle:
     """The iteration cycle of stall factors ``factors`` with mean iteration time ``iteration_s``."""
     tau = iteration_s / factors.mean()  # mean worker time of one iteration
@@ -114,7 +119,7 @@ def make_cycle(factors: np.ndarray, iteration_s: float) -> Cycle:
     busy = np.column_stack([k * tau, k * tau + COMPUTE_FRAC * tau, k * tau + COMPUTE_FRAC * tau]).ravel()
     n = len(factors)
     return Cycle(np.append(x, start[-1]), np.append(comp, n * COMPUTE_FRAC * tau), np.append(busy, n * tau),
-                 float(start[-1]), float(1.0 / factors.mean()))
+                 float(start[-1]), busy_mean_frac(factors))
 
 
 class StragglerModel:
@@ -158,7 +163,7 @@ class StragglerModel:
         for n in set(np.asarray(n_gpus).tolist()):
             n = self._size(n)
             if n not in means:
-                means[n] = float(1.0 / self._stall_factors(n).mean())
+                means[n] = busy_mean_frac(self._stall_factors(n))
         return np.array([means[self._size(n)] for n in np.asarray(n_gpus).tolist()], float)
 
     def shares(self, n_gpus: np.ndarray, phase_frac: np.ndarray, time_s: float, dt_s: float):
