@@ -23,14 +23,14 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 # The cooling FMUs: compiled from thermal_fmus/<Model>/ C sources with gcc, only when missing or stale;
-# and the grid engine's per-step arithmetic (adapters/grid/_kernels.c; without it numpy does the same sums).
-# No fast-math and no FMA contraction: the C code must round as numpy's loops round.
-KERNELS := adapters/grid/_kernels.so
+# and the grid engines' per-step arithmetic (adapters/grid/_kernels.c, _opendss_kernels.c; without them numpy or
+# OpenDSS does the same sums). No fast-math and no FMA contraction: the C code must round as numpy's loops round.
+KERNELS := adapters/grid/_kernels.so adapters/grid/_opendss_kernels.so
 
 build: setup $(KERNELS)
 	@$(PY) thermal_fmus/build.py
 
-$(KERNELS): adapters/grid/_kernels.c
+adapters/grid/%.so: adapters/grid/%.c
 	gcc -O2 -fPIC -shared -std=c11 -ffp-contract=off -fno-fast-math -Wall -o $@ $< -lm
 
 # The manual: reference pages generated from the schema and the registry, the gallery drawn from runs of the

@@ -26,9 +26,23 @@ differ (a positive-sequence model, seasonal ratings) is read through OpenDSS's c
 so is a small one (:data:`BULK_MIN_ELEMENTS`), where the bulk read saves nothing.
 (A capacitor's Mvar, ``CktElement.Powers``, is not taken this way: it differs from the product
 above in the last bit at some steps, so the few capacitors are read one by one.)
+
+Reading the currents costs OpenDSS itself more than the rest (~0.55 ms of ~0.8 ms on IEEE 8500).
+With ``make build``'s ``_opendss_kernels.so``, :class:`_YprimReads` computes them instead, as OpenDSS
+does (``TPDElement.GetCurrents``: ``I = Yprim · V``, row by row in OpenDSS's order), from each
+element's Yprim, read once, and the node voltages (``YNodeVarray``), with the loadings and losses
+above in the same C pass (~0.1 ms). A Yprim changes only when the circuit is edited or a control
+acts in a solve (a tap, a switch: the solve then runs more than one control iteration); after such
+a solve the currents are read from OpenDSS once more, the kernel's are compared with them to the
+bit, the Yprims of the elements that differ are read again, and the kernel is used only while all
+of them agree (it is dropped otherwise: OpenDSS's currents are read at every step).
 """
 
 from __future__ import annotations
+
+import ctypes
+import functools
+from pathlib import Path
 
 import numpy as np
 
@@ -51,7 +65,8 @@ class PdReads:
         self.dss = dss
         self.circuit = circuit = dss.to_dss_python().ActiveCircuit
         self.loading_pd = np.asarray(loading_pd, np.int64)
-        start, n_phases, counted, node_refs, rating = self._elements()
+        large = circuit.PDElements.Count >= BULK_MIN_ELEMENTS
+        start, n_phases, counted, node_refs, rating, yprims = self._elements(large and _library() is not None)
         self.rating = rating[self.loading_pd]
         # terminal 1's phase conductors of each element whose loading is read (OpenDSS takes the
         # largest current of those; a disabled element reads 0, as one without a rating does)
@@ -64,33 +79,48 @@ class PdReads:
                                      for e in counted])
         #: True once :meth:`check` found the readings equal to OpenDSS's own (False: read through OpenDSS)
         self.exact: bool | None = None
+        self._kernel = _YprimReads(self, start, n_phases, counted, node_refs, yprims, on) if yprims else None
 
-    def _elements(self) -> tuple[np.ndarray, np.ndarray, list[int], list[np.ndarray | None], np.ndarray]:
-        """Each PD element's first entry in ``AllCurrents``, its phases, the elements the losses
-        count (enabled, not a shunt), each one's node numbers (None: disabled, OpenDSS has none) and
-        its rating (``NormAmps``). [-, -, -, -, A]"""
+    def _elements(self, yprims: bool) -> tuple[np.ndarray, np.ndarray, list[int], list[np.ndarray | None],
+                                                np.ndarray, list[np.ndarray | None]]:
+        """Each PD element's first entry in ``AllCurrents`` (and, last, their count), its phases, the elements the losses
+        count (enabled, not a shunt), each one's node numbers (None: disabled, OpenDSS has none), its
+        rating (``NormAmps``) and, with ``yprims``, its Yprim (None: disabled; an empty list without
+        ``yprims``). [-, -, -, -, A, S]"""
         circuit = self.circuit
         pd, element = circuit.PDElements, circuit.ActiveCktElement
         n_conductors = np.asarray(pd.AllNumConductors, np.int64) * np.asarray(pd.AllNumTerminals, np.int64)
-        start = np.concatenate([[0], np.cumsum(n_conductors)[:-1]]).astype(np.int64)
-        counted, node_refs, rating = [], [], []
+        start = np.concatenate([[0], np.cumsum(n_conductors)]).astype(np.int64)
+        counted, node_refs, rating, yprim = [], [], [], []
         for pos, name in enumerate(pd.AllNames):
             circuit.SetActiveElement(name)
             enabled = bool(element.Enabled)
             node_refs.append(np.asarray(element.NodeRef, np.int64) if enabled else None)
             rating.append(element.NormalAmps)
+            if yprims:
+                yprim.append(np.asarray(element.Yprim, float) if enabled else None)
             if enabled and not pd.IsShunt:
                 counted.append(pos)
-        return start, np.asarray(pd.AllNumPhases, np.int64), counted, node_refs, np.asarray(rating, float)
+        return (start, np.asarray(pd.AllNumPhases, np.int64), counted, node_refs, np.asarray(rating, float),
+                yprim)
 
     # -- reading ------------------------------------------------------------------------------
-    def read(self) -> tuple[np.ndarray, float]:
+    def read(self, y_changed: bool = True) -> tuple[np.ndarray, float]:
         """The chosen elements' loadings [%] and the circuit's losses [W] of the last solution;
-        through OpenDSS's own calls when :attr:`exact` is False."""
+        through OpenDSS's own calls when :attr:`exact` is False. ``y_changed``: a Yprim may have
+        changed since the last read (False: no edit and no control action since, so the kernel's
+        Yprims are OpenDSS's)."""
         if self.exact is False:
             return self._read_opendss()
+        kernel = self._kernel
+        if kernel is not None and not y_changed:
+            return kernel.read()
         currents = self.circuit.PDElements.AllCurrents  # re, im of every conductor, element by element
-        return self._loadings(currents), self._losses(currents, self.circuit.YNodeVarray)
+        volts = self.circuit.YNodeVarray
+        result = self._loadings(currents), self._losses(currents, volts)
+        if kernel is not None and not kernel.sync(currents, volts, result):
+            self._kernel = None
+        return result
 
     def _loadings(self, currents: np.ndarray) -> np.ndarray:
         """``100 * max |I| / NormAmps`` over each element's phase conductors at terminal 1. [%]"""
@@ -138,9 +168,123 @@ class PdReads:
         self.exact = None
         fast = self.read()
         reference = self._read_opendss()
-        self.exact = all(np.asarray(a, float).tobytes() == np.asarray(b, float).tobytes()
-                         for a, b in zip(fast, reference))
+        self.exact = _same(fast, reference)
         return self.exact
+
+    @property
+    def kernel(self) -> bool:
+        """Whether the currents are computed from the Yprims (:class:`_YprimReads`) while no Yprim changes."""
+        return self._kernel is not None
+
+
+def _same(a: tuple[np.ndarray, float], b: tuple[np.ndarray, float]) -> bool:
+    """Loadings and losses equal to the bit."""
+    return all(np.asarray(x, float).tobytes() == np.asarray(y, float).tobytes() for x, y in zip(a, b))
+
+
+@functools.cache
+def _library(path: Path = Path(__file__).with_name("_opendss_kernels.so")):
+    """``adapters/grid/_opendss_kernels.so`` (``make build``), or None: not built, older than its C
+    source (an edited source is not trusted until rebuilt) or not loadable."""
+    source = path.with_suffix(".c")
+    try:
+        if not path.is_file() or (source.is_file() and source.stat().st_mtime > path.stat().st_mtime):
+            return None
+        lib = ctypes.CDLL(str(path))
+    except OSError:
+        return None
+    lib.cosim_pd_reads.restype = ctypes.c_double
+    lib.cosim_pd_reads.argtypes = ([ctypes.c_int64] + [ctypes.c_void_p] * 10 + [ctypes.c_int64]
+                                   + [ctypes.c_void_p] * 4)
+    return lib
+
+
+#: the C kernel's largest element order (conductors x terminals); a circuit with a larger one is not taken
+MAX_ORDER = 64
+
+
+class _YprimReads:
+    """:class:`PdReads`'s loadings and losses with the currents computed as OpenDSS computes them,
+    from each element's Yprim (held here) and the node voltages, by ``cosim_pd_reads``
+    (``_opendss_kernels.c``). Only the elements whose currents are used are computed: those the
+    losses count and the enabled ones whose loading is read."""
+
+    def __init__(self, reads: PdReads, start: np.ndarray, n_phases: np.ndarray, counted: list[int],
+                 node_refs: list[np.ndarray | None], yprims: list[np.ndarray | None], on: np.ndarray) -> None:
+        self.lib, self.circuit = _library(), reads.circuit
+        n_el = len(node_refs)
+        used = np.zeros(n_el, bool)
+        used[counted] = True
+        used[[e for e in reads.loading_pd if node_refs[e] is not None]] = True
+        self.names = list(reads.circuit.PDElements.AllNames)
+        self.order = np.zeros(n_el, np.int32)
+        self.at = np.ascontiguousarray(start[:-1], np.int64)
+        refs = np.zeros(int(start[-1]), np.int32)  # grounded, and the conductors not computed
+        self.y_at = np.zeros(n_el, np.int64)
+        blocks, size = [], 0
+        for e in np.flatnonzero(used):
+            refs_e = node_refs[e]
+            n = len(refs_e)
+            self.order[e] = n
+            refs[start[e]:start[e] + n] = refs_e
+            self.y_at[e] = size
+            blocks.append(yprims[e])
+            size += n * n
+        self.refs = refs
+        self.y = np.ascontiguousarray(np.concatenate(blocks) if blocks else np.zeros(2), float)
+        self.counted = np.zeros(n_el, np.int8)
+        self.counted[counted] = 1
+        self.n_phase = np.zeros(n_el, np.int32)
+        self.n_phase[reads.loading_pd] = n_phases[reads.loading_pd]
+        self.largest = np.zeros(n_el)
+        self.currents = np.zeros(2 * len(refs))  # the layout of AllCurrents
+        self.volts = np.zeros(2 + len(reads.circuit.YNodeVarray))  # by node number (0: ground, unread)
+        self.loading_pd = np.ascontiguousarray(reads.loading_pd, np.int64)
+        self.rating, self.on = np.ascontiguousarray(reads.rating, float), np.ascontiguousarray(on, np.int8)
+        self.loading = np.zeros(len(self.loading_pd))
+        self.fits = bool(self.order.max(initial=0) <= MAX_ORDER)
+        self._computed = np.repeat(np.repeat(self.order > 0, np.diff(start)), 2)  # per entry of AllCurrents
+        self._args = (n_el, *map(_address, (self.order, self.y_at, self.at, self.refs, self.y, self.volts,
+                                             self.counted, self.n_phase, self.largest, self.currents)),
+                      len(self.loading_pd), *map(_address, (self.loading_pd, self.rating, self.on, self.loading)))
+
+    def read(self) -> tuple[np.ndarray, float]:
+        """The loadings [%] and losses [W] from the last solution's node voltages."""
+        self.volts[2:] = self.circuit.YNodeVarray
+        losses = self.lib.cosim_pd_reads(*self._args)
+        return self.loading.copy(), losses
+
+    def sync(self, currents: np.ndarray, volts: np.ndarray, expected: tuple[np.ndarray, float]) -> bool:
+        """After a solve that may have changed Yprims: read again the Yprim of each element whose
+        computed currents differ from OpenDSS's (``currents``, ``AllCurrents``), then whether every
+        current, loading and the losses agree to the bit with OpenDSS's and ``expected``."""
+        if not self.fits or len(volts) + 2 != len(self.volts) or len(currents) != len(self.currents):
+            return False
+        for attempt in range(2):
+            result = self.read()
+            computed = np.where(self._computed, self.currents, currents)  # the others are not compared
+            differ = np.flatnonzero((computed != currents) & ~(np.isnan(computed) & np.isnan(currents)))
+            if not len(differ):
+                return _same(result, expected)
+            if attempt or not self._reread(np.unique(np.searchsorted(self.at, differ // 2, "right") - 1)):
+                return False
+        return False
+
+    def _reread(self, elements: np.ndarray) -> bool:
+        """Read these elements' Yprims again (False: one is not computed here or changed its order)."""
+        circuit, element = self.circuit, self.circuit.ActiveCktElement
+        for e in elements:
+            n = int(self.order[e])
+            circuit.SetActiveElement(self.names[e])
+            yprim = np.asarray(element.Yprim, float)
+            if n == 0 or len(yprim) != 2 * n * n or not element.Enabled:
+                return False
+            self.y[2 * self.y_at[e]:2 * (self.y_at[e] + n * n)] = yprim
+        return True
+
+
+def _address(array: np.ndarray) -> int:
+    return array.__array_interface__["data"][0]
 
 
 class _Columns:
