@@ -25,38 +25,65 @@
  * largest[e], each loading 100 * sqrt(largest[pd[k]]) / rating[k] (0 where on[k] is 0) to
  * loading[k], and returns the sum of the losses (Re V · conj(I) over conductors with a node, from 0,
  * conductor by conductor) of the elements with counted[e], added in element order. [A^2, %, W] */
+/* One element of order n: its currents to out, its largest |I|^2 over the first n_phase to *big,
+ * and its losses returned. Inlined with n a constant for the common orders (the loops then unrolled,
+ * the sums held in registers); the operations and their order are the same for every n. */
+static inline __attribute__((always_inline)) double element(const int32_t n, const double *ye, const int32_t *node,
+                                                            const double *v, int32_t n_phase, double *out, double *big) {
+    double sr[COSIM_MAX_ORDER], si[COSIM_MAX_ORDER];
+#pragma GCC unroll 8
+    for (int32_t i = 0; i < n; i++) sr[i] = si[i] = 0.0;
+#pragma GCC unroll 8
+    for (int32_t j = 0; j < n; j++) {  /* column by column: every row's sum still runs over j in order */
+        if (node[j] <= 0) continue;
+        const double br = v[2 * node[j]], bi = v[2 * node[j] + 1];
+        const double *col = ye + 2 * (int64_t)j * n;
+#pragma GCC unroll 8
+        for (int32_t i = 0; i < n; i++) {
+            const double ar = col[2 * i], ai = col[2 * i + 1];
+            sr[i] += ar * br - ai * bi;
+            si[i] += ar * bi + ai * br;
+        }
+    }
+    double largest = 0.0, loss = 0.0;
+#pragma GCC unroll 8
+    for (int32_t i = 0; i < n; i++) {
+        out[2 * i] = sr[i];
+        out[2 * i + 1] = si[i];
+        if (i < n_phase) largest = fmax(largest, sr[i] * sr[i] + si[i] * si[i]);  /* fmax skips NaN */
+        if (node[i] > 0) loss += v[2 * node[i]] * sr[i] + v[2 * node[i] + 1] * si[i];
+    }
+    *big = largest;
+    return loss;
+}
+
+/* For each PD element e (OpenDSS's order) of order n = order[e] (0: not computed; its largest is 0):
+ * Yprim at y + 2 * y_at[e] (complex, column-major), its conductors' node numbers at refs + at[e],
+ * node voltages v (complex, indexed by node number). Writes the currents to cur + 2 * at[e] (the
+ * layout of PDElements.AllCurrents), the largest |I|^2 of the first n_phase[e] conductors to
+ * largest[e], each loading 100 * sqrt(largest[pd[k]]) / rating[k] (0 where on[k] is 0) to
+ * loading[k], and returns the sum of the losses (Re V · conj(I) over conductors with a node, from 0,
+ * conductor by conductor) of the elements with counted[e], added in element order. [A^2, %, W] */
 double cosim_pd_reads(int64_t n_el, const int32_t *order, const int64_t *y_at, const int64_t *at,
                       const int32_t *refs, const double *y, const double *v, const int8_t *counted,
                       const int32_t *n_phase, double *largest, double *cur, int64_t n_load,
                       const int64_t *pd, const double *rating, const int8_t *on, double *loading) {
     double total = 0.0;
-    double sr[COSIM_MAX_ORDER], si[COSIM_MAX_ORDER];
     for (int64_t e = 0; e < n_el; e++) {
         const int32_t n = order[e];
-        largest[e] = 0.0;
-        if (n <= 0 || n > COSIM_MAX_ORDER) continue;
         const double *ye = y + 2 * y_at[e];
         const int32_t *node = refs + at[e];
-        for (int32_t i = 0; i < n; i++) sr[i] = si[i] = 0.0;
-        for (int32_t j = 0; j < n; j++) {  /* column by column: every row's sum still runs over j in order */
-            if (node[j] <= 0) continue;
-            const double br = v[2 * node[j]], bi = v[2 * node[j] + 1];
-            const double *col = ye + 2 * (int64_t)j * n;
-            for (int32_t i = 0; i < n; i++) {
-                const double ar = col[2 * i], ai = col[2 * i + 1];
-                sr[i] += ar * br - ai * bi;
-                si[i] += ar * bi + ai * br;
-            }
+        double *out = cur + 2 * at[e], loss;
+        largest[e] = 0.0;
+        switch (n) {
+            case 2: loss = element(2, ye, node, v, n_phase[e], out, &largest[e]); break;
+            case 4: loss = element(4, ye, node, v, n_phase[e], out, &largest[e]); break;
+            case 6: loss = element(6, ye, node, v, n_phase[e], out, &largest[e]); break;
+            case 8: loss = element(8, ye, node, v, n_phase[e], out, &largest[e]); break;
+            default:
+                if (n <= 0 || n > COSIM_MAX_ORDER) continue;
+                loss = element(n, ye, node, v, n_phase[e], out, &largest[e]);
         }
-        double *out = cur + 2 * at[e];
-        double big = 0.0, loss = 0.0;
-        for (int32_t i = 0; i < n; i++) {
-            out[2 * i] = sr[i];
-            out[2 * i + 1] = si[i];
-            if (i < n_phase[e]) big = fmax(big, sr[i] * sr[i] + si[i] * si[i]);  /* fmax skips NaN */
-            if (node[i] > 0) loss += v[2 * node[i]] * sr[i] + v[2 * node[i] + 1] * si[i];
-        }
-        largest[e] = big;
         if (counted[e]) total += loss;
     }
     for (int64_t k = 0; k < n_load; k++) loading[k] = on[k] ? 100.0 * sqrt(largest[pd[k]]) / rating[k] : 0.0;
