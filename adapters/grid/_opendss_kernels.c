@@ -1,5 +1,7 @@
 /* The OpenDSS engine's loadings and losses from the node voltages and each PD element's Yprim, in C.
  *
+ * (Also each node's voltage magnitude, as AllBusVmagPu computes it: cosim_vm_pu.)
+ *
  * OpenDSS computes a power-delivery (PD) element's terminal currents as I = Yprim · V over the
  * element's conductors (TPDElement.GetCurrents: its Vterminal from the node voltages, then
  * TcMatrix.MvMult: row i summed from 0 over the columns j in order, Yprim stored column by
@@ -88,4 +90,14 @@ double cosim_pd_reads(int64_t n_el, const int32_t *order, const int64_t *y_at, c
     }
     for (int64_t k = 0; k < n_load; k++) loading[k] = on[k] ? 100.0 * sqrt(largest[pd[k]]) / rating[k] : 0.0;
     return total;
+}
+
+/* Every node's voltage magnitude in pu, as Circuit.AllBusVmagPu computes it (Cabs = sqrt(re^2 + im^2),
+ * divided by its bus's 1000 * kVBase, or by 1 where the bus has none): out[k] for node number node[k]
+ * (AllBusVmagPu's order: bus by bus), with base[k] its divisor. [pu] */
+void cosim_vm_pu(int64_t n, const int32_t *node, const double *base, const double *v, double *out) {
+    for (int64_t k = 0; k < n; k++) {
+        const double re = v[2 * node[k]], im = v[2 * node[k] + 1];
+        out[k] = sqrt(re * re + im * im) / base[k];
+    }
 }

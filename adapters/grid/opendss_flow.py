@@ -53,7 +53,7 @@ from pathlib import Path
 import numpy as np
 
 from cosim.adapters.grid.opendss_guard import dss_file_problems, quoted, refusal
-from cosim.adapters.grid.opendss_reads import PdReads
+from cosim.adapters.grid.opendss_reads import NodeVolts, PdReads
 from cosim.adapters.grid.pandapower_tables import sanitise  # the one id rule of both engines
 
 PHASE_NODES = {"a": 1, "b": 2, "c": 3}
@@ -589,7 +589,7 @@ class OpenDssFlow:
         if ok:
             if self._node_map_stale:
                 self._map_nodes()
-            node_vm = self._arrays.AllBusVmagPu
+            node_vm = self._node_volts.read()
             ok = bool(np.all(np.isfinite(node_vm)))
         self._restart = not ok
         if not ok:  # its control loop may have moved taps that the next solve does not move again
@@ -733,7 +733,9 @@ class OpenDssFlow:
         pd = {n.lower(): i for i, n in enumerate(dss.PDElements.AllNames())}
         self._line_pd = np.asarray([pd[f"line.{n.lower()}"] for n in self.info.lines], dtype=np.int64)
         self._trafo_pd = np.asarray([pd[f"transformer.{n.lower()}"] for n in self.info.trafos], dtype=np.int64)
-        self._pd_reads = PdReads(dss, np.concatenate([self._line_pd, self._trafo_pd]))
+        kv_base = {bus.lower(): kv for bus, kv in zip(self.info.buses, self.info.bus_kv_base)}
+        self._node_volts = NodeVolts(self._arrays, kv_base)
+        self._pd_reads = PdReads(dss, np.concatenate([self._line_pd, self._trafo_pd]), self._node_volts.volts)
         self._node_map_stale = False
         self._y_changed = True
 

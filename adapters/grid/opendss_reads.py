@@ -59,9 +59,11 @@ class PdReads:
         dss: the opendssdirect engine, its circuit compiled and solved once (the node numbers of
             the elements' conductors exist from then on).
         loading_pd: positions in ``PDElements.AllNames`` of the elements whose loading is read.
+        volts: the node voltages by node number (:attr:`NodeVolts.volts`) that the caller refreshes
+            after every solve, for the kernel (None: the kernel reads ``YNodeVarray`` itself).
     """
 
-    def __init__(self, dss, loading_pd: np.ndarray) -> None:
+    def __init__(self, dss, loading_pd: np.ndarray, volts: np.ndarray | None = None) -> None:
         self.dss = dss
         self.circuit = circuit = dss.to_dss_python().ActiveCircuit
         self.loading_pd = np.asarray(loading_pd, np.int64)
@@ -79,7 +81,7 @@ class PdReads:
                                      for e in counted])
         #: True once :meth:`check` found the readings equal to OpenDSS's own (False: read through OpenDSS)
         self.exact: bool | None = None
-        self._kernel = _YprimReads(self, start, n_phases, counted, node_refs, yprims, on) if yprims else None
+        self._kernel = _YprimReads(self, start, n_phases, counted, node_refs, yprims, on, volts) if yprims else None
 
     def _elements(self, yprims: bool) -> tuple[np.ndarray, np.ndarray, list[int], list[np.ndarray | None],
                                                 np.ndarray, list[np.ndarray | None]]:
@@ -196,7 +198,52 @@ def _library(path: Path = Path(__file__).with_name("_opendss_kernels.so")):
     lib.cosim_pd_reads.restype = ctypes.c_double
     lib.cosim_pd_reads.argtypes = ([ctypes.c_int64] + [ctypes.c_void_p] * 10 + [ctypes.c_int64]
                                    + [ctypes.c_void_p] * 4)
+    lib.cosim_vm_pu.restype = None
+    lib.cosim_vm_pu.argtypes = [ctypes.c_int64] + [ctypes.c_void_p] * 4
     return lib
+
+
+class NodeVolts:
+    """Every node's voltage magnitude in pu, in ``Circuit.AllBusVmagPu``'s order (bus by bus), from
+    one read of the complex node voltages (``YNodeVarray``), which :attr:`volts` keeps by node number
+    for :class:`PdReads`. With ``make build``'s library the magnitudes are computed as OpenDSS's
+    ``AllBusVmagPu`` computes them (``cosim_vm_pu``: ``sqrt(re² + im²) / (1000 · kVBase)``), which
+    :meth:`read` checks against ``AllBusVmagPu`` itself at the first read; without the library, or
+    when they differ, ``AllBusVmagPu`` is read.
+
+    Args:
+        circuit: the DSS-Python circuit, solved once (its node numbers exist from then on).
+        kv_base: each bus's base voltage by lower-case name (0: none). [kV]
+    """
+
+    def __init__(self, circuit, kv_base: dict[str, float]) -> None:
+        self.circuit, self.lib = circuit, _library()
+        number = {name.lower(): k + 1 for k, name in enumerate(circuit.YNodeOrder)}
+        names = [name.lower() for name in circuit.AllNodeNames]
+        self.node = np.asarray([number.get(name, 0) for name in names], np.int32)
+        kv = np.asarray([kv_base.get(name.rpartition(".")[0], 0.0) for name in names], float)
+        self.base = np.where(kv > 0.0, 1000.0 * kv, 1.0)  # OpenDSS's BaseFactor, the same product
+        self.vm_pu = np.zeros(len(names))
+        #: the last solution's node voltages by node number (re, im; node 0, the ground, first), read
+        #: at every :meth:`read` when the library is loaded (else None)
+        self.volts: np.ndarray | None = np.zeros(2 + 2 * len(number)) if self.lib is not None else None
+        #: True once the first read equalled AllBusVmagPu; False: AllBusVmagPu is read
+        self.exact: bool | None = None if self.lib is not None and self.node.all() else False
+        if self.volts is not None:
+            self._args = (len(names), *map(_address, (self.node, self.base, self.volts, self.vm_pu)))
+
+    def read(self) -> np.ndarray:
+        """The last solution's node voltage magnitudes [pu] (a buffer that the next read overwrites)."""
+        if self.volts is None:
+            return self.circuit.AllBusVmagPu
+        self.volts[2:] = self.circuit.YNodeVarray
+        if self.exact is None:
+            self.lib.cosim_vm_pu(*self._args)
+            self.exact = self.vm_pu.tobytes() == np.asarray(self.circuit.AllBusVmagPu, float).tobytes()
+        if self.exact is False:
+            return self.circuit.AllBusVmagPu
+        self.lib.cosim_vm_pu(*self._args)
+        return self.vm_pu
 
 
 #: the C kernel's largest element order (conductors x terminals); a circuit with a larger one is not taken
@@ -210,7 +257,8 @@ class _YprimReads:
     losses count and the enabled ones whose loading is read."""
 
     def __init__(self, reads: PdReads, start: np.ndarray, n_phases: np.ndarray, counted: list[int],
-                 node_refs: list[np.ndarray | None], yprims: list[np.ndarray | None], on: np.ndarray) -> None:
+                 node_refs: list[np.ndarray | None], yprims: list[np.ndarray | None], on: np.ndarray,
+                 volts: np.ndarray | None) -> None:
         self.lib, self.circuit = _library(), reads.circuit
         n_el = len(node_refs)
         used = np.zeros(n_el, bool)
@@ -238,7 +286,9 @@ class _YprimReads:
         self.n_phase[reads.loading_pd] = n_phases[reads.loading_pd]
         self.largest = np.zeros(n_el)
         self.currents = np.zeros(2 * len(refs))  # the layout of AllCurrents
-        self.volts = np.zeros(2 + len(reads.circuit.YNodeVarray))  # by node number (0: ground, unread)
+        #: the node voltages by node number (0: ground, unread); refreshed here when not given
+        self._own_volts = volts is None
+        self.volts = np.zeros(2 + len(reads.circuit.YNodeVarray)) if volts is None else volts
         self.loading_pd = np.ascontiguousarray(reads.loading_pd, np.int64)
         self.rating, self.on = np.ascontiguousarray(reads.rating, float), np.ascontiguousarray(on, np.int8)
         self.loading = np.zeros(len(self.loading_pd))
@@ -250,7 +300,8 @@ class _YprimReads:
 
     def read(self) -> tuple[np.ndarray, float]:
         """The loadings [%] and losses [W] from the last solution's node voltages."""
-        self.volts[2:] = self.circuit.YNodeVarray
+        if self._own_volts:
+            self.volts[2:] = self.circuit.YNodeVarray
         losses = self.lib.cosim_pd_reads(*self._args)
         return self.loading.copy(), losses
 

@@ -198,6 +198,7 @@ def test_on_ieee8500_the_kernel_gives_opendss_own_currents_loadings_and_losses_a
         reference, reference_w = opendss_reads(flow)
         assert loading.tobytes() == reference.tobytes() and flow.losses_mw == reference_w / 1e6, f"step {k}"
         assert reads.exact is True and reads.kernel is KERNEL
+        assert flow._node_volts.read().tobytes() == np.asarray(flow._arrays.AllBusVmagPu).tobytes()
         if KERNEL:
             computed = reads._kernel._computed
             currents = reads.circuit.PDElements.AllCurrents
@@ -228,4 +229,25 @@ def test_a_stale_yprim_is_read_again_and_a_kernel_that_cannot_match_is_dropped()
     assert reads_module._same(reads.read(y_changed=True), reference) and not reads.kernel
     solve(flow, 1.2, 1)
     assert reads_module._same(reads.read(y_changed=False), opendss_reads(flow))
+    flow.close()
+
+
+@pytest.mark.parametrize("network", sorted(CASES))
+def test_node_voltages_equal_opendss_all_bus_vmag_pu_and_fall_back_to_it_when_they_differ(network):
+    """The node voltage magnitudes the flow reads (from YNodeVarray, computed as AllBusVmagPu computes
+    them where the library is built) are AllBusVmagPu's to the bit; a reader whose first reading
+    differs (here: one base voltage 0.1 % off) reads AllBusVmagPu from then on."""
+    from cosim.adapters.grid.opendss_reads import NodeVolts
+
+    bus, mode, scale = CASES[network]
+    flow = OpenDssFlow(grid_models.dss_file(network), control_mode=mode)
+    flow.attach("load", bus, 0.0, 0.0, name="campus")
+    solve(flow, scale * 1.0, 0)
+    volts = flow._node_volts
+    assert volts.exact is KERNEL or (volts.exact is False and not KERNEL)
+    assert volts.read().tobytes() == np.asarray(flow._arrays.AllBusVmagPu).tobytes()
+    kv = {b.lower(): v for b, v in zip(flow.info.buses, flow.info.bus_kv_base)}
+    other = NodeVolts(flow._arrays, kv)
+    other.base[3] *= 1.001
+    assert other.read().tobytes() == np.asarray(flow._arrays.AllBusVmagPu).tobytes() and other.exact is False
     flow.close()
