@@ -196,7 +196,7 @@ def _library(path: Path = Path(__file__).with_name("_opendss_kernels.so")):
     except OSError:
         return None
     lib.cosim_pd_reads.restype = ctypes.c_double
-    lib.cosim_pd_reads.argtypes = ([ctypes.c_int64] + [ctypes.c_void_p] * 10 + [ctypes.c_int64]
+    lib.cosim_pd_reads.argtypes = ([ctypes.c_int64] + [ctypes.c_void_p] * 14 + [ctypes.c_int64]
                                    + [ctypes.c_void_p] * 4)
     lib.cosim_vm_pu.restype = None
     lib.cosim_vm_pu.argtypes = [ctypes.c_int64] + [ctypes.c_void_p] * 4
@@ -253,8 +253,9 @@ MAX_ORDER = 64
 class _YprimReads:
     """:class:`PdReads`'s loadings and losses with the currents computed as OpenDSS computes them,
     from each element's Yprim (held here) and the node voltages, by ``cosim_pd_reads``
-    (``_opendss_kernels.c``). Only the elements whose currents are used are computed: those the
-    losses count and the enabled ones whose loading is read."""
+    (``_opendss_kernels.c``). Only what is used is computed: the elements the losses count and the
+    enabled ones whose loading is read; of each, the rows of its conductors that have a node or are
+    phases whose loading is read, and the columns of those with a node (a grounded one adds ±0)."""
 
     def __init__(self, reads: PdReads, start: np.ndarray, n_phases: np.ndarray, counted: list[int],
                  node_refs: list[np.ndarray | None], yprims: list[np.ndarray | None], on: np.ndarray,
@@ -265,43 +266,62 @@ class _YprimReads:
         used[counted] = True
         used[[e for e in reads.loading_pd if node_refs[e] is not None]] = True
         self.names = list(reads.circuit.PDElements.AllNames)
-        self.order = np.zeros(n_el, np.int32)
+        self.n_phase = np.zeros(n_el, np.int32)
+        self.n_phase[reads.loading_pd] = n_phases[reads.loading_pd]
         self.at = np.ascontiguousarray(start[:-1], np.int64)
-        refs = np.zeros(int(start[-1]), np.int32)  # grounded, and the conductors not computed
-        self.y_at = np.zeros(n_el, np.int64)
-        blocks, size = [], 0
+        self.shape = np.zeros((n_el, 2), np.int32)
+        self.y_at, self.row_at, self.col_at = (np.zeros(n_el, np.int64) for _ in range(3))
+        self._kept: dict[int, tuple[np.ndarray, np.ndarray, int]] = {}  # element: kept rows, columns; order
+        rows, row_nodes, col_nodes, blocks = [], [], [], []
+        n_y = n_rows = n_cols = 0
         for e in np.flatnonzero(used):
-            refs_e = node_refs[e]
-            n = len(refs_e)
-            self.order[e] = n
-            refs[start[e]:start[e] + n] = refs_e
-            self.y_at[e] = size
-            blocks.append(yprims[e])
-            size += n * n
-        self.refs = refs
+            nodes = node_refs[e]
+            live = nodes > 0
+            kept = self._kept[e] = (np.flatnonzero(live | (np.arange(len(nodes)) < self.n_phase[e])),
+                                    np.flatnonzero(live), len(nodes))
+            self.shape[e] = len(kept[0]), len(kept[1])
+            self.y_at[e], self.row_at[e], self.col_at[e] = n_y, n_rows, n_cols
+            rows.append(kept[0])
+            row_nodes.append(nodes[kept[0]])
+            col_nodes.append(nodes[kept[1]])
+            blocks.append(self._block(e, yprims[e]))
+            n_y, n_rows, n_cols = n_y + len(blocks[-1]) // 2, n_rows + len(kept[0]), n_cols + len(kept[1])
+        self.rows, self.row_nodes, self.col_nodes = (np.ascontiguousarray(np.concatenate(a) if a else [0], np.int32)
+                                                     for a in (rows, row_nodes, col_nodes))
         self.y = np.ascontiguousarray(np.concatenate(blocks) if blocks else np.zeros(2), float)
         self.counted = np.zeros(n_el, np.int8)
         self.counted[counted] = 1
-        self.n_phase = np.zeros(n_el, np.int32)
-        self.n_phase[reads.loading_pd] = n_phases[reads.loading_pd]
         self.largest = np.zeros(n_el)
-        self.currents = np.zeros(2 * len(refs))  # the layout of AllCurrents
+        self.currents = np.zeros(2 * int(start[-1]))  # the layout of AllCurrents (written by sync's reads)
         #: the node voltages by node number (0: ground, unread); refreshed here when not given
         self._own_volts = volts is None
         self.volts = np.zeros(2 + len(reads.circuit.YNodeVarray)) if volts is None else volts
         self.loading_pd = np.ascontiguousarray(reads.loading_pd, np.int64)
         self.rating, self.on = np.ascontiguousarray(reads.rating, float), np.ascontiguousarray(on, np.int8)
         self.loading = np.zeros(len(self.loading_pd))
-        self.fits = bool(self.order.max(initial=0) <= MAX_ORDER)
-        self._computed = np.repeat(np.repeat(self.order > 0, np.diff(start)), 2)  # per entry of AllCurrents
-        self._args = (n_el, *map(_address, (self.order, self.y_at, self.at, self.refs, self.y, self.volts,
-                                             self.counted, self.n_phase, self.largest, self.currents)),
-                      len(self.loading_pd), *map(_address, (self.loading_pd, self.rating, self.on, self.loading)))
+        self.fits = bool(self.shape.max(initial=0) <= MAX_ORDER)
+        # the entries of AllCurrents computed here (the others are not compared with OpenDSS's)
+        self._computed = np.zeros(int(start[-1]), bool)
+        self._computed[np.concatenate([self.at[e] + k[0] for e, k in self._kept.items()] or [[]]).astype(int)] = True
+        self._computed = np.repeat(self._computed, 2)
+        addresses = map(_address, (self.shape, self.y_at, self.row_at, self.col_at, self.at, self.rows, self.row_nodes,
+                                   self.col_nodes, self.y, self.volts, self.counted, self.n_phase, self.largest))
+        self._args = [n_el, *addresses, None, len(self.loading_pd),
+                      *map(_address, (self.loading_pd, self.rating, self.on, self.loading))]
 
-    def read(self) -> tuple[np.ndarray, float]:
-        """The loadings [%] and losses [W] from the last solution's node voltages."""
+    def _block(self, e: int, yprim: np.ndarray) -> np.ndarray:
+        """Element ``e``'s kept rows and columns of its Yprim (column-major, as OpenDSS stores it: the
+        entry of row i, column j at j·n + i), column-major, interleaved re, im."""
+        rows, cols, n = self._kept[e]
+        by_column = yprim.view(np.complex128).reshape(n, n)  # [j, i]: row i, column j
+        return np.ascontiguousarray(by_column[np.ix_(cols, rows)]).view(float).ravel()
+
+    def read(self, currents: bool = False) -> tuple[np.ndarray, float]:
+        """The loadings [%] and losses [W] from the last solution's node voltages; with ``currents``
+        the computed currents too, to :attr:`currents`."""
         if self._own_volts:
             self.volts[2:] = self.circuit.YNodeVarray
+        self._args[14] = _address(self.currents) if currents else None
         losses = self.lib.cosim_pd_reads(*self._args)
         return self.loading.copy(), losses
 
@@ -312,7 +332,7 @@ class _YprimReads:
         if not self.fits or len(volts) + 2 != len(self.volts) or len(currents) != len(self.currents):
             return False
         for attempt in range(2):
-            result = self.read()
+            result = self.read(currents=True)
             computed = np.where(self._computed, self.currents, currents)  # the others are not compared
             differ = np.flatnonzero((computed != currents) & ~(np.isnan(computed) & np.isnan(currents)))
             if not len(differ):
@@ -325,12 +345,12 @@ class _YprimReads:
         """Read these elements' Yprims again (False: one is not computed here or changed its order)."""
         circuit, element = self.circuit, self.circuit.ActiveCktElement
         for e in elements:
-            n = int(self.order[e])
             circuit.SetActiveElement(self.names[e])
             yprim = np.asarray(element.Yprim, float)
-            if n == 0 or len(yprim) != 2 * n * n or not element.Enabled:
+            if e not in self._kept or len(yprim) != 2 * self._kept[e][2] ** 2 or not element.Enabled:
                 return False
-            self.y[2 * self.y_at[e]:2 * (self.y_at[e] + n * n)] = yprim
+            block = self._block(e, yprim)
+            self.y[2 * self.y_at[e]:2 * self.y_at[e] + len(block)] = block
         return True
 
 
