@@ -18,8 +18,9 @@ What it reports, named like the pandapower engine (ids are OpenDSS names sanitis
   transformers), as OpenDSS's ``export capacity`` computes it.
 * ``p_import_mw``/``q_import_mvar``: power delivered by the circuit's source;
   ``losses_mw``: losses of every power-delivery element (lines, transformers, regulators).
-  Loadings and losses come from one bulk read of the currents, equal to the bit to OpenDSS's
-  own reads (:mod:`.opendss_reads`).
+  Loadings and losses come from the elements' currents, computed as OpenDSS computes them
+  (from each element's Yprim, in C) or read from OpenDSS in bulk, equal to the bit to OpenDSS's
+  own reads (:mod:`.opendss_reads`); so do the voltage magnitudes.
 * regulators (transformers driven by a RegControl): tap position [steps from neutral]
   and tap ratio [pu]; capacitors: in service (any step closed) and Mvar delivered.
 
@@ -612,9 +613,10 @@ class OpenDssFlow:
         self.p_import_mw, self.q_import_mvar = -p_kw / 1e3, -q_kvar / 1e3
         self._read_devices()
 
-    # The loadings and losses come from every PD element's currents, which cost OpenDSS about half a
-    # power flow to compute on IEEE 8500 (opendss_reads.py): they are read when first asked after a
-    # solve, and before anything edits the circuit (so a late reader still gets that solve's values).
+    # The loadings and losses come from every PD element's currents (opendss_reads.py: OpenDSS's own
+    # read of them costs about half a power flow on IEEE 8500, the kernel's a fifth of that): they are
+    # read when first asked after a solve, and before anything edits the circuit (so a late reader
+    # still gets that solve's values).
     @property
     def line_loading_pct(self) -> np.ndarray:
         """Each line's loading in the last solve. [%]"""

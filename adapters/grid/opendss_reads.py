@@ -1,4 +1,4 @@
-"""Loadings and losses of an OpenDSS circuit from one bulk read of its currents.
+"""Loadings, losses and node voltages of an OpenDSS circuit, read in bulk or computed as OpenDSS computes them.
 
 OpenDSS's own reads each compute every power-delivery (PD) element's terminal currents again:
 ``PDElements.AllPctNorm`` (the loadings) and ``Circuit.Losses`` (on IEEE 8500, ~0.5 ms each, as
@@ -36,6 +36,9 @@ acts in a solve (a tap, a switch: the solve then runs more than one control iter
 a solve the currents are read from OpenDSS once more, the kernel's are compared with them to the
 bit, the Yprims of the elements that differ are read again, and the kernel is used only while all
 of them agree (it is dropped otherwise: OpenDSS's currents are read at every step).
+
+:class:`NodeVolts` likewise gives ``Circuit.AllBusVmagPu`` (every node's voltage magnitude in pu)
+from the same read of the node voltages (``YNodeVarray``), checked against it at the first read.
 """
 
 from __future__ import annotations
@@ -118,11 +121,12 @@ class PdReads:
         if kernel is not None and not y_changed:
             return kernel.read()
         currents = self.circuit.PDElements.AllCurrents  # re, im of every conductor, element by element
-        volts = self.circuit.YNodeVarray
-        result = self._loadings(currents), self._losses(currents, volts)
-        if kernel is not None and not kernel.sync(currents, volts, result):
+        if kernel is not None and self.exact:  # its arithmetic was found to be OpenDSS's (check)
+            result = kernel.sync(currents)
+            if result is not None:
+                return result
             self._kernel = None
-        return result
+        return self._loadings(currents), self._losses(currents, self.circuit.YNodeVarray)
 
     def _loadings(self, currents: np.ndarray) -> np.ndarray:
         """``100 * max |I| / NormAmps`` over each element's phase conductors at terminal 1. [%]"""
@@ -168,9 +172,13 @@ class PdReads:
             self.exact = False
             return False
         self.exact = None
-        fast = self.read()
-        reference = self._read_opendss()
-        self.exact = _same(fast, reference)
+        currents = self.circuit.PDElements.AllCurrents
+        fast = self._loadings(currents), self._losses(currents, self.circuit.YNodeVarray)
+        self.exact = _same(fast, self._read_opendss())
+        if self._kernel is not None:
+            synced = self._kernel.sync(currents) if self.exact else None
+            if synced is None or not _same(synced, fast):
+                self._kernel = None  # its currents, loadings or losses are not OpenDSS's
         return self.exact
 
     @property
@@ -325,21 +333,21 @@ class _YprimReads:
         losses = self.lib.cosim_pd_reads(*self._args)
         return self.loading.copy(), losses
 
-    def sync(self, currents: np.ndarray, volts: np.ndarray, expected: tuple[np.ndarray, float]) -> bool:
+    def sync(self, currents: np.ndarray) -> tuple[np.ndarray, float] | None:
         """After a solve that may have changed Yprims: read again the Yprim of each element whose
-        computed currents differ from OpenDSS's (``currents``, ``AllCurrents``), then whether every
-        current, loading and the losses agree to the bit with OpenDSS's and ``expected``."""
-        if not self.fits or len(volts) + 2 != len(self.volts) or len(currents) != len(self.currents):
-            return False
+        computed currents differ from OpenDSS's (``currents``, ``AllCurrents``); the loadings and
+        losses once every computed current is OpenDSS's to the bit (None: some still differ)."""
+        if not self.fits or len(currents) != len(self.currents):
+            return None
         for attempt in range(2):
             result = self.read(currents=True)
             computed = np.where(self._computed, self.currents, currents)  # the others are not compared
             differ = np.flatnonzero((computed != currents) & ~(np.isnan(computed) & np.isnan(currents)))
             if not len(differ):
-                return _same(result, expected)
+                return result
             if attempt or not self._reread(np.unique(np.searchsorted(self.at, differ // 2, "right") - 1)):
-                return False
-        return False
+                return None
+        return None
 
     def _reread(self, elements: np.ndarray) -> bool:
         """Read these elements' Yprims again (False: one is not computed here or changed its order)."""

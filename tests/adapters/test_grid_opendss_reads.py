@@ -234,6 +234,9 @@ def test_a_stale_yprim_is_read_again_and_a_kernel_that_cannot_match_is_dropped()
     assert reads_module._same(reads.read(y_changed=True), reference) and not reads.kernel
     solve(flow, 1.2, 1)
     assert reads_module._same(reads.read(y_changed=False), opendss_reads(flow))
+    fresh = PdReads(flow.dss, np.concatenate([flow._line_pd, flow._trafo_pd]))
+    fresh._kernel.rating *= 1.001  # the kernel's loadings are not OpenDSS's: the first check drops it
+    assert fresh.check() is True and not fresh.kernel
     flow.close()
 
 
