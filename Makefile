@@ -23,24 +23,15 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 # The cooling FMUs: compiled from thermal_fmus/<Model>/ C sources with gcc, only when missing or stale;
-# the grid engine's per-step arithmetic (adapters/grid/_kernels.c; without it numpy does the same sums);
-# and an FMI 2.0 co-simulation step in one call (adapters/fmu/_exchange.c; without it Python makes the calls).
+# and each adapter's C part (adapters/<package>/_*.c: the grid engines' per-step arithmetic, the FMU adapter's
+# one-call FMI 2.0 step, the datacenter's per-job progress; without one, numpy, Python or OpenDSS do the same).
 # No fast-math and no FMA contraction: the C code must round as numpy's loops and Python round.
-KERNELS := adapters/grid/_kernels.so
-FMU_EXCHANGE := adapters/fmu/_exchange.so
-# the datacenter's per-job progress of a step (adapters/datacenter/_kernels.c; without it numpy does the same)
-DC_KERNELS := adapters/datacenter/_kernels.so
+KERNELS := $(patsubst %.c,%.so,$(wildcard adapters/*/_*.c))
 
-build: setup $(KERNELS) $(FMU_EXCHANGE) $(DC_KERNELS)
+build: setup $(KERNELS)
 	@$(PY) thermal_fmus/build.py
 
-$(KERNELS): adapters/grid/_kernels.c
-	gcc -O2 -fPIC -shared -std=c11 -ffp-contract=off -fno-fast-math -Wall -o $@ $< -lm
-
-$(FMU_EXCHANGE): adapters/fmu/_exchange.c
-	gcc -O2 -fPIC -shared -std=c11 -ffp-contract=off -fno-fast-math -Wall -o $@ $<
-
-$(DC_KERNELS): adapters/datacenter/_kernels.c
+adapters/%.so: adapters/%.c
 	gcc -O2 -fPIC -shared -std=c11 -ffp-contract=off -fno-fast-math -Wall -o $@ $< -lm
 
 # The manual: reference pages generated from the schema and the registry, the gallery drawn from runs of the

@@ -20,7 +20,7 @@ simulators all run in it), which a busy machine disturbs far less than the wall 
   step is ``(cpu(N) - cpu(1)) / (N - 1)`` (``cpu``: the process's CPU time over ``cosim.run``, so
   validation, KPIs and writing the run folder cancel out but for what grows with the steps).
   ``direct-narrow`` is the direct engine recording only the voltages, the import and the campus
-  (:data:`NARROW`: no losses or loadings, so OpenDSS never computes the currents behind them).
+  (:data:`NARROW`: no losses or loadings, so the currents behind them are never computed).
   Set-up is the engine's own wall time (``wall_s`` in metadata.json, from building the simulators
   to the last recorded row) of the 1-step run minus one step's (``(wall(N) - wall(1)) / (N - 1)``).
 

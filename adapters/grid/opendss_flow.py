@@ -18,8 +18,9 @@ What it reports, named like the pandapower engine (ids are OpenDSS names sanitis
   transformers), as OpenDSS's ``export capacity`` computes it.
 * ``p_import_mw``/``q_import_mvar``: power delivered by the circuit's source;
   ``losses_mw``: losses of every power-delivery element (lines, transformers, regulators).
-  Loadings and losses come from one bulk read of the currents, equal to the bit to OpenDSS's
-  own reads (:mod:`.opendss_reads`).
+  Loadings and losses come from the elements' currents, computed as OpenDSS computes them
+  (from each element's Yprim, in C) or read from OpenDSS in bulk, equal to the bit to OpenDSS's
+  own reads (:mod:`.opendss_reads`); so do the voltage magnitudes.
 * regulators (transformers driven by a RegControl): tap position [steps from neutral]
   and tap ratio [pu]; capacitors: in service (any step closed) and Mvar delivered.
 
@@ -53,7 +54,7 @@ from pathlib import Path
 import numpy as np
 
 from cosim.adapters.grid.opendss_guard import dss_file_problems, quoted, refusal
-from cosim.adapters.grid.opendss_reads import PdReads
+from cosim.adapters.grid.opendss_reads import NodeVolts, PdReads
 from cosim.adapters.grid.pandapower_tables import sanitise  # the one id rule of both engines
 
 PHASE_NODES = {"a": 1, "b": 2, "c": 3}
@@ -327,6 +328,9 @@ class OpenDssFlow:
         self.node_vm_pu = np.zeros(0)
         #: the loadings and losses of a solve that has not settled yet: read when first asked (_read_currents)
         self._currents_pending = False
+        #: a PD element's Yprim may have changed since the currents were last read: an edit of the
+        #: circuit, a failed solve or one whose control loop acted (it ran more than one iteration)
+        self._y_changed = True
         self._unknown = (np.full(len(self.info.lines), nan), np.full(len(self.info.trafos), nan), nan)
         self._line_loading_pct, self._trafo_loading_pct, self._losses_mw = self._unknown
         self.tap_count = np.full(len(self.info.regs), nan)
@@ -454,7 +458,7 @@ class OpenDssFlow:
         """Disable the RegControls and set the regulators' taps (ratio, pu) by regulator id or
         name; True when any tap changed (the operating point moved)."""
         self._read_currents()
-        self._devices_stale = True
+        self._devices_stale = self._y_changed = True
         dss, changed = self.dss, False
         by_id = dict(zip(self.ids["reg"], self.info.regs))
         names = {r.lower(): r for r in self.info.regs}
@@ -479,7 +483,7 @@ class OpenDssFlow:
         if self._held_taps.get(reg_pos) == held:
             return
         self._read_currents()
-        self._devices_stale = True
+        self._devices_stale = self._y_changed = True
         self._held_taps[reg_pos] = held
         dss, reg = self.dss, self.info.regs[reg_pos]
         if held is None:
@@ -498,8 +502,9 @@ class OpenDssFlow:
         it, and its CapControls enabled again (those the input disabled)."""
         if cap_pos not in self._caps_owned:
             return
+        self._read_currents()
         self._caps_owned.discard(cap_pos)
-        self._devices_stale = True
+        self._devices_stale = self._y_changed = True
         before, disabled = self._caps_before.pop(cap_pos)
         dss = self.dss
         for ctl in disabled:
@@ -514,7 +519,7 @@ class OpenDssFlow:
         CapControl on the capacitor is disabled from the first command (the input owns it, also when
         the first command equals the present state). Acts on changes only."""
         self._read_currents()
-        self._devices_stale = True
+        self._devices_stale = self._y_changed = True
         if steps is None or not math.isfinite(steps):
             return
         dss, cap = self.dss, self.info.caps[cap_pos]
@@ -541,6 +546,7 @@ class OpenDssFlow:
     def set_line_in_service(self, pos: int, in_service: bool) -> None:
         """Close (True) or open (False) both terminals of line ``pos``."""
         self._read_currents()
+        self._y_changed = True
         verb = "Close" if in_service else "Open"
         line = self.info.lines[pos]
         self.dss.Text.Command(f"{verb} Line.{line} 1")
@@ -584,11 +590,12 @@ class OpenDssFlow:
         if ok:
             if self._node_map_stale:
                 self._map_nodes()
-            node_vm = self._arrays.AllBusVmagPu
+            node_vm = self._node_volts.read()
             ok = bool(np.all(np.isfinite(node_vm)))
         self._restart = not ok
         if not ok:  # its control loop may have moved taps that the next solve does not move again
             self._devices_stale = True
+        self._y_changed = self._y_changed or not ok or self.controls_held or dss.Solution.ControlIterations() != 1
         self._solved_once = self._solved_once or ok
         if ok:
             # an isolated (de-energised) bus reports ~0 V in OpenDSS; NaN, as pandapower reports it
@@ -606,9 +613,10 @@ class OpenDssFlow:
         self.p_import_mw, self.q_import_mvar = -p_kw / 1e3, -q_kvar / 1e3
         self._read_devices()
 
-    # The loadings and losses come from every PD element's currents, which cost OpenDSS about half a
-    # power flow to compute on IEEE 8500 (opendss_reads.py): they are read when first asked after a
-    # solve, and before anything edits the circuit (so a late reader still gets that solve's values).
+    # The loadings and losses come from every PD element's currents (opendss_reads.py: OpenDSS's own
+    # read of them costs about half a power flow on IEEE 8500, the kernel's a fifth of that): they are
+    # read when first asked after a solve, and before anything edits the circuit (so a late reader
+    # still gets that solve's values).
     @property
     def line_loading_pct(self) -> np.ndarray:
         """Each line's loading in the last solve. [%]"""
@@ -632,9 +640,11 @@ class OpenDssFlow:
             return
         self._currents_pending = False
         reads = self._pd_reads
-        if reads.exact is None:  # the circuit's first read (since its elements were mapped)
+        if reads.exact is None:  # the circuit's first read (since its elements were mapped): Yprims read anew
             reads.check()
-        loading, losses_w = reads.read()
+            self._y_changed = False
+        loading, losses_w = reads.read(self._y_changed)
+        self._y_changed = False
         n_lines = len(self._line_pd)
         self._line_loading_pct, self._trafo_loading_pct = loading[:n_lines], loading[n_lines:]
         self._losses_mw = losses_w / 1e6
@@ -725,8 +735,11 @@ class OpenDssFlow:
         pd = {n.lower(): i for i, n in enumerate(dss.PDElements.AllNames())}
         self._line_pd = np.asarray([pd[f"line.{n.lower()}"] for n in self.info.lines], dtype=np.int64)
         self._trafo_pd = np.asarray([pd[f"transformer.{n.lower()}"] for n in self.info.trafos], dtype=np.int64)
-        self._pd_reads = PdReads(dss, np.concatenate([self._line_pd, self._trafo_pd]))
+        kv_base = {bus.lower(): kv for bus, kv in zip(self.info.buses, self.info.bus_kv_base)}
+        self._node_volts = NodeVolts(self._arrays, kv_base)
+        self._pd_reads = PdReads(dss, np.concatenate([self._line_pd, self._trafo_pd]), self._node_volts.volts)
         self._node_map_stale = False
+        self._y_changed = True
 
     def _fix_taps(self, tap_positions: dict[str, int]) -> None:
         """Disable the RegControls and set each regulator's tap (``fixed`` mode)."""

@@ -1,4 +1,4 @@
-"""Loadings and losses of an OpenDSS circuit from one bulk read of its currents.
+"""Loadings, losses and node voltages of an OpenDSS circuit, read in bulk or computed as OpenDSS computes them.
 
 OpenDSS's own reads each compute every power-delivery (PD) element's terminal currents again:
 ``PDElements.AllPctNorm`` (the loadings) and ``Circuit.Losses`` (on IEEE 8500, ~0.5 ms each, as
@@ -26,9 +26,26 @@ differ (a positive-sequence model, seasonal ratings) is read through OpenDSS's c
 so is a small one (:data:`BULK_MIN_ELEMENTS`), where the bulk read saves nothing.
 (A capacitor's Mvar, ``CktElement.Powers``, is not taken this way: it differs from the product
 above in the last bit at some steps, so the few capacitors are read one by one.)
+
+Reading the currents costs OpenDSS itself more than the rest (~0.55 ms of ~0.8 ms on IEEE 8500).
+With ``make build``'s ``_opendss_kernels.so``, :class:`_YprimReads` computes them instead, as OpenDSS
+does (``TPDElement.GetCurrents``: ``I = Yprim · V``, row by row in OpenDSS's order), from each
+element's Yprim, read once, and the node voltages (``YNodeVarray``), with the loadings and losses
+above in the same C pass (~0.1 ms). A Yprim changes only when the circuit is edited or a control
+acts in a solve (a tap, a switch: the solve then runs more than one control iteration); after such
+a solve the currents are read from OpenDSS once more, the kernel's are compared with them to the
+bit, the Yprims of the elements that differ are read again, and the kernel is used only while all
+of them agree (it is dropped otherwise: OpenDSS's currents are read at every step).
+
+:class:`NodeVolts` likewise gives ``Circuit.AllBusVmagPu`` (every node's voltage magnitude in pu)
+from the same read of the node voltages (``YNodeVarray``), checked against it at the first read.
 """
 
 from __future__ import annotations
+
+import ctypes
+import functools
+from pathlib import Path
 
 import numpy as np
 
@@ -45,13 +62,16 @@ class PdReads:
         dss: the opendssdirect engine, its circuit compiled and solved once (the node numbers of
             the elements' conductors exist from then on).
         loading_pd: positions in ``PDElements.AllNames`` of the elements whose loading is read.
+        volts: the node voltages by node number (:attr:`NodeVolts.volts`) that the caller refreshes
+            after every solve, for the kernel (None: the kernel reads ``YNodeVarray`` itself).
     """
 
-    def __init__(self, dss, loading_pd: np.ndarray) -> None:
+    def __init__(self, dss, loading_pd: np.ndarray, volts: np.ndarray | None = None) -> None:
         self.dss = dss
         self.circuit = circuit = dss.to_dss_python().ActiveCircuit
         self.loading_pd = np.asarray(loading_pd, np.int64)
-        start, n_phases, counted, node_refs, rating = self._elements()
+        large = circuit.PDElements.Count >= BULK_MIN_ELEMENTS
+        start, n_phases, counted, node_refs, rating, yprims = self._elements(large and _library() is not None)
         self.rating = rating[self.loading_pd]
         # terminal 1's phase conductors of each element whose loading is read (OpenDSS takes the
         # largest current of those; a disabled element reads 0, as one without a rating does)
@@ -64,32 +84,48 @@ class PdReads:
                                      for e in counted])
         #: True once :meth:`check` found the readings equal to OpenDSS's own (False: read through OpenDSS)
         self.exact: bool | None = None
+        self._kernel = _YprimReads(self, start, n_phases, counted, node_refs, yprims, on, volts) if yprims else None
 
-    def _elements(self) -> tuple[np.ndarray, np.ndarray, list[int], list[np.ndarray | None], np.ndarray]:
-        """Each PD element's first entry in ``AllCurrents``, its phases, the elements the losses
-        count (enabled, not a shunt), each one's node numbers (None: disabled, OpenDSS has none) and
-        its rating (``NormAmps``). [-, -, -, -, A]"""
+    def _elements(self, yprims: bool) -> tuple[np.ndarray, np.ndarray, list[int], list[np.ndarray | None],
+                                                np.ndarray, list[np.ndarray | None]]:
+        """Each PD element's first entry in ``AllCurrents`` (and, last, their count), its phases, the elements the losses
+        count (enabled, not a shunt), each one's node numbers (None: disabled, OpenDSS has none), its
+        rating (``NormAmps``) and, with ``yprims``, its Yprim (None: disabled; an empty list without
+        ``yprims``). [-, -, -, -, A, S]"""
         circuit = self.circuit
         pd, element = circuit.PDElements, circuit.ActiveCktElement
         n_conductors = np.asarray(pd.AllNumConductors, np.int64) * np.asarray(pd.AllNumTerminals, np.int64)
-        start = np.concatenate([[0], np.cumsum(n_conductors)[:-1]]).astype(np.int64)
-        counted, node_refs, rating = [], [], []
+        start = np.concatenate([[0], np.cumsum(n_conductors)]).astype(np.int64)
+        counted, node_refs, rating, yprim = [], [], [], []
         for pos, name in enumerate(pd.AllNames):
             circuit.SetActiveElement(name)
             enabled = bool(element.Enabled)
             node_refs.append(np.asarray(element.NodeRef, np.int64) if enabled else None)
             rating.append(element.NormalAmps)
+            if yprims:
+                yprim.append(np.asarray(element.Yprim, float) if enabled else None)
             if enabled and not pd.IsShunt:
                 counted.append(pos)
-        return start, np.asarray(pd.AllNumPhases, np.int64), counted, node_refs, np.asarray(rating, float)
+        return (start, np.asarray(pd.AllNumPhases, np.int64), counted, node_refs, np.asarray(rating, float),
+                yprim)
 
     # -- reading ------------------------------------------------------------------------------
-    def read(self) -> tuple[np.ndarray, float]:
+    def read(self, y_changed: bool = True) -> tuple[np.ndarray, float]:
         """The chosen elements' loadings [%] and the circuit's losses [W] of the last solution;
-        through OpenDSS's own calls when :attr:`exact` is False."""
+        through OpenDSS's own calls when :attr:`exact` is False. ``y_changed``: a Yprim may have
+        changed since the last read (False: no edit and no control action since, so the kernel's
+        Yprims are OpenDSS's)."""
         if self.exact is False:
             return self._read_opendss()
+        kernel = self._kernel
+        if kernel is not None and not y_changed:
+            return kernel.read()
         currents = self.circuit.PDElements.AllCurrents  # re, im of every conductor, element by element
+        if kernel is not None and self.exact:  # its arithmetic was found to be OpenDSS's (check)
+            result = kernel.sync(currents)
+            if result is not None:
+                return result
+            self._kernel = None
         return self._loadings(currents), self._losses(currents, self.circuit.YNodeVarray)
 
     def _loadings(self, currents: np.ndarray) -> np.ndarray:
@@ -136,11 +172,198 @@ class PdReads:
             self.exact = False
             return False
         self.exact = None
-        fast = self.read()
-        reference = self._read_opendss()
-        self.exact = all(np.asarray(a, float).tobytes() == np.asarray(b, float).tobytes()
-                         for a, b in zip(fast, reference))
+        currents = self.circuit.PDElements.AllCurrents
+        fast = self._loadings(currents), self._losses(currents, self.circuit.YNodeVarray)
+        self.exact = _same(fast, self._read_opendss())
+        if self._kernel is not None:
+            synced = self._kernel.sync(currents) if self.exact else None
+            if synced is None or not _same(synced, fast):
+                self._kernel = None  # its currents, loadings or losses are not OpenDSS's
         return self.exact
+
+    @property
+    def kernel(self) -> bool:
+        """Whether the currents are computed from the Yprims (:class:`_YprimReads`) while no Yprim changes."""
+        return self._kernel is not None
+
+
+def _same(a: tuple[np.ndarray, float], b: tuple[np.ndarray, float]) -> bool:
+    """Loadings and losses equal to the bit."""
+    return all(np.asarray(x, float).tobytes() == np.asarray(y, float).tobytes() for x, y in zip(a, b))
+
+
+@functools.cache
+def _library(path: Path = Path(__file__).with_name("_opendss_kernels.so")):
+    """``adapters/grid/_opendss_kernels.so`` (``make build``), or None: not built, older than its C
+    source (an edited source is not trusted until rebuilt) or not loadable."""
+    source = path.with_suffix(".c")
+    try:
+        if not path.is_file() or (source.is_file() and source.stat().st_mtime > path.stat().st_mtime):
+            return None
+        lib = ctypes.CDLL(str(path))
+    except OSError:
+        return None
+    lib.cosim_pd_reads.restype = ctypes.c_double
+    lib.cosim_pd_reads.argtypes = ([ctypes.c_int64] + [ctypes.c_void_p] * 14 + [ctypes.c_int64]
+                                   + [ctypes.c_void_p] * 4)
+    lib.cosim_vm_pu.restype = None
+    lib.cosim_vm_pu.argtypes = [ctypes.c_int64] + [ctypes.c_void_p] * 4
+    return lib
+
+
+class NodeVolts:
+    """Every node's voltage magnitude in pu, in ``Circuit.AllBusVmagPu``'s order (bus by bus), from
+    one read of the complex node voltages (``YNodeVarray``), which :attr:`volts` keeps by node number
+    for :class:`PdReads`. With ``make build``'s library the magnitudes are computed as OpenDSS's
+    ``AllBusVmagPu`` computes them (``cosim_vm_pu``: ``sqrt(re² + im²) / (1000 · kVBase)``), which
+    :meth:`read` checks against ``AllBusVmagPu`` itself at the first read; without the library, or
+    when they differ, ``AllBusVmagPu`` is read.
+
+    Args:
+        circuit: the DSS-Python circuit, solved once (its node numbers exist from then on).
+        kv_base: each bus's base voltage by lower-case name (0: none). [kV]
+    """
+
+    def __init__(self, circuit, kv_base: dict[str, float]) -> None:
+        self.circuit, self.lib = circuit, _library()
+        number = {name.lower(): k + 1 for k, name in enumerate(circuit.YNodeOrder)}
+        names = [name.lower() for name in circuit.AllNodeNames]
+        self.node = np.asarray([number.get(name, 0) for name in names], np.int32)
+        kv = np.asarray([kv_base.get(name.rpartition(".")[0], 0.0) for name in names], float)
+        self.base = np.where(kv > 0.0, 1000.0 * kv, 1.0)  # OpenDSS's BaseFactor, the same product
+        self.vm_pu = np.zeros(len(names))
+        #: the last solution's node voltages by node number (re, im; node 0, the ground, first), read
+        #: at every :meth:`read` when the library is loaded (else None)
+        self.volts: np.ndarray | None = np.zeros(2 + 2 * len(number)) if self.lib is not None else None
+        #: True once the first read equalled AllBusVmagPu; False: AllBusVmagPu is read
+        self.exact: bool | None = None if self.lib is not None and self.node.all() else False
+        if self.volts is not None:
+            self._args = (len(names), *map(_address, (self.node, self.base, self.volts, self.vm_pu)))
+
+    def read(self) -> np.ndarray:
+        """The last solution's node voltage magnitudes [pu] (a buffer that the next read overwrites)."""
+        if self.volts is None:
+            return self.circuit.AllBusVmagPu
+        self.volts[2:] = self.circuit.YNodeVarray
+        if self.exact is None:
+            self.lib.cosim_vm_pu(*self._args)
+            self.exact = self.vm_pu.tobytes() == np.asarray(self.circuit.AllBusVmagPu, float).tobytes()
+        if self.exact is False:
+            return self.circuit.AllBusVmagPu
+        self.lib.cosim_vm_pu(*self._args)
+        return self.vm_pu
+
+
+#: the C kernel's largest element order (conductors x terminals); a circuit with a larger one is not taken
+MAX_ORDER = 64
+
+
+class _YprimReads:
+    """:class:`PdReads`'s loadings and losses with the currents computed as OpenDSS computes them,
+    from each element's Yprim (held here) and the node voltages, by ``cosim_pd_reads``
+    (``_opendss_kernels.c``). Only what is used is computed: the elements the losses count and the
+    enabled ones whose loading is read; of each, the rows of its conductors that have a node or are
+    phases whose loading is read, and the columns of those with a node (a grounded one adds ±0)."""
+
+    def __init__(self, reads: PdReads, start: np.ndarray, n_phases: np.ndarray, counted: list[int],
+                 node_refs: list[np.ndarray | None], yprims: list[np.ndarray | None], on: np.ndarray,
+                 volts: np.ndarray | None) -> None:
+        self.lib, self.circuit = _library(), reads.circuit
+        n_el = len(node_refs)
+        used = np.zeros(n_el, bool)
+        used[counted] = True
+        used[[e for e in reads.loading_pd if node_refs[e] is not None]] = True
+        self.names = list(reads.circuit.PDElements.AllNames)
+        self.n_phase = np.zeros(n_el, np.int32)
+        self.n_phase[reads.loading_pd] = n_phases[reads.loading_pd]
+        self.at = np.ascontiguousarray(start[:-1], np.int64)
+        self.shape = np.zeros((n_el, 2), np.int32)
+        self.y_at, self.row_at, self.col_at = (np.zeros(n_el, np.int64) for _ in range(3))
+        self._kept: dict[int, tuple[np.ndarray, np.ndarray, int]] = {}  # element: kept rows, columns; order
+        rows, row_nodes, col_nodes, blocks = [], [], [], []
+        n_y = n_rows = n_cols = 0
+        for e in np.flatnonzero(used):
+            nodes = node_refs[e]
+            live = nodes > 0
+            kept = self._kept[e] = (np.flatnonzero(live | (np.arange(len(nodes)) < self.n_phase[e])),
+                                    np.flatnonzero(live), len(nodes))
+            self.shape[e] = len(kept[0]), len(kept[1])
+            self.y_at[e], self.row_at[e], self.col_at[e] = n_y, n_rows, n_cols
+            rows.append(kept[0])
+            row_nodes.append(nodes[kept[0]])
+            col_nodes.append(nodes[kept[1]])
+            blocks.append(self._block(e, yprims[e]))
+            n_y, n_rows, n_cols = n_y + len(blocks[-1]) // 2, n_rows + len(kept[0]), n_cols + len(kept[1])
+        self.rows, self.row_nodes, self.col_nodes = (np.ascontiguousarray(np.concatenate(a) if a else [0], np.int32)
+                                                     for a in (rows, row_nodes, col_nodes))
+        self.y = np.ascontiguousarray(np.concatenate(blocks) if blocks else np.zeros(2), float)
+        self.counted = np.zeros(n_el, np.int8)
+        self.counted[counted] = 1
+        self.largest = np.zeros(n_el)
+        self.currents = np.zeros(2 * int(start[-1]))  # the layout of AllCurrents (written by sync's reads)
+        #: the node voltages by node number (0: ground, unread); refreshed here when not given
+        self._own_volts = volts is None
+        self.volts = np.zeros(2 + len(reads.circuit.YNodeVarray)) if volts is None else volts
+        self.loading_pd = np.ascontiguousarray(reads.loading_pd, np.int64)
+        self.rating, self.on = np.ascontiguousarray(reads.rating, float), np.ascontiguousarray(on, np.int8)
+        self.loading = np.zeros(len(self.loading_pd))
+        self.fits = bool(self.shape.max(initial=0) <= MAX_ORDER)
+        # the entries of AllCurrents computed here (the others are not compared with OpenDSS's)
+        self._computed = np.zeros(int(start[-1]), bool)
+        self._computed[np.concatenate([self.at[e] + k[0] for e, k in self._kept.items()] or [[]]).astype(int)] = True
+        self._computed = np.repeat(self._computed, 2)
+        addresses = map(_address, (self.shape, self.y_at, self.row_at, self.col_at, self.at, self.rows, self.row_nodes,
+                                   self.col_nodes, self.y, self.volts, self.counted, self.n_phase, self.largest))
+        self._args = [n_el, *addresses, None, len(self.loading_pd),
+                      *map(_address, (self.loading_pd, self.rating, self.on, self.loading))]
+
+    def _block(self, e: int, yprim: np.ndarray) -> np.ndarray:
+        """Element ``e``'s kept rows and columns of its Yprim (column-major, as OpenDSS stores it: the
+        entry of row i, column j at j·n + i), column-major, interleaved re, im."""
+        rows, cols, n = self._kept[e]
+        by_column = yprim.view(np.complex128).reshape(n, n)  # [j, i]: row i, column j
+        return np.ascontiguousarray(by_column[np.ix_(cols, rows)]).view(float).ravel()
+
+    def read(self, currents: bool = False) -> tuple[np.ndarray, float]:
+        """The loadings [%] and losses [W] from the last solution's node voltages; with ``currents``
+        the computed currents too, to :attr:`currents`."""
+        if self._own_volts:
+            self.volts[2:] = self.circuit.YNodeVarray
+        self._args[14] = _address(self.currents) if currents else None
+        losses = self.lib.cosim_pd_reads(*self._args)
+        return self.loading.copy(), losses
+
+    def sync(self, currents: np.ndarray) -> tuple[np.ndarray, float] | None:
+        """After a solve that may have changed Yprims: read again the Yprim of each element whose
+        computed currents differ from OpenDSS's (``currents``, ``AllCurrents``); the loadings and
+        losses once every computed current is OpenDSS's to the bit (None: some still differ)."""
+        if not self.fits or len(currents) != len(self.currents):
+            return None
+        for attempt in range(2):
+            result = self.read(currents=True)
+            computed = np.where(self._computed, self.currents, currents)  # the others are not compared
+            differ = np.flatnonzero((computed != currents) & ~(np.isnan(computed) & np.isnan(currents)))
+            if not len(differ):
+                return result
+            if attempt or not self._reread(np.unique(np.searchsorted(self.at, differ // 2, "right") - 1)):
+                return None
+        return None
+
+    def _reread(self, elements: np.ndarray) -> bool:
+        """Read these elements' Yprims again (False: one is not computed here or changed its order)."""
+        circuit, element = self.circuit, self.circuit.ActiveCktElement
+        for e in elements:
+            circuit.SetActiveElement(self.names[e])
+            yprim = np.asarray(element.Yprim, float)
+            if e not in self._kept or len(yprim) != 2 * self._kept[e][2] ** 2 or not element.Enabled:
+                return False
+            block = self._block(e, yprim)
+            self.y[2 * self.y_at[e]:2 * self.y_at[e] + len(block)] = block
+        return True
+
+
+def _address(array: np.ndarray) -> int:
+    return array.__array_interface__["data"][0]
 
 
 class _Columns:

@@ -5,7 +5,10 @@
 ``Circuit.Losses``. Compared bit for bit after every solve of IEEE 13 (regulators moving their
 taps step by step in time-control mode, two capacitors), IEEE 34 and IEEE 123, with a load that
 changes, a line opened and closed again and a fault on (the fault is a shunt PD element, left out
-of the losses as OpenDSS leaves it out).
+of the losses as OpenDSS leaves it out). With ``make build``'s ``_opendss_kernels.so`` the same
+values come from the currents computed from the elements' Yprims while no Yprim can have changed:
+compared with OpenDSS's own reads (and its currents, ``AllCurrents``) at every step of IEEE 8500 and
+of the small feeders above.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ from cosim.adapters.grid.opendss_reads import PdReads
 
 #: campus load at each solve [MW]
 LOAD_MW = [0.2, 1.5, 1.5, 3.0, 3.0, 3.0, 0.4, 2.0, 2.5, 2.5, 1.0, 0.5]
+#: whether make build built the Yprim kernel (adapters/grid/_opendss_kernels.c)
+KERNEL = reads_module._library() is not None
 #: bus of the campus, control mode and a scale of LOAD_MW the feeder carries
 CASES = {"ieee13": ("671", "time", 1.0), "ieee34": ("860", "static", 0.2), "ieee123": ("76", "static", 1.0)}
 
@@ -56,10 +61,12 @@ def test_loadings_and_losses_equal_opendss_own_reads_to_the_bit(network):
             flow.set_line_in_service(len(flow.info.lines) - 1, True)
         solve(flow, scale * p_mw, k)
         losses_mw = flow.losses_mw
+        flow_loading = np.concatenate([flow.line_loading_pct, flow.trafo_loading_pct])
         assert flow._pd_reads.exact is True  # the fast path was taken, not OpenDSS's own reads
+        assert flow._pd_reads.kernel is KERNEL  # and the currents computed from the Yprims, where built
         loading, losses_w = flow._pd_reads.read()
         reference, reference_w = opendss_reads(flow)
-        assert loading.tobytes() == reference.tobytes(), f"step {k}"
+        assert loading.tobytes() == reference.tobytes() == flow_loading.tobytes(), f"step {k}"
         assert np.float64(losses_w).tobytes() == np.float64(reference_w).tobytes(), f"step {k}"
         assert losses_mw == reference_w / 1e6
         taps.add(tuple(flow.tap_count))
@@ -128,7 +135,7 @@ def test_loadings_and_losses_are_read_only_when_asked_and_before_an_edit():
     assert flow.losses_mw > 0 and flow._pd_reads.exact is True  # the first read checks the fast path
     calls = []
     read = flow._pd_reads.read
-    flow._pd_reads.read = lambda: calls.append(1) or read()
+    flow._pd_reads.read = lambda *args: calls.append(1) or read(*args)
     solve(flow, 1.2, 1)
     assert calls == []
     losses_mw = flow.losses_mw
@@ -168,3 +175,87 @@ def test_a_grid_whose_losses_and_loadings_nobody_asks_for_reads_no_currents():
         assert pending and all(got[a] == expected[a] or got[a] != got[a] for a in got)
         reads_currents = attrs is None or any("loading" in a or "losses" in a for a in attrs)
         assert narrow.flow._currents_pending is not reads_currents
+
+
+def test_on_ieee8500_the_kernel_gives_opendss_own_currents_loadings_and_losses_at_every_step():
+    """IEEE 8500 (4,904 PD elements: the kernel is used without lowering BULK_MIN_ELEMENTS), a campus
+    swinging between 0.2 and 4 MW so that regulators move, a line opened and closed: at every step
+    the flow's loadings and losses equal OpenDSS's own reads, and the kernel's currents its
+    ``AllCurrents``, to the bit; most reads come from the kernel without OpenDSS's currents."""
+    flow = OpenDssFlow(grid_models.dss_file("ieee8500"))
+    flow.attach("load", "m1166366", 0.0, 0.0, name="campus")
+    reads, kernel_reads = None, []
+    for k, p_mw in enumerate([0.2, 0.2, 4.0, 4.0, 4.0, 1.0, 1.0, 1.0, 0.2, 0.2]):
+        if k in (6, 7):
+            flow.set_line_in_service(flow.info.lines.index("tpx138236b0"), k == 7)
+        solve(flow, p_mw, k)
+        if reads is None:
+            reads = flow._pd_reads
+            if KERNEL:
+                read = reads._kernel.read
+
+                def read_counted(currents: bool = False, read=read):  # the reads of the kernel alone
+                    kernel_reads.extend([] if currents else [k])
+                    return read(currents)
+                reads._kernel.read = read_counted
+        loading = np.concatenate([flow.line_loading_pct, flow.trafo_loading_pct])
+        reference, reference_w = opendss_reads(flow)
+        assert loading.tobytes() == reference.tobytes() and flow.losses_mw == reference_w / 1e6, f"step {k}"
+        assert reads.exact is True and reads.kernel is KERNEL
+        assert flow._node_volts.read().tobytes() == np.asarray(flow._arrays.AllBusVmagPu).tobytes()
+        if KERNEL:
+            computed = reads._kernel._computed
+            reads._kernel.read(currents=True)
+            currents = reads.circuit.PDElements.AllCurrents
+            assert reads._kernel.currents[computed].tobytes() == currents[computed].tobytes(), f"step {k}"
+    assert flow.n_tap_changes > 0 and reference_w > 0 and loading.max() > 1.0
+    if KERNEL:
+        assert len(set(kernel_reads)) >= 4  # steps read without OpenDSS's currents (more reads: the syncs)
+    flow.close()
+
+
+@pytest.mark.skipif(not KERNEL, reason="make build did not build adapters/grid/_opendss_kernels.so")
+def test_a_stale_yprim_is_read_again_and_a_kernel_that_cannot_match_is_dropped():
+    """After a solve that may have changed a Yprim, the kernel's currents are compared with
+    OpenDSS's: an element whose held Yprim is wrong is read again (the kernel stays, the values are
+    OpenDSS's); when the kernel cannot match, it is dropped and OpenDSS's currents are read."""
+    flow = OpenDssFlow(grid_models.dss_file("ieee13"))
+    flow.attach("load", "671", 0.0, 0.0, name="campus")
+    solve(flow, 1.0, 0)
+    assert flow.losses_mw > 0
+    reads = flow._pd_reads
+    kernel = reads._kernel
+    reference = opendss_reads(flow)
+    kernel.y *= 1.5  # every held Yprim wrong: a read without the check gives other values
+    assert not reads_module._same(reads.read(y_changed=False), reference)
+    assert reads_module._same(reads.read(y_changed=True), reference) and reads.kernel
+    assert reads_module._same(reads.read(y_changed=False), reference)  # read again: right from now on
+    kernel.fits = False  # a kernel that cannot match (an element of too high an order)
+    assert reads_module._same(reads.read(y_changed=True), reference) and not reads.kernel
+    solve(flow, 1.2, 1)
+    assert reads_module._same(reads.read(y_changed=False), opendss_reads(flow))
+    fresh = PdReads(flow.dss, np.concatenate([flow._line_pd, flow._trafo_pd]))
+    fresh._kernel.rating *= 1.001  # the kernel's loadings are not OpenDSS's: the first check drops it
+    assert fresh.check() is True and not fresh.kernel
+    flow.close()
+
+
+@pytest.mark.parametrize("network", sorted(CASES))
+def test_node_voltages_equal_opendss_all_bus_vmag_pu_and_fall_back_to_it_when_they_differ(network):
+    """The node voltage magnitudes the flow reads (from YNodeVarray, computed as AllBusVmagPu computes
+    them where the library is built) are AllBusVmagPu's to the bit; a reader whose first reading
+    differs (here: one base voltage 0.1 % off) reads AllBusVmagPu from then on."""
+    from cosim.adapters.grid.opendss_reads import NodeVolts
+
+    bus, mode, scale = CASES[network]
+    flow = OpenDssFlow(grid_models.dss_file(network), control_mode=mode)
+    flow.attach("load", bus, 0.0, 0.0, name="campus")
+    solve(flow, scale * 1.0, 0)
+    volts = flow._node_volts
+    assert volts.exact is KERNEL or (volts.exact is False and not KERNEL)
+    assert volts.read().tobytes() == np.asarray(flow._arrays.AllBusVmagPu).tobytes()
+    kv = {b.lower(): v for b, v in zip(flow.info.buses, flow.info.bus_kv_base)}
+    other = NodeVolts(flow._arrays, kv)
+    other.base[3] *= 1.001
+    assert other.read().tobytes() == np.asarray(flow._arrays.AllBusVmagPu).tobytes() and other.exact is False
+    flow.close()
