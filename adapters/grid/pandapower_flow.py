@@ -30,6 +30,7 @@ try:  # the loop scipy's ``csr @ vector`` runs, without its dispatch (~10 µs a 
     from scipy.sparse._sparsetools import csr_matvec as _csr_matvec
 except ImportError:  # another scipy layout: the operator
     _csr_matvec = None
+import lightsim2grid
 from lightsim2grid.algorithm import NRSing_KLU
 from pandapower.pd2ppc import _pd2ppc
 from pandapower.pf.ppci_variables import _get_pf_variables_from_ppci
@@ -559,7 +560,6 @@ def _tell_solver(nr, nothing_changed: bool) -> None:
 def _control_found() -> bool:
     """The installed lightsim2grid is the version the control's place was read for, and a new solver holds
     exactly its constructor's 14 True flags there; else (False) the analysis is rebuilt at every solve."""
-    import lightsim2grid
     if lightsim2grid.__version__ != _SOLVER_CONTROL[0] or object.__basicsize__ != 16:
         return False
     nr = NRSing_KLU()
