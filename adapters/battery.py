@@ -242,12 +242,12 @@ class Battery:
         return p_set
 
     def outputs(self, result: StepResult) -> dict[str, float]:
-        e_mwh, e_capacity_mwh = self.e_mwh, self.e_capacity_mwh
+        e_mwh, e_capacity_mwh = self.e_mwh, self.e_capacity_mwh  # (soc_frac and n_cycles written out)
         return {
             "p_mw": result.p_mw, "p_shortfall_mw": result.p_shortfall_mw, "soc_frac": e_mwh / e_capacity_mwh,
             "e_mwh": e_mwh, "e_capacity_mwh": e_capacity_mwh,
             "e_charged_mwh": self.e_charged_mwh, "e_discharged_mwh": self.e_discharged_mwh,
-            "e_loss_mwh": self.e_loss_mwh, "n_cycles": self.e_cell_out_mwh / self.e_nameplate_mwh,  # soc_frac, n_cycles
+            "e_loss_mwh": self.e_loss_mwh, "n_cycles": self.e_cell_out_mwh / self.e_nameplate_mwh,
         }
 
 
