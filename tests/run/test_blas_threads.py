@@ -6,11 +6,10 @@ processes of their own with ``OPENBLAS_NUM_THREADS`` 1 and 2, the same scenario 
 on both engines, with the look-ahead worker process, and stepped through a Session.
 
 The control: the same run without the one-thread limit gives other bits with 2 threads than with 1
-(the cluster's IT power by ~7e-15 MW), so the scenario's sums do see how OpenBLAS splits them.
-Its jobs are of several sizes: with one-GPU jobs alone every partial sum was exact, and no limit was
-needed for the same bits. OpenBLAS splits a product the same way at every call (halves, added in
-order), so the difference is the same on any machine where it runs 2 threads; on one with a single
-core it runs 1 whatever the variable says, and the control is skipped there.
+(the cluster's GPU power by ~2e-15 MW), so the scenario's sums do see how OpenBLAS splits them.
+OpenBLAS splits a product the same way at every call (halves, added in order), so the difference is
+the same on any machine where it runs 2 threads; on one with a single core it runs 1 whatever the
+variable says, and the control is skipped there.
 """
 
 from __future__ import annotations
@@ -27,7 +26,7 @@ from threadpoolctl import threadpool_info
 
 from cosim.run import blas
 
-#: 15,000 jobs of 1 to 7 GPUs arrive in the first minute and run for days: 15,000 running jobs at every step
+#: 15,000 one-GPU jobs arrive in the first minute and run for days: 15,000 running jobs at every step
 SCENARIO = """[scenario]
 name = "blas"
 start = 2024-01-01T00:00:00Z
@@ -43,14 +42,14 @@ adapter = "datacenter"
 [entities.campus]
 sim = "dc"
 model = "Cluster"
-n_gpus = 60000
+n_gpus = 16000
 
 [entities.campus.training]
 source = "synthetic"
 n_jobs = 15000
 span_s = 60
-sizes_gpus = [1, 2, 3, 5, 7]
-size_weights = [0.4, 0.2, 0.2, 0.1, 0.1]
+sizes_gpus = [1]
+size_weights = [1.0]
 duration_median_h = 100.0
 duration_sigma_ln = 0.1
 """
