@@ -3,8 +3,13 @@
 OpenBLAS splits a dot product of more than 10,000 elements across its threads; the datacenter's
 sums over its running jobs are such products when a cluster runs more than 10,000 jobs. Run in
 processes of their own with ``OPENBLAS_NUM_THREADS`` 1 and 2, the same scenario gives the same bits
-on both engines, with the look-ahead worker process, and stepped through a Session. (Without the
-one-thread limit the two differ in the last bits of the cluster's power: checked when this was written.)
+on both engines, with the look-ahead worker process, and stepped through a Session.
+
+The control: the same run without the one-thread limit gives other bits with 2 threads than with 1
+(the cluster's GPU power by ~2e-15 MW), so the scenario's sums do see how OpenBLAS splits them.
+OpenBLAS splits a product the same way at every call (halves, added in order), so the difference is
+the same on any machine where it runs 2 threads; on one with a single core it runs 1 whatever the
+variable says, and the control is skipped there.
 """
 
 from __future__ import annotations
@@ -49,11 +54,14 @@ duration_median_h = 100.0
 duration_sigma_ln = 0.1
 """
 
-#: Runs the scenario four ways in one process; prints each run's series as hex floats (exact bits)
+#: Runs the scenario four ways in one process, and once more without the limit (the control); prints each
+#: run's series as hex floats (exact bits) and the threads OpenBLAS runs outside the limit
 RUNS = """
-import json, sys
+import contextlib, json, sys
 from pathlib import Path
+from threadpoolctl import threadpool_info
 import cosim
+from cosim.run import blas
 
 tmp = Path(sys.argv[1])
 out = {}
@@ -68,6 +76,13 @@ with cosim.Session(tmp / "direct_off.toml", out_dir=tmp / "runs", report=False) 
     session.step()
     session.run_until(900)
 out["session"] = session.result.timeseries().map(float.hex).to_dict(orient="list")
+limit, blas.one_thread = blas.one_thread, contextlib.nullcontext
+try:
+    result = cosim.run(tmp / "direct_off.toml", out_dir=tmp / "runs")
+finally:
+    blas.one_thread = limit
+out["unlimited"] = result.timeseries().map(float.hex).to_dict(orient="list")
+out["threads"] = sorted({lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"})
 print(json.dumps(out))
 """
 
@@ -84,12 +99,18 @@ def _runs(tmp_path, threads: int) -> dict:
 
 def test_same_bits_with_one_or_two_blas_threads(tmp_path):
     one, two = _runs(tmp_path, 1), _runs(tmp_path, 2)
+    assert one.pop("threads") == [1]
+    threads, one_unlimited, two_unlimited = two.pop("threads"), one.pop("unlimited"), two.pop("unlimited")
     assert set(one) == {"direct/off", "direct/on", "mosaik/off", "session"}
     running = [float.fromhex(v) for v in one["direct/off"]["campus.n_jobs_running"]]
     assert max(running) > 10_000  # products long enough for OpenBLAS to split them across threads
     for way in one:
         assert one[way] == two[way], way
         assert one[way] == one["direct/off"], way  # and the same on both engines, every way of stepping
+    assert one_unlimited == one["direct/off"]  # on one thread the limit changes nothing
+    if threads != [2]:
+        pytest.skip(f"the control needs OpenBLAS on 2 threads; it runs {threads} here (one core)")
+    assert two_unlimited != one_unlimited, "the control: without the limit, 2 threads give other bits"
 
 
 def _blas_threads() -> set[int]:
