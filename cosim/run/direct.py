@@ -34,6 +34,7 @@ from __future__ import annotations
 import bisect
 import collections
 import copy
+import functools
 import gc
 import math
 import time
@@ -109,6 +110,7 @@ class _Sim:
     #: its step is CosimSim's (sum_inputs, then step_entities): the engine may hand it collapsed inputs
     collapsible: bool = False
     input_plan: Any = None  # built on first use (_input_plan)
+    read: Any = None  # ``obj.get_data(request)`` as a function of no arguments, made at the first step (_data_reader)
     #: stepped ahead in a worker process: its steps are taken from there (:mod:`cosim.run.ahead`)
     feed: Any = None
     #: in that worker: called with each step's record to send (``tap(sim, t, next_t, out_t, data)``)
@@ -397,7 +399,10 @@ class DirectEngine:
             _check_next(sim, t, nxt)
         out_t = data = None
         if sim.request:
-            data = obj.get_data(sim.request)
+            read = sim.read
+            if read is None:
+                read = sim.read = _data_reader(obj, sim.request)
+            data = read()
             out_t = data.pop("time", t)
             if out_t < t:
                 raise SimulationError(f"Output time ({out_t}) is not >= time ({t}) for simulator \"{sim.sid}\".")
@@ -762,6 +767,15 @@ def _input_plan(sim: _Sim):
             collapse.setdefault(dst_eid, {}).setdefault(dst_attr, {})[full_id] = flat_pos[k]
     return reads, [(dst_eid, [(attr, _one_or_all(tuple(sources.values()))) for attr, sources in attrs.items()])
                    for dst_eid, attrs in collapse.items()]
+
+
+def _data_reader(obj: Any, request: dict[str, list[str]]):
+    """``obj.get_data(request)`` as a function of no arguments: :meth:`cosim.sdk.CosimSim.data_reader`
+    for CosimSim's own ``get_data`` (the same dicts, the request's getters looked up once), else the
+    adapter's ``get_data`` with the request bound."""
+    if getattr(type(obj), "get_data", None) is CosimSim.get_data:
+        return obj.data_reader(request)
+    return functools.partial(obj.get_data, request)
 
 
 def _one_or_all(positions: tuple[int, ...]) -> int | tuple[int, ...]:
