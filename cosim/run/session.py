@@ -76,6 +76,7 @@ class Session:
         self._interrupted: str | None = None  # the exception that left the with block early
         self._bounds: dict[str, dict[str, tuple[float, float]]] = {}
         self._refused: dict[str, dict[str, str]] = {}  # inputs an entity refuses from outside, with why
+        self._inputs: dict[str, tuple[str, str]] = {}  # "<entity>.<input>" set before -> (entity, input)
         self._frozen = False  # the heap kept from full garbage collections while it runs (freeze_heap)
         if record:
             graph.check_record(self.scn)
@@ -181,7 +182,11 @@ class Session:
                 numpy's), or it is outside the bounds the entity's adapter gives for that input.
         """
         self._check_open()
-        eid, attr = self._split(f"{entity}.{attr}", "input", self.scn.inputs)
+        name = f"{entity}.{attr}"
+        split = self._inputs.get(name)
+        if split is None:  # (an agent sets the same inputs at every decision: checked once)
+            split = self._inputs[name] = self._split(name, "input", self.scn.inputs)
+        eid, attr = split
         held = self.engine.entity_sim[eid].held
         if value is None:
             if held.pop((eid, attr), _NOT_HELD) is not _NOT_HELD:  # back to the scenario's own value
