@@ -510,6 +510,8 @@ class CosimSim(mosaik_api_v3.Simulator):
     def seconds(self, ticks: int) -> int | float:
         """Simulation time of mosaik time ``ticks`` in seconds: an int at whole seconds (what
         adapters always got at a 1 s tick), else ``ticks / ticks_per_s``. [s]"""
+        if self.ticks_per_s == 1:  # (the usual tick: the ticks are the seconds)
+            return ticks
         whole, part = divmod(ticks, self.ticks_per_s)
         return whole if not part else ticks / self.ticks_per_s
 

@@ -387,12 +387,13 @@ class DirectEngine:
             sim.last_t = t
             return
         obj = sim.obj
-        if sim.sid == RECORDER_SID:
-            nxt = obj.record_refs(t, self._recorded_refs(sim, t))
-        elif collapsed is not None:
+        if collapsed is not None:
             nxt = obj.step_collapsed(t, collapsed)
-        elif sim.collapsible and not sim.held and (inputs := self._collapsed_inputs(sim, t)) is not None:
+        elif sim.collapsible and not sim.held and (
+                inputs := self._collapsed_inputs(sim, t) if sim.pulls else {}) is not None:
             nxt = obj.step_collapsed(t, inputs)
+        elif sim.sid == RECORDER_SID:  # (not collapsible: its step is its own)
+            nxt = obj.record_refs(t, self._recorded_refs(sim, t))
         else:
             nxt = obj.step(t, self._inputs(sim, t), self.until)
         if type(nxt) is not int or nxt <= t:  # (one test for the usual case; the checks in order below)
