@@ -211,3 +211,24 @@ def test_reading_the_newest_output_first_equals_the_backwards_scan():
     sim.cache.clear()
     sim.newest_t = sim.newest = None
     assert sim.output_at(1000) == {}
+
+
+def test_a_data_reader_gives_what_get_data_gives_at_every_call():
+    """``CosimSim.data_reader`` (what the engine reads a simulator's outputs through after each step)
+    answers as ``get_data`` of the same request: every output asked for (a copy in the entity's own
+    order), some of them, one missing (None), outputs replaced or changed after it was made; a new
+    dict each call, which the entity's later changes do not reach."""
+    from cosim.sdk import CosimSim
+
+    sim = CosimSim()
+    sim.out = {"a": {"x_mw": 1.0, "y_mw": 2.0}, "b": {"z_mw": 3.0}}
+    request = {"a": ["y_mw", "x_mw"], "b": ["z_mw", "w_mw"]}
+    read = sim.data_reader(request)
+    for change in (None, ("a", {"y_mw": 5.0}), ("b", {"z_mw": 4.0, "w_mw": 6.0}), ("a", {"x_mw": 7.0, "y_mw": 8.0})):
+        if change is not None:
+            sim.out[change[0]] = change[1]
+        got, want = read(), sim.get_data(request)
+        assert got == want and [list(v) for v in got.values()] == [list(v) for v in want.values()]
+        kept = {eid: dict(values) for eid, values in got.items()}
+        sim.out["a"]["y_mw"] = -1.0  # changed in place after the read
+        assert got == kept
