@@ -349,7 +349,10 @@ class DirectEngine:
         The values are read per source entity in pull order into one flat list, then each
         destination attribute takes its sources' values from it (a source connected twice to
         one attribute: the last connection's, as the dict keyed by source keeps) and skips
-        None / sums several in order, as :func:`cosim.sdk.sum_inputs` does.
+        None / sums several in order, as :func:`cosim.sdk.sum_inputs` does. An input held from
+        outside (``sim.held``) takes the held value in its connected place (also when every
+        source gave None); one no connection feeds comes after the rest, in the held order:
+        where ``_inputs`` puts the held values, which ``sum_inputs`` then passes on as they are.
         """
         plan = sim.input_plan
         if plan is None:
@@ -363,19 +366,24 @@ class DirectEngine:
                     flat.extend(getter(data[src_eid]))
         except KeyError:
             return None
+        held = sim.held
         inputs: dict[str, dict[str, Any]] = {}
         for dst_eid, attrs in collapse:
             values: dict[str, Any] = {}
             for dst_attr, where in attrs:
-                if where.__class__ is int:  # one source
+                if held and (dst_eid, dst_attr) in held:
+                    values[dst_attr] = held[dst_eid, dst_attr]
+                elif where.__class__ is int:  # one source
                     value = flat[where]
                     if value is not None:
                         values[dst_attr] = value
-                    continue
-                present = [flat[i] for i in where if flat[i] is not None]
-                if present:
-                    values[dst_attr] = present[0] if len(present) == 1 else sum(present)
+                else:
+                    present = [flat[i] for i in where if flat[i] is not None]
+                    if present:
+                        values[dst_attr] = present[0] if len(present) == 1 else sum(present)
             inputs[dst_eid] = values
+        for (dst_eid, dst_attr), value in held.items():  # (one set in its connected place above stays there)
+            inputs.setdefault(dst_eid, {})[dst_attr] = value
         return inputs
 
     def _step_sim(self, sim: _Sim, t: int, collapsed: dict[str, dict[str, Any]] | None = None) -> None:
@@ -389,8 +397,8 @@ class DirectEngine:
         obj = sim.obj
         if collapsed is not None:
             nxt = obj.step_collapsed(t, collapsed)
-        elif sim.collapsible and not sim.held and (
-                inputs := self._collapsed_inputs(sim, t) if sim.pulls else {}) is not None:
+        elif sim.collapsible and (
+                inputs := self._collapsed_inputs(sim, t) if sim.pulls or sim.held else {}) is not None:
             nxt = obj.step_collapsed(t, inputs)
         elif sim.sid == RECORDER_SID:  # (not collapsible: its step is its own)
             nxt = obj.record_refs(t, self._recorded_refs(sim, t))

@@ -102,6 +102,26 @@ def test_collapsed_inputs_equal_summed_mosaik_inputs(name, pulls, falls_back):
                 assert type(v) is type(w) and (np.copysign(1, v) == np.copysign(1, w) if isinstance(v, float) else True)
 
 
+#: inputs held from outside (a Session's set): a connected one, one whose every source is None in a
+#: case above, one no connection feeds on a connected entity, one on an entity with no connection
+HELD = {("e", "extra_mw"): 7.0, ("d", "q_mvar"): -0.0, ("zz", "p_mw"): 1.5, ("d", "p_mw"): 2.5, ("e", "p_mw"): 3.0}
+
+
+@pytest.mark.parametrize("name, pulls", [c[:2] for c in _cases() if not c[2]], ids=[c[0] for c in _cases() if not c[2]])
+def test_held_inputs_collapse_as_the_long_way_gives_them(name, pulls):
+    """Held inputs replace their connections in their places (values and key order as ``_inputs``
+    puts them and ``sum_inputs`` passes them on)."""
+    engine = direct.DirectEngine.__new__(direct.DirectEngine)
+    for k in range(1, len(HELD) + 1):
+        sim = direct._Sim("dst", object(), collapsible=True, held=dict(list(HELD.items())[:k]))
+        sim.pulls = pulls
+        expected = sum_inputs(engine._inputs(sim, 0))
+        got = engine._collapsed_inputs(sim, 0)
+        assert _ordered(got) == _ordered(expected), k
+        assert all(np.copysign(1, v) == np.copysign(1, w) for (_, a), (_, b) in zip(_ordered(got), _ordered(expected))
+                   for (_, v), (_, w) in zip(a, b) if isinstance(v, float))
+
+
 def test_collapsed_inputs_match_over_the_default_scenario(monkeypatch):
     """Every simulator of the default scenario at each of its first 30 steps (start of day:
     the controllers' first outputs, the cooling loop's time-shifted feedback)."""
