@@ -67,10 +67,12 @@ step's time in ticks) and ``self.step_ticks``, never ``time_s // step_s`` on flo
 from __future__ import annotations
 
 import copy
+import functools
 import math
 import operator
 import re
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -523,6 +525,8 @@ class CosimSim(mosaik_api_v3.Simulator):
     def seconds(self, ticks: int) -> int | float:
         """Simulation time of mosaik time ``ticks`` in seconds: an int at whole seconds (what
         adapters always got at a 1 s tick), else ``ticks / ticks_per_s``. [s]"""
+        if self.ticks_per_s == 1:  # (the usual tick: the ticks are the seconds)
+            return ticks
         whole, part = divmod(ticks, self.ticks_per_s)
         return whole if not part else ticks / self.ticks_per_s
 
@@ -534,22 +538,38 @@ class CosimSim(mosaik_api_v3.Simulator):
         outputs falls back to the loop with ``None``. When the request is exactly the entity's
         outputs, the entity's dict is copied whole (its own key order: readers look up by name).
         """
-        data = {}
+        return self._data_of(self._data_plan(outputs))
+
+    def data_reader(self, outputs: dict[str, list[str]]) -> Callable[[], dict[str, dict[str, Any]]]:
+        """``get_data(outputs)`` as a function of no arguments, for a request asked after every step
+        (the direct engine's): the request's getters are looked up once, not at every call. Only
+        for :class:`CosimSim`'s own ``get_data`` (an adapter with its own is asked through it)."""
+        return functools.partial(self._data_of, self._data_plan(outputs))
+
+    def _data_plan(self, outputs: dict[str, list[str]]) -> list[tuple[str, tuple[str, ...], Any, frozenset[str]]]:
+        """``[(eid, attrs, their getter, attrs as a set), ...]`` of a request, in its order."""
+        plan = []
         getters = self._getters
         for eid, attrs in outputs.items():
-            values = self.out[eid]
             key = tuple(attrs)
             entry = getters.get(key)
             if entry is None:
                 entry = getters[key] = (tuple_getter(key), frozenset(key))
-            getter, names = entry
+            plan.append((eid, key, *entry))
+        return plan
+
+    def _data_of(self, plan: list[tuple[str, tuple[str, ...], Any, frozenset[str]]]) -> dict[str, dict[str, Any]]:
+        data = {}
+        out = self.out
+        for eid, key, getter, names in plan:
+            values = out[eid]
             if values.keys() == names:  # every output of the entity asked for (the recorder's "*"): one copy
                 data[eid] = dict(values)
                 continue
             try:
                 data[eid] = dict(zip(key, getter(values)))
             except KeyError:
-                data[eid] = {attr: values.get(attr) for attr in attrs}
+                data[eid] = {attr: values.get(attr) for attr in key}
         return data
 
     # -- for subclasses ------------------------------------------------------------

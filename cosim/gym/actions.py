@@ -14,6 +14,7 @@ its lowest bound): the step raises a ValueError naming it, before anything is ap
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import numpy as np
@@ -41,6 +42,8 @@ class Actuator:
         else:
             self.space = spaces.Box(np.array([a.low for a in actions], np.float32),
                                     np.array([a.high for a in actions], np.float32), dtype=np.float32)
+            self._low, self._high = self.space.low.astype(float), self.space.high.astype(float)
+            self._bounds = list(zip(self._low.tolist(), self._high.tolist()))
 
     def idle(self) -> np.ndarray:
         """The action that leaves every knob as if unset (each action's ``idle``)."""
@@ -50,14 +53,13 @@ class Actuator:
 
     def settings(self, action) -> tuple[list[tuple[str, str, float]], int]:
         """``[(entity, input, value)]`` for ``action`` and how many coordinates were clipped."""
-        takes = f"this env takes {self.space.shape} ({', '.join(a.name for a in self.actions)})"
         try:
             raw = np.asarray(action, dtype=float).reshape(-1)
         except (TypeError, ValueError):
-            raise ValueError(f"action {action!r} is not an array of numbers; {takes}") from None
+            raise ValueError(f"action {action!r} is not an array of numbers; {self._takes()}") from None
         if raw.shape != (len(self.actions),):
-            raise ValueError(f"action has shape {np.shape(action)}; {takes}")
-        if not np.isfinite(raw).all():
+            raise ValueError(f"action has shape {np.shape(action)}; {self._takes()}")
+        if not all(map(math.isfinite, raw.tolist())):
             named = ", ".join(f"{a.name} = {v}" for a, v in zip(self.actions, raw) if not np.isfinite(v))
             raise ValueError(f"action has non-finite value(s): {named}; nothing was applied. Give finite numbers "
                              f"(a policy that outputs NaN has diverged; the do-nothing action is idle_action())")
@@ -66,16 +68,20 @@ class Actuator:
         return self._continuous(raw)
 
     def _continuous(self, raw: np.ndarray) -> tuple[list[tuple[str, str, float]], int]:
-        low, high = self.space.low.astype(float), self.space.high.astype(float)
-        outside = (raw < low) | (raw > high)
+        values = raw.tolist()
+        if all(low < x < high for x, (low, high) in zip(values, self._bounds)):
+            clipped, n_outside = values, 0  # np.clip leaves a value strictly inside as it is
+        else:  # np.clip itself: at a bound, which zero (0.0 or -0.0) it gives depends on its loop
+            outside = (raw < self._low) | (raw > self._high)
+            clipped, n_outside = np.clip(raw, self._low, self._high).tolist(), int(outside.sum())
+            self._warn(outside, raw)
         out = []
-        for a, value in zip(self.actions, np.clip(raw, low, high)):
-            value = min(max(float(value), a.low), a.high)  # float32 bounds may round past the input's own
+        for a, value in zip(self.actions, clipped):
+            value = min(max(value, a.low), a.high)  # float32 bounds may round past the input's own
             if a.values is not None:
                 value = min(a.values, key=lambda v: abs(v - value))
             out.append((a.entity, a.attr, value))
-        self._warn(outside, raw)
-        return out, int(outside.sum())
+        return out, n_outside
 
     def _discrete(self, raw: np.ndarray) -> tuple[list[tuple[str, str, float]], int]:
         index = np.rint(raw)
@@ -90,6 +96,9 @@ class Actuator:
             named = ", ".join(f"{a.name} = {v:g} (allowed {self._allowed(a)})"
                               for a, v, o in zip(self.actions, raw, outside) if o)
             warnings.warn(f"action clipped to its bounds: {named}", ActionClippedWarning, stacklevel=5)  # at the caller of env.step
+
+    def _takes(self) -> str:
+        return f"this env takes {self.space.shape} ({', '.join(a.name for a in self.actions)})"
 
     def _allowed(self, action: ActionSpec) -> str:
         if self.discrete:

@@ -19,6 +19,7 @@ from cosim.gym import snapshot
 from cosim.gym.outputs import OutputReader
 from cosim.gym.rewards import RewardTerms
 from cosim.gym.spec import EpisodeSpec, episode_starts
+from cosim.run import blas
 from cosim.run.session import Session
 from cosim.scenario import Scenario
 
@@ -112,15 +113,16 @@ class Episode:
             self.session.set(eid, attr, value)
         end = min(self.t_s + self.spec.decision_s, self.duration_s)
         rows = []
-        for t in range(self.t_s, end, self.record_s):
-            self.session.run_until(t + 1)  # every simulator due at or before t has stepped
-            if self.session.ended is not None:  # a simulator ended the run at t: no row of t
-                break
-            rows.append(self._row())
-        self.t_s = end
-        self.n_decisions += 1
-        if self.terminated and self.session.ended is None:
-            self.session.run_until(self.duration_s)  # the steps after the last recorded one
+        with blas.one_thread():  # once for the decision: the Session's own limits inside it only count
+            for t in range(self.t_s, end, self.record_s):
+                self.session.run_until(t + 1)  # every simulator due at or before t has stepped
+                if self.session.ended is not None:  # a simulator ended the run at t: no row of t
+                    break
+                rows.append(self._row())
+            self.t_s = end
+            self.n_decisions += 1
+            if self.terminated and self.session.ended is None:
+                self.session.run_until(self.duration_s)  # the steps after the last recorded one
         return self.terms.compute_rows(rows)
 
     def _row(self) -> list[float]:

@@ -67,14 +67,14 @@ class Observer:
     def __init__(self, spec: AgentSpec):
         self.spec = spec
         self.names = spec.observation_names
-        self.last = np.zeros(len(spec.observations))
+        self.last = [0.0] * len(spec.observations)  # each observation's last finite value
         self._engine = None  # the engine the readers below read from
         self._read: OutputReader | None = None  # its outputs of ``observations``
         self.rngs = self._rngs(0)
 
     def reset(self, seed: int = 0) -> None:
         """Forget the last values and seed the forecasts' errors (a new episode with scenario seed ``seed``)."""
-        self.last[:] = 0.0
+        self.last = [0.0] * len(self.last)
         self.rngs = self._rngs(seed)
 
     def _rngs(self, seed: int) -> list[np.random.Generator]:
@@ -103,14 +103,14 @@ class Observer:
     def _outputs(self, engine) -> list[float]:
         if engine is not self._engine:  # a new episode's Session
             self._engine, self._read = engine, OutputReader(engine, self.spec.observations)
-        out = []
-        for i, value in enumerate(self._read()):
+        values, last = self._read(), self.last
+        for i, value in enumerate(values):
             number = _finite(value)
             if number is None:
-                number = float(self.last[i])
-            self.last[i] = number
-            out.append(number)
-        return out
+                values[i] = last[i]
+            else:
+                values[i] = last[i] = number
+        return values
 
 
 def with_error(exact: list[float], forecast: ForecastSpec, rng: np.random.Generator,
@@ -131,6 +131,8 @@ def with_error(exact: list[float], forecast: ForecastSpec, rng: np.random.Genera
 
 
 def _finite(value) -> float | None:
+    if type(value) is float:  # (the usual case, without the try)
+        return value if math.isfinite(value) else None
     try:
         number = float(value)
     except (TypeError, ValueError):

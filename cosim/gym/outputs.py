@@ -29,20 +29,24 @@ class OutputReader:
             obj = engine.entity_sim[eid].obj
             attrs = tuple(attr for _, attr in items)
             own = getattr(type(obj), "get_data", None) is CosimSim.get_data
-            self._groups.append((obj, eid, own, [pos for pos, _ in items], attrs, tuple_getter(attrs)))
+            self._groups.append((obj, eid, own, attrs, tuple_getter(attrs), {eid: list(attrs)}))
+        #: the values are read entity by entity: where each name's value sits among them (None: in order)
+        read_order = [pos for items in grouped.values() for pos, _ in items]
+        where = [0] * self.n
+        for k, pos in enumerate(read_order):
+            where[pos] = k
+        self._order = None if where == list(range(self.n)) else tuple_getter(tuple(where))
 
     def __call__(self) -> list[Any]:
-        values: list[Any] = [None] * self.n
-        for obj, eid, own, positions, attrs, getter in self._groups:
+        values: list[Any] = []
+        for obj, eid, own, attrs, getter, request in self._groups:
             if own:
                 out = obj.out[eid]  # looked up at every read: an adapter may replace out[eid] each step
                 try:
-                    got = getter(out)
+                    values.extend(getter(out))
                 except KeyError:
-                    got = [out.get(attr) for attr in attrs]
+                    values.extend([out.get(attr) for attr in attrs])
             else:
-                data = obj.get_data({eid: list(attrs)})[eid]
-                got = [data.get(attr) for attr in attrs]
-            for pos, value in zip(positions, got):
-                values[pos] = value
-        return values
+                data = obj.get_data(request)[eid]
+                values.extend([data.get(attr) for attr in attrs])
+        return values if self._order is None else list(self._order(values))

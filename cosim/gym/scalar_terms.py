@@ -24,6 +24,7 @@ and each numpy function is replaced by what it does element by element:
 from __future__ import annotations
 
 import math
+import operator
 from typing import Any
 
 from cosim.kpis.grid import V_HIGH_PU, V_LOW_PU
@@ -32,14 +33,6 @@ from cosim.kpis.grid import V_HIGH_PU, V_LOW_PU
 MAX_ROWS = 8
 #: the loading above which a step counts as overloaded (``line_overload_s``'s default) [%]
 OVERLOAD_PCT = 100.0
-
-
-def _zero_nan(x: float) -> float:
-    return 0.0 if x != x else x
-
-
-def _positive(x: float) -> float:
-    return x if x != x or x >= 0.0 else 0.0
 
 
 def _clip0(x: float) -> float:
@@ -104,11 +97,12 @@ def _flows(plan: Plan, columns: list[tuple[float, ...]], n: int) -> tuple[list[f
     for group in plan.groups:
         total = [0.0] * n
         for j in group:
-            total = [t + _zero_nan(x) for t, x in zip(total, columns[j])]
+            total = [t + (0.0 if x != x else x) for t, x in zip(total, columns[j])]
         sums.append(total)
     loads, storage, clean, other = sums
     net = [((a + b) - c) - d for a, b, c, d in zip(loads, storage, clean, other)]
-    return [_positive(x) for x in net], [_positive(-x) for x in net]
+    negated = [-x for x in net]
+    return [x if x != x or x >= 0.0 else 0.0 for x in net], [x if x != x or x >= 0.0 else 0.0 for x in negated]
 
 
 def compute(plan: Plan, names: list[str], rows: list[list[float]], dt_h: float,
@@ -131,14 +125,14 @@ def _energy_cost(plan, columns, n, dt_h, state, flows) -> float:
     imp, exp = flows
     price = columns[plan.price]
     export_price = columns[plan.export_price] if plan.export_price is not None else [0.0] * n
-    cost = _nansum([i * p for i, p in zip(imp, price)]) * dt_h
-    cost -= _nansum([e * p for e, p in zip(exp, export_price)]) * dt_h
+    cost = _nansum(map(operator.mul, imp, price)) * dt_h
+    cost -= _nansum(map(operator.mul, exp, export_price)) * dt_h
     return cost
 
 
 def _carbon(plan, columns, n, dt_h, state, flows) -> float:
     imp, _ = flows
-    return _nansum([_clip0(p) * ci for p, ci in zip(imp, columns[plan.ci])]) * dt_h / 1000.0
+    return _nansum([(p if p != p or p > 0.0 else 0.0) * ci for p, ci in zip(imp, columns[plan.ci])]) * dt_h / 1000.0
 
 
 def _import_peak(plan, columns, n, dt_h, state, flows) -> float:
@@ -150,8 +144,10 @@ def _import_peak(plan, columns, n, dt_h, state, flows) -> float:
 def _battery_throughput(plan, columns, n, dt_h, state, flows) -> float:
     total = 0.0
     for j in plan.storage:
-        p = [_zero_nan(x) for x in columns[j]]
-        total += _sum([_positive(x) for x in p]) * dt_h + _sum([_positive(-x) for x in p]) * dt_h
+        p = [0.0 if x != x else x for x in columns[j]]
+        negated = [-x for x in p]
+        total += (_sum([x if x != x or x >= 0.0 else 0.0 for x in p]) * dt_h
+                  + _sum([x if x != x or x >= 0.0 else 0.0 for x in negated]) * dt_h)
     return total
 
 

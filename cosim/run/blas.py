@@ -9,17 +9,19 @@ products are small, which were single-threaded already, keep their bits.
 
 Both engines take :func:`one_thread` where a run steps: :func:`cosim.run.runner.run_engine`
 (``cosim run``, sweeps and their Dask workers), a :class:`cosim.Session`'s own calls (start,
-steps, close: code between its steps keeps the process's setting), the HELICS federate on mosaik,
-and the look-ahead worker process. BLAS libraries have one setting per process: the limit is
-counted, so runs in several threads of one process (a Dask worker's tasks) hold it until the
-last of them leaves, and it is undone then.
+steps, close), the gym envs' steps and resets (one limit around a whole decision, whose
+scenario steps the Session then takes inside it), the HELICS federate on mosaik, and the
+look-ahead worker process. Code between those calls (a learner's torch or numpy between two env
+steps) runs with the process's own setting: the limit is set when a call comes in and undone
+when it returns (~10 µs: two calls into each BLAS library), not held while the caller has
+control. BLAS libraries have one setting per process: the limit is counted, so a call inside
+another (a Session's step inside an env step) or runs in several threads of one process (a Dask
+worker's tasks) only count; the first one in sets it, the last one out undoes it.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import scipy.linalg  # noqa: F401 — loads scipy's own OpenBLAS (a run imports it anyway), so that it is limited too
@@ -30,21 +32,33 @@ _holders = 0
 _changed: list[tuple[Any, int]] = []  # (library, its threads before) of the libraries the limit changed
 
 
-@contextmanager
-def one_thread() -> Iterator[None]:
-    """Every BLAS library of this process on one thread inside the block (re-entrant, thread-safe)."""
-    global _holders
-    with _lock:
-        if not _holders:
-            _limit()
-        _holders += 1
-    try:
-        yield
-    finally:
+class _OneThread:
+    """The context manager :func:`one_thread` hands out (one object for all: it keeps no state of
+    its own; a class rather than a generator, so that a call inside another costs a lock and a count)."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        global _holders
+        with _lock:
+            if not _holders:
+                _limit()
+            _holders += 1
+
+    def __exit__(self, *exc: Any) -> None:
+        global _holders
         with _lock:
             _holders -= 1
             if not _holders:
                 _restore()
+
+
+_ONE_THREAD = _OneThread()
+
+
+def one_thread() -> _OneThread:
+    """Every BLAS library of this process on one thread inside the block (re-entrant, thread-safe)."""
+    return _ONE_THREAD
 
 
 def _limit() -> None:

@@ -34,6 +34,7 @@ from __future__ import annotations
 import bisect
 import collections
 import copy
+import functools
 import gc
 import math
 import time
@@ -109,6 +110,7 @@ class _Sim:
     #: its step is CosimSim's (sum_inputs, then step_entities): the engine may hand it collapsed inputs
     collapsible: bool = False
     input_plan: Any = None  # built on first use (_input_plan)
+    read: Any = None  # ``obj.get_data(request)`` as a function of no arguments, made at the first step (_data_reader)
     #: stepped ahead in a worker process: its steps are taken from there (:mod:`cosim.run.ahead`)
     feed: Any = None
     #: in that worker: called with each step's record to send (``tap(sim, t, next_t, out_t, data)``)
@@ -347,7 +349,10 @@ class DirectEngine:
         The values are read per source entity in pull order into one flat list, then each
         destination attribute takes its sources' values from it (a source connected twice to
         one attribute: the last connection's, as the dict keyed by source keeps) and skips
-        None / sums several in order, as :func:`cosim.sdk.sum_inputs` does.
+        None / sums several in order, as :func:`cosim.sdk.sum_inputs` does. An input held from
+        outside (``sim.held``) takes the held value in its connected place (also when every
+        source gave None); one no connection feeds comes after the rest, in the held order:
+        where ``_inputs`` puts the held values, which ``sum_inputs`` then passes on as they are.
         """
         plan = sim.input_plan
         if plan is None:
@@ -361,19 +366,24 @@ class DirectEngine:
                     flat.extend(getter(data[src_eid]))
         except KeyError:
             return None
+        held = sim.held
         inputs: dict[str, dict[str, Any]] = {}
         for dst_eid, attrs in collapse:
             values: dict[str, Any] = {}
             for dst_attr, where in attrs:
-                if where.__class__ is int:  # one source
+                if held and (dst_eid, dst_attr) in held:
+                    values[dst_attr] = held[dst_eid, dst_attr]
+                elif where.__class__ is int:  # one source
                     value = flat[where]
                     if value is not None:
                         values[dst_attr] = value
-                    continue
-                present = [flat[i] for i in where if flat[i] is not None]
-                if present:
-                    values[dst_attr] = present[0] if len(present) == 1 else sum(present)
+                else:
+                    present = [flat[i] for i in where if flat[i] is not None]
+                    if present:
+                        values[dst_attr] = present[0] if len(present) == 1 else sum(present)
             inputs[dst_eid] = values
+        for (dst_eid, dst_attr), value in held.items():  # (one set in its connected place above stays there)
+            inputs.setdefault(dst_eid, {})[dst_attr] = value
         return inputs
 
     def _step_sim(self, sim: _Sim, t: int, collapsed: dict[str, dict[str, Any]] | None = None) -> None:
@@ -385,19 +395,23 @@ class DirectEngine:
             sim.last_t = t
             return
         obj = sim.obj
-        if sim.sid == RECORDER_SID:
-            nxt = obj.record_refs(t, self._recorded_refs(sim, t))
-        elif collapsed is not None:
+        if collapsed is not None:
             nxt = obj.step_collapsed(t, collapsed)
-        elif sim.collapsible and not sim.held and (inputs := self._collapsed_inputs(sim, t)) is not None:
+        elif sim.collapsible and (
+                inputs := self._collapsed_inputs(sim, t) if sim.pulls or sim.held else {}) is not None:
             nxt = obj.step_collapsed(t, inputs)
+        elif sim.sid == RECORDER_SID:  # (not collapsible: its step is its own)
+            nxt = obj.record_refs(t, self._recorded_refs(sim, t))
         else:
             nxt = obj.step(t, self._inputs(sim, t), self.until)
         if type(nxt) is not int or nxt <= t:  # (one test for the usual case; the checks in order below)
             _check_next(sim, t, nxt)
         out_t = data = None
         if sim.request:
-            data = obj.get_data(sim.request)
+            read = sim.read
+            if read is None:
+                read = sim.read = _data_reader(obj, sim.request)
+            data = read()
             out_t = data.pop("time", t)
             if out_t < t:
                 raise SimulationError(f"Output time ({out_t}) is not >= time ({t}) for simulator \"{sim.sid}\".")
@@ -778,6 +792,15 @@ def _input_plan(sim: _Sim):
             collapse.setdefault(dst_eid, {}).setdefault(dst_attr, {})[full_id] = flat_pos[k]
     return reads, [(dst_eid, [(attr, _one_or_all(tuple(sources.values()))) for attr, sources in attrs.items()])
                    for dst_eid, attrs in collapse.items()]
+
+
+def _data_reader(obj: Any, request: dict[str, list[str]]):
+    """``obj.get_data(request)`` as a function of no arguments: :meth:`cosim.sdk.CosimSim.data_reader`
+    for CosimSim's own ``get_data`` (the same dicts, the request's getters looked up once), else the
+    adapter's ``get_data`` with the request bound."""
+    if getattr(type(obj), "get_data", None) is CosimSim.get_data:
+        return obj.data_reader(request)
+    return functools.partial(obj.get_data, request)
 
 
 def _one_or_all(positions: tuple[int, ...]) -> int | tuple[int, ...]:

@@ -74,6 +74,7 @@ class Session:
         self._interrupted: str | None = None  # the exception that left the with block early
         self._bounds: dict[str, dict[str, tuple[float, float]]] = {}
         self._refused: dict[str, dict[str, str]] = {}  # inputs an entity refuses from outside, with why
+        self._inputs: dict[str, tuple[str, str]] = {}  # "<entity>.<input>" set before -> (entity, input)
         self._frozen = None  # the heap kept from full garbage collections while it runs (freeze_heap's token)
         if record:
             graph.check_record(self.scn)
@@ -98,10 +99,11 @@ class Session:
         """Simulation time of the next step (an int at whole seconds); the scenario's duration once
         it is over. [s]"""
         nxt = self.engine.next_time
-        if nxt is None:
-            return self.scn.scenario.duration_s
-        whole, part = divmod(nxt, self._ticks_per_s)
-        return whole if not part else nxt / self._ticks_per_s
+        return self.scn.scenario.duration_s if nxt is None else self._seconds(nxt)
+
+    def _seconds(self, ticks: int) -> int | float:
+        whole, part = divmod(ticks, self._ticks_per_s)
+        return whole if not part else ticks / self._ticks_per_s
 
     @property
     def utc(self) -> datetime:
@@ -121,16 +123,8 @@ class Session:
         asks to terminate) makes :attr:`done` true and :attr:`ended` its message; stepping
         further does nothing, and :meth:`close` writes an ``ok`` run with that reason."""
         self._check_open()
-        if self.done:
-            return self.time_s
-        try:
-            with blas.one_thread():
-                self.engine.step()
-        except EndRun as exc:
-            self.ended = str(exc)
-        except BaseException as exc:  # half a step was taken: this run cannot go on (close says why)
-            self._broken = exc
-            raise
+        if not self.done:
+            self._run(math.inf, 1)
         return self.time_s
 
     def run_until(self, t_s: float) -> int | float:
@@ -144,10 +138,23 @@ class Session:
         if not _real(t_s) or math.isnan(t_s):
             raise ScenarioError("Session.run_until", [Problem("t_s", "give the simulation time to run to, in seconds "
                                                                      "from the start (a number), e.g. 3600", t_s)])
-        with blas.one_thread():  # once for all the steps
-            while not self.done and self.time_s < t_s:
-                self.step()
+        self._run(t_s)
         return self.time_s
+
+    def _run(self, t_s: float, n_steps: float = math.inf) -> None:
+        """Step while the run goes on and :attr:`time_s` < ``t_s``, at most ``n_steps`` times."""
+        engine = self.engine
+        try:
+            with blas.one_thread():  # once for all the steps
+                while n_steps and self.ended is None and (t := engine.next_time) is not None \
+                        and self._seconds(t) < t_s:
+                    engine.step(t)
+                    n_steps -= 1
+        except EndRun as exc:
+            self.ended = str(exc)
+        except BaseException as exc:  # half a step was taken: this run cannot go on (close says why)
+            self._broken = exc
+            raise
 
     # -- reading and setting ---------------------------------------------------------------
     def get(self, name: str) -> Any:
@@ -174,7 +181,11 @@ class Session:
                 entity's adapter gives for that input (:func:`cosim.run.settable.value_problem`).
         """
         self._check_open()
-        eid, attr = self._split(f"{entity}.{attr}", "input", self.scn.inputs)
+        name = f"{entity}.{attr}"
+        split = self._inputs.get(name)
+        if split is None:  # (an agent sets the same inputs at every decision: checked once)
+            split = self._inputs[name] = self._split(name, "input", self.scn.inputs)
+        eid, attr = split
         held = self.engine.entity_sim[eid].held
         if value is None:
             if held.pop((eid, attr), _NOT_HELD) is not _NOT_HELD:  # back to the scenario's own value

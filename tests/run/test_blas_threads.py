@@ -19,6 +19,7 @@ import os
 import subprocess
 import sys
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -117,6 +118,10 @@ def _blas_threads() -> set[int]:
     return {lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"}
 
 
+def _threads_by_library() -> dict[str, int]:
+    return {lib["filepath"]: lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"}
+
+
 def test_one_thread_inside_and_the_setting_back_after():
     before = _blas_threads()
     with blas.one_thread():
@@ -156,3 +161,29 @@ def test_held_until_the_last_thread_leaves():
     assert second_done.is_set()
     assert seen["after_first"] == {1}
     assert _blas_threads() == before
+
+
+def test_a_gym_step_limits_once_and_leaves_the_learners_setting_between_steps(monkeypatch):
+    """An env step takes the limit once (its scenario steps inside only count) and undoes it before it
+    returns: a learner's numpy between two steps runs with the process's own setting."""
+    from threadpoolctl import threadpool_limits
+
+    from cosim.gym import CosimEnv
+    from cosim.run.direct import DirectEngine
+
+    limits, inside = [], []
+    limit, step = blas._limit, DirectEngine.step
+    monkeypatch.setattr(blas, "_limit", lambda: (limits.append(1), limit())[1])
+    monkeypatch.setattr(DirectEngine, "step", lambda self, *a: (inside.append(_blas_threads()), step(self, *a))[1])
+    env = CosimEnv(Path(__file__).resolve().parents[2] / "scenarios" / "rl_site.toml", {"scenario.duration_s": 3600}, guards=False)
+    with threadpool_limits(limits=2, user_api="blas"):  # the learner's setting
+        learners = _threads_by_library()  # (a library built for one thread, such as kvxopt's, stays at 1)
+        assert 2 in learners.values()
+        env.reset(seed=1)
+        limits.clear()
+        for _ in range(3):
+            env.step(env.idle_action())
+            assert _threads_by_library() == learners  # back to the learner's between steps
+    assert len(limits) == 3  # one per env step, not one per scenario step (three each)
+    env.close()
+    assert len(inside) >= 9 and all(threads == {1} for threads in inside)

@@ -102,6 +102,26 @@ def test_collapsed_inputs_equal_summed_mosaik_inputs(name, pulls, falls_back):
                 assert type(v) is type(w) and (np.copysign(1, v) == np.copysign(1, w) if isinstance(v, float) else True)
 
 
+#: inputs held from outside (a Session's set): a connected one, one whose every source is None in a
+#: case above, one no connection feeds on a connected entity, one on an entity with no connection
+HELD = {("e", "extra_mw"): 7.0, ("d", "q_mvar"): -0.0, ("zz", "p_mw"): 1.5, ("d", "p_mw"): 2.5, ("e", "p_mw"): 3.0}
+
+
+@pytest.mark.parametrize("name, pulls", [c[:2] for c in _cases() if not c[2]], ids=[c[0] for c in _cases() if not c[2]])
+def test_held_inputs_collapse_as_the_long_way_gives_them(name, pulls):
+    """Held inputs replace their connections in their places (values and key order as ``_inputs``
+    puts them and ``sum_inputs`` passes them on)."""
+    engine = direct.DirectEngine.__new__(direct.DirectEngine)
+    for k in range(1, len(HELD) + 1):
+        sim = direct._Sim("dst", object(), collapsible=True, held=dict(list(HELD.items())[:k]))
+        sim.pulls = pulls
+        expected = sum_inputs(engine._inputs(sim, 0))
+        got = engine._collapsed_inputs(sim, 0)
+        assert _ordered(got) == _ordered(expected), k
+        assert all(np.copysign(1, v) == np.copysign(1, w) for (_, a), (_, b) in zip(_ordered(got), _ordered(expected))
+                   for (_, v), (_, w) in zip(a, b) if isinstance(v, float))
+
+
 def test_collapsed_inputs_match_over_the_default_scenario(monkeypatch):
     """Every simulator of the default scenario at each of its first 30 steps (start of day:
     the controllers' first outputs, the cooling loop's time-shifted feedback)."""
@@ -211,3 +231,24 @@ def test_reading_the_newest_output_first_equals_the_backwards_scan():
     sim.cache.clear()
     sim.newest_t = sim.newest = None
     assert sim.output_at(1000) == {}
+
+
+def test_a_data_reader_gives_what_get_data_gives_at_every_call():
+    """``CosimSim.data_reader`` (what the engine reads a simulator's outputs through after each step)
+    answers as ``get_data`` of the same request: every output asked for (a copy in the entity's own
+    order), some of them, one missing (None), outputs replaced or changed after it was made; a new
+    dict each call, which the entity's later changes do not reach."""
+    from cosim.sdk import CosimSim
+
+    sim = CosimSim()
+    sim.out = {"a": {"x_mw": 1.0, "y_mw": 2.0}, "b": {"z_mw": 3.0}}
+    request = {"a": ["y_mw", "x_mw"], "b": ["z_mw", "w_mw"]}
+    read = sim.data_reader(request)
+    for change in (None, ("a", {"y_mw": 5.0}), ("b", {"z_mw": 4.0, "w_mw": 6.0}), ("a", {"x_mw": 7.0, "y_mw": 8.0})):
+        if change is not None:
+            sim.out[change[0]] = change[1]
+        got, want = read(), sim.get_data(request)
+        assert got == want and [list(v) for v in got.values()] == [list(v) for v in want.values()]
+        kept = {eid: dict(values) for eid, values in got.items()}
+        sim.out["a"]["y_mw"] = -1.0  # changed in place after the read
+        assert got == kept
