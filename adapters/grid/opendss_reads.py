@@ -245,13 +245,11 @@ class NodeVolts:
         if self.volts is None:
             return self.circuit.AllBusVmagPu
         self.volts[2:] = self.circuit.YNodeVarray
-        if self.exact is None:
+        if self.exact is not False:
             self.lib.cosim_vm_pu(*self._args)
-            self.exact = self.vm_pu.tobytes() == np.asarray(self.circuit.AllBusVmagPu, float).tobytes()
-        if self.exact is False:
-            return self.circuit.AllBusVmagPu
-        self.lib.cosim_vm_pu(*self._args)
-        return self.vm_pu
+            if self.exact is None:
+                self.exact = self.vm_pu.tobytes() == np.asarray(self.circuit.AllBusVmagPu, float).tobytes()
+        return self.vm_pu if self.exact else self.circuit.AllBusVmagPu
 
 
 #: the C kernel's largest element order (conductors x terminals); a circuit with a larger one is not taken
