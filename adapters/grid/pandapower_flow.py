@@ -255,14 +255,14 @@ class PowerFlow:
             return self._solve_pandapower(p_mw, q_mvar)
         if self._stale:
             self._build()
+        kept = self._analysis_kept
         if self._solve_newton(p_mw, q_mvar):
             return True
-        if not self._analysis_kept:
+        if not kept:
             return False
         # KLU refactored with the pivots of its first factorization: the failure (no convergence, a NaN) may
-        # be theirs, so the same solve again from the same start with everything rebuilt, as it always was
-        _tell_solver(self._nr, nothing_changed=False)
-        self._analysis_kept = False
+        # be theirs, so the same solve again from the same start with everything rebuilt (the failed solve
+        # told the solver so), as it always was
         return self._solve_newton(p_mw, q_mvar)
 
     def _solve_newton(self, p_mw: dict[str, np.ndarray], q_mvar: dict[str, np.ndarray]) -> bool:
@@ -539,8 +539,10 @@ _SWAP_LOCK = threading.Lock()
 #: its algorithms have no method for it, so each call rebuilds both (~15-30 µs of a 33-bus step, ~3 ms of a
 #: 3,000-bus one). The control's place in the object, read from the headers of this version:
 #: ``(version, byte offset in the C++ object, size)``. Kept analysis, refactored Jacobian: the same numbers to
-#: the bit as rebuilt on every network tried (KLU refactors with the pivots its first factorization chose,
-#: which a fresh factorization chooses again while they stay the diagonal's: tests/adapters/test_grid_keep_analysis.py).
+#: the bit as rebuilt on every network and catalogue scenario tried (tests/adapters/test_grid_keep_analysis.py).
+#: KLU refactors with the pivots its first factorization chose; a fresh factorization chooses the same while
+#: they stay the diagonal's. An operating point where it would choose others could differ in the last bits
+#: (a failure is solved again rebuilt, :meth:`PowerFlow.solve`).
 _SOLVER_CONTROL = ("1.2.0", 144, 14)
 
 
@@ -558,12 +560,34 @@ def _tell_solver(nr, nothing_changed: bool) -> None:
 
 
 def _control_found() -> bool:
-    """The installed lightsim2grid is the version the control's place was read for, and a new solver holds
-    exactly its constructor's 14 True flags there; else (False) the analysis is rebuilt at every solve."""
+    """The installed lightsim2grid is the version the control's place was read for, a new solver holds
+    exactly its constructor's 14 True flags there, and clearing them does what they mean: on a 3-bus feeder,
+    a second solve keeps the first one's analysis (one reset, analysis and factorization for both) and gives the voltages of a
+    solver that rebuilt everything (a version string says little: builds of one version differ). Else
+    (False) the analysis is rebuilt at every solve."""
     if lightsim2grid.__version__ != _SOLVER_CONTROL[0] or object.__basicsize__ != 16:
         return False
     nr = NRSing_KLU()
-    return ctypes.string_at(_solver_control_address(nr), _SOLVER_CONTROL[2]) == b"\x01" * _SOLVER_CONTROL[2]
+    if ctypes.string_at(_solver_control_address(nr), _SOLVER_CONTROL[2]) != b"\x01" * _SOLVER_CONTROL[2]:
+        return False
+    y_line = 1.0 / (0.01 + 0.03j)
+    ybus = sparse.csc_matrix(np.array([[y_line, -y_line, 0], [-y_line, 2 * y_line, -y_line], [0, -y_line, y_line]]))
+    v0, ref, pv, pq = np.ones(3, complex), np.array([0], np.int32), np.zeros(0, np.int32), np.array([1, 2], np.int32)
+    weights = np.array([1.0, 0.0, 0.0])
+    loads = (np.array([0, -0.5 - 0.2j, -0.3 - 0.1j]), np.array([0, -0.6 - 0.2j, -0.2 - 0.1j]))
+    try:
+        ok = nr.solve(ybus, v0, loads[0], ref, weights, pv, pq, 10, 1e-10)
+        _tell_solver(nr, nothing_changed=True)
+        ok = ok and nr.solve(ybus, v0, loads[1], ref, weights, pv, pq, 10, 1e-10)
+        fresh = NRSing_KLU()
+        ok = ok and fresh.solve(ybus, v0, loads[1], ref, weights, pv, pq, 10, 1e-10)
+        stats = nr.get_linear_solver_stats()
+        return bool(ok) and (stats.nb_reset, stats.nb_analyze, stats.nb_factorize) == (1, 1, 1) \
+            and np.array_equal(nr.get_V(), fresh.get_V())
+    except Exception:  # noqa: BLE001 — whatever went wrong, the analysis is rebuilt at every solve
+        return False
+    finally:
+        _tell_solver(nr, nothing_changed=False)
 
 
 #: keep the solver's analysis between solves (:data:`_SOLVER_CONTROL`)

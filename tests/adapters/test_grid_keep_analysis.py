@@ -92,3 +92,29 @@ def test_a_failed_solve_has_the_analysis_rebuilt(monkeypatch):
     assert [s[0] for s in kept] == [True, True, False, True, True, True]
     for step, (a, b) in enumerate(zip(kept, rebuilt)):
         assert all(_same(x, y) for x, y in zip(a, b)), f"step {step} differs"
+
+
+def test_a_solve_failing_with_the_kept_analysis_is_solved_again_rebuilt(monkeypatch):
+    """A kept analysis refactors with its first pivots: when a solve fails so, the same solve runs again at
+    once with everything rebuilt (and converges if a rebuilding solver would), from the same start."""
+    monkeypatch.setattr(pf, "_KEEP_ANALYSIS", True)
+    flow = PowerFlow(grid_models.load_network("ieee33"))
+    p = {k: flow.p0[k].copy() for k in flow.p0}
+    q = {k: flow.q0[k].copy() for k in flow.q0}
+    assert flow.solve(p, q) and flow._analysis_kept
+    newton, calls = flow._newton, []
+
+    def fail_once_kept(sbus):
+        calls.append(flow._analysis_kept)
+        return False if len(calls) == 1 else newton(sbus)
+
+    monkeypatch.setattr(flow, "_newton", fail_once_kept)
+    p["load"] = flow.p0["load"] * 1.05
+    assert flow.solve(p, q)
+    assert calls == [True, False]  # kept, failed; then rebuilt, converged
+    assert flow._analysis_kept  # kept again after the converged solve
+    reference = PowerFlow(grid_models.load_network("ieee33"))
+    monkeypatch.setattr(pf, "_KEEP_ANALYSIS", False)
+    assert reference.solve({k: reference.p0[k].copy() for k in reference.p0}, q)
+    assert reference.solve(p, q)
+    assert np.array_equal(flow._V, reference._V)
