@@ -55,7 +55,7 @@ def test_alternating_requests_build_each_plan_once_and_answer_as_sims_asked_one_
     assert built.count(sim) == len(asked)  # each request planned once, not at every turn
 
 
-def test_plans_kept_are_bounded(monkeypatch):
+def test_plans_kept_are_bounded():
     sim = make()
     sim.step(0, {}, 10**9)
     for n in range(1, 3 * grid_sim.PLANS_KEPT):
