@@ -580,7 +580,7 @@ class GridSim(CosimSim):
     @out.setter
     def out(self, value: dict[str, dict[str, Any]]) -> None:
         self._out, self._detail = value, None
-        self._plan: tuple | None = None  # get_data's plan for the last request (_plan_for)
+        self._plans: list[tuple] = []  # get_data's plans of the last requests, oldest first (_plan_for)
 
     def _write_detail(self, groups: frozenset[int] | None = None) -> None:
         """Write the held groups (all, or those at positions ``groups``) into the Grid's outputs."""
@@ -601,21 +601,30 @@ class GridSim(CosimSim):
 
     def get_data(self, outputs):
         """:meth:`CosimSim.get_data`'s answer (the same values and key order), by a plan made once per
-        request (an engine asks the same every step): per entity its outputs when it asks for all of
-        them, else the ones it names; the Grid's per-element outputs written only when asked.
+        request (each reader asks the same every step; the plans of the last few requests are kept):
+        per entity its outputs when it asks for all of them, else the ones it names; the Grid's per-element outputs written only when asked.
 
         An element's (Load, Sgen, Storage) outputs when all are asked for are its output dict itself,
         not a copy: each step builds a new one (:meth:`_fill_element_outputs`) and none is changed
         once built, so what a reader or a cache holds keeps the values of its step. The Grid's dict is
         updated in place at every step (:meth:`_fill_grid_outputs`, :meth:`_write_detail`): a copy."""
-        plan = self._plan
-        if plan is None or plan[0] != outputs:
-            plan = self._plan = self._plan_for(outputs)
-        if plan[2] and self._detail is not None:
-            self._write_detail(plan[2])
+        order = list(outputs)
+        for plan in self._plans:
+            # the same request: the same entities in the same order (dicts compare equal in any
+            # order), each with the same attrs in the same order (lists compare in order)
+            if plan[1] == order and plan[0] == outputs:
+                break
+        else:
+            if len(self._plans) >= PLANS_KEPT:  # forget the oldest: the size stays bounded
+                del self._plans[0]
+            plan = self._plan_for(outputs)
+            self._plans.append(plan)
+        _, _, entries, reads = plan
+        if reads and self._detail is not None:
+            self._write_detail(reads)
         out = self._out
         data = {}
-        for eid, n_all, key, getter, built in plan[1]:
+        for eid, n_all, key, getter, built in entries:
             values = out[eid]
             # all its outputs asked for: the dict (built: new at every step) or a copy (n_all: their
             # number when planned; outputs are only ever added, so the same number means the same names)
@@ -629,9 +638,9 @@ class GridSim(CosimSim):
         return data
 
     def _plan_for(self, outputs) -> tuple:
-        """``(request, per entity (eid, its number of outputs when it asks for them all else -1, attrs,
-        getter, whether its output dict is built anew at every step: an element's), the groups of held
-        outputs it reads)``."""
+        """``(request, its entities in order, per entity (eid, its number of outputs when it asks for
+        them all else -1, attrs, getter, whether its output dict is built anew at every step: an
+        element's), the groups of held outputs it reads)``."""
         entries = []
         for eid, attrs in outputs.items():
             key, values = tuple(attrs), self._out[eid]
@@ -639,7 +648,7 @@ class GridSim(CosimSim):
                             eid != self.grid_eid))
         asked = set(outputs.get(self.grid_eid, ()))
         reads = frozenset(k for k, attrs in enumerate(self._detail_groups()) if not asked.isdisjoint(attrs))
-        return {eid: list(attrs) for eid, attrs in outputs.items()}, entries, reads
+        return {eid: list(attrs) for eid, attrs in outputs.items()}, list(outputs), entries, reads
 
     def _unsolved_outputs(self) -> dict[str, Any]:
         """The Grid's outputs of a step whose power flow did not solve: every voltage, loading, flow,
@@ -654,6 +663,11 @@ class GridSim(CosimSim):
         if self.params.engine == "opendss":
             values.update(self.flow.device_outputs(solved=False))
         return values
+
+
+#: how many requests' plans get_data keeps (each engine reader asks the same every step: a recorder,
+#: a gym's observations, a connection's reads; a few readers, each one request)
+PLANS_KEPT = 8
 
 
 #: the least ``element_p_max_mw`` defaults to, for a network with little or nothing tabulated [MW]
