@@ -45,4 +45,4 @@ bench: setup build
 	$(PY) bench/bench_default.py
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache build *.egg-info $(KERNELS) $(FMU_EXCHANGE)
+	rm -rf $(VENV) runs .pytest_cache build *.egg-info $(KERNELS)

@@ -195,8 +195,9 @@ def _read_table_cached(path: str, mtime_ns: int, size: int, time_column: str, tz
 def read_columns(path: Path, columns: dict[str, str | ColumnSpec], options: SeriesOptions):
     """The mapped columns of a data file, converted (cached, as :func:`read_table`).
 
-    The arrays are shared by every series of the same file and mapping (a gym's resets build
-    one per episode) and are read-only.
+    The arrays (times, values and each gap list) are shared by every series of the same file and
+    mapping (a gym's resets build one per episode) and are read-only; copy the ``gaps`` mapping
+    before changing it.
 
     Returns:
         ``(times_s, values, gaps)``: UTC epoch seconds [s], one column per output in the units
@@ -224,7 +225,8 @@ def _read_columns_cached(path: str, mtime_ns: int, size: int, time_column: str, 
             for _, source, _, _ in mapping}
     values = np.column_stack([_numeric(frame, source, interpolation, times) * scale + offset
                               for _, source, scale, offset in mapping])
-    for array in (values, *gaps.values()):
+    times = times.view()  # read_table's array, read-only here (read_table's own callers keep theirs as it was)
+    for array in (times, values, *gaps.values()):
         array.setflags(write=False)
     return times, values, gaps
 
@@ -335,7 +337,7 @@ class TimeSeries:
         times, values, gaps = read_columns(self.path, columns, options)
         self.names = list(columns)
         #: source column -> data rows with no value (filled by _numeric: held or bridged)
-        self.gaps = gaps
+        self.gaps = dict(gaps)  # the arrays shared read-only, the mapping this series' own
         self.times_s = times
         self.values = values
         self._day_shifts: dict[float, float | None] = {}  # UTC day -> data time offset (_day_shift)
@@ -349,7 +351,7 @@ class TimeSeries:
         """A copy sharing the data (the arrays are not written after ``__init__``): a gym's set-up
         copies of a signals simulator (:mod:`cosim.gym.snapshot`) do not copy a year of rows each."""
         clone = copy.copy(self)
-        clone._day_shifts = dict(self._day_shifts)
+        clone._day_shifts, clone.gaps = dict(self._day_shifts), dict(self.gaps)
         memo[id(self)] = clone
         return clone
 

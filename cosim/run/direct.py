@@ -37,6 +37,7 @@ import copy
 import functools
 import gc
 import math
+import threading
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -554,6 +555,7 @@ def run_direct(scn: Scenario, run_dir: Path, progress: bool = True) -> Outcome:
 
 #: The token of the run of this process that froze the heap (:func:`freeze_heap`) and has not thawed it yet.
 _HEAP_HOLDER: object | None = None
+_HEAP_LOCK = threading.RLock()  # re-entrant: a Session collected inside freeze_heap thaws through weakref.finalize
 
 
 def freeze_heap() -> object | None:
@@ -566,20 +568,22 @@ def freeze_heap() -> object | None:
     is. Another run's freeze is known by its token, without ``gc.get_freeze_count()``, which walks
     every frozen object (~20 ms with a vector env's eight Sessions alive)."""
     global _HEAP_HOLDER
-    if _HEAP_HOLDER is not None or gc.get_freeze_count():
-        return None
-    gc.freeze()
-    _HEAP_HOLDER = object()
-    return _HEAP_HOLDER
+    with _HEAP_LOCK:  # runs in threads of one process (a Dask worker's) start at once
+        if _HEAP_HOLDER is not None or gc.get_freeze_count():
+            return None
+        gc.freeze()
+        _HEAP_HOLDER = object()
+        return _HEAP_HOLDER
 
 
 def thaw_heap(token: object | None) -> None:
     """Thaw the heap frozen by the run that holds ``token`` (:func:`freeze_heap`'s); nothing for
     another token or None."""
     global _HEAP_HOLDER
-    if token is not None and token is _HEAP_HOLDER:
-        _HEAP_HOLDER = None
-        gc.unfreeze()
+    with _HEAP_LOCK:
+        if token is not None and token is _HEAP_HOLDER:
+            _HEAP_HOLDER = None
+            gc.unfreeze()
 
 
 def block_sims(engine: DirectEngine, copied: bool = False) -> list[_Sim]:

@@ -9,6 +9,8 @@ import math
 import numbers
 from typing import Any
 
+import numpy as np
+
 from cosim.units import DIMENSIONLESS, unit_of
 
 __all__ = ["finite_number", "real_number", "value_problem"]
@@ -41,6 +43,8 @@ def value_problem(eid: str, attr: str, value: Any, bounds: tuple[float, float] |
     """
     if refused:
         return f"not settable from outside on this entity: {refused}"
+    if isinstance(value, np.bool_):  # numpy's true/false as Python's
+        value = bool(value)
     if isinstance(value, bool) and not _flag(attr):  # a flag takes true/false; a quantity does not
         return f"give a number in {unit_of(attr) or 'the input unit'}, not true/false"
     if not finite_number(value):

@@ -502,5 +502,9 @@ def test_series_of_one_file_share_its_read_only_rows(tmp_path):
     assert again.values is first.values and copy.deepcopy(first).values is first.values
     with pytest.raises(ValueError):
         first.values[0, 0] = 5.0
+    with pytest.raises(ValueError):  # the times too
+        first.times_s[0] = 0.0
+    first.gaps["t"] = np.arange(1)  # the mapping of gaps is each series' own (its arrays are shared)
+    assert len(again.gaps["t"]) == 0 and len(copy.deepcopy(again).gaps["t"]) == 0
     scaled = series(path, {"t_dry_c": ColumnSpec(column="t", from_unit="K")})
     assert scaled.values is not first.values and scaled.values[0, 0] == 1.0 - 273.15

@@ -117,6 +117,8 @@ def test_every_door_takes_and_refuses_alike(case, tmp_path):
 def test_a_flag_takes_true_and_false_and_a_quantity_does_not():
     """The words of each refusal (the doors add only where the value came from)."""
     assert value_problem("feeder", "line_1_2_in_service", True, (0.0, 1.0)) is None
+    assert value_problem("feeder", "line_1_2_in_service", np.bool_(False), (0.0, 1.0)) is None  # numpy's too
+    assert value_problem("bess", "p_set_mw", np.bool_(True), (-1.0, 1.0)) == "give a number in mw, not true/false"
     assert value_problem("bess", "p_set_mw", True, (-1.0, 1.0)) == "give a number in mw, not true/false"
     assert value_problem("bess", "p_set_mw", math.nan, (-1.0, 1.0), release="None") == (
         "give a finite number in mw, or None to release it (back to the scenario's own value)")
