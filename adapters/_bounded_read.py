@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 #: Rows of one table: a year at 15-second steps (a year at one-minute steps is 525,600). [-]
@@ -64,7 +65,9 @@ def read_table_bounded(path: str | Path, **csv_options: Any) -> pd.DataFrame:
         rows = pq.ParquetFile(path).metadata.num_rows  # from the footer, before reading
         if rows > limit_rows:
             raise TableTooLarge(f"{path.name}: {rows:,} rows, over the limit of {limit_rows:,}; {_fix()}")
-        return pd.read_parquet(path)
+        # opened by pyarrow, not as a Python file object whose last reference pyarrow's threads may drop while
+        # the interpreter exits (an abort at exit, apache/arrow#34314; cosim.folder.read_parquet)
+        return pd.read_parquet(str(path), filesystem=pafs.LocalFileSystem())
     frame = pd.read_csv(path, nrows=limit_rows + 1, **csv_options)
     if len(frame) > limit_rows:
         raise TableTooLarge(f"{path.name}: more than the limit of {limit_rows:,} rows; {_fix()}")

@@ -11,6 +11,8 @@ import sys
 
 import pandas as pd
 
+from cosim.folder import read_parquet
+
 S = "kpi.scheduling.campus."
 COLUMNS = {  # header -> (column, scale, format)
     "IT MW": (S + "p_it_mean_mw", 1, "{:.3f}"),
@@ -34,7 +36,7 @@ ORDER = ["fifo", "easy", "fgd", "pwr", "compass_abs", "themis", "srpt", "elastic
 
 
 def table(folder: str) -> str:
-    frame = pd.read_parquet(f"{folder}/sweep.parquet")
+    frame = read_parquet(f"{folder}/sweep.parquet")
     frame = frame[frame["status"] == "ok"]
     frame["order"] = frame["entities.campus.training.policy"].map(ORDER.index)
     frame = frame.sort_values(["entities.campus.nodes.sleep", "order"], ascending=[False, True])

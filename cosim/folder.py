@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from cosim import registry
@@ -275,10 +276,22 @@ def _model_role(adapter: Any, params: dict[str, Any], model: Any, base_dir: Path
     return meta.get("models", {}).get(str(model), {}).get("role", "other")
 
 
+def read_parquet(path: Path | str, columns: list[str] | None = None) -> pd.DataFrame:
+    """``pd.read_parquet`` of a local file, opened by pyarrow itself. Given a path alone, pandas opens the
+    file as a Python object, and pyarrow's scan threads may drop their last reference to it after the
+    interpreter began to exit: the process then aborts at its end ("terminate called without an active
+    exception", exit code 134; apache/arrow#34314), seen in ~1 of 4 scripts that ran and read several runs."""
+    return pd.read_parquet(str(path), columns=columns, filesystem=LOCAL_FILES)
+
+
+#: pyarrow's own local file system (:func:`read_parquet`)
+LOCAL_FILES = pafs.LocalFileSystem()
+
+
 def read_timeseries(path: Path, columns: list[str] | None = None) -> pd.DataFrame:
     """Read ``timeseries.parquet`` with ``time_utc`` as the index."""
     wanted = None if columns is None else ["time_utc", *columns]
-    return pd.read_parquet(path, columns=wanted).set_index("time_utc")
+    return read_parquet(path, columns=wanted).set_index("time_utc")
 
 
 def read_numeric_columns(path: Path, columns: list[str]) -> pd.DataFrame:

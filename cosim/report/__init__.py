@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
-from cosim.folder import RunFolder
+from cosim.folder import RunFolder, read_parquet
 from cosim.report.figures import (
     BAND_HIGH,
     BAND_LOW,
@@ -87,7 +87,7 @@ def _read_series(path: Path, top_lines: int, batch_rows: int) -> pd.DataFrame | 
     series = pd.concat(parts, ignore_index=True).set_index("time_utc")
     if lines:
         top = list(peaks.sort_values(ascending=False).index[:top_lines])
-        top_frame = pd.read_parquet(path, columns=["time_utc", *top]).set_index("time_utc")
+        top_frame = read_parquet(path, columns=["time_utc", *top]).set_index("time_utc")
         series = series.join(top_frame)
     return series
 

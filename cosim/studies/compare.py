@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from cosim.errors import Problem, ScenarioError
-from cosim.folder import RunFolder, flatten, read_json_checked
+from cosim.folder import RunFolder, flatten, read_json_checked, read_parquet
 from cosim.kpis.swing import MAX_STEP_S, SHARE_BAND_HZ, TRAINING_BAND_HZ, welch_psd
 from cosim.report import esc, fmt, html_page
 from cosim.report.figures import _png, new_figure
@@ -104,7 +104,7 @@ def expand_runs(paths: list[str | Path]) -> tuple[list[Path], list[str | None]]:
             labels.append(None)
             continue
         try:
-            table = pd.read_parquet(table_path)
+            table = read_parquet(table_path)
         except Exception as exc:  # a damaged or foreign file: named, no traceback
             raise ScenarioError("compare", [Problem(str(table_path), f"not a readable sweep table ({exc}); re-run "
                                                     "the sweep or give the run folders")]) from None

@@ -27,7 +27,7 @@ import pyarrow as pa
 from tqdm import tqdm
 
 from cosim.errors import Problem, ScenarioError
-from cosim.folder import RunFolder
+from cosim.folder import RunFolder, read_parquet
 from cosim.run import run_scenario
 from cosim.scenario import load_scenario, read_toml
 from cosim.studies.executor import check_workers, run_tasks
@@ -233,4 +233,4 @@ def _arrow_ok(column: pd.Series) -> bool:
 
 def read_sweep(out_dir: str | Path) -> pd.DataFrame:
     """The merged table of a sweep folder."""
-    return pd.read_parquet(Path(out_dir) / TABLE_NAME)
+    return read_parquet(Path(out_dir) / TABLE_NAME)
