@@ -25,14 +25,16 @@ $(STAMP): pyproject.toml
 # The cooling FMUs: compiled from thermal_fmus/<Model>/ C sources with gcc, only when missing or stale;
 # and each adapter's C part (adapters/<package>/_*.c: the grid engines' per-step arithmetic, the FMU adapter's
 # one-call FMI 2.0 step, the datacenter's per-job progress; without one, numpy, Python or OpenDSS do the same).
-# No fast-math and no FMA contraction: the C code must round as numpy's loops and Python round.
+# No fast-math and no FMA contraction: the C code must round as numpy's loops and Python round. The source's SHA-256
+# goes into the library (cosim_source_sha256): cosim.sdk.load_library trusts no library built from another text.
 KERNELS := $(patsubst %.c,%.so,$(wildcard adapters/*/_*.c))
 
 build: setup $(KERNELS)
 	@$(PY) thermal_fmus/build.py
 
 adapters/%.so: adapters/%.c
-	gcc -O2 -fPIC -shared -std=c11 -ffp-contract=off -fno-fast-math -Wall -o $@ $< -lm
+	gcc -O2 -fPIC -shared -std=c11 -ffp-contract=off -fno-fast-math -Wall \
+		-DCOSIM_SOURCE_SHA256='"'"$$(sha256sum $< | cut -c1-64)"'"' -o $@ $< -lm
 
 # The manual: reference pages generated from the schema and the registry, the gallery drawn from runs of the
 # catalogue's scenarios (a few minutes), then mkdocs (no network).

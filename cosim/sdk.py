@@ -67,7 +67,9 @@ step's time in ticks) and ``self.step_ticks``, never ``time_s // step_s`` on flo
 from __future__ import annotations
 
 import copy
+import ctypes
 import functools
+import hashlib
 import math
 import operator
 import re
@@ -89,8 +91,8 @@ from cosim.units import DIMENSIONLESS, UNIT_SUFFIXES, has_unit_suffix, unit_of
 
 __all__ = ["CosimSim", "DataFile", "DIMENSIONLESS", "EndRun", "INPUT_RANGES", "NoParams", "meta", "POWER_ATTR",
            "Params", "PowerFlowNotConverged", "ROLES", "STRICT_PARAMS", "ScenarioContext", "SingleModelSim",
-           "TimeZone", "as_tuple", "UNIT_SUFFIXES", "has_unit_suffix", "model_meta", "parse_utc", "sanitise",
-           "sum_inputs", "ticks_per_s", "to_ticks", "unit_of", "unit_range"]
+           "TimeZone", "as_tuple", "UNIT_SUFFIXES", "has_unit_suffix", "load_library", "model_meta", "parse_utc",
+           "sanitise", "sum_inputs", "ticks_per_s", "to_ticks", "unit_of", "unit_range"]
 
 
 #: Folders whose files are devices or the system's own state, never data.
@@ -687,3 +689,20 @@ def sum_inputs(inputs: dict[str, dict[str, dict[str, Any]]]) -> dict[str, dict[s
             values[attr] = present[0] if len(present) == 1 else sum(present)
         collapsed[eid] = values
     return collapsed
+
+
+def load_library(path: Path, *, keep_gil: bool = False) -> ctypes.CDLL | None:
+    """An adapter's compiled C part (``make build``: ``adapters/<package>/_name.so`` from ``_name.c``), or None:
+    not built, not loadable, or built from another text than its source's now. ``make build`` compiles the
+    source's SHA-256 into the library (``cosim_source_sha256()``), so an edited source, a library copied from
+    another checkout or one built by hand is not trusted, whatever the files' times say; the adapter's Python
+    form runs instead. ``keep_gil``: calls keep the GIL (``ctypes.PyDLL``; for short calls that never call into
+    Python)."""
+    try:
+        lib = (ctypes.PyDLL if keep_gil else ctypes.CDLL)(str(path))
+        stamp = lib.cosim_source_sha256
+        source = Path(path).with_suffix(".c").read_bytes()
+    except (OSError, AttributeError):
+        return None
+    stamp.argtypes, stamp.restype = [], ctypes.c_char_p
+    return lib if stamp() == hashlib.sha256(source).hexdigest().encode() else None

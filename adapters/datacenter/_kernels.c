@@ -78,3 +78,10 @@ void cosim_dc_progress(const int64_t *a, double *io) {
     }
     io[4] = nan_left ? NAN : least_left;
 }
+
+/* The SHA-256 of the source this library was built from (make build defines it; cosim.sdk.load_library compares
+   it with the source's now and does not use a library built from another text). */
+#ifndef COSIM_SOURCE_SHA256
+#define COSIM_SOURCE_SHA256 ""
+#endif
+const char *cosim_source_sha256(void) { return COSIM_SOURCE_SHA256; }

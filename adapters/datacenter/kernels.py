@@ -15,17 +15,16 @@ from pathlib import Path
 
 import numpy as np
 
+from cosim.sdk import load_library
+
 __all__ = ["KERNELS", "Progress"]
 
 
 def _load(lib_path: Path = Path(__file__).with_name("_kernels.so")):
-    """The library, or None: not built, older than its source, not loadable, or not numpy's numbers."""
-    source = lib_path.with_suffix(".c")
-    try:
-        if not lib_path.is_file() or (source.is_file() and source.stat().st_mtime > lib_path.stat().st_mtime):
-            return None
-        lib = ctypes.CDLL(str(lib_path))
-    except OSError:
+    """The library, or None: not built from its source as it is now, not loadable (:func:`cosim.sdk.load_library`),
+    or not numpy's numbers."""
+    lib = load_library(lib_path)
+    if lib is None:
         return None
     lib.cosim_dc_progress.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
     lib.cosim_dc_progress.restype = None

@@ -82,3 +82,10 @@ int cosim_fmi2_exchange(cosim_fmi2_exchange_t *x)
     }
     return x->outputs_first ? EXCHANGED : get_outputs(x);
 }
+
+/* The SHA-256 of the source this library was built from (make build defines it; cosim.sdk.load_library compares
+   it with the source's now and does not use a library built from another text). */
+#ifndef COSIM_SOURCE_SHA256
+#define COSIM_SOURCE_SHA256 ""
+#endif
+const char *cosim_source_sha256(void) { return COSIM_SOURCE_SHA256; }

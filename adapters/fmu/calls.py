@@ -5,8 +5,10 @@ step in one call of ``_exchange.c`` (:data:`EXCHANGE`, when ``make build`` built
 from __future__ import annotations
 
 import random
-from ctypes import CDLL, CFUNCTYPE, POINTER, Structure, c_double, c_int, c_size_t, c_uint32, c_void_p, cast
+from ctypes import CFUNCTYPE, POINTER, Structure, c_double, c_int, c_size_t, c_uint32, c_void_p, cast
 from pathlib import Path
+
+from cosim.sdk import load_library
 
 FMI_WARNING = 1  # fmi2Warning: statuses above it are failures (fmpy raises on them)
 FMI2_TRUE = c_int(1)  # fmi2True, as fmpy passes noSetFMUStatePriorToCurrentPoint to fmi2DoStep
@@ -46,17 +48,14 @@ SET_FAILED, STEP_FAILED, GET_FAILED = 1, 2, 3  # cosim_fmi2_exchange's answers o
 
 
 def load_exchange(lib_path: Path = Path(__file__).with_name("_exchange.so")):
-    """``cosim_fmi2_exchange`` of ``adapters/fmu/_exchange.so`` (``make build``), or None: not built,
-    older than its C source (an edited source is not trusted until rebuilt), not loadable, or its
-    unit conversion not Python's numbers on this machine (:func:`converts_as_python`); then each
-    step makes its FMU calls from Python."""
-    source = lib_path.with_suffix(".c")
+    """``cosim_fmi2_exchange`` of ``adapters/fmu/_exchange.so`` (``make build``), or None: not built from
+    its C source as it is now (an edited source is not trusted until rebuilt), not loadable
+    (:func:`cosim.sdk.load_library`), or its unit conversion not Python's numbers on this machine
+    (:func:`converts_as_python`); then each step makes its FMU calls from Python."""
+    lib = load_library(lib_path)
     try:
-        if not lib_path.is_file() or (source.is_file() and source.stat().st_mtime > lib_path.stat().st_mtime):
-            return None
-        lib = CDLL(str(lib_path))
         exchange, convert = lib.cosim_fmi2_exchange, lib.cosim_scale_offset
-    except (OSError, AttributeError):
+    except AttributeError:  # (None: no library)
         return None
     exchange.argtypes, exchange.restype = None, c_int  # one pointer, passed as it is
     convert.argtypes, convert.restype = [c_size_t, c_void_p, c_void_p, c_void_p, c_void_p], None

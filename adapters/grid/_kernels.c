@@ -363,3 +363,10 @@ void cosim_results_s(const int64_t *s) {
         cosim_summary(s[27], P(28), s[29], P(30), s[31], P(32), *(const double *)P(33), *(const double *)P(34), s[35],
                       P(36), P(37), P(38), P(39));
 }
+
+/* The SHA-256 of the source this library was built from (make build defines it; cosim.sdk.load_library compares
+   it with the source's now and does not use a library built from another text). */
+#ifndef COSIM_SOURCE_SHA256
+#define COSIM_SOURCE_SHA256 ""
+#endif
+const char *cosim_source_sha256(void) { return COSIM_SOURCE_SHA256; }

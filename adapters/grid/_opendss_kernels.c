@@ -108,3 +108,10 @@ void cosim_vm_pu(int64_t n, const int32_t *node, const double *base, const doubl
         out[k] = sqrt(re * re + im * im) / base[k];
     }
 }
+
+/* The SHA-256 of the source this library was built from (make build defines it; cosim.sdk.load_library compares
+   it with the source's now and does not use a library built from another text). */
+#ifndef COSIM_SOURCE_SHA256
+#define COSIM_SOURCE_SHA256 ""
+#endif
+const char *cosim_source_sha256(void) { return COSIM_SOURCE_SHA256; }

@@ -49,6 +49,8 @@ from pathlib import Path
 
 import numpy as np
 
+from cosim.sdk import load_library
+
 #: Circuits with fewer PD elements are read through OpenDSS's own calls: there numpy's fixed cost per
 #: call outweighs what one read of the currents saves (CPU per read: IEEE 123, 141 elements, 38 µs
 #: this way, 17 µs OpenDSS's; IEEE 8500, 4,904 elements, 0.69 ms against 0.97 ms). [-]
@@ -194,14 +196,10 @@ def _same(a: tuple[np.ndarray, float], b: tuple[np.ndarray, float]) -> bool:
 
 @functools.cache
 def _library(path: Path = Path(__file__).with_name("_opendss_kernels.so")):
-    """``adapters/grid/_opendss_kernels.so`` (``make build``), or None: not built, older than its C
-    source (an edited source is not trusted until rebuilt) or not loadable."""
-    source = path.with_suffix(".c")
-    try:
-        if not path.is_file() or (source.is_file() and source.stat().st_mtime > path.stat().st_mtime):
-            return None
-        lib = ctypes.CDLL(str(path))
-    except OSError:
+    """``adapters/grid/_opendss_kernels.so`` (``make build``), or None: not built from its C source as it is
+    now (an edited source is not trusted until rebuilt) or not loadable (:func:`cosim.sdk.load_library`)."""
+    lib = load_library(path)
+    if lib is None:
         return None
     lib.cosim_pd_reads.restype = ctypes.c_double
     lib.cosim_pd_reads.argtypes = ([ctypes.c_int64] + [ctypes.c_void_p] * 14 + [ctypes.c_int64]

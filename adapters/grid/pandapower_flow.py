@@ -57,6 +57,7 @@ from cosim.adapters.grid.pandapower_tables import (  # noqa: F401  (the engine's
     unsupplied_bus_problem,
     unsupplied_buses,
 )
+from cosim.sdk import load_library
 
 
 class PowerFlow:
@@ -635,17 +636,13 @@ def _address(array: np.ndarray) -> int:
 
 
 def _load_kernels(lib_path: Path = Path(__file__).with_name("_kernels.so")):
-    """``adapters/grid/_kernels.so`` (``make build``), or None: not built, or older than its C source
-    (an edited source is not trusted until rebuilt), not loadable, or not numpy's numbers on this
-    machine (:func:`_agrees_with_numpy`); then numpy does the work."""
-    source = lib_path.with_suffix(".c")
-    try:
-        if not lib_path.is_file() or (source.is_file() and source.stat().st_mtime > lib_path.stat().st_mtime):
-            return None
-        # PyDLL: its calls keep the GIL (CDLL releases and retakes it around each call); the kernels
-        # are short and never call into Python, and the machine code run is the same
-        lib = ctypes.PyDLL(str(lib_path))
-    except OSError:
+    """``adapters/grid/_kernels.so`` (``make build``), or None: not built from its C source as it is now
+    (an edited source is not trusted until rebuilt), not loadable (:func:`cosim.sdk.load_library`), or not
+    numpy's numbers on this machine (:func:`_agrees_with_numpy`); then numpy does the work."""
+    # its calls keep the GIL (CDLL releases and retakes it around each call); the kernels are short and never
+    # call into Python, and the machine code run is the same
+    lib = load_library(lib_path, keep_gil=True)
+    if lib is None:
         return None
     ptr, i64 = ctypes.c_void_p, ctypes.c_int64
     for name in ("cosim_sbus_s", "cosim_voltages_s", "cosim_results_s"):

@@ -93,16 +93,16 @@ def test_an_isolated_bus_and_a_line_switched_out_mid_run():
     assert len(flow._kernels.p_all) == sum(len(v) for v in flow.p0.values())
 
 
-def test_a_library_older_than_its_source_or_broken_is_not_used(tmp_path):
-    """An edited C source is not trusted until ``make build`` rebuilt it, and a file that is no
-    library is not loaded (no error): the numpy forms are then in charge."""
+def test_a_library_of_another_source_or_broken_is_not_used(tmp_path):
+    """An edited C source is not trusted until ``make build`` rebuilt it (whatever the files' times), and a
+    file that is no library is not loaded (no error): the numpy forms are then in charge."""
     lib, source = tmp_path / "_kernels.so", tmp_path / "_kernels.c"
     shutil.copy(Path(G.__file__).with_name("_kernels.so"), lib)
-    source.write_text("/* edited */")
-    os.utime(source, (lib.stat().st_mtime + 10, lib.stat().st_mtime + 10))
-    assert G._load_kernels(lib) is None
-    os.utime(lib, (source.stat().st_mtime + 10, source.stat().st_mtime + 10))
+    shutil.copy(Path(G.__file__).with_name("_kernels.c"), source)
     assert G._load_kernels(lib) is not None
+    source.write_text(source.read_text() + "/* edited */\n")
+    os.utime(lib, (source.stat().st_mtime + 10, source.stat().st_mtime + 10))  # the library newer: not enough
+    assert G._load_kernels(lib) is None
     broken = tmp_path / "broken" / "_kernels.so"  # (a loaded library's file must not be overwritten)
     broken.parent.mkdir()
     broken.write_bytes(b"not a shared library")

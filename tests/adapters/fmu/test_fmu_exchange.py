@@ -91,17 +91,22 @@ def test_a_failing_set_in_the_exchange_names_the_variable(foreign_fmu, unzip):
     inst.close()
 
 
-def test_a_library_older_than_its_source_is_not_trusted(tmp_path):
-    """An edited _exchange.c is not used until rebuilt: the steps are made from Python meanwhile."""
+def test_a_library_of_another_source_is_not_trusted(tmp_path):
+    """An edited _exchange.c is not used until rebuilt (whatever the files' times), nor a library built by hand
+    without the source's SHA-256: the steps are made from Python meanwhile."""
     source = Path(calls.__file__).with_name("_exchange.c")
     library = tmp_path / "_exchange.so"
+    shutil.copy(source, tmp_path / "_exchange.c")
+    shutil.copy(source.with_suffix(".so"), library)
+    assert calls.load_exchange(library) is not None
+    (tmp_path / "_exchange.c").write_text(source.read_text() + "/* edited */\n")
+    os.utime(library, (library.stat().st_atime, (tmp_path / "_exchange.c").stat().st_mtime + 10))
+    assert calls.load_exchange(library) is None
     if shutil.which("gcc") is None:
         pytest.skip("gcc not found")
+    by_hand = tmp_path / "by_hand" / "_exchange.so"
+    by_hand.parent.mkdir()
+    shutil.copy(source, by_hand.with_suffix(".c"))
     subprocess.run(["gcc", "-O2", "-fPIC", "-shared", "-std=c11", "-ffp-contract=off", "-fno-fast-math", "-o",
-                    str(library), str(source)], check=True)
-    shutil.copy(source, tmp_path / "_exchange.c")
-    (tmp_path / "_exchange.c").touch()
-    os.utime(library, (library.stat().st_atime, (tmp_path / "_exchange.c").stat().st_mtime - 10))
-    assert calls.load_exchange(library) is None
-    os.utime(library, (library.stat().st_atime, (tmp_path / "_exchange.c").stat().st_mtime + 10))
-    assert calls.load_exchange(library) is not None
+                    str(by_hand), str(source)], check=True)
+    assert calls.load_exchange(by_hand) is None
