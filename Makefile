@@ -34,7 +34,8 @@ build: setup $(KERNELS)
 
 adapters/%.so: adapters/%.c
 	gcc -O2 -fPIC -shared -std=c11 -ffp-contract=off -fno-fast-math -Wall \
-		-DCOSIM_SOURCE_SHA256='"'"$$(sha256sum $< | cut -c1-64)"'"' -o $@ $< -lm
+		-DCOSIM_SOURCE_SHA256='"'"$$($(PY) -c 'import hashlib,sys; print(hashlib.sha256(open(sys.argv[1],"rb").read()).hexdigest())' $<)"'"' \
+		-o $@ $< -lm
 
 # The manual: reference pages generated from the schema and the registry, the gallery drawn from runs of the
 # catalogue's scenarios (a few minutes), then mkdocs (no network).
