@@ -62,13 +62,18 @@ _SYMBOL_TOKEN = re.compile(r"[a-z]+\d*")
 
 
 @functools.lru_cache(maxsize=65536)
+def is_flag(name: str) -> bool:
+    """An on/off quantity (``in_service``, ``event_active``...): a dimensionless name, not a count."""
+    return any(name == d or name.endswith("_" + d) for d in DIMENSIONLESS)
+
+
 def unit_of(name: str) -> str | None:
     """Return the unit suffix of ``name``, or ``None`` when it has none.
 
     Args:
         name: an attribute, key or column name such as ``p_mw`` or ``t_supply_c``.
     """
-    if name.startswith("n_") or any(name == d or name.endswith("_" + d) for d in DIMENSIONLESS):
+    if name.startswith("n_") or is_flag(name):
         return ""
     # The longest listed suffix that ``name`` ends with after an underscore and at least one
     # character: two such suffixes of one name nest, so the longest is the one of most tokens.

@@ -64,7 +64,8 @@ import pyarrow.parquet as pq
 from tqdm import tqdm
 
 from cosim.run.stopping import STOP
-from cosim.sdk import DIMENSIONLESS, CosimSim, Params, meta, model_meta, tuple_getter
+from cosim.sdk import CosimSim, Params, meta, model_meta, tuple_getter
+from cosim.units import is_flag
 
 _OPEN: "weakref.WeakSet[ParquetRecorder]" = weakref.WeakSet()
 
@@ -80,8 +81,7 @@ COLUMNS_KEY, CHUNK_ROWS_KEY = b"cosim.columns", b"cosim.chunk_rows"
 
 
 def _is_flag(column: str) -> bool:
-    attr = column.rsplit(".", 1)[-1]
-    return any(attr == d or attr.endswith("_" + d) for d in DIMENSIONLESS)
+    return is_flag(column.rsplit(".", 1)[-1])
 
 
 def series_schema(columns: list[str]) -> pa.Schema:

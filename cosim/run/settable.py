@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from cosim.units import DIMENSIONLESS, unit_of
+from cosim.units import is_flag, unit_of
 
 __all__ = ["finite_number", "real_number", "value_problem"]
 
@@ -45,7 +45,7 @@ def value_problem(eid: str, attr: str, value: Any, bounds: tuple[float, float] |
         return f"not settable from outside on this entity: {refused}"
     if isinstance(value, np.bool_):  # numpy's true/false as Python's
         value = bool(value)
-    if isinstance(value, bool) and not _flag(attr):  # a flag takes true/false; a quantity does not
+    if isinstance(value, bool) and not is_flag(attr):  # a flag takes true/false; a quantity does not
         return f"give a number in {unit_of(attr) or 'the input unit'}, not true/false"
     if not finite_number(value):
         again = f", or {release} to release it (back to the scenario's own value)" if release else ""
@@ -54,8 +54,3 @@ def value_problem(eid: str, attr: str, value: Any, bounds: tuple[float, float] |
         return (f"outside the bounds [{bounds[0]:g}, {bounds[1]:g}] {unit_of(attr) or '(no unit)'} of {eid}'s "
                 "adapter; give a value inside them")
     return None
-
-
-def _flag(attr: str) -> bool:
-    """An on/off input (``in_service``, ``event_active``...): dimensionless, not a count."""
-    return any(attr == d or attr.endswith("_" + d) for d in DIMENSIONLESS)
