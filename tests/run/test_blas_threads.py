@@ -109,7 +109,7 @@ def test_same_bits_with_one_or_two_blas_threads(tmp_path):
         assert one[way] == two[way], way
         assert one[way] == one["direct/off"], way  # and the same on both engines, every way of stepping
     assert one_unlimited == one["direct/off"]  # on one thread the limit changes nothing
-    if threads != [2]:
+    if 2 not in threads:
         pytest.skip(f"the control needs OpenBLAS on 2 threads; it runs {threads} here (one core)")
     assert two_unlimited != one_unlimited, "the control: without the limit, 2 threads give other bits"
 
@@ -122,8 +122,22 @@ def _threads_by_library() -> dict[str, int]:
     return {lib["filepath"]: lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"}
 
 
-def test_one_thread_inside_and_the_setting_back_after():
+@pytest.fixture
+def two_threads():
+    """The process's setting at 2 threads, so that the limit has something to change (with
+    OPENBLAS_NUM_THREADS=1 or one core, the asserts below would hold whatever the limit did)."""
+    from threadpoolctl import OpenBLASController, threadpool_limits
+
+    with threadpool_limits(limits=2, user_api="blas"):
+        OpenBLASController.clear_controlling_thread()  # (threadpoolctl lets only the setting thread set OpenBLAS again)
+        if 2 not in _blas_threads():
+            pytest.skip("no BLAS library here runs on 2 threads")
+        yield
+
+
+def test_one_thread_inside_and_the_setting_back_after(two_threads):
     before = _blas_threads()
+    assert 2 in before
     with blas.one_thread():
         assert _blas_threads() == {1}
         with blas.one_thread():  # re-entrant: the inner block does not undo the outer one
@@ -134,7 +148,7 @@ def test_one_thread_inside_and_the_setting_back_after():
     assert _blas_threads() == before
 
 
-def test_held_until_the_last_thread_leaves():
+def test_held_until_the_last_thread_leaves(two_threads):
     """Two runs in threads of one process (a Dask worker's tasks): the first to end keeps the limit."""
     first_in, first_out, second_done = threading.Event(), threading.Event(), threading.Event()
     seen = {}
@@ -155,6 +169,7 @@ def test_held_until_the_last_thread_leaves():
     worker = threading.Thread(target=first)
     other = threading.Thread(target=second)
     before = _blas_threads()
+    assert 2 in before
     worker.start()
     other.start()
     other.join(10)
