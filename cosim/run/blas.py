@@ -63,7 +63,10 @@ def one_thread() -> _OneThread:
 
 def _limit() -> None:
     """Each BLAS library loaded now on one thread (threadpoolctl looks for libraries again only when modules
-    were imported since it last looked; one already on one thread is left alone)."""
+    were imported since it last looked; one already on one thread is left alone). Set even while another
+    thread holds a setting of its own (a learner's ``threadpool_limits``): threadpoolctl would otherwise ignore
+    this thread's call, and the run would step on that thread count."""
+    OpenBLASController.clear_controlling_thread(force=True)
     for library in get_cached_controller().lib_controllers:
         if library.user_api == "blas":
             threads = library.num_threads
@@ -74,6 +77,7 @@ def _limit() -> None:
 
 
 def _restore() -> None:
+    OpenBLASController.clear_controlling_thread(force=True)  # (as _limit)
     for library, threads in _changed:
         library.set_num_threads(threads)
     _changed.clear()

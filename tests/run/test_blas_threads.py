@@ -148,6 +148,29 @@ def test_one_thread_inside_and_the_setting_back_after(two_threads):
     assert _blas_threads() == before
 
 
+def test_limited_in_a_thread_while_another_holds_its_own_setting():
+    """A run in a worker thread (a Dask task) while the main thread holds a setting of its own (a learner's
+    ``threadpool_limits``, which makes that thread OpenBLAS's controlling one): the run still steps on one
+    thread, and the main thread's setting is back after it."""
+    from threadpoolctl import threadpool_limits
+
+    seen = {}
+
+    def run():
+        with blas.one_thread():
+            seen["inside"] = _blas_threads()
+
+    with threadpool_limits(limits=2, user_api="blas"):
+        before = _blas_threads()
+        if 2 not in before:
+            pytest.skip("no BLAS library here runs on 2 threads")
+        worker = threading.Thread(target=run)
+        worker.start()
+        worker.join(10)
+        assert seen["inside"] == {1}
+        assert _blas_threads() == before
+
+
 def test_held_until_the_last_thread_leaves(two_threads):
     """Two runs in threads of one process (a Dask worker's tasks): the first to end keeps the limit."""
     first_in, first_out, second_done = threading.Event(), threading.Event(), threading.Event()
