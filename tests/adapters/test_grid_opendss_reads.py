@@ -17,6 +17,7 @@ import math
 
 import numpy as np
 import pytest
+from c_part_marks import needs_c_part
 
 from cosim import grid_models
 from cosim.adapters.grid.opendss_flow import OpenDssFlow
@@ -214,7 +215,7 @@ def test_on_ieee8500_the_kernel_gives_opendss_own_currents_loadings_and_losses_a
     flow.close()
 
 
-@pytest.mark.skipif(not KERNEL, reason="make build did not build adapters/grid/_opendss_kernels.so")
+@needs_c_part(KERNEL, "adapters/grid/_opendss_kernels.so")
 def test_a_stale_yprim_is_read_again_and_a_kernel_that_cannot_match_is_dropped():
     """After a solve that may have changed a Yprim, the kernel's currents are compared with
     OpenDSS's: an element whose held Yprim is wrong is read again (the kernel stays, the values are
