@@ -755,7 +755,7 @@ def load_library(path: Path, *, keep_gil: bool = False) -> ctypes.CDLL | None:
         _note_c_part(path, "not loadable" if Path(path).exists() else "not built", source, None)
         return None
     stamp.argtypes, stamp.restype = [], ctypes.c_char_p
-    built = stamp().decode("ascii", "replace")
+    built = (stamp() or b"").decode("ascii", "replace")
     status = "no source" if source is None else "used" if built == source else "stale"
     _note_c_part(path, status, source, built)
     return lib if status == "used" else None
