@@ -70,9 +70,11 @@ import copy
 import ctypes
 import functools
 import hashlib
+import importlib.util
 import math
 import operator
 import re
+import warnings
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -91,7 +93,8 @@ from cosim.units import DIMENSIONLESS, UNIT_SUFFIXES, has_unit_suffix, unit_of
 
 __all__ = ["CosimSim", "DataFile", "DIMENSIONLESS", "EndRun", "INPUT_RANGES", "NoParams", "meta", "POWER_ATTR",
            "Params", "PowerFlowNotConverged", "ROLES", "STRICT_PARAMS", "ScenarioContext", "SingleModelSim",
-           "TimeZone", "as_tuple", "UNIT_SUFFIXES", "has_unit_suffix", "load_library", "model_meta", "parse_utc",
+           "TimeZone", "as_tuple", "UNIT_SUFFIXES", "has_unit_suffix", "load_library", "library_agrees",
+           "note_acceleration", "CPartWarning", "c_parts", "accelerations", "model_meta", "parse_utc",
            "sanitise", "sum_inputs", "ticks_per_s", "to_ticks", "unit_of", "unit_range"]
 
 
@@ -691,18 +694,99 @@ def sum_inputs(inputs: dict[str, dict[str, dict[str, Any]]]) -> dict[str, dict[s
     return collapsed
 
 
+class CPartWarning(UserWarning):
+    """An adapter's C part is not used (not built, or built from another text of its source): its Python/numpy
+    form runs, with the same results, slower. ``make build`` builds it."""
+
+
+#: what this process did with each C part it tried to load, by name (:func:`c_parts`)
+_C_PARTS: dict[str, dict[str, Any]] = {}
+#: other switches of a faster path that gives the same numbers, by name (:func:`note_acceleration`)
+_ACCELERATIONS: dict[str, dict[str, Any]] = {}
+
+
+def _c_part_name(path: Path) -> str:
+    """``<package>/<file>`` for a library in the adapters' folder (``grid/_kernels.so``), else its path."""
+    path = Path(path).resolve()
+    spec = importlib.util.find_spec("cosim.adapters")  # (the repository's adapters/, or an installed copy)
+    roots = [Path(root).resolve() for root in (spec.submodule_search_locations or [])] if spec else []
+    return f"{path.parent.name}/{path.name}" if path.parent.parent in roots else str(path)
+
+
+def _source_sha256(source: Path) -> str | None:
+    try:
+        return hashlib.sha256(source.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def _note_c_part(path: Path, status: str, source_sha256: str | None, built_sha256: str | None) -> None:
+    """Record what became of a C part; warn once per library and process when it is not used because
+    ``make build`` did not build it from its source as it is now."""
+    name = _c_part_name(path)
+    first = name not in _C_PARTS
+    _C_PARTS[name] = {"used": status == "used", "status": status, "source_sha256": source_sha256,
+                      "built_from_sha256": built_sha256}
+    if status != "used" and first:
+        why = {"not built": "is not built", "stale": "was built from another text of its source",
+               "no source": "has no C source beside it to check it against",
+               "not loadable": "is not a library this process can load"}[status]
+        warnings.warn(f"{path} {why}: its Python/numpy form runs instead (the same results, slower); "
+                      "run `make build` to build it", CPartWarning, stacklevel=3)
+
+
 def load_library(path: Path, *, keep_gil: bool = False) -> ctypes.CDLL | None:
     """An adapter's compiled C part (``make build``: ``adapters/<package>/_name.so`` from ``_name.c``), or None:
     not built, not loadable, or built from another text than its source's now. ``make build`` compiles the
     source's SHA-256 into the library (``cosim_source_sha256()``), so an edited source, a library copied from
     another checkout or one built by hand is not trusted, whatever the files' times say; the adapter's Python
-    form runs instead. ``keep_gil``: calls keep the GIL (``ctypes.PyDLL``; for short calls that never call into
-    Python)."""
+    form runs instead, and a :class:`CPartWarning` (once per library and process) names the file and the fix.
+    Either way the outcome is recorded for the run's ``metadata.json`` (:func:`c_parts`); an adapter that then
+    rejects a loaded library (its numbers not numpy's on this machine) says so with :func:`library_agrees`.
+    ``keep_gil``: calls keep the GIL (``ctypes.PyDLL``; for short calls that never call into Python)."""
+    source = _source_sha256(Path(path).with_suffix(".c"))
     try:
         lib = (ctypes.PyDLL if keep_gil else ctypes.CDLL)(str(path))
         stamp = lib.cosim_source_sha256
-        source = Path(path).with_suffix(".c").read_bytes()
-    except (OSError, AttributeError):
+    except AttributeError:
+        _note_c_part(path, "stale", source, None)  # built without the source's SHA-256 (by hand)
+        return None
+    except OSError:
+        _note_c_part(path, "not loadable" if Path(path).exists() else "not built", source, None)
         return None
     stamp.argtypes, stamp.restype = [], ctypes.c_char_p
-    return lib if stamp() == hashlib.sha256(source).hexdigest().encode() else None
+    built = (stamp() or b"").decode("ascii", "replace")
+    status = "no source" if source is None else "used" if built == source else "stale"
+    _note_c_part(path, status, source, built)
+    return lib if status == "used" else None
+
+
+def library_agrees(lib: ctypes.CDLL | None, agrees: bool) -> ctypes.CDLL | None:
+    """``lib`` when the adapter's own check found its numbers to be the Python/numpy form's on this machine
+    (``agrees``), else None, recorded for :func:`c_parts` (status ``disagrees``: the Python/numpy form runs;
+    no warning, as no build mends it)."""
+    if lib is None:
+        return None
+    if not agrees:
+        _C_PARTS[_c_part_name(Path(lib._name))].update(used=False, status="disagrees")
+    return lib if agrees else None
+
+
+def note_acceleration(name: str, on: bool, detail: str = "") -> bool:
+    """Record whether a faster path that is not a C part (a solver's kept analysis) is on in this process,
+    for the run's ``metadata.json`` (:func:`accelerations`); returns ``on``."""
+    _ACCELERATIONS[name] = {"on": bool(on), "detail": detail}
+    return bool(on)
+
+
+def c_parts() -> dict[str, dict[str, Any]]:
+    """Every C part this process tried to load, by name (``grid/_kernels.so``): ``used`` (True: its calls run),
+    ``status`` (``used``, ``not built``, ``stale``, ``no source``, ``not loadable``, ``disagrees``), the SHA-256
+    of its source now and the one it was built from."""
+    return {name: dict(entry) for name, entry in sorted(_C_PARTS.items())}
+
+
+def accelerations() -> dict[str, dict[str, Any]]:
+    """The faster paths other than C parts recorded in this process (:func:`note_acceleration`), by name:
+    ``on`` and a ``detail``."""
+    return {name: dict(entry) for name, entry in sorted(_ACCELERATIONS.items())}

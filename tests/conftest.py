@@ -1,4 +1,6 @@
-"""Shared fixtures: toy adapters for the core tests, the --update-golden switch."""
+"""Shared fixtures: toy adapters for the core tests, the --update-golden switch, and the C parts required under
+``COSIM_REQUIRE_C_PARTS`` (``make test``: their tests fail instead of skipping, and a library not used warns as an
+error)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,8 @@ import pytest
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE / "helpers"))
+
+from c_part_marks import MISSING, REQUIRED  # noqa: E402
 
 from cosim import registry  # noqa: E402
 
@@ -24,6 +28,20 @@ TOYS = {"toy_ramp": "toy_sims:RampSim", "toy_sink": "toy_sims:SinkSim", "toy_fau
 
 def pytest_addoption(parser):
     parser.addoption("--update-golden", action="store_true", help="rewrite tests/golden/ from this run")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", f"{MISSING}(library): a C part this test needs is not in use "
+                            "(tests/helpers/c_part_marks.py)")
+    if REQUIRED:  # a library not used warns (cosim.sdk.load_library): under make test that is an error
+        config.addinivalue_line("filterwarnings", "error::cosim.sdk.CPartWarning")
+
+
+def pytest_runtest_setup(item):
+    missing = item.get_closest_marker(MISSING)
+    if missing is not None:
+        pytest.fail(f"{missing.args[0]} is not built or not in use, and COSIM_REQUIRE_C_PARTS is set "
+                    "(make test builds every C part): run make build", pytrace=False)
 
 
 @pytest.fixture

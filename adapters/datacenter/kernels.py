@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cosim.sdk import load_library
+from cosim.sdk import library_agrees, load_library
 
 __all__ = ["KERNELS", "Progress"]
 
@@ -28,7 +28,7 @@ def _load(lib_path: Path = Path(__file__).with_name("_kernels.so")):
         return None
     lib.cosim_dc_progress.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
     lib.cosim_dc_progress.restype = None
-    return lib if _agrees_with_numpy(lib) else None
+    return library_agrees(lib, _agrees_with_numpy(lib))
 
 
 def numpy_progress(run, remaining, work_done, ran, full, floor, dt_s: float, sure: bool):

@@ -8,7 +8,7 @@ import random
 from ctypes import CFUNCTYPE, POINTER, Structure, c_double, c_int, c_size_t, c_uint32, c_void_p, cast
 from pathlib import Path
 
-from cosim.sdk import load_library
+from cosim.sdk import library_agrees, load_library
 
 FMI_WARNING = 1  # fmi2Warning: statuses above it are failures (fmpy raises on them)
 FMI2_TRUE = c_int(1)  # fmi2True, as fmpy passes noSetFMUStatePriorToCurrentPoint to fmi2DoStep
@@ -59,7 +59,7 @@ def load_exchange(lib_path: Path = Path(__file__).with_name("_exchange.so")):
         return None
     exchange.argtypes, exchange.restype = None, c_int  # one pointer, passed as it is
     convert.argtypes, convert.restype = [c_size_t, c_void_p, c_void_p, c_void_p, c_void_p], None
-    return exchange if converts_as_python(convert) else None
+    return exchange if library_agrees(lib, converts_as_python(convert)) else None
 
 
 def converts_as_python(convert) -> bool:

@@ -328,8 +328,9 @@ class OpenDssFlow:
         self.node_vm_pu = np.zeros(0)
         #: the loadings and losses of a solve that has not settled yet: read when first asked (_read_currents)
         self._currents_pending = False
-        #: a PD element's Yprim may have changed since the currents were last read: an edit of the
-        #: circuit, a failed solve or one whose control loop acted (it ran more than one iteration)
+        #: a PD element's Yprim may have changed since the currents were last read: an edit of the circuit
+        #: by any path (OpenDSS flags it: :meth:`solve`), a failed solve or one whose control loop acted (it ran
+        #: more than one iteration), a new reader (:meth:`_map_nodes`)
         self._y_changed = True
         self._unknown = (np.full(len(self.info.lines), nan), np.full(len(self.info.trafos), nan), nan)
         self._line_loading_pct, self._trafo_loading_pct, self._losses_mw = self._unknown
@@ -458,7 +459,7 @@ class OpenDssFlow:
         """Disable the RegControls and set the regulators' taps (ratio, pu) by regulator id or
         name; True when any tap changed (the operating point moved)."""
         self._read_currents()
-        self._devices_stale = self._y_changed = True
+        self._devices_stale = True
         dss, changed = self.dss, False
         by_id = dict(zip(self.ids["reg"], self.info.regs))
         names = {r.lower(): r for r in self.info.regs}
@@ -483,7 +484,7 @@ class OpenDssFlow:
         if self._held_taps.get(reg_pos) == held:
             return
         self._read_currents()
-        self._devices_stale = self._y_changed = True
+        self._devices_stale = True
         self._held_taps[reg_pos] = held
         dss, reg = self.dss, self.info.regs[reg_pos]
         if held is None:
@@ -504,7 +505,7 @@ class OpenDssFlow:
             return
         self._read_currents()
         self._caps_owned.discard(cap_pos)
-        self._devices_stale = self._y_changed = True
+        self._devices_stale = True
         before, disabled = self._caps_before.pop(cap_pos)
         dss = self.dss
         for ctl in disabled:
@@ -519,7 +520,7 @@ class OpenDssFlow:
         CapControl on the capacitor is disabled from the first command (the input owns it, also when
         the first command equals the present state). Acts on changes only."""
         self._read_currents()
-        self._devices_stale = self._y_changed = True
+        self._devices_stale = True
         if steps is None or not math.isfinite(steps):
             return
         dss, cap = self.dss, self.info.caps[cap_pos]
@@ -546,7 +547,6 @@ class OpenDssFlow:
     def set_line_in_service(self, pos: int, in_service: bool) -> None:
         """Close (True) or open (False) both terminals of line ``pos``."""
         self._read_currents()
-        self._y_changed = True
         verb = "Close" if in_service else "Open"
         line = self.info.lines[pos]
         self.dss.Text.Command(f"{verb} Line.{line} 1")
@@ -564,6 +564,10 @@ class OpenDssFlow:
         ``time_s`` is the simulation time [s], the clock of ``control_mode = "time"``.
         """
         dss = self.dss
+        # Whatever edited a PD element since the last solve (this class's inputs, a fault switched by the
+        # adapter, a command on self.dss), OpenDSS marks the system Y invalid until the solve rebuilds it:
+        # the one place the held Yprims learn of edits (a load's kW leaves it be)
+        self._y_changed = self._y_changed or bool(dss.Solution.SystemYChanged())
         # the last solve's loadings and losses, unread, are replaced by this solve's
         self._currents_pending = False
         self._line_loading_pct, self._trafo_loading_pct, self._losses_mw = self._unknown

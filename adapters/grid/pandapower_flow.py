@@ -57,7 +57,7 @@ from cosim.adapters.grid.pandapower_tables import (  # noqa: F401  (the engine's
     unsupplied_bus_problem,
     unsupplied_buses,
 )
-from cosim.sdk import load_library
+from cosim.sdk import library_agrees, load_library, note_acceleration
 
 
 class PowerFlow:
@@ -592,7 +592,9 @@ def _control_found() -> bool:
 
 
 #: keep the solver's analysis between solves (:data:`_SOLVER_CONTROL`)
-_KEEP_ANALYSIS = _control_found()
+_KEEP_ANALYSIS = note_acceleration("pandapower_keep_analysis", _control_found(),
+                                   f"lightsim2grid {lightsim2grid.__version__} (its solver control's place is "
+                                   f"known for {_SOLVER_CONTROL[0]})")
 
 
 @contextmanager
@@ -658,7 +660,7 @@ def _load_kernels(lib_path: Path = Path(__file__).with_name("_kernels.so")):
     lib.cosim_set_fused.argtypes = [ctypes.c_int]
     lib.cosim_cmul.argtypes = [i64, ptr, ptr, ptr]
     lib.cosim_matvec.argtypes = [i64, ptr, ptr, ptr, ptr, ptr]
-    return lib if _agrees_with_numpy(lib) else None
+    return library_agrees(lib, _agrees_with_numpy(lib))
 
 
 def _agrees_with_numpy(lib) -> bool:

@@ -16,6 +16,7 @@ from typing import Any
 import pandas as pd
 
 from cosim import kpis as kpi_module
+from cosim import sdk
 from cosim.kpis import guards, supply
 from cosim.errors import RunInterrupted
 from cosim.folder import RunFolder
@@ -179,6 +180,10 @@ def finish_run(scn: Scenario, folder: RunFolder, outcome: Outcome, started: date
         "kpi_error": kpi_error,
         "kpi_blocks": kpi_blocks,
         "platform": platform.platform(),
+        # what ran of the faster paths that give the same numbers (C parts, the kept solver analysis), in this
+        # process: a last-bit difference between machines starts here
+        "c_parts": sdk.c_parts(),
+        "accelerations": sdk.accelerations(),
     }
     folder.write_kpis(kpis)
     folder.write_metadata(meta)

@@ -1,34 +1,143 @@
 """Every adapter's compiled C part (``adapters/<package>/_*.c``, built by ``make build``) is loaded only when it
 was built from its source as it is now (:func:`cosim.sdk.load_library`: the SHA-256 compiled into it), so a
-library of another text (an edited source, a copy from another checkout) never runs, whatever the files' times."""
+library of another text (an edited source, a copy from another checkout) never runs, whatever the files' times.
+One that is not used warns once per process, naming the file and ``make build``; what became of each (and of the
+pandapower engine's kept solver analysis) is in the run's ``metadata.json``, so a last-bit difference between
+two machines can be traced to it."""
 
 from __future__ import annotations
 
+import hashlib
+import importlib
+import json
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+from c_part_marks import missing_c_part
 
-from cosim import adapters
-from cosim.sdk import load_library
+import cosim
+from cosim import adapters, sdk
+from cosim.sdk import CPartWarning, load_library
 
 SOURCES = sorted(Path(adapters.__path__[0]).glob("*/_*.c"))
+#: the module of each C part whose import loads it (and runs the adapter's own check of its numbers)
+LOADERS = {"datacenter/_kernels.so": "cosim.adapters.datacenter.kernels", "fmu/_exchange.so": "cosim.adapters.fmu.calls",
+           "grid/_kernels.so": "cosim.adapters.grid.pandapower_flow",
+           "grid/_opendss_kernels.so": "cosim.adapters.grid.opendss_reads"}
 
 
 def test_every_c_part_is_found():
     assert len(SOURCES) >= 4, SOURCES  # the grid's two, the FMU exchange, the datacenter's
+    assert sorted(LOADERS) == [f"{s.parent.name}/{s.with_suffix('.so').name}" for s in SOURCES]
 
 
 @pytest.mark.parametrize("source", SOURCES, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_loaded_only_when_built_from_its_source_as_it_is(source, tmp_path):
     built = source.with_suffix(".so")
     if not built.is_file():
-        pytest.skip(f"{built.name} not built (make build)")
+        missing_c_part(str(built))
     assert load_library(built) is not None, f"{built} is stale: run make build"
     lib, copy = tmp_path / built.name, tmp_path / source.name
     shutil.copy(built, lib)
     copy.write_text(source.read_text() + "\n/* edited */\n")
     os.utime(lib, (copy.stat().st_mtime + 10, copy.stat().st_mtime + 10))  # the library the newer file
-    assert load_library(lib) is None
-    assert load_library(tmp_path / "missing.so") is None
+    with pytest.warns(CPartWarning, match="another text"):
+        assert load_library(lib) is None
+    with pytest.warns(CPartWarning, match="not built"):
+        assert load_library(tmp_path / "missing.so") is None
+
+
+def test_a_library_not_used_warns_once_naming_the_file_and_the_fix(tmp_path):
+    """Missing, stale or not a library: one :class:`CPartWarning` per library and process, with the path and
+    ``make build``; a second load of the same file is silent, and each outcome is recorded."""
+    missing, broken = tmp_path / "_gone.so", tmp_path / "_broken.so"
+    broken.write_bytes(b"not a shared library")
+    broken.with_suffix(".c").write_text("/* its source */\n")
+    with pytest.warns(CPartWarning) as caught:
+        for _ in range(3):
+            assert load_library(missing) is None and load_library(broken) is None
+    messages = sorted(str(w.message) for w in caught)
+    assert len(messages) == 2, messages
+    assert all("make build" in m for m in messages)
+    assert f"{broken} is not a library" in messages[0] and f"{missing} is not built" in messages[1]
+    parts = sdk.c_parts()
+    assert parts[str(missing.resolve())] == {"used": False, "status": "not built", "source_sha256": None,
+                                             "built_from_sha256": None}
+    assert parts[str(broken.resolve())]["status"] == "not loadable"
+    assert parts[str(broken.resolve())]["source_sha256"] == hashlib.sha256(b"/* its source */\n").hexdigest()
+
+
+def test_a_library_its_adapter_refuses_is_recorded_as_not_used(tmp_path):
+    """A library built from its source but whose numbers its adapter's check found not numpy's on this machine
+    (:func:`cosim.sdk.library_agrees`) is not used, and the record says why."""
+    source = SOURCES[0]
+    if not source.with_suffix(".so").is_file():
+        missing_c_part(str(source.with_suffix(".so")))
+    shutil.copy(source, tmp_path / source.name)
+    shutil.copy(source.with_suffix(".so"), tmp_path / source.with_suffix(".so").name)
+    lib = load_library(tmp_path / source.with_suffix(".so").name)
+    name = str((tmp_path / source.with_suffix(".so").name).resolve())
+    assert lib is not None and sdk.c_parts()[name]["used"]
+    assert sdk.library_agrees(lib, True) is lib and sdk.c_parts()[name]["used"]
+    assert sdk.library_agrees(lib, False) is None
+    assert sdk.c_parts()[name] == {"used": False, "status": "disagrees",
+                                   "source_sha256": hashlib.sha256(source.read_bytes()).hexdigest(),
+                                   "built_from_sha256": hashlib.sha256(source.read_bytes()).hexdigest()}
+
+
+def test_built_c_parts_load_silently_and_are_used():
+    """In a new process, importing every adapter module that loads a C part warns nothing and uses each one
+    (skipped where one is not built, failed under COSIM_REQUIRE_C_PARTS)."""
+    script = ("import importlib, json, warnings\nfrom cosim import sdk\nwarnings.simplefilter('error', sdk.CPartWarning)\n"
+              f"for module in {sorted(LOADERS.values())!r}:\n    importlib.import_module(module)\n"
+              "from cosim.adapters.grid import opendss_reads\nopendss_reads._library()\n"
+              "print(json.dumps(sdk.c_parts()))")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    if "CPartWarning" in done.stderr:
+        missing_c_part(done.stderr.strip().splitlines()[-1])
+    assert done.returncode == 0, done.stderr
+    parts = json.loads(done.stdout)
+    assert sorted(parts) == sorted(LOADERS)
+    refused = [name for name, part in parts.items() if not part["used"]]
+    if refused:
+        missing_c_part(f"{refused} (refused by their adapters' checks)")
+
+
+GRID_ONLY = """
+[scenario]
+name = "feeder"
+start = 2024-07-15T00:00:00Z
+duration_s = 600
+step_s = 300
+
+[sims]
+grid = { adapter = "grid", network = "ieee33" }
+
+[entities]
+feeder = { sim = "grid", model = "Grid" }
+"""
+
+
+def test_the_run_folder_says_which_c_parts_and_accelerations_ran(write_scenario, tmp_path):
+    """metadata.json keeps its keys and adds ``c_parts`` (each library this process loaded: used or not, why, the
+    SHA-256 of its source and of the text it was built from) and ``accelerations`` (the pandapower engine's kept
+    solver analysis: on or off, with lightsim2grid's version)."""
+    flow = importlib.import_module(LOADERS["grid/_kernels.so"])
+    result = cosim.run(write_scenario(GRID_ONLY), out_dir=tmp_path / "runs")
+    meta = result.folder.metadata()
+    assert meta["status"] == "ok" and {"versions", "git_commit", "platform", "seed", "wall_s"} <= set(meta)
+    source = Path(flow.__file__).with_name("_kernels.c")
+    part = meta["c_parts"]["grid/_kernels.so"]
+    assert part["used"] == (flow._KERNELS is not None)
+    assert part["source_sha256"] == hashlib.sha256(source.read_bytes()).hexdigest()
+    if part["used"]:
+        assert part == {"used": True, "status": "used", "source_sha256": part["source_sha256"],
+                        "built_from_sha256": part["source_sha256"]}
+    keep = meta["accelerations"]["pandapower_keep_analysis"]
+    assert keep["on"] is flow._KEEP_ANALYSIS
+    assert keep["detail"].startswith(f"lightsim2grid {flow.lightsim2grid.__version__}")
+

@@ -17,6 +17,7 @@ import math
 
 import numpy as np
 import pytest
+from c_part_marks import needs_c_part
 
 from cosim import grid_models
 from cosim.adapters.grid.opendss_flow import OpenDssFlow
@@ -214,7 +215,7 @@ def test_on_ieee8500_the_kernel_gives_opendss_own_currents_loadings_and_losses_a
     flow.close()
 
 
-@pytest.mark.skipif(not KERNEL, reason="make build did not build adapters/grid/_opendss_kernels.so")
+@needs_c_part(KERNEL, "adapters/grid/_opendss_kernels.so")
 def test_a_stale_yprim_is_read_again_and_a_kernel_that_cannot_match_is_dropped():
     """After a solve that may have changed a Yprim, the kernel's currents are compared with
     OpenDSS's: an element whose held Yprim is wrong is read again (the kernel stays, the values are
@@ -258,4 +259,49 @@ def test_node_voltages_equal_opendss_all_bus_vmag_pu_and_fall_back_to_it_when_th
     other = NodeVolts(flow._arrays, kv)
     other.base[3] *= 1.001
     assert other.read().tobytes() == np.asarray(flow._arrays.AllBusVmagPu).tobytes() and other.exact is False
+    flow.close()
+
+
+def _currents_match_opendss(flow: OpenDssFlow, where: str) -> None:
+    """The flow's loadings and losses are OpenDSS's own reads, and the kernel's currents from its held Yprims
+    are ``PDElements.AllCurrents``, to the bit."""
+    losses_mw, loading = flow.losses_mw, np.concatenate([flow.line_loading_pct, flow.trafo_loading_pct])
+    reference, reference_w = opendss_reads(flow)
+    assert loading.tobytes() == reference.tobytes() and losses_mw == reference_w / 1e6, where
+    kernel = flow._pd_reads._kernel
+    assert kernel is not None, where  # still computing the currents from the Yprims
+    kernel.read(currents=True)
+    currents = np.asarray(flow._arrays.PDElements.AllCurrents)
+    assert kernel.currents[kernel._computed].tobytes() == currents[kernel._computed].tobytes(), where
+
+
+@needs_c_part(KERNEL, "adapters/grid/_opendss_kernels.so")
+def test_every_edit_of_the_circuit_is_seen_by_the_held_yprims():
+    """Each input path that edits a PD element (regulator taps held by count or by ratio, a capacitor's
+    steps taken and released, a line opened and closed) and edits made on the engine directly (a line's
+    length, an impedance through the API: what a future input might do without telling the flow) are
+    followed by a solve whose loadings, losses and kernel currents are OpenDSS's. The flow learns of every
+    edit from OpenDSS (``Solution.SystemYChanged``), not from each call site; with the regulators fixed
+    and a steady load no control acts, so nothing else would make it read the Yprims again."""
+    flow = OpenDssFlow(grid_models.dss_file("ieee13"), regulators="fixed")
+    flow.attach("load", "671", 0.0, 0.0, name="campus")
+    line = flow.info.lines.index("684_652")
+    edits = {
+        "tap count": lambda: flow.set_tap_count(0, 5),
+        "tap ratio": lambda: flow.hold_taps_pu({flow.ids["reg"][1]: 1.025}),
+        "capacitor steps": lambda: flow.set_cap_count(0, 0),
+        "capacitor released": lambda: flow.release_cap(0),
+        "line opened": lambda: flow.set_line_in_service(line, False),
+        "line closed": lambda: flow.set_line_in_service(line, True),
+        "length by command": lambda: flow.dss.Text.Command("Line.632_670.length=1000"),
+        "impedance by the API": lambda: (flow.dss.Lines.Name("670_671"), flow.dss.Lines.R1(0.5)),
+    }
+    solve(flow, 1.0, 0)
+    solve(flow, 1.0, 1)  # settled: the next solves would keep the held Yprims
+    _currents_match_opendss(flow, "settled")
+    for k, (what, edit) in enumerate(edits.items(), start=2):
+        edit()
+        solve(flow, 1.0, k)
+        assert flow.dss.Solution.ControlIterations() == 1, what  # no control acted: only the edit says so
+        _currents_match_opendss(flow, what)
     flow.close()

@@ -14,13 +14,14 @@ import ctypes
 
 import numpy as np
 import pytest
+from c_part_marks import needs_c_part
 
 from cosim.adapters.datacenter import ClusterParams, build_cluster
 from cosim.adapters.datacenter import cluster as cluster_module
 from cosim.adapters.datacenter import kernels
 from cosim.adapters.datacenter.sim import knobs_from
 
-pytestmark = pytest.mark.skipif(kernels.KERNELS is None, reason="adapters/datacenter/_kernels.so not built (make build)")
+pytestmark = needs_c_part(kernels.KERNELS is not None, "adapters/datacenter/_kernels.so")
 
 PARAMS = {
     "node": "DGX-H100", "n_gpus": 256,
