@@ -9,9 +9,10 @@ STAMP  := $(VENV)/.installed
 run: setup build
 	$(PY) -m cosim run scenarios/default.toml
 
-# one worker per core, each test file on one worker (its module fixtures run once)
+# one worker per core, each test file on one worker (its module fixtures run once); the C parts must be in use
+# (COSIM_REQUIRE_C_PARTS: a C-part test fails rather than skips where its library is not)
 test: setup build
-	$(PY) -m pytest -q -n auto --dist loadfile
+	COSIM_REQUIRE_C_PARTS=1 $(PY) -m pytest -q -n auto --dist loadfile
 
 setup: $(STAMP)
 
