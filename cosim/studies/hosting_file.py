@@ -1,6 +1,7 @@
 """A hosting-capacity study file: one ``[hosting]`` section naming the scenario, the load and the search.
 
-``cosim hosting-capacity STUDY.toml`` reads it (a shipped one: ``scenarios/hosting/ieee8500_m1166366.toml``) (the scenario file itself stays a plain scenario);
+``cosim hosting-capacity STUDY.toml`` reads it (the scenario file itself stays a plain scenario; one is shipped:
+``scenarios/hosting/ieee8500_m1166366.toml``);
 an option given on the command line wins over the file's::
 
     [hosting]
