@@ -561,37 +561,47 @@ class GpuCluster:
         itl_p99_ms = ttft_p99_ms = 0.0
         mig_active: list = []
         p_cap_w = knobs.p_cap_infer_w if knobs.p_cap_infer_w is not None else knobs.p_cap_w
-        for setup, n_nodes in zip(self.fleets, self.fleet_nodes):
+        quiet = self._quiet
+        kept = self.__dict__.setdefault("_serve_kept", {})  # fleet index -> (key, its constants), see below
+        for i, (setup, n_nodes) in enumerate(zip(self.fleets, self.fleet_nodes)):
             fleet = setup.fleet
             rate = arrival_rate(setup.arrivals, setup.rate_req_s, time_s, dt_s, self.start_hour_utc,
-                                diurnal_amp_frac=setup.diurnal_amp_frac, peak_hour_utc=setup.peak_hour_utc,
-                                rng=setup.rng)
+                                setup.diurnal_amp_frac, setup.peak_hour_utc, setup.rng)
             demand = knobs.fleet_demand_ratio.get(setup.name)
             if demand is not None:
                 rate *= demand
             active = _tighter(knobs.replicas_frac, knobs.fleet_replicas_frac.get(setup.name))
             active = 1.0 if active is None else active
             max_batch = _tighter(knobs.n_batch_max, knobs.fleet_batch_max.get(setup.name))
-            if self._quiet:  # the queue's state only (arrival draws above kept: the same stream)
-                fleet.step(dt_s, rate, active_frac=active, max_batch=max_batch, p_cap_w=p_cap_w, quiet=True)
+            res = fleet.advance(dt_s, rate, active, max_batch, p_cap_w, quiet, False)
+            if quiet:  # the queue's state only (arrival draws above kept: the same stream)
                 continue
-            res = fleet.step(dt_s, rate, active_frac=active, max_batch=max_batch, p_cap_w=p_cap_w)
-            tokens_per_s += res.tokens_per_s
-            good_req += res.good_req
-            done_req += res.served_req + res.dropped_req
-            dropped_req += res.dropped_req
-            queued_req += res.queued_req
-            ttft_good_req += res.ttft_good_req
-            itl_good_req += res.itl_good_req
-            itl_p99_ms, ttft_p99_ms = max(itl_p99_ms, res.itl_p99_ms), max(ttft_p99_ms, res.ttft_p99_ms)
+            _, p_fleet_w, tokens, _, itl_p99, served, good, dropped, queued, ttft_p99, ttft_good, itl_good = res
+            tokens_per_s += tokens
+            good_req += good
+            done_req += served + dropped
+            dropped_req += dropped
+            queued_req += queued
+            ttft_good_req += ttft_good
+            itl_good_req += itl_good
+            itl_p99_ms, ttft_p99_ms = max(itl_p99_ms, itl_p99), max(ttft_p99_ms, ttft_p99)
             if setup.mig is not None:
-                mig_active.append((len(mig_active), round(fleet.replicas * active), res.p_gpu_w, setup))
+                mig_active.append((len(mig_active), round(fleet.replicas * active), p_fleet_w, setup))
                 continue
-            n_active_gpus = round(fleet.replicas * active) * fleet.curves.gpus_per_replica
-            gpu_w = n_active_gpus * res.p_gpu_w + (fleet.n_gpus - n_active_gpus) * setup.gpu.idle_w
-            busy_frac = n_active_gpus / max(fleet.n_gpus, 1)
+            # the GPUs active, what the idle ones and the nodes' non-GPU parts draw: constant while the
+            # share active and the replicas stay (kept per fleet for the last ones; the specs are frozen)
+            key = (active, fleet.replicas)
+            site = kept.get(i)
+            if site is None or site[0] != key:
+                n_active_gpus = round(fleet.replicas * active) * fleet.curves.gpus_per_replica
+                n_gpus = fleet.n_gpus
+                site = (key, n_active_gpus, (n_gpus - n_active_gpus) * setup.gpu.idle_w,
+                        n_nodes * setup.node.other_w(n_active_gpus / max(n_gpus, 1)))
+                kept[i] = site
+            _, n_active_gpus, idle_gpus_w, other_w = site
+            gpu_w = n_active_gpus * p_fleet_w + idle_gpus_w
             p_gpu_w += gpu_w
-            fleet_it_w = gpu_w + n_nodes * setup.node.other_w(busy_frac)
+            fleet_it_w = gpu_w + other_w
             p_it_w += fleet_it_w
             liquid_w += setup.node.liquid_frac * fleet_it_w
             n_gpus_busy += n_active_gpus
@@ -607,9 +617,16 @@ class GpuCluster:
         """The MIG pool's power: idle GPUs, plus per active instance its share of the full GPU's dynamic power."""
         setup = self.mig_setup
         fleet_index = {id(f): i for i, f in enumerate(self.fleets)}
+        instances = self.mig_pool.instances
+        kept = self.__dict__.get("_mig_gpus")  # (instances, fleet index -> its instances' GPUs, in order)
+        if kept is None or kept[0] is not instances:
+            gpus: dict[int, list] = {}
+            for f, g, _, _ in instances:
+                gpus.setdefault(f, []).append(g)
+            kept = self._mig_gpus = (instances, gpus)
         dynamic_w, busy = 0.0, set()
         for _, n_active, p_gpu_w, fsetup in active:
-            mine = [g for f, g, _, _ in self.mig_pool.instances if f == fleet_index[id(fsetup)]][:n_active]
+            mine = kept[1].get(fleet_index[id(fsetup)], [])[:n_active]
             busy.update(mine)
             dynamic_w += n_active * fsetup.mig.speed_frac * max(p_gpu_w - fsetup.gpu.idle_w, 0.0)
         gpu_w = self.mig_pool.n_gpus * setup.gpu.idle_w + dynamic_w

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from cosim.adapters.datacenter.prefill import WaitQueue, quantile, share_within
+from cosim.adapters.datacenter.inference_kernel import wait_queue
 from cosim.adapters.datacenter.training import DATA, capped
 
 MLENERGY_FILE = DATA / "mlenergy" / "mlenergy_lm_arena_chat.csv"
@@ -96,24 +96,26 @@ class BatchCurves:
         return (self.coef_power.tolist(), self.coef_tput.tolist(), self.coef_itl.tolist(),
                 self.coef_itl_p99.tolist())
 
-    def at_batch(self, batch: float, idle_w: float) -> tuple[float, float, float, float]:
+    def at_batch(self, batch: float, idle_w: float, median: bool = True) -> tuple[float, float, float, float]:
         """``(power_w, tokens_per_s, itl_ms, itl_p99_ms)`` at one running batch: the four scalar
-        methods' numbers, with ``ln b`` taken once instead of four times. [W, 1/s, ms, ms]"""
+        methods' numbers, with ``ln b`` taken once instead of four times (``median=False``: the
+        median ITL left out, NaN). [W, 1/s, ms, ms]"""
         b, b_min = float(batch), self.b_min
         x = float(np.log(min(max(b, b_min), self.b_max)))
-        power, tput, itl, itl_p99 = self._coef_lists
-        fitted = float(np.exp(_horner(tput, x)))  # (a float64 and its float multiply alike)
-        if b < b_min:
-            return (idle_w + (self._power_at_b_min - idle_w) * b / b_min, fitted * b / b_min,
-                    float(np.exp(_horner(itl, x))), float(np.exp(_horner(itl_p99, x))))
-        return _horner(power, x), fitted, float(np.exp(_horner(itl, x))), float(np.exp(_horner(itl_p99, x)))
+        power, _, itl, itl_p99 = self._coef_lists
+        p_w = idle_w + (self._power_at_b_min - idle_w) * b / b_min if b < b_min else _horner(power, x)
+        itl_ms = float(np.exp(_horner(itl, x))) if median else float("nan")
+        return p_w, self._tokens(b, x), itl_ms, float(np.exp(_horner(itl_p99, x)))
 
     def tokens_at(self, batch: float) -> float:
         """:meth:`at_batch`'s ``tokens_per_s`` alone, by the same operations. [1/s]"""
-        b, b_min = float(batch), self.b_min
-        x = float(np.log(min(max(b, b_min), self.b_max)))
-        fitted = float(np.exp(_horner(self._coef_lists[1], x)))
-        return fitted * b / b_min if b < b_min else fitted
+        b = float(batch)
+        return self._tokens(b, float(np.log(min(max(b, self.b_min), self.b_max))))
+
+    def _tokens(self, b: float, x: float) -> float:
+        """Tokens/s at batch ``b`` with ``x = ln(b clipped to the fit's range)``. [1/s]"""
+        fitted = float(np.exp(_horner(self._coef_lists[1], x)))  # (a float64 and its float multiply alike)
+        return fitted * b / self.b_min if b < self.b_min else fitted
 
     def itl_ms(self, batch):
         """Median inter-token latency. [ms]"""
@@ -133,6 +135,8 @@ def _polyval(coef: np.ndarray, x):
 
 
 def _horner(coef: list[float], x: float) -> float:
+    if len(coef) == 3:  # (the fits' degree 2: the loop below, unrolled)
+        return ((0.0 * x + coef[0]) * x + coef[1]) * x + coef[2]
     y = 0.0
     for c in coef:
         y = y * x + c
@@ -252,7 +256,7 @@ def trace_profile(kind: str) -> tuple[np.ndarray, float]:
     return counts / counts.mean(), float(tokens.mean())
 
 
-def arrival_rate(kind: str, rate_req_s: float, time_s: float, dt_s: float, start_hour_utc: float, *,
+def arrival_rate(kind: str, rate_req_s: float, time_s: float, dt_s: float, start_hour_utc: float,
                  diurnal_amp_frac: float = 0.0, peak_hour_utc: float = 18.0,
                  rng: np.random.Generator | None = None) -> float:
     """Mean arrival rate over the step ``[time_s, time_s + dt_s)`` after the scenario start. [1/s]
@@ -260,7 +264,8 @@ def arrival_rate(kind: str, rate_req_s: float, time_s: float, dt_s: float, start
     ``azure_code``/``azure_conv``/``mooncake_conv``: the trace's minute-by-minute counts, repeated hourly,
     scaled to mean ``rate_req_s`` (its burstiness kept); ``synthetic``: Poisson counts around
     the mean (``rng`` required). Both are modulated by
-    ``1 + diurnal_amp_frac * cos(2 pi (hour - peak_hour_utc) / 24)``.
+    ``1 + diurnal_amp_frac * cos(2 pi (hour - peak_hour_utc) / 24)``. (A fleet's step passes every
+    argument by position: cheaper than by name.)
     """
     if diurnal_amp_frac == 0.0:  # 1 + 0 * cos(...) is 1 exactly, and rate * 1 is rate: no cosine needed
         mean = rate_req_s * 1.0
@@ -329,10 +334,11 @@ class Fleet:
         self.itl_slo_ms, self.ttft_slo_s, self.max_wait_s = itl_slo_ms, ttft_slo_s, max_wait_s
         self.queue_req = 0.0
         self.input_tokens, self.prefill_tok_s = input_tokens, prefill_tok_s
-        self.waits = WaitQueue()
+        self.waits = wait_queue()
         self._grid = np.geomspace(0.05, curves.b_max, 400)
         self._tput = np.maximum.accumulate(curves.tokens_per_s(self._grid))
         self._table_for: tuple | None = None  # what _table made for the last max_batch
+        self._settings: tuple | None = None  # what _settings_for made for the last knobs
 
     @property
     def n_gpus(self) -> int:
@@ -359,46 +365,60 @@ class Fleet:
         self._table_for = (max_batch, grid, tput, grid.tolist(), tput.tolist())
         return self._table_for
 
+    def _settings_for(self, max_batch: float | None, active_frac: float) -> tuple:
+        """``(key, max_batch in force, active replicas, throughput table, batch table)`` for these knobs:
+        constant while the knobs, ``max_batch`` and ``replicas`` stay (kept for the last ones). [-, -, -, 1/s, -]"""
+        key = (max_batch, active_frac, self.max_batch, self.replicas)
+        settings = self._settings
+        if settings is None or settings[0] != key:
+            max_batch = min(max_batch or self.max_batch, self.curves.b_max)
+            table = self._table_for
+            if table is None or table[0] != max_batch:
+                table = self._table(max_batch)
+            settings = self._settings = (key, max_batch, max(int(round(self.replicas * active_frac)), 0),
+                                         table[4], table[3])
+        return settings
+
     def step(self, dt_s: float, rate_req_s: float, *, active_frac: float = 1.0, max_batch: int | None = None,
              p_cap_w: float | None = None, quiet: bool = False) -> FleetStep | None:
         """Serve ``rate_req_s * dt_s`` new requests plus the queue for ``dt_s`` seconds.
 
         ``quiet``: the same step, its queue and waits advanced, and no :class:`FleetStep` made
         (``None``; a warm-up's steps whose outputs no one reads)."""
-        max_batch = min(max_batch or self.max_batch, self.curves.b_max)
-        active = max(int(round(self.replicas * active_frac)), 0)
-        carried = self.queue_req
-        offered = carried + rate_req_s * dt_s
+        values = self.advance(dt_s, rate_req_s, active_frac, max_batch, p_cap_w, quiet)
+        return None if values is None else FleetStep(*values)
+
+    def advance(self, dt_s: float, rate_req_s: float, active_frac: float = 1.0, max_batch: int | None = None,
+                p_cap_w: float | None = None, quiet: bool = False, median: bool = True) -> tuple | None:
+        """:meth:`step`'s numbers as a tuple in :class:`FleetStep`'s field order (``median=False``: its
+        ``itl_ms`` left out, NaN), or None when ``quiet``."""
+        _, max_batch, active, tput_table, batch_table = self._settings_for(max_batch, active_frac)
+        offered = self.queue_req + rate_req_s * dt_s
         if active == 0:
-            self.waits.clear()
-            self.waits.clock_s += dt_s
+            self.waits.idle(dt_s)
+            self.queue_req = 0.0  # (the queue's requests are dropped)
             if quiet:
-                self.queue_req = 0.0  # (as _nothing leaves it)
                 return None
-            return self._nothing(offered, dt_s)
+            return (0.0, self.idle_w, 0.0, 0.0, 0.0, 0.0, 0.0, offered, 0.0, 0.0, 0.0, 0.0)
         need_tps = offered * self.output_tokens / dt_s / active
-        batch = self.batch_for(need_tps, max_batch)
+        batch = 0.0 if need_tps <= 0 else interp_one(need_tps, tput_table, batch_table, max_batch)
         if quiet and p_cap_w is None:  # the throughput alone (at_batch's number, by its operations)
             tokens_per_s, speed = self.curves.tokens_at(batch), 1.0
         else:
-            p_w, tokens_per_s, itl_ms, itl_p99_ms = self.curves.at_batch(batch, self.idle_w)
+            p_w, tokens_per_s, itl_ms, itl_p99_ms = self.curves.at_batch(batch, self.idle_w, median)
             speed, p_gpu = (1.0, p_w) if p_cap_w is None else self._capped(batch, p_cap_w, p_w)  # (as _capped has it)
-        capacity_tps = tokens_per_s * speed
-        served = min(offered, capacity_tps * active * dt_s / self.output_tokens)
-        left = offered - served
-        keep = min(left, self.max_wait_s * served / dt_s)
+        capacity_req = tokens_per_s * speed * active * dt_s / self.output_tokens
+        prefill_s = 0.0 if quiet else self.input_tokens / (self.prefill_tok_s * speed)
+        served, left, keep, ttft_good, wait_q = self.waits.serve(
+            dt_s, offered, rate_req_s * dt_s, capacity_req, self.max_wait_s, self.ttft_slo_s - prefill_s, quiet)
         self.queue_req = keep
-        waits = self.waits.step(dt_s, rate_req_s * dt_s, served, keep)
         if quiet:
             return None
-        itl = itl_ms / speed
         itl_p99 = itl_p99_ms / speed
-        prefill_s = self.input_tokens / (self.prefill_tok_s * speed)
-        ttft_good = share_within(waits, self.ttft_slo_s - prefill_s)
         itl_good = served if itl_p99 <= self.itl_slo_ms else 0.0
-        ttft_p99_ms = 1e3 * (quantile(waits, 0.99) + prefill_s) if served > 0 else 0.0
-        return FleetStep(batch, p_gpu, served * self.output_tokens / dt_s, itl, itl_p99, served,
-                         ttft_good if itl_good > 0 else 0.0, left - keep, keep, ttft_p99_ms, ttft_good, itl_good)
+        ttft_p99_ms = 1e3 * (wait_q + prefill_s) if served > 0 else 0.0
+        return (batch, p_gpu, served * self.output_tokens / dt_s, itl_ms / speed, itl_p99, served,
+                ttft_good if itl_good > 0 else 0.0, left - keep, keep, ttft_p99_ms, ttft_good, itl_good)
 
     def _capped(self, batch: float, p_cap_w: float | None, p_w: float | None = None) -> tuple[float, float]:
         """``(speed_frac, per-GPU power)`` at ``batch`` under cap ``p_cap_w`` (Zeus curves); ``p_w``:
@@ -410,7 +430,3 @@ class Fleet:
         speed, power = capped(p_cap_w / p_w)
         speed_tdp, power_tdp = capped(self.tdp_w / p_w)  # relative to the default limit
         return float(min(speed / speed_tdp, 1.0)), float(min(p_w * min(power / power_tdp, 1.0), p_cap_w))
-
-    def _nothing(self, offered: float, dt_s: float) -> FleetStep:
-        self.queue_req = 0.0
-        return FleetStep(0.0, self.idle_w, 0.0, 0.0, 0.0, 0.0, 0.0, offered, 0.0)

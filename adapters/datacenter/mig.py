@@ -243,9 +243,10 @@ class SliceCurves:
     def itl_p99_ms(self, batch):
         return self.base.itl_p99_ms(batch) / self.speed_frac
 
-    def at_batch(self, batch: float, idle_w: float) -> tuple[float, float, float, float]:
-        """The four methods above at one batch, from the base curves' ``at_batch``. [W, 1/s, ms, ms]"""
-        p_w, tokens, itl, itl_p99 = self.base.at_batch(batch, idle_w)
+    def at_batch(self, batch: float, idle_w: float, median: bool = True) -> tuple[float, float, float, float]:
+        """The four methods above at one batch, from the base curves' ``at_batch`` (``median=False``: the
+        median ITL left out, NaN). [W, 1/s, ms, ms]"""
+        p_w, tokens, itl, itl_p99 = self.base.at_batch(batch, idle_w, median)
         return p_w, float(self.speed_frac * tokens), itl / self.speed_frac, itl_p99 / self.speed_frac
 
     def tokens_at(self, batch: float) -> float:

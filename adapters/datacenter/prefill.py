@@ -68,6 +68,25 @@ class WaitQueue:
         self.cohorts: deque[Cohort] = deque()
         self.clock_s = 0.0
 
+    def serve(self, dt_s: float, offered_req: float, arrived_req: float, capacity_req: float, max_wait_s: float,
+              limit_s: float, quiet: bool, q_frac: float = 0.99) -> tuple[float, float, float, float, float]:
+        """A fleet's step: serve what the replicas can of ``offered_req``, queue what may wait, drop the rest.
+
+        ``capacity_req``: what the active replicas serve in ``dt_s``; ``max_wait_s``: the queue keeps at
+        most that many seconds of the step's service; ``limit_s``: the wait a request may have to meet its
+        TTFT deadline. ``quiet``: the queue advanced, the last two left at 0.
+
+        Returns:
+            ``(served, left, kept, served within limit_s, q_frac quantile of the served waits)``. [-, -, -, -, s]
+        """
+        served = min(offered_req, capacity_req)
+        left = offered_req - served
+        keep = min(left, max_wait_s * served / dt_s)
+        waits = self.step(dt_s, arrived_req, served, keep)
+        if quiet:
+            return served, left, keep, 0.0, 0.0
+        return served, left, keep, share_within(waits, limit_s), quantile(waits, q_frac) if served > 0 else 0.0
+
     def step(self, dt_s: float, arrived_req: float, served_req: float, kept_req: float) -> list[tuple]:
         """Serve ``served_req`` in ``dt_s``, keep ``kept_req`` queued (dropping the newest).
 
@@ -82,17 +101,16 @@ class WaitQueue:
         rate = served_req / dt_s
         while served_req - done > 1e-12 and cohorts:
             head = cohorts[0]
-            n_req, start_s = head.n_req, head.start_s
-            take = min(n_req, served_req - done)
-            last = start_s + (head.end_s - start_s) * take / n_req  # head.arrival_s(take)
-            lo = t0 + done / rate - start_s
+            take = min(head.n_req, served_req - done)
+            last = head.arrival_s(take)
+            lo = t0 + done / rate - head.start_s
             hi = t0 + (done + take) / rate - last
             segments.append((take, max(lo, 0.0), max(hi, 0.0)))
             done += take
-            if take >= n_req - 1e-12:
+            if take >= head.n_req - 1e-12:
                 cohorts.popleft()
             else:
-                head.n_req, head.start_s = n_req - take, last
+                head.n_req, head.start_s = head.n_req - take, last
         if cohorts:  # (nothing left to drop from an empty queue: most steps)
             self._keep(kept_req)
         self.clock_s = t0 + dt_s
@@ -113,21 +131,23 @@ class WaitQueue:
     def clear(self) -> None:
         self.cohorts.clear()
 
+    def idle(self, dt_s: float) -> None:
+        """A step with no replica serving: the queue emptied (its requests dropped), the clock on."""
+        self.cohorts.clear()
+        self.clock_s += dt_s
+
 
 def share_within(segments: list[tuple], limit_s: float) -> float:
     """Requests of ``segments`` whose value is at most ``limit_s``. [-]"""
     total = 0.0
     for n, lo, hi in segments:
-        # min/max clip a float as np.clip does (NaN stays NaN), at a fraction of its cost:
-        # quantile's bisection calls this 50 times a step
+        # min/max clip a float as np.clip does (NaN stays NaN), at a fraction of its cost
         total += n * (float(limit_s >= lo) if hi <= lo else float(min(max((limit_s - lo) / (hi - lo), 0.0), 1.0)))
     return total
 
 
 def quantile(segments: list[tuple], q_frac: float) -> float:
     """The ``q_frac`` quantile of a mixture of uniform segments (0 when empty). [s]"""
-    if len(segments) == 1 and q_frac <= 1.0:  # one cohort served (the common case)
-        return _quantile_one(*segments[0], q_frac)
     total = sum(n for n, _, _ in segments)
     if total <= 0:
         return 0.0
@@ -141,19 +161,4 @@ def quantile(segments: list[tuple], q_frac: float) -> float:
     for _ in range(50):
         mid = 0.5 * (low + high)
         low, high = (mid, high) if share_within(segments, mid) < q_frac * total else (low, mid)
-    return high
-
-
-def _quantile_one(n: float, lo: float, hi: float, q_frac: float) -> float:
-    """:func:`quantile` of one segment ``(n, lo, hi)`` (``q_frac <= 1``): the same operations, in line. [s]"""
-    total = 0 + n  # (sum of one)
-    if total <= 0:
-        return 0.0
-    if hi <= lo:  # a point mass
-        return lo
-    low, high = lo, hi
-    for _ in range(50):  # share_within of the one segment, 0.0 + n * share, in line
-        mid = 0.5 * (low + high)
-        low, high = (mid, high) if 0.0 + n * float(min(max((mid - lo) / (hi - lo), 0.0), 1.0)) < q_frac * total \
-            else (low, mid)
     return high
