@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from cosim.adapters.datacenter.prefill import Cohort, WaitQueue, quantile
-from cosim.sdk import load_library
+from cosim.sdk import library_agrees, load_library
 
 __all__ = ["KERNEL", "KernelWaitQueue", "wait_queue"]
 
@@ -34,7 +34,7 @@ def _load(lib_path: Path = Path(__file__).with_name("_inference.so")):
         return None
     lib.cosim_dc_serve.argtypes = [ctypes.c_void_p]
     lib.cosim_dc_serve.restype = None
-    return lib if _agrees_with_python(lib) else None
+    return library_agrees(lib, _agrees_with_python(lib))
 
 
 class KernelWaitQueue:

@@ -25,13 +25,14 @@ from cosim.sdk import CPartWarning, load_library
 
 SOURCES = sorted(Path(adapters.__path__[0]).glob("*/_*.c"))
 #: the module of each C part whose import loads it (and runs the adapter's own check of its numbers)
-LOADERS = {"datacenter/_kernels.so": "cosim.adapters.datacenter.kernels", "fmu/_exchange.so": "cosim.adapters.fmu.calls",
+LOADERS = {"datacenter/_inference.so": "cosim.adapters.datacenter.inference_kernel",
+           "datacenter/_kernels.so": "cosim.adapters.datacenter.kernels", "fmu/_exchange.so": "cosim.adapters.fmu.calls",
            "grid/_kernels.so": "cosim.adapters.grid.pandapower_flow",
            "grid/_opendss_kernels.so": "cosim.adapters.grid.opendss_reads"}
 
 
 def test_every_c_part_is_found():
-    assert len(SOURCES) >= 4, SOURCES  # the grid's two, the FMU exchange, the datacenter's
+    assert len(SOURCES) >= 5, SOURCES  # the grid's two, the FMU exchange, the datacenter's two
     assert sorted(LOADERS) == [f"{s.parent.name}/{s.with_suffix('.so').name}" for s in SOURCES]
 
 

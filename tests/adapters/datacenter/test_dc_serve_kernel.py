@@ -16,6 +16,7 @@ import ctypes
 
 import numpy as np
 import pytest
+from c_part_marks import needs_c_part
 
 from cosim.adapters.datacenter import ClusterParams, build_cluster
 from cosim.adapters.datacenter import inference_kernel, prefill
@@ -23,8 +24,7 @@ from cosim.adapters.datacenter.inference import Fleet, batch_curves
 from cosim.adapters.datacenter.prefill import WaitQueue, prefill_tokens_per_s
 from cosim.adapters.datacenter.sim import knobs_from
 
-pytestmark = pytest.mark.skipif(inference_kernel.KERNEL is None,
-                                reason="adapters/datacenter/_inference.so not built (make build)")
+pytestmark = needs_c_part(inference_kernel.KERNEL is not None, "adapters/datacenter/_inference.so")
 
 PARAMS = {
     "node": "DGX-H100", "n_gpus": 64,
