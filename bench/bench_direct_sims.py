@@ -18,9 +18,11 @@ blocks (copies of PV's sources stepped ahead, pvlib's chain once per block) as o
 first step (one-off model builds, numba cache loads, the first block) is printed on its own and
 left out of the per-step figures, and so is the set-up's garbage (collected before the loop). The run's CPU time (``process_time``) is what the figures
 add up to: each part's share of the timed wall time is scaled to it (on a busy machine, wall
-time holds other processes' turns; CPU time does not). The same steps are then taken again
-without the timers (``--repeat`` times, alternating with the timed run): the difference in
-CPU time per step is what the timers add. Prints the machine's load: quote it with the figures.
+time holds other processes' turns; CPU time does not). The loop holds the one-BLAS-thread limit
+(:mod:`cosim.run.blas`) throughout, as ``cosim run`` does, so each step's own limit costs a count, not
+the ~10 µs of setting it anew. The same steps are then taken again without the timers
+(``--repeat`` times, alternating with the timed run): the difference in CPU time per step is what
+the timers add. Prints the machine's load: quote it with the figures.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import cosim
-from cosim.run import direct
+from cosim.run import blas, direct
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -110,9 +112,10 @@ def _run(scenario: str, overrides: dict, ahead: str, as_run: bool, timers: bool)
             gc.collect()  # the set-up's garbage: its one full collection (~0.1 s) would land in a short run's figures
             spent.clear()
             cpu0, wall0, steps = time.process_time(), time.perf_counter(), 0
-            while not session.done:
-                session.step()
-                steps += 1
+            with blas.one_thread():  # held over the loop, as a run holds it: each step's own limit only counts
+                while not session.done:
+                    session.step()
+                    steps += 1
             cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
     finally:
         direct.DirectEngine._step_sim, direct._Blocks.fill = step_sim, fill

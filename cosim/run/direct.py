@@ -37,6 +37,7 @@ import copy
 import functools
 import gc
 import math
+import operator
 import threading
 import time
 import warnings
@@ -54,7 +55,7 @@ from cosim.run.outcome import Outcome, check_complete
 from cosim.run.recorder import RecorderSim
 from cosim.run.stopping import STOP, StopRequested
 from cosim.scenario import Scenario
-from cosim.sdk import PLAIN_TYPES, CosimSim, EndRun, tuple_getter
+from cosim.sdk import PLAIN_TYPES, CosimSim, EndRun
 
 RECORDER_SID = "_recorder"
 RECORDER_EID = "recorder"
@@ -320,14 +321,17 @@ class DirectEngine:
         if self._row_plan is None:
             self._row_plan = self._plan_row(sim)
         refs: list[dict[str, Any]] = []
+        extend = refs.extend
         empty: dict[str, Any] = {}
-        for pull, eids in self._row_plan:
-            data = pull.src.output_at(t - pull.shift)
-            refs.extend([data.get(eid, empty) for eid in eids])
+        for src, shift, eids in self._row_plan:
+            limit = t - shift
+            # output_at's first look, without the call
+            data = src.newest if src.newest_t is not None and src.newest_t <= limit else src.output_at(limit)
+            extend([data.get(eid, empty) for eid in eids])
         return refs
 
     def _plan_row(self, sim: _Sim):
-        """``[(pull, source eids), ...]``, and the recorder told which dict and attribute each
+        """``[(source, read shift, source eids), ...]`` by pull, and the recorder told which dict and attribute each
         column is read from (the last one when two fill it, as cell by cell)."""
         plan, fills = [], [None] * self._n_columns
         n = 0
@@ -338,7 +342,7 @@ class DirectEngine:
                 for attr, slot in attrs:
                     fills[slot] = (n, attr)
                 n += 1
-            plan.append((pull, eids))
+            plan.append((pull.src, pull.shift, eids))
         rec = sim.obj
         rec.recorder.set_plan(fills, rec.start_utc, rec.ticks_per_s)
         return plan
@@ -360,17 +364,29 @@ class DirectEngine:
             plan = sim.input_plan = _input_plan(sim)
         reads, collapse = plan
         flat: list[Any] = []
+        append, extend = flat.append, flat.extend
         try:
             for src, shift, groups in reads:
-                data = src.output_at(t - shift)
-                for src_eid, getter in groups:
-                    flat.extend(getter(data[src_eid]))
+                limit = t - shift
+                # output_at's first look, without the call
+                data = src.newest if src.newest_t is not None and src.newest_t <= limit else src.output_at(limit)
+                for src_eid, getter, one in groups:
+                    if one:
+                        append(getter(data[src_eid]))
+                    else:
+                        extend(getter(data[src_eid]))
         except KeyError:
             return None
         held = sim.held
         inputs: dict[str, dict[str, Any]] = {}
-        for dst_eid, attrs in collapse:
+        for dst_eid, attrs, single in collapse:
             values: dict[str, Any] = {}
+            if single and not held:  # every attribute from one source (the usual case)
+                for dst_attr, where in attrs:
+                    if (value := flat[where]) is not None:
+                        values[dst_attr] = value
+                inputs[dst_eid] = values
+                continue
             for dst_attr, where in attrs:
                 if held and (dst_eid, dst_attr) in held:
                     values[dst_attr] = held[dst_eid, dst_attr]
@@ -416,7 +432,9 @@ class DirectEngine:
             out_t = data.pop("time", t)
             if out_t < t:
                 raise SimulationError(f"Output time ({out_t}) is not >= time ({t}) for simulator \"{sim.sid}\".")
-            sim.keep(out_t, data)
+            cache = sim.cache  # sim.keep(out_t, data), without the call
+            sim.newest_t, sim.newest = (None, None) if out_t in cache else (out_t, data)
+            cache[out_t] = data
         sim.last_t = t
         sim.next_t = nxt if nxt < self.until else None
         if sim.tap is not None:
@@ -771,12 +789,13 @@ def _check_next(sim: _Sim, t: int, nxt: Any) -> None:
 def _input_plan(sim: _Sim):
     """``(reads, collapse)`` for :meth:`DirectEngine._collapsed_inputs`.
 
-    ``reads``: per pull, its source, read shift and, per source entity (first-seen order), a
-    getter of its entries' attributes: the flat list holds every entry's value. ``collapse``:
-    per destination entity (first-seen order, as ``_inputs`` fills its dict), per attribute
-    (first-seen order), the flat position of its one source, or a tuple of those of its
-    distinct sources in first-seen order, each that of the source's last entry (a dict keyed
-    by source keeps the first position and the last value).
+    ``reads``: per pull, its source, read shift and, per source entity (first-seen order), an
+    ``itemgetter`` of its entries' attributes and whether it reads one (then it gives the value,
+    not a tuple): the flat list holds every entry's value. ``collapse``: per destination entity
+    (first-seen order, as ``_inputs`` fills its dict), per attribute (first-seen order), the
+    flat position of its one source, or a tuple of those of its distinct sources in first-seen
+    order, each that of the source's last entry (a dict keyed by source keeps the first position
+    and the last value); and whether every attribute has one source.
     """
     reads, collapse = [], {}
     n = 0
@@ -787,15 +806,18 @@ def _input_plan(sim: _Sim):
         flat_pos = [0] * len(pull.entries)
         groups = []
         for src_eid, ks in by_src.items():
-            groups.append((src_eid, tuple_getter(tuple(pull.entries[k][1] for k in ks))))
+            groups.append((src_eid, operator.itemgetter(*(pull.entries[k][1] for k in ks)), len(ks) == 1))
             for k in ks:
                 flat_pos[k] = n
                 n += 1
         reads.append((pull.src, pull.shift, groups))
         for k, (_, _, dst_eid, dst_attr, full_id) in enumerate(pull.entries):
             collapse.setdefault(dst_eid, {}).setdefault(dst_attr, {})[full_id] = flat_pos[k]
-    return reads, [(dst_eid, [(attr, _one_or_all(tuple(sources.values()))) for attr, sources in attrs.items()])
-                   for dst_eid, attrs in collapse.items()]
+    plan = []
+    for dst_eid, attrs in collapse.items():
+        wheres = [(attr, _one_or_all(tuple(sources.values()))) for attr, sources in attrs.items()]
+        plan.append((dst_eid, wheres, all(where.__class__ is int for _, where in wheres)))
+    return reads, plan
 
 
 def _data_reader(obj: Any, request: dict[str, list[str]]):

@@ -83,31 +83,108 @@ def test_a_segment_is_one_list_column_whatever_the_columns(tmp_path):
     assert not segment_files(path) and pq.read_table(path).num_rows == 4
 
 
-def test_a_writer_that_falls_behind_holds_the_run_and_loses_nothing(tmp_path, monkeypatch):
-    """Rows handed over in pairs (chunk_rows = 2) to a writer slower than the rows come, with
-    flushes by time due all along: the queue fills, the run's thread waits for the writer (memory
-    stays bounded), the writer never waits for itself (a flush by time while the queue is full
-    would), and every row is in the file in order."""
+class _GatedWriter:
+    """Segment writes that wait for the test's go-ahead, one at a time: the writer thread falls
+    behind exactly as far as the test says. ``writing`` counts the writes begun."""
+
+    def __init__(self, monkeypatch):
+        import threading
+
+        from cosim.run import recorder as rec
+
+        self.allowed = threading.Semaphore(0)
+        self.begun = threading.Condition()
+        self.writing = 0
+        write = rec.ParquetRecorder._write_segment
+
+        def gated(recorder, *args):
+            with self.begun:
+                self.writing += 1
+                self.begun.notify_all()
+            self.allowed.acquire()
+            write(recorder, *args)
+
+        monkeypatch.setattr(rec.ParquetRecorder, "_write_segment", gated)
+
+    def wait_writing(self, n: int) -> bool:
+        """Whether the writer begins its ``n``-th segment (within 30 s: it never does when it waits for itself)."""
+        with self.begun:
+            return self.begun.wait_for(lambda: self.writing >= n, timeout=30)
+
+
+def _fall_behind(tmp_path, monkeypatch, check_full: bool = True):
+    """A background recorder (2 rows a block, 4 blocks queued at most) whose writer is held in its
+    first segment while the run's thread hands over 5 blocks: the queue is full and the run's
+    thread waits in the 6th hand-over. The writer is let through one segment; then, with the
+    queue full again, a row waiting and its flush by time due, the lock free, it is let through
+    another: it must not flush that row (it would wait for itself in a full queue). Returns the
+    recorder, the gate and whether the run's thread waited. ``check_full=False``: the writer does
+    not see that the queue is full (the control)."""
     import threading
-    import time
 
     from cosim.run import recorder as rec
 
-    slow = rec.ParquetRecorder._write_segment
-    monkeypatch.setattr(rec.ParquetRecorder, "_write_segment", lambda self, *a: (time.sleep(0.005), slow(self, *a)))
+    now = [0.0]
+    monkeypatch.setattr(rec, "_REAL_CLOCK", lambda: now[0])  # the writer's clock, driven by hand
+    gate = _GatedWriter(monkeypatch)
+    recorder = ParquetRecorder(tmp_path / "timeseries.parquet", COLUMNS, chunk_rows=2, flush_s=1.0, background=True)
+    queue = recorder._thread.queue
+
+    def row(k):
+        recorder.append_cells(START + timedelta(minutes=k), [float(k), k % 2 == 0, None])
+
+    for k in range(2):
+        row(k)
+    assert gate.wait_writing(1)  # the writer holds block 1
+    for k in range(2, 10):
+        row(k)
+    assert queue.full()  # blocks 2-5 wait
+    sixth = threading.Thread(target=lambda: [row(k) for k in (10, 11)], daemon=True)
+    sixth.start()
+    while recorder.rows_written < 12:  # counted before the hand-over's put, which the full queue holds
+        sixth.join(0.01)
+    held = sixth.is_alive() and queue.full()
+    gate.allowed.release()  # block 1 written; the writer takes block 2, and the run's thread puts block 6
+    sixth.join()
+    assert gate.wait_writing(2)
+    row(12)  # waits in the buffer
+    now[0] = 5.0  # its flush by time is due
+    assert queue.full() and recorder._n == 1
+    if not check_full:
+        queue.full = lambda: False
+    gate.allowed.release()  # block 2 written: the writer looks for rows waiting, with the queue full
+    return recorder, gate, held
+
+
+def test_a_writer_that_falls_behind_holds_the_run_and_loses_nothing(tmp_path, monkeypatch):
+    """The run's thread waits for a writer 5 blocks behind (memory stays bounded); the writer
+    never waits for itself; every row is in the file, in order, in row groups of 2."""
+    recorder, gate, held = _fall_behind(tmp_path, monkeypatch)
+    assert held, "the run's thread did not wait for the writer"
+    assert gate.wait_writing(3), "the writer waits for itself"
+    assert recorder._n == 1  # the waiting row was left for later
+    gate.allowed.release(1000)
+    for k in range(13, 300):
+        recorder.append_cells(START + timedelta(minutes=k), [float(k), k % 2 == 0, None])
+    recorder.close()
     path = tmp_path / "timeseries.parquet"
-    recorder = ParquetRecorder(path, COLUMNS, chunk_rows=2, flush_s=0.01, background=True)
-    done = threading.Event()
-
-    def feed():
-        for k in range(300):
-            recorder.append_cells(START + timedelta(minutes=k), [float(k), k % 2 == 0, None])
-            time.sleep(0.001)  # the lock is free between rows: the writer's flushes by time get it
-        recorder.close()
-        done.set()
-
-    threading.Thread(target=feed, daemon=True).start()
-    assert done.wait(60), "the recorder did not finish: the writer waits for itself"
     table = pq.read_table(path)
     assert table["x.p_mw"].to_pylist() == [float(k) for k in range(300)]
     assert pq.ParquetFile(path).num_row_groups == 150 and not segment_files(path)
+
+
+def test_the_control_a_writer_blind_to_a_full_queue_waits_for_itself(tmp_path, monkeypatch):
+    """The control of the test above: a writer that flushes the waiting row although the queue
+    is full blocks in its own queue and never writes another segment."""
+    import time
+
+    recorder, gate, held = _fall_behind(tmp_path, monkeypatch, check_full=False)
+    deadline = time.monotonic() + 30
+    while recorder._n and time.monotonic() < deadline:  # the writer takes the waiting row...
+        time.sleep(0.01)
+    queue = recorder._thread.queue
+    # ... and waits to queue it: its queue is full, no segment after the second begun
+    assert held and recorder._n == 0 and queue.qsize() == queue.maxsize and gate.writing == 2
+    queue.get_nowait()  # make room: the writer goes on (one block lost), and can be closed
+    gate.allowed.release(1000)
+    recorder.close()
