@@ -42,7 +42,6 @@ from cosim.adapters.datacenter.scheduler import (
     QUEUED,
     REJECTED,
     RUNNING,
-    STATE_NAMES,
     Scheduler,
 )
 from cosim.adapters.datacenter.smoothing import Smoothing, smooth_outputs, smooth_training
@@ -61,9 +60,6 @@ from cosim.adapters.datacenter.training import (
 )
 
 _HIGH, _NORMAL, _LOW = CLASSES
-
-#: Per state (:data:`.states.STATE_NAMES`): queued, running or paused (what ``pause_flexible_frac`` counts).
-_UNFINISHED = np.isin(np.arange(len(STATE_NAMES)), (QUEUED, RUNNING, PAUSED))
 
 #: Bisection steps when searching the cap that meets the facility limit (resolution
 #: (TDP - min) / 2**20, far below a watt).
@@ -253,6 +249,8 @@ class GpuCluster:
             full_mw += (self.mig_nodes * self.mig_setup.node.other_full_w
                         + mig_pool.n_gpus * self.mig_setup.gpu.tdp_w) / 1e6
         self.losses = DeliveryLosses(rated_mw or max(full_mw, 1e-6))
+        # every GPU of the facility, at least 1 (gpu_util_frac's denominator)
+        self._util_gpus = max(self.n_gpus + sum(self.fleet_gpus) + (mig_pool.n_gpus if mig_pool else 0), 1)
         self.paused_by = np.zeros(len(jobs), np.int8)  # 0 none, 1 knob, 2 limit
         self._caps_for: tuple | None = None  # (running jobs, cap knobs, caps) of the last _class_caps
         self._steady: list | None = None  # what _advance_steady keeps between steps (see there)
@@ -413,8 +411,9 @@ class GpuCluster:
         # the unfinished flexible jobs, kept while no job's state changed (and no job moved in)
         key = (state.tobytes(), self.sched.alloc_version)  # (not state_key: no views needed before the pass)
         if self._flexible_pool is None or self._flexible_pool[0] != key:
-            # a lookup by state, not np.isin: isin on a tuple costs ~10x more on every job
-            self._flexible_pool = (key, (self.jobs.flexible & _UNFINISHED[state]).nonzero()[0])
+            # queued, running or paused: consecutive states (.states), one range test (np.isin on a tuple
+            # costs ~10x more on every job, a lookup table indexed by the int8 states more on thousands)
+            self._flexible_pool = (key, (self.jobs.flexible & (state >= QUEUED) & (state <= PAUSED)).nonzero()[0])
         pool = self._flexible_pool[1]
         target = int(round(frac * len(pool)))
         if target == len(knob_paused):
@@ -949,7 +948,6 @@ class GpuCluster:
         p_it_mw, p_loss_mw, p_mw = self._power_mw(train, infer)
         self.p_last_mw = p_mw
         liquid_mw = (self.node.liquid_frac * train["it_w"] + infer["liquid_w"]) / 1e6
-        total_gpus = self.n_gpus + sum(self.fleet_gpus) + (self.mig_pool.n_gpus if self.mig_pool else 0)
         p_train_mw, counts, wait_mean_h, jct_mean_h, by_class, stall_frac, ckpt_frac = self._training_outputs(train)
         # plain Python numbers (mosaik may serialise them, remote simulators): ints for the
         # counts, float() around everything else
@@ -958,7 +956,7 @@ class GpuCluster:
             "q_mvar": float(p_mw * self.q_per_p), "q_heat_mw": float(p_mw), "q_heat_liquid_mw": float(liquid_mw),
             "q_heat_air_mw": float(p_mw - liquid_mw),
             "p_train_mw": p_train_mw, "p_infer_mw": float(infer["p_it_w"] / 1e6),
-            "gpu_util_frac": float((train["busy_gpus"] + infer["n_gpus_busy"]) / max(total_gpus, 1)),
+            "gpu_util_frac": float((train["busy_gpus"] + infer["n_gpus_busy"]) / self._util_gpus),
             "n_jobs_running": counts[RUNNING], "n_jobs_queued": counts[QUEUED],
             "n_jobs_paused": counts[PAUSED], "n_jobs_done": counts[DONE],
             "n_jobs_rejected": counts[REJECTED],

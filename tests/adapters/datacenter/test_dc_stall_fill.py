@@ -37,8 +37,8 @@ def test_filled_shares_are_each_jobs_own():
 
 def test_a_size_never_run_stays_unfilled():
     """Nothing is drawn for a size no job has run at: its jobs stay unfilled until one of them starts."""
-    cluster = build_cluster(ClusterParams.model_validate({**PARAMS, "training": {**PARAMS["training"], "warmup_h": 0.0}}),
-                            np.random.default_rng(3), 3600.0)
+    params = {**PARAMS, "training": {**PARAMS["training"], "warmup_h": 0.0}}
+    cluster = build_cluster(ClusterParams.model_validate(params), np.random.default_rng(3), 3600.0)
     assert np.isnan(cluster._stall_mean_frac).all() and not cluster.stragglers._busy_mean
     sizes = cluster.jobs.n_gpus
     job = int(np.flatnonzero(sizes == 16)[0])
@@ -46,3 +46,11 @@ def test_a_size_never_run_stays_unfilled():
     filled = ~np.isnan(cluster._stall_mean_frac)
     assert filled.sum() > 1 and (filled == (sizes == 16)).all()  # every job of its size, and only those
     assert set(cluster.stragglers._busy_mean) == {16}
+
+
+def test_unfinished_states_are_one_range():
+    """GpuCluster._pause_flexible takes the queued, running and paused jobs as one range of state values."""
+    from cosim.adapters.datacenter.states import PAUSED, QUEUED, RUNNING, STATE_NAMES
+
+    unfinished = [i for i in range(len(STATE_NAMES)) if QUEUED <= i <= PAUSED]
+    assert unfinished == sorted((QUEUED, RUNNING, PAUSED))
