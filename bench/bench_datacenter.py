@@ -12,6 +12,17 @@ Run by hand (never in the tests)::
     .venv/bin/python bench/bench_datacenter.py [--days 7] [--skip-mosaik]
 
 Prints wall time (and CPU time: the machine may be shared), steps/s and peak RSS only.
+
+``--scenario scenarios/rl_site.toml`` steps that scenario's first ``Cluster`` entity alone instead, over the
+scenario's horizon at its step (``--pause-every 3``: a new random ``pause_flexible_frac`` every 3 steps, as
+the gym's random actions on ``rl_site.toml``), twice per repeat, interleaved: with the C part of
+:mod:`adapters.datacenter.kernels` and with numpy's path (the same outputs, checked to the bit), printing the
+CPU time per cluster step of each. ``--callgrind`` (under ``valgrind --tool=callgrind --instr-atstart=no``)
+counts the instructions of one pass (the C part's, or numpy's with ``--numpy``) instead::
+
+    .venv/bin/python bench/bench_datacenter.py --scenario scenarios/default.toml --repeats 5
+    valgrind --tool=callgrind --instr-atstart=no .venv/bin/python bench/bench_datacenter.py \
+        --scenario scenarios/rl_site.toml --pause-every 3 --callgrind
 """
 
 from __future__ import annotations
@@ -104,11 +115,100 @@ def in_mosaik(days: float) -> None:
               f"peak RSS {peak_rss_mib():.0f} MiB")
 
 
+def scenario_cluster(path: Path, pause_every: int, seed: int = 11):
+    """``(cluster, knobs per step, step [s])``: the first Cluster entity of scenario ``path``, built as the
+    datacenter adapter builds it (another seed), and the knobs of each step of the horizon."""
+    import tomllib
+
+    from cosim.adapters.datacenter import cluster as cluster_module
+
+    scenario = tomllib.loads(path.read_text())
+    entity = next(e for e in scenario["entities"].values() if e.get("model") == "Cluster")
+    params = ClusterParams.model_validate({k: v for k, v in entity.items() if k not in ("sim", "model")})
+    head = scenario["scenario"]
+    step_s, duration_s = float(head["step_s"]), float(head["duration_s"])
+    start = head["start"]
+    cluster = cluster_module_build(params, seed, duration_s, start.hour + start.minute / 60)
+    rng, knobs = np.random.default_rng(3), []
+    plain = Knobs(p_cap_w=params.p_cap_w, p_limit_mw=params.p_limit_mw)
+    for k in range(int(duration_s // step_s)):
+        if pause_every and k % pause_every == 0:
+            plain = Knobs(p_cap_w=params.p_cap_w, p_limit_mw=params.p_limit_mw,
+                          pause_flexible_frac=float(rng.random()))
+        knobs.append(plain)
+    for k in {id(k): k for k in knobs}.values():
+        cluster._check_knobs(k)
+    return cluster, knobs, step_s, cluster_module
+
+
+def cluster_module_build(params, seed, duration_s, hour):
+    return build_cluster(params, np.random.default_rng(seed), duration_s, hour)
+
+
+def _pass(cluster, knobs, step_s, cluster_module, numpy: bool):
+    """``(outputs, CPU seconds)`` of one pass over the horizon (``numpy``: the C part switched off)."""
+    kept = cluster_module.KERNELS
+    if numpy:
+        cluster_module.KERNELS = None
+    try:
+        outs, cpu0 = [], time.process_time()
+        for k, knob in enumerate(knobs):
+            outs.append(cluster.step(k * step_s, step_s, knob, check=False))
+        return outs, time.process_time() - cpu0
+    finally:
+        cluster_module.KERNELS = kept
+
+
+def scenario_ab(path: Path, pause_every: int, repeats: int) -> None:
+    import copy
+    import os
+
+    cluster, knobs, step_s, cluster_module = scenario_cluster(path, pause_every)
+    if cluster_module.KERNELS is None:
+        raise SystemExit("adapters/datacenter/_kernels.so is not built or not used (make build)")
+    per_step = {"C": [], "numpy": []}
+    for r in range(repeats):
+        outs = {}
+        for name in (("C", "numpy") if r % 2 == 0 else ("numpy", "C")):
+            outs[name], cpu = _pass(copy.deepcopy(cluster), knobs, step_s, cluster_module, name == "numpy")
+            per_step[name].append(cpu / len(knobs) * 1e6)
+        same = all(a.keys() == b.keys() and all(np.float64(a[k]).view(np.uint64) == np.float64(b[k]).view(np.uint64)
+                                                for k in a) for a, b in zip(outs["C"], outs["numpy"]))
+        if not same:
+            raise SystemExit("the C part and numpy's path gave different outputs")
+    print(f"{path.name}: {len(knobs)} cluster steps of {step_s:g} s x {repeats}, outputs identical; CPU per step: "
+          + ", ".join(f"{n} {min(v):.1f}-{max(v):.1f} us" for n, v in per_step.items())
+          + f"; load {os.getloadavg()[0]:.2f}")
+
+
+def scenario_callgrind(path: Path, pause_every: int, numpy: bool) -> None:
+    import os
+    import subprocess
+
+    cluster, knobs, step_s, cluster_module = scenario_cluster(path, pause_every)
+    subprocess.run(["callgrind_control", "-i", "on", str(os.getpid())], capture_output=True)
+    _pass(cluster, knobs, step_s, cluster_module, numpy)
+    subprocess.run(["callgrind_control", "-i", "off", str(os.getpid())], capture_output=True)
+    print(f"{path.name}: {len(knobs)} cluster steps ({'numpy' if numpy else 'C part'}); valgrind's I refs / "
+          f"{len(knobs)} = instructions per step")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--days", type=float, default=7.0)
     parser.add_argument("--skip-mosaik", action="store_true")
+    parser.add_argument("--scenario", type=Path, help="step this scenario's first Cluster alone (see above)")
+    parser.add_argument("--pause-every", type=int, default=0, help="a random pause_flexible_frac every N steps")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--callgrind", action="store_true")
+    parser.add_argument("--numpy", action="store_true", help="with --callgrind: numpy's path")
     args = parser.parse_args()
+    if args.scenario is not None:
+        if args.callgrind:
+            scenario_callgrind(args.scenario, args.pause_every, args.numpy)
+        else:
+            scenario_ab(args.scenario, args.pause_every, args.repeats)
+        return
     standalone(args.days)
     if not args.skip_mosaik:
         in_mosaik(args.days)

@@ -31,7 +31,7 @@ from cosim.adapters.datacenter.checkpoints import checkpoint_share, split_levels
 from cosim.adapters.datacenter.failures import FailureModel
 from cosim.adapters.datacenter.hardware import DeliveryLosses, GpuSpec, NodeSpec
 from cosim.adapters.datacenter.inference import Fleet, arrival_rate
-from cosim.adapters.datacenter.kernels import KERNELS, Progress
+from cosim.adapters.datacenter.kernels import KERNELS, N_CLASSES, TrainStep, numpy_progress, numpy_sums
 from cosim.adapters.datacenter.mig import MigPool, Profile
 from cosim.adapters.datacenter.nodes import NodePower, NodeSleep, SleepParams, Topology
 from cosim.adapters.datacenter.observe import SCHEDULING_OUTPUTS, scheduling_outputs
@@ -117,7 +117,7 @@ def _sure_steps(rem_s: np.ndarray, full_s: np.ndarray, floor_s: np.ndarray) -> i
 
 
 def _sure_count(least_bound: float) -> int:
-    """:func:`_sure_steps` from the least of its bounds (``cosim_dc_progress`` finds it in C). [-]"""
+    """:func:`_sure_steps` from the least of its bounds (``cosim_dc_step`` finds it in C). [-]"""
     return int(min(max(least_bound, 0.0), 1e6))
 
 
@@ -219,7 +219,7 @@ class GpuCluster:
         # whole seconds, from the seeded per-job phase (no extra draws: coarse runs are unchanged)
         self.checkpoint_stagger = checkpoint_stagger
         self.ckpt_offset_s = np.floor(self.phase * self.ckpt_interval_s) if checkpoint_stagger else np.zeros(len(jobs))
-        self.busy_mean_frac = np.full(len(jobs), np.nan)  # long-run straggler busy share, filled on first run
+        self.busy_mean_frac = np.full(len(jobs), np.nan)  # long-run straggler busy share, filled by _fill_stall
         self._stall_mean_frac = np.full(len(jobs), np.nan)  # (1 - ckpt_mean) (1 - busy_mean), filled with it
         self.ran_s = np.zeros(len(jobs))  # running (wall) time of each job, for its checkpoints
         self.ckpt_work_s = np.zeros(len(jobs))  # work done at the last checkpoint (what a failure falls back to)
@@ -249,10 +249,13 @@ class GpuCluster:
             full_mw += (self.mig_nodes * self.mig_setup.node.other_full_w
                         + mig_pool.n_gpus * self.mig_setup.gpu.tdp_w) / 1e6
         self.losses = DeliveryLosses(rated_mw or max(full_mw, 1e-6))
+        # every GPU of the facility, at least 1 (gpu_util_frac's denominator)
+        self._util_gpus = max(self.n_gpus + sum(self.fleet_gpus) + (mig_pool.n_gpus if mig_pool else 0), 1)
         self.paused_by = np.zeros(len(jobs), np.int8)  # 0 none, 1 knob, 2 limit
         self._caps_for: tuple | None = None  # (running jobs, cap knobs, caps) of the last _class_caps
         self._steady: list | None = None  # what _advance_steady keeps between steps (see there)
-        self._progress: Progress | None = None  # its per-job arithmetic in C (_kernel), False: numpy's
+        self._steady_c: list | None = None  # what _advance_c keeps between steps (see there)
+        self._progress: TrainStep | None = None  # its per-job arithmetic in C (_kernel), False: numpy's
         # the step is one of report=None: only the state that carries forward is advanced (no power,
         # no training sums, no delay/slowdown/work sums, which the warm-up resets)
         self._quiet = False
@@ -408,9 +411,9 @@ class GpuCluster:
         # the unfinished flexible jobs, kept while no job's state changed (and no job moved in)
         key = (state.tobytes(), self.sched.alloc_version)  # (not state_key: no views needed before the pass)
         if self._flexible_pool is None or self._flexible_pool[0] != key:
-            # == per state, not np.isin: isin on a tuple costs ~10x more on every job
-            self._flexible_pool = (key, (
-                self.jobs.flexible & ((state == QUEUED) | (state == RUNNING) | (state == PAUSED))).nonzero()[0])
+            # queued, running or paused: consecutive states (.states), one range test (np.isin on a tuple
+            # costs ~10x more on every job, a lookup table indexed by the int8 states more on thousands)
+            self._flexible_pool = (key, (self.jobs.flexible & (state >= QUEUED) & (state <= PAUSED)).nonzero()[0])
         pool = self._flexible_pool[1]
         target = int(round(frac * len(pool)))
         if target == len(knob_paused):
@@ -643,7 +646,7 @@ class GpuCluster:
             return self._advance_idle(dt_s)
         if dt_s > 1.0 and self.sleep is None and (self.smoothing is None or self.smoothing.floor is None):
             return self._advance_steady(run, caps, time_s, dt_s)
-        self._steady = None  # (what it kept would not know of this step's writes)
+        self._steady = self._steady_c = None  # (what they kept would not know of this step's writes)
         sched, jobs = self.sched, self.jobs
         speed, p_gpu = self._gpu_power(run, caps)
         sched.speed[run] = speed
@@ -704,7 +707,13 @@ class GpuCluster:
         step with these jobs). After a whole step, the next :func:`_sure_steps` steps are whole and
         finish no job for certain: their tests are skipped (the remaining work of a running job is
         written only here, or with a change of its state or of ``n_alloc``, which ends what is kept).
+        With the C library (:mod:`.kernels`) both the gathers and each step's per-job work and sums are
+        one call each (:meth:`_advance_c`).
         """
+        kernel = self._kernel()
+        if kernel:
+            return self._advance_c(kernel, run, caps, time_s, dt_s)
+        self._steady_c = None  # (each form keeps its own; one that did not step would not know of this one's)
         sched = self.sched
         kept = self._steady
         if kept is None or kept[0] is not run or kept[1] is not caps or kept[2] != sched.alloc_version:
@@ -721,102 +730,104 @@ class GpuCluster:
         if per_dt is None or per_dt[0] != dt_s:
             progress = sched.rate_frac[run]  # progress 1 times the rate (1 * x is x exactly)
             full_s = speed * progress * dt_s  # the work of a whole step
-            per_dt = kept[9] = [dt_s, full_s, np.maximum(full_s, 1e-12), np.full(len(run), dt_s * 1.0), 0, None]
-        full_s = per_dt[1]
+            per_dt = kept[9] = [dt_s, full_s, np.maximum(full_s, 1e-12), None, 0, None]
         sure = per_dt[4] > 0  # a step _sure_steps vouched for: whole, and no job finishes in it
         if sure:
             per_dt[4] -= 1
-        kernel = self._kernel(run, per_dt)
-        if kernel:  # the per-job arithmetic below in C (.kernels: the same operations, one call)
-            whole, least_bound, least_left = kernel.step(dt_s, sure)
-            if whole and not sure:
-                per_dt[4] = _sure_count(least_bound)
-            active = None if whole else kernel.active
-            ran_s = per_dt[3] if whole else None  # (dt_s * active made below if a job finishes)
-        else:
-            rem = sched.remaining_s[run]
-            if sure:
-                whole = True
-            else:
-                ratio = rem / per_dt[2]
-                whole = bool(ratio.min() >= 1.0)  # every job runs the whole step: active is 1 for all
-                if whole:
-                    per_dt[4] = _sure_steps(rem, full_s, per_dt[2])
-            if whole:  # (x * 1.0 is x exactly: the work is the whole step's, the time dt_s)
-                work_s, ran_s, active = full_s, per_dt[3], None
-            else:
-                active = np.minimum(1.0, ratio)
-                work_s = full_s * active
-                ran_s = dt_s * active
-            left_s = rem - work_s
-            sched.remaining_s[run] = left_s
-            sched.work_done_s[run] += work_s
-            if self.failures.enabled:
-                self._mark_checkpoints(run, ran_s, work_s)
-            self.ran_s[run] += ran_s
-            least_left = None if sure else left_s.min()
+        whole, bound, least_left, active = numpy_progress(
+            run, sched.remaining_s, sched.work_done_s, self.ran_s, per_dt[1], per_dt[2], dt_s, sure,
+            (lambda ran_s, work_s: self._mark_checkpoints(run, ran_s, work_s)) if self.failures.enabled else None)
+        if bound is not None:
+            per_dt[4] = _sure_count(bound)
         if not sure and not least_left > 1e-6:  # (a NaN left, never expected, takes the full test)
-            finished = sched.remaining_s[run] <= 1e-6  # (the work left; run holds distinct jobs: no isin needed)
-            if finished.any():
-                if ran_s is None:
-                    ran_s = dt_s * active
-                sched.release(run[finished], DONE, time_s + ran_s[finished])
+            self._release_finished(run, whole, active, time_s, dt_s)
         if self._quiet:
             return None
         p_gpu, stall, g, prio = kept[4:8]
         if whole:  # the sums with active all 1 (x * 1.0 is x): no products with it, and the same each such step
             if kept[8] is None:
-                kept[8] = self._step_sums(g, p_gpu, speed, prio, stall, None)
+                kept[8] = self._step_sums(numpy_sums(g, p_gpu, speed, prio, stall, None))
             sums = kept[8]
         else:
-            sums = self._step_sums(g, p_gpu, speed, prio, stall, active)
+            sums = self._step_sums(numpy_sums(g, p_gpu, speed, prio, stall, active))
+        return self._add_sums(sums, whole, per_dt, dt_s)
+
+    def _advance_c(self, kernel: TrainStep, run: np.ndarray, caps: np.ndarray, time_s: float, dt_s: float) -> dict:
+        """:meth:`_advance_steady` in two C calls (:mod:`.kernels`): the gathers when the running jobs, their
+        caps, ``n_alloc`` or the step length change, and each step's per-job work and sums; kept as there."""
+        sched = self.sched
+        self._steady = None
+        kept = self._steady_c
+        if kept is None or kept[0] is not run or kept[1] is not caps or kept[2] != sched.alloc_version \
+                or kept[3] != dt_s or kept[4] is not kernel:  # (a copy's kernel is new: nothing gathered yet)
+            # (speed, power and stall shares are the values numpy's path makes, gathered at once: a job's
+            # stall share is filled on its first run, the same whenever it is)
+            kernel.configure(run, caps, dt_s, self._gpu_power, self._mean_stall)
+            kept = self._steady_c = [run, caps, sched.alloc_version, dt_s, kernel, None, 0, None, None, None]
+        sure = kept[6] > 0  # a step _sure_steps vouched for: whole, and no job finishes in it
+        if sure:
+            kept[6] -= 1
+        # the sums: none for a report=None step, else unless whole with the whole step's kept
+        whole, bound, least_left, made = kernel.step(dt_s, sure, 0 if self._quiet else 1 if kept[8] else 2)
+        if whole and not sure:
+            kept[6] = _sure_count(bound)
+        if not sure and not least_left > 1e-6:  # (a NaN left, never expected, takes the full test)
+            self._release_finished(run, whole, None if whole else kernel.active, time_s, dt_s)
+        if self._quiet:
+            return None
+        if not made:
+            return self._add_sums(kept[8], whole, kept, dt_s)
+        sums = self._step_sums(kernel.sums())
+        if whole:
+            kept[8] = sums
+        return self._add_sums(sums, whole, kept, dt_s)
+
+    def _release_finished(self, run, whole, active, time_s, dt_s) -> None:
+        """Release the jobs the step finished (asked only when one may have: not after a step _sure_steps
+        vouched for, nor when the least work left is above 1e-6 s)."""
+        finished = self.sched.remaining_s[run] <= 1e-6  # (the work left; run holds distinct jobs: no isin needed)
+        if finished.any():
+            ran_s = np.full(len(run), dt_s * 1.0) if whole else dt_s * active
+            self.sched.release(run[finished], DONE, time_s + ran_s[finished])
+
+    def _add_sums(self, sums: tuple, whole: bool, kept: list, dt_s: float) -> dict:
+        """Add a step's sums (:meth:`_step_sums`) to the run's slowdown, work and delay; its training part.
+
+        ``kept[5]``: the per-class work of the last whole step's sums times ``dt_s / 3600`` (the same
+        product for the same sums and step length)."""
         slow_dot, work_dot, work_by_class, train = sums
         hours = dt_s / 3600.0
         slow = slow_dot * hours
         self.slowdown_gpu_h += slow
         self.work_gpu_h += work_dot * hours
         if whole:  # the product of the same sums and step length as the last whole step's
-            if per_dt[5] is None or per_dt[5][0] is not sums:
-                per_dt[5] = (sums, work_by_class * hours)
-            self.work_class_gpu_h += per_dt[5][1]
+            if kept[5] is None or kept[5][0] is not sums:
+                kept[5] = (sums, work_by_class * hours)
+            self.work_class_gpu_h += kept[5][1]
         else:
             self.work_class_gpu_h += work_by_class * hours
-        self.delay_gpu_h += slow + float(sched.waiting_gpus()) * hours
+        self.delay_gpu_h += slow + float(self.sched.waiting_gpus()) * hours
         return train
 
-    def _kernel(self, run: np.ndarray, per_dt: list) -> Progress | None:
-        """The C form of :meth:`_advance_steady`'s per-job arithmetic (:mod:`.kernels`), with these jobs
-        and this step's work loaded, or None: not built, failures drawn (their checkpoints read the
-        step's arrays), or arrays it does not take."""
+    def _kernel(self) -> TrainStep | None:
+        """The C form of :meth:`_advance_steady`'s per-job arithmetic (:mod:`.kernels`), or None: not built,
+        failures drawn (their checkpoints read the step's arrays), or arrays it does not take."""
         if KERNELS is None or self.failures.enabled:
             return None
-        kernel, sched = self._progress, self.sched
-        arrays = (sched.remaining_s, sched.work_done_s, self.ran_s)
-        if kernel is None or (kernel and any(a is not b for a, b in zip(kernel.arrays, arrays))):
-            # (None: not made yet, or dropped by a copy, whose addresses were the original's)
-            kernel = self._progress = Progress(*arrays) if Progress.fits(*arrays) else False
-        if not kernel:
-            return None
-        if kernel.loaded is not per_dt:  # (per_dt is made anew for each kept set of jobs and step length)
-            kernel.load(per_dt, run, per_dt[1], per_dt[2])
-        return kernel
+        kernel = self._progress
+        if kernel is None:  # (not made yet, or dropped by a copy, whose addresses were the original's)
+            sched = self.sched
+            arrays = (sched.remaining_s, sched.work_done_s, self.ran_s, self._speed_unc_frac, self._power_unc_frac,
+                      self.p_unc_w, sched.rate_frac, sched.n_alloc, self.jobs.prio, self._stall_mean_frac,
+                      self.ckpt_mean_frac, sched.speed)
+            kernel = self._progress = (TrainStep(KERNELS, arrays, self.gpu.tdp_w, self.gpu.idle_w)
+                                       if len(CLASSES) == N_CLASSES and TrainStep.fits(arrays) else False)
+        return kernel or None
 
-    def _step_sums(self, g, p_gpu, speed, prio, stall, active) -> tuple[float, float, np.ndarray, dict]:
-        """``(slowdown GPUs, working GPUs, working GPUs per class, training part of the step)`` of
-        :meth:`_advance_steady`: its sums over the running jobs with ``active`` (``None``: all 1,
-        the sums without the products with it)."""
-        if active is None:
-            busy_gpus, gpu_dot = float(g @ np.ones(len(g))), float(g @ p_gpu)
-            slow_dot, work_dot = float(g @ (1.0 - speed)), float(g @ speed)
-            work_by_class = np.bincount(prio, weights=g * speed, minlength=len(CLASSES))
-            by_class_w = np.bincount(prio, weights=g * p_gpu, minlength=len(CLASSES))
-            stall_gpus = tuple(float(g @ s) for s in stall)
-        else:
-            busy_gpus, gpu_dot = float(g @ active), float(g @ (p_gpu * active))
-            slow_dot, work_dot = float(g @ ((1.0 - speed) * active)), float(g @ (speed * active))
-            work_by_class = np.bincount(prio, weights=g * speed * active, minlength=len(CLASSES))
-            by_class_w = np.bincount(prio, weights=g * p_gpu * active, minlength=len(CLASSES))
-            stall_gpus = tuple(float(g @ (active * s)) for s in stall)  # (straggler stall, checkpoint) GPUs
+    def _step_sums(self, sums: tuple) -> tuple[float, float, np.ndarray, dict]:
+        """``(slowdown GPUs, working GPUs, working GPUs per class, training part of the step)`` from
+        :func:`.kernels.numpy_sums` (or the C function's)."""
+        busy_gpus, gpu_dot, slow_dot, work_dot, work_by_class, by_class_w, stall_gpus = sums
         gpu_w = gpu_dot + (self.n_gpus - busy_gpus) * self.gpu.idle_w
         it_w = gpu_w + self.n_nodes * self.node.other_idle_w + (
             self.node.other_full_w - self.node.other_idle_w) * busy_gpus / self.node.gpus_per_node
@@ -902,13 +913,22 @@ class GpuCluster:
     def _mean_stall(self, run: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Long-run ``(straggler stall, checkpoint)`` shares of each running job's time. [-]"""
         stall = self._stall_mean_frac[run]
-        new = np.isnan(stall)  # filled on a job's first run (busy_mean_frac is NaN before)
+        new = np.isnan(stall)  # (busy_mean_frac is NaN before: see _fill_stall)
         if new.any():
-            jobs = run[new]
-            self.busy_mean_frac[jobs] = self.stragglers.busy_mean(self.jobs.n_gpus[jobs])
-            self._stall_mean_frac[jobs] = (1.0 - self.ckpt_mean_frac[jobs]) * (1.0 - self.busy_mean_frac[jobs])
+            self._fill_stall(run[new])
             stall = self._stall_mean_frac[run]
         return stall, self.ckpt_mean_frac[run]
+
+    def _fill_stall(self, jobs: np.ndarray) -> None:
+        """Fill the long-run shares of ``jobs`` (at their first run) and of every job not filled yet whose size's
+        cycle is drawn: the numbers each would get at its own first run (a size's cycle is drawn once, from its
+        own seeded stream; no other draw moves), so a job of a size run before finds its shares when it starts."""
+        self.stragglers.busy_mean(self.jobs.n_gpus[jobs])  # (draws the cycles of sizes not run yet)
+        todo = np.isnan(self._stall_mean_frac).nonzero()[0]
+        busy = self.stragglers.known_busy_mean(self.jobs.n_gpus[todo])  # NaN: a size not drawn yet
+        todo, busy = todo[~np.isnan(busy)], busy[~np.isnan(busy)]
+        self.busy_mean_frac[todo] = busy
+        self._stall_mean_frac[todo] = (1.0 - self.ckpt_mean_frac[todo]) * (1.0 - self.busy_mean_frac[todo])
 
     def _fine(self, run, caps, p_mean_w, time_s, dt_s):
         """Per-GPU power, progress factor and ``(stall, checkpoint)`` shares of a step <= 1 s.
@@ -945,7 +965,6 @@ class GpuCluster:
         p_it_mw, p_loss_mw, p_mw = self._power_mw(train, infer)
         self.p_last_mw = p_mw
         liquid_mw = (self.node.liquid_frac * train["it_w"] + infer["liquid_w"]) / 1e6
-        total_gpus = self.n_gpus + sum(self.fleet_gpus) + (self.mig_pool.n_gpus if self.mig_pool else 0)
         p_train_mw, counts, wait_mean_h, jct_mean_h, by_class, stall_frac, ckpt_frac = self._training_outputs(train)
         # plain Python numbers (mosaik may serialise them, remote simulators): ints for the
         # counts, float() around everything else
@@ -954,7 +973,7 @@ class GpuCluster:
             "q_mvar": float(p_mw * self.q_per_p), "q_heat_mw": float(p_mw), "q_heat_liquid_mw": float(liquid_mw),
             "q_heat_air_mw": float(p_mw - liquid_mw),
             "p_train_mw": p_train_mw, "p_infer_mw": float(infer["p_it_w"] / 1e6),
-            "gpu_util_frac": float((train["busy_gpus"] + infer["n_gpus_busy"]) / max(total_gpus, 1)),
+            "gpu_util_frac": float((train["busy_gpus"] + infer["n_gpus_busy"]) / self._util_gpus),
             "n_jobs_running": counts[RUNNING], "n_jobs_queued": counts[QUEUED],
             "n_jobs_paused": counts[PAUSED], "n_jobs_done": counts[DONE],
             "n_jobs_rejected": counts[REJECTED],
@@ -1006,8 +1025,8 @@ class GpuCluster:
         stall_gpus, ckpt_gpus = train["stall_gpus"]
         found = (float(train["it_w"] / 1e6), counts, float(sched.wait_mean_s() / 3600.0),
                  float(sched.jct_mean_s() / 3600.0), by_class, float(stall_gpus / busy), float(ckpt_gpus / busy))
-        steady = self._steady
-        if train is self._idle or (steady is not None and steady[8] is not None and train is steady[8][3]):
+        if train is self._idle or any(kept is not None and kept[8] is not None and train is kept[8][3]
+                                      for kept in (self._steady, self._steady_c)):
             # a kept training part (one made anew each step is never asked for again)
             self._training_out = (train, counts, (sched.wait_sum_s, sched.n_started, sched.jct_sum_s,
                                                   sched.n_finished), found)

@@ -336,8 +336,10 @@ class Scheduler:
         n_classes = len(CLASSES)
         by_class = np.bincount(self.state * n_classes + self.jobs.prio,
                                minlength=len(STATE_NAMES) * n_classes).reshape(len(STATE_NAMES), n_classes)
-        self._by_class, self._by_state = by_class, by_class.sum(axis=1)
-        self._lists = (self._by_state.tolist(), by_class.tolist())
+        rows = by_class.tolist()
+        by_state = [sum(row) for row in rows]  # (Python ints: exact, as numpy's int64 sum)
+        self._by_class, self._by_state = by_class, np.array(by_state, np.int64)
+        self._lists = (by_state, rows)
         self._counts_key = key
 
     def state_key(self) -> bytes:

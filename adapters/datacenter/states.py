@@ -7,7 +7,8 @@ A job is ``FUTURE`` (not yet submitted), ``QUEUED``, ``RUNNING`` (holding its GP
 :mod:`.failures`) or ``TRANSIENT`` (running off-site on burst capacity, :mod:`.transient`;
 holds no GPU of the partition) or ``MOVED`` (exported to another site by a load-shifting
 controller, :mod:`.moves`; out of this site's system, neither done nor failed). The values
-index ``STATE_NAMES`` and the output counters.
+index ``STATE_NAMES`` and the output counters. ``QUEUED``, ``RUNNING`` and ``PAUSED`` are consecutive
+(the unfinished jobs ``pause_flexible_frac`` counts are one range of values).
 """
 
 from __future__ import annotations

@@ -166,6 +166,11 @@ class StragglerModel:
                 means[n] = busy_mean_frac(self._stall_factors(n))
         return np.array([means[self._size(n)] for n in np.asarray(n_gpus).tolist()], float)
 
+    def known_busy_mean(self, n_gpus: np.ndarray) -> np.ndarray:
+        """:meth:`busy_mean` of jobs whose size's cycle is drawn already, NaN for the others (nothing is drawn). [-]"""
+        means, size = self._busy_mean, self._size
+        return np.array([means.get(size(n), np.nan) for n in np.asarray(n_gpus).tolist()], float)
+
     def shares(self, n_gpus: np.ndarray, phase_frac: np.ndarray, time_s: float, dt_s: float):
         """``(compute, communication, stall, busy_mean)`` shares of ``[time_s, time_s + dt_s)``. [-]
 

@@ -96,22 +96,90 @@ def test_a_copy_packs_its_own_addresses():
     assert _state(twin) == _state(original)
 
 
+def test_a_copy_in_a_steady_stretch_steps_as_the_original():
+    """A copy taken while the running jobs and knobs stay as they were (what the C part gathered is kept)
+    gathers them into its own buffers before its first step: the same steps and outputs as the original's."""
+    # long jobs, all submitted in the warm-up: none starts or ends in these steps
+    params = {**PARAMS, "training": {**PARAMS["training"], "n_jobs": 10, "duration_median_h": 500.0, "span_s": 60.0}}
+    original = build_cluster(ClusterParams.model_validate(params), np.random.default_rng(7), 40 * 300.0)
+    held = knobs_from({}, ["chat"])
+    for k in range(20):
+        original.step(k * 300.0, 300.0, held)
+    states = original.sched.state.copy()
+    twin = copy.deepcopy(original)
+    for k in range(20, 40):
+        got, expected = twin.step(k * 300.0, 300.0, held), original.step(k * 300.0, 300.0, held)
+        assert {k: _bits(v) for k, v in got.items()} == {k: _bits(v) for k, v in expected.items()}, k
+        assert _state(twin) == _state(original), k
+    assert (original.sched.state == states).all() and (states == cluster_module.RUNNING).sum() > 3
+
+
 class _Wrong:
-    """A stand-in library whose function rounds one value differently (adds where numpy subtracts)."""
+    """A stand-in library whose step rounds one value differently (adds where numpy subtracts)."""
 
     def __init__(self):
         self.real = kernels.KERNELS
+        self.ddot = self.real.ddot
+        self.cosim_dc_configure = self.real.cosim_dc_configure
 
-    def cosim_dc_progress(self, args_address, io_address):
-        self.real.cosim_dc_progress(args_address, io_address)
-        args = np.ctypeslib.as_array((ctypes.c_int64 * 8).from_address(args_address))
-        if args[0] > 0:
-            run = np.ctypeslib.as_array((ctypes.c_int64 * 1).from_address(int(args[1])))
+    def cosim_dc_step(self, args_address, io_address):
+        self.real.cosim_dc_step(args_address, io_address)
+        args = np.ctypeslib.as_array((ctypes.c_int64 * kernels.A_COUNT).from_address(args_address))
+        if args[kernels.A_N] > 0:
+            run = np.ctypeslib.as_array((ctypes.c_int64 * 1).from_address(int(args[kernels.A_RUN])))
             work_done = np.ctypeslib.as_array((ctypes.c_double * (int(run[0]) + 1)).from_address(
-                int(args[3])))
+                int(args[kernels.A_WORK_DONE])))
             work_done[run[0]] = np.nextafter(work_done[run[0]], np.inf)
+
+
+_DDOT = ctypes.CFUNCTYPE(ctypes.c_double, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p,
+                         ctypes.c_int64)
+
+
+@_DDOT
+def _plain_dot(n, x, incx, y, incy):
+    """A dot product summed in order, one rounding per product and per sum (not numpy's BLAS)."""
+    xs = np.ctypeslib.as_array((ctypes.c_double * n).from_address(x)) if n else []
+    ys = np.ctypeslib.as_array((ctypes.c_double * n).from_address(y)) if n else []
+    total = 0.0
+    for a, b in zip(xs, ys):
+        total += float(a) * float(b)
+    return total
+
+
+class _OtherDot:
+    """The real functions with a dot product of another summation order than numpy's."""
+
+    def __init__(self):
+        self.real = kernels.KERNELS
+        self.ddot = ctypes.cast(_plain_dot, ctypes.c_void_p).value
+        self.cosim_dc_configure, self.cosim_dc_step = self.real.cosim_dc_configure, self.real.cosim_dc_step
 
 
 def test_the_load_check_refuses_other_numbers():
     assert kernels._agrees_with_numpy(kernels.KERNELS)
     assert not kernels._agrees_with_numpy(_Wrong())
+    assert not kernels._agrees_with_numpy(_OtherDot())  # the sums need numpy's own ddot, not any dot
+
+
+def test_the_sums_are_numpys():
+    """cosim_dc_step's sums against numpy_sums on a running set of 300 jobs, partial and whole steps."""
+    rng = np.random.default_rng(5)
+    n = 300
+    run = np.arange(n, dtype=np.int64)
+    arrays = (rng.uniform(1.0, 2e3, n), np.zeros(n), np.zeros(n), rng.uniform(0.5, 1.0, n), rng.uniform(0.5, 1.0, n),
+              rng.uniform(100.0, 700.0, n), np.ones(n), rng.integers(1, 64, n), rng.integers(0, 3, n),
+              rng.uniform(0.0, 0.3, n), np.full(n, 0.03), np.ones(n))
+    step = kernels.TrainStep(kernels.KERNELS, arrays, 700.0, 70.0)
+    step.configure(run, np.full(n, 700.0), 300.0, None, None)
+    speed, p_gpu = arrays[3].copy(), np.maximum(np.minimum(arrays[5] * arrays[4], 700.0), 70.0)
+    stall = (arrays[9], arrays[10])
+    for _ in range(3):
+        whole, _, _, made = step.step(300.0, False, 2)
+        assert made
+        expected = kernels.numpy_sums(arrays[7].astype(float), p_gpu, speed, arrays[8], stall,
+                                      None if whole else step.active)
+        got = step.sums()
+        assert [_bits(float(v)) for v in expected[:4]] == [_bits(v) for v in got[:4]]
+        assert expected[4].tobytes() == got[4].tobytes() and expected[5].tobytes() == got[5].tobytes()
+        assert [_bits(v) for v in expected[6]] == [_bits(v) for v in got[6]]
