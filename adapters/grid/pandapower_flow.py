@@ -98,6 +98,8 @@ class PowerFlow:
         self._V: np.ndarray | None = None
         #: the Newton solver was told that nothing but Sbus and V change from its last solve (:func:`_tell_solver`)
         self._analysis_kept = False
+        #: ``(V0, Sbus)`` of the solve that built the analysis the solver keeps (a copy's solver replays it, :meth:`_solver`)
+        self._analysis_from: tuple[np.ndarray, np.ndarray] | None = None
         self._solved_once = False  # pandapower path: warm start from results
         self._options_set = False
         #: the per-step arithmetic in C (adapters/grid/_kernels.c) when built; same numbers as numpy
@@ -117,16 +119,37 @@ class PowerFlow:
         """A copy that shares the pandapower net with this object until either edits it (copy on
         write, :meth:`_own_net`): a gym reset copies a flow set up once, and steps that switch no
         line or shunt never edit the net (the lightsim2grid path reads it only when it builds the
-        solver model). Everything else is copied; the C kernels are made anew for the copy's arrays."""
+        solver model). Everything else is copied, but for lightsim2grid's solver (it cannot be copied)
+        and the C kernels, both made anew for the copy (:meth:`_solver`, :meth:`_Kernels.make`): the copy
+        solves as this object would, to the bit."""
         new = object.__new__(type(self))
         memo[id(self)] = new
         self._net_shared = True
         for name, value in self.__dict__.items():
-            if name not in ("net", "_kernels"):
+            if name not in _NOT_COPIED:
                 new.__dict__[name] = copy.deepcopy(value, memo)
         new.net = self.net
-        new._kernels = _Kernels.make(new) if self._kernels is not None else None
+        new._fresh_copy(self)
         return new
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled: everything but the solver and the C kernels, made anew when unpickled (as for a deep copy)."""
+        state = {name: value for name, value in self.__dict__.items() if name not in ("_nr", "_kernels")}
+        if "_nr" in self.__dict__:
+            state["_nr"] = None  # made at the next solve (_solver)
+        state["_net_shared"] = False  # the pickle holds its own net
+        state["_kernels"] = self._kernels is not None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._kernels = _Kernels.make(self) if state["_kernels"] else None
+
+    def _fresh_copy(self, original: "PowerFlow") -> None:
+        """This copy's own solver (made at its next solve, :meth:`_solver`) and C kernels (for its arrays)."""
+        if "_nr" in original.__dict__:
+            self._nr = None
+        self._kernels = _Kernels.make(self) if original._kernels is not None else None
 
     def _own_net(self) -> None:
         """Before an edit of ``net``: a net shared with copies becomes this object's own copy, with
@@ -300,11 +323,22 @@ class PowerFlow:
 
     def _newton(self, sbus: np.ndarray) -> bool:
         """lightsim2grid's Newton solve from the last converged voltages (``self._V`` is left as it is)."""
-        try:
-            return bool(self._nr.solve(self._ybus, self._V, sbus, self._ref, self._slack_w, self._pv, self._pq,
-                                       MAX_ITERATION, TOLERANCE_MVA))
-        except Exception:  # lightsim2grid raises on singular Jacobians: a non-convergence too
-            return False
+        nr = self._nr if self._nr is not None else self._solver()
+        if not self._analysis_kept and _KEEP_ANALYSIS:  # this solve builds the analysis the next ones keep: a copy replays it
+            self._analysis_from = (self._V.copy(), sbus.copy())
+        return _solve(nr, self, self._V, sbus)
+
+    def _solver(self) -> NRSing_KLU:
+        """A new solver in the state of the one this object's original had when it was copied (:meth:`__deepcopy__`):
+        the analysis it kept (the Jacobian's pattern, KLU's analysis and its pivots, which later refactorizations
+        keep) is the one the solve that built it made, so that solve is made again, its results dropped."""
+        nr = self._nr = NRSing_KLU()
+        if self._analysis_kept:
+            v0, sbus = self._analysis_from
+            rebuilt = _solve(nr, self, v0.copy(), sbus)
+            _tell_solver(nr, nothing_changed=rebuilt)
+            self._analysis_kept = rebuilt
+        return nr
 
     def _results(self, v: np.ndarray, sbus: np.ndarray) -> None:
         # the solved values go into buffers one longer than needed: the last entry (NaN / 0)
@@ -387,7 +421,7 @@ class PowerFlow:
             for name, value in built["net"].items():
                 self.net[name] = copy.deepcopy(value)
         self._options_set = True
-        self._nr, self._analysis_kept = NRSing_KLU(), False
+        self._nr, self._analysis_kept, self._analysis_from = NRSing_KLU(), False, None
         self._kernels = _Kernels.make(self)
         self._stale = False
 
@@ -427,7 +461,7 @@ class PowerFlow:
             weights[ref] = 1.0 / len(ref)
         self._slack_w = weights
         self._V = self._initial_voltages(ppci_loaded, v0)
-        self._nr, self._analysis_kept = NRSing_KLU(), False
+        self._nr, self._analysis_kept, self._analysis_from = NRSing_KLU(), False, None
 
         lookup = net._pd2ppc_lookups["bus"]
         bus_map = lookup[net.bus.index.to_numpy()]
@@ -517,6 +551,10 @@ class PowerFlow:
     def _locate(self, table: str, ref: str | int) -> int:
         return locate_in(self.net, table, ref, self.ids.get(table))
 
+
+#: What a copy does not copy (:meth:`PowerFlow.__deepcopy__`): the net (shared until edited), lightsim2grid's solver
+#: (not copyable: made anew) and the C kernels (made for the copy's arrays)
+_NOT_COPIED = frozenset({"net", "_nr", "_kernels"})
 
 #: The solver models built so far in this process, by net key and attached elements (PowerFlow's ``key``).
 _BUILT: dict[tuple, dict[str, Any]] = {}
@@ -629,6 +667,15 @@ def _matvec(matrix: sparse.csr_matrix, v: np.ndarray) -> np.ndarray:
     result = np.zeros(rows, dtype=np.complex128)
     _csr_matvec(rows, cols, matrix.indptr, matrix.indices, matrix.data, v, result)
     return result
+
+
+def _solve(nr: NRSing_KLU, flow: PowerFlow, v0: np.ndarray, sbus: np.ndarray) -> bool:
+    """lightsim2grid's Newton solve of ``flow``'s model from ``v0`` with injections ``sbus``; True when converged."""
+    try:
+        return bool(nr.solve(flow._ybus, v0, sbus, flow._ref, flow._slack_w, flow._pv, flow._pq,
+                             MAX_ITERATION, TOLERANCE_MVA))
+    except Exception:  # lightsim2grid raises on singular Jacobians: a non-convergence too
+        return False
 
 
 def _address(array: np.ndarray) -> int:
