@@ -16,6 +16,7 @@
 #include <complex.h>
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 /* numpy's complex128 product a * b. Its loop is ar*br - ai*bi, ar*bi + ai*br; where the CPU has
  * FMA, numpy's SIMD loop fuses one product of each (measured: re = fma(ar, br, -(ai*bi)),
@@ -62,6 +63,11 @@ void cosim_matvec(int64_t n_rows, const int32_t *indptr, const int32_t *indices,
     matvec(n_rows, indptr, indices, data, x, y);
 }
 
+/* a and b are the same double, bit for bit (-0.0 is not 0.0; a NaN is its own bits) */
+static inline int same_bits(double a, double b) {
+    return memcmp(&a, &b, sizeof a) == 0;
+}
+
 /* numpy's maximum: NaN if either is NaN */
 static inline double nan_max(double a, double b) {
     return (a >= b || isnan(a)) ? a : b;
@@ -72,9 +78,10 @@ static inline double nan_max(double a, double b) {
  * p, q: element powers (table order of load, sgen, storage); f: their sign x scaling x in_service;
  * bus: their solver bus (n: none); acc: 2n scratch. The division is numpy's complex one (Smith's
  * method with a divisor base_mva + 0j: a scale 1 / base_mva, then products), the 1j * x its product.
+ * Returns 1 when sbus held these very bits already (the injections of the last call again), else 0.
  */
-void cosim_sbus(int64_t n_el, const double *p, const double *q, const double *f, const int64_t *bus,
-                int64_t n, const double *s_const, double base_mva, double *acc, double *sbus) {
+int64_t cosim_sbus(int64_t n_el, const double *p, const double *q, const double *f, const int64_t *bus,
+                   int64_t n, const double *s_const, double base_mva, double *acc, double *sbus) {
     for (int64_t b = 0; b < 2 * n; b++) acc[b] = 0.0;
     for (int64_t i = 0; i < n_el; i++) {  /* bincount: in element order, from 0.0 */
         int64_t b = bus[i];
@@ -87,14 +94,18 @@ void cosim_sbus(int64_t n_el, const double *p, const double *q, const double *f,
     /* numpy's complex division by (base_mva + 0j): |base_mva| >= |0| */
     const double rat = 0.0 / base_mva;
     const double scl = 1.0 / (base_mva + 0.0 * rat);
+    int64_t same = 1;
     for (int64_t b = 0; b < n; b++) {
         double jr, ji;
         cmul(0.0, 1.0, acc[n + b], 0.0, &jr, &ji);  /* 1j * im */
         const double er = acc[b] + jr, ei = 0.0 + ji;  /* re (as re + 0j) + 1j * im */
         const double dr = (er + ei * rat) * scl, di = (ei - er * rat) * scl;
-        sbus[2 * b] = s_const[2 * b] + dr;
-        sbus[2 * b + 1] = s_const[2 * b + 1] + di;
+        const double sr = s_const[2 * b] + dr, si = s_const[2 * b + 1] + di;
+        same = same && same_bits(sbus[2 * b], sr) && same_bits(sbus[2 * b + 1], si);
+        sbus[2 * b] = sr;
+        sbus[2 * b + 1] = si;
     }
+    return same;
 }
 
 /* After a converged solve, part 1: v = vm * exp(1j * va) and the currents [Yf; Yt; slack rows] @ v.
@@ -103,13 +114,21 @@ void cosim_sbus(int64_t n_el, const double *p, const double *q, const double *f,
  * vc: out, v (n) then the currents (n_rows), complex: numpy takes their magnitudes next (its
  * complex abs is its own SIMD algorithm, not libm's hypot, so it is left to numpy).
  * y_out: CSR (indptr, indices, complex data), multiplied as scipy's csr_matvec does.
+ * Returns 1 when v is bit for bit the v vc held before (the last call's), else 0.
  */
-void cosim_voltages(int64_t n, const double *vm, const double *e, int64_t n_rows, const int32_t *indptr,
-                    const int32_t *indices, const double *data, double *vc) {
+int64_t cosim_voltages(int64_t n, const double *vm, const double *e, int64_t n_rows, const int32_t *indptr,
+                       const int32_t *indices, const double *data, double *vc) {
     double *v = vc, *cur = vc + 2 * n;
-    for (int64_t b = 0; b < n; b++)  /* vm (as vm + 0j) * e */
-        cmul(vm[b], 0.0, e[2 * b], e[2 * b + 1], &v[2 * b], &v[2 * b + 1]);
+    int64_t same = 1;
+    for (int64_t b = 0; b < n; b++) {  /* vm (as vm + 0j) * e */
+        double re, im;
+        cmul(vm[b], 0.0, e[2 * b], e[2 * b + 1], &re, &im);
+        same = same && same_bits(v[2 * b], re) && same_bits(v[2 * b + 1], im);
+        v[2 * b] = re;
+        v[2 * b + 1] = im;
+    }
     matvec(n_rows, indptr, indices, data, v, cur);
+    return same;
 }
 
 /* Part 2, with mag = np.abs(vc): the results of PowerFlow._results.
@@ -322,18 +341,19 @@ void cosim_exp_j(int64_t n, const double *va, double *e) {
  * order (pointers as addresses, sizes as numbers, base_mva as the address of a double), so a call
  * converts one pointer instead of 10-26 arguments (ctypes' conversions cost ~1 us per argument). */
 #define P(k) ((void *)(intptr_t)s[k])
-void cosim_sbus_s(const int64_t *s) {
-    cosim_sbus(s[0], P(1), P(2), P(3), P(4), s[5], P(6), *(const double *)P(7), P(8), P(9));
+int64_t cosim_sbus_s(const int64_t *s) {
+    return cosim_sbus(s[0], P(1), P(2), P(3), P(4), s[5], P(6), *(const double *)P(7), P(8), P(9));
 }
 
-void cosim_voltages_s(const int64_t *s) {
-    cosim_voltages(s[0], P(1), P(2), s[3], P(4), P(5), P(6), P(7));
+int64_t cosim_voltages_s(const int64_t *s) {
+    return cosim_voltages(s[0], P(1), P(2), s[3], P(4), P(5), P(6), P(7));
 }
 
 void cosim_results_s(const int64_t *s);
 
-/* Everything after a solve that lightsim2grid reports converged: false (0) when vm or va sums to a
- * NaN or inf (PowerFlow.solve's check, numpy's sums), else V, the currents and their magnitudes,
+/* Everything after a solve that lightsim2grid reports converged: 0 when vm or va sums to a NaN or
+ * inf (PowerFlow.solve's check, numpy's sums), else (1, or 2 when V is bit for bit the V of the last
+ * call: cosim_voltages) V, the currents and their magnitudes,
  * cosim_results (and the summary), then totals = [losses, p_import, q_import]:
  * numpy_sum(loss_re) * base_mva and (sum(ref_s) + s_gen_ref) * base_mva, numpy's complex scalar
  * product by (base_mva + 0j). s: [voltages spec, results spec, n, vm, va, e, n + n_rows, vc, mag,
@@ -343,7 +363,7 @@ int64_t cosim_solved_s(const int64_t *s) {
     const double *vm = P(3), *va = P(4);
     if (!isfinite(numpy_sum(vm, n)) || !isfinite(numpy_sum(va, n))) return 0;
     cosim_exp_j(n, va, P(5));
-    cosim_voltages_s(P(0));
+    const int64_t same = cosim_voltages_s(P(0));
     cosim_cabs(s[6], P(7), P(8));
     cosim_results_s(P(1));
     const double *gen = P(13), base = *(const double *)P(14);
@@ -353,7 +373,7 @@ int64_t cosim_solved_s(const int64_t *s) {
     const double re = sum[0] + gen[0], im = sum[1] + gen[1];
     totals[1] = re * base - im * 0.0;
     totals[2] = re * 0.0 + im * base;
-    return 1;
+    return 1 + same;
 }
 
 void cosim_results_s(const int64_t *s) {

@@ -98,6 +98,18 @@ class PowerFlow:
         self._V: np.ndarray | None = None
         #: the Newton solver was told that nothing but Sbus and V change from its last solve (:func:`_tell_solver`)
         self._analysis_kept = False
+        #: ``(V0, Sbus)`` of the solve that built the analysis the solver keeps (a copy's solver replays it, :meth:`_solver`)
+        self._analysis_from: tuple[np.ndarray, np.ndarray] | None = None
+        #: the next solve may be skipped when its injections are the last solve's to the bit (:meth:`_solve_newton`):
+        #: that solve went through the C kernels, started with the analysis kept, found the mismatch below the
+        #: tolerance before any iteration (no factorization: the solver's state is as before) and so gave back V bit
+        #: for bit as it started from it (``_v_solved``, the kernels' last V, still the start). Its outcome is then a
+        #: function of V, Sbus and the model alone: the same call again gives the same V, and the kernels the same
+        #: results from it. Anything else (a failure, a rebuild, numpy's forms, a copy) clears it.
+        self._repeat = False
+        self._v_solved: np.ndarray | None = None
+        #: solves skipped so (:attr:`_repeat`)
+        self.n_repeats = 0
         self._solved_once = False  # pandapower path: warm start from results
         self._options_set = False
         #: the per-step arithmetic in C (adapters/grid/_kernels.c) when built; same numbers as numpy
@@ -117,16 +129,43 @@ class PowerFlow:
         """A copy that shares the pandapower net with this object until either edits it (copy on
         write, :meth:`_own_net`): a gym reset copies a flow set up once, and steps that switch no
         line or shunt never edit the net (the lightsim2grid path reads it only when it builds the
-        solver model). Everything else is copied; the C kernels are made anew for the copy's arrays."""
+        solver model). Everything else is copied, but for lightsim2grid's solver (it cannot be copied)
+        and the C kernels, both made anew for the copy (:meth:`_solver`, :meth:`_Kernels.make`): the copy
+        solves as this object would, to the bit."""
         new = object.__new__(type(self))
         memo[id(self)] = new
         self._net_shared = True
         for name, value in self.__dict__.items():
-            if name not in ("net", "_kernels"):
+            if name not in _NOT_COPIED:
                 new.__dict__[name] = copy.deepcopy(value, memo)
         new.net = self.net
-        new._kernels = _Kernels.make(new) if self._kernels is not None else None
+        new._fresh_copy(self)
         return new
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled: everything but the solver and the C kernels, made anew when unpickled (as for a deep copy)."""
+        state = {name: value for name, value in self.__dict__.items() if name not in ("_nr", "_kernels")}
+        if "_nr" in self.__dict__:
+            state["_nr"] = None  # made at the next solve (_solver)
+        state["_net_shared"] = False  # the pickle holds its own net
+        state["_kernels"] = self._kernels is not None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._repeat = False
+        if self._inj is not None:
+            self._point_views()
+        self._kernels = _Kernels.make(self) if state["_kernels"] else None
+
+    def _fresh_copy(self, original: "PowerFlow") -> None:
+        """This copy's own solver (made at its next solve, :meth:`_solver`) and C kernels (for its arrays)."""
+        if "_nr" in original.__dict__:
+            self._nr = None
+        self._repeat = False
+        if self._inj is not None:
+            self._point_views()
+        self._kernels = _Kernels.make(self) if original._kernels is not None else None
 
     def _own_net(self) -> None:
         """Before an edit of ``net``: a net shared with copies becomes this object's own copy, with
@@ -242,7 +281,31 @@ class PowerFlow:
         self._band = (np.asarray(monitored, np.int64), float(v_low_pu), float(v_high_pu),
                       np.asarray(dead_at_start, bool))
         if self._kernels is not None:
-            self._kernels = _Kernels.make(self)
+            self._kernels, self._repeat = _Kernels.make(self), False
+
+    def injection_buffers(self) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+        """Per-kind arrays of element powers holding the tables' values (:attr:`p0`, :attr:`q0`), to be written
+        and passed to :meth:`solve` step after step: views into the arrays the C kernels read, so a solve reads
+        them as they are instead of gathering them. (Anything else passed to :meth:`solve` is gathered.) New
+        arrays after an element is attached."""
+        if self._inj is None:
+            p_all = np.concatenate([self.p0[k] for k in KINDS])
+            q_all = np.concatenate([self.q0[k] for k in KINDS])
+            self._inj = (p_all, q_all, {}, {})
+            self._point_views()
+            if self._kernels is not None:  # they read these arrays from now on
+                self._kernels, self._repeat = _Kernels.make(self), False
+        return self._inj[2], self._inj[3]
+
+    def _point_views(self) -> None:
+        """Make the per-kind arrays of :meth:`injection_buffers` views into its two arrays again (in place: a
+        caller holds the dicts; a copy's arrays are copies, not views)."""
+        p_all, q_all, p_views, q_views = self._inj
+        start = 0
+        for kind in KINDS:
+            stop = start + len(self.p0[kind])
+            p_views[kind], q_views[kind] = p_all[start:stop], q_all[start:stop]
+            start = stop
 
     # -- solving -----------------------------------------------------------------------
     def solve(self, p_mw: dict[str, np.ndarray], q_mvar: dict[str, np.ndarray]) -> bool:
@@ -251,8 +314,8 @@ class PowerFlow:
         On failure the previous results are kept and the next solve warm-starts from the
         last converged voltages.
         """
-        self.summary = self.element_values = None
         if self.solver == "pandapower":
+            self.summary = self.element_values = None
             return self._solve_pandapower(p_mw, q_mvar)
         if self._stale:
             self._build()
@@ -269,13 +332,21 @@ class PowerFlow:
     def _solve_newton(self, p_mw: dict[str, np.ndarray], q_mvar: dict[str, np.ndarray]) -> bool:
         kernels = self._kernels if self.use_kernels else None
         if kernels is not None:
-            sbus = kernels.sbus(p_mw, q_mvar)
+            sbus, same_sbus = kernels.sbus(p_mw, q_mvar)
+            if same_sbus and self._repeat and self._V is self._v_solved:
+                # the last solve again (the same injections, from the voltages it started from and returned):
+                # its results stand, to the bit (:attr:`_repeat`)
+                self.n_repeats += 1
+                return True
         else:
             p_all = np.concatenate([p_mw[k] for k in KINDS]) * self._inj_factor
             q_all = np.concatenate([q_mvar[k] for k in KINDS]) * self._inj_factor
             n = self._n_bus
             s_el = np.bincount(self._inj_bus, p_all, n + 1)[:n] + 1j * np.bincount(self._inj_bus, q_all, n + 1)[:n]
             sbus = self._s_const + s_el / self._base_mva
+        self.summary = self.element_values = None
+        self._repeat = False
+        kept, from_solved = self._analysis_kept, self._V is self._v_solved
         ok = self._newton(sbus)
         if ok != self._analysis_kept and _KEEP_ANALYSIS:
             # converged: the next solve changes only Sbus and the start V, so the solver keeps the Jacobian's
@@ -289,7 +360,11 @@ class PowerFlow:
             v = kernels.results(self, vm, va)
             if v is None:
                 return False
-            self._V, self._sbus = v, sbus
+            # V came back bit for bit as it went in (the kernels' last V), converged before any iteration: the same
+            # injections next time make the same solve (_repeat)
+            self._repeat = kept and from_solved and kernels.same_v and self._nr.get_nb_iter() == 0
+            self._V = self._v_solved = v
+            self._sbus = sbus
             return True
         if not (math.isfinite(_sum(vm)) and math.isfinite(_sum(va))):  # a NaN or inf anywhere
             return False
@@ -300,11 +375,22 @@ class PowerFlow:
 
     def _newton(self, sbus: np.ndarray) -> bool:
         """lightsim2grid's Newton solve from the last converged voltages (``self._V`` is left as it is)."""
-        try:
-            return bool(self._nr.solve(self._ybus, self._V, sbus, self._ref, self._slack_w, self._pv, self._pq,
-                                       MAX_ITERATION, TOLERANCE_MVA))
-        except Exception:  # lightsim2grid raises on singular Jacobians: a non-convergence too
-            return False
+        nr = self._nr if self._nr is not None else self._solver()
+        if not self._analysis_kept and _KEEP_ANALYSIS:  # this solve builds the analysis the next ones keep: a copy replays it
+            self._analysis_from = (self._V.copy(), sbus.copy())
+        return _solve(nr, self, self._V, sbus)
+
+    def _solver(self) -> NRSing_KLU:
+        """A new solver in the state of the one this object's original had when it was copied (:meth:`__deepcopy__`):
+        the analysis it kept (the Jacobian's pattern, KLU's analysis and its pivots, which later refactorizations
+        keep) is the one the solve that built it made, so that solve is made again, its results dropped."""
+        nr = self._nr = NRSing_KLU()
+        if self._analysis_kept:
+            v0, sbus = self._analysis_from
+            rebuilt = _solve(nr, self, v0.copy(), sbus)
+            _tell_solver(nr, nothing_changed=rebuilt)
+            self._analysis_kept = rebuilt
+        return nr
 
     def _results(self, v: np.ndarray, sbus: np.ndarray) -> None:
         # the solved values go into buffers one longer than needed: the last entry (NaN / 0)
@@ -356,6 +442,9 @@ class PowerFlow:
         self._bus_pos: dict[tuple[str, int], int] = {}  # bus_of, read again after an edit
         self.p0 = {k: self.net[k]["p_mw"].to_numpy(float).copy() for k in KINDS}
         self.q0 = {k: self.net[k]["q_mvar"].to_numpy(float).copy() for k in KINDS}
+        #: ``(p, q, p per kind, q per kind)``: the element powers a caller writes and the solve reads (one array
+        #: each, the kinds' views into it: :meth:`injection_buffers`); None until asked for
+        self._inj: tuple | None = None
 
     def _build(self) -> None:
         """Convert the net with pandapower's ppc builder; keep what each solve needs (or copy
@@ -387,7 +476,7 @@ class PowerFlow:
             for name, value in built["net"].items():
                 self.net[name] = copy.deepcopy(value)
         self._options_set = True
-        self._nr, self._analysis_kept = NRSing_KLU(), False
+        self._nr, self._analysis_kept, self._analysis_from, self._repeat = NRSing_KLU(), False, None, False
         self._kernels = _Kernels.make(self)
         self._stale = False
 
@@ -427,7 +516,7 @@ class PowerFlow:
             weights[ref] = 1.0 / len(ref)
         self._slack_w = weights
         self._V = self._initial_voltages(ppci_loaded, v0)
-        self._nr, self._analysis_kept = NRSing_KLU(), False
+        self._nr, self._analysis_kept, self._analysis_from, self._repeat = NRSing_KLU(), False, None, False
 
         lookup = net._pd2ppc_lookups["bus"]
         bus_map = lookup[net.bus.index.to_numpy()]
@@ -517,6 +606,10 @@ class PowerFlow:
     def _locate(self, table: str, ref: str | int) -> int:
         return locate_in(self.net, table, ref, self.ids.get(table))
 
+
+#: What a copy does not copy (:meth:`PowerFlow.__deepcopy__`): the net (shared until edited), lightsim2grid's solver
+#: (not copyable: made anew) and the C kernels (made for the copy's arrays)
+_NOT_COPIED = frozenset({"net", "_nr", "_kernels"})
 
 #: The solver models built so far in this process, by net key and attached elements (PowerFlow's ``key``).
 _BUILT: dict[tuple, dict[str, Any]] = {}
@@ -633,6 +726,15 @@ def _matvec(matrix: sparse.csr_matrix, v: np.ndarray) -> np.ndarray:
     return result
 
 
+def _solve(nr: NRSing_KLU, flow: PowerFlow, v0: np.ndarray, sbus: np.ndarray) -> bool:
+    """lightsim2grid's Newton solve of ``flow``'s model from ``v0`` with injections ``sbus``; True when converged."""
+    try:
+        return bool(nr.solve(flow._ybus, v0, sbus, flow._ref, flow._slack_w, flow._pv, flow._pq,
+                             MAX_ITERATION, TOLERANCE_MVA))
+    except Exception:  # lightsim2grid raises on singular Jacobians: a non-convergence too
+        return False
+
+
 def _address(array: np.ndarray) -> int:
     return array.__array_interface__["data"][0]
 
@@ -649,7 +751,8 @@ def _load_kernels(lib_path: Path = Path(__file__).with_name("_kernels.so")):
     ptr, i64 = ctypes.c_void_p, ctypes.c_int64
     for name in ("cosim_sbus_s", "cosim_voltages_s", "cosim_results_s"):
         getattr(lib, name).argtypes = [ptr]
-        getattr(lib, name).restype = None
+    lib.cosim_results_s.restype = None
+    lib.cosim_sbus_s.restype = lib.cosim_voltages_s.restype = i64
     lib.cosim_solved_s.argtypes = [ptr]
     lib.cosim_solved_s.restype = i64
     lib.cosim_set_abs_fused.argtypes = [ctypes.c_int]
@@ -776,9 +879,13 @@ class _Kernels:
             self.keep.append(array)
             return ctypes.c_void_p(_address(array))
 
+        flow._v_solved = None  # (not the V in these new buffers: PowerFlow._repeat)
         n, n_br = flow._n_bus, flow._n_br
         n_el = sum(len(flow.p0[k]) for k in KINDS)
         self.p_all, self.q_all = np.zeros(n_el), np.zeros(n_el)
+        self.views: tuple = (None, None)  # the flow's injection_buffers when the arrays read are theirs
+        if flow._inj is not None and len(flow._inj[0]) == len(flow._inj[1]) == n_el:
+            self.p_all, self.q_all, *self.views = flow._inj
         self.sbus_buf = np.zeros(n, np.complex128)
         self.sbus_spec = spec([n_el, fixed(self.p_all, float), fixed(self.q_all, float), fixed(flow._inj_factor, float),
                                fixed(flow._inj_bus, np.int64), n, fixed(flow._s_const, np.complex128),
@@ -822,6 +929,7 @@ class _Kernels:
             *summary,
         ])
         self.totals = np.zeros(3)  # losses, p_import, q_import
+        self.same_v = False  # results: V came out bit for bit as the last call's
         self.solved_spec = spec([
             self.voltages_spec.value, self.results_spec.value, n, fixed(self.vm, float),
             fixed(self.va, float), fixed(self.e, np.complex128), n + n_rows, vc, fixed(self.mag, float),
@@ -830,12 +938,14 @@ class _Kernels:
             fixed(self.totals, float),
         ])
 
-    def sbus(self, p_mw: dict[str, np.ndarray], q_mvar: dict[str, np.ndarray]) -> np.ndarray:
-        """``PowerFlow.solve``'s bus injections (the numpy form beside it), a new array."""
-        np.concatenate([p_mw[k] for k in KINDS], out=self.p_all)
-        np.concatenate([q_mvar[k] for k in KINDS], out=self.q_all)
-        _KERNELS.cosim_sbus_s(self.sbus_spec)
-        return self.sbus_buf.copy()
+    def sbus(self, p_mw: dict[str, np.ndarray], q_mvar: dict[str, np.ndarray]) -> tuple[np.ndarray, bool]:
+        """``PowerFlow.solve``'s bus injections (the numpy form beside it) and whether they are the last call's,
+        bit for bit. The array is the kernels' own, written again by the next call (the results read it)."""
+        if p_mw is not self.views[0] or q_mvar is not self.views[1]:  # not already the arrays read
+            np.concatenate([p_mw[k] for k in KINDS], out=self.p_all)
+            np.concatenate([q_mvar[k] for k in KINDS], out=self.q_all)
+        same = _KERNELS.cosim_sbus_s(self.sbus_spec)
+        return self.sbus_buf, same == 1
 
     def results(self, flow: "PowerFlow", vm: np.ndarray, va: np.ndarray) -> np.ndarray | None:
         """:meth:`PowerFlow.solve`'s finiteness check, then ``v = vm * exp(1j * va)`` and
@@ -843,8 +953,10 @@ class _Kernels:
         its buffer), in one C call; returns v, a new array (None: a NaN or inf in vm or va)."""
         self.vm[:] = vm
         self.va[:] = va
-        if not _KERNELS.cosim_solved_s(self.solved_spec):
+        solved = _KERNELS.cosim_solved_s(self.solved_spec)
+        if not solved:
             return None
+        self.same_v = solved == 2  # V bit for bit the last call's
         out = self.out.copy()
         a, b = self.cut
         flow.vm_pu, flow.line_loading_pct, flow.trafo_loading_pct = out[:a], out[a:b], out[b:]

@@ -127,7 +127,7 @@ from cosim.adapters.grid.pandapower_tables import (
     locate_in,
 )
 from cosim.adapters.grid.params import ElementParams, SimParams
-from cosim.adapters.grid.voltage_band import band_stats, band_stats_one, nan_extremes
+from cosim.adapters.grid.voltage_band import band_stats, nan_extremes
 from cosim.sdk import CosimSim, PowerFlowNotConverged, ScenarioContext, meta, model_meta, tuple_getter
 
 __all__ = ["ELEMENT_P_MAX_FLOOR_MW", "SUMMARY_EXTRA_OUTPUTS", "TRIP_OUTPUTS", "GridSim", "cap_set_attr",
@@ -353,18 +353,22 @@ class GridSim(CosimSim):
         low, high = self.params.v_low_pu, self.params.v_high_pu
         opendss = self.params.engine == "opendss"
         if converged and not opendss:  # balanced: one reading, the bus's (element_vm_pu's, without a call)
-            vm_pu = self.flow.vm_pu.tolist()
+            vm_at, out, isfinite, nan = self.flow.vm_pu.item, self._out, math.isfinite, math.nan
             for eid, e in self.attached.items():
                 # an entity's own value is the one _injections wrote (a float64 holds a float exactly)
                 asked = e.p_mw if e.p_mw is not None else float(p_mw[e.kind][e.pos])
                 q = e.q_mvar if e.q_mvar is not None else float(q_mvar[e.kind][e.pos])
-                vm = vm_pu[e.bus_pos]
-                stats = band_stats_one(vm, low, high)
-                # served: pandapower's elements are constant power, so what they asked; none on a dead bus
-                self._out[eid] = {"p_mw": asked, "q_mvar": q, "vm_pu": vm,
-                                  "vm_phase_min_pu": stats["vm_phase_min_pu"], "vm_phase_max_pu": stats["vm_phase_max_pu"],
-                                  "vm_violation_pu": stats["vm_violation_pu"],
-                                  SERVED_ATTR: asked if math.isfinite(vm) else 0.0}
+                vm = vm_at(e.bus_pos)
+                # band_stats_one's numbers, inline (a call and a dict per element); served: pandapower's elements
+                # are constant power, so what they asked; none on a dead bus
+                if isfinite(vm):
+                    under, over = low - vm, vm - high  # max(x, 0.0) as written out: 0.0 when 0.0 > x, else x
+                    out[eid] = {"p_mw": asked, "q_mvar": q, "vm_pu": vm, "vm_phase_min_pu": vm, "vm_phase_max_pu": vm,
+                                "vm_violation_pu": (0.0 if under < 0.0 else under) + (0.0 if over < 0.0 else over),
+                                SERVED_ATTR: asked}
+                else:
+                    out[eid] = {"p_mw": asked, "q_mvar": q, "vm_pu": vm, "vm_phase_min_pu": nan, "vm_phase_max_pu": nan,
+                                "vm_violation_pu": nan, SERVED_ATTR: 0.0}
             return
         for eid, e in self.attached.items():
             asked = float(p_mw[e.kind][e.pos])
@@ -471,8 +475,9 @@ class GridSim(CosimSim):
         every step.
         """
         if self._buffers is None:
-            self._buffers = ({k: v.copy() for k, v in self.flow.p0.items()},
-                             {k: v.copy() for k, v in self.flow.q0.items()})
+            own = getattr(self.flow, "injection_buffers", None)  # pandapower: the arrays its solve reads
+            self._buffers = own() if own is not None else ({k: v.copy() for k, v in self.flow.p0.items()},
+                                                           {k: v.copy() for k, v in self.flow.q0.items()})
         return self._buffers
 
     def _profile_row(self, time_s: float) -> int:
