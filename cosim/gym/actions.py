@@ -39,11 +39,19 @@ class Actuator:
         self.discrete = all(a.values is not None for a in actions)
         if self.discrete:
             self.space = spaces.MultiDiscrete([len(a.values) for a in actions])
+            bounds = (self.space.nvec, getattr(self.space, "start", None))
         else:
             self.space = spaces.Box(np.array([a.low for a in actions], np.float32),
                                     np.array([a.high for a in actions], np.float32), dtype=np.float32)
             self._low, self._high = self.space.low.astype(float), self.space.high.astype(float)
             self._bounds = list(zip(self._low.tolist(), self._high.tolist()))
+            #: per action: (its float32 bounds, its own bounds, entity, input, values)
+            self._plan = [(low, high, a.low, a.high, a.entity, a.attr, a.values)
+                          for (low, high), a in zip(self._bounds, actions)]
+            bounds = (self.space.low, self.space.high)
+        for array in bounds:  # read once, here: an edit in place afterwards would be ignored, so it fails
+            if isinstance(array, np.ndarray):
+                array.flags.writeable = False
 
     def idle(self) -> np.ndarray:
         """The action that leaves every knob as if unset (each action's ``idle``)."""
@@ -59,6 +67,10 @@ class Actuator:
             raise ValueError(f"action {action!r} is not an array of numbers; {self._takes()}") from None
         if raw.shape != (len(self.actions),):
             raise ValueError(f"action has shape {np.shape(action)}; {self._takes()}")
+        if not self.discrete:
+            values = raw.tolist()
+            if all(low < x < high for x, (low, high, *_) in zip(values, self._plan)):  # (finite too)
+                return self._settings_of(values), 0  # np.clip leaves a value strictly inside as it is
         if not all(map(math.isfinite, raw.tolist())):
             named = ", ".join(f"{a.name} = {v}" for a, v in zip(self.actions, raw) if not np.isfinite(v))
             raise ValueError(f"action has non-finite value(s): {named}; nothing was applied. Give finite numbers "
@@ -67,21 +79,23 @@ class Actuator:
             return self._discrete(raw)
         return self._continuous(raw)
 
-    def _continuous(self, raw: np.ndarray) -> tuple[list[tuple[str, str, float]], int]:
-        values = raw.tolist()
-        if all(low < x < high for x, (low, high) in zip(values, self._bounds)):
-            clipped, n_outside = values, 0  # np.clip leaves a value strictly inside as it is
-        else:  # np.clip itself: at a bound, which zero (0.0 or -0.0) it gives depends on its loop
-            outside = (raw < self._low) | (raw > self._high)
-            clipped, n_outside = np.clip(raw, self._low, self._high).tolist(), int(outside.sum())
-            self._warn(outside, raw)
+    def _settings_of(self, values: list[float]) -> list[tuple[str, str, float]]:
+        """``[(entity, input, value)]`` of coordinates within the space's bounds."""
         out = []
-        for a, value in zip(self.actions, clipped):
-            value = min(max(value, a.low), a.high)  # float32 bounds may round past the input's own
-            if a.values is not None:
-                value = min(a.values, key=lambda v: abs(v - value))
-            out.append((a.entity, a.attr, value))
-        return out, n_outside
+        for value, (_, _, low, high, entity, attr, choices) in zip(values, self._plan):
+            value = min(max(value, low), high)  # float32 bounds may round past the input's own
+            if choices is not None:
+                value = min(choices, key=lambda v: abs(v - value))
+            out.append((entity, attr, value))
+        return out
+
+    def _continuous(self, raw: np.ndarray) -> tuple[list[tuple[str, str, float]], int]:
+        """A finite action with a coordinate at or outside the space's bounds: clipped by np.clip itself
+        (at a bound, which zero, 0.0 or -0.0, it gives depends on its loop)."""
+        outside = (raw < self._low) | (raw > self._high)
+        clipped, n_outside = np.clip(raw, self._low, self._high).tolist(), int(outside.sum())
+        self._warn(outside, raw)
+        return self._settings_of(clipped), n_outside
 
     def _discrete(self, raw: np.ndarray) -> tuple[list[tuple[str, str, float]], int]:
         index = np.rint(raw)

@@ -295,7 +295,9 @@ class RewardTerms:
             wanted += [f"{g}.{a}" for a in ("vm_min_pu", "vm_max_pu", "max_loading_pct") if self.cols.has(f"{g}.{a}")]
         for attr in ("slo_attainment_frac", "tokens_per_s", "delay_gpu_h"):
             wanted += _it_columns(self.cols, attr)
-        return list(dict.fromkeys([*wanted, *self.cols.cooling]))
+        columns = list(dict.fromkeys([*wanted, *self.cols.cooling]))
+        entities = list(dict.fromkeys(c.split(".", 1)[0] for c in columns))
+        return sorted(columns, key=lambda c: entities.index(c.split(".", 1)[0]))  # an entity's read together
 
     def reset(self) -> None:
         self.state = {}
@@ -312,6 +314,6 @@ class RewardTerms:
         call on arrays of a few elements), else by the arrays."""
         if 0 < len(rows) < scalar_terms.MAX_ROWS:
             if self._scalar_plan is None:
-                self._scalar_plan = scalar_terms.Plan(self.cols, self._where)
-            return scalar_terms.compute(self._scalar_plan, self.names, rows, self.dt_h, self.state)
+                self._scalar_plan = scalar_terms.Plan(self.cols, self._where, self.names)
+            return scalar_terms.compute(self._scalar_plan, rows, self.dt_h, self.state)
         return self.compute(np.array(rows, dtype=float).reshape(len(rows), len(self.columns)), self.columns)

@@ -35,7 +35,18 @@ MAX_ROWS = 8
 OVERLOAD_PCT = 100.0
 
 
+def _nan_as_0(xs) -> list[float]:
+    """``np.where(np.isnan(x), 0.0, x)``."""
+    return [0.0 if x != x else x for x in xs]
+
+
+def _positive(xs) -> list[float]:
+    """The ``_positive`` of :mod:`~cosim.gym.rewards`: ``x`` when NaN or ``x >= 0`` (-0.0 stays), else ``0.0``."""
+    return [x if x != x or x >= 0.0 else 0.0 for x in xs]
+
+
 def _clip0(x: float) -> float:
+    """``np.clip(x, 0.0, None)``: ``x`` when NaN or above 0, else ``0.0`` (-0.0 too)."""
     return x if x != x or x > 0.0 else 0.0
 
 
@@ -65,14 +76,15 @@ def _max0(xs) -> float:
 
 
 class Plan:
-    """Where each term's columns sit in a row.
+    """Where each term's columns sit in a row, and the functions of the terms to compute, made once.
 
     Args:
         cols: the scenario's term columns (:class:`cosim.gym.rewards.TermColumns`).
         where: each column's position in a row.
+        names: the terms to compute, in order (default: every term).
     """
 
-    def __init__(self, cols: Any, where: dict[str, int]):
+    def __init__(self, cols: Any, where: dict[str, int], names: list[str] | None = None):
         site = cols.site
         self.groups = [[where[c] for c in site[k]] for k in ("loads", "storage", "clean_generation",
                                                               "other_generation")]
@@ -89,88 +101,101 @@ class Plan:
         self.tokens = [where[c] for c in it["tokens_per_s"]]
         self.delay = [(c, where[c]) for c in it["delay_gpu_h"]]
         self.cooling = [where[c] for c in cols.cooling]
+        self.names = list(TERMS) if names is None else list(names)
+        self.terms = [(name, TERMS[name]) for name in self.names]
+        #: the site's import and export are computed once a decision, when a term reads them
+        self.needs_flows = any(name in FLOW_TERMS for name in self.names)
+        self.zeros: list[float] = []  # a 0.0 per row (of the last decision's number of rows)
 
 
-def _flows(plan: Plan, columns: list[tuple[float, ...]], n: int) -> tuple[list[float], list[float]]:
+def _flows(plan: Plan, columns: list[tuple[float, ...]]) -> tuple[list[float], list[float]]:
     """The site's import and export per row, as ``Rows.site_flows_mw``. [MW]"""
     sums = []
     for group in plan.groups:
-        total = [0.0] * n
+        total = plan.zeros
         for j in group:
-            total = [t + (0.0 if x != x else x) for t, x in zip(total, columns[j])]
+            total = [t + x for t, x in zip(total, _nan_as_0(columns[j]))]
         sums.append(total)
     loads, storage, clean, other = sums
     net = [((a + b) - c) - d for a, b, c, d in zip(loads, storage, clean, other)]
-    negated = [-x for x in net]
-    return [x if x != x or x >= 0.0 else 0.0 for x in net], [x if x != x or x >= 0.0 else 0.0 for x in negated]
+    return _positive(net), _positive([-x for x in net])
 
 
-def compute(plan: Plan, names: list[str], rows: list[list[float]], dt_h: float,
-            state: dict[str, Any]) -> dict[str, float]:
-    """``{term: value}`` of the terms ``names`` over one decision's ``rows`` (fewer than
+def compute(plan: Plan, rows: list[list[float]], dt_h: float, state: dict[str, Any]) -> dict[str, float]:
+    """``{term: value}`` of the plan's terms over one decision's ``rows`` (fewer than
     :data:`MAX_ROWS`, laid out as ``plan`` says), with ``state`` (the running peak, the last
-    cumulative values) carried on as ``RewardTerms.compute`` carries it. [term units]"""
+    cumulative values) carried on as ``RewardTerms.compute`` carries it. [term units]
+
+    (Python's ``sum`` over grids and IT entities, which starts from the int 0, is a loop from 0.0
+    here: ``0 + x`` is ``0.0 + x`` for a float, and an empty sum 0 is 0.0 once made a float.)"""
     columns = list(zip(*rows))
-    n = len(rows)
-    flows = None
-    out: dict[str, float] = {}
-    for name in names:
-        if name in ("energy_cost_usd", "carbon_t", "import_peak_mw") and flows is None:
-            flows = _flows(plan, columns, n)
-        out[name] = float(TERMS[name](plan, columns, n, dt_h, state, flows))
+    if len(rows) != len(plan.zeros):
+        plan.zeros = [0.0] * len(rows)
+    flows = _flows(plan, columns) if plan.needs_flows else None
+    out = {}
+    for name, term in plan.terms:
+        out[name] = float(term(plan, columns, dt_h, state, flows))
     return out
 
 
-def _energy_cost(plan, columns, n, dt_h, state, flows) -> float:
+def _energy_cost(plan, columns, dt_h, state, flows) -> float:
     imp, exp = flows
-    price = columns[plan.price]
-    export_price = columns[plan.export_price] if plan.export_price is not None else [0.0] * n
-    cost = _nansum(map(operator.mul, imp, price)) * dt_h
+    export_price = columns[plan.export_price] if plan.export_price is not None else plan.zeros
+    cost = _nansum(map(operator.mul, imp, columns[plan.price])) * dt_h
     cost -= _nansum(map(operator.mul, exp, export_price)) * dt_h
     return cost
 
 
-def _carbon(plan, columns, n, dt_h, state, flows) -> float:
-    imp, _ = flows
-    return _nansum([(p if p != p or p > 0.0 else 0.0) * ci for p, ci in zip(imp, columns[plan.ci])]) * dt_h / 1000.0
+def _carbon(plan, columns, dt_h, state, flows) -> float:
+    return _nansum([_clip0(p) * ci for p, ci in zip(flows[0], columns[plan.ci])]) * dt_h / 1000.0
 
 
-def _import_peak(plan, columns, n, dt_h, state, flows) -> float:
+def _import_peak(plan, columns, dt_h, state, flows) -> float:
     before = state.get("import_peak_mw", 0.0)
     state["import_peak_mw"] = max(before, _max0(flows[0]))
     return state["import_peak_mw"] - before
 
 
-def _battery_throughput(plan, columns, n, dt_h, state, flows) -> float:
+def _battery_throughput(plan, columns, dt_h, state, flows) -> float:
     total = 0.0
     for j in plan.storage:
-        p = [0.0 if x != x else x for x in columns[j]]
-        negated = [-x for x in p]
-        total += (_sum([x if x != x or x >= 0.0 else 0.0 for x in p]) * dt_h
-                  + _sum([x if x != x or x >= 0.0 else 0.0 for x in negated]) * dt_h)
+        p = _nan_as_0(columns[j])
+        total += _sum(_positive(p)) * dt_h + _sum(_positive([-x for x in p])) * dt_h
     return total
 
 
-def _voltage(plan, columns, n, dt_h, state, flows) -> float:
+def _voltage(plan, columns, dt_h, state, flows) -> float:
     dt_s = dt_h * 3600.0
-    return sum(_nansum([_clip0(V_LOW_PU - lo) + _clip0(hi - V_HIGH_PU) for lo, hi in zip(columns[i], columns[j])])
-               * dt_s for i, j in plan.voltage)
+    total = 0.0
+    for i, j in plan.voltage:
+        total += _nansum([_clip0(V_LOW_PU - lo) + _clip0(hi - V_HIGH_PU) for lo, hi in zip(columns[i], columns[j])]) \
+            * dt_s
+    return total
 
 
-def _overload(plan, columns, n, dt_h, state, flows) -> float:
+def _overload(plan, columns, dt_h, state, flows) -> float:
     dt_s = dt_h * 3600.0
-    return sum(sum(1 for x in columns[j] if x > OVERLOAD_PCT) * dt_s for j in plan.loading)
+    total = 0.0
+    for j in plan.loading:
+        total += len([x for x in columns[j] if x > OVERLOAD_PCT]) * dt_s
+    return total
 
 
-def _slo_loss(plan, columns, n, dt_h, state, flows) -> float:
-    return sum(_nansum([1.0 - x for x in columns[j]]) * dt_h for j in plan.slo)
+def _slo_loss(plan, columns, dt_h, state, flows) -> float:
+    total = 0.0
+    for j in plan.slo:
+        total += _nansum([1.0 - x for x in columns[j]]) * dt_h
+    return total
 
 
-def _tokens(plan, columns, n, dt_h, state, flows) -> float:
-    return sum(_nansum(columns[j]) * dt_h * 3600.0 for j in plan.tokens)
+def _tokens(plan, columns, dt_h, state, flows) -> float:
+    total = 0.0
+    for j in plan.tokens:
+        total += _nansum(columns[j]) * dt_h * 3600.0
+    return total
 
 
-def _delay(plan, columns, n, dt_h, state, flows) -> float:
+def _delay(plan, columns, dt_h, state, flows) -> float:
     rise = 0.0
     for name, j in plan.delay:
         present = [x for x in columns[j] if x == x]
@@ -180,12 +205,17 @@ def _delay(plan, columns, n, dt_h, state, flows) -> float:
     return rise
 
 
-def _unmet_cooling(plan, columns, n, dt_h, state, flows) -> float:
-    return sum(_nansum(columns[j]) * dt_h for j in plan.cooling)
+def _unmet_cooling(plan, columns, dt_h, state, flows) -> float:
+    total = 0.0
+    for j in plan.cooling:
+        total += _nansum(columns[j]) * dt_h
+    return total
 
 
 #: every term of :data:`cosim.gym.rewards.TERMS`, in plain floats (a test checks that none is missing)
 TERMS = {"energy_cost_usd": _energy_cost, "carbon_t": _carbon, "import_peak_mw": _import_peak,
-          "battery_throughput_mwh": _battery_throughput, "voltage_violation_pu_s": _voltage,
-          "line_overload_s": _overload, "slo_loss_h": _slo_loss, "n_tokens": _tokens, "delay_gpu_h": _delay,
-          "unmet_cooling_mwh": _unmet_cooling}
+         "battery_throughput_mwh": _battery_throughput, "voltage_violation_pu_s": _voltage,
+         "line_overload_s": _overload, "slo_loss_h": _slo_loss, "n_tokens": _tokens, "delay_gpu_h": _delay,
+         "unmet_cooling_mwh": _unmet_cooling}
+#: the terms that read the site's import and export
+FLOW_TERMS = frozenset({"energy_cost_usd", "carbon_t", "import_peak_mw"})

@@ -13,7 +13,7 @@ steps, close), the gym envs' steps and resets (one limit around a whole decision
 scenario steps the Session then takes inside it), the HELICS federate on mosaik, and the
 look-ahead worker process. Code between those calls (a learner's torch or numpy between two env
 steps) runs with the process's own setting: the limit is set when a call comes in and undone
-when it returns (~10 µs: two calls into each BLAS library), not held while the caller has
+when it returns (~2 µs: two calls into each BLAS library, made directly), not held while the caller has
 control. BLAS libraries have one setting per process: the limit is counted, so a call inside
 another (a Session's step inside an env step) or runs in several threads of one process (a Dask
 worker's tasks) only count; the first one in sets it, the last one out undoes it.
@@ -21,7 +21,9 @@ worker's tasks) only count; the first one in sets it, the last one out undoes it
 
 from __future__ import annotations
 
+import functools
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import scipy.linalg  # noqa: F401 — loads scipy's own OpenBLAS (a run imports it anyway), so that it is limited too
@@ -64,28 +66,57 @@ def one_thread() -> _OneThread:
 def _limit() -> None:
     """Each BLAS library loaded now on one thread (threadpoolctl looks for libraries again only when modules
     were imported since it last looked; one already on one thread is left alone). Set even while another
-    thread holds a setting of its own (a learner's ``threadpool_limits``): threadpoolctl would otherwise ignore
-    this thread's call, and the run would step on that thread count."""
-    OpenBLASController.clear_controlling_thread(force=True)
-    for library in get_cached_controller().lib_controllers:
-        if library.user_api == "blas":
-            threads = library.num_threads
-            if threads is not None and threads != 1:
-                library.set_num_threads(1)
-                _changed.append((library, threads))
-    _release_openblas()
+    thread holds a setting of its own (a learner's ``threadpool_limits``): the run must not step on that
+    thread count."""
+    for get, put in _controls():
+        threads = get()
+        if threads is not None and threads != 1:
+            put(1)
+            _changed.append((put, threads))
 
 
 def _restore() -> None:
-    OpenBLASController.clear_controlling_thread(force=True)  # (as _limit)
-    for library, threads in _changed:
-        library.set_num_threads(threads)
+    for put, threads in _changed:
+        put(threads)
     _changed.clear()
-    _release_openblas()
 
 
-def _release_openblas() -> None:
-    """threadpoolctl lets only the thread that last set OpenBLAS's threads set them again until it lets
-    go (OpenBLAS has one pool per process); the limit is set and undone under :data:`_lock`, perhaps
-    by different threads (the last run to end undoes it), so this thread lets go at once."""
+_seen: Any = None  # the threadpoolctl controller _plan was made for
+_plan: list[tuple[Callable[[], int | None], Callable[[int], Any]]] = []
+
+
+def _controls() -> list[tuple[Callable[[], int | None], Callable[[int], Any]]]:
+    """``(get threads, set threads)`` of each BLAS library loaded now (made again when threadpoolctl
+    finds another set of libraries)."""
+    global _seen, _plan
+    controller = get_cached_controller()
+    if controller is not _seen:
+        _plan = [_control(library) for library in controller.lib_controllers if library.user_api == "blas"]
+        _seen = controller
+    return _plan
+
+
+def _control(library: Any) -> tuple[Callable[[], int | None], Callable[[int], Any]]:
+    """An OpenBLAS library's own get and set functions, as threadpoolctl calls them for its threading
+    layer (``openblas_*_num_threads``, or OpenMP's per-thread ones), called directly: ~1 µs each instead
+    of ~10 through threadpoolctl, whose checks of the controlling thread a limit has to clear anyway;
+    for another library, or when they are not found, threadpoolctl's calls (:func:`_set_through`)."""
+    if isinstance(library, OpenBLASController):
+        openmp = library.threading_layer == "openmp"
+        try:
+            get = library._get_symbol("omp_get_max_threads" if openmp else "openblas_get_num_threads")
+            put = library._get_symbol("omp_set_num_threads" if openmp else "openblas_set_num_threads")
+        except Exception:  # noqa: BLE001 — another threadpoolctl: its own calls below
+            get = put = None
+        if get is not None and put is not None and get() == library.num_threads:
+            return get, put
+    return (lambda: library.num_threads), functools.partial(_set_through, library)
+
+
+def _set_through(library: Any, threads: int) -> None:
+    """``threads`` set by threadpoolctl, even while another thread holds a setting (it would otherwise
+    ignore the call for OpenBLAS); this thread lets go of OpenBLAS at once (threadpoolctl lets only
+    the thread that last set it set it again, and the limit is undone perhaps by another thread)."""
+    OpenBLASController.clear_controlling_thread(force=True)
+    library.set_num_threads(threads)
     OpenBLASController.clear_controlling_thread()

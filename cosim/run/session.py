@@ -39,7 +39,7 @@ from cosim.run.runner import load_scenario
 from cosim.run.settable import real_number as _real, value_problem
 from cosim.run.stopping import RunStopped
 from cosim.scenario import Scenario
-from cosim.sdk import EndRun
+from cosim.sdk import CosimSim, EndRun
 
 
 class Session:
@@ -59,11 +59,33 @@ class Session:
         Exception: a simulator failed to start (the run folder says ``failed``, with why).
     """
 
+    def __new__(cls, scenario: str | Path | Scenario, overrides: dict[str, Any] | None = None,
+                out_dir: str | Path = "runs", record: bool = True, report: bool = True,
+                built: dict[str, Any] | None = None) -> "Session":
+        # Set up here rather than in __init__: the heap is frozen once the engine is set up (freeze_heap),
+        # and a Session frozen with it would never be collected from a reference cycle, so its finalizer
+        # would never thaw the heap. The object handed out is made after the freeze, with the set-up's
+        # attributes: a cycle through it is collected as any other, and the heap thawed then.
+        started = object.__new__(cls)
+        started._start(scenario, overrides, out_dir, record, report, built)
+        if not started._frozen:
+            return started
+        session = object.__new__(cls)
+        vars(session).update(vars(started))
+        vars(started).clear()
+        session._thaw = weakref.finalize(session, thaw_heap, session._frozen)  # a Session dropped without close()
+        return session
+
     def __init__(self, scenario: str | Path | Scenario, overrides: dict[str, Any] | None = None,
                  out_dir: str | Path = "runs", record: bool = True, report: bool = True,
                  built: dict[str, Any] | None = None):
+        """(Set up by ``__new__``.)"""
+
+    def _start(self, scenario: str | Path | Scenario, overrides: dict[str, Any] | None, out_dir: str | Path,
+               record: bool, report: bool, built: dict[str, Any] | None) -> None:
         self.scn = _direct(scenario, overrides)
-        self._ticks_per_s = self.scn.ticks_per_s  # (a property that checks the tick: read at every step)
+        #: mosaik ticks in a second (the scenario's ``ticks_per_s``, a property that checks the tick: kept)
+        self.ticks_per_s = self.scn.ticks_per_s
         self._report = report
         self.folder = None
         self._started = None
@@ -74,7 +96,8 @@ class Session:
         self._interrupted: str | None = None  # the exception that left the with block early
         self._bounds: dict[str, dict[str, tuple[float, float]]] = {}
         self._refused: dict[str, dict[str, str]] = {}  # inputs an entity refuses from outside, with why
-        self._inputs: dict[str, tuple[str, str]] = {}  # "<entity>.<input>" set before -> (entity, input)
+        self._inputs: dict[tuple[str, str], tuple[str, str, dict]] = {}  # set before -> (entity, input, its held)
+        self._checks: dict[tuple[str, str], tuple[float, float, str | None]] = {}  # -> (low, high, why refused)
         self._frozen = None  # the heap kept from full garbage collections while it runs (freeze_heap's token)
         if record:
             graph.check_record(self.scn)
@@ -85,9 +108,7 @@ class Session:
             with blas.one_thread():  # the simulators run on one BLAS thread (cosim.run.blas), as in a run
                 self.engine.start(built)
                 self.engine.run_blocks(served=False)  # hints only: exact under any later set() or get()
-            self._frozen = freeze_heap()
-            if self._frozen:  # a Session dropped without close() thaws the heap as it goes
-                self._thaw = weakref.finalize(self, thaw_heap, self._frozen)
+            self._frozen = freeze_heap()  # (its finalizer is made by __new__)
         except BaseException as exc:  # the folder must not say "running" forever
             self._broken = exc
             self.close()
@@ -101,9 +122,7 @@ class Session:
         nxt = self.engine.next_time
         return self.scn.scenario.duration_s if nxt is None else self._seconds(nxt)
 
-    def _seconds(self, ticks: int) -> int | float:
-        whole, part = divmod(ticks, self._ticks_per_s)
-        return whole if not part else ticks / self._ticks_per_s
+    _seconds = CosimSim.seconds  # (of ticks_per_s)
 
     @property
     def utc(self) -> datetime:
@@ -135,7 +154,7 @@ class Session:
             ScenarioError: ``t_s`` is not a number (or NaN).
         """
         self._check_open()
-        if not _real(t_s) or math.isnan(t_s):
+        if type(t_s) is not int and (not _real(t_s) or math.isnan(t_s)):
             raise ScenarioError("Session.run_until", [Problem("t_s", "give the simulation time to run to, in seconds "
                                                                      "from the start (a number), e.g. 3600", t_s)])
         self._run(t_s)
@@ -181,22 +200,29 @@ class Session:
                 entity's adapter gives for that input (:func:`cosim.run.settable.value_problem`).
         """
         self._check_open()
-        name = f"{entity}.{attr}"
-        split = self._inputs.get(name)
-        if split is None:  # (an agent sets the same inputs at every decision: checked once)
-            split = self._inputs[name] = self._split(name, "input", self.scn.inputs)
-        eid, attr = split
-        held = self.engine.entity_sim[eid].held
+        found = self._inputs.get((entity, attr))
+        if found is None:  # (an agent sets the same inputs at every decision: checked once)
+            eid, name = self._split(f"{entity}.{attr}", "input", self.scn.inputs)
+            found = self._inputs[entity, attr] = (eid, name, self.engine.entity_sim[eid].held)
+        eid, attr, held = found
         if value is None:
             if held.pop((eid, attr), _NOT_HELD) is not _NOT_HELD:  # back to the scenario's own value
                 release = getattr(self.engine.entity_sim[eid].obj, "release", None)
                 if release is not None:
                     release(eid, attr)
             return
-        if eid not in self._bounds:
-            self._bounds[eid] = input_bounds(self.scn, eid)
-            self._refused[eid] = refused_inputs(self.scn, eid)
-        problem = value_problem(eid, attr, value, self._bounds[eid].get(attr), self._refused[eid].get(attr), "None")
+        checks = self._checks.get((eid, attr))
+        if checks is None:
+            if eid not in self._bounds:
+                self._bounds[eid] = input_bounds(self.scn, eid)
+                self._refused[eid] = refused_inputs(self.scn, eid)
+            low, high = self._bounds[eid].get(attr, (-math.inf, math.inf))
+            checks = self._checks[eid, attr] = (low, high, self._refused[eid].get(attr))
+        low, high, refused = checks
+        if type(value) is float and refused is None and low <= value <= high and math.isfinite(value):
+            held[(eid, attr)] = value  # (the usual value, an agent's: value_problem finds nothing in it)
+            return
+        problem = value_problem(eid, attr, value, self._bounds[eid].get(attr), refused, "None")
         if problem:  # else the adapter would raise at the next step, from deep inside, or stop the run
             raise ScenarioError("Session.set", [Problem(f"{eid}.{attr}", problem, value)])
         held[(eid, attr)] = float(value)

@@ -159,6 +159,21 @@ def test_out_of_bounds_actions_are_clipped_with_a_warning():
     assert info["n_actions_clipped"] == 0
 
 
+def test_the_action_bounds_cannot_be_edited_in_place():
+    """The env reads its action bounds once: an edit of ``action_space.low``/``high`` (or a discrete
+    space's ``nvec``) in place afterwards was ignored without a word; now it raises. A new space
+    (``env.action_space = Box(...)``) is the user's own, as before."""
+    env = CosimEnv(SITE, TWO_HOURS, observations=["bess.p_mw"], time_features=False, forecasts=[])
+    for bounds in (env.action_space.low, env.action_space.high):
+        with pytest.raises(ValueError, match="read-only"):
+            bounds[0] = 0.0
+    assert env.action_space.contains(env.action_space.sample())
+    discrete = CosimEnv(SITE, TWO_HOURS, observations=["bess.p_mw"], time_features=False, forecasts=[],
+                        actions=[{"input": "campus.pause_flexible_frac", "values": [0.0, 0.5, 1.0]}])
+    with pytest.raises(ValueError, match="read-only"):
+        discrete.action_space.nvec[0] = 2
+
+
 @pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
 @pytest.mark.parametrize("position", [0, 1])
 def test_a_non_finite_action_is_refused_not_clipped(bad, position):

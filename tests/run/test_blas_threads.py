@@ -225,3 +225,22 @@ def test_a_gym_step_limits_once_and_leaves_the_learners_setting_between_steps(mo
     assert len(limits) == 3  # one per env step, not one per scenario step (three each)
     env.close()
     assert len(inside) >= 9 and all(threads == {1} for threads in inside)
+
+
+def test_openblas_is_set_through_its_own_functions(two_threads):
+    """The limit calls each OpenBLAS library's own get and set functions (not threadpoolctl's checks
+    around them): what they read and set is what threadpoolctl reads."""
+    import ctypes
+
+    from threadpoolctl import OpenBLASController, get_cached_controller
+
+    libraries = [lib for lib in get_cached_controller().lib_controllers if lib.user_api == "blas"]
+    controls = blas._controls()
+    assert len(controls) == len(libraries)
+    for library, (get, put) in zip(libraries, controls):
+        if isinstance(library, OpenBLASController):
+            assert isinstance(get, ctypes._CFuncPtr) and isinstance(put, ctypes._CFuncPtr)
+        assert get() == library.num_threads
+    with blas.one_thread():
+        assert all(get() == 1 == library.num_threads for library, (get, _) in zip(libraries, controls))
+    assert [get() for get, _ in controls] == [library.num_threads for library in libraries]

@@ -339,3 +339,23 @@ def test_a_session_dropped_without_close_thaws_the_heap(toy_adapters, write_scen
     assert gc.get_freeze_count() > 0
     del session
     assert gc.get_freeze_count() == 0
+
+
+def test_a_session_dropped_in_a_reference_cycle_thaws_the_heap(toy_adapters, write_scenario, tmp_path):
+    """A Session dropped inside a reference cycle thaws the heap once the cycle is collected: the
+    Session handed out is not among the objects frozen (a frozen one is never collected, and the heap
+    stayed frozen for the process)."""
+    import gc
+
+    from cosim.run import direct
+
+    direct.thaw_heap(direct._HEAP_HOLDER)  # as in the tests above: start thawed
+    gc.unfreeze()
+    session = Session(write_scenario(ramp_sink()), overrides={"scenario.engine": "direct"}, out_dir=tmp_path,
+                      report=False)
+    session.step()
+    session.owner = {"session": session}  # a cycle: the Session and a dict of the caller's
+    assert gc.get_freeze_count() > 0
+    del session
+    gc.collect()
+    assert gc.get_freeze_count() == 0
