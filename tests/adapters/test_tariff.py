@@ -150,6 +150,7 @@ def test_forecast_reads_each_output_ahead_as_outputs_does():
     for start, n, step_s in [("2024-07-15T17:00:00", 8, 1800), ("2024-07-13T17:00:00", 8, 1800),
                              ("2024-11-02T20:00:00", 30, 3600),
                              ("2024-07-12T21:45:00", 12, 900), ("2024-07-15T01:59:59", 3, 1),
+                             ("2024-11-03T05:59:58.250", 9, 0.75),  # a fractional step, at DST's end
                              ("2024-07-15T00:00:00", 0, 60)]:
         for attr in attrs:
             got = sim.forecast(attr, _utc(start), n, step_s)
@@ -238,3 +239,36 @@ def test_an_hour_whose_offset_changes_inside_it_is_looked_up_step_by_step():
     # 11:00-12:00 once; 12:00-12:10 UTC (12:xx local, offset changing at 12:10) step by step: 2 steps;
     # from 12:10 UTC (12:30 local) once per local hour: 12:30-13:00, 13:00-14:00 (12:40-13:40 UTC), 13:40-14:00
     assert [w.strftime("%H:%M") for w in lookups] == ["11:00", "12:00", "12:05", "12:10", "12:40", "13:40"]
+
+
+@pytest.mark.parametrize("tz", ["America/New_York", "Australia/Lord_Howe", "Asia/Kathmandu", "America/St_Johns"])
+def test_forecasts_from_the_kept_quarter_hours_are_outputs_of_each_lead(tz):
+    """Forecasts served from the UTC quarter hours the sim keeps equal ``Tariff.outputs`` at each
+    lead, in zones whose offsets are whole hours, half and three-quarter hours (Kathmandu +05:45),
+    with DST shifts of an hour and of 30 minutes, over days drawn across 2024 and 1880 (local mean
+    time, offsets with seconds: nothing kept), and again once the quarters are kept. Control:
+    quarters are kept in 2024, none for the 1880 leads."""
+    periods = [{"name": f"h{h}", "start_h": h, "end_h": h + 1, "energy_usd_mwh": 100.0 + h} for h in range(24)]
+    params = SimParams(tz=tz, default_usd_mwh=1.0, periods=periods,
+                       demand_charges=[{"name": "noon", "usd_mw": 7.0, "periods": ["h12"]}])
+    sim = TariffSim()
+    sim.init("tariff", time_resolution=1.0, start_utc="2024-01-01T00:00:00Z", step_s=60, duration_s=86_400, seed=0,
+             **params.model_dump(mode="json"))
+    sim.create(1, "Tariff", eid="tou")
+    tariff = Tariff(params)
+    rng = np.random.default_rng(5)
+    kept_before_1880 = None
+    for year in (2024, 1880):
+        starts = [datetime(year, 1, 1, tzinfo=timezone.utc) + timedelta(seconds=int(s))
+                  for s in rng.integers(0, 365 * 86_400, 60)]
+        starts += [datetime(year, 3, 10, 6, 59, 59, 250_000, tzinfo=timezone.utc)]  # off the second
+        for _ in range(2):  # the second pass reads the quarters the first kept
+            for start in starts:
+                for n, step_s in ((8, 900), (6, 3600), (4, 7)):
+                    for attr in ("price_usd_mwh", "dc_noon_usd_mw"):
+                        expected = [float(tariff.outputs(start + timedelta(seconds=k * step_s))[attr])
+                                    for k in range(n)]
+                        assert sim.forecast(attr, start, n, step_s) == expected, (start, n, step_s, attr)
+        if year == 2024:
+            kept_before_1880 = len(sim._by_quarter)
+    assert kept_before_1880 > 100 and len(sim._by_quarter) == kept_before_1880
