@@ -38,7 +38,7 @@ Example (a summer TOU with an on-peak demand charge; ``[[sims.tariff.periods]]``
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -47,10 +47,6 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 from cosim.sdk import Params, SingleModelSim, TimeZone
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-_ONE_US = timedelta(microseconds=1)
-_QUARTER = timedelta(minutes=15)
-_QUARTER_US = 900_000_000  # a quarter hour [µs]
 
 
 def _check_name(name: str) -> str:
@@ -226,44 +222,18 @@ class TariffSim(SingleModelSim):
         #: the keys of :meth:`Tariff.outputs` (what :meth:`forecast` can look ahead)
         self._attrs = frozenset((*self.OUTPUTS, *(f"dc_{c.name}_usd_mw" for c in self.params.demand_charges)))
         self._by_local_hour: dict[tuple[int, int, int], dict[str, float]] = {}  # (_outputs_at)
-        self._by_quarter: dict[int, dict[str, float]] = {}  # UTC quarter hour -> outputs (_quarter_values)
         #: the outputs of the local hour the last step fell in, and the first tick after it (_step_values)
         self._hour_values: dict[str, float] = {}
         self._hour_start_ticks = self._hour_end_ticks = -1
 
     def forecast(self, attr: str, start_utc: datetime, n: int, step_s: float) -> list[float] | None:
-        """The tariff's ``attr`` at ``start_utc + k * step_s`` for ``k < n`` (it is known ahead).
-
-        Whole-second steps from an aware time take each lead's outputs from the UTC quarter hour it
-        falls in (:meth:`_quarter_values`), in integer microseconds since 1970 (the same instants as
-        ``start_utc + timedelta(seconds=k * step_s)``)."""
+        """The tariff's ``attr`` at ``start_utc + k * step_s`` for ``k < n`` (it is known ahead)."""
         if attr not in self._attrs:  # the keys of Tariff.outputs, known without computing one
             return None
-        if not float(step_s).is_integer() or start_utc.tzinfo is None:
-            return [float(self._outputs_at(start_utc + timedelta(seconds=k * step_s))[attr]) for k in range(n)]
-        first_us, step_us = (start_utc - _EPOCH) // _ONE_US, int(step_s) * 1_000_000
-        by_quarter, found = self._by_quarter, []
-        for k in range(n):
-            at_us = first_us + k * step_us
-            values = by_quarter.get(at_us // _QUARTER_US)
-            if values is None:
-                values = self._quarter_values(at_us)
-            found.append(float(values[attr]))
-        return found
-
-    def _quarter_values(self, at_us: int) -> dict[str, float]:
-        """:meth:`_outputs_at` of the instant ``at_us`` [µs since 1970, UTC], kept for its UTC quarter
-        hour when one UTC offset, a whole number of quarter hours, holds through it (at its first
-        and last microsecond; no zone changes its offset twice in 15 minutes): the quarter is then
-        inside one local hour, so every instant of it has these outputs."""
-        values = self._outputs_at(_EPOCH + timedelta(microseconds=at_us))
-        quarter = at_us // _QUARTER_US
-        start = _EPOCH + timedelta(microseconds=quarter * _QUARTER_US)
-        offset = start.astimezone(self.tariff.zone).utcoffset()
-        end = start + timedelta(microseconds=_QUARTER_US - 1)
-        if offset % _QUARTER == timedelta(0) and end.astimezone(self.tariff.zone).utcoffset() == offset:
-            self._by_quarter[quarter] = values
-        return values
+        if float(step_s).is_integer():  # whole seconds: k steps are exactly k times one step
+            step = timedelta(seconds=step_s)
+            return [float(self._outputs_at(start_utc + k * step)[attr]) for k in range(n)]
+        return [float(self._outputs_at(start_utc + timedelta(seconds=k * step_s))[attr]) for k in range(n)]
 
     def _outputs_at(self, when: datetime) -> dict[str, float]:
         """``Tariff.outputs(when)``, computed once per local month, weekday and hour: all that

@@ -242,12 +242,11 @@ def test_an_hour_whose_offset_changes_inside_it_is_looked_up_step_by_step():
 
 
 @pytest.mark.parametrize("tz", ["America/New_York", "Australia/Lord_Howe", "Asia/Kathmandu", "America/St_Johns"])
-def test_forecasts_from_the_kept_quarter_hours_are_outputs_of_each_lead(tz):
-    """Forecasts served from the UTC quarter hours the sim keeps equal ``Tariff.outputs`` at each
-    lead, in zones whose offsets are whole hours, half and three-quarter hours (Kathmandu +05:45),
-    with DST shifts of an hour and of 30 minutes, over days drawn across 2024 and 1880 (local mean
-    time, offsets with seconds: nothing kept), and again once the quarters are kept. Control:
-    quarters are kept in 2024, none for the 1880 leads."""
+def test_forecasts_are_outputs_of_each_lead_in_any_zone(tz):
+    """Forecasts equal ``Tariff.outputs`` at each lead in zones whose offsets are whole hours, half
+    and three-quarter hours (Kathmandu +05:45), with DST shifts of an hour and of 30 minutes, over
+    days drawn across 2024 and 1880 (local mean time, offsets with seconds), whole-second and odd
+    steps, a start off the second. Control: the leads meet more than one price."""
     periods = [{"name": f"h{h}", "start_h": h, "end_h": h + 1, "energy_usd_mwh": 100.0 + h} for h in range(24)]
     params = SimParams(tz=tz, default_usd_mwh=1.0, periods=periods,
                        demand_charges=[{"name": "noon", "usd_mw": 7.0, "periods": ["h12"]}])
@@ -257,18 +256,15 @@ def test_forecasts_from_the_kept_quarter_hours_are_outputs_of_each_lead(tz):
     sim.create(1, "Tariff", eid="tou")
     tariff = Tariff(params)
     rng = np.random.default_rng(5)
-    kept_before_1880 = None
+    prices: set[float] = set()
     for year in (2024, 1880):
         starts = [datetime(year, 1, 1, tzinfo=timezone.utc) + timedelta(seconds=int(s))
                   for s in rng.integers(0, 365 * 86_400, 60)]
         starts += [datetime(year, 3, 10, 6, 59, 59, 250_000, tzinfo=timezone.utc)]  # off the second
-        for _ in range(2):  # the second pass reads the quarters the first kept
-            for start in starts:
-                for n, step_s in ((8, 900), (6, 3600), (4, 7)):
-                    for attr in ("price_usd_mwh", "dc_noon_usd_mw"):
-                        expected = [float(tariff.outputs(start + timedelta(seconds=k * step_s))[attr])
-                                    for k in range(n)]
-                        assert sim.forecast(attr, start, n, step_s) == expected, (start, n, step_s, attr)
-        if year == 2024:
-            kept_before_1880 = len(sim._by_quarter)
-    assert kept_before_1880 > 100 and len(sim._by_quarter) == kept_before_1880
+        for start in starts:
+            for n, step_s in ((8, 900), (6, 3600), (4, 7), (3, 0.75)):
+                for attr in ("price_usd_mwh", "dc_noon_usd_mw"):
+                    expected = [float(tariff.outputs(start + timedelta(seconds=k * step_s))[attr]) for k in range(n)]
+                    assert sim.forecast(attr, start, n, step_s) == expected, (start, n, step_s, attr)
+                    prices.update(expected)
+    assert len(prices) > 10
