@@ -21,6 +21,7 @@ hourly file covers its whole hour). Naive timestamps are UTC unless ``tz`` says 
 
 from __future__ import annotations
 
+import bisect
 import calendar
 import copy
 import functools
@@ -341,6 +342,9 @@ class TimeSeries:
         self.times_s = times
         self.values = values
         self._day_shifts: dict[float, float | None] = {}  # UTC day -> data time offset (_day_shift)
+        #: the times and columns as Python floats, for forecasts (column_ahead; made on first use, read-only)
+        self._times_floats: list[float] | None = None
+        self._column_floats: dict[int, list[float]] = {}
         self.start_s = float(times[0])
         self.end_s = float(times[-1] + (times[-1] - times[-2]))  # the last row lasts one interval
         if options.repeat:  # close the period so linear wraps back to the first row
@@ -352,6 +356,7 @@ class TimeSeries:
         copies of a signals simulator (:mod:`cosim.gym.snapshot`) do not copy a year of rows each."""
         clone = copy.copy(self)
         clone._day_shifts, clone.gaps = dict(self._day_shifts), dict(self.gaps)
+        clone._column_floats = dict(self._column_floats)  # (the lists shared, read-only)
         memo[id(self)] = clone
         return clone
 
@@ -508,29 +513,44 @@ class TimeSeries:
         return rows.tolist()
 
     def column_ahead(self, column: int, first: datetime, step_s: float, n: int) -> list[float]:
-        """Column ``column`` at ``first``, ``first + step_s``, … (``n`` times), the rows found in
-        one lookup: a time outside the data repeats the value before it (the column's last row for
-        the first).
+        """Column ``column`` at ``first``, ``first + step_s``, … (``n`` times): a time outside the
+        data repeats the value before it (the column's last row for the first).
 
         Element for element the float operations of :meth:`values_at` on the data times of
         :meth:`source_s` (:meth:`_forecast_sources`), so the same numbers, to the bit, as looking
-        each time up alone; a few leads interpolate faster one by one than as arrays.
+        each time up alone: the rows found by bisection in the times as Python floats (where
+        ``searchsorted(side="right")`` puts them), the interpolation in Python floats (each
+        operation the one IEEE operation numpy's float64 makes).
         """
         seconds = self._forecast_sources(first, step_s, n)
-        times, values = self.times_s, self.values[:, column]
-        rows = (np.searchsorted(times, seconds, side="right") - 1).tolist()
+        times, values = self._times_list(), self._column_list(column)
         hold, last_row = self.options.interpolation == "hold", len(times) - 1
         start_s, end_s = self.start_s, self.end_s
         found: list[float] = []
-        for at_s, i in zip(seconds, rows):
+        for at_s in seconds:
             if not start_s <= at_s < end_s:  # outside the data: the value before
-                found.append(found[-1] if found else float(values[-1]))
-            elif hold or i >= last_row:
-                found.append(float(values[i]))
+                found.append(found[-1] if found else values[-1])
+                continue
+            i = bisect.bisect_right(times, at_s) - 1
+            if hold or i >= last_row:
+                found.append(values[i])
             else:
                 t0, v0 = times[i], values[i]
                 weight = (at_s - t0) / (times[i + 1] - t0)
-                found.append(float(v0 + weight * (values[i + 1] - v0)))
+                found.append(v0 + weight * (values[i + 1] - v0))
+        return found
+
+    def _times_list(self) -> list[float]:
+        """The data times as Python floats (made on the first forecast, kept). [UTC epoch s]"""
+        if self._times_floats is None:
+            self._times_floats = self.times_s.tolist()
+        return self._times_floats
+
+    def _column_list(self, column: int) -> list[float]:
+        """Column ``column``'s values as Python floats (made on its first forecast, kept)."""
+        found = self._column_floats.get(column)
+        if found is None:
+            found = self._column_floats[column] = self.values[:, column].tolist()
         return found
 
     def _forecast_sources(self, first: datetime, step_s: float, n: int) -> list[float]:
@@ -572,15 +592,14 @@ class TimeSeries:
         return self._day_shifts[day]
 
     def _sources_ahead(self, first: datetime, step_s: float, n: int) -> np.ndarray:
-        whens = [first + timedelta(seconds=k * step_s) for k in range(n)]
+        last = first + timedelta(seconds=(n - 1) * step_s)  # (the times between only where they are mapped one by one)
         whole = float(step_s).is_integer() and first.microsecond == 0
-        same_day = whens[-1].date() == whens[0].date()
-        if whole and same_day and not self.options.repeat:
-            epoch0, epoch1 = _epoch(whens[0]), _epoch(whens[-1])
-            shift0, shift1 = self.source_s(whens[0]) - epoch0, self.source_s(whens[-1]) - epoch1
+        if whole and last.date() == first.date() and not self.options.repeat:
+            epoch0, epoch1 = _epoch(first), _epoch(last)
+            shift0, shift1 = self.source_s(first) - epoch0, self.source_s(last) - epoch1
             if shift0 == shift1:
                 return epoch0 + shift0 + np.arange(n, dtype=float) * float(step_s)
-        return np.array([self.source_s(w) for w in whens], dtype=float)
+        return np.array([self.source_s(first + timedelta(seconds=k * step_s)) for k in range(n)], dtype=float)
 
     def column_max(self, name: str) -> float:
         """Largest value of column ``name`` over the whole file."""
@@ -653,25 +672,35 @@ class SignalsSim(SingleModelSim):
         return self.series.column_ahead(self.series.names.index(attr), start_utc, step_s, n)
 
     def step_entities(self, time_s: float, inputs: dict[str, dict[str, Any]]) -> None:
-        values = self._ahead.get(time_s)
+        values = self._ahead.pop(time_s, None)  # (taken out: out[eid] is the only holder of the dict)
         if values is None:
             whole = isinstance(time_s, int) and float(self.step_s).is_integer()
             values = self._read_ahead(time_s) if whole else self.series.at(self.utc(time_s))
-        for eid in self.entities:  # one file: the same values for every entity (get_data hands out copies)
-            self.out[eid] = values
+        out, taken = self.out, False
+        for eid in self.entities:  # one file, the same values, but each entity its own dict
+            out[eid] = dict(values) if taken else values
+            taken = True
 
     def _read_ahead(self, time_s: float) -> dict[str, float]:
         """The values at this step, and at the next steps up to the end of this UTC day (at most
-        :data:`AHEAD_STEPS`), read from the file in one pass (:meth:`TimeSeries.rows_ahead`);
-        whole-second steps only (a sub-second time is a float sum: it reads time by time)."""
+        :data:`AHEAD_STEPS`), read from the file in one pass (:func:`rows_to_day_end`); whole-second
+        steps only (a sub-second time is a float sum: it reads time by time)."""
         when = self.utc(time_s)
-        midnight = datetime.combine(when.date() + timedelta(days=1), datetime.min.time(), timezone.utc)
-        left_s = (midnight - when).total_seconds()
-        step_s = int(self.step_s)
-        n = max(1, min(AHEAD_STEPS, math.ceil(left_s / step_s), math.ceil((self.duration_s - time_s) / step_s)))
-        rows = self.series.rows_ahead(when, step_s, n)
+        rows = rows_to_day_end(self.series, when, time_s, int(self.step_s), self.duration_s)
         if not rows:
             return self.series.at(when)  # outside the data: values_at says where
         names = self.series.names
-        self._ahead = {time_s + k * step_s: dict(zip(names, row)) for k, row in enumerate(rows)}
-        return self._ahead[time_s]
+        self._ahead = {t: dict(zip(names, row)) for t, row in rows.items()}
+        return self._ahead.pop(time_s)
+
+
+def rows_to_day_end(series: TimeSeries, when: datetime, time_s: int, step_s: int,
+                    duration_s: int) -> dict[int, list[float]]:
+    """``{step time [s]: row}`` of the step at ``time_s`` (scenario time ``when``) and the next
+    ones up to the end of its UTC day and of the run (at most :data:`AHEAD_STEPS`), as
+    :meth:`TimeSeries.rows_ahead` reads them in one pass; empty where the data does not cover
+    ``when``. Whole seconds only (``time_s`` and ``step_s`` ints). [s]"""
+    midnight = datetime.combine(when.date() + timedelta(days=1), datetime.min.time(), timezone.utc)
+    left_s = (midnight - when).total_seconds()
+    n = max(1, min(AHEAD_STEPS, math.ceil(left_s / step_s), math.ceil((duration_s - time_s) / step_s)))
+    return {time_s + k * step_s: row for k, row in enumerate(series.rows_ahead(when, step_s, n))}

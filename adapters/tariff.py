@@ -222,11 +222,17 @@ class TariffSim(SingleModelSim):
         #: the keys of :meth:`Tariff.outputs` (what :meth:`forecast` can look ahead)
         self._attrs = frozenset((*self.OUTPUTS, *(f"dc_{c.name}_usd_mw" for c in self.params.demand_charges)))
         self._by_local_hour: dict[tuple[int, int, int], dict[str, float]] = {}  # (_outputs_at)
+        #: the outputs of the local hour the last step fell in, and the first tick after it (_step_values)
+        self._hour_values: dict[str, float] = {}
+        self._hour_start_ticks = self._hour_end_ticks = -1
 
     def forecast(self, attr: str, start_utc: datetime, n: int, step_s: float) -> list[float] | None:
         """The tariff's ``attr`` at ``start_utc + k * step_s`` for ``k < n`` (it is known ahead)."""
         if attr not in self._attrs:  # the keys of Tariff.outputs, known without computing one
             return None
+        if float(step_s).is_integer():  # whole seconds: k steps are exactly k times one step
+            step = timedelta(seconds=step_s)
+            return [float(self._outputs_at(start_utc + k * step)[attr]) for k in range(n)]
         return [float(self._outputs_at(start_utc + timedelta(seconds=k * step_s))[attr]) for k in range(n)]
 
     def _outputs_at(self, when: datetime) -> dict[str, float]:
@@ -239,7 +245,28 @@ class TariffSim(SingleModelSim):
             found = self._by_local_hour[key] = self.tariff.outputs(when)
         return found
 
+    def _step_values(self) -> dict[str, float]:
+        """:meth:`_outputs_at` of this step's time, looked up once per local hour: a step before the
+        tick its local hour ends at takes the outputs of the step that found them (what
+        :meth:`Period.applies` reads of the time, the local month, weekday and hour, is the same
+        through a local hour while the UTC offset is; the hour is not cached when the offset at its
+        last microsecond differs from its start's, and no zone changes its offset twice in an hour)."""
+        ticks = self.time_ticks
+        if self._hour_end_ticks > ticks >= self._hour_start_ticks:
+            return self._hour_values
+        when = self.utc(self.seconds(ticks))
+        local = when.astimezone(self.tariff.zone)
+        values = self._outputs_at(when)
+        left_us = 3_600_000_000 - ((local.minute * 60 + local.second) * 1_000_000 + local.microsecond)
+        last = (when + timedelta(microseconds=left_us - 1)).astimezone(self.tariff.zone)
+        if last.utcoffset() == local.utcoffset():  # one offset through the hour: cache it
+            # the ticks k > ticks with (k - ticks) / ticks_per_s seconds < left_us, exactly in integers
+            self._hour_start_ticks = ticks
+            self._hour_end_ticks = ticks - (-(left_us * self.ticks_per_s) // 1_000_000)
+            self._hour_values = values
+        return values
+
     def step_entities(self, time_s: float, inputs: dict[str, dict[str, Any]]) -> None:
-        values = self.tariff.outputs(self.utc(time_s))  # the same for every entity
+        values = self._step_values()  # the same for every entity; each gets its own dict
         for eid in self.entities:
             self.out[eid] = dict(values)

@@ -138,6 +138,8 @@ class Dispatcher:
         self.e_over_mwh = 0.0
 
     def step(self, time_s: float, when, m: dict[str, Any]) -> dict[str, Any]:
+        """One step at ``time_s`` [s] (UTC ``when``; peak shaving does not read it, None will do)
+        with the measurements ``m``: the setpoint and what it was computed from."""
         p = self.p
         net = float(m.get("p_load_mw", 0.0)) - float(m.get("p_gen_mw", 0.0))
         soc = m.get("soc_frac")
@@ -191,4 +193,6 @@ class BatteryDispatchSim(SingleModelSim):
         return Dispatcher(params, self.step_s, series)
 
     def advance(self, dispatcher: Dispatcher, time_s: float, inputs: dict[str, Any]) -> dict[str, Any]:
-        return dispatcher.step(time_s, self.utc(time_s), inputs)
+        # peak shaving reads no clock time: no datetime to build at its steps
+        when = None if dispatcher.p.mode == "peak_shave" else self.utc(time_s)
+        return dispatcher.step(time_s, when, inputs)

@@ -508,3 +508,25 @@ def test_series_of_one_file_share_its_read_only_rows(tmp_path):
     assert len(again.gaps["t"]) == 0 and len(copy.deepcopy(again).gaps["t"]) == 0
     scaled = series(path, {"t_dry_c": ColumnSpec(column="t", from_unit="K")})
     assert scaled.values is not first.values and scaled.values[0, 0] == 1.0 - 273.15
+
+
+def test_each_entity_gets_a_dict_of_its_own():
+    """Two entities of one file get equal outputs in dicts of their own, and no step's dict is
+    kept by the sim: a reader writing into one entity's outputs changes neither the other's nor a
+    later step's. Control: the entities' values are equal and change from step to step."""
+    sim = SignalsSim()
+    sim.init("weather", start_utc="2024-07-15T13:00:00Z", step_s=600, duration_s=86_400, seed=7,
+             file=str(DATA / "weather" / "greensboro_nc_tmy3.csv"), columns={"t_dry_c": "t_dry_c"},
+             align_year=True, interpolation="linear")
+    sim.create(1, "Series", eid="a")
+    sim.create(1, "Series", eid="b")
+    seen = set()
+    for t in range(0, 86_400, 600):
+        sim.step(t, {}, 86_400)
+        expected = sim.series.at(sim.utc(t))
+        assert sim.out["a"] == sim.out["b"] == expected and sim.out["a"] is not sim.out["b"], t
+        assert all(values is not sim.out["a"] for values in sim._ahead.values())
+        sim.out["a"]["t_dry_c"] = -999.0  # a careless reader
+        assert sim.out["b"] == expected
+        seen.add(expected["t_dry_c"])
+    assert len(seen) > 100

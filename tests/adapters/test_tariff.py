@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta, timezone, tzinfo
 
 import numpy as np
 import pandas as pd
@@ -150,6 +150,7 @@ def test_forecast_reads_each_output_ahead_as_outputs_does():
     for start, n, step_s in [("2024-07-15T17:00:00", 8, 1800), ("2024-07-13T17:00:00", 8, 1800),
                              ("2024-11-02T20:00:00", 30, 3600),
                              ("2024-07-12T21:45:00", 12, 900), ("2024-07-15T01:59:59", 3, 1),
+                             ("2024-11-03T05:59:58.250", 9, 0.75),  # a fractional step, at DST's end
                              ("2024-07-15T00:00:00", 0, 60)]:
         for attr in attrs:
             got = sim.forecast(attr, _utc(start), n, step_s)
@@ -158,3 +159,112 @@ def test_forecast_reads_each_output_ahead_as_outputs_does():
         prices.update(sim.forecast("price_usd_mwh", _utc(start), n, step_s))
     assert prices == {40.0, 60.0, 140.0}  # the windows meet every period
     assert sim.forecast("p_mw", _utc("2024-07-15T17:00:00"), 6, 3600) is None
+
+
+@pytest.mark.parametrize("tz, start, step_s, tick_s, hours", [
+    ("America/New_York", "2024-11-03T03:17:00+00:00", 300, 1.0, 6),   # DST ends: 01:00-02:00 twice
+    ("America/New_York", "2024-03-10T05:00:00+00:00", 420, 1.0, 5),   # DST starts: no 02:00 hour
+    ("Australia/Lord_Howe", "2024-04-06T13:00:00+00:00", 450, 1.0, 3),  # a 30-minute shift, at 01:30 local
+    ("Australia/Lord_Howe", "2024-10-05T14:00:00+00:00", 600, 1.0, 3),
+    ("Asia/Kolkata", "2024-07-15T00:00:07+00:00", 900, 1.0, 4),        # +05:30: hours start at :30 UTC
+    ("Europe/London", "2024-10-27T00:00:00+00:00", 7.5, 0.5, 3),       # sub-second ticks
+    ("UTC", "2024-07-15T13:59:59.250000+00:00", 0.25, 0.25, 0.01),     # a start off the whole second
+])
+def test_steps_give_the_outputs_of_their_own_time(tz, start, step_s, tick_s, hours):
+    """Each step's outputs are ``Tariff.outputs`` of its own time, although the sim looks them up
+    once per local hour: across DST's start and end, a 30-minute shift (Lord Howe Island) and a
+    30-minute zone, at sub-second ticks and from a start off the second (a period per hour: the
+    price changes at every local hour). Control: it looks up once per local hour it steps in (a
+    repeated hour at DST's end twice), so the steps between are served from the cache."""
+    periods = [{"name": f"h{h}", "start_h": h, "end_h": h + 1, "energy_usd_mwh": 100.0 + h} for h in range(24)]
+    params = SimParams(tz=tz, default_usd_mwh=1.0, periods=periods,
+                       demand_charges=[{"name": "noon", "usd_mw": 7.0, "periods": ["h12"]}])
+    sim = TariffSim()
+    ticks = round(1 / tick_s)
+    duration_s = hours * 3600
+    sim.init("tariff", time_resolution=tick_s, start_utc=start, step_s=step_s, duration_s=duration_s, seed=0,
+             **params.model_dump(mode="json"))
+    sim.create(1, "Tariff", eid="tou")
+    lookups = []
+    found = sim._outputs_at
+    sim._outputs_at = lambda when: lookups.append(when) or found(when)
+    tariff, local_hours = Tariff(params), set()
+    for k in range(int(duration_s / step_s)):
+        t = round(k * step_s * ticks)
+        sim.step(t, {}, duration_s * ticks)
+        when = _utc(start[:-6]) + timedelta(seconds=t / ticks)
+        expected = tariff.outputs(when)
+        assert sim.get_data({"tou": list(expected)})["tou"] == expected, (k, t)
+        local = when.astimezone(tariff.zone)
+        local_hours.add((local.date(), local.hour, local.utcoffset()))
+    assert len(lookups) == len(local_hours) < int(duration_s / step_s)
+
+
+class _ShiftMidHour(tzinfo):
+    """UTC until 12:10 UTC on 15 July 2024, +00:20 after: an offset change inside a local hour."""
+
+    AT = datetime(2024, 7, 15, 12, 10, tzinfo=timezone.utc)
+
+    def utcoffset(self, dt):
+        return timedelta(minutes=20) if dt.replace(tzinfo=None) >= self.AT.replace(tzinfo=None) + (
+            timedelta(minutes=20) if dt.tzinfo is self else timedelta()) else timedelta()
+
+    def fromutc(self, dt):
+        return dt + (timedelta(minutes=20) if dt.replace(tzinfo=None) >= self.AT.replace(tzinfo=None) else timedelta())
+
+    def dst(self, dt):
+        return timedelta()
+
+
+def test_an_hour_whose_offset_changes_inside_it_is_looked_up_step_by_step():
+    """A zone whose offset changes inside a local hour (none in today's database does; older
+    rules and a future one may): that hour is looked up at every step, and each step still gets
+    the outputs of its own time. Control: the steps of the other hours are served from the
+    cache."""
+    periods = [{"name": f"h{h}", "start_h": h, "end_h": h + 1, "energy_usd_mwh": 100.0 + h} for h in range(24)]
+    params = SimParams(default_usd_mwh=1.0, periods=periods)
+    sim = TariffSim()
+    sim.init("tariff", time_resolution=1.0, start_utc="2024-07-15T11:00:00+00:00", step_s=300, duration_s=3 * 3600,
+             seed=0, **params.model_dump(mode="json"))
+    sim.create(1, "Tariff", eid="tou")
+    tariff = Tariff(params)
+    sim.tariff.zone = tariff.zone = _ShiftMidHour()
+    lookups = []
+    found = sim._outputs_at
+    sim._outputs_at = lambda when: lookups.append(when) or found(when)
+    for t in range(0, 3 * 3600, 300):
+        sim.step(t, {}, 3 * 3600)
+        expected = tariff.outputs(_utc("2024-07-15T11:00:00") + timedelta(seconds=t))
+        assert sim.get_data({"tou": ["price_usd_mwh"]})["tou"]["price_usd_mwh"] == expected["price_usd_mwh"], t
+    # 11:00-12:00 once; 12:00-12:10 UTC (12:xx local, offset changing at 12:10) step by step: 2 steps;
+    # from 12:10 UTC (12:30 local) once per local hour: 12:30-13:00, 13:00-14:00 (12:40-13:40 UTC), 13:40-14:00
+    assert [w.strftime("%H:%M") for w in lookups] == ["11:00", "12:00", "12:05", "12:10", "12:40", "13:40"]
+
+
+@pytest.mark.parametrize("tz", ["America/New_York", "Australia/Lord_Howe", "Asia/Kathmandu", "America/St_Johns"])
+def test_forecasts_are_outputs_of_each_lead_in_any_zone(tz):
+    """Forecasts equal ``Tariff.outputs`` at each lead in zones whose offsets are whole hours, half
+    and three-quarter hours (Kathmandu +05:45), with DST shifts of an hour and of 30 minutes, over
+    days drawn across 2024 and 1880 (local mean time, offsets with seconds), whole-second and odd
+    steps, a start off the second. Control: the leads meet more than one price."""
+    periods = [{"name": f"h{h}", "start_h": h, "end_h": h + 1, "energy_usd_mwh": 100.0 + h} for h in range(24)]
+    params = SimParams(tz=tz, default_usd_mwh=1.0, periods=periods,
+                       demand_charges=[{"name": "noon", "usd_mw": 7.0, "periods": ["h12"]}])
+    sim = TariffSim()
+    sim.init("tariff", time_resolution=1.0, start_utc="2024-01-01T00:00:00Z", step_s=60, duration_s=86_400, seed=0,
+             **params.model_dump(mode="json"))
+    sim.create(1, "Tariff", eid="tou")
+    tariff = Tariff(params)
+    rng = np.random.default_rng(5)
+    prices: set[float] = set()
+    for year in (2024, 1880):
+        starts = [datetime(year, 1, 1, tzinfo=timezone.utc) + timedelta(seconds=int(s))
+                  for s in rng.integers(0, 365 * 86_400, 60)]
+        starts += [datetime(year, 3, 10, 6, 59, 59, 250_000, tzinfo=timezone.utc)]  # off the second
+        for start in starts:
+            for n, step_s in ((8, 900), (6, 3600), (4, 7), (3, 0.75)):
+                for attr in ("price_usd_mwh", "dc_noon_usd_mw"):
+                    expected = [float(tariff.outputs(start + timedelta(seconds=k * step_s))[attr]) for k in range(n)]
+                    assert sim.forecast(attr, start, n, step_s) == expected, (start, n, step_s, attr)
+                    prices.update(expected)
+    assert len(prices) > 10
