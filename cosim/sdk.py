@@ -761,14 +761,14 @@ def load_library(path: Path, *, keep_gil: bool = False) -> ctypes.CDLL | None:
     return lib if status == "used" else None
 
 
-def library_agrees(lib: ctypes.CDLL | None, agrees: bool) -> ctypes.CDLL | None:
+def library_agrees(lib: ctypes.CDLL | None, agrees: bool, status: str = "disagrees") -> ctypes.CDLL | None:
     """``lib`` when the adapter's own check found its numbers to be the Python/numpy form's on this machine
-    (``agrees``), else None, recorded for :func:`c_parts` (status ``disagrees``: the Python/numpy form runs;
-    no warning, as no build mends it)."""
+    (``agrees``), else None, recorded for :func:`c_parts` with ``status`` (``disagrees``, or what else the
+    adapter found missing, e.g. ``no numpy ddot``: the Python/numpy form runs; no warning, as no build mends it)."""
     if lib is None:
         return None
     if not agrees:
-        _C_PARTS[_c_part_name(Path(lib._name))].update(used=False, status="disagrees")
+        _C_PARTS[_c_part_name(Path(lib._name))].update(used=False, status=status)
     return lib if agrees else None
 
 

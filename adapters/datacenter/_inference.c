@@ -81,7 +81,7 @@ static int quantile_points(const double *seg, int64_t n_seg, double target, doub
 
 /* quantile; returns 1 (and leaves *out) where Python must do it. */
 static int quantile(const double *seg, int64_t n_seg, double q_frac, double *out) {
-    double total = 0.0;  /* sum(): 0 + n1 + n2 ..., from the int 0 (0 + n is n) */
+    double total = 0.0;  /* left to right from 0.0, as prefill.quantile adds */
     int points = 1;
     for (int64_t i = 0; i < n_seg; i++) {
         double n = seg[3 * i], lo = seg[3 * i + 1], hi = seg[3 * i + 2];

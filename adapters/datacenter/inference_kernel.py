@@ -64,13 +64,9 @@ class KernelWaitQueue:
         self.view = memoryview(self.mem).cast("B")
         self.address = self.mem.ctypes.data
 
-    def __getstate__(self) -> dict:
-        return {"lib_loaded": self.lib is not None, "count": self.count, "mem": self.mem, "room": self.room}
-
-    def __setstate__(self, state: dict) -> None:
-        self.lib = KERNEL if state["lib_loaded"] else None
-        self.count, self.mem, self.room = state["count"], state["mem"], state["room"]
-        self._bind()
+    def __reduce__(self):
+        # (a copy or an unpickled one: in C where this process uses the library, else prefill's Python queue)
+        return _restore, (self.count, self.mem, self.room)
 
     @property
     def clock_s(self) -> float:
@@ -112,6 +108,21 @@ class KernelWaitQueue:
     def clear(self) -> None:
         self.count = 0
         self.mem[9] = 0.0
+
+
+def _restore(count: int, mem: np.ndarray, room: int) -> WaitQueue | KernelWaitQueue:
+    """A queue from a copied or pickled :class:`KernelWaitQueue`'s state: in C where this process uses the
+    library, else a :class:`.prefill.WaitQueue` with the same clock and cohorts (a snapshot pickled where the
+    library ran, unpickled where it is not built)."""
+    if KERNEL is None:
+        queue = WaitQueue()
+        queue.clock_s = float(mem[8])
+        queue.cohorts.extend(Cohort(*row) for row in mem[_DATA:_DATA + 3 * count].reshape(-1, 3).tolist())
+        return queue
+    queue = KernelWaitQueue.__new__(KernelWaitQueue)
+    queue.lib, queue.count, queue.mem, queue.room = KERNEL, count, mem, room
+    queue._bind()
+    return queue
 
 
 def wait_queue() -> WaitQueue | KernelWaitQueue:

@@ -53,8 +53,8 @@ def _load(lib_path: Path = Path(__file__).with_name("_kernels.so")):
     numpy's ``ddot`` not found, or not numpy's numbers."""
     lib = load_library(lib_path, keep_gil=True)  # (short calls that never call into Python)
     ddot = _numpy_ddot()
-    if lib is None or ddot is None:
-        return library_agrees(lib, False)  # (None stays None; a library without numpy's ddot is recorded unused)
+    if lib is None or ddot is None:  # (another numpy build: no OpenBLAS of its wheel to call)
+        return library_agrees(lib, False, "no numpy ddot")
     for name in ("cosim_dc_configure", "cosim_dc_step"):
         getattr(lib, name).argtypes = [ctypes.c_void_p, ctypes.c_void_p]
         getattr(lib, name).restype = None

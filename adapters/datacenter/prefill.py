@@ -117,7 +117,10 @@ class WaitQueue:
         return segments
 
     def _keep(self, kept_req: float) -> None:
-        extra = sum(c.n_req for c in self.cohorts) - kept_req
+        queued = 0.0
+        for c in self.cohorts:  # (left to right, as _inference.c adds: not sum(), compensated from Python 3.12)
+            queued += c.n_req
+        extra = queued - kept_req
         while extra > 1e-12 and self.cohorts:
             tail = self.cohorts[-1]
             if tail.n_req <= extra + 1e-12:
@@ -148,7 +151,9 @@ def share_within(segments: list[tuple], limit_s: float) -> float:
 
 def quantile(segments: list[tuple], q_frac: float) -> float:
     """The ``q_frac`` quantile of a mixture of uniform segments (0 when empty). [s]"""
-    total = sum(n for n, _, _ in segments)
+    total = 0.0
+    for n, _, _ in segments:  # (left to right, as _inference.c adds: not sum(), compensated from Python 3.12)
+        total += n
     if total <= 0:
         return 0.0
     low, high = min(s[1] for s in segments), max(s[2] for s in segments)

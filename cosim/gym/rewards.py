@@ -192,14 +192,14 @@ def _grid_with(attrs: tuple[str, ...]) -> Callable[[TermColumns], str | None]:
 @term("voltage_violation_pu_s", "<grid>.voltage_violation_pu_s", _grid_with(("vm_min_pu", "vm_max_pu")))
 def _voltage(rows, cols, state) -> float:
     grids = [g for g in cols.grids if cols.has(f"{g}.vm_min_pu") and cols.has(f"{g}.vm_max_pu")]
-    return sum(voltage_violation_pu_s(rows.col(f"{g}.vm_min_pu"), rows.col(f"{g}.vm_max_pu"), rows.dt_h * 3600.0)
-               for g in grids)
+    return scalar_terms.plain_sum(voltage_violation_pu_s(rows.col(f"{g}.vm_min_pu"), rows.col(f"{g}.vm_max_pu"),
+                                                         rows.dt_h * 3600.0) for g in grids)
 
 
 @term("line_overload_s", "<grid>.line_overload_s", _grid_with(("max_loading_pct",)))
 def _overload(rows, cols, state) -> float:
     grids = [g for g in cols.grids if cols.has(f"{g}.max_loading_pct")]
-    return sum(line_overload_s(rows.col(f"{g}.max_loading_pct"), rows.dt_h * 3600.0) for g in grids)
+    return scalar_terms.plain_sum(line_overload_s(rows.col(f"{g}.max_loading_pct"), rows.dt_h * 3600.0) for g in grids)
 
 
 # -- the datacenter ------------------------------------------------------------------------------
@@ -216,12 +216,14 @@ def _it_columns(cols: TermColumns, attr: str) -> list[str]:
 @term("slo_loss_h", "(1 - datacenter.<id>.slo_attainment_mean_frac) * hours with a value",
       _it_with("slo_attainment_frac"))
 def _slo_loss(rows, cols, state) -> float:
-    return sum(float(np.nansum(1.0 - rows.col(c))) * rows.dt_h for c in _it_columns(cols, "slo_attainment_frac"))
+    return scalar_terms.plain_sum(float(np.nansum(1.0 - rows.col(c))) * rows.dt_h
+                                  for c in _it_columns(cols, "slo_attainment_frac"))
 
 
 @term("n_tokens", "datacenter.<id>.n_tokens", _it_with("tokens_per_s"))
 def _tokens(rows, cols, state) -> float:
-    return sum(float(np.nansum(rows.col(c))) * rows.dt_h * 3600.0 for c in _it_columns(cols, "tokens_per_s"))
+    return scalar_terms.plain_sum(float(np.nansum(rows.col(c))) * rows.dt_h * 3600.0
+                                  for c in _it_columns(cols, "tokens_per_s"))
 
 
 @term("delay_gpu_h", "datacenter.<id>.delay_gpu_h", _it_with("delay_gpu_h"))
@@ -240,7 +242,7 @@ def _delay(rows, cols, state) -> float:
 @term("unmet_cooling_mwh", "facility.unmet_cooling_mwh",
       lambda cols: None if cols.cooling else "no cooling entity with q_unmet_mw (and no IT p_it_mw) recorded")
 def _unmet_cooling(rows, cols, state) -> float:
-    return sum(energy_mwh(rows.col(c), rows.dt_h) for c in cols.cooling)
+    return scalar_terms.plain_sum(energy_mwh(rows.col(c), rows.dt_h) for c in cols.cooling)
 
 
 # -- using them ----------------------------------------------------------------------------------------

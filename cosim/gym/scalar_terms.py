@@ -58,11 +58,16 @@ def _nansum(xs) -> float:
     return total
 
 
-def _sum(xs) -> float:
+def plain_sum(xs) -> float:
+    """The floats ``xs`` added left to right from 0.0, one rounding per addition: what Python 3.11's ``sum``
+    does, on every Python (from 3.12 ``sum`` of floats is compensated, other last bits)."""
     total = 0.0
     for x in xs:
         total += x
     return total
+
+
+_sum = plain_sum
 
 
 def _max0(xs) -> float:
@@ -126,8 +131,7 @@ def compute(plan: Plan, rows: list[list[float]], dt_h: float, state: dict[str, A
     :data:`MAX_ROWS`, laid out as ``plan`` says), with ``state`` (the running peak, the last
     cumulative values) carried on as ``RewardTerms.compute`` carries it. [term units]
 
-    (Python's ``sum`` over grids and IT entities, which starts from the int 0, is a loop from 0.0
-    here: ``0 + x`` is ``0.0 + x`` for a float, and an empty sum 0 is 0.0 once made a float.)"""
+    (Sums over grids and IT entities are :func:`plain_sum`, as in :mod:`.rewards`.)"""
     columns = list(zip(*rows))
     if len(rows) != len(plan.zeros):
         plan.zeros = [0.0] * len(rows)

@@ -13,7 +13,7 @@ steps, close), the gym envs' steps and resets (one limit around a whole decision
 scenario steps the Session then takes inside it), the HELICS federate on mosaik, and the
 look-ahead worker process. Code between those calls (a learner's torch or numpy between two env
 steps) runs with the process's own setting: the limit is set when a call comes in and undone
-when it returns (~2 µs: two calls into each BLAS library, made directly), not held while the caller has
+when it returns (a few µs: two calls into each BLAS library, made directly), not held while the caller has
 control. BLAS libraries have one setting per process: the limit is counted, so a call inside
 another (a Session's step inside an env step) or runs in several threads of one process (a Dask
 worker's tasks) only count; the first one in sets it, the last one out undoes it.

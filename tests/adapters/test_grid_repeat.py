@@ -9,12 +9,13 @@ import copy
 
 import numpy as np
 import pytest
+from c_part_marks import needs_c_part
 
 from cosim import grid_models
 from cosim.adapters.grid import pandapower_flow as pf
 from cosim.adapters.grid.pandapower_flow import PowerFlow
 
-pytestmark = pytest.mark.skipif(pf._KERNELS is None, reason="the C kernels (make build) skip repeats; numpy solves each")
+pytestmark = needs_c_part(pf._KERNELS is not None, "adapters/grid/_kernels.so")  # (numpy solves every step)
 
 #: the load scale of each step: repeats, a change, repeats, a load the feeder cannot carry (twice), then back
 SCALES = [1.0] * 5 + [1.1] * 4 + [40.0] * 2 + [1.1] * 4 + [0.9, 1.0, 1.0, 1.0]

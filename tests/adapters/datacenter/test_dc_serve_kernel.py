@@ -144,3 +144,24 @@ class _Wrong:
 def test_the_load_check_refuses_other_numbers():
     assert inference_kernel._agrees_with_python(inference_kernel.KERNEL)
     assert not inference_kernel._agrees_with_python(_Wrong())
+
+
+def test_a_queue_pickled_where_c_runs_goes_on_in_python_where_it_does_not(monkeypatch):
+    """A snapshot pickled in a process that uses the library and loaded in one that does not (not built,
+    stale, refused): the queue comes back as prefill's Python queue with the same clock and cohorts, and
+    both go on to the same numbers; where the library is used, a copy stays in C (control)."""
+    import pickle
+    steps = [(60.0, 900.0 + 100.0 * i, 500.0, 300.0 + 40.0 * (i % 3), 120.0, 30.0, False) for i in range(8)]
+    queue = inference_kernel.KernelWaitQueue(inference_kernel.KERNEL)
+    for args in steps[:4]:
+        queue.serve(*args)
+    assert queue.count > 0  # a queue has formed: there are cohorts to carry over
+    blob = pickle.dumps(queue)
+    assert isinstance(pickle.loads(blob), inference_kernel.KernelWaitQueue)
+    monkeypatch.setattr(inference_kernel, "KERNEL", None)
+    python = pickle.loads(blob)
+    assert isinstance(python, WaitQueue)
+    assert python.clock_s == queue.clock_s and [(c.n_req, c.start_s, c.end_s) for c in python.cohorts] == \
+        [(c.n_req, c.start_s, c.end_s) for c in queue.cohorts]
+    for args in steps[4:]:
+        assert python.serve(*args) == queue.serve(*args)
