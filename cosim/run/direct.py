@@ -573,6 +573,7 @@ def run_direct(scn: Scenario, run_dir: Path, progress: bool = True) -> Outcome:
 
 #: The token of the run of this process that froze the heap (:func:`freeze_heap`) and has not thawed it yet.
 _HEAP_HOLDER: object | None = None
+_QUIET_FILL = threading.RLock()  # _Blocks.fill: one process-wide warnings filter at a time
 _HEAP_LOCK = threading.RLock()  # re-entrant: a Session collected inside freeze_heap thaws through weakref.finalize
 
 
@@ -722,33 +723,41 @@ class _Blocks:
     def fill(self, t: int) -> None:
         """Step the stand-ins through their times in ``[t, t + span)``, one after the other, and
         (hinted only) hand each simulator that takes the hint the inputs of its steps up to there."""
-        engine = self.engine
         stop = t + self.span_ticks
-        failed = False
-        with warnings.catch_warnings():
-            if not self.served:
+        if self.served:
+            stop, failed = self._step_twins(stop)
+        else:  # the stand-ins' warnings unheard: their own steps warn in order. The filters are the process's,
+            # so cosim's fills take turns (two Sessions' fills in two threads could otherwise leave "ignore")
+            with _QUIET_FILL, warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-            for twin in self.twins:
-                if twin.next_t is None or twin.next_t >= stop:
-                    continue
-                planned = self._look_ahead(twin.obj, twin, twin.next_t, stop) if self.served else {}
-                while twin.next_t is not None and twin.next_t < stop:
-                    when = twin.next_t
-                    try:
-                        engine._step_sim(twin, when, planned.pop(when, None))
-                    except Exception as exc:  # noqa: BLE001 — raised at its step (by take(), or by the run's own step)
-                        if self.served:
-                            self.queues[twin.sid].append((when, exc))
-                        twin.next_t = None
-                        stop = when  # the engine stops at this step: the later ones need not go further
-                        failed = True
-                        break
+                stop, failed = self._step_twins(stop)
         for sim, twin in self.hinted:
             if sim.next_t is not None:
                 self._look_ahead(sim.obj, twin, sim.next_t, stop)
         for twin in self.twins:  # after all: a twin's readers come after it
             self._prune(twin, stop)
         self.stop_ticks = math.inf if failed else stop  # after a failure: no further block
+
+    def _step_twins(self, stop: int) -> tuple[int, bool]:
+        """The stand-ins stepped up to ``stop``; ``(stop, failed)``: a failure stops the block at its step."""
+        engine = self.engine
+        failed = False
+        for twin in self.twins:
+            if twin.next_t is None or twin.next_t >= stop:
+                continue
+            planned = self._look_ahead(twin.obj, twin, twin.next_t, stop) if self.served else {}
+            while twin.next_t is not None and twin.next_t < stop:
+                when = twin.next_t
+                try:
+                    engine._step_sim(twin, when, planned.pop(when, None))
+                except Exception as exc:  # noqa: BLE001 — raised at its step (by take(), or by the run's own step)
+                    if self.served:
+                        self.queues[twin.sid].append((when, exc))
+                    twin.next_t = None
+                    stop = when  # the engine stops at this step: the later ones need not go further
+                    failed = True
+                    break
+        return stop, failed
 
     def _look_ahead(self, obj: Any, twin: _Twin, first: int, stop: int) -> dict[int, dict[str, dict[str, Any]]]:
         """Hand ``obj`` (when it takes the hint) the inputs ``twin`` reads at its steps from

@@ -229,3 +229,45 @@ def test_a_session_hint_taker_reads_copies_of_its_sources(toy_adapters, write_sc
         with cosim.Session(path, overrides={"scenario.ahead": "off"}, out_dir=tmp_path / "p", report=False) as plain:
             plain.run_until(1800)
     pd.testing.assert_frame_equal(plain.result.timeseries(), hinted, check_exact=True)
+
+
+def test_a_fill_changes_the_warnings_filters_only_holding_the_fill_lock(tmp_path, monkeypatch):
+    """The process has one warnings filter list: a fill that silences its stand-ins changes it only while holding
+    ``_QUIET_FILL``, so fills of two Sessions in two threads take turns (unordered, one could restore the other's
+    "ignore" for good), and no "ignore" is left once the run ends. Control: the lock is taken at all."""
+    import sys
+    import threading
+    import warnings
+
+    class Recording:
+        def __init__(self):
+            self.lock, self.depth, self.entries = threading.RLock(), 0, 0
+
+        def __enter__(self):
+            self.lock.acquire()
+            self.depth += 1
+            self.entries += 1
+
+        def __exit__(self, *exc):
+            self.depth -= 1
+            self.lock.release()
+
+    lock, unlocked = Recording(), []
+    simplefilter = warnings.simplefilter
+
+    def checked(*args, **kwargs):
+        if sys._getframe(1).f_code.co_filename == direct.__file__ and lock.depth == 0:  # (the engine's own)
+            unlocked.append(args)
+        return simplefilter(*args, **kwargs)
+
+    monkeypatch.setattr(direct, "_QUIET_FILL", lock)
+    monkeypatch.setattr(direct, "BLOCK_STEPS", 30)
+    monkeypatch.setattr(warnings, "simplefilter", checked)
+    before = list(warnings.filters)
+    with cosim.Session(ROOT + "/scenarios/default.toml", overrides={"scenario.ahead": "off",
+                                                                    "scenario.duration_s": 6 * 3600},
+                       record=False) as session:  # (a Session's blocks step copies, their warnings unheard)
+        session.run_until(6 * 3600)
+    assert lock.entries > 0 and not unlocked
+    catch_all = ("ignore", None, Warning, None, 0)  # what simplefilter("ignore") puts first
+    assert warnings.filters.count(catch_all) == before.count(catch_all)
