@@ -214,6 +214,10 @@ def _wait(fed, done, what: str, cfg: FederateConfig) -> None:
 def _connect(cfg: FederateConfig, period_s: float):
     """The value federate, joined to the broker (a bounded wait)."""
     info = h.helicsCreateFederateInfo()
+    # a core of its own: by default HELICS joins a new federate to any core of the same type this process
+    # holds that is still open, so beside another federate of the process (a notebook's, a test's feeder)
+    # both would share one core registered for one federate, and the federation would never start
+    h.helicsFederateInfoLoadFromString(info, "--force_new_core")
     # HELICS tries the broker about six times (its default retries), each waiting --networktimeout
     per_try_ms = max(100, int(cfg.timeout_s * 1000 / 6))
     h.helicsFederateInfoSetCoreInitString(info, f"--federates=1 --broker_address={cfg.broker_address} "
@@ -223,8 +227,10 @@ def _connect(cfg: FederateConfig, period_s: float):
     try:
         return h.helicsCreateValueFederate(cfg.name, info)
     except h.HelicsException as exc:
-        raise FederationError(f"{cfg.file}: federate.broker = {cfg.broker!r}: no HELICS broker answered ({exc}); "
-                              "start the broker (helics_broker --federates=N) or fix the address") from None
+        raise FederationError(f"{cfg.file}: federate.broker = {cfg.broker!r}: this federate could not join ({exc}); "
+                              "start the broker (helics_broker --federates=N) or fix the address; if HELICS's log "
+                              "says 'Unable to bind zmq pull socket', the port the broker handed this federate "
+                              "is taken: start the broker on another port") from None
 
 
 class Exchange:

@@ -21,6 +21,7 @@ def vm_pu(p_mw: float, sens_pu_mw: float = 0.08) -> float:
 def run(broker: str, until_s: float, step_s: float = 60.0, sens_pu_mw: float = 0.08) -> list[tuple[float, float]]:
     """Join the federation, answer each P with a voltage until ``until_s``; the (time, P) received."""
     info = h.helicsCreateFederateInfo()
+    h.helicsFederateInfoLoadFromString(info, "--force_new_core")  # not another federate's core of this process
     h.helicsFederateInfoSetCoreInitString(info, f"--federates=1 --broker_address=tcp://{broker}")
     h.helicsFederateInfoSetCoreTypeFromString(info, "zmq")
     # granted a time only once cosim has finished it: the P of that time has arrived
