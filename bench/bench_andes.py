@@ -19,6 +19,7 @@ import resource
 import time
 
 from cosim.adapters.andes_grid import AndesGridSim
+from cosim.run.runner import versions_line
 
 
 def main() -> None:
@@ -50,6 +51,7 @@ def main() -> None:
         sim.get_data({"grid": ["f_hz"], "campus": ["vm_pu"]})
     wall = time.perf_counter() - t1
     per_tick_ms = 1e3 * wall / (n - 1)
+    print(f"versions: {versions_line()}")
     print(f"case {args.case}, step {args.step:g} s, {sim.n_sub} ANDES sub-steps of {sim.dt_s:.4g} s per tick, "
           f"PERC1 {'native' if args.perc1 else 'off'}")
     print(f"set-up (load, power flow, TDS init, first tick): {t_setup:.2f} s")

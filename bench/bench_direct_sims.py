@@ -38,6 +38,7 @@ from pathlib import Path
 
 import cosim
 from cosim.run import blas, direct
+from cosim.run.runner import versions_line
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -57,6 +58,7 @@ def main() -> None:
     overrides = {"scenario.duration_s": int(args.days * 86_400), "scenario.ahead": args.ahead}
     if args.start:
         overrides["scenario.start"] = datetime.fromisoformat(args.start).replace(tzinfo=timezone.utc)
+    print(f"versions: {versions_line()}")
     print(f"load average before: {os.getloadavg()[0]:.2f}")
     timed_cpu, plain_cpu, parts = [], [], []
     for _ in range(args.repeat):

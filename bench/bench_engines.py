@@ -29,6 +29,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from cosim.run.runner import versions_line
+
 ROOT = Path(__file__).resolve().parents[1]
 CASES = {
     "default": (ROOT / "scenarios" / "default.toml", {}),
@@ -86,6 +88,7 @@ def main() -> None:
     args = parser.parse_args()
     cases = args.cases.split(",") + (["year"] if args.year else [])
     engines = args.engines.split(",")
+    print(f"versions: {versions_line()}")
     print(f"before: {uptime()}")
     rows = []
     for case in cases:

@@ -51,6 +51,7 @@ sys.path.insert(0, str(ROOT))
 import pandas as pd  # noqa: E402
 
 from cosim.folder import read_parquet  # noqa: E402
+from cosim.run.runner import versions_line  # noqa: E402
 
 STEP_S = 900
 FEEDER = ROOT / "grid_models" / "ieee8500.dss"
@@ -207,6 +208,7 @@ def main() -> None:
                         help="cosim cases to run, the direct engine first (default direct,mosaik,direct-narrow)")
     args = parser.parse_args()
     engines = args.engines.split(",")
+    print(f"versions: {versions_line()}")
     print(f"bench_feeder8500: IEEE 8500 + one campus, {args.steps} steps of {STEP_S} s; "
           f"{time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}")
     print(f"  before: {uptime()}")

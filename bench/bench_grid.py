@@ -30,6 +30,7 @@ from lightsim2grid.algorithm import NRSing_KLU  # noqa: E402
 import grid_models  # noqa: E402
 from cosim.adapters.grid import MAX_ITERATION, TOLERANCE_MVA, GridSim  # noqa: E402
 from cosim.adapters.grid import pandapower_flow  # noqa: E402
+from cosim.run.runner import versions_line  # noqa: E402
 
 NETWORKS = {"ieee33": "18", "cigre_mv": "Bus 11", "simbench:1-MV-rural--0-sw": "MV1.101 Bus 40"}
 N_ADAPTER, N_RUNPP, REPEATS = 2000, 50, 3
@@ -116,6 +117,7 @@ def bench(network: str, bus: str) -> tuple[float, float, float, float]:
 
 
 def main() -> None:
+    print(f"versions: {versions_line()}")
     print(f"load average: {os.getloadavg()[0]:.2f} (CPU µs per step, best of {REPEATS})")
     print(f"{'network':28s} {'buses':>5s} {'adapter':>9s} {'numpy forms':>12s} {'pp.runpp':>10s} {'raw ls2g':>9s}")
     for network, bus in NETWORKS.items():

@@ -53,6 +53,7 @@ from cosim.gym import CosimEnv  # noqa: E402
 from cosim.gym import spec as specs  # noqa: E402
 from cosim.gym.parallel import CosimParallelEnv  # noqa: E402
 from cosim.gym.vector import make_vector_env  # noqa: E402
+from cosim.run.runner import versions_line  # noqa: E402
 
 cpu = time.process_time
 
@@ -260,6 +261,7 @@ def main() -> None:
         callgrind(args.scenario, args.callgrind)
         return
     now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    print(f"versions: {versions_line()}")
     print(f"{args.scenario.name}, {args.steps} env steps x {args.repeats} repeats, {now}, "
           f"load average before {np.round(os.getloadavg(), 2).tolist()}")
     rows = [("reset, every start day kept", "ms of CPU", lambda: reset_ms(args.scenario, 20, True)),

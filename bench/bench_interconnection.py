@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 from cosim.adapters.andes_grid import AndesGridSim
+from cosim.run.runner import versions_line
 
 DATA = Path(__file__).resolve().parents[1] / "scenarios" / "data" / "transmission"
 #: (entity, bus, p_mw, q_mvar, PERC1 parameters): the campuses of scenarios/npcc_perc1_campuses.toml
@@ -57,6 +58,7 @@ def main() -> None:
         sim.get_data({"grid": ["f_hz"], **{c[0]: ["p_connected_frac"] for c in CAMPUSES}})
     wall = time.perf_counter() - t1
     per_tick_ms = 1e3 * wall / (n - 1)
+    print(f"versions: {versions_line()}")
     print(f"NPCC 140 buses, {len(CAMPUSES)} campuses ({'plain PQ' if args.no_perc1 else 'native PERC1'}), "
           f"step {args.step:g} s, {sim.n_sub} ANDES sub-steps of {sim.dt_s:.4g} s per tick")
     print(f"set-up (read RAW+DYR, power flow, TDS init, first tick): {t_setup:.2f} s")

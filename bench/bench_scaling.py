@@ -56,6 +56,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from cosim.run.runner import versions_line  # noqa: E402
+
 DAY_S = 86_400
 STEP_S = 300
 #: A campus's GPUs on the duration and buses axes. [-]
@@ -365,7 +367,8 @@ def run_all(quick: bool, names: list[str] | None = None, blas_threads: int | Non
                + (f" --campuses {','.join(map(str, campuses))}" if campuses else "")
                + (f" --campus-hours {campus_hours:g}" if campus_hours != 24 else ""))
     meta = {"command": command, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "load_1min": load[0],
-            "n_cpus": os.cpu_count(), "step_s": STEP_S, "blas_threads": blas}
+            "n_cpus": os.cpu_count(), "step_s": STEP_S, "blas_threads": blas, "versions": versions_line()}
+    print(f"versions: {meta['versions']}")
     print(f"{command}: direct engine, fresh process per case, BLAS threads {blas}; {meta['date']}, "
           f"load {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {meta['n_cpus']} cores{_busy(load[0], meta['n_cpus'])}")
     axes = {}

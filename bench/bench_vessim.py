@@ -35,6 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import pandas as pd  # noqa: E402
+from cosim.run.runner import versions_line  # noqa: E402
 
 MICROGRID = ROOT / "bench" / "microgrid"
 START = pd.Timestamp("2023-07-10T00:00:00Z")
@@ -101,6 +102,7 @@ def main() -> None:
     long_s = args.days * DAY_S
     n_long, n_day = long_s // STEP_S, DAY_S // STEP_S
     pv_w = pv_minutes_w()
+    print(f"versions: {versions_line()}")
     print(f"bench_vessim: the 4-simulator microgrid, {n_long} steps of {STEP_S} s; "
           f"{time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}")
     print(f"  before: {uptime()}")

@@ -31,7 +31,8 @@ from cosim.scenario import load_scenario as validate_file
 __all__ = ["RunInterrupted", "RunResult", "run", "run_scenario"]
 
 PACKAGES = ("cosim", "mosaik", "mosaik-api-v3", "pandapower", "lightsim2grid", "simbench", "pvlib",
-            "numpy", "pandas", "pyarrow", "pydantic")
+            "numpy", "scipy", "pandas", "pyarrow", "pydantic", "opendssdirect.py", "dss-python", "fmpy", "andes",
+            "helics")
 
 
 @dataclass
@@ -70,6 +71,12 @@ def package_versions() -> dict[str, str | None]:
         except importlib_metadata.PackageNotFoundError:
             versions[name] = None
     return versions
+
+
+def versions_line() -> str:
+    """The installed versions of :data:`PACKAGES` on one line (``python 3.11.7, mosaik 3.6.0, ...``), for a
+    benchmark's header: a figure measured on other versions of the solvers is another figure."""
+    return ", ".join(f"{name} {version}" for name, version in package_versions().items() if version)
 
 
 def git_commit(where: Path) -> str | None:
