@@ -49,12 +49,14 @@ from pathlib import Path
 
 import numpy as np
 
-from cosim.sdk import load_library
+from cosim.sdk import load_library, note_acceleration
 
 #: Circuits with fewer PD elements are read through OpenDSS's own calls: there numpy's fixed cost per
 #: call outweighs what one read of the currents saves (CPU per read: IEEE 123, 141 elements, 38 µs
 #: this way, 17 µs OpenDSS's; IEEE 8500, 4,904 elements, 0.69 ms against 0.97 ms). [-]
 BULK_MIN_ELEMENTS = 1000
+#: the name under which metadata.json's ``accelerations`` says whether the currents came from the Yprims
+ACCELERATION = "opendss_yprim_reads"
 
 
 class PdReads:
@@ -128,6 +130,7 @@ class PdReads:
             if result is not None:
                 return result
             self._kernel = None
+            self._note("the currents from the Yprims could not match OpenDSS's: OpenDSS's currents at every read")
         return self._loadings(currents), self._losses(currents, self.circuit.YNodeVarray)
 
     def _loadings(self, currents: np.ndarray) -> np.ndarray:
@@ -170,8 +173,11 @@ class PdReads:
         :data:`BULK_MIN_ELEMENTS` PD elements are read through OpenDSS)."""
         self.dss.Text.Command("get SeasonRating")
         seasonal = self.dss.Text.Result().strip().lower() in ("yes", "true")
-        if seasonal or self.circuit.PDElements.Count < BULK_MIN_ELEMENTS:
+        count = self.circuit.PDElements.Count
+        if seasonal or count < BULK_MIN_ELEMENTS:
             self.exact = False
+            self._note("seasonal ratings" if seasonal else f"{count} power-delivery elements, fewer than "
+                       f"{BULK_MIN_ELEMENTS}: OpenDSS's own reads")
             return False
         self.exact = None
         currents = self.circuit.PDElements.AllCurrents
@@ -181,7 +187,19 @@ class PdReads:
             synced = self._kernel.sync(currents) if self.exact else None
             if synced is None or not _same(synced, fast):
                 self._kernel = None  # its currents, loadings or losses are not OpenDSS's
+        self._note("the loadings or losses from OpenDSS's currents were not its own: OpenDSS's own reads"
+                   if not self.exact else "the currents from the Yprims were not OpenDSS's: OpenDSS's currents "
+                   "at every read" if _library() is not None else "grid/_opendss_kernels.so not in use (see "
+                   "c_parts): OpenDSS's currents at every read")
         return self.exact
+
+    def _note(self, off: str) -> None:
+        """Say in metadata.json (``accelerations``) whether this process's loadings and losses come from the
+        currents computed from the Yprims, and if not, why (``off``)."""
+        note_acceleration(ACCELERATION, self._kernel is not None and self.exact is not False,
+                          "the currents from each element's Yprim and the node voltages (grid/_opendss_kernels.so), "
+                          "checked against OpenDSS's after any solve that may change a Yprim"
+                          if self._kernel is not None and self.exact is not False else off)
 
     @property
     def kernel(self) -> bool:
