@@ -187,19 +187,22 @@ class PdReads:
             synced = self._kernel.sync(currents) if self.exact else None
             if synced is None or not _same(synced, fast):
                 self._kernel = None  # its currents, loadings or losses are not OpenDSS's
-        self._note("the loadings or losses from OpenDSS's currents were not its own: OpenDSS's own reads"
-                   if not self.exact else "the currents from the Yprims were not OpenDSS's: OpenDSS's currents "
-                   "at every read" if _library() is not None else "grid/_opendss_kernels.so not in use (see "
-                   "c_parts): OpenDSS's currents at every read")
+        if not self.exact:
+            why = "the loadings or losses from OpenDSS's currents were not its own: OpenDSS's own reads"
+        elif _library() is None:
+            why = "grid/_opendss_kernels.so not in use (see c_parts): OpenDSS's currents at every read"
+        else:
+            why = "the currents from the Yprims were not OpenDSS's: OpenDSS's currents at every read"
+        self._note(why)
         return self.exact
 
     def _note(self, off: str) -> None:
         """Say in metadata.json (``accelerations``) whether this process's loadings and losses come from the
         currents computed from the Yprims, and if not, why (``off``)."""
-        note_acceleration(ACCELERATION, self._kernel is not None and self.exact is not False,
-                          "the currents from each element's Yprim and the node voltages (grid/_opendss_kernels.so), "
-                          "checked against OpenDSS's after any solve that may change a Yprim"
-                          if self._kernel is not None and self.exact is not False else off)
+        on = self._kernel is not None and self.exact is not False
+        note_acceleration(ACCELERATION, on, "the currents from each element's Yprim and the node voltages "
+                          "(grid/_opendss_kernels.so), checked against OpenDSS's after any solve that may change "
+                          "a Yprim" if on else off)
 
     @property
     def kernel(self) -> bool:

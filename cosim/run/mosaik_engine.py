@@ -332,7 +332,8 @@ def _remote_outcome(message: str, log: Path) -> tuple[str, str]:
 def _keep_output_checks(world) -> None:
     """Check each simulator's ``get_data`` answer against its entities' outputs as mosaik does, but against sets
     taken once. mosaik (3.6) rebuilds an entity's output set, a union of two, at every check of every answer:
-    ~180 µs a step for IEEE 8500's Grid, whose model declares ~18,000 outputs. The entities and their models are
+    ~180 µs per check for IEEE 8500's Grid, whose model declares ~18,000 outputs (~0.8 ms a step under
+    cProfile over 192 steps, 2026-12-07). The entities and their models are
     fixed once the world is connected; an answer this check does not pass goes to mosaik's own check, whose
     warnings it gives."""
     for factory in world._async_world._factories.values():

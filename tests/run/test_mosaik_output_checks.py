@@ -1,7 +1,7 @@
 """The mosaik engine checks each get_data answer against sets of outputs taken once (mosaik 3.6 rebuilds an
 entity's output set at every check): an answer within them passes without mosaik's check; anything else
 (an attribute the model does not declare, an entity never created) still goes to mosaik's own check, which
-warns. A run on mosaik with the kept check equals the direct engine's (tests/run/test_engine_equality.py)."""
+warns. A run on mosaik with the kept check equals the direct engine's (tests/run/test_engines_equal.py)."""
 
 from __future__ import annotations
 
