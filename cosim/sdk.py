@@ -94,7 +94,8 @@ from cosim.units import DIMENSIONLESS, UNIT_SUFFIXES, has_unit_suffix, unit_of
 __all__ = ["CosimSim", "DataFile", "DIMENSIONLESS", "EndRun", "INPUT_RANGES", "NoParams", "meta", "POWER_ATTR",
            "Params", "PowerFlowNotConverged", "ROLES", "STRICT_PARAMS", "ScenarioContext", "SingleModelSim",
            "TimeZone", "as_tuple", "UNIT_SUFFIXES", "has_unit_suffix", "load_library", "library_agrees",
-           "note_acceleration", "CPartWarning", "c_parts", "accelerations", "model_meta", "parse_utc",
+           "note_acceleration", "CPartWarning", "c_parts", "accelerations", "run_accelerations", "model_meta",
+           "parse_utc",
            "sanitise", "sum_inputs", "ticks_per_s", "to_ticks", "unit_of", "unit_range"]
 
 
@@ -458,6 +459,15 @@ class CosimSim(mosaik_api_v3.Simulator):
         outside this object, e.g. a solver's engine or an FMU instance, or not checked)."""
         return None
 
+    def accelerations(self) -> dict[str, dict[str, Any]]:
+        """The faster paths that give the same numbers this simulator took in its run, by name: ``{"on": bool,
+        "detail": str}`` each (e.g. the grid's ``opendss_yprim_reads``: whether an OpenDSS feeder's loadings and
+        losses came from currents computed from the Yprims, and if not why). The engine gathers them at the end
+        of a run into its ``metadata.json``'s ``accelerations``, beside the process's own
+        (:func:`note_acceleration`); one run's say nothing of another's made in the same process (default:
+        none)."""
+        return {}
+
     def prepare_starts(self, starts_utc: list[datetime]) -> None:
         """Runs of this scenario may later start at each of ``starts_utc`` (a gym's start days),
         with this simulator's parameters: work that depends only on the start may be done for all
@@ -774,7 +784,8 @@ def library_agrees(lib: ctypes.CDLL | None, agrees: bool, status: str = "disagre
 
 def note_acceleration(name: str, on: bool, detail: str = "") -> bool:
     """Record whether a faster path that is not a C part (a solver's kept analysis) is on in this process,
-    for the run's ``metadata.json`` (:func:`accelerations`); returns ``on``."""
+    for the ``metadata.json`` of every run it makes (:func:`accelerations`); returns ``on``. A path one run's
+    simulator takes or not is that run's alone: :meth:`CosimSim.accelerations` says it."""
     _ACCELERATIONS[name] = {"on": bool(on), "detail": detail}
     return bool(on)
 
@@ -784,6 +795,17 @@ def c_parts() -> dict[str, dict[str, Any]]:
     ``status`` (``used``, ``not built``, ``stale``, ``no source``, ``not loadable``, ``disagrees``), the SHA-256
     of its source now and the one it was built from."""
     return {name: dict(entry) for name, entry in sorted(_C_PARTS.items())}
+
+
+def run_accelerations(sims: Any) -> dict[str, dict[str, Any]]:
+    """What ``sims`` (a run's simulator objects) say of their own faster paths (:meth:`CosimSim.accelerations`),
+    by name; a simulator without the method (a plain mosaik one) says nothing."""
+    found: dict[str, dict[str, Any]] = {}
+    for sim in sims:
+        said = getattr(sim, "accelerations", None)
+        if callable(said):
+            found.update({name: dict(entry) for name, entry in said().items()})
+    return dict(sorted(found.items()))
 
 
 def accelerations() -> dict[str, dict[str, Any]]:

@@ -54,7 +54,7 @@ from pathlib import Path
 import numpy as np
 
 from cosim.adapters.grid.opendss_guard import dss_file_problems, quoted, refusal
-from cosim.adapters.grid.opendss_reads import NodeVolts, PdReads
+from cosim.adapters.grid.opendss_reads import ACCELERATION, NodeVolts, PdReads
 from cosim.adapters.grid.pandapower_tables import sanitise  # the one id rule of both engines
 
 PHASE_NODES = {"a": 1, "b": 2, "c": 3}
@@ -681,6 +681,12 @@ class OpenDssFlow:
             if not settled:
                 self.cap_in_service[i] = any(s == 1 for s in dss.Capacitors.States())
             self.cap_q_mvar[i] = -sum(dss.CktElement.Powers()[1::2]) / 1e3
+
+    def accelerations(self) -> dict[str, dict[str, object]]:
+        """Which path this circuit's loadings and losses were read by (:attr:`.PdReads.acceleration`), once read."""
+        reads = getattr(self, "_pd_reads", None)
+        said = reads.acceleration if reads is not None else None
+        return {} if said is None else {ACCELERATION: dict(said)}
 
     def close(self) -> None:
         """Release the circuit (the engine context stays until garbage collection)."""

@@ -49,7 +49,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cosim.sdk import load_library, note_acceleration
+from cosim.sdk import load_library
 
 #: Circuits with fewer PD elements are read through OpenDSS's own calls: there numpy's fixed cost per
 #: call outweighs what one read of the currents saves (CPU per read: IEEE 123, 141 elements, 38 µs
@@ -88,6 +88,9 @@ class PdReads:
                                      for e in counted])
         #: True once :meth:`check` found the readings equal to OpenDSS's own (False: read through OpenDSS)
         self.exact: bool | None = None
+        #: whether the loadings and losses come from the Yprims' currents (``on``) and if not why (``detail``);
+        #: None until the first :meth:`check` (:data:`ACCELERATION` in the run's ``accelerations``)
+        self.acceleration: dict[str, object] | None = None
         self._kernel = _YprimReads(self, start, n_phases, counted, node_refs, yprims, on, volts) if yprims else None
 
     def _elements(self, yprims: bool) -> tuple[np.ndarray, np.ndarray, list[int], list[np.ndarray | None],
@@ -197,12 +200,12 @@ class PdReads:
         return self.exact
 
     def _note(self, off: str) -> None:
-        """Say in metadata.json (``accelerations``) whether this process's loadings and losses come from the
-        currents computed from the Yprims, and if not, why (``off``)."""
+        """Say in the run's metadata.json (``accelerations``, through :attr:`acceleration`) whether this circuit's
+        loadings and losses come from the currents computed from the Yprims, and if not, why (``off``)."""
         on = self._kernel is not None and self.exact is not False
-        note_acceleration(ACCELERATION, on, "the currents from each element's Yprim and the node voltages "
-                          "(grid/_opendss_kernels.so), checked against OpenDSS's after any solve that may change "
-                          "a Yprim" if on else off)
+        self.acceleration = {"on": on, "detail": "the currents from each element's Yprim and the node voltages "
+                             "(grid/_opendss_kernels.so), checked against OpenDSS's after any solve that may change "
+                             "a Yprim" if on else off}
 
     @property
     def kernel(self) -> bool:

@@ -423,6 +423,11 @@ class GridSim(CosimSim):
             self._trip_state.pop(pos, None)
             self.flow.set_line_in_service(pos, self._line_initial[pos])
 
+    def accelerations(self) -> dict[str, dict[str, object]]:
+        # (the OpenDSS engine's read path; pandapower's kept analysis is the process's, noted at import)
+        said = getattr(getattr(self, "flow", None), "accelerations", None)
+        return said() if said is not None else {}
+
     def finalize(self) -> None:
         if self.params.engine == "opendss":
             self.flow.close()

@@ -55,7 +55,7 @@ from cosim.run.outcome import Outcome, check_complete
 from cosim.run.recorder import RecorderSim
 from cosim.run.stopping import STOP, StopRequested
 from cosim.scenario import Scenario
-from cosim.sdk import PLAIN_TYPES, CosimSim, EndRun
+from cosim.sdk import PLAIN_TYPES, CosimSim, EndRun, run_accelerations
 
 RECORDER_SID = "_recorder"
 RECORDER_EID = "recorder"
@@ -508,6 +508,11 @@ class DirectEngine:
         if sims:
             self.blocks = _Blocks(self, sims, served)
 
+    def accelerations(self) -> dict[str, dict]:
+        """The faster paths this run's simulators say they took (:func:`cosim.sdk.run_accelerations`); those
+        stepped in a worker process say it there."""
+        return run_accelerations(sim.obj for sim in self.sims if sim.feed is None)
+
     def finalize(self, complete: bool = True) -> None:
         """``finalize`` every simulator in start order (the recorder last), even when one raises.
 
@@ -568,7 +573,7 @@ def run_direct(scn: Scenario, run_dir: Path, progress: bool = True) -> Outcome:
     status, reason = check_complete(status, reason, rows, n_steps)
     behind = recorder_module.RT_BEHIND_MAX_S.pop(str(run_dir / "timeseries.parquet"), None)
     return Outcome(status, reason, wall_s, rows, rows, behind,
-                   engine.ahead.describe() if engine.ahead is not None else None, error_type)
+                   engine.ahead.describe() if engine.ahead is not None else None, error_type, engine.accelerations())
 
 
 #: The token of the run of this process that froze the heap (:func:`freeze_heap`) and has not thawed it yet.

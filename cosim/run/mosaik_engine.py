@@ -27,7 +27,7 @@ from cosim.run.outcome import Outcome, check_complete
 from cosim.run.processes import SimProcesses, Watchdog
 from cosim.run.stopping import STOP, RunStopped
 from cosim.scenario import Scenario
-from cosim.sdk import EndRun
+from cosim.sdk import EndRun, run_accelerations
 
 RECORDER_SID = "_recorder"
 BRIDGE_SIDS = ("_bridge_receive", "_bridge_send")
@@ -275,7 +275,8 @@ def run_world(scn: Scenario, run_dir: Path, progress: bool = True, bridge: Bridg
     rows = _rows_in(run_dir / "timeseries.parquet")
     status, reason = check_complete(status, reason, rows, n_steps)  # e.g. a remote simulator that quit silently
     behind = recorder_module.RT_BEHIND_MAX_S.pop(str(run_dir / "timeseries.parquet"), None)
-    return Outcome(status, reason, wall_s, rows, rows, behind, error_type=error_type)
+    return Outcome(status, reason, wall_s, rows, rows, behind, error_type=error_type,
+                   accelerations=_local_accelerations(world))
 
 
 def _death_of(processes: SimProcesses) -> str | None:
@@ -327,6 +328,13 @@ def _remote_outcome(message: str, log: Path) -> tuple[str, str]:
             out.write(f"{head}\n{details.strip()}\n")
         head = f"{head} (its traceback is in simulators.log)"
     return "failed", head
+
+
+def _local_accelerations(world: mosaik.World | None) -> dict[str, dict]:
+    """What the run's in-process simulators say of their faster paths (:func:`cosim.sdk.run_accelerations`):
+    mosaik holds each in its proxy (``LocalProxy.sim``); one in another process says nothing here."""
+    proxies = getattr(getattr(world, "_async_world", None), "_proxies", None) or {}
+    return run_accelerations(getattr(proxy, "sim", None) for proxy in proxies.values())
 
 
 def _keep_output_checks(world) -> None:

@@ -33,6 +33,8 @@ class Outcome:
     #: memory), when one ran (:mod:`cosim.run.ahead`)
     ahead: dict | None = None
     error_type: str | None = None
+    #: the faster paths the run's own simulators say they took (:func:`cosim.sdk.run_accelerations`), by name
+    accelerations: dict | None = None
 
     @property
     def steps_per_s(self) -> float:

@@ -187,10 +187,10 @@ def finish_run(scn: Scenario, folder: RunFolder, outcome: Outcome, started: date
         "kpi_error": kpi_error,
         "kpi_blocks": kpi_blocks,
         "platform": platform.platform(),
-        # what ran of the faster paths that give the same numbers (C parts, the kept solver analysis), in this
-        # process: a last-bit difference between machines starts here
+        # what ran of the faster paths that give the same numbers (C parts, the kept solver analysis) in this
+        # process, and what the run's own simulators took: a last-bit difference between machines starts here
         "c_parts": sdk.c_parts(),
-        "accelerations": sdk.accelerations(),
+        "accelerations": {**sdk.accelerations(), **(outcome.accelerations or {})},
     }
     folder.write_kpis(kpis)
     folder.write_metadata(meta)

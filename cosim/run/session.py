@@ -286,7 +286,8 @@ class Session:
             status, reason = "interrupted", f"interrupted by {self._interrupted} {at}"
         else:
             status, reason = "stopped", f"session closed {at}"
-        outcome = Outcome(status, reason, time.perf_counter() - self._wall0, rows, rows)
+        outcome = Outcome(status, reason, time.perf_counter() - self._wall0, rows, rows,
+                          accelerations=engine.accelerations() if (engine := getattr(self, "engine", None)) else None)
         self.result = finish_run(self.scn, self.folder, outcome, self._started, self._report)
         return self.result
 

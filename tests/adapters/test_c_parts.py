@@ -142,3 +142,22 @@ def test_the_run_folder_says_which_c_parts_and_accelerations_ran(write_scenario,
     assert keep["on"] is flow._KEEP_ANALYSIS
     assert keep["detail"].startswith(f"lightsim2grid {flow.lightsim2grid.__version__}")
 
+
+
+@pytest.mark.parametrize("engine", ["direct", "mosaik"])
+def test_a_runs_accelerations_are_its_own_not_those_of_an_earlier_run_of_the_process(write_scenario, tmp_path, engine):
+    """An OpenDSS feeder's read path (``opendss_yprim_reads``) is said by that run's grid: a pandapower run made
+    after it in the same process (a sweep's worker thread, a notebook) does not carry it; a Session says it too."""
+    opendss = GRID_ONLY.replace('network = "ieee33"', 'engine = "opendss", network = "ieee13"')
+    overrides = {"scenario.engine": engine}
+    first = cosim.run(write_scenario(opendss, "opendss.toml"), out_dir=tmp_path / "runs", overrides=overrides)
+    said = first.folder.metadata()["accelerations"]
+    assert first.ok and said["opendss_yprim_reads"]["on"] is False  # IEEE 13: too few elements to pay
+    assert "power-delivery elements, fewer than" in said["opendss_yprim_reads"]["detail"]
+    assert "pandapower_keep_analysis" in said  # the process's own notes stay
+    second = cosim.run(write_scenario(GRID_ONLY, "pandapower.toml"), out_dir=tmp_path / "runs", overrides=overrides)
+    assert second.ok and "opendss_yprim_reads" not in second.folder.metadata()["accelerations"]
+    if engine == "direct":
+        with cosim.Session(write_scenario(opendss, "opendss.toml"), out_dir=tmp_path / "runs") as session:
+            session.run_until(600)
+        assert "opendss_yprim_reads" in session.result.metadata["accelerations"]

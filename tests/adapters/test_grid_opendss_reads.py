@@ -23,7 +23,6 @@ from cosim import grid_models
 from cosim.adapters.grid.opendss_flow import OpenDssFlow
 from cosim.adapters.grid import opendss_reads as reads_module
 from cosim.adapters.grid.opendss_reads import PdReads
-from cosim.sdk import accelerations
 
 #: campus load at each solve [MW]
 LOAD_MW = [0.2, 1.5, 1.5, 3.0, 3.0, 3.0, 0.4, 2.0, 2.5, 2.5, 1.0, 0.5]
@@ -100,7 +99,7 @@ def test_a_small_circuit_is_read_through_opendss(monkeypatch):
     flow = OpenDssFlow(grid_models.dss_file("ieee13"))
     solve(flow, 0.0, 0)
     assert math.isfinite(flow.losses_mw) and flow._pd_reads.exact is False
-    said = accelerations()[reads_module.ACCELERATION]  # metadata.json says so, and why
+    said = flow.accelerations()[reads_module.ACCELERATION]  # the run's metadata.json says so, and why
     assert said["on"] is False and "18 power-delivery elements, fewer than 19" in said["detail"]
     flow.close()
 
@@ -112,7 +111,7 @@ def test_a_circuit_the_fast_path_cannot_match_is_read_through_opendss():
     solve(flow, 0.0, 0)
     assert math.isfinite(flow.losses_mw)
     assert flow._pd_reads.exact is False
-    assert accelerations()[reads_module.ACCELERATION] == {"on": False, "detail": "seasonal ratings"}
+    assert flow.accelerations()[reads_module.ACCELERATION] == {"on": False, "detail": "seasonal ratings"}
     loading, losses_w = flow._pd_reads.read()
     reference, reference_w = opendss_reads(flow)
     assert loading.tobytes() == reference.tobytes() and losses_w == reference_w
@@ -230,7 +229,7 @@ def test_a_stale_yprim_is_read_again_and_a_kernel_that_cannot_match_is_dropped()
     assert flow.losses_mw > 0
     reads = flow._pd_reads
     kernel = reads._kernel
-    assert accelerations()[reads_module.ACCELERATION]["on"] is True  # what metadata.json says of this process
+    assert flow.accelerations()[reads_module.ACCELERATION]["on"] is True  # what the run's metadata.json says
     reference = opendss_reads(flow)
     kernel.y *= 1.5  # every held Yprim wrong: a read without the check gives other values
     assert not reads_module._same(reads.read(y_changed=False), reference)
@@ -238,15 +237,15 @@ def test_a_stale_yprim_is_read_again_and_a_kernel_that_cannot_match_is_dropped()
     assert reads_module._same(reads.read(y_changed=False), reference)  # read again: right from now on
     kernel.fits = False  # a kernel that cannot match (an element of too high an order)
     assert reads_module._same(reads.read(y_changed=True), reference) and not reads.kernel
-    said = accelerations()[reads_module.ACCELERATION]
+    said = flow.accelerations()[reads_module.ACCELERATION]
     assert said["on"] is False and "could not match OpenDSS's" in said["detail"]
     solve(flow, 1.2, 1)
     assert reads_module._same(reads.read(y_changed=False), opendss_reads(flow))
     fresh = PdReads(flow.dss, np.concatenate([flow._line_pd, flow._trafo_pd]))
     fresh._kernel.rating *= 1.001  # the kernel's loadings are not OpenDSS's: the first check drops it
     assert fresh.check() is True and not fresh.kernel
-    said = accelerations()[reads_module.ACCELERATION]
-    assert said["on"] is False and "the currents from the Yprims were not OpenDSS's" in said["detail"]
+    assert fresh.acceleration["on"] is False
+    assert "the currents from the Yprims were not OpenDSS's" in fresh.acceleration["detail"]
     flow.close()
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import cosim
+
 from cosim.run.mosaik_engine import _keep_output_checks
 
 
@@ -55,3 +57,44 @@ def test_the_sets_are_taken_once():
     for _ in range(100):
         factory.validate_output_dict({"campus": {"p_mw": 1.0}})
     assert len(reads) == 1 and seen == []
+
+
+GRID_ONLY = """
+[scenario]
+name = "feeder"
+start = 2024-07-15T00:00:00Z
+duration_s = 900
+step_s = 300
+engine = "mosaik"
+
+[sims]
+grid = { adapter = "grid", network = "ieee33" }
+
+[entities]
+feeder = { sim = "grid", model = "Grid" }
+"""
+
+
+def test_mosaik_asks_the_kept_check_of_every_answer_in_a_run(write_scenario, tmp_path, monkeypatch):
+    """The speed-up works only while mosaik looks the check up on its factory at each answer: a mosaik that bound
+    it earlier (or renamed it) would run its own check again and this test fails (the results stay right)."""
+    from cosim.run import mosaik_engine
+
+    asked: list[str] = []
+    keep = mosaik_engine._keep_output_checks
+
+    def counting(world) -> None:
+        keep(world)
+        for sid, factory in world._async_world._factories.items():
+            kept = factory.validate_output_dict
+
+            def check(eid_dict, kept=kept, sid=sid) -> None:
+                asked.append(sid)
+                kept(eid_dict)
+
+            factory.validate_output_dict = check
+
+    monkeypatch.setattr(mosaik_engine, "_keep_output_checks", counting)
+    result = cosim.run(write_scenario(GRID_ONLY), out_dir=tmp_path / "runs")
+    assert result.ok and result.metadata["engine"] == "mosaik"
+    assert asked.count("grid") == 3  # one answer per step of the grid, each checked by the kept check
