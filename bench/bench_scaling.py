@@ -1,6 +1,6 @@
 """How the cost of a run grows with its work: time and peak memory per simulated step.
 
-Run:  .venv/bin/python bench/bench_scaling.py [--quick] [--json FILE] [--plot FILE.png]
+Run:  .venv/bin/python bench/bench_scaling.py [--quick] [--repeat N] [--json FILE] [--plot FILE.png]
 
 Four axes, each case a fresh process on the direct engine (so its peak RSS is its own), on a
 scenario this script writes (GPU campuses of DGX-H100 nodes, synthetic training jobs and a Llama
@@ -31,12 +31,15 @@ on log-log axes (least squares over the points, and between neighbouring points)
 duration axis the cost is the whole stepping time (1 = linear: a constant time per step); on
 the others it is the time per step (1 = in proportion to the work, below 1 = a fixed cost per
 step shared by more work). The axis stops being linear at the first pair of neighbouring points
-whose slope exceeds 1.2. Peak RSS gets its slope too (mostly the imports' ~350 MiB at the
+whose slope exceeds 1.2; with ``--repeat N`` (each case N times, the cases in turn each time) a
+point stands at its fastest run, and a slope counts as super-linear only when it exceeds 1.2 from
+the lower point's slowest run to the higher point's fastest (beyond the runs' spread; one above 1.2 at
+the fastest runs only is reported as within the machine's spread). Peak RSS gets its slope too (mostly the imports' ~350 MiB at the
 small end). The simulators step on one BLAS thread whatever the machine (``cosim/run/blas.py``:
 numpy's dot products over the running jobs of a 1M-GPU campus, tens of thousands, would otherwise go
 to OpenBLAS's threads, which on a busy machine wait for a core: measured 72 vs 14 ms a step before
 it); ``--blas-threads N`` sets the threads of the rest of each case's process (set-up, closing).
-Prints figures; asserts nothing. Full run ~5-8 min on a busy 2-core machine;
+Prints figures; asserts nothing. Full run ~5-8 min on a busy 2-core machine (``--repeat 3``: three times that);
 ``--quick`` ~1 min.
 """
 
@@ -260,30 +263,53 @@ def cost(name: str, point: dict) -> float:
 
 
 def growth(name: str, points: list[dict]) -> dict:
-    """Slopes on log-log axes of the cost and of peak RSS against the work, and where it stops being linear."""
+    """Slopes on log-log axes of the cost and of peak RSS against the work, and where it stops being linear.
+
+    A point measured several times (``step_ms_runs``) stands at its fastest run (the least disturbed by the
+    machine's other work); a neighbour's slope counts as super-linear only if it stays above
+    :data:`LINEAR_SLOPE_MAX` from the lower point's slowest run to the higher point's fastest (``spread_slopes``,
+    the least steep the runs allow); one above it at the fastest runs only is within the machine's spread."""
     works = [p["work"] for p in points]
     costs = [cost(name, p) for p in points]
     local = [loglog_slope(works[i:i + 2], costs[i:i + 2]) for i in range(len(points) - 1)]
-    stops = next((points[i + 1]["label"] for i, s in enumerate(local) if s > LINEAR_SLOPE_MAX), None)
+    slowest = [cost(name, {**p, "step_ms": max(p.get("step_ms_runs") or [p["step_ms"]])}) for p in points]
+    spread = [loglog_slope(works[i:i + 2], [slowest[i], costs[i + 1]]) for i in range(len(points) - 1)]
+    stops = next((points[i + 1]["label"] for i, s in enumerate(spread) if s > LINEAR_SLOPE_MAX), None)
+    maybe = next((points[i + 1]["label"] for i, s in enumerate(local) if s > LINEAR_SLOPE_MAX), None)
+    runs = min(len(p.get("step_ms_runs") or [0]) for p in points)
     fit = loglog_slope(works, costs)
     if math.isnan(fit):
         verdict = "one point: no slope"
     elif stops is not None:
-        verdict = f"super-linear from {stops} (slope above {LINEAR_SLOPE_MAX} between neighbours)"
+        verdict = f"super-linear from {stops} (slope above {LINEAR_SLOPE_MAX} between neighbours" + (
+            f", beyond the spread of {runs} runs each)" if runs > 1 else ")")
+    elif maybe is not None:
+        verdict = (f"linear within this machine's spread (from {maybe} the fastest runs' slope is above "
+                   f"{LINEAR_SLOPE_MAX}, not beyond the spread of {runs} runs each)")
     elif fit < 1 - 0.2:
         verdict = "sub-linear over the axis (a fixed cost per step is shared by more work)"
     else:
         verdict = "linear over the axis"
-    return {"slope": fit, "local_slopes": local, "stops_linear_at": stops, "verdict": verdict,
+    return {"slope": fit, "local_slopes": local, "spread_slopes": spread, "stops_linear_at": stops,
+            "verdict": verdict,
             "rss_slope": loglog_slope(works, [p["rss_mib"] for p in points]),
             "recorder_slope": loglog_slope([p["n_columns"] * p["n_steps"] for p in points],
                                            [p["recorder_ms"] * p["n_steps"] for p in points]),
             "setup_slope": loglog_slope(works, [p["setup_s"] for p in points])}
 
 
-def measure_axis(name: str, cases: list[tuple[float, str, dict]], run=run_case) -> dict:
-    """Run the cases of one axis; its points and growth."""
-    points = [{"work": work, "label": label, **run(spec)} for work, label, spec in cases]
+def measure_axis(name: str, cases: list[tuple[float, str, dict]], run=run_case, repeat: int = 1) -> dict:
+    """Run the cases of one axis ``repeat`` times, the cases in turn each time (a drift of the machine's
+    speed reaches every case alike); its points and growth. Each point carries the figures of its fastest run
+    and every run's time per step (``step_ms_runs``)."""
+    runs: list[list[dict]] = [[] for _ in cases]
+    for _ in range(max(1, repeat)):
+        for k, (_, _, spec) in enumerate(cases):
+            runs[k].append(run(spec))
+    points = []
+    for (work, label, _), measured in zip(cases, runs):
+        fastest = min(measured, key=lambda r: r["step_ms"])
+        points.append({"work": work, "label": label, **fastest, "step_ms_runs": [r["step_ms"] for r in measured]})
     title, unit, of = AXES[name]
     return {"title": title, "unit": unit, "slope_of": of, "points": points, "growth": growth(name, points)}
 
@@ -293,15 +319,19 @@ def print_axis(name: str, axis: dict) -> None:
     print(f"  {'case':<26} {'steps':>7} {'cols':>5} {'setup s':>8} {'1st s':>6} {'ms/step':>8} {'run s':>7} "
           f"{'close s':>8} {'rec ms':>7} {'ns/cell':>7} {'peak MiB':>9}")
     for p in axis["points"]:
+        others = p.get("step_ms_runs") or [p["step_ms"]]
+        spread = f"  (runs {min(others):.3f}-{max(others):.3f})" if len(others) > 1 else ""
         print(f"  {p['label']:<26} {p['n_steps']:>7} {p['n_columns']:>5} {p['setup_s']:>8.2f} "
               f"{p['first_step_s']:>6.2f} {p['step_ms']:>8.3f} {p['run_s']:>7.1f} {p['close_s']:>8.2f} "
               f"{p['recorder_ms']:>7.3f} {p['recorder_ns_cell']:>7.0f} "
-              f"{p['rss_mib']:>9.0f}" + ("" if p["ok"] else "  (run not ok)"))
+              f"{p['rss_mib']:>9.0f}" + ("" if p["ok"] else "  (run not ok)") + spread)
     g = axis["growth"]
     local = ", ".join(f"{s:.2f}" for s in g["local_slopes"])
+    least = ", ".join(f"{s:.2f}" for s in g.get("spread_slopes", []))
     print(f"  log-log slope of the {axis['slope_of']} against {axis['unit']}: {g['slope']:.2f} "
-          f"(neighbours: {local}); peak RSS {g['rss_slope']:.2f}, set-up {g['setup_slope']:.2f}; the "
-          f"recorder's CPU against cells recorded (columns x steps) {g['recorder_slope']:.2f}")
+          f"(neighbours: {local}; the least steep the runs allow: {least}); peak RSS {g['rss_slope']:.2f}, "
+          f"set-up {g['setup_slope']:.2f}; the recorder's CPU against cells recorded (columns x steps) "
+          f"{g['recorder_slope']:.2f}")
     print(f"  {g['verdict']}")
 
 
@@ -328,6 +358,10 @@ def plot(results: dict, path: Path):
         linear = [step_ms[0] * (1.0 if name == "duration" else w / works[0]) for w in works]
         ax.loglog(works, linear, ":", color="grey", label="linear from the first point")
         ax.loglog(works, step_ms, "o-", color="tab:blue", label="time per step [ms]")
+        runs = [p.get("step_ms_runs") or [p["step_ms"]] for p in axis["points"]]
+        if any(len(r) > 1 for r in runs):  # each point at its fastest run, a bar up to its slowest
+            ax.vlines(works, step_ms, [max(r) for r in runs], color="tab:blue", alpha=0.5,
+                      label=f"its runs' spread ({min(len(r) for r in runs)} runs)")
         rss = ax.twinx()
         rss.loglog(works, [p["rss_mib"] for p in axis["points"]], "s--", color="tab:red", label="peak RSS [MiB]")
         rss.set_ylim(100, 2000)
@@ -358,14 +392,15 @@ def _busy(load_1min: float, n_cpus: int | None) -> str:
 
 
 def run_all(quick: bool, names: list[str] | None = None, blas_threads: int | None = None,
-            campuses: list[int] | None = None, campus_hours: float = 24) -> dict:
+            campuses: list[int] | None = None, campus_hours: float = 24, repeat: int = 1) -> dict:
     """Every axis (or those named): the figures and when and where they were measured."""
     load = os.getloadavg()
     blas = str(blas_threads) if blas_threads is not None else os.environ.get("OPENBLAS_NUM_THREADS", "default")
     command = ("bench/bench_scaling.py" + (" --quick" if quick else "") + "".join(f" --axis {n}" for n in names or [])
                + (f" --blas-threads {blas_threads}" if blas_threads is not None else "")
                + (f" --campuses {','.join(map(str, campuses))}" if campuses else "")
-               + (f" --campus-hours {campus_hours:g}" if campus_hours != 24 else ""))
+               + (f" --campus-hours {campus_hours:g}" if campus_hours != 24 else "")
+               + (f" --repeat {repeat}" if repeat != 1 else ""))
     meta = {"command": command, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "load_1min": load[0],
             "n_cpus": os.cpu_count(), "step_s": STEP_S, "blas_threads": blas, "versions": versions_line()}
     print(f"versions: {meta['versions']}")
@@ -375,7 +410,7 @@ def run_all(quick: bool, names: list[str] | None = None, blas_threads: int | Non
     for name, cases in axis_cases(quick, campuses, campus_hours).items():
         if names and name not in names:
             continue
-        axes[name] = measure_axis(name, cases, run=lambda spec: run_case(spec, blas_threads))
+        axes[name] = measure_axis(name, cases, run=lambda spec: run_case(spec, blas_threads), repeat=repeat)
         if name == "campuses" and campus_hours != 24:
             axes[name]["title"] = axes[name]["title"].replace("1 day", f"{campus_hours:g} h")
         print_axis(name, axes[name])
@@ -392,6 +427,8 @@ def main() -> None:
     parser.add_argument("--campuses", type=lambda v: [int(n) for n in v.split(",")],
                         help="the campuses axis's counts, e.g. 30,100 (default 1,3,10,30,100)")
     parser.add_argument("--campus-hours", type=float, default=24, help="the campuses axis's duration [h] (default 24)")
+    parser.add_argument("--repeat", type=int, default=1, help="runs of each case, the cases in turn each time; a "
+                        "point stands at its fastest run and super-linear means beyond the runs' spread (default 1)")
     parser.add_argument("--json", type=Path, help="write the raw figures here")
     parser.add_argument("--plot", type=Path, help="draw the figure (PNG) here")
     parser.add_argument("--case", help=argparse.SUPPRESS)
@@ -399,7 +436,7 @@ def main() -> None:
     if args.case:
         print(json.dumps(one_case(json.loads(args.case))))
         return
-    results = run_all(args.quick, args.axis, args.blas_threads, args.campuses, args.campus_hours)
+    results = run_all(args.quick, args.axis, args.blas_threads, args.campuses, args.campus_hours, args.repeat)
     if args.json:
         args.json.write_text(json.dumps(results, indent=1) + "\n")
     if args.plot:

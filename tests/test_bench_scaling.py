@@ -84,3 +84,35 @@ def test_plot_draws_one_panel_per_axis(bench, smallest, tmp_path):
     assert len(panels) == 4 and len(fig.axes) == 8  # each panel with its RSS twin
     assert all(ax.get_xscale() == ax.get_yscale() == "log" for ax in fig.axes)
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_repeated_runs_stand_at_the_fastest_and_call_super_linear_only_beyond_their_spread(bench, tmp_path):
+    """Each case runs ``repeat`` times, the cases in turn; a point stands at its fastest run; a neighbour's slope
+    above 1.2 at the fastest runs is super-linear only when it stays above 1.2 from the lower point's slowest run."""
+    order = []
+    times = {1.0: [1.0, 1.9], 10.0: [15.0, 16.0], 100.0: [400.0, 410.0]}  # ms per step by work, run by run
+
+    def run(spec):
+        order.append(spec["w"])
+        ms = times[spec["w"]][order.count(spec["w"]) - 1]
+        return {"step_ms": ms, "n_steps": 10, "rss_mib": 100.0, "setup_s": 1.0, "first_step_s": 0.1,
+                "n_columns": 10, "recorder_ms": 0.01, "ok": True}
+
+    cases = [(w, f"{w:g}", {"w": w}) for w in times]
+    axis = bench.measure_axis("gpus", cases, run=run, repeat=2)
+    assert order == [1.0, 10.0, 100.0, 1.0, 10.0, 100.0]  # the cases in turn, not each one twice in a row
+    assert [p["step_ms"] for p in axis["points"]] == [1.0, 15.0, 400.0]
+    assert axis["points"][0]["step_ms_runs"] == [1.0, 1.9]
+    g = axis["growth"]
+    # 1 -> 10: slope log10(15) = 1.18 at the fastest, 0.90 from the slowest: linear; 10 -> 100: 1.43 and 1.40
+    assert g["local_slopes"] == pytest.approx([math.log10(15), math.log10(400 / 15)])
+    assert g["spread_slopes"] == pytest.approx([math.log10(15 / 1.9), math.log10(400 / 16)])
+    assert g["stops_linear_at"] == "100" and "beyond the spread of 2 runs" in g["verdict"]
+    times[100.0] = [250.0, 600.0]  # above 1.2 at the fastest runs (1.22), 1.19 from the slowest
+    order.clear()
+    g = bench.measure_axis("gpus", cases, run=run, repeat=2)["growth"]
+    assert g["stops_linear_at"] is None and g["verdict"].startswith("linear within this machine's spread (from 100")
+    fig = bench.plot({"meta": {"date": "today", "load_1min": 0.0, "n_cpus": 2}, "axes": {"gpus": axis}},
+                     tmp_path / "spread.png")
+    assert any("spread" in text.get_text() for ax in fig.axes for text in (ax.get_legend().get_texts()
+                                                                            if ax.get_legend() else []))
