@@ -39,8 +39,8 @@ small end). The simulators step on one BLAS thread whatever the machine (``cosim
 numpy's dot products over the running jobs of a 1M-GPU campus, tens of thousands, would otherwise go
 to OpenBLAS's threads, which on a busy machine wait for a core: measured 72 vs 14 ms a step before
 it); ``--blas-threads N`` sets the threads of the rest of each case's process (set-up, closing).
-Prints figures; asserts nothing. Full run ~5-8 min on a busy 2-core machine (``--repeat 3``: three times that);
-``--quick`` ~1 min.
+Prints figures; asserts nothing. Full run 76 s on the quiet 2-core machine (2026-12-07; longer on a busy one),
+``--repeat 3`` 4 min 20 s, ``--quick`` ~1 min.
 """
 
 from __future__ import annotations
@@ -308,7 +308,7 @@ def measure_axis(name: str, cases: list[tuple[float, str, dict]], run=run_case, 
             runs[k].append(run(spec))
     points = []
     for (work, label, _), measured in zip(cases, runs):
-        fastest = min(measured, key=lambda r: r["step_ms"])
+        fastest = min(measured, key=lambda r: (not r["ok"], r["step_ms"]))  # (a run that ended early is no point)
         points.append({"work": work, "label": label, **fastest, "step_ms_runs": [r["step_ms"] for r in measured]})
     title, unit, of = AXES[name]
     return {"title": title, "unit": unit, "slope_of": of, "points": points, "growth": growth(name, points)}

@@ -94,7 +94,8 @@ from cosim.units import DIMENSIONLESS, UNIT_SUFFIXES, has_unit_suffix, unit_of
 __all__ = ["CosimSim", "DataFile", "DIMENSIONLESS", "EndRun", "INPUT_RANGES", "NoParams", "meta", "POWER_ATTR",
            "Params", "PowerFlowNotConverged", "ROLES", "STRICT_PARAMS", "ScenarioContext", "SingleModelSim",
            "TimeZone", "as_tuple", "UNIT_SUFFIXES", "has_unit_suffix", "load_library", "library_agrees",
-           "note_acceleration", "CPartWarning", "c_parts", "accelerations", "run_accelerations", "model_meta",
+           "note_acceleration", "CPartWarning", "c_parts", "accelerations", "run_accelerations", "said_accelerations",
+           "model_meta",
            "parse_utc",
            "sanitise", "sum_inputs", "ticks_per_s", "to_ticks", "unit_of", "unit_range"]
 
@@ -797,15 +798,42 @@ def c_parts() -> dict[str, dict[str, Any]]:
     return {name: dict(entry) for name, entry in sorted(_C_PARTS.items())}
 
 
-def run_accelerations(sims: Any) -> dict[str, dict[str, Any]]:
-    """What ``sims`` (a run's simulator objects) say of their own faster paths (:meth:`CosimSim.accelerations`),
-    by name; a simulator without the method (a plain mosaik one) says nothing."""
+def said_accelerations(sims: Any) -> list[tuple[str, dict[str, dict[str, Any]]]]:
+    """``[(sid, {name: {"on", "detail"}}), ...]``: what each of ``(sid, simulator object)`` says of its own
+    faster paths (:meth:`CosimSim.accelerations`); one without the method (a plain mosaik simulator) says
+    nothing. An ``accelerations()`` that raises must not fail a run that went well: it warns, and its entry
+    says so."""
+    said = []
+    for sid, sim in sims:
+        method = getattr(sim, "accelerations", None)
+        if not callable(method):
+            continue
+        try:
+            entries = {str(name): {"on": bool(entry["on"]), "detail": str(entry.get("detail", ""))}
+                       for name, entry in method().items()}
+        except Exception as exc:  # noqa: BLE001 — metadata of a run that went well
+            warnings.warn(f"simulator {sid!r}: accelerations() raised {type(exc).__name__}: {exc}; "
+                          "metadata.json says so instead", RuntimeWarning, stacklevel=2)
+            entries = {f"{sid}.accelerations": {"on": False, "detail": f"{type(exc).__name__}: {exc}"}}
+        said.append((sid, entries))
+    return said
+
+
+def run_accelerations(said: list[tuple[str, dict[str, dict[str, Any]]]]) -> dict[str, dict[str, Any]]:
+    """A run's accelerations by name from what its simulators said (:func:`said_accelerations`): a name
+    several say (two feeders) is on only where all are, its detail each one's, by sid."""
+    by_name: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+    for sid, entries in said:
+        for name, entry in entries.items():
+            by_name.setdefault(name, []).append((sid, entry))
     found: dict[str, dict[str, Any]] = {}
-    for sim in sims:
-        said = getattr(sim, "accelerations", None)
-        if callable(said):
-            found.update({name: dict(entry) for name, entry in said().items()})
-    return dict(sorted(found.items()))
+    for name, by_sim in sorted(by_name.items()):
+        if len(by_sim) == 1:
+            found[name] = dict(by_sim[0][1])
+        else:
+            found[name] = {"on": all(entry["on"] for _, entry in by_sim),
+                           "detail": "; ".join(f"{sid}: {entry['detail']}" for sid, entry in by_sim)}
+    return found
 
 
 def accelerations() -> dict[str, dict[str, Any]]:

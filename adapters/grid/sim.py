@@ -424,7 +424,8 @@ class GridSim(CosimSim):
             self.flow.set_line_in_service(pos, self._line_initial[pos])
 
     def accelerations(self) -> dict[str, dict[str, object]]:
-        # (the OpenDSS engine's read path; pandapower's kept analysis is the process's, noted at import)
+        """The OpenDSS engine's read path of this feeder (``opendss_yprim_reads``), once read; none for
+        pandapower, whose kept analysis is the process's (noted at import)."""
         said = getattr(getattr(self, "flow", None), "accelerations", None)
         return said() if said is not None else {}
 

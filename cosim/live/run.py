@@ -197,7 +197,8 @@ class LiveRun:
             if failure is not None:  # Session.close calls a run that did not end "stopped"; it failed
                 started = datetime.fromisoformat(result.metadata["started_utc"])
                 rows = result.folder.n_rows()
-                outcome = Outcome("failed", failure, time.perf_counter() - self._wall0, rows, rows)
+                outcome = Outcome("failed", failure, time.perf_counter() - self._wall0, rows, rows,
+                                  accelerations=result.metadata.get("accelerations"))  # (the Session's, kept)
                 result = finish_run(self.scn, result.folder, outcome, started, False)
             elif result.status == "stopped" and self.reason:  # say why it stopped (Session says "closed")
                 result.reason = f"{self.reason} at t = {self.session.time_s} s of {self.scn.scenario.duration_s} s"

@@ -20,7 +20,9 @@ What the child does that the parent would have seen happens in the parent at the
   with the same rows recorded and the same reason;
 * ``finalize`` of the head runs in the child; its errors are raised in the parent's finalize.
 
-* a warning given in the head's ``finalize`` is given in the parent's finalize.
+* a warning given in the head's ``finalize`` is given in the parent's finalize;
+* what the head's simulators say of their faster paths (``accelerations()``) at the end reaches the
+  run's ``metadata.json``.
 
 The child sends a batch when it holds ~128 KiB of records or :data:`FLUSH_S` after its last one,
 whichever comes first. A step's outputs are sent as they are at that step: outputs of
@@ -61,7 +63,7 @@ from multiprocessing.connection import Connection
 
 from cosim.run import blas
 from cosim.run.processes import usable_cores
-from cosim.sdk import PLAIN_TYPES, CosimSim, EndRun
+from cosim.sdk import PLAIN_TYPES, CosimSim, EndRun, said_accelerations
 from typing import Any
 
 try:
@@ -173,6 +175,8 @@ class Ahead:
         self.ended_how: str | None = None  # how the worker process ended ("exit code 0", ...), once it did
         #: the worker's memory at its end (``_memory``), once it said so
         self.memory: dict[str, float] | None = None
+        #: what the head's simulators said of their faster paths at the end (:func:`cosim.sdk.said_accelerations`)
+        self.accelerations: list[tuple[str, dict]] = []
         self.index = {s.sid: k for k, s in enumerate(head)}
         #: a worker that sends nothing for this long has hung (scenario.stall_timeout_s) [s]
         self.stall_s = engine.scn.scenario.stall_timeout_s
@@ -202,7 +206,7 @@ class Ahead:
                 raise _exception(record[2])
             else:  # END before this step: the child stopped stepping without an error
                 self._ended = record[1]
-                self.memory = record[2]
+                self.memory, self.accelerations = record[2], record[3]
                 raise RuntimeError(f"the worker process stopped before stepping {sim.sid!r} at {t} "
                                    "(a bug: please report it)")
 
@@ -256,7 +260,7 @@ class Ahead:
                 if record[0] == WARN and complete:
                     warnings.warn_explicit(*record[1:])
                 elif record[0] == END:
-                    self.memory = record[2]
+                    self.memory, self.accelerations = record[2], record[3]
                     return {k: _exception(e) for k, e in record[1].items()}
             self._pos = len(self._records)
             self._receive()
@@ -344,7 +348,8 @@ def _child(engine: Any, head: list[Any], fd: int) -> None:
             send(payload if payload is not None else pickle.dumps(records, pickle.HIGHEST_PROTOCOL))
             records.clear()
             errors = _finalize(sub.sims, index)  # its warnings land in records, before END
-            records.append((END, errors, _memory()))
+            said = said_accelerations((sim.sid, sim.obj) for sim in sub.sims)  # (for the run's metadata.json)
+            records.append((END, errors, _memory(), said))
             send(pickle.dumps(records, pickle.HIGHEST_PROTOCOL))
         except _ParentGone:  # the parent stopped (a failure or stop there): finalize and go
             if errors is None:

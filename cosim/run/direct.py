@@ -55,7 +55,7 @@ from cosim.run.outcome import Outcome, check_complete
 from cosim.run.recorder import RecorderSim
 from cosim.run.stopping import STOP, StopRequested
 from cosim.scenario import Scenario
-from cosim.sdk import PLAIN_TYPES, CosimSim, EndRun, run_accelerations
+from cosim.sdk import PLAIN_TYPES, CosimSim, EndRun, run_accelerations, said_accelerations
 
 RECORDER_SID = "_recorder"
 RECORDER_EID = "recorder"
@@ -510,8 +510,10 @@ class DirectEngine:
 
     def accelerations(self) -> dict[str, dict]:
         """The faster paths this run's simulators say they took (:func:`cosim.sdk.run_accelerations`); those
-        stepped in a worker process say it there."""
-        return run_accelerations(sim.obj for sim in self.sims if sim.feed is None)
+        stepped in a worker process (:mod:`.ahead`) said theirs at its end."""
+        here = said_accelerations((sim.sid, sim.obj) for sim in self.sims
+                                  if sim.feed is None or sim.feed is self.blocks)  # (blocks: the run's own objects)
+        return run_accelerations(here + (self.ahead.accelerations if self.ahead is not None else []))
 
     def finalize(self, complete: bool = True) -> None:
         """``finalize`` every simulator in start order (the recorder last), even when one raises.

@@ -27,7 +27,7 @@ from cosim.run.outcome import Outcome, check_complete
 from cosim.run.processes import SimProcesses, Watchdog
 from cosim.run.stopping import STOP, RunStopped
 from cosim.scenario import Scenario
-from cosim.sdk import EndRun, run_accelerations
+from cosim.sdk import EndRun, run_accelerations, said_accelerations
 
 RECORDER_SID = "_recorder"
 BRIDGE_SIDS = ("_bridge_receive", "_bridge_send")
@@ -334,7 +334,7 @@ def _local_accelerations(world: mosaik.World | None) -> dict[str, dict]:
     """What the run's in-process simulators say of their faster paths (:func:`cosim.sdk.run_accelerations`):
     mosaik holds each in its proxy (``LocalProxy.sim``); one in another process says nothing here."""
     proxies = getattr(getattr(world, "_async_world", None), "_proxies", None) or {}
-    return run_accelerations(getattr(proxy, "sim", None) for proxy in proxies.values())
+    return run_accelerations(said_accelerations((sid, getattr(proxy, "sim", None)) for sid, proxy in proxies.items()))
 
 
 def _keep_output_checks(world) -> None:

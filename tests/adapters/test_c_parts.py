@@ -144,20 +144,50 @@ def test_the_run_folder_says_which_c_parts_and_accelerations_ran(write_scenario,
 
 
 
-@pytest.mark.parametrize("engine", ["direct", "mosaik"])
+@pytest.mark.parametrize("engine", ["direct", "mosaik", "direct, worker process"])
 def test_a_runs_accelerations_are_its_own_not_those_of_an_earlier_run_of_the_process(write_scenario, tmp_path, engine):
-    """An OpenDSS feeder's read path (``opendss_yprim_reads``) is said by that run's grid: a pandapower run made
-    after it in the same process (a sweep's worker thread, a notebook) does not carry it; a Session says it too."""
+    """An OpenDSS feeder's read path (``opendss_yprim_reads``) is said by that run's grid, also when a worker
+    process steps it (a grid without inputs is in the head): a pandapower run made after it in the same process
+    (a sweep's worker thread, a notebook) does not carry it; a Session says it too."""
     opendss = GRID_ONLY.replace('network = "ieee33"', 'engine = "opendss", network = "ieee13"')
-    overrides = {"scenario.engine": engine}
+    overrides = {"scenario.engine": engine.split(",")[0], "scenario.ahead": "on" if "worker" in engine else "off"}
     first = cosim.run(write_scenario(opendss, "opendss.toml"), out_dir=tmp_path / "runs", overrides=overrides)
-    said = first.folder.metadata()["accelerations"]
+    meta = first.folder.metadata()
+    said = meta["accelerations"]
     assert first.ok and said["opendss_yprim_reads"]["on"] is False  # IEEE 13: too few elements to pay
     assert "power-delivery elements, fewer than" in said["opendss_yprim_reads"]["detail"]
-    assert "pandapower_keep_analysis" in said  # the process's own notes stay
+    if "worker" in engine:
+        assert meta["ahead"]["sims"] == ["grid"]  # (stepped in the worker: what it said came back)
     second = cosim.run(write_scenario(GRID_ONLY, "pandapower.toml"), out_dir=tmp_path / "runs", overrides=overrides)
-    assert second.ok and "opendss_yprim_reads" not in second.folder.metadata()["accelerations"]
+    said = second.folder.metadata()["accelerations"]
+    assert second.ok and "opendss_yprim_reads" not in said
+    assert "pandapower_keep_analysis" in said  # the process's own note (made when pandapower's flow was imported)
     if engine == "direct":
         with cosim.Session(write_scenario(opendss, "opendss.toml"), out_dir=tmp_path / "runs") as session:
             session.run_until(600)
         assert "opendss_yprim_reads" in session.result.metadata["accelerations"]
+
+
+def test_what_several_simulators_say_of_one_path_is_merged_and_a_failing_say_does_not_fail_the_run():
+    """Two feeders: the path is on only where both took it, each one's detail by sid; an adapter whose
+    ``accelerations()`` raises warns and its entry says so."""
+    from cosim.sdk import run_accelerations, said_accelerations
+
+    class Says:
+        def __init__(self, entries):
+            self.entries = entries
+
+        def accelerations(self):
+            if isinstance(self.entries, Exception):
+                raise self.entries
+            return self.entries
+
+    on = Says({"opendss_yprim_reads": {"on": True, "detail": "Yprims"}})
+    off = Says({"opendss_yprim_reads": {"on": False, "detail": "seasonal ratings"}})
+    with pytest.warns(RuntimeWarning, match="simulator 'broken': accelerations\\(\\) raised KeyError"):
+        said = said_accelerations([("big", on), ("small", off), ("plain", object()), ("broken", Says(KeyError("x")))])
+    merged = run_accelerations(said)
+    assert merged["opendss_yprim_reads"] == {"on": False, "detail": "big: Yprims; small: seasonal ratings"}
+    assert merged["broken.accelerations"] == {"on": False, "detail": "KeyError: 'x'"}
+    assert run_accelerations(said_accelerations([("big", on)])) == {"opendss_yprim_reads": {"on": True,
+                                                                                           "detail": "Yprims"}}

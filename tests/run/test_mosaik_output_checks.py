@@ -77,13 +77,23 @@ feeder = { sim = "grid", model = "Grid" }
 
 def test_mosaik_asks_the_kept_check_of_every_answer_in_a_run(write_scenario, tmp_path, monkeypatch):
     """The speed-up works only while mosaik looks the check up on its factory at each answer: a mosaik that bound
-    it earlier (or renamed it) would run its own check again and this test fails (the results stay right)."""
+    it earlier (or renamed it) would run its own check again, and so would an engine that stopped installing the
+    kept one; either way this test fails (the results would stay right)."""
     from cosim.run import mosaik_engine
 
-    asked: list[str] = []
+    asked: list[str] = []  # the installed check, at each answer
+    theirs: list[str] = []  # mosaik's own check
     keep = mosaik_engine._keep_output_checks
 
     def counting(world) -> None:
+        for sid, factory in world._async_world._factories.items():
+            own = factory.validate_output_dict
+
+            def mosaiks(eid_dict, own=own, sid=sid) -> None:
+                theirs.append(sid)
+                own(eid_dict)
+
+            factory.validate_output_dict = mosaiks
         keep(world)
         for sid, factory in world._async_world._factories.items():
             kept = factory.validate_output_dict
@@ -97,4 +107,5 @@ def test_mosaik_asks_the_kept_check_of_every_answer_in_a_run(write_scenario, tmp
     monkeypatch.setattr(mosaik_engine, "_keep_output_checks", counting)
     result = cosim.run(write_scenario(GRID_ONLY), out_dir=tmp_path / "runs")
     assert result.ok and result.metadata["engine"] == "mosaik"
-    assert asked.count("grid") == 3  # one answer per step of the grid, each checked by the kept check
+    assert asked.count("grid") == 3  # one answer per step of the grid, each checked by the installed check ...
+    assert theirs == []  # ... which passed them without mosaik's own
