@@ -85,24 +85,18 @@ def test_mosaik_asks_the_kept_check_of_every_answer_in_a_run(write_scenario, tmp
     theirs: list[str] = []  # mosaik's own check
     keep = mosaik_engine._keep_output_checks
 
-    def counting(world) -> None:
+    def counted(world, calls: list[str]) -> None:  # each factory's check as it is now, its calls counted
         for sid, factory in world._async_world._factories.items():
-            own = factory.validate_output_dict
-
-            def mosaiks(eid_dict, own=own, sid=sid) -> None:
-                theirs.append(sid)
-                own(eid_dict)
-
-            factory.validate_output_dict = mosaiks
-        keep(world)
-        for sid, factory in world._async_world._factories.items():
-            kept = factory.validate_output_dict
-
-            def check(eid_dict, kept=kept, sid=sid) -> None:
-                asked.append(sid)
-                kept(eid_dict)
+            def check(eid_dict, inner=factory.validate_output_dict, sid=sid) -> None:
+                calls.append(sid)
+                inner(eid_dict)
 
             factory.validate_output_dict = check
+
+    def counting(world) -> None:
+        counted(world, theirs)
+        keep(world)
+        counted(world, asked)
 
     monkeypatch.setattr(mosaik_engine, "_keep_output_checks", counting)
     result = cosim.run(write_scenario(GRID_ONLY), out_dir=tmp_path / "runs")
