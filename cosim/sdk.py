@@ -95,9 +95,7 @@ __all__ = ["CosimSim", "DataFile", "DIMENSIONLESS", "EndRun", "INPUT_RANGES", "N
            "Params", "PowerFlowNotConverged", "ROLES", "STRICT_PARAMS", "ScenarioContext", "SingleModelSim",
            "TimeZone", "as_tuple", "UNIT_SUFFIXES", "has_unit_suffix", "load_library", "library_agrees",
            "note_acceleration", "CPartWarning", "c_parts", "accelerations", "run_accelerations", "said_accelerations",
-           "model_meta",
-           "parse_utc",
-           "sanitise", "sum_inputs", "ticks_per_s", "to_ticks", "unit_of", "unit_range"]
+           "model_meta", "parse_utc", "sanitise", "sum_inputs", "ticks_per_s", "to_ticks", "unit_of", "unit_range"]
 
 
 #: Folders whose files are devices or the system's own state, never data.
