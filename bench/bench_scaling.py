@@ -293,9 +293,23 @@ def growth(name: str, points: list[dict]) -> dict:
     return {"slope": fit, "local_slopes": local, "spread_slopes": spread, "stops_linear_at": stops,
             "verdict": verdict,
             "rss_slope": loglog_slope(works, [p["rss_mib"] for p in points]),
-            "recorder_slope": loglog_slope([p["n_columns"] * p["n_steps"] for p in points],
-                                           [p["recorder_ms"] * p["n_steps"] for p in points]),
+            "recorder_slope": recorder_slope(points),
             "setup_slope": loglog_slope(works, [p["setup_s"] for p in points])}
+
+
+#: The least spread of cells recorded (columns x steps) over an axis, largest over smallest, for a slope of the
+#: recorder's CPU against them: over a narrower one (the buses axis records nearly the same columns at every size)
+#: the slope is noise divided by almost nothing.
+RECORDER_CELLS_SPREAD_MIN = 2.0
+
+
+def recorder_slope(points: list[dict]) -> float:
+    """Log-log slope of the recorder's CPU over the run against the cells it recorded; NaN when the cells vary
+    less than :data:`RECORDER_CELLS_SPREAD_MIN`-fold over the axis."""
+    cells = [p["n_columns"] * p["n_steps"] for p in points]
+    if len(cells) < 2 or max(cells) < RECORDER_CELLS_SPREAD_MIN * min(cells):
+        return math.nan
+    return loglog_slope(cells, [p["recorder_ms"] * p["n_steps"] for p in points])
 
 
 def measure_axis(name: str, cases: list[tuple[float, str, dict]], run=run_case, repeat: int = 1) -> dict:
@@ -331,7 +345,8 @@ def print_axis(name: str, axis: dict) -> None:
     print(f"  log-log slope of the {axis['slope_of']} against {axis['unit']}: {g['slope']:.2f} "
           f"(neighbours: {local}; the least steep the runs allow: {least}); peak RSS {g['rss_slope']:.2f}, "
           f"set-up {g['setup_slope']:.2f}; the recorder's CPU against cells recorded (columns x steps) "
-          f"{g['recorder_slope']:.2f}")
+          + (f"{g['recorder_slope']:.2f}" if not math.isnan(g["recorder_slope"]) else
+             f"not given (the cells vary less than {RECORDER_CELLS_SPREAD_MIN:g}-fold over the axis)"))
     print(f"  {g['verdict']}")
 
 

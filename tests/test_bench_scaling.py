@@ -70,6 +70,9 @@ def test_slopes_on_log_log_axes_and_where_growth_stops_being_linear(bench):
     g = bench.growth("gpus", points)
     assert g["local_slopes"] == pytest.approx([math.log10(5), 1.0, 2.0])
     assert g["recorder_slope"] == pytest.approx(1.0)  # the recorder's time against cells recorded
+    # cells nearly the same at every point (the buses axis): no slope against them, whatever the times
+    narrow = [{**p, "n_columns": 100 + p["work"] // 100} for p in points]
+    assert math.isnan(bench.growth("gpus", narrow)["recorder_slope"])
     assert g["stops_linear_at"] == "1000" and g["rss_slope"] == pytest.approx(0.0)
     # on the duration axis the cost is the whole stepping time: a constant time per step is linear
     flat = [{**p, "step_ms": 1.0, "n_steps": int(p["work"] * 288)} for p in points]
