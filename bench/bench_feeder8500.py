@@ -21,6 +21,10 @@ simulators all run in it), which a busy machine disturbs far less than the wall 
   validation, KPIs and writing the run folder cancel out but for what grows with the steps).
   ``direct-narrow`` is the direct engine recording only the voltages, the import and the campus
   (:data:`NARROW`: no losses or loadings, so the currents behind them are never computed).
+  ``direct-loop`` steps the same scenario on the direct engine through a :class:`cosim.Session` and times
+  its stepping loop alone, steps 2 to N (CPU time of the process, the recorder's writer thread included;
+  no set-up, KPIs or closing to subtract): the steady-state cost per step measured as OpenDSS's is, not as a
+  difference of two runs, so it spreads far less from repeat to repeat.
   Set-up is the engine's own wall time (``wall_s`` in metadata.json, from building the simulators
   to the last recorded row) of the 1-step run minus one step's (``(wall(N) - wall(1)) / (N - 1)``).
 
@@ -142,6 +146,25 @@ def cosim_run(case: str, n_steps: int, tmp: Path) -> tuple[float, float, pd.Data
     return cpu, float(result.metadata["wall_s"]), frame
 
 
+def cosim_loop(n_steps: int, tmp: Path) -> float:
+    """CPU time per step [s] of the direct engine's stepping loop over steps 2 to ``n_steps`` of :data:`SCENARIO`
+    (default record), stepped by a :class:`cosim.Session` in this process."""
+    import cosim
+
+    path = tmp / "feeder8500.toml"
+    if not path.exists():
+        path.write_text(SCENARIO)
+    overrides = {"scenario.engine": "direct", "scenario.duration_s": n_steps * STEP_S}
+    with cosim.Session(path, overrides=overrides, out_dir=tmp / "loops", report=False) as session:
+        session.step()  # the first step (first reads, first solve) is set-up's
+        steps, cpu = 0, time.process_time()
+        while not session.done:
+            session.step()
+            steps += 1
+        cpu = time.process_time() - cpu
+    return cpu / steps
+
+
 @functools.lru_cache(maxsize=1)
 def _engine():
     """One OpenDSS engine for every bare case: DSS-Python keeps each engine context it creates for
@@ -204,10 +227,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3, help="repeats of every case (default 3)")
     parser.add_argument("--steps", type=int, default=96, help="steps of the long runs (default 96: a day)")
-    parser.add_argument("--engines", default="direct,mosaik,direct-narrow",
-                        help="cosim cases to run, the direct engine first (default direct,mosaik,direct-narrow)")
+    parser.add_argument("--engines", default="direct,mosaik,direct-narrow,direct-loop",
+                        help="cosim cases to run, the direct engine first (default direct,mosaik,direct-narrow,"
+                             "direct-loop)")
     args = parser.parse_args()
     engines = args.engines.split(",")
+    if engines[0] == "direct-loop":
+        parser.error("--engines: put a run case (direct, mosaik or direct-narrow) first: its campus series drives "
+                     "OpenDSS alone")
     print(f"versions: {versions_line()}")
     print(f"bench_feeder8500: IEEE 8500 + one campus, {args.steps} steps of {STEP_S} s; "
           f"{time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}")
@@ -216,10 +243,16 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         for engine in engines:  # imports and first-use caches out of the figures
-            cosim_run(engine, 1, tmp)
+            if engine != "direct-loop":
+                cosim_run(engine, 1, tmp)
         for rep in range(args.repeat):
             figures: dict[str, float] = {}
             for engine in engines:
+                if engine == "direct-loop":
+                    figures["direct-loop_ms"] = cosim_loop(args.steps, tmp) * 1e3
+                    figures["direct-loop_rss"] = rss_mib()
+                    gc.collect()
+                    continue
                 cpu_1, wall_1, _ = cosim_run(engine, 1, tmp)
                 cpu_n, wall_n, frame = cosim_run(engine, args.steps, tmp)
                 figures[f"{engine}_ms"] = (cpu_n - cpu_1) / (args.steps - 1) * 1e3
@@ -239,6 +272,8 @@ def main() -> None:
                 figures["direct/opendss+reads"] = figures["direct_ms"] / figures["opendss+reads_ms"]
             if "direct-narrow" in engines:
                 figures["direct-narrow/opendss"] = figures["direct-narrow_ms"] / figures["opendss_ms"]
+            if "direct-loop" in engines:
+                figures["direct-loop/opendss"] = figures["direct-loop_ms"] / figures["opendss_ms"]
             if {"direct", "mosaik"} <= set(engines):
                 figures["mosaik/direct"] = figures["mosaik_ms"] / figures["direct_ms"]
                 figures["mosaik/direct set-up"] = figures["mosaik_setup_s"] / figures["direct_setup_s"]
@@ -249,10 +284,10 @@ def main() -> None:
     print(f"\n  OpenDSS reads {n_nodes} node voltages per step")
     print(f"  {'':<18}{'CPU ms/step':>22}{'set-up s':>22}{'RSS MiB':>18}")
     for name in ["opendss", "opendss+reads", *engines]:
-        print(f"  {name:<18}{span(rows[name + '_ms'], '.2f'):>22}{span(rows[name + '_setup_s'], '.2f'):>22}"
-              f"{span(rows[name + '_rss'], '.0f'):>18}")
-    for key in ("direct/opendss", "direct/opendss+reads", "direct-narrow/opendss", "mosaik/direct",
-                "mosaik/direct set-up"):
+        setups = span(rows[name + "_setup_s"], ".2f") if name + "_setup_s" in rows else "-"
+        print(f"  {name:<18}{span(rows[name + '_ms'], '.2f'):>22}{setups:>22}{span(rows[name + '_rss'], '.0f'):>18}")
+    for key in ("direct/opendss", "direct-loop/opendss", "direct/opendss+reads", "direct-narrow/opendss",
+                "mosaik/direct", "mosaik/direct set-up"):
         if key in rows:
             print(f"  {key:<26}{span(rows[key], '.2f')}x")
     print(f"  peak RSS of the process: {peak_mib():.0f} MiB")
