@@ -23,6 +23,12 @@ counts the instructions of one pass (the C part's, or numpy's with ``--numpy``) 
     .venv/bin/python bench/bench_datacenter.py --scenario scenarios/default.toml --repeats 5
     valgrind --tool=callgrind --instr-atstart=no .venv/bin/python bench/bench_datacenter.py \
         --scenario scenarios/rl_site.toml --pause-every 3 --callgrind
+
+``--phases`` (with ``--scenario``) times each phase of a cluster step instead (a timer around each of
+:data:`PHASES`, nested ones inside their callers' figures; the timers' own cost, ~0.3 us each, included),
+printing the wall time per step of each, over ``--repeats`` passes: where a step goes::
+
+    .venv/bin/python bench/bench_datacenter.py --scenario scenarios/rl_site.toml --pause-every 3 --phases
 """
 
 from __future__ import annotations
@@ -181,6 +187,61 @@ def scenario_ab(path: Path, pause_every: int, repeats: int) -> None:
           + f"; load {os.getloadavg()[0]:.2f}")
 
 
+#: The methods ``--phases`` times: (owner, method, label), the cluster's step and its parts, then the scheduler's.
+PHASES = (
+    [("GpuCluster", m, m) for m in ("step", "_release_limit_paused", "_pause_flexible", "_serve", "_class_caps",
+                                     "_advance", "_release_finished", "_add_sums", "_outputs", "_training_outputs")]
+    + [("Scheduler", m, f"scheduler.{m}") for m in ("admit", "schedule", "start", "release", "running", "account",
+                                                     "count_lists", "waiting_gpus")]
+    + [("TrainStep", m, f"kernel.{m}") for m in ("configure", "step")])
+
+
+def scenario_phases(path: Path, pause_every: int, repeats: int) -> None:
+    """Wall time per cluster step of each of :data:`PHASES`, over ``repeats`` passes of a fresh copy each."""
+    import collections
+    import copy
+    import os
+
+    from cosim.adapters.datacenter import kernels, scheduler
+
+    cluster, knobs, step_s, cluster_module = scenario_cluster(path, pause_every)
+    owners = {"GpuCluster": cluster_module.GpuCluster, "Scheduler": scheduler.Scheduler,
+              "TrainStep": kernels.TrainStep}
+    spent: dict[str, list[float]] = collections.defaultdict(list)
+    originals = []
+    clock = time.perf_counter
+    for owner_name, method, label in PHASES:
+        owner = owners[owner_name]
+        original = getattr(owner, method)
+        originals.append((owner, method, original))
+
+        def timed(*args, _original=original, _label=label, **kwargs):
+            started = clock()
+            try:
+                return _original(*args, **kwargs)
+            finally:
+                totals[_label] += clock() - started
+                calls[_label] += 1
+
+        setattr(owner, method, timed)
+    try:
+        for _ in range(repeats):
+            totals: collections.Counter = collections.Counter()
+            calls: collections.Counter = collections.Counter()
+            _pass(copy.deepcopy(cluster), knobs, step_s, cluster_module, numpy=False)
+            for label, seconds in totals.items():
+                spent[label].append(seconds / len(knobs) * 1e6)
+    finally:
+        for owner, method, original in originals:
+            setattr(owner, method, original)
+    print(f"{path.name}: {len(knobs)} cluster steps of {step_s:g} s x {repeats}"
+          + (f", a random pause_flexible_frac every {pause_every}" if pause_every else "")
+          + f"; wall us per step (calls per step), load {os.getloadavg()[0]:.2f}:")
+    for label in sorted(spent, key=lambda k: -max(spent[k])):
+        low, high = min(spent[label]), max(spent[label])
+        print(f"  {label:28s} {low:7.1f}-{high:.1f} us  ({calls[label] / len(knobs):.2f})")
+
+
 def scenario_callgrind(path: Path, pause_every: int, numpy: bool) -> None:
     import os
     import subprocess
@@ -202,9 +263,12 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--callgrind", action="store_true")
     parser.add_argument("--numpy", action="store_true", help="with --callgrind: numpy's path")
+    parser.add_argument("--phases", action="store_true", help="with --scenario: where a cluster step goes")
     args = parser.parse_args()
     if args.scenario is not None:
-        if args.callgrind:
+        if args.phases:
+            scenario_phases(args.scenario, args.pause_every, args.repeats)
+        elif args.callgrind:
             scenario_callgrind(args.scenario, args.pause_every, args.numpy)
         else:
             scenario_ab(args.scenario, args.pause_every, args.repeats)
