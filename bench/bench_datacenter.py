@@ -265,6 +265,8 @@ def main() -> None:
     parser.add_argument("--numpy", action="store_true", help="with --callgrind: numpy's path")
     parser.add_argument("--phases", action="store_true", help="with --scenario: where a cluster step goes")
     args = parser.parse_args()
+    if args.repeats < 1:
+        parser.error(f"--repeats {args.repeats}: give at least 1 pass")
     if (args.phases or args.callgrind) and args.scenario is None:
         parser.error("--phases and --callgrind step a scenario's cluster: give --scenario, e.g. scenarios/rl_site.toml")
     if args.scenario is not None:

@@ -231,6 +231,9 @@ def main() -> None:
                         help="cosim cases to run, the direct engine first (default direct,mosaik,direct-narrow,"
                              "direct-loop)")
     args = parser.parse_args()
+    if args.steps < 2 or args.repeat < 1:
+        parser.error(f"--steps {args.steps} --repeat {args.repeat}: a per-step figure is a run of --steps minus a run of 1 "
+                     "step, so --steps must be at least 2 (the default 96 is a day) and --repeat at least 1")
     engines = args.engines.split(",")
     if engines[0] == "direct-loop":
         parser.error("--engines: put a run case (direct, mosaik or direct-narrow) first: its campus series drives "
