@@ -28,15 +28,20 @@ $(STAMP): pyproject.toml
 # one-call FMI 2.0 step, the datacenter's per-job progress; without one, numpy, Python or OpenDSS do the same).
 # No fast-math and no FMA contraction: the C code must round as numpy's loops and Python round. The source's SHA-256
 # goes into the library (cosim_source_sha256): cosim.sdk.load_library trusts no library built from another text.
-KERNELS := $(patsubst %.c,%.so,$(wildcard adapters/*/_*.c))
+KERNELS := $(patsubst %.c,%.so,$(wildcard adapters/*/_*.c)) $(patsubst %.c,%.so,$(wildcard cosim/run/_*.c))
+CFLAGS_C_PART = -O2 -fPIC -shared -std=c11 -ffp-contract=off -fno-fast-math -Wall \
+	-DCOSIM_SOURCE_SHA256='"'"$$($(PY) -c 'import hashlib,sys; print(hashlib.sha256(open(sys.argv[1],"rb").read()).hexdigest())' $<)"'"'
 
 build: setup $(KERNELS)
 	@$(PY) thermal_fmus/build.py
 
 adapters/%.so: adapters/%.c
-	gcc -O2 -fPIC -shared -std=c11 -ffp-contract=off -fno-fast-math -Wall \
-		-DCOSIM_SOURCE_SHA256='"'"$$($(PY) -c 'import hashlib,sys; print(hashlib.sha256(open(sys.argv[1],"rb").read()).hexdigest())' $<)"'"' \
-		-o $@ $< -lm
+	gcc $(CFLAGS_C_PART) -o $@ $< -lm
+
+# the core's C parts (cosim/run/_engine.c: the direct engine's bookkeeping) are CPython extension code: built with
+# the headers of the venv's Python, loaded as the adapters' are (the same SHA-256 check)
+cosim/run/%.so: cosim/run/%.c | setup
+	gcc $(CFLAGS_C_PART) -I"$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["include"])')" -o $@ $<
 
 # The manual: reference pages generated from the schema and the registry, the gallery drawn from runs of the
 # catalogue's scenarios (a few minutes), then mkdocs (no network).

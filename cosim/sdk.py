@@ -552,13 +552,13 @@ class CosimSim(mosaik_api_v3.Simulator):
         outputs falls back to the loop with ``None``. When the request is exactly the entity's
         outputs, the entity's dict is copied whole (its own key order: readers look up by name).
         """
-        return self._data_of(self._data_plan(outputs))
+        return _data_of(self, self._data_plan(outputs))
 
     def data_reader(self, outputs: dict[str, list[str]]) -> Callable[[], dict[str, dict[str, Any]]]:
         """``get_data(outputs)`` as a function of no arguments, for a request asked after every step
         (the direct engine's): the request's getters are looked up once, not at every call. Only
         for :class:`CosimSim`'s own ``get_data`` (an adapter with its own is asked through it)."""
-        return functools.partial(self._data_of, self._data_plan(outputs))
+        return functools.partial(_data_of, self, self._data_plan(outputs))
 
     def _data_plan(self, outputs: dict[str, list[str]]) -> list[tuple[str, tuple[str, ...], Any, frozenset[str]]]:
         """``[(eid, attrs, their getter, attrs as a set), ...]`` of a request, in its order."""
@@ -573,6 +573,7 @@ class CosimSim(mosaik_api_v3.Simulator):
         return plan
 
     def _data_of(self, plan: list[tuple[str, tuple[str, ...], Any, frozenset[str]]]) -> dict[str, dict[str, Any]]:
+        """``{eid: {attr: value}}`` of a request's plan (:meth:`_data_plan`); the C form's counterpart (:data:`_data_of`)."""
         data = {}
         out = self.out
         for eid, key, getter, names in plan:
@@ -719,7 +720,10 @@ def _c_part_name(path: Path) -> str:
     path = Path(path).resolve()
     spec = importlib.util.find_spec("cosim.adapters")  # (the repository's adapters/, or an installed copy)
     roots = [Path(root).resolve() for root in (spec.submodule_search_locations or [])] if spec else []
-    return f"{path.parent.name}/{path.name}" if path.parent.parent in roots else str(path)
+    if path.parent.parent in roots:
+        return f"{path.parent.name}/{path.name}"
+    core = Path(__file__).resolve().parent  # the core's own (cosim/run/_engine.so)
+    return f"cosim/{path.relative_to(core)}" if path.is_relative_to(core) else str(path)
 
 
 def _source_sha256(source: Path) -> str | None:
@@ -768,6 +772,24 @@ def load_library(path: Path, *, keep_gil: bool = False) -> ctypes.CDLL | None:
     status = "no source" if source is None else "used" if built == source else "stale"
     _note_c_part(path, status, source, built)
     return lib if status == "used" else None
+
+
+def _engine_c() -> Any:
+    """The direct engine's bookkeeping in C (``cosim/run/_engine.so``, ``make build``): a module whose functions
+    stand in for :meth:`CosimSim._data_of` and two of :class:`cosim.run.direct.DirectEngine`'s (the same dicts, lists
+    and values; ``tests/run/test_engine_c.py`` compares each with its Python form on every shape it takes), or None
+    (not built, stale, or not loadable by this Python): the Python forms run, noted as every C part's outcome is."""
+    path = Path(__file__).with_name("run") / "_engine.so"
+    lib = load_library(path, keep_gil=True)
+    if lib is None:
+        return None
+    make = lib.cosim_engine_module
+    make.argtypes, make.restype = [], ctypes.py_object
+    try:
+        return make()
+    except Exception:  # noqa: BLE001 — built against another Python: its Python forms run
+        _C_PARTS[_c_part_name(path)].update(used=False, status="not loadable")
+        return None
 
 
 def library_agrees(lib: ctypes.CDLL | None, agrees: bool, status: str = "disagrees") -> ctypes.CDLL | None:
@@ -838,3 +860,9 @@ def accelerations() -> dict[str, dict[str, Any]]:
     """The faster paths other than C parts recorded in this process (:func:`note_acceleration`), by name:
     ``on`` and a ``detail``."""
     return {name: dict(entry) for name, entry in sorted(_ACCELERATIONS.items())}
+
+
+#: the direct engine's bookkeeping in C, or None (:func:`_engine_c`)
+ENGINE_C = _engine_c()
+#: ``CosimSim._data_of(sim, plan)``: its C form when built
+_data_of = ENGINE_C.data_of if ENGINE_C is not None else CosimSim._data_of

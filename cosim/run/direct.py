@@ -55,7 +55,7 @@ from cosim.run.outcome import Outcome, check_complete
 from cosim.run.recorder import RecorderSim
 from cosim.run.stopping import STOP, StopRequested
 from cosim.scenario import Scenario
-from cosim.sdk import PLAIN_TYPES, CosimSim, EndRun, run_accelerations, said_accelerations
+from cosim.sdk import ENGINE_C, PLAIN_TYPES, CosimSim, EndRun, run_accelerations, said_accelerations
 
 RECORDER_SID = "_recorder"
 RECORDER_EID = "recorder"
@@ -282,9 +282,12 @@ class DirectEngine:
         self._next_time = _STALE  # (also when a step below raises)
         if self.blocks is not None and t >= self.blocks.stop_ticks:
             self.blocks.fill(t)
-        for sim in self.order:
-            if sim.next_t == t:
-                self._step_sim(sim, t)
+        if _step_due is not None and type(self)._step_sim is _STEP_SIM:
+            _step_due(self, self.order, t)  # the loop below in C (cosim/run/_engine.c), the same steps
+        else:
+            for sim in self.order:
+                if sim.next_t == t:
+                    self._step_sim(sim, t)
         self.time = t
         self._n_steps += 1
         if not self._n_steps % PRUNE_EVERY:
@@ -320,15 +323,7 @@ class DirectEngine:
         source changes later is recorded as it was at this step."""
         if self._row_plan is None:
             self._row_plan = self._plan_row(sim)
-        refs: list[dict[str, Any]] = []
-        extend = refs.extend
-        empty: dict[str, Any] = {}
-        for src, shift, eids in self._row_plan:
-            limit = t - shift
-            # output_at's first look, without the call
-            data = src.newest if src.newest_t is not None and src.newest_t <= limit else src.output_at(limit)
-            extend([data.get(eid, empty) for eid in eids])
-        return refs
+        return _recorded_refs(self._row_plan, t)
 
     def _plan_row(self, sim: _Sim):
         """``[(source, read shift, source eids), ...]`` by pull, and the recorder told which dict and attribute each
@@ -362,46 +357,7 @@ class DirectEngine:
         plan = sim.input_plan
         if plan is None:
             plan = sim.input_plan = _input_plan(sim)
-        reads, collapse = plan
-        flat: list[Any] = []
-        append, extend = flat.append, flat.extend
-        try:
-            for src, shift, groups in reads:
-                limit = t - shift
-                # output_at's first look, without the call
-                data = src.newest if src.newest_t is not None and src.newest_t <= limit else src.output_at(limit)
-                for src_eid, getter, one in groups:
-                    if one:
-                        append(getter(data[src_eid]))
-                    else:
-                        extend(getter(data[src_eid]))
-        except KeyError:
-            return None
-        held = sim.held
-        inputs: dict[str, dict[str, Any]] = {}
-        for dst_eid, attrs, single in collapse:
-            values: dict[str, Any] = {}
-            if single and not held:  # every attribute from one source (the usual case)
-                for dst_attr, where in attrs:
-                    if (value := flat[where]) is not None:
-                        values[dst_attr] = value
-                inputs[dst_eid] = values
-                continue
-            for dst_attr, where in attrs:
-                if held and (dst_eid, dst_attr) in held:
-                    values[dst_attr] = held[dst_eid, dst_attr]
-                elif where.__class__ is int:  # one source
-                    value = flat[where]
-                    if value is not None:
-                        values[dst_attr] = value
-                else:
-                    present = [flat[i] for i in where if flat[i] is not None]
-                    if present:
-                        values[dst_attr] = present[0] if len(present) == 1 else sum(present)
-            inputs[dst_eid] = values
-        for (dst_eid, dst_attr), value in held.items():  # (one set in its connected place above stays there)
-            inputs.setdefault(dst_eid, {})[dst_attr] = value
-        return inputs
+        return _collapse(plan[0], plan[1], sim.held, t)
 
     def _step_sim(self, sim: _Sim, t: int, collapsed: dict[str, dict[str, Any]] | None = None) -> None:
         """Step ``sim`` at ``t`` (``collapsed``: its collapsed inputs at ``t`` when already built)."""
@@ -431,7 +387,7 @@ class DirectEngine:
             data = read()
             out_t = data.pop("time", t)
             if out_t < t:
-                raise SimulationError(f"Output time ({out_t}) is not >= time ({t}) for simulator \"{sim.sid}\".")
+                _bad_output_time(sim, out_t, t)
             cache = sim.cache  # sim.keep(out_t, data), without the call
             sim.newest_t, sim.newest = (None, None) if out_t in cache else (out_t, data)
             cache[out_t] = data
@@ -800,6 +756,82 @@ def _check_next(sim: _Sim, t: int, nxt: Any) -> None:
     if nxt <= t:
         raise SimulationError(f"the next step time returned by step must be later than the current step's "
                               f"time, but {nxt} <= {t} for simulator \"{sim.sid}\"")
+
+
+def _bad_output_time(sim: _Sim, out_t: int, t: int) -> None:
+    """mosaik's check of the output time a simulator's data gave (raises)."""
+    raise SimulationError(f"Output time ({out_t}) is not >= time ({t}) for simulator \"{sim.sid}\".")
+
+
+def collapse_inputs(reads: list, collapse: list, held: dict[tuple[str, str], Any], t: int) -> dict[str, dict[str, Any]] | None:
+    """:meth:`DirectEngine._collapsed_inputs` of the plan ``(reads, collapse)`` (:func:`_input_plan`) and the inputs
+    ``held`` from outside at ``t``: the Python form of the C function that runs in its place when built
+    (``cosim/run/_engine.c``, :data:`_collapse`)."""
+    flat: list[Any] = []
+    append, extend = flat.append, flat.extend
+    try:
+        for src, shift, groups in reads:
+            limit = t - shift
+            # output_at's first look, without the call
+            data = src.newest if src.newest_t is not None and src.newest_t <= limit else src.output_at(limit)
+            for src_eid, getter, one in groups:
+                if one:
+                    append(getter(data[src_eid]))
+                else:
+                    extend(getter(data[src_eid]))
+    except KeyError:
+        return None
+    inputs: dict[str, dict[str, Any]] = {}
+    for dst_eid, attrs, single in collapse:
+        values: dict[str, Any] = {}
+        if single and not held:  # every attribute from one source (the usual case)
+            for dst_attr, where in attrs:
+                if (value := flat[where]) is not None:
+                    values[dst_attr] = value
+            inputs[dst_eid] = values
+            continue
+        for dst_attr, where in attrs:
+            if held and (dst_eid, dst_attr) in held:
+                values[dst_attr] = held[dst_eid, dst_attr]
+            elif where.__class__ is int:  # one source
+                value = flat[where]
+                if value is not None:
+                    values[dst_attr] = value
+            else:
+                present = [flat[i] for i in where if flat[i] is not None]
+                if present:
+                    values[dst_attr] = present[0] if len(present) == 1 else sum(present)
+        inputs[dst_eid] = values
+    for (dst_eid, dst_attr), value in held.items():  # (one set in its connected place above stays there)
+        inputs.setdefault(dst_eid, {})[dst_attr] = value
+    return inputs
+
+
+def recorded_refs(row_plan: list, t: int) -> list[dict[str, Any]]:
+    """:meth:`DirectEngine._recorded_refs` of the row's plan (:meth:`DirectEngine._plan_row`) at ``t``: the Python
+    form of the C function that runs in its place when built (:data:`_recorded_refs`)."""
+    refs: list[dict[str, Any]] = []
+    extend = refs.extend
+    empty: dict[str, Any] = {}
+    for src, shift, eids in row_plan:
+        limit = t - shift
+        # output_at's first look, without the call
+        data = src.newest if src.newest_t is not None and src.newest_t <= limit else src.output_at(limit)
+        extend([data.get(eid, empty) for eid in eids])
+    return refs
+
+
+#: the two above in C when built (cosim.sdk.ENGINE_C), else their Python forms
+_collapse = ENGINE_C.collapsed_inputs if ENGINE_C is not None else collapse_inputs
+_recorded_refs = ENGINE_C.recorded_refs if ENGINE_C is not None else recorded_refs
+#: DirectEngine.step's loop over the simulators due in C when built: each usual step (collapsible, not in a worker,
+#: no tap) made there as :meth:`DirectEngine._step_sim` makes it (CosimSim.step_collapsed inline where an adapter
+#: keeps it), the others by the method; the Python loop runs where the method is replaced (a benchmark's timers)
+_STEP_SIM = DirectEngine._step_sim
+_step_due = None
+if ENGINE_C is not None:
+    ENGINE_C.configure(CosimSim.step_collapsed, CosimSim.seconds, _check_next, _bad_output_time)
+    _step_due = ENGINE_C.step_due
 
 
 def _input_plan(sim: _Sim):

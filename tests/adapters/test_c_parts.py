@@ -1,4 +1,4 @@
-"""Every adapter's compiled C part (``adapters/<package>/_*.c``, built by ``make build``) is loaded only when it
+"""Every compiled C part (the adapters' ``adapters/<package>/_*.c`` and the core's ``cosim/run/_*.c``, built by ``make build``) is loaded only when it
 was built from its source as it is now (:func:`cosim.sdk.load_library`: the SHA-256 compiled into it), so a
 library of another text (an edited source, a copy from another checkout) never runs, whatever the files' times.
 One that is not used warns once per process, naming the file and ``make build``; what became of each (and of the
@@ -23,20 +23,21 @@ import cosim
 from cosim import adapters, sdk
 from cosim.sdk import CPartWarning, load_library
 
-SOURCES = sorted(Path(adapters.__path__[0]).glob("*/_*.c"))
+#: every C part's source: the adapters' (adapters/<package>/_*.c), then the core's (cosim/run/_*.c)
+SOURCES = sorted(Path(adapters.__path__[0]).glob("*/_*.c")) + sorted(Path(cosim.__file__).parent.glob("run/_*.c"))
 #: the module of each C part whose import loads it (and runs the adapter's own check of its numbers)
-LOADERS = {"datacenter/_inference.so": "cosim.adapters.datacenter.inference_kernel",
+LOADERS = {"cosim/run/_engine.so": "cosim.sdk", "datacenter/_inference.so": "cosim.adapters.datacenter.inference_kernel",
            "datacenter/_kernels.so": "cosim.adapters.datacenter.kernels", "fmu/_exchange.so": "cosim.adapters.fmu.calls",
            "grid/_kernels.so": "cosim.adapters.grid.pandapower_flow",
            "grid/_opendss_kernels.so": "cosim.adapters.grid.opendss_reads"}
 
 
 def test_every_c_part_is_found():
-    assert len(SOURCES) >= 5, SOURCES  # the grid's two, the FMU exchange, the datacenter's two
-    assert sorted(LOADERS) == [f"{s.parent.name}/{s.with_suffix('.so').name}" for s in SOURCES]
+    assert len(SOURCES) >= 6, SOURCES  # the grid's two, the FMU exchange, the datacenter's two, the engine's
+    assert sorted(LOADERS) == sorted(sdk._c_part_name(s.with_suffix(".so")) for s in SOURCES)
 
 
-@pytest.mark.parametrize("source", SOURCES, ids=lambda p: f"{p.parent.name}/{p.name}")
+@pytest.mark.parametrize("source", SOURCES, ids=lambda p: sdk._c_part_name(p))
 def test_loaded_only_when_built_from_its_source_as_it_is(source, tmp_path):
     built = source.with_suffix(".so")
     if not built.is_file():
