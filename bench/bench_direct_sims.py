@@ -22,7 +22,9 @@ time holds other processes' turns; CPU time does not). The loop holds the one-BL
 (:mod:`cosim.run.blas`) throughout, as ``cosim run`` does, so each step's own limit costs a count, not
 the ~10 µs of setting it anew. The same steps are then taken again without the timers
 (``--repeat`` times, alternating with the timed run): the difference in CPU time per step is what
-the timers add. Prints the machine's load: quote it with the figures.
+the timers add, and what the direct engine's C loop (``cosim/run/_engine.c``) saves: the timers replace
+``DirectEngine._step_sim``, so the timed runs step through the engine's Python loop and the untimed ones through the
+C loop a run takes. Prints the machine's load: quote it with the figures.
 """
 
 from __future__ import annotations
@@ -69,7 +71,9 @@ def main() -> None:
         parts.append({**{part: seconds * scale / steps for part, seconds in spent.items()},
                       "(engine loop)": (wall - sum(spent.values())) * scale / steps})
     print(f"first step {first_s:.2f} s (left out below)")
-    print(f"{steps:,} steps; CPU per step in all: timed runs {_span(timed_cpu)}, untimed {_span(plain_cpu)} µs"
+    print(f"{steps:,} steps; CPU per step in all: timed runs {_span(timed_cpu)} (the engine's Python loop), untimed "
+          f"{_span(plain_cpu)} µs (" + ("its C loop, as a run steps)" if direct._step_due is not None
+                                      else "the Python loop too: cosim/run/_engine.so is not in use)")
           + (" (ranges over the runs)" if args.repeat > 1 else ""))
     for part in sorted(parts[-1], key=lambda p: (p == "(engine loop)", -parts[-1][p])):
         print(f"  {part:22s} {_span([run.get(part, 0.0) for run in parts], 1):>12s} µs/step")

@@ -27,7 +27,8 @@ the wall clock far more than this process's CPU time. Each figure comes after a 
 (imports, the first power flow's JIT, data caches); the random actions are drawn inside the
 timing, as a training loop draws them. ``--split`` times each simulator's steps, the engine and
 the gym layer around them, actions drawn beforehand (timers around every call add a little to
-each). ``--callgrind steps`` (or ``resets``) under valgrind counts the instructions of two
+each; and the timers around ``DirectEngine._step_sim`` make the engine step through its Python loop, not the C
+loop of ``cosim/run/_engine.c`` the other figures take). ``--callgrind steps`` (or ``resets``) under valgrind counts the instructions of two
 episodes' env steps (or of two resets): a figure that does not move with the machine's load,
 for comparing two checkouts.
 """
