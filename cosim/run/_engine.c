@@ -385,6 +385,119 @@ fail:
     return NULL;
 }
 
+/* -- the recorder's row ------------------------------------------------------------------------------------- */
+/* one cell as the recorder's float64 buffer holds it (cosim.run.recorder._put_row / _floats): PyFloat_AsDouble's
+ * number (what struct's "d" and array("d") take), NaN for None, else to_float(value) (recorder._float: a string
+ * parsed, NaN for what is no number); an error but a TypeError or ValueError propagates, as there. 0 or -1. */
+static int cell_double(PyObject *value, PyObject *to_float, double *into) {
+    if (PyFloat_CheckExact(value)) {
+        *into = PyFloat_AS_DOUBLE(value);
+        return 0;
+    }
+    double x = PyFloat_AsDouble(value);
+    if (!(x == -1.0 && PyErr_Occurred())) {
+        *into = x;
+        return 0;
+    }
+    if (!PyErr_ExceptionMatches(PyExc_TypeError) && !PyErr_ExceptionMatches(PyExc_ValueError))
+        return -1;
+    PyErr_Clear();
+    if (value == Py_None) {
+        *into = Py_NAN;
+        return 0;
+    }
+    PyObject *number = PyObject_CallOneArg(to_float, value);
+    if (number == NULL)
+        return -1;
+    x = PyFloat_AsDouble(number);
+    Py_DECREF(number);
+    if (x == -1.0 && PyErr_Occurred())
+        return -1;
+    *into = x;
+    return 0;
+}
+
+/* put_refs(view, offset, reads, refs, to_float): ParquetRecorder.append_refs's cells, written into the writable
+ * buffer ``view`` from byte ``offset`` on as _put_row writes them: True, or False when a dict lacks an attribute
+ * read (the Python form then takes the row cell by cell, each missing one null). */
+static PyObject *put_refs(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 5 || !PyList_CheckExact(args[2]) || !PyList_CheckExact(args[3])) {
+        PyErr_SetString(PyExc_TypeError, "put_refs(view, offset, reads: list, refs: list, to_float)");
+        return NULL;
+    }
+    Py_ssize_t offset = PyLong_AsSsize_t(args[1]);
+    if (offset == -1 && PyErr_Occurred())
+        return NULL;
+    PyObject *reads = args[2], *refs = args[3], *to_float = args[4], *result = NULL;
+    Py_buffer buffer;
+    if (PyObject_GetBuffer(args[0], &buffer, PyBUF_WRITABLE) < 0)
+        return NULL;
+    Py_ssize_t capacity = offset < 0 || offset > buffer.len ? 0 : (buffer.len - offset) / (Py_ssize_t)sizeof(double);
+    double *row = (double *)((char *)buffer.buf + (offset < 0 || offset > buffer.len ? 0 : offset)), *start = row;
+    for (Py_ssize_t r = 0; r < PyList_GET_SIZE(reads); r++) {
+        PyObject *read = PyList_GET_ITEM(reads, r);  /* (index, names, getter) */
+        if (!PyTuple_CheckExact(read) || PyTuple_GET_SIZE(read) != 3 || !PyList_CheckExact(PyTuple_GET_ITEM(read, 1))) {
+            PyErr_SetString(PyExc_TypeError, "put_refs: a read is (index, names: list, getter)");
+            goto done;
+        }
+        Py_ssize_t index = PyLong_AsSsize_t(PyTuple_GET_ITEM(read, 0));
+        if (index == -1 && PyErr_Occurred())
+            goto done;
+        if (index < 0 || index >= PyList_GET_SIZE(refs)) {
+            PyErr_SetString(PyExc_IndexError, "list index out of range");
+            goto done;
+        }
+        PyObject *values = PyList_GET_ITEM(refs, index), *names = PyTuple_GET_ITEM(read, 1);
+        Py_ssize_t n = PyList_GET_SIZE(names);
+        if (row - start + n > capacity) {
+            PyErr_SetString(PyExc_ValueError, "put_refs: the row runs past the buffer");
+            goto done;
+        }
+        /* a dict of exactly these outputs in this order (list(values) == names): its values in order */
+        int in_order = PyDict_CheckExact(values) && PyDict_GET_SIZE(values) == n;
+        if (in_order) {
+            Py_ssize_t pos = 0, k = 0;
+            PyObject *key, *value;
+            while (in_order && PyDict_Next(values, &pos, &key, &value)) {
+                PyObject *name = PyList_GET_ITEM(names, k);
+                int same = key == name ? 1 : PyObject_RichCompareBool(key, name, Py_EQ);
+                if (same < 0)
+                    goto done;
+                in_order = same;
+                if (in_order && cell_double(value, to_float, row + k) < 0)
+                    goto done;
+                k++;
+            }
+        }
+        if (!in_order) {  /* getter(values): a tuple of the names' values */
+            PyObject *got = PyObject_CallOneArg(PyTuple_GET_ITEM(read, 2), values);
+            if (got == NULL) {
+                if (!PyErr_ExceptionMatches(PyExc_KeyError))
+                    goto done;
+                PyErr_Clear();
+                result = Py_NewRef(Py_False);
+                goto done;
+            }
+            if (!PyTuple_CheckExact(got) || PyTuple_GET_SIZE(got) != n) {
+                Py_DECREF(got);
+                PyErr_SetString(PyExc_TypeError, "put_refs: a getter gave no tuple of its names' values");
+                goto done;
+            }
+            for (Py_ssize_t k = 0; k < n; k++)
+                if (cell_double(PyTuple_GET_ITEM(got, k), to_float, row + k) < 0) {
+                    Py_DECREF(got);
+                    goto done;
+                }
+            Py_DECREF(got);
+        }
+        row += n;
+    }
+    result = Py_NewRef(Py_True);
+done:
+    PyBuffer_Release(&buffer);
+    return result;
+}
+
 /* -- stepping ----------------------------------------------------------------------------------------------- */
 /* set by configure(): CosimSim.step_collapsed (stepped inline when an adapter keeps it), the Python forms this
  * falls back to, and the checks' errors (raised by Python functions, with Python's messages) */
@@ -623,6 +736,8 @@ static PyMethodDef methods[] = {
      "DirectEngine._recorded_refs(row_plan, t) in C: the recorder's row as its source entities' dicts."},
     {"data_of", (PyCFunction)(void (*)(void))data_of, METH_FASTCALL,
      "CosimSim._data_of(sim, plan) in C: {eid: {attr: value}} of the request's plan."},
+    {"put_refs", (PyCFunction)(void (*)(void))put_refs, METH_FASTCALL,
+     "put_refs(view, offset, reads, refs, to_float): ParquetRecorder.append_refs's row into its buffer in C."},
     {"configure", (PyCFunction)(void (*)(void))configure, METH_FASTCALL,
      "configure(CosimSim.step_collapsed, CosimSim.seconds, _check_next, _bad_output_time): what step_due needs."},
     {"step_due", (PyCFunction)(void (*)(void))step_due, METH_FASTCALL,

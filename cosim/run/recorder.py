@@ -65,7 +65,7 @@ import pyarrow.parquet as pq
 from tqdm import tqdm
 
 from cosim.run.stopping import STOP
-from cosim.sdk import CosimSim, Params, meta, model_meta, tuple_getter
+from cosim.sdk import ENGINE_C, CosimSim, Params, meta, model_meta, tuple_getter
 from cosim.units import is_flag
 
 _OPEN: "weakref.WeakSet[ParquetRecorder]" = weakref.WeakSet()
@@ -162,6 +162,8 @@ class ParquetRecorder:
         plan = self._plan
         if plan.reads is None:
             plan.learn(refs)
+        if _PUT_REFS is not None and self._add("refs", ticks, None, refs):
+            return  # (written in C; False: an output missing, read cell by cell below)
         cells: list[Any] = []
         extend = cells.extend
         try:
@@ -184,20 +186,27 @@ class ParquetRecorder:
             raise ValueError(f"a row of {len(cells)} values for the {len(self.columns)} columns of {self.path}")
         self._add("cells", time_utc, cells)
 
-    def _add(self, mode: str, stamp: Any, cells: list[Any]) -> None:
+    def _add(self, mode: str, stamp: Any, cells: list[Any] | None, refs: list[dict[str, Any]] | None = None) -> bool:
+        """Add a row of ``cells``, or of the source dicts ``refs`` read by the plan in C (:data:`_PUT_REFS`); False
+        (nothing added) when one of those lacks an attribute the plan reads."""
         with self._lock:
             if self._closed:  # a row after close would be dropped without a word: refuse it
                 raise RuntimeError(f"the recorder of {self.path} is closed; this row would be lost")
             if mode != self._mode:
                 self._hand_over(journal=True)  # rows of the other kind first, in order
                 self._start_buffer(mode)
-            if 8 * len(cells) > self._row_bytes:  # it would run into the next row
-                raise ValueError(f"a row of {len(cells)} values for a buffer of {self._row_bytes // 8}")
-            _put_row(self._view, self._n * self._row_bytes, cells)
+            if refs is not None:  # (a refs row is the plan's width: it fits)
+                if not _PUT_REFS(self._view, self._n * self._row_bytes, self._plan.reads, refs, _float):
+                    return False
+            else:
+                if 8 * len(cells) > self._row_bytes:  # it would run into the next row
+                    raise ValueError(f"a row of {len(cells)} values for a buffer of {self._row_bytes // 8}")
+                _put_row(self._view, self._n * self._row_bytes, cells)
             self._n += 1
             self._stamps.append(stamp)
             if self._n == self._capacity or (not self._background and self._clock() >= self._due_s):
                 self._hand_over(journal=True)
+            return True
 
     def _start_buffer(self, mode: str) -> None:
         """An empty buffer for rows of ``mode``: width one per cell read (the plan's reads, and a
@@ -577,6 +586,10 @@ def _put_row(view: memoryview, offset: int, cells: list[Any]) -> None:
     except struct.error:  # a cell that is not a number (None, a string...): the cells already written are overwritten
         packer.pack_into(view, offset, *_floats(cells))
 
+
+#: :meth:`ParquetRecorder.append_refs`'s row written into its buffer in C (``cosim/run/_engine.c``), or None
+#: (not built): the cells are gathered and packed by :func:`_put_row`, the same numbers
+_PUT_REFS = ENGINE_C.put_refs if ENGINE_C is not None else None
 
 #: ``struct.Struct`` of a row of n float64, by n (native byte order and size: the buffer's).
 _PACKERS: dict[int, struct.Struct] = {}

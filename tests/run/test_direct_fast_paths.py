@@ -23,7 +23,10 @@ import pyarrow.parquet as pq
 import pytest
 
 import cosim
+from c_part_marks import missing_c_part
+
 from cosim.run import direct
+from cosim.run import recorder as recorder_module
 from cosim.run.recorder import ParquetRecorder
 from cosim.sdk import sum_inputs
 
@@ -154,7 +157,8 @@ FILLS = [(0, "p_mw"), (0, "converged"), (0, "text"), (1, "vm_pu"), (1, "q_mvar")
 
 def _rows(n: int):
     """Source dicts of n steps with every kind of cell the recorder meets."""
-    odd = [None, True, False, 0.7, np.float32(1.5), np.int64(3), np.nan, "word", np.array([2.5]), [1, 2], np.bool_(True)]
+    odd = [None, True, False, 0.7, np.float32(1.5), np.int64(3), np.nan, "word", np.array([2.5]), [1, 2], np.bool_(True),
+           "2.5", -0.0, 10**20]
     for k in range(n):
         a = {"p_mw": 0.1 * k, "converged": odd[k % len(odd)], "text": odd[(k + 3) % len(odd)]}
         b = {"vm_pu": odd[(k + 5) % len(odd)], "q_mvar": float(k), "line_in_service": k % 3 == 0}
@@ -171,7 +175,12 @@ def _rows(n: int):
     (datetime(2024, 12, 31, 23, 59, 0, 500, tzinfo=timezone.utc), 1),  # sub-millisecond: datetimes
     (datetime(2024, 7, 15, 6, tzinfo=timezone.utc), 10),  # 0.1 s ticks
 ])
-def test_rows_as_dicts_write_the_file_rows_of_cells_write(tmp_path, start, ticks_per_s):
+@pytest.mark.parametrize("form", ["C", "Python"])
+def test_rows_as_dicts_write_the_file_rows_of_cells_write(tmp_path, start, ticks_per_s, form, monkeypatch):
+    if form == "Python":  # the cells gathered and packed in Python (the engine's C part not built)
+        monkeypatch.setattr(recorder_module, "_PUT_REFS", None)
+    elif recorder_module._PUT_REFS is None:
+        missing_c_part("cosim/run/_engine.so")
     step = 7 * ticks_per_s + 3  # whole seconds and a fraction
     by_cells = ParquetRecorder(tmp_path / "cells" / "ts.parquet", COLUMNS, chunk_rows=16)
     by_refs = ParquetRecorder(tmp_path / "refs" / "ts.parquet", COLUMNS, chunk_rows=16)
@@ -197,9 +206,12 @@ def test_a_plan_must_cover_the_columns(tmp_path):
     rec.close()
 
 
-def test_a_source_reusing_its_output_dict_is_recorded_step_by_step(tmp_path):
+@pytest.mark.parametrize("form", ["C", "Python"])
+def test_a_source_reusing_its_output_dict_is_recorded_step_by_step(tmp_path, form, monkeypatch):
     """A simulator of someone else's whose ``get_data`` returns the same dict every step,
     changed in place: the recorder reads each row as it comes, so each step keeps its own values."""
+    if form == "Python":
+        monkeypatch.setattr(recorder_module, "_PUT_REFS", None)
     shared = {"p_mw": 1.0, "n": np.int64(1), "arr": np.array(1.0)}
     rec = ParquetRecorder(tmp_path / "ts.parquet", ["s.p_mw", "s.n", "s.arr"], chunk_rows=16)
     rec.set_plan([(0, "p_mw"), (0, "n"), (0, "arr")], datetime(2024, 1, 1, tzinfo=timezone.utc), 1)
