@@ -74,6 +74,7 @@ import importlib.util
 import math
 import operator
 import re
+import sys
 import warnings
 import zlib
 from collections.abc import Callable
@@ -774,14 +775,25 @@ def load_library(path: Path, *, keep_gil: bool = False) -> ctypes.CDLL | None:
     return lib if status == "used" else None
 
 
-def _engine_c() -> Any:
+def _engine_c(path: Path | None = None) -> Any:
     """The direct engine's bookkeeping in C (``cosim/run/_engine.so``, ``make build``): a module whose functions
     stand in for :meth:`CosimSim._data_of` and two of :class:`cosim.run.direct.DirectEngine`'s (the same dicts, lists
     and values; ``tests/run/test_engine_c.py`` compares each with its Python form on every shape it takes), or None
-    (not built, stale, or not loadable by this Python): the Python forms run, noted as every C part's outcome is."""
-    path = Path(__file__).with_name("run") / "_engine.so"
+    (not built, stale, or built for another Python's major.minor version): the Python forms run, noted as every C
+    part's outcome is."""
+    path = path or Path(__file__).with_name("run") / "_engine.so"
     lib = load_library(path, keep_gil=True)
     if lib is None:
+        return None
+    built_for = 0
+    if hasattr(lib, "cosim_python_hexversion"):
+        lib.cosim_python_hexversion.argtypes, lib.cosim_python_hexversion.restype = [], ctypes.c_ulong
+        built_for = lib.cosim_python_hexversion()
+    if built_for >> 16 != sys.hexversion >> 16:  # another major.minor: its objects may be laid out otherwise
+        _C_PARTS[_c_part_name(path)].update(used=False, status="not loadable")
+        warnings.warn(f"{path} was built for Python {built_for >> 24}.{(built_for >> 16) & 0xFF}, not this "
+                      f"{sys.version_info.major}.{sys.version_info.minor}: its Python form runs instead (the same "
+                      "results, slower); run `make build` to build it", CPartWarning, stacklevel=2)
         return None
     make = lib.cosim_engine_module
     make.argtypes, make.restype = [], ctypes.py_object

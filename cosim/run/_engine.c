@@ -22,6 +22,13 @@
 
 const char *cosim_source_sha256(void) { return COSIM_SOURCE_SHA256; }
 
+/* the Python this was built for (PY_VERSION_HEX): extension code is not for another minor version's interpreter,
+ * whose objects may be laid out otherwise; cosim.sdk asks before it takes the module */
+#ifndef COSIM_BUILT_FOR_HEXVERSION
+#define COSIM_BUILT_FOR_HEXVERSION PY_VERSION_HEX
+#endif
+unsigned long cosim_python_hexversion(void) { return COSIM_BUILT_FOR_HEXVERSION; }
+
 static PyObject *s_newest, *s_newest_t, *s_output_at, *s_out, *s_get, *sum_builtin;
 
 /* src.newest if src.newest_t is not None and src.newest_t <= limit else src.output_at(limit): a new reference */

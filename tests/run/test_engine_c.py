@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 import sys
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -282,3 +283,28 @@ odd = { adapter = "test_odd" }
 [entities]
 odd = { sim = "odd", model = "Odd" }
 """
+
+
+def test_a_library_built_for_another_python_is_not_taken(tmp_path):
+    """Extension code built for another major.minor version of Python is refused with a warning naming the file
+    and the fix (its objects may be laid out otherwise): the Python forms run."""
+    import hashlib
+    import subprocess
+    import sysconfig
+
+    source = Path(sdk.__file__).with_name("run") / "_engine.c"
+    copy, lib = tmp_path / "_engine.c", tmp_path / "_engine.so"
+    copy.write_bytes(source.read_bytes())
+    digest = hashlib.sha256(copy.read_bytes()).hexdigest()
+    other = (sys.hexversion & ~0xFF0000) | ((((sys.hexversion >> 16) & 0xFF) + 1) << 16)  # the next minor version
+    subprocess.run(["gcc", "-O0", "-fPIC", "-shared", "-std=c11", f'-DCOSIM_SOURCE_SHA256="{digest}"',
+                    f"-DCOSIM_BUILT_FOR_HEXVERSION={other:#x}UL", f"-I{sysconfig.get_paths()['include']}",
+                    "-o", str(lib), str(copy)], check=True, capture_output=True)
+    with pytest.warns(sdk.CPartWarning, match=r"was built for Python 3\.\d+, not this 3\.\d+.*make build"):
+        assert sdk._engine_c(lib) is None
+    assert sdk.c_parts()[str(lib.resolve())]["status"] == "not loadable"
+    same = tmp_path / "same.so"  # the same source built for this Python is taken
+    subprocess.run(["gcc", "-O0", "-fPIC", "-shared", "-std=c11", f'-DCOSIM_SOURCE_SHA256="{digest}"',
+                    f"-I{sysconfig.get_paths()['include']}", "-o", str(same), str(copy)], check=True)
+    (tmp_path / "same.c").write_bytes(copy.read_bytes())
+    assert sdk._engine_c(same) is not None
