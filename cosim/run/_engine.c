@@ -31,6 +31,15 @@ unsigned long cosim_python_hexversion(void) { return COSIM_BUILT_FOR_HEXVERSION;
 
 static PyObject *s_newest, *s_newest_t, *s_output_at, *s_out, *s_get, *sum_builtin;
 
+/* 1 when ``obj`` is a tuple of ``n`` items, else 0 with a TypeError naming what was expected (the plans are the
+ * engine's own: a shape this does not take is a bug there, reported rather than read past) */
+static int is_tuple_of(PyObject *obj, Py_ssize_t n, const char *what) {
+    if (PyTuple_CheckExact(obj) && PyTuple_GET_SIZE(obj) == n)
+        return 1;
+    PyErr_Format(PyExc_TypeError, "cosim.run._engine: %s must be a tuple of %zd", what, n);
+    return 0;
+}
+
 /* src.newest if src.newest_t is not None and src.newest_t <= limit else src.output_at(limit): a new reference */
 static PyObject *output_at(PyObject *src, PyObject *limit) {
     PyObject *newest_t = PyObject_GetAttr(src, s_newest_t);
@@ -124,6 +133,10 @@ static PyObject *collapsed_inputs(PyObject *self, PyObject *const *args, Py_ssiz
         }
         for (Py_ssize_t g = 0; g < n_groups; g++) {
             PyObject *group = PyList_GET_ITEM(groups, g);  /* (src_eid, getter, one) */
+            if (!is_tuple_of(group, 3, "a group (source eid, getter, one)")) {
+                Py_DECREF(data);
+                goto key_error;
+            }
             PyObject *entity = get_item(data, PyTuple_GET_ITEM(group, 0)), *got;
             if (entity == NULL) {
                 Py_DECREF(data);
@@ -161,6 +174,12 @@ static PyObject *collapsed_inputs(PyObject *self, PyObject *const *args, Py_ssiz
         goto fail;
     for (Py_ssize_t c = 0; c < PyList_GET_SIZE(collapse); c++) {
         PyObject *entry = PyList_GET_ITEM(collapse, c);  /* (dst_eid, [(dst_attr, where), ...], single) */
+        if (!is_tuple_of(entry, 3, "a collapse entry (eid, attrs, single)"))
+            goto fail;
+        if (!PyList_CheckExact(PyTuple_GET_ITEM(entry, 1))) {
+            PyErr_SetString(PyExc_TypeError, "cosim.run._engine: a collapse entry's attrs must be a list");
+            goto fail;
+        }
         PyObject *dst_eid = PyTuple_GET_ITEM(entry, 0), *attrs = PyTuple_GET_ITEM(entry, 1);
         int single = PyObject_IsTrue(PyTuple_GET_ITEM(entry, 2));
         if (single < 0)
@@ -170,6 +189,12 @@ static PyObject *collapsed_inputs(PyObject *self, PyObject *const *args, Py_ssiz
             goto fail;
         for (Py_ssize_t a = 0; a < PyList_GET_SIZE(attrs); a++) {
             PyObject *pair = PyList_GET_ITEM(attrs, a);
+            if (!is_tuple_of(pair, 2, "an attribute's (name, where)"))
+                goto fail;
+            if (!PyLong_CheckExact(PyTuple_GET_ITEM(pair, 1)) && !PyTuple_CheckExact(PyTuple_GET_ITEM(pair, 1))) {
+                PyErr_SetString(PyExc_TypeError, "cosim.run._engine: where must be an int or a tuple");
+                goto fail;
+            }
             PyObject *dst_attr = PyTuple_GET_ITEM(pair, 0), *where = PyTuple_GET_ITEM(pair, 1), *value;
             if (any_held) {
                 int is_held = held_value(held, dst_eid, dst_attr, &value);
@@ -185,6 +210,10 @@ static PyObject *collapsed_inputs(PyObject *self, PyObject *const *args, Py_ssiz
                 Py_ssize_t i = PyLong_AsSsize_t(where);
                 if (i == -1 && PyErr_Occurred())
                     goto fail;
+                if (i < 0 || i >= PyList_GET_SIZE(flat)) {  /* (a plan _input_plan made never points past it) */
+                    PyErr_SetString(PyExc_IndexError, "collapsed_inputs: a position past the values read");
+                    goto fail;
+                }
                 value = PyList_GET_ITEM(flat, i);
                 if (value != Py_None && PyDict_SetItem(values, dst_attr, value) < 0)
                     goto fail;
@@ -196,7 +225,9 @@ static PyObject *collapsed_inputs(PyObject *self, PyObject *const *args, Py_ssiz
                 goto fail;
             for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(where); k++) {
                 Py_ssize_t i = PyLong_AsSsize_t(PyTuple_GET_ITEM(where, k));
-                if ((i == -1 && PyErr_Occurred())) {
+                if ((i == -1 && PyErr_Occurred()) || i < 0 || i >= PyList_GET_SIZE(flat)) {
+                    if (!PyErr_Occurred())
+                        PyErr_SetString(PyExc_IndexError, "collapsed_inputs: a position past the values read");
                     Py_DECREF(present);
                     goto fail;
                 }
@@ -273,6 +304,12 @@ static PyObject *recorded_refs(PyObject *self, PyObject *const *args, Py_ssize_t
         goto fail;
     for (Py_ssize_t r = 0; r < PyList_GET_SIZE(plan); r++) {
         PyObject *entry = PyList_GET_ITEM(plan, r);  /* (src, shift, eids) */
+        if (!is_tuple_of(entry, 3, "a row plan's entry (source, shift, eids)"))
+            goto fail;
+        if (!PyList_CheckExact(PyTuple_GET_ITEM(entry, 2))) {
+            PyErr_SetString(PyExc_TypeError, "cosim.run._engine: a row plan's eids must be a list");
+            goto fail;
+        }
         PyObject *limit = limit_of(t, PyTuple_GET_ITEM(entry, 1));
         if (limit == NULL)
             goto fail;
@@ -335,6 +372,10 @@ static PyObject *data_of(PyObject *self, PyObject *const *args, Py_ssize_t nargs
         goto fail;
     for (Py_ssize_t p = 0; p < PyList_GET_SIZE(plan); p++) {
         PyObject *entry = PyList_GET_ITEM(plan, p);  /* (eid, key, getter, names) */
+        if (!is_tuple_of(entry, 4, "a request plan's entry (eid, attrs, getter, names)")
+                || !is_tuple_of(PyTuple_GET_ITEM(entry, 1), PyTuple_Check(PyTuple_GET_ITEM(entry, 1))
+                                ? PyTuple_GET_SIZE(PyTuple_GET_ITEM(entry, 1)) : -1, "a request's attrs"))
+            goto fail;
         PyObject *eid = PyTuple_GET_ITEM(entry, 0), *key = PyTuple_GET_ITEM(entry, 1);
         values = get_item(out, eid);
         if (values == NULL)

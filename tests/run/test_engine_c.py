@@ -308,3 +308,21 @@ def test_a_library_built_for_another_python_is_not_taken(tmp_path):
                     f"-I{sysconfig.get_paths()['include']}", "-o", str(same), str(copy)], check=True)
     (tmp_path / "same.c").write_bytes(copy.read_bytes())
     assert sdk._engine_c(same) is not None
+
+
+def test_a_plan_of_another_shape_is_refused_not_read_past():
+    """The plans are the engine's own; one of another shape (a bug there) raises a TypeError or IndexError
+    instead of reading memory past its items."""
+    src = _Src("s", {0: {"x": {"p_mw": 1.0}}}, newest=True)
+    bad_calls = [
+        lambda: C.collapsed_inputs([(src, 0, [("x",)])], [], {}, 0),  # a group of one item
+        lambda: C.collapsed_inputs([(src, 0, [("x", lambda d: d["p_mw"], True)])], [("d", [("p_mw",)], True)], {}, 0),
+        lambda: C.collapsed_inputs([(src, 0, [("x", lambda d: d["p_mw"], True)])], [("d", [("p_mw", 5)], True)], {}, 0),
+        lambda: C.collapsed_inputs([(src, 0, [("x", lambda d: d["p_mw"], True)])], [("d", [("p_mw", (0, 9))], False)],
+                                   {}, 0),
+        lambda: C.recorded_refs([(src, 0)], 0),
+        lambda: C.data_of(_Sim({"x": {"p_mw": 1.0}}), [("x", ("p_mw",))]),
+    ]
+    for k, call in enumerate(bad_calls):
+        with pytest.raises((TypeError, IndexError)):
+            call()
