@@ -27,7 +27,9 @@ from cosim.run.recorder import ParquetRecorder, assemble, segment_files
 from toy_scenarios import ramp_sink
 
 ROOT = Path(__file__).resolve().parents[2]
-TOY = ramp_sink(duration_s=8_640_000, name="long", extra="\n[record]\nchunk_rows = 1_000_000\nflush_s = 0.5\n")
+# 10,000 days of 1 min steps: long enough on either engine to be killed mid-run (the direct engine steps the toys
+# at ~15 us, 100 days in ~2 s; the run is killed once two segments are closed, so its length costs nothing)
+TOY = ramp_sink(duration_s=864_000_000, name="long", extra="\n[record]\nchunk_rows = 1_000_000\nflush_s = 0.5\n")
 DRIVER = ("import sys\nfrom cosim import registry\n"
           "registry.register('toy_ramp', 'toy_sims:RampSim'); registry.register('toy_sink', 'toy_sims:SinkSim')\n"
           "from cosim.cli import main\nraise SystemExit(main(sys.argv[1:]))\n")
@@ -57,6 +59,7 @@ def test_sigkill_keeps_the_rows_older_than_the_flush_interval(engine, tmp_path):
     while time.monotonic() < deadline and seen < 2:  # two segments closed: rows older than 0.5 s are on disk
         folders = list(runs.glob("*")) if runs.exists() else []
         seen = len(segment_files(folders[0] / "timeseries.parquet")) if folders else 0
+        assert proc.poll() is None, "the run ended before it could be killed: make it longer"
         time.sleep(0.1)
     run_dir = next(runs.iterdir())
     kept_before_kill = _rows_in_closed_segments(run_dir / "timeseries.parquet")
@@ -107,7 +110,7 @@ def test_segments_close_by_wall_time_and_assemble_in_order(tmp_path, monkeypatch
 def test_repair_on_a_whole_folder_changes_nothing(tmp_path, toy_adapters, write_scenario, capsys):
     short = ramp_sink(duration_s=600, name="short", extra="\n[record]\nchunk_rows = 1_000_000\nflush_s = 0.5\n")
     result = cosim.run(write_scenario(short), out_dir=tmp_path)
-    assert len(result.timeseries()) == 10  # ten 60 s steps: the short run, not TOY's 100 days
+    assert len(result.timeseries()) == 10  # ten 60 s steps: the short run, not TOY's 10,000 days
     before = (result.run_dir / "timeseries.parquet").read_bytes()
     assert main(["repair", str(result.run_dir)]) == 0
     assert "nothing to repair" in capsys.readouterr().out
