@@ -595,9 +595,22 @@ static int usual(PyObject *sim) {
 
 /* CosimSim.step_collapsed(obj, t, inputs) inline when the adapter keeps it (and CosimSim.seconds): the next step
  * time (a new reference). Its attributes are read and written as the Python form does, in its order. */
+/* 1 when obj.<name> is CosimSim's own method ``base`` bound to obj (not an adapter's, nor one set on the object
+ * itself), 0 when not, -1 on an error */
+static int is_base_method(PyObject *obj, PyObject *name, PyObject *base) {
+    PyObject *bound = PyObject_GetAttr(obj, name);
+    if (bound == NULL)
+        return -1;
+    int same = PyMethod_Check(bound) && PyMethod_GET_FUNCTION(bound) == base && PyMethod_GET_SELF(bound) == obj;
+    Py_DECREF(bound);
+    return same;
+}
+
 static PyObject *step_collapsed(PyObject *obj, PyObject *t, PyObject *inputs) {
-    PyTypeObject *type = Py_TYPE(obj);
-    if (_PyType_Lookup(type, s_step_collapsed) != base_step_collapsed)
+    int inline_step = is_base_method(obj, s_step_collapsed, base_step_collapsed);
+    if (inline_step < 0)
+        return NULL;
+    if (!inline_step)
         return PyObject_CallMethodObjArgs(obj, s_step_collapsed, t, inputs, NULL);
     PyObject *ticks = NULL, *per_s = NULL, *seconds = NULL, *done = NULL, *now = NULL, *step = NULL, *next = NULL;
     /* self.time_ticks = int(time) */
@@ -607,7 +620,10 @@ static PyObject *step_collapsed(PyObject *obj, PyObject *t, PyObject *inputs) {
     /* self.step_entities(self.seconds(self.time_ticks), inputs) */
     if ((ticks = GET(obj, s_time_ticks)) == NULL)
         goto done;
-    if (_PyType_Lookup(type, s_seconds) == base_seconds) {  /* the ticks when ticks_per_s == 1, else the method */
+    int base = is_base_method(obj, s_seconds, base_seconds);
+    if (base < 0)
+        goto done;
+    if (base) {  /* the ticks when ticks_per_s == 1, else the method */
         if ((per_s = GET(obj, s_ticks_per_s)) == NULL)
             goto done;
         int one = PyObject_RichCompareBool(per_s, one_int, Py_EQ);

@@ -326,3 +326,31 @@ def test_a_plan_of_another_shape_is_refused_not_read_past():
     for k, call in enumerate(bad_calls):
         with pytest.raises((TypeError, IndexError)):
             call()
+
+
+def test_a_step_set_on_the_simulator_object_itself_is_called_by_either_loop(tmp_path, monkeypatch):
+    """An adapter object whose ``step_collapsed`` or ``seconds`` is replaced on the object (a user's probe) is
+    stepped through it by the C loop too, as Python's attribute lookup finds it: the same run either way."""
+    calls = {}
+
+    def series(python_loop):
+        calls[python_loop] = 0
+        with monkeypatch.context() as patch:
+            if python_loop:
+                patch.setattr(direct, "_step_due", None)
+            with cosim.Session("tests/scenarios/golden_short.toml", overrides={"scenario.ahead": "off"},
+                               out_dir=tmp_path / str(python_loop)) as s:
+                sim = next(x for x in s.engine.sims if isinstance(x.obj, sdk.CosimSim))
+                plain = sim.obj.step_collapsed
+
+                def probed(time, inputs):
+                    calls[python_loop] += 1
+                    return plain(time, inputs)
+
+                sim.obj.step_collapsed = probed
+                while not s.done:
+                    s.step()
+        return s.result.folder.timeseries()
+
+    pd.testing.assert_frame_equal(series(False), series(True), check_exact=True)
+    assert calls[False] == calls[True] > 10
