@@ -799,8 +799,10 @@ def _engine_c(path: Path | None = None) -> Any:
     make.argtypes, make.restype = [], ctypes.py_object
     try:
         return make()
-    except Exception:  # noqa: BLE001 — built against another Python: its Python forms run
+    except Exception as exc:  # noqa: BLE001 — its init failed (an object it needs is missing): the Python forms run
         _C_PARTS[_c_part_name(path)].update(used=False, status="not loadable")
+        warnings.warn(f"{path} could not make its module ({type(exc).__name__}: {exc}): its Python form runs instead "
+                      "(the same results, slower); run `make build` to build it again", CPartWarning, stacklevel=2)
         return None
 
 

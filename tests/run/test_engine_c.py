@@ -310,6 +310,31 @@ def test_a_library_built_for_another_python_is_not_taken(tmp_path):
     assert sdk._engine_c(same) is not None
 
 
+def test_a_library_whose_module_fails_to_start_is_not_taken_and_says_so(tmp_path):
+    """A C part whose module cannot be made (its init raises) is refused with a warning naming the file, the
+    error and the fix, and recorded "not loadable": the Python forms run. (A stand-in library with the same
+    entry points, its init raising.)"""
+    import hashlib
+    import subprocess
+    import sysconfig
+
+    source = tmp_path / "_engine.c"
+    source.write_text(
+        "#define PY_SSIZE_T_CLEAN\n#include <Python.h>\n"
+        "const char *cosim_source_sha256(void) { return COSIM_SOURCE_SHA256; }\n"
+        "unsigned long cosim_python_hexversion(void) { return PY_VERSION_HEX; }\n"
+        "PyObject *cosim_engine_module(void) {\n"
+        "    PyErr_SetString(PyExc_RuntimeError, \"the builtin sum not found\");\n    return NULL;\n}\n")
+    digest = hashlib.sha256(source.read_bytes()).hexdigest()
+    lib = tmp_path / "_engine.so"
+    subprocess.run(["gcc", "-O0", "-fPIC", "-shared", "-std=c11", f'-DCOSIM_SOURCE_SHA256="{digest}"',
+                    f"-I{sysconfig.get_paths()['include']}", "-o", str(lib), str(source)], check=True, capture_output=True)
+    with pytest.warns(sdk.CPartWarning, match=r"_engine\.so could not make its module \(RuntimeError: the builtin "
+                                              r"sum not found\).*make build"):
+        assert sdk._engine_c(lib) is None
+    assert sdk.c_parts()[str(lib.resolve())]["status"] == "not loadable"
+
+
 def test_a_plan_of_another_shape_is_refused_not_read_past():
     """The plans are the engine's own; one of another shape (a bug there) raises a TypeError or IndexError
     instead of reading memory past its items."""
