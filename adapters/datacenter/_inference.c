@@ -7,11 +7,13 @@
  * Python ~60 us a step whenever a queue forms). Every value is the same IEEE double operation on the
  * same operands in the same order as the Python form's, which C rounds as Python rounds (gcc -O2, no
  * fast-math, no FMA contraction: `make build`); Python's min(a, b) and max(a, b) are written out with
- * their NaN behaviour (b < a ? b : a keeps a NaN a). Transcendental functions are not needed here.
+ * their NaN behaviour (b < a ? b : a keeps a NaN a). The serve needs no transcendental function; the fleets'
+ * step below takes numpy's own (see there).
  * The loader (adapters/datacenter/inference_kernel.py) checks the function against the Python form when it
  * loads, and tests/adapters/datacenter/test_dc_serve_kernel.py compares whole runs; without the library
  * Python does the same.
  */
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -193,6 +195,152 @@ void cosim_dc_serve(double *io) {
     io[OUT + 4] = within;
     io[OUT + 5] = q;
     io[OUT + 6] = (double)python;
+}
+
+/* ---- GpuCluster._serve's fleets in one call (adapters/datacenter/inference_kernel.py's ServeFleets) ----
+ *
+ * Fleet.advance (with its arrival rate given, no power cap, every fleet with replicas active) for each
+ * fleet, then the sums _serve makes of them, in the Python form's order and operations. The logarithm
+ * and the exponential are numpy's own float64 loops (np.log and np.exp of one value: their function
+ * pointers, read from the ufunc objects by the loader, called on one element), not the C library's,
+ * whose exp differs from numpy's SIMD one in the last bit for some arguments.
+ *
+ * mem (doubles): [0] fleets, [1] dt_s, [2] 1 for a quiet step (no outputs), [3] the quantile's fraction;
+ *   out: [8..20] _serve's sums in its dict's order (p_it_w, p_gpu_w, tokens_per_s, good_req, done_req,
+ *   dropped_req, queued_req, itl_p99_ms, n_gpus_busy, liquid_w, ttft_good_req, itl_good_req, ttft_p99_ms),
+ *   [21] fleets whose quantile is left to Python (their ttft_p99_ms then too, and the sum's);
+ *   from [32], FLEET doubles per fleet: see the F_ names.
+ * ptrs (int64): [0] np.exp's loop, [1] its data, [2] np.log's loop, [3] its data; per fleet k from [4]: its
+ *   wait queue's array (cosim_dc_serve's io), its throughput table and its batch table (FLEET_T_N long).
+ * Returns 0; -1 (nothing done) when a queue has no room for a new cohort (the caller grows it and calls
+ * again); 2 when a step's segments did not fit (cannot happen; the caller raises). */
+typedef void (*ufunc_loop)(char **args, const intptr_t *dimensions, const intptr_t *steps, void *data);
+
+static double numpy_one(int64_t fn, int64_t data, double x) {
+    double in = x, out = 0.0;
+    char *args[2] = {(char *)&in, (char *)&out};
+    intptr_t n[1] = {1}, steps[2] = {sizeof(double), sizeof(double)};
+    ((ufunc_loop)(intptr_t)fn)(args, n, steps, (void *)(intptr_t)data);
+    return out;
+}
+
+static double horner(const double *coef, int64_t n, double x) {  /* inference._horner: y = y * x + c from 0.0 */
+    double y = 0.0;
+    for (int64_t i = 0; i < n; i++) y = y * x + coef[i];
+    return y;
+}
+
+/* inference.interp_one: np.interp of one value, its operations in its order (bisect_right for the interval) */
+static double interp_one(double x, const double *xp, const double *fp, int64_t n, double right) {
+    int64_t last = n - 1;
+    if (last == 0) return x < xp[0] ? fp[0] : x > xp[0] ? right : fp[0];
+    if (x != x) return x;
+    if (x > xp[last]) return right;
+    if (x < xp[0]) return fp[0];
+    int64_t lo = 0, hi = n;
+    while (lo < hi) {
+        int64_t mid = (lo + hi) / 2;
+        if (x < xp[mid]) hi = mid;
+        else lo = mid + 1;
+    }
+    int64_t j = lo - 1;
+    if (j == last || xp[j] == x) return fp[j];
+    double slope = (fp[j + 1] - fp[j]) / (xp[j + 1] - xp[j]);
+    double value = slope * (x - xp[j]) + fp[j];
+    if (value != value) {
+        value = slope * (x - xp[j + 1]) + fp[j + 1];
+        if (value != value && fp[j] == fp[j + 1]) value = fp[j];
+    }
+    return value;
+}
+
+#define FLEETS 32
+#define FLEET 64
+#define COEFS 8
+enum {  /* a fleet's doubles */
+    F_RATE = 0, F_OUT_TOKENS, F_IDLE_W, F_B_MIN, F_B_MAX, F_P_AT_B_MIN, F_IN_TOKENS, F_PREFILL_TOK_S,
+    F_MAX_WAIT_S, F_TTFT_SLO_S, F_ITL_SLO_MS, F_MAX_BATCH, F_ACTIVE, F_T_N, F_N_ACTIVE_GPUS, F_IDLE_GPUS_W,
+    F_OTHER_W, F_LIQUID_FRAC, F_N_POWER, F_N_TPUT, F_N_ITL_P99, F_QUEUE_REQ = 22,
+    F_POWER = 24, F_TPUT = F_POWER + COEFS, F_ITL_P99 = F_TPUT + COEFS,
+    /* out: Fleet.advance's tuple (batch, p_gpu_w, tokens_per_s, NaN (the median ITL, not asked), itl_p99_ms,
+       served, good, dropped, queued, ttft_p99_ms, ttft_good, itl_good), then the serve's Python flag, its
+       segments and the prefill time */
+    F_OUT = 48, F_PYTHON = F_OUT + 12, F_N_SEG, F_PREFILL_S
+};
+
+int64_t cosim_dc_serve_fleets(double *mem, const int64_t *ptrs) {
+    int64_t n = (int64_t)mem[0];
+    double dt_s = mem[1], q_frac = mem[3];
+    int quiet = mem[2] != 0.0;
+    for (int64_t k = 0; k < n; k++) {  /* room for this step's cohort in every queue, before any is stepped */
+        double *q = (double *)(intptr_t)ptrs[4 + 3 * k];
+        if (q[9] >= q[10]) return -1;
+    }
+    double p_it_w = 0.0, p_gpu_w = 0.0, liquid_w = 0.0, n_gpus_busy = 0.0;
+    double tokens_per_s = 0.0, good_req = 0.0, done_req = 0.0, dropped_req = 0.0, queued_req = 0.0;
+    double ttft_good_req = 0.0, itl_good_req = 0.0, itl_p99_ms = 0.0, ttft_p99_ms = 0.0;
+    int64_t n_python = 0;
+    for (int64_t k = 0; k < n; k++) {
+        double *f = mem + FLEETS + FLEET * k;
+        double *q = (double *)(intptr_t)ptrs[4 + 3 * k];
+        const double *tput = (const double *)(intptr_t)ptrs[5 + 3 * k], *grid = (const double *)(intptr_t)ptrs[6 + 3 * k];
+        double rate = f[F_RATE], out_tokens = f[F_OUT_TOKENS], active = f[F_ACTIVE];
+        double b_min = f[F_B_MIN], b_max = f[F_B_MAX];
+        double offered = f[F_QUEUE_REQ] + rate * dt_s;
+        double need_tps = offered * out_tokens / dt_s / active;
+        double batch = need_tps <= 0 ? 0.0 : interp_one(need_tps, tput, grid, (int64_t)f[F_T_N], f[F_MAX_BATCH]);
+        double x = numpy_one(ptrs[2], ptrs[3], py_min(py_max(batch, b_min), b_max));
+        double tokens = numpy_one(ptrs[0], ptrs[1], horner(f + F_TPUT, (int64_t)f[F_N_TPUT], x));
+        if (batch < b_min) tokens = tokens * batch / b_min;  /* BatchCurves._tokens */
+        double p_w = 0.0, itl_p99 = 0.0;
+        if (!quiet) {  /* BatchCurves.at_batch (the median ITL not asked) */
+            double idle_w = f[F_IDLE_W];
+            p_w = batch < b_min ? idle_w + (f[F_P_AT_B_MIN] - idle_w) * batch / b_min
+                                : horner(f + F_POWER, (int64_t)f[F_N_POWER], x);
+            itl_p99 = numpy_one(ptrs[0], ptrs[1], horner(f + F_ITL_P99, (int64_t)f[F_N_ITL_P99], x));
+        }
+        double speed = 1.0;
+        double capacity_req = tokens * speed * active * dt_s / out_tokens;
+        double prefill_s = quiet ? 0.0 : f[F_IN_TOKENS] / (f[F_PREFILL_TOK_S] * speed);
+        q[0] = dt_s; q[1] = offered; q[2] = rate * dt_s; q[3] = capacity_req; q[4] = f[F_MAX_WAIT_S];
+        q[5] = f[F_TTFT_SLO_S] - prefill_s; q[6] = quiet ? 1.0 : 0.0; q[7] = q_frac;
+        cosim_dc_serve(q);
+        double served = q[OUT], left = q[OUT + 1], keep = q[OUT + 2], within = q[OUT + 4], wait_q = q[OUT + 5];
+        double python = q[OUT + 6];
+        if (python == 2.0) return 2;
+        f[F_QUEUE_REQ] = keep;
+        if (quiet) continue;
+        itl_p99 = itl_p99 / speed;
+        double itl_good = itl_p99 <= f[F_ITL_SLO_MS] ? served : 0.0;
+        double ttft_p99 = served > 0 ? 1e3 * (wait_q + prefill_s) : 0.0;
+        double good = itl_good > 0 ? within : 0.0, dropped = left - keep, tokens_out = served * out_tokens / dt_s;
+        double *o = f + F_OUT;
+        o[0] = batch; o[1] = p_w; o[2] = tokens_out; o[3] = NAN; o[4] = itl_p99; o[5] = served; o[6] = good;
+        o[7] = dropped; o[8] = keep; o[9] = ttft_p99; o[10] = within; o[11] = itl_good;
+        f[F_PYTHON] = python; f[F_N_SEG] = q[OUT + 3]; f[F_PREFILL_S] = prefill_s;
+        n_python += python != 0.0;
+        tokens_per_s += tokens_out;
+        good_req += good;
+        done_req += served + dropped;
+        dropped_req += dropped;
+        queued_req += keep;
+        ttft_good_req += within;
+        itl_good_req += itl_good;
+        itl_p99_ms = py_max(itl_p99_ms, itl_p99);
+        ttft_p99_ms = py_max(ttft_p99_ms, ttft_p99);
+        double n_active_gpus = f[F_N_ACTIVE_GPUS];
+        double gpu_w = n_active_gpus * p_w + f[F_IDLE_GPUS_W];
+        p_gpu_w += gpu_w;
+        double fleet_it_w = gpu_w + f[F_OTHER_W];
+        p_it_w += fleet_it_w;
+        liquid_w += f[F_LIQUID_FRAC] * fleet_it_w;
+        n_gpus_busy += n_active_gpus;
+    }
+    double sums[13] = {p_it_w, p_gpu_w, tokens_per_s, good_req, done_req, dropped_req, queued_req, itl_p99_ms,
+                       n_gpus_busy, liquid_w, ttft_good_req, itl_good_req, ttft_p99_ms};
+    memcpy(mem + 8, sums, sizeof sums);
+    mem[21] = (double)n_python;
+    return 0;
 }
 
 /* The SHA-256 of the source this library was built from (make build defines it; cosim.sdk.load_library compares

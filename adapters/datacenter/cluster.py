@@ -31,6 +31,7 @@ from cosim.adapters.datacenter.checkpoints import checkpoint_share, split_levels
 from cosim.adapters.datacenter.failures import FailureModel
 from cosim.adapters.datacenter.hardware import DeliveryLosses, GpuSpec, NodeSpec
 from cosim.adapters.datacenter.inference import Fleet, arrival_rate
+from cosim.adapters.datacenter.inference_kernel import ServeFleets, fleet_key
 from cosim.adapters.datacenter.kernels import KERNELS, N_CLASSES, TrainStep, numpy_progress, numpy_sums
 from cosim.adapters.datacenter.mig import MigPool, Profile
 from cosim.adapters.datacenter.nodes import NodePower, NodeSleep, SleepParams, Topology
@@ -135,6 +136,33 @@ class FleetSetup:
     peak_hour_utc: float = 18.0
     rng: np.random.Generator | None = None
     mig: Profile | None = None  # each replica on one MIG instance of this profile (:mod:`.mig`)
+
+
+#: :meth:`GpuCluster._serve` steps its fleets in C where :class:`.inference_kernel.ServeFleets` covers them (the same
+#: numbers; tests set it False to compare with the Python form)
+SERVE_FLEETS = True
+
+
+class _NoServePlan:
+    """:meth:`GpuCluster._serve`'s note that the C form does not cover these knobs and fleets (falsy)."""
+
+    __slots__ = ("knobs", "key", "fleets", "keys")
+
+    def __init__(self, cluster: "GpuCluster", knobs: Knobs):
+        self.knobs, self.key, self.fleets = knobs, fleet_key(knobs), [f.fleet for f in cluster.fleets]
+        self.keys = [(f.max_batch, f.replicas) for f in self.fleets]
+
+    def __bool__(self) -> bool:
+        return False
+
+    def fits(self, knobs: Knobs) -> bool:
+        """The same knobs' values for the fleets and the same fleets' limits as when the C form was found not to cover
+        them."""
+        if knobs is not self.knobs:
+            if fleet_key(knobs) != self.key:
+                return False
+            self.knobs = knobs
+        return [(f.max_batch, f.replicas) for f in self.fleets] == self.keys
 
 
 class GpuCluster:
@@ -256,6 +284,7 @@ class GpuCluster:
         self._steady: list | None = None  # what _advance_steady keeps between steps (see there)
         self._steady_c: list | None = None  # what _advance_c keeps between steps (see there)
         self._progress: TrainStep | None = None  # its per-job arithmetic in C (_kernel), False: numpy's
+        self._serve_c: ServeFleets | _NoServePlan | None = None  # the fleets' step in C (_serve), or why not
         # the step is one of report=None: only the state that carries forward is advanced (no power,
         # no training sums, no delay/slowdown/work sums, which the warm-up resets)
         self._quiet = False
@@ -559,6 +588,17 @@ class GpuCluster:
 
     # -- inference ----------------------------------------------------------------------------
     def _serve(self, time_s: float, dt_s: float, knobs: Knobs) -> dict[str, float]:
+        plan = self._serve_c
+        if plan is None or not plan.fits(knobs):  # (made again for other knobs, replicas, limits or queue arrays)
+            plan = self._serve_c = ServeFleets.make(self, knobs, _tighter, arrival_rate) if SERVE_FLEETS else None
+            if plan is None:  # not a case the C function covers: said so until the knobs or the fleets change
+                self._serve_c = _NoServePlan(self, knobs)
+        if plan:
+            return plan.step(time_s, dt_s, self._quiet, self.start_hour_utc)
+        return self._serve_python(time_s, dt_s, knobs)
+
+    def _serve_python(self, time_s: float, dt_s: float, knobs: Knobs) -> dict[str, float]:
+        """:meth:`_serve` in Python (the C form, :class:`.inference_kernel.ServeFleets`, where it covers the fleets)."""
         p_it_w = p_gpu_w = liquid_w = n_gpus_busy = 0.0
         tokens_per_s = good_req = done_req = dropped_req = queued_req = ttft_good_req = itl_good_req = 0.0
         itl_p99_ms = ttft_p99_ms = 0.0
