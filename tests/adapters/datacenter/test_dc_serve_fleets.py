@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import copy
 import ctypes
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -24,22 +26,16 @@ from cosim.adapters.datacenter import ClusterParams, build_cluster, cluster as c
 from cosim.adapters.datacenter import inference_kernel
 from cosim.adapters.datacenter.sim import knobs_from
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import test_dc_serve_kernel as serve_kernel  # noqa: E402  (the queue test's fleets)
+
 pytestmark = needs_c_part(inference_kernel.KERNEL is not None and inference_kernel.numpy_loops() is not None,
                           "adapters/datacenter/_inference.so")
 
-PARAMS = {
-    "node": "DGX-H100", "n_gpus": 64,
-    "training": {"n_jobs": 20, "duration_median_h": 0.5, "warmup_h": 1.0},
-    "inference": [
-        {"name": "chat", "model": "llama-3.1-70b", "replicas": 4, "rate_req_s": 60.0, "arrivals": "azure_conv",
-         "max_wait_s": 60.0},
-        {"name": "code", "model": "llama-3.1-8b", "replicas": 3, "rate_req_s": 80.0, "arrivals": "synthetic",
-         "diurnal_amp_frac": 0.5, "max_batch": 64},
-        {"name": "moon", "model": "qwen-3-30b-a3b", "replicas": 2, "rate_req_s": 30.0, "arrivals": "mooncake_conv",
-         "ttft_slo_s": 0.5},
-    ],
-}
-NAMES = ["chat", "code", "moon"]
+#: the queue test's fleets (an overloaded trace fleet, a synthetic one with a diurnal swing, a tight TTFT deadline),
+#: with a warm-up: its quiet steps go through the C function too
+PARAMS = {**serve_kernel.PARAMS, "training": {**serve_kernel.PARAMS["training"], "warmup_h": 1.0}}
+NAMES = serve_kernel.NAMES
 
 
 def _knob_values(phase: int) -> dict[str, float]:
