@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from cosim.adapters.datacenter.prefill import Cohort, WaitQueue, quantile
-from cosim.sdk import library_agrees, load_library
+from cosim.sdk import library_agrees, load_library, note_acceleration
 
 __all__ = ["KERNEL", "KernelWaitQueue", "ServeFleets", "numpy_loop", "wait_queue"]
 
@@ -187,10 +187,19 @@ def _check_values(rng: np.random.Generator) -> dict[str, np.ndarray]:
 
 @functools.lru_cache(maxsize=1)
 def numpy_loops() -> tuple[int, int, int, int] | None:
-    """(exp's loop, its data, log's loop, its data) for :class:`ServeFleets`, or None (see :func:`numpy_loop`)."""
+    """(exp's loop, its data, log's loop, its data) for :class:`ServeFleets`, or None (see :func:`numpy_loop`); said
+    for the runs' ``metadata.json`` (``accelerations``, ``numpy_ufunc_loops``) when first asked."""
     check = _check_values(np.random.default_rng(1357))
     exp, log = numpy_loop(np.exp, check["exp"]), numpy_loop(np.log, check["log"])
-    return None if exp is None or log is None else (*exp, *log)
+    found = None if exp is None or log is None else (*exp, *log)
+    n = len(check["exp"]) + len(check["log"])
+    note_acceleration("numpy_ufunc_loops", found is not None,
+                      f"numpy {np.__version__}: np.exp and np.log's float64 loops "
+                      + (f"read from the ufunc objects, the ufuncs' numbers on {n} values: an inference fleet's step "
+                         "in C (adapters/datacenter/_inference.c)" if found is not None else
+                         "not read (the ufunc object's layout or the loops' numbers not numpy's): the fleets' step in "
+                         "Python"))
+    return found
 
 
 _FLEETS, _FLEET, _COEFS = 32, 64, 8  # (_inference.c: FLEETS, FLEET, COEFS)

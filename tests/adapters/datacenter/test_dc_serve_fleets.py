@@ -20,6 +20,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
+import cosim
 from c_part_marks import needs_c_part
 
 from cosim.adapters.datacenter import ClusterParams, build_cluster, cluster as cluster_module
@@ -197,3 +199,29 @@ def test_numpy_loops_are_read_from_the_ufuncs_and_checked():
     with pytest.MonkeyPatch.context() as m:
         m.setattr(inference_kernel, "_same", differs_once)
         assert inference_kernel.numpy_loop(np.exp, values["exp"]) is None
+
+
+def test_a_run_says_whether_its_fleets_stepped_in_c(write_scenario, tmp_path):
+    """metadata.json's accelerations say that numpy's loops were read (the fleets' step in C), with numpy's version."""
+    scenario = write_scenario("""
+[scenario]
+name = "fleet"
+start = 2024-07-15T00:00:00Z
+duration_s = 3600
+step_s = 300
+seed = 1
+engine = "direct"
+
+[sims.dc]
+adapter = "datacenter"
+
+[entities.campus]
+sim = "dc"
+model = "Cluster"
+node = "DGX-H100"
+n_gpus = 64
+training = { n_jobs = 4, sizes_gpus = [8], size_weights = [1.0] }
+inference = [{ name = "chat", model = "llama-3.1-70b", replicas = 2, rate_req_s = 10.0 }]
+""")
+    said = cosim.run(scenario, out_dir=tmp_path / "runs").folder.metadata()["accelerations"]["numpy_ufunc_loops"]
+    assert said["on"] is True and said["detail"].startswith(f"numpy {np.__version__}: ") and "_inference.c" in said["detail"]
