@@ -70,8 +70,12 @@ def _bits(value):
 
 
 def _state(cluster):
+    """Each fleet's queue, clock and ``queue_req``, and the inputs its last serve took (offered, arrived, the capacity
+    from the throughput curve, the TTFT limit...: a last-bit change of the capacity that ``min(offered, capacity)``
+    hides from the outputs shows here)."""
     return [([_bits(x) for c in f.fleet.waits.cohorts for x in (c.n_req, c.start_s, c.end_s)],
-             _bits(f.fleet.waits.clock_s), _bits(f.fleet.queue_req), f.fleet.waits.count) for f in cluster.fleets]
+             _bits(f.fleet.waits.clock_s), _bits(f.fleet.queue_req), f.fleet.waits.count,
+             [_bits(float(x)) for x in f.fleet.waits.mem[:8]]) for f in cluster.fleets]
 
 
 def _cluster(steps: int, dt_s: float):
@@ -163,6 +167,7 @@ def test_batches_across_the_fitted_range_give_pythons_numbers(model, monkeypatch
             m.setattr(cluster_module, "SERVE_FLEETS", False)
             expected = in_python.step(k * 60.0, 60.0, knobs)
         assert {a: _bits(v) for a, v in got.items()} == {a: _bits(v) for a, v in expected.items()}, k
+        assert _state(in_c) == _state(in_python), k
         assert isinstance(in_c._serve_c, inference_kernel.ServeFleets)
         itl.add(got["itl_p99_ms"])
     assert len(itl) > 40  # (a new batch, hence a new ln and exp, at many steps)
