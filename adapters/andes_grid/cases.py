@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 import logging
 import math
+import tempfile
 from collections import Counter
 from functools import lru_cache
 from pathlib import Path
@@ -50,8 +51,9 @@ EVENT_TIMES = {"Toggle": ("t",), "Alter": ("t",), "Fault": ("tf", "tc")}
 
 def _andes():
     import andes  # noqa: PLC0415 — sympy/numba code: ~0.4 s, only for scenarios that use this adapter
-    # its errors come back as ours; no debug log file (ANDES writes one by default: ~14 % of a sub-step)
-    andes.config_logger(stream_level=logging.CRITICAL, file=False)
+    # its errors come back as ours; no debug log file (ANDES writes one by default: ~14 % of a sub-step); a log
+    # path given, as without one ANDES makes a new empty /tmp/andes-* folder at every call, file or not
+    andes.config_logger(stream_level=logging.CRITICAL, file=False, log_path=tempfile.gettempdir())
     logging.getLogger("andes").setLevel(logging.CRITICAL)
     return andes
 

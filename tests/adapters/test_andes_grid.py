@@ -8,6 +8,7 @@ while it lasts; a case initialised with the campus at its first-step power stays
 from __future__ import annotations
 
 import shutil
+import tempfile
 from pathlib import Path
 
 import pandas as pd
@@ -15,7 +16,7 @@ import pytest
 
 import cosim.adapters.andes_grid.sim as andes_sim
 from cosim.adapters import andes_grid
-from cosim.adapters.andes_grid import AndesGridSim
+from cosim.adapters.andes_grid import AndesGridSim, cases
 from cosim.adapters.grid.opendss_flow import unique_ids
 from cosim.adapters.grid.pandapower_tables import element_ids
 from cosim.scenario import ScenarioError, load_scenario
@@ -174,3 +175,12 @@ def test_a_loads_inputs_are_bounded_by_load_p_max_mw_and_a_release_restores_its_
     sim.release("dc", "q_mvar")
     assert (sim.loads["dc"]["p_mw"], sim.loads["dc"]["q_mvar"]) == (10.0, 1.0)
     sim.finalize()
+
+
+def test_loading_a_case_leaves_no_folder_in_the_temp_dir(tmp_path, monkeypatch):
+    """ANDES makes a new empty ``andes-*`` log folder in the temp dir at every ``config_logger`` call without a log
+    path (its file log off or not): loading cases must not, or every ANDES run and test litters /tmp."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    for _ in range(3):
+        cases.load_case("ieee14")
+    assert not list(tmp_path.glob("andes-*"))
