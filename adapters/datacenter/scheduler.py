@@ -341,6 +341,10 @@ class Scheduler:
         self._by_class, self._by_state = by_class, np.array(by_state, np.int64)
         self._lists = (by_state, rows)
         self._counts_key = key
+        # the GPUs the queued and paused jobs request, from the same state (waiting_gpus): GPUs per state in one
+        # pass, summed as float64 (integers far below 2**53: exact) and made an int again
+        gpus = np.bincount(self.state, weights=self.jobs.n_gpus, minlength=len(STATE_NAMES))
+        self._waiting_gpus, self._waiting_key = int(gpus[QUEUED] + gpus[PAUSED]), key
 
     def state_key(self) -> bytes:
         """The state array's bytes as of now (the views' key). [-]"""
@@ -373,11 +377,8 @@ class Scheduler:
 
     def waiting_gpus(self) -> int:
         """GPUs requested by the queued and paused jobs. [-]"""
-        key = self.state.tobytes()
-        if key != self._waiting_key:
-            state = self.state
-            self._waiting_gpus = int(self.jobs.n_gpus[(state == QUEUED) | (state == PAUSED)].sum())
-            self._waiting_key = key
+        if self.state.tobytes() != self._waiting_key:
+            self._counts()  # (made with the counts per state and class, from the same state)
         return self._waiting_gpus
 
     def free_gpus(self) -> np.ndarray:
