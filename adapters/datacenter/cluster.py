@@ -146,18 +146,21 @@ SERVE_FLEETS = True
 class _NoServePlan:
     """:meth:`GpuCluster._serve`'s note that the C form does not cover these knobs and fleets (falsy)."""
 
-    __slots__ = ("knobs", "key", "fleets", "keys")
+    __slots__ = ("knobs", "key", "fleets", "keys", "switch")
 
     def __init__(self, cluster: "GpuCluster", knobs: Knobs):
         self.knobs, self.key, self.fleets = knobs, fleet_key(knobs), [f.fleet for f in cluster.fleets]
         self.keys = [(f.max_batch, f.replicas) for f in self.fleets]
+        self.switch = SERVE_FLEETS  # (switched on again: the C form is looked for again)
 
     def __bool__(self) -> bool:
         return False
 
     def fits(self, knobs: Knobs) -> bool:
         """The same knobs' values for the fleets and the same fleets' limits as when the C form was found not to cover
-        them."""
+        them (or switched off)."""
+        if self.switch is not SERVE_FLEETS:
+            return False
         if knobs is not self.knobs:
             if fleet_key(knobs) != self.key:
                 return False
@@ -593,7 +596,7 @@ class GpuCluster:
             plan = self._serve_c = ServeFleets.make(self, knobs, _tighter, arrival_rate) if SERVE_FLEETS else None
             if plan is None:  # not a case the C function covers: said so until the knobs or the fleets change
                 self._serve_c = _NoServePlan(self, knobs)
-        if plan:
+        if plan and SERVE_FLEETS:  # (a plan made before the switch went off steps in Python: the queues are shared)
             return plan.step(time_s, dt_s, self._quiet, self.start_hour_utc)
         return self._serve_python(time_s, dt_s, knobs)
 

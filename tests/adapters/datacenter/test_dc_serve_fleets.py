@@ -173,6 +173,35 @@ def test_batches_across_the_fitted_range_give_pythons_numbers(model, monkeypatch
     assert len(itl) > 40  # (a new batch, hence a new ln and exp, at many steps)
 
 
+def test_the_switch_takes_effect_mid_run(monkeypatch):
+    """SERVE_FLEETS switched off and on again within one cluster's run (as a benchmark does): the steps in between are
+    Python's, the later ones C's again, and the numbers those of a cluster that stepped in Python throughout."""
+    knobs = _held_knobs(90, hold=30)
+    switched = _cluster(90, 60.0)
+    monkeypatch.setattr(cluster_module, "SERVE_FLEETS", False)
+    reference = _cluster(90, 60.0)
+    monkeypatch.undo()
+    served = []
+    real_step = inference_kernel.ServeFleets.step
+
+    def counted(plan, *args):
+        served.append(args[0])
+        return real_step(plan, *args)
+
+    monkeypatch.setattr(inference_kernel.ServeFleets, "step", counted)
+    for k in range(90):
+        with monkeypatch.context() as m:
+            if 20 <= k < 50:
+                m.setattr(cluster_module, "SERVE_FLEETS", False)
+            got = switched.step(k * 60.0, 60.0, knobs[k])
+        with monkeypatch.context() as m:
+            m.setattr(cluster_module, "SERVE_FLEETS", False)
+            expected = reference.step(k * 60.0, 60.0, knobs[k])
+        assert {a: _bits(v) for a, v in got.items()} == {a: _bits(v) for a, v in expected.items()}, k
+    stepped = {round(t / 60.0) for t in served}
+    assert not stepped & set(range(20, 50)) and set(range(50, 60)) <= stepped
+
+
 def test_a_copy_makes_its_own_plan_and_leaves_the_original_alone():
     knobs = _held_knobs(120, hold=8)
     original = _cluster(120, 60.0)
