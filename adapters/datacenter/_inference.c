@@ -257,15 +257,15 @@ static double interp_one(double x, const double *xp, const double *fp, int64_t n
 #define FLEETS 32
 #define FLEET 64
 #define COEFS 8
-enum {  /* a fleet's doubles */
-    F_RATE = 0, F_OUT_TOKENS, F_IDLE_W, F_B_MIN, F_B_MAX, F_P_AT_B_MIN, F_IN_TOKENS, F_PREFILL_TOK_S,
-    F_MAX_WAIT_S, F_TTFT_SLO_S, F_ITL_SLO_MS, F_MAX_BATCH, F_ACTIVE, F_T_N, F_N_ACTIVE_GPUS, F_IDLE_GPUS_W,
-    F_OTHER_W, F_LIQUID_FRAC, F_N_POWER, F_N_TPUT, F_N_ITL_P99, F_QUEUE_REQ = 22,
-    F_POWER = 24, F_TPUT = F_POWER + COEFS, F_ITL_P99 = F_TPUT + COEFS,
+enum {  /* a fleet's doubles (inference_kernel._F names them as Fleet does, with units) */
+    F_RATE_REQ_S = 0, F_OUTPUT_TOKENS, F_IDLE_W, F_B_MIN, F_B_MAX, F_POWER_AT_B_MIN_W, F_INPUT_TOKENS, F_PREFILL_TOK_S,
+    F_MAX_WAIT_S, F_TTFT_SLO_S, F_ITL_SLO_MS, F_MAX_BATCH, F_N_REPLICAS_ACTIVE, F_N_TABLE, F_N_ACTIVE_GPUS,
+    F_IDLE_GPUS_W, F_OTHER_W, F_LIQUID_FRAC, F_N_POWER, F_N_TPUT, F_N_ITL_P99, F_QUEUE_REQ = 22,
+    F_COEF_POWER = 24, F_COEF_TPUT = F_COEF_POWER + COEFS, F_COEF_ITL_P99 = F_COEF_TPUT + COEFS,
     /* out: Fleet.advance's tuple (batch, p_gpu_w, tokens_per_s, NaN (the median ITL, not asked), itl_p99_ms,
        served, good, dropped, queued, ttft_p99_ms, ttft_good, itl_good), then the serve's Python flag, its
-       segments and the prefill time */
-    F_OUT = 48, F_PYTHON = F_OUT + 12, F_N_SEG, F_PREFILL_S
+       segments and the prefill time [s] */
+    F_OUT = 48, F_PYTHON_QUANTILE = F_OUT + 12, F_N_SEGMENTS, F_PREFILL_S
 };
 
 int64_t cosim_dc_serve_fleets(double *mem, const int64_t *ptrs) {
@@ -284,24 +284,24 @@ int64_t cosim_dc_serve_fleets(double *mem, const int64_t *ptrs) {
         double *f = mem + FLEETS + FLEET * k;
         double *q = (double *)(intptr_t)ptrs[4 + 3 * k];
         const double *tput = (const double *)(intptr_t)ptrs[5 + 3 * k], *grid = (const double *)(intptr_t)ptrs[6 + 3 * k];
-        double rate = f[F_RATE], out_tokens = f[F_OUT_TOKENS], active = f[F_ACTIVE];
+        double rate = f[F_RATE_REQ_S], out_tokens = f[F_OUTPUT_TOKENS], active = f[F_N_REPLICAS_ACTIVE];
         double b_min = f[F_B_MIN], b_max = f[F_B_MAX];
         double offered = f[F_QUEUE_REQ] + rate * dt_s;
         double need_tps = offered * out_tokens / dt_s / active;
-        double batch = need_tps <= 0 ? 0.0 : interp_one(need_tps, tput, grid, (int64_t)f[F_T_N], f[F_MAX_BATCH]);
+        double batch = need_tps <= 0 ? 0.0 : interp_one(need_tps, tput, grid, (int64_t)f[F_N_TABLE], f[F_MAX_BATCH]);
         double x = numpy_one(ptrs[2], ptrs[3], py_min(py_max(batch, b_min), b_max));
-        double tokens = numpy_one(ptrs[0], ptrs[1], horner(f + F_TPUT, (int64_t)f[F_N_TPUT], x));
+        double tokens = numpy_one(ptrs[0], ptrs[1], horner(f + F_COEF_TPUT, (int64_t)f[F_N_TPUT], x));
         if (batch < b_min) tokens = tokens * batch / b_min;  /* BatchCurves._tokens */
         double p_w = 0.0, itl_p99 = 0.0;
         if (!quiet) {  /* BatchCurves.at_batch (the median ITL not asked) */
             double idle_w = f[F_IDLE_W];
-            p_w = batch < b_min ? idle_w + (f[F_P_AT_B_MIN] - idle_w) * batch / b_min
-                                : horner(f + F_POWER, (int64_t)f[F_N_POWER], x);
-            itl_p99 = numpy_one(ptrs[0], ptrs[1], horner(f + F_ITL_P99, (int64_t)f[F_N_ITL_P99], x));
+            p_w = batch < b_min ? idle_w + (f[F_POWER_AT_B_MIN_W] - idle_w) * batch / b_min
+                                : horner(f + F_COEF_POWER, (int64_t)f[F_N_POWER], x);
+            itl_p99 = numpy_one(ptrs[0], ptrs[1], horner(f + F_COEF_ITL_P99, (int64_t)f[F_N_ITL_P99], x));
         }
         double speed = 1.0;
         double capacity_req = tokens * speed * active * dt_s / out_tokens;
-        double prefill_s = quiet ? 0.0 : f[F_IN_TOKENS] / (f[F_PREFILL_TOK_S] * speed);
+        double prefill_s = quiet ? 0.0 : f[F_INPUT_TOKENS] / (f[F_PREFILL_TOK_S] * speed);
         q[0] = dt_s; q[1] = offered; q[2] = rate * dt_s; q[3] = capacity_req; q[4] = f[F_MAX_WAIT_S];
         q[5] = f[F_TTFT_SLO_S] - prefill_s; q[6] = quiet ? 1.0 : 0.0; q[7] = q_frac;
         cosim_dc_serve(q);
@@ -317,7 +317,7 @@ int64_t cosim_dc_serve_fleets(double *mem, const int64_t *ptrs) {
         double *o = f + F_OUT;
         o[0] = batch; o[1] = p_w; o[2] = tokens_out; o[3] = NAN; o[4] = itl_p99; o[5] = served; o[6] = good;
         o[7] = dropped; o[8] = keep; o[9] = ttft_p99; o[10] = within; o[11] = itl_good;
-        f[F_PYTHON] = python; f[F_N_SEG] = q[OUT + 3]; f[F_PREFILL_S] = prefill_s;
+        f[F_PYTHON_QUANTILE] = python; f[F_N_SEGMENTS] = q[OUT + 3]; f[F_PREFILL_S] = prefill_s;
         n_python += python != 0.0;
         tokens_per_s += tokens_out;
         good_req += good;

@@ -195,18 +195,24 @@ def numpy_loops() -> tuple[int, int, int, int] | None:
     n = len(check["exp"]) + len(check["log"])
     note_acceleration("numpy_ufunc_loops", found is not None,
                       f"numpy {np.__version__}: np.exp and np.log's float64 loops "
-                      + (f"read from the ufunc objects, the ufuncs' numbers on {n} values: an inference fleet's step "
-                         "in C (adapters/datacenter/_inference.c)" if found is not None else
+                      + (f"read from the ufunc objects, the ufuncs' numbers on {n} values: inference fleets without a "
+                         "power cap or MIG slices step in C (adapters/datacenter/_inference.c), others in Python"
+                         if found is not None else
                          "not read (the ufunc object's layout or the loops' numbers not numpy's): the fleets' step in "
                          "Python"))
     return found
 
 
 _FLEETS, _FLEET, _COEFS = 32, 64, 8  # (_inference.c: FLEETS, FLEET, COEFS)
-_F = dict(rate=0, out_tokens=1, idle_w=2, b_min=3, b_max=4, p_at_b_min=5, in_tokens=6, prefill_tok_s=7, max_wait_s=8,
-          ttft_slo_s=9, itl_slo_ms=10, max_batch=11, active=12, t_n=13, n_active_gpus=14, idle_gpus_w=15, other_w=16,
-          liquid_frac=17, n_power=18, n_tput=19, n_itl_p99=20, queue_req=22, power=24, tput=24 + _COEFS,
-          itl_p99=24 + 2 * _COEFS, out=48, python=60, n_seg=61, prefill_s=62)
+#: a fleet's doubles in the array (_inference.c's F_ names), named as :class:`.inference.Fleet` names them, with units
+_F = dict(rate_req_s=0, output_tokens=1, idle_w=2, b_min=3, b_max=4, power_at_b_min_w=5, input_tokens=6,
+          prefill_tok_s=7, max_wait_s=8, ttft_slo_s=9, itl_slo_ms=10, max_batch=11, n_replicas_active=12, n_table=13,
+          n_active_gpus=14, idle_gpus_w=15, other_w=16, liquid_frac=17, n_power=18, n_tput=19, n_itl_p99=20,
+          queue_req=22, coef_power=24, coef_tput=24 + _COEFS, coef_itl_p99=24 + 2 * _COEFS,
+          out=48, python_quantile=60, n_segments=61, prefill_s=62)
+#: positions in Fleet.advance's tuple (out): requests served, the TTFT p99
+_SERVED, _TTFT_P99_MS = 5, 9
+_RATE, _QUEUE = _F["rate_req_s"], _F["queue_req"]
 #: the keys of GpuCluster._serve's dict, in its order (the C function's sums)
 SERVE_KEYS = ("p_it_w", "p_gpu_w", "tokens_per_s", "good_req", "done_req", "dropped_req", "queued_req", "itl_p99_ms",
               "n_gpus_busy", "liquid_w", "ttft_good_req", "itl_good_req", "ttft_p99_ms")
@@ -262,10 +268,10 @@ class ServeFleets:
             n_active_gpus = round(fleet.replicas * active) * curves.gpus_per_replica  # (_serve's site constants)
             n_gpus = fleet.n_gpus
             f = plan.mem[_FLEETS + _FLEET * k:_FLEETS + _FLEET * (k + 1)]
-            values = dict(out_tokens=fleet.output_tokens, idle_w=fleet.idle_w, b_min=curves.b_min, b_max=curves.b_max,
-                          p_at_b_min=curves._power_at_b_min, in_tokens=fleet.input_tokens,
+            values = dict(output_tokens=fleet.output_tokens, idle_w=fleet.idle_w, b_min=curves.b_min, b_max=curves.b_max,
+                          power_at_b_min_w=curves._power_at_b_min, input_tokens=fleet.input_tokens,
                           prefill_tok_s=fleet.prefill_tok_s, max_wait_s=fleet.max_wait_s, ttft_slo_s=fleet.ttft_slo_s,
-                          itl_slo_ms=fleet.itl_slo_ms, max_batch=max_batch, active=n_active, t_n=len(batch_list),
+                          itl_slo_ms=fleet.itl_slo_ms, max_batch=max_batch, n_replicas_active=n_active, n_table=len(batch_list),
                           n_active_gpus=n_active_gpus, idle_gpus_w=(n_gpus - n_active_gpus) * setup.gpu.idle_w,
                           other_w=n_nodes * setup.node.other_w(n_active_gpus / max(n_gpus, 1)),
                           liquid_frac=setup.node.liquid_frac, n_power=len(coefs[0]), n_tput=len(coefs[1]),
@@ -274,7 +280,7 @@ class ServeFleets:
                 f[_F[name]] = value
                 if float(f[_F[name]]) != value and value == value:  # (a number a double does not hold exactly)
                     return None
-            for name, coef in (("power", coefs[0]), ("tput", coefs[1]), ("itl_p99", coefs[3])):
+            for name, coef in (("coef_power", coefs[0]), ("coef_tput", coefs[1]), ("coef_itl_p99", coefs[3])):
                 f[_F[name]:_F[name] + len(coef)] = coef
             tput, grid = np.array(tput_list, float), np.array(batch_list, float)  # (the lists' values, as arrays)
             plan.tables += [tput, grid]
@@ -312,7 +318,7 @@ class ServeFleets:
                            setup.diurnal_amp_frac, setup.peak_hour_utc, setup.rng)
             if demand is not None:
                 rate *= demand
-            f[0], f[22] = rate, fleet.queue_req
+            f[_RATE], f[_QUEUE] = rate, fleet.queue_req
         done = KERNEL.cosim_dc_serve_fleets(*self.addresses)
         if done == -1:  # a queue without room for this step's cohort (nothing stepped): grown, as serve grows it
             for k, (_, _, waits, _, _, _) in enumerate(self.rows):
@@ -324,16 +330,18 @@ class ServeFleets:
         if done != 0:
             raise RuntimeError(f"cosim_dc_serve_fleets returned {done}: more segments than room (a bug)")
         for _, fleet, waits, f, _, _ in self.rows:
-            fleet.queue_req = float(f[22])
+            fleet.queue_req = float(f[_QUEUE])
             waits.count = int(waits.mem[9])
         values = mem[8:22].tolist()
         if values[13] and not quiet:  # a fleet's quantile left to Python (WaitQueue.serve's): its TTFT p99, the max
             ttft = 0.0
             for _, _, waits, f, _, _ in self.rows:
-                served, fleet_ttft = float(f[48 + 5]), float(f[48 + 9])
-                if f[60] != 0.0:
-                    wait_q = quantile(waits.segments(int(f[61])), float(mem[3])) if served > 0 else 0.0
-                    fleet_ttft = 1e3 * (wait_q + float(f[62])) if served > 0 else 0.0
+                out = _F["out"]
+                served, fleet_ttft = float(f[out + _SERVED]), float(f[out + _TTFT_P99_MS])
+                if f[_F["python_quantile"]] != 0.0:
+                    q_frac = float(mem[3])
+                    wait_q = quantile(waits.segments(int(f[_F["n_segments"]])), q_frac) if served > 0 else 0.0
+                    fleet_ttft = 1e3 * (wait_q + float(f[_F["prefill_s"]])) if served > 0 else 0.0
                 ttft = max(ttft, fleet_ttft)
             values[12] = ttft
         return dict(zip(SERVE_KEYS, values))

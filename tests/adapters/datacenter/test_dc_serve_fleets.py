@@ -124,12 +124,12 @@ class _LeavesQuantilesToPython:
 
     def cosim_dc_serve_fleets(self, mem_address, ptrs_address):
         done = self.real.cosim_dc_serve_fleets(mem_address, ptrs_address)
-        mem = np.ctypeslib.as_array((ctypes.c_double * 8).from_address(mem_address))
-        n = int(mem[0])
-        mem = np.ctypeslib.as_array((ctypes.c_double * (32 + 64 * n)).from_address(mem_address))
+        ik = inference_kernel
+        n = int(np.ctypeslib.as_array((ctypes.c_double * 8).from_address(mem_address))[0])
+        mem = np.ctypeslib.as_array((ctypes.c_double * (ik._FLEETS + ik._FLEET * n)).from_address(mem_address))
         if done == 0 and mem[2] == 0.0:
             for k in range(n):
-                mem[32 + 64 * k + 60] = 1.0
+                mem[ik._FLEETS + ik._FLEET * k + ik._F["python_quantile"]] = 1.0
             mem[21] = n
             self.marked += 1
         return done
