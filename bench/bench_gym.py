@@ -8,6 +8,7 @@ Run by hand (never in the tests)::
     .venv/bin/python bench/bench_gym.py --processes          # also AsyncVectorEnv (wall-clock figures)
     .venv/bin/python bench/bench_gym.py --scenario scenarios/rl_voltage.toml --steps 600
     valgrind --tool=callgrind --instr-atstart=no .venv/bin/python bench/bench_gym.py --callgrind steps
+    ... bench/bench_gym.py --callgrind steps --python-fleets     # the datacenter's fleets in Python, to compare
 
 One env step is one decision (``decision_s`` of the scenario: 15 minutes of rl_site, three
 5-minute scenario steps and their reward terms). Random actions, episodes reset as they end
@@ -257,7 +258,13 @@ def main() -> None:
     parser.add_argument("--processes", action="store_true", help="also AsyncVectorEnv in 1 and 2 processes (wall)")
     parser.add_argument("--callgrind", choices=["steps", "resets"],
                         help="only count instructions under valgrind (see callgrind())")
+    parser.add_argument("--python-fleets", action="store_true",
+                        help="step the datacenter's inference fleets in Python, not their C form (to compare)")
     args = parser.parse_args()
+    if args.python_fleets:
+        import cosim.adapters.datacenter.cluster as cluster  # noqa: PLC0415 — only this switch needs it
+
+        cluster.SERVE_FLEETS = False
     if args.callgrind:
         callgrind(args.scenario, args.callgrind)
         return
