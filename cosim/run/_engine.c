@@ -372,10 +372,12 @@ static PyObject *data_of(PyObject *self, PyObject *const *args, Py_ssize_t nargs
         goto fail;
     for (Py_ssize_t p = 0; p < PyList_GET_SIZE(plan); p++) {
         PyObject *entry = PyList_GET_ITEM(plan, p);  /* (eid, key, getter, names) */
-        if (!is_tuple_of(entry, 4, "a request plan's entry (eid, attrs, getter, names)")
-                || !is_tuple_of(PyTuple_GET_ITEM(entry, 1), PyTuple_Check(PyTuple_GET_ITEM(entry, 1))
-                                ? PyTuple_GET_SIZE(PyTuple_GET_ITEM(entry, 1)) : -1, "a request's attrs"))
+        if (!is_tuple_of(entry, 4, "a request plan's entry (eid, attrs, getter, names)"))
             goto fail;
+        if (!PyTuple_CheckExact(PyTuple_GET_ITEM(entry, 1))) {
+            PyErr_SetString(PyExc_TypeError, "cosim.run._engine: a request's attrs must be a tuple");
+            goto fail;
+        }
         PyObject *eid = PyTuple_GET_ITEM(entry, 0), *key = PyTuple_GET_ITEM(entry, 1);
         values = get_item(out, eid);
         if (values == NULL)

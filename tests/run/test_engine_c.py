@@ -347,6 +347,7 @@ def test_a_plan_of_another_shape_is_refused_not_read_past():
                                    {}, 0),
         lambda: C.recorded_refs([(src, 0)], 0),
         lambda: C.data_of(_Sim({"x": {"p_mw": 1.0}}), [("x", ("p_mw",))]),
+        lambda: C.data_of(_Sim({"x": {"p_mw": 1.0}}), [("x", ["p_mw"], lambda d: (d["p_mw"],), ("p_mw",))]),  # attrs
     ]
     for k, call in enumerate(bad_calls):
         with pytest.raises((TypeError, IndexError)):
