@@ -103,6 +103,7 @@ class Scheduler:
         # caches of the free GPUs (ascending) and of the free GPUs per node, kept up to date by
         # start and release instead of scanning every GPU per placement (None: recompute)
         self._free_gpus: np.ndarray | None = None
+        self._offered: tuple[np.ndarray, np.ndarray] | None = None  # (lowest_free's last answer, the list it is of)
         self._free_node: np.ndarray | None = None
         self._mix: tuple[int, np.ndarray, np.ndarray] | None = None
         # per-state views (running jobs, jobs per state and class, GPUs waiting), recomputed only
@@ -149,16 +150,26 @@ class Scheduler:
         """Give ``job`` the GPUs ``gpus`` (default: the first free ones; the caller checked they are free)."""
         if gpus is None:
             need = int(self.jobs.n_gpus[job])
-            gpus = self.free_gpus()[:need]
-            if len(gpus) < need:
-                raise RuntimeError(f"job {job} needs {need} GPUs, {len(gpus)} free")
-        if (self.owner[gpus] >= 0).any():
-            raise RuntimeError(f"job {job}: GPUs {gpus[self.owner[gpus] >= 0].tolist()} are held by other jobs")
-        self.owner[gpus] = job
+            gpus = self.lowest_free(need)
+            if gpus is None:
+                raise RuntimeError(f"job {job} needs {need} GPUs, {len(self.free_gpus())} free")
+        offered = self._offered
+        if offered is not None and gpus is offered[0] and self._free_gpus is offered[1]:
+            # the lowest free GPUs as lowest_free() handed them out, from the free list as it still is: free
+            # (the list is kept up to date by every write of owner); the list goes on after them
+            self._free_gpus = offered[1][len(gpus):]
+            self._offered = None
+            self.owner[gpus] = job
+            if self._free_node is not None:
+                self._node_took(gpus)
+        else:
+            if (self.owner[gpus] >= 0).any():
+                raise RuntimeError(f"job {job}: GPUs {gpus[self.owner[gpus] >= 0].tolist()} are held by other jobs")
+            self.owner[gpus] = job
+            self._took(gpus)
         self.n_free -= len(gpus)
         self.n_alloc[job] = len(gpus)
         self.alloc_version += 1
-        self._took(gpus)
         self.state[job] = RUNNING
         if self.sleep is not None:
             self.ready_s[job] = self.sleep.wake(self.topology.node_of_gpu[gpus], time_s)
@@ -193,10 +204,13 @@ class Scheduler:
         if new_state == DONE:
             self.end_s[jobs] = time_s
             self.n_active -= len(jobs)
-            self._ended.append((np.asarray(jobs), np.asarray(self.end_s[jobs])))
-            counted = self.stat_submit_s[jobs] >= 0
-            self.jct_sum_s += float(np.sum((self.end_s[jobs] - self.stat_submit_s[jobs])[counted]))
-            self.n_finished += int(counted.sum())
+            end_s = self.end_s[jobs]  # (a copy: nothing writes it)
+            self._ended.append((np.asarray(jobs), end_s))
+            submit_s = self.stat_submit_s[jobs]
+            counted = submit_s >= 0
+            # (np.add.reduce is np.sum's own reduction, called without its Python wrapper)
+            self.jct_sum_s += float(np.add.reduce((end_s - submit_s)[counted]))
+            self.n_finished += int(np.count_nonzero(counted))
         elif new_state == FAILED:  # out of the system; not a completion (no JCT, no fairness)
             self.end_s[jobs] = time_s
             self.n_active -= len(jobs)
@@ -384,8 +398,23 @@ class Scheduler:
     def free_gpus(self) -> np.ndarray:
         """The free GPUs, ascending (cached; do not modify). [GPU ids]"""
         if self._free_gpus is None:
-            self._free_gpus = (self.owner < 0).nonzero()[0]
+            free = (self.owner < 0).nonzero()[0]
+            free.flags.writeable = False  # (and so each slice lowest_free hands out)
+            self._free_gpus = free
         return self._free_gpus
+
+    def lowest_free(self, need: int) -> np.ndarray | None:
+        """The ``need`` lowest-numbered free GPUs (a read-only view of the free list), or None when fewer are free.
+
+        Starting a job on exactly this array while the free list is the one it came from skips
+        :meth:`start`'s check that the GPUs are free (they are: the list is every free GPU) and its
+        comparison with the list's head. [GPU ids]"""
+        free = self.free_gpus()
+        if len(free) < need:
+            return None
+        gpus = free[:need]
+        self._offered = (gpus, free)
+        return gpus
 
     def free_per_node(self) -> np.ndarray:
         """Free GPUs on each node (cached; do not modify). [-]"""
@@ -407,8 +436,10 @@ class Scheduler:
         else:
             self._free_gpus = None
         if self._free_node is not None:
-            self._free_node = self._free_node - np.bincount(self.topology.node_of_gpu[gpus],
-                                                            minlength=self.topology.n_nodes)
+            self._node_took(gpus)
+
+    def _node_took(self, gpus: np.ndarray) -> None:
+        self._free_node = self._free_node - np.bincount(self.topology.node_of_gpu[gpus], minlength=self.topology.n_nodes)
 
     def _freed(self, gpus: np.ndarray) -> None:
         """Update the free caches after ``gpus`` were released (the list is rebuilt when next needed)."""

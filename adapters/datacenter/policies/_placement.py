@@ -37,8 +37,7 @@ def gpus_on_nodes(sched, nodes: list[int], sizes: list[int]) -> np.ndarray:
 
 def first_free(sched, need: int) -> np.ndarray | None:
     """The ``need`` lowest-numbered free GPUs, anywhere."""
-    free = sched.free_gpus()  # listed once per pass while starts take its lowest GPUs
-    return free[:need] if len(free) >= need else None
+    return sched.lowest_free(need)  # (the free list is made once per pass while starts take its lowest GPUs)
 
 
 def _greedy(free: np.ndarray, sizes: list[int], allowed: np.ndarray, score: Score | None) -> list[int] | None:

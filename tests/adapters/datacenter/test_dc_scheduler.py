@@ -126,6 +126,35 @@ def test_a_pass_gives_each_job_the_lowest_free_gpus_as_start_does():
     np.testing.assert_array_equal(s.owner, by_hand.owner)
 
 
+def test_start_trusts_only_the_lowest_free_gpus_of_the_free_list_as_it_still_is():
+    """start() skips its are-they-free check for the array lowest_free() handed out, while the free list it
+    came from is still the list: GPUs it handed out before a release or another start are checked again (a
+    second booking raises), an equal array that is not the one handed out is checked, and the handed-out
+    view cannot be written (it is the free list's own memory)."""
+    jobs = make_jobs([4, 4, 4, 2], [100, 100, 100, 100], [0, 0, 0, 0], [0] * 4)
+    s = Scheduler(jobs, 12, "fifo")
+    s.admit(0.0)
+    gpus = s.lowest_free(4)
+    np.testing.assert_array_equal(gpus, [0, 1, 2, 3])
+    with pytest.raises(ValueError):
+        gpus[0] = 7  # a view of the free list: read-only
+    s.start(0, 0.0, gpus)
+    with pytest.raises(RuntimeError, match="held by other jobs"):
+        s.start(1, 0.0, gpus)  # handed out before job 0 started on them: no longer trusted
+    stale = s.lowest_free(4)  # [4..7]
+    s.start(1, 0.0, np.array([4, 5, 6, 7]))  # an equal array, not the one handed out: checked, and free
+    with pytest.raises(RuntimeError, match="held by other jobs"):
+        s.start(2, 0.0, stale)
+    s.release(np.array([0]), DONE, 1.0)
+    again = s.lowest_free(4)
+    s.release(np.array([1]), DONE, 1.0)  # the list it came from is dropped: checked (and free)
+    s.start(2, 1.0, again)
+    assert s.lowest_free(9) is None and len(s.lowest_free(8)) == 8
+    np.testing.assert_array_equal(s.owner, [2, 2, 2, 2] + [-1] * 8)
+    np.testing.assert_array_equal(s.free_gpus(), np.flatnonzero(s.owner < 0))
+    assert s.n_free == 8
+
+
 def _views_match(s: Scheduler) -> None:
     """The cached per-state views equal a fresh pass over the state array."""
     np.testing.assert_array_equal(s.running(), np.flatnonzero(s.state == RUNNING))
