@@ -105,9 +105,11 @@ class Policy:
 
     def _backfill(self, sched, order: np.ndarray, head: int, time_s: float) -> list[int]:
         n_gpus = sched.jobs.n_gpus
-        shadow_s, extra = sched.reservation(int(n_gpus[order[head]]), time_s)
         behind = order[head + 1: head + 1 + self.n_backfill_jobs()]
         behind = behind[n_gpus[behind] <= sched.n_free]  # free GPUs only shrink during the pass
+        if not len(behind):  # none of them fits the free GPUs (a full partition): no reservation to make
+            return []
+        shadow_s, extra = sched.reservation(int(n_gpus[order[head]]), time_s)
         ends_s = self.end_estimate_s(sched, behind, time_s)
         started = []
         for job, need, end_s in zip(behind.tolist(), n_gpus[behind].tolist(), ends_s.tolist()):
