@@ -16,8 +16,9 @@ Prints wall time (and CPU time: the machine may be shared), steps/s and peak RSS
 ``--scenario scenarios/rl_site.toml`` steps that scenario's first ``Cluster`` entity alone instead, over the
 scenario's horizon at its step (``--pause-every 3``: a new random ``pause_flexible_frac`` every 3 steps, as
 the gym's random actions on ``rl_site.toml``), twice per repeat, interleaved: with the C parts of
-:mod:`adapters.datacenter.kernels` (the training step) and :mod:`adapters.datacenter.inference_kernel` (the
-fleets' step, ``ServeFleets``) and with numpy's path for both (the same outputs, checked to the bit), printing the
+:mod:`adapters.datacenter.kernels` (the training step), :mod:`adapters.datacenter.scheduler_kernel` (the scheduling
+pass) and :mod:`adapters.datacenter.inference_kernel` (the fleets' step, ``ServeFleets``) and with the Python/numpy
+path for all three (the same outputs, checked to the bit), printing the
 CPU time per cluster step of each. ``--callgrind`` (under ``valgrind --tool=callgrind --instr-atstart=no``)
 counts the instructions of one pass (the C part's, or numpy's with ``--numpy``) instead::
 
@@ -46,7 +47,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from cosim.adapters.datacenter import ClusterParams, build_cluster  # noqa: E402
+from cosim.adapters.datacenter import ClusterParams, build_cluster, scheduler_kernel  # noqa: E402
 from cosim.adapters.datacenter.cluster import Knobs  # noqa: E402
 
 CLUSTER = {
@@ -153,18 +154,19 @@ def cluster_module_build(params, seed, duration_s, hour):
 
 
 def _pass(cluster, knobs, step_s, cluster_module, numpy: bool):
-    """``(outputs, CPU seconds)`` of one pass over the horizon (``numpy``: the training step's C part and the fleets'
+    """``(outputs, CPU seconds)`` of one pass over the horizon (``numpy``: the training step's C part, the scheduling
+    pass's (:mod:`~adapters.datacenter.scheduler_kernel`) and the fleets'
     step in C switched off; the fleets' queues stay in C either way)."""
-    kept = cluster_module.KERNELS, cluster_module.SERVE_FLEETS
+    kept = cluster_module.KERNELS, cluster_module.SERVE_FLEETS, scheduler_kernel.C_PASS
     if numpy:
-        cluster_module.KERNELS, cluster_module.SERVE_FLEETS = None, False
+        cluster_module.KERNELS, cluster_module.SERVE_FLEETS, scheduler_kernel.C_PASS = None, False, False
     try:
         outs, cpu0 = [], time.process_time()
         for k, knob in enumerate(knobs):
             outs.append(cluster.step(k * step_s, step_s, knob, check=False))
         return outs, time.process_time() - cpu0
     finally:
-        cluster_module.KERNELS, cluster_module.SERVE_FLEETS = kept
+        cluster_module.KERNELS, cluster_module.SERVE_FLEETS, scheduler_kernel.C_PASS = kept
 
 
 def scenario_ab(path: Path, pause_every: int, repeats: int) -> None:

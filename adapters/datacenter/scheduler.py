@@ -20,7 +20,9 @@ from collections import Counter
 import numpy as np
 
 from cosim.adapters.datacenter.nodes import NodePower, NodeSleep, Topology, pod_sizes
+from cosim.adapters.datacenter import scheduler_kernel
 from cosim.adapters.datacenter.policies import Policy, make_policy
+from cosim.adapters.datacenter.scheduler_kernel import EasyPass
 from cosim.adapters.datacenter.states import (
     DONE,
     FAILED,
@@ -104,6 +106,7 @@ class Scheduler:
         # start and release instead of scanning every GPU per placement (None: recompute)
         self._free_gpus: np.ndarray | None = None
         self._offered: tuple[np.ndarray, np.ndarray] | None = None  # (lowest_free's last answer, the list it is of)
+        self._easy_pass: EasyPass | bool | None = None  # the pass in C (False: not covered; None: not made yet)
         self._free_node: np.ndarray | None = None
         self._mix: tuple[int, np.ndarray, np.ndarray] | None = None
         # per-state views (running jobs, jobs per state and class, GPUs waiting), recomputed only
@@ -307,7 +310,23 @@ class Scheduler:
         if not self.dirty and not self.policy.wants_pass(self, time_s):
             return []
         self.dirty = False
+        fast = self._pass_c()
+        if fast is not None:
+            started = fast.run(self, time_s)
+            if started is not None:
+                return started
         return self.policy.schedule(self, time_s)
+
+    def _pass_c(self) -> EasyPass | None:
+        """The default pass in C (:mod:`.scheduler_kernel`) for this scheduler, or None: not built, switched off,
+        or a pass it does not cover (another policy's, node locality, node sleep)."""
+        if not scheduler_kernel.C_PASS or scheduler_kernel.LIB is None:
+            return None
+        kept = self._easy_pass
+        if kept is None or (kept and not kept.current(self)):  # (None: not made yet, or dropped by a copy)
+            fits = type(self) is Scheduler and EasyPass.fits(self)  # (a subclass's start or release may do more)
+            kept = self._easy_pass = EasyPass(scheduler_kernel.LIB, self) if fits else False
+        return kept or None
 
     def reservation(self, need: int, time_s: float) -> tuple[float, int]:
         """Shadow time for a head needing ``need`` GPUs, and the GPUs spare at that time."""

@@ -27,13 +27,14 @@ from cosim.sdk import CPartWarning, load_library
 SOURCES = sorted(Path(adapters.__path__[0]).glob("*/_*.c")) + sorted(Path(cosim.__file__).parent.glob("run/_*.c"))
 #: the module of each C part whose import loads it (and runs the adapter's own check of its numbers)
 LOADERS = {"cosim/run/_engine.so": "cosim.sdk", "datacenter/_inference.so": "cosim.adapters.datacenter.inference_kernel",
-           "datacenter/_kernels.so": "cosim.adapters.datacenter.kernels", "fmu/_exchange.so": "cosim.adapters.fmu.calls",
+           "datacenter/_kernels.so": "cosim.adapters.datacenter.kernels",
+           "datacenter/_scheduler.so": "cosim.adapters.datacenter.scheduler_kernel", "fmu/_exchange.so": "cosim.adapters.fmu.calls",
            "grid/_kernels.so": "cosim.adapters.grid.pandapower_flow",
            "grid/_opendss_kernels.so": "cosim.adapters.grid.opendss_reads"}
 
 
 def test_every_c_part_is_found():
-    assert len(SOURCES) >= 6, SOURCES  # the grid's two, the FMU exchange, the datacenter's two, the engine's
+    assert len(SOURCES) >= 7, SOURCES  # the grid's two, the FMU exchange, the datacenter's three, the engine's
     assert sorted(LOADERS) == sorted(sdk._c_part_name(s.with_suffix(".so")) for s in SOURCES)
 
 

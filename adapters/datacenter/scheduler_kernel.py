@@ -1,0 +1,131 @@
+"""The default scheduling pass in C (``_scheduler.c``, built by ``make build``), when built.
+
+:meth:`.scheduler.Scheduler.schedule` hands a pass to ``cosim_dc_easy_pass`` when the policy's pass is
+:class:`.policies.Policy`'s own (``easy``, ``fifo``: priority FIFO, EASY backfill or none, first fit), the
+GPUs may go anywhere (locality ``any``), nodes never sleep and the scheduler is :class:`~.scheduler.Scheduler`
+itself (:meth:`EasyPass.fits`); else, or without the library, the Python pass runs. The same jobs start on the
+same GPUs with the same bookkeeping (``_scheduler.c`` says how), checked against the Python pass in
+``tests/adapters/datacenter/test_dc_scheduler_c.py``. :data:`C_PASS` switches it off (to compare).
+"""
+
+from __future__ import annotations
+
+import ctypes
+from pathlib import Path
+
+import numpy as np
+
+from cosim.adapters.datacenter.policies import Policy
+from cosim.sdk import load_library
+
+__all__ = ["C_PASS", "EasyPass", "LIB"]
+
+# the indices of _scheduler.c's argument and io arrays (its enums)
+(P_N_JOBS, P_N_GPUS, P_STATE, P_OWNER, P_N_ALLOC, P_JOB_GPUS, P_PRIO, P_SUBMIT, P_STAT_SUBMIT, P_REMAINING, P_SPEED,
+ P_FIRST_START, P_ORDER, P_RUN, P_POS, P_TMP, P_ENDS, P_STARTED, P_COUNT) = range(19)
+IO_TIME, IO_N_FREE, IO_BACKFILL, IO_N_BEHIND, IO_WAIT_SUM, IO_N_STARTED, IO_N_FIRST, IO_COUNT = range(8)
+
+#: the policy methods a pass in C stands for: a policy that overrides any of them has its pass in Python
+_PASS_METHODS = ("schedule", "queue_order", "try_start", "place", "end_estimate_s", "_backfill")
+
+#: Step the default pass in C when it fits (:meth:`EasyPass.fits`); False: always Python (set it to compare).
+C_PASS = True
+
+
+def _load(lib_path: Path = Path(__file__).with_name("_scheduler.so")):
+    """The library, or None (not built from its source as it is now, or not loadable: :func:`cosim.sdk.load_library`)."""
+    lib = load_library(lib_path, keep_gil=True)  # (a short call that never calls into Python)
+    if lib is not None:
+        lib.cosim_dc_easy_pass.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+        lib.cosim_dc_easy_pass.restype = None
+    return lib
+
+
+LIB = _load()
+
+
+class EasyPass:
+    """The C function's arguments for one scheduler, packed once: the addresses of its per-job and per-GPU
+    arrays and of scratch rows. Dropped on a copy (``copy.deepcopy``, pickle: a gym snapshot), whose arrays
+    live elsewhere: the copy packs its own at its next pass."""
+
+    __slots__ = ("args", "args_address", "io", "io_address", "started", "scratch", "arrays", "lib", "policy_type")
+
+    def __init__(self, lib, sched) -> None:
+        n = len(sched.state)
+        jobs = sched.jobs
+        self.lib, self.policy_type = lib, type(sched.policy)
+        self.arrays = (sched.state, sched.owner, sched.n_alloc, jobs.n_gpus, jobs.prio, jobs.submit_s,
+                       sched.stat_submit_s, sched.remaining_s, sched.speed, sched.first_start_s)
+        self.scratch = np.zeros((5, max(n, 1)), np.int64)  # order, run, pos, tmp, started
+        ends = np.zeros(max(n, 1))
+        self.args = np.zeros(P_COUNT, np.int64)
+        self.args[P_N_JOBS], self.args[P_N_GPUS] = n, len(sched.owner)
+        for arg, array in zip(range(P_STATE, P_FIRST_START + 1), self.arrays):
+            self.args[arg] = array.ctypes.data
+        for arg, row in zip((P_ORDER, P_RUN, P_POS, P_TMP, P_STARTED), self.scratch):
+            self.args[arg] = row.ctypes.data
+        self.args[P_ENDS] = ends.ctypes.data
+        self.arrays += (ends,)  # (kept alive with the pack)
+        self.started = self.scratch[4]
+        self.args_address = self.args.ctypes.data
+        self.io = np.zeros(IO_COUNT)
+        self.io_address = self.io.ctypes.data
+
+    @staticmethod
+    def fits(sched) -> bool:
+        """The pass is the default one (the policy's pass methods are :class:`.Policy`'s), placement anywhere,
+        no node sleep, and the arrays are what the C function reads (C-contiguous, one value per job or GPU;
+        int8 states, int64 GPUs, owners and classes, float64 times). (The scheduler asks only for itself, not for
+        a subclass, whose start or release may do more.)"""
+        policy = type(sched.policy)
+        if sched.locality != "any" or sched.sleep is not None \
+                or any(getattr(policy, m) is not getattr(Policy, m) for m in _PASS_METHODS):
+            return False
+        n, jobs = len(sched.state), sched.jobs
+        kinds = ((sched.state, np.int8, n), (sched.owner, np.int64, sched.n_gpus), (sched.n_alloc, np.int64, n),
+                 (jobs.n_gpus, np.int64, n), (jobs.prio, np.int64, n), (jobs.submit_s, np.float64, n),
+                 (sched.stat_submit_s, np.float64, n), (sched.remaining_s, np.float64, n),
+                 (sched.speed, np.float64, n), (sched.first_start_s, np.float64, n))
+        return all(isinstance(a, np.ndarray) and a.dtype == dtype and a.ndim == 1 and len(a) == size
+                   and a.flags.c_contiguous and a.flags.writeable for a, dtype, size in kinds)
+
+    def current(self, sched) -> bool:
+        """The packed arrays are still the scheduler's (none was replaced since), and its policy of the same class."""
+        jobs = sched.jobs
+        arrays = self.arrays
+        return (type(sched.policy) is self.policy_type and arrays[0] is sched.state and arrays[1] is sched.owner and arrays[2] is sched.n_alloc
+                and arrays[3] is jobs.n_gpus and arrays[4] is jobs.prio and arrays[5] is jobs.submit_s
+                and arrays[6] is sched.stat_submit_s and arrays[7] is sched.remaining_s and arrays[8] is sched.speed
+                and arrays[9] is sched.first_start_s)
+
+    def run(self, sched, time_s: float) -> list[int] | None:
+        """One pass at ``time_s``: the jobs started, in start order, the scheduler's counts and caches updated as
+        :meth:`~.scheduler.Scheduler.start` updates them; None (nothing done: the Python pass runs) for a
+        negative ``n_backfill_jobs()``, whose slice Python reads from the end."""
+        io, policy = self.io, sched.policy
+        backfill = policy.backfill()
+        n_behind = policy.n_backfill_jobs() if backfill else 0
+        if n_behind < 0:
+            return None
+        io[IO_TIME], io[IO_N_FREE], io[IO_WAIT_SUM] = time_s, sched.n_free, sched.wait_sum_s
+        io[IO_BACKFILL], io[IO_N_BEHIND] = 1.0 if backfill else 0.0, n_behind
+        self.lib.cosim_dc_easy_pass(self.args_address, self.io_address)
+        n_free, _, _, wait_sum_s, n_started, n_first = io[IO_N_FREE:IO_N_FIRST + 1].tolist()
+        if n_free < 0:
+            raise RuntimeError(f"the scheduler counts {sched.n_free} free GPUs, fewer are free in its owner table "
+                               "(a bug: please report it)")
+        n_started = int(n_started)
+        if n_started:
+            sched.n_free = int(n_free)
+            sched.alloc_version += n_started
+            sched.wait_sum_s = wait_sum_s
+            sched.n_started += int(n_first)
+            sched._free_gpus = sched._free_node = sched._offered = None  # (made again from owner when next read)
+        return self.started[:n_started].tolist()
+
+    def __deepcopy__(self, memo):
+        return None
+
+    def __reduce__(self):
+        return type(None), ()

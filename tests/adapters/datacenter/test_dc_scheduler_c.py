@@ -1,0 +1,253 @@
+"""The default scheduling pass in C (``adapters/datacenter/_scheduler.c``, :mod:`.scheduler_kernel`) against the
+Python pass (``policies/_base.py``): the same jobs start on the same GPUs with the same bookkeeping, pass for
+pass, over random job mixes, pauses, holds, preemptions, speed changes, ties and NaNs in the expected ends;
+only the passes it covers go to C; a copy packs its own arrays; a wrong free count is an error, not a
+double booking."""
+
+from __future__ import annotations
+
+import copy
+import tomllib
+from pathlib import Path
+
+import numpy as np
+import pytest
+from c_part_marks import needs_c_part
+
+from cosim.adapters.datacenter import ClusterParams, build_cluster, scheduler_kernel
+from cosim.adapters.datacenter.cluster import Knobs
+from cosim.adapters.datacenter.nodes import NodeSleep, SleepParams, Topology
+from cosim.adapters.datacenter.policies import make_policy
+from cosim.adapters.datacenter.policies.easy import Easy
+from cosim.adapters.datacenter.scheduler import DONE, PAUSED, QUEUED, RUNNING, Scheduler
+from cosim.adapters.datacenter.training import Jobs
+
+ROOT = Path(__file__).resolve().parents[3]
+
+pytestmark = needs_c_part(scheduler_kernel.LIB is not None, "adapters/datacenter/_scheduler.so")
+
+
+def _jobs(seed: int, n: int, n_gpus: int) -> Jobs:
+    rng = np.random.default_rng(seed)
+    sizes = rng.choice([1, 2, 3, 4, 8, 12, 16, 24, 40, n_gpus], n, p=[.2, .15, .1, .15, .15, .05, .1, .04, .04, .02])
+    submit = np.sort(np.round(rng.uniform(-500, 3000, n), -1 if seed % 2 else 0))  # (rounded: equal submissions)
+    works = np.round(rng.uniform(50, 1500, n), -2 if seed % 3 == 0 else 0)  # (rounded: equal expected ends)
+    return Jobs(submit, sizes.astype(np.int64), works, rng.integers(0, 3, n).astype(np.int64), rng.random(n) < 0.4,
+                np.full(n, 0.5))
+
+
+def _sched(jobs: Jobs, n_gpus: int, policy: str, params: dict) -> Scheduler:
+    s = Scheduler(jobs, n_gpus, policy, policy_params=params)
+    s.stat_submit_s[::5] = -1.0  # some jobs' waits do not count (a warm-up's)
+    return s
+
+
+STATE_ARRAYS = ("state", "owner", "n_alloc", "first_start_s", "remaining_s", "speed", "end_s")
+
+
+def _same(a: Scheduler, b: Scheduler) -> None:
+    for name in STATE_ARRAYS:
+        x, y = getattr(a, name), getattr(b, name)
+        assert x.dtype == y.dtype and np.array_equal(x.view(np.uint8), y.view(np.uint8)), name
+    assert (a.n_free, a.alloc_version, a.n_started, a.n_finished) == (b.n_free, b.alloc_version, b.n_started,
+                                                                      b.n_finished)
+    assert np.float64(a.wait_sum_s).tobytes() == np.float64(b.wait_sum_s).tobytes()
+    np.testing.assert_array_equal(a.free_gpus(), b.free_gpus())
+    np.testing.assert_array_equal(a.free_gpus(), np.flatnonzero(a.owner < 0))
+    np.testing.assert_array_equal(a.free_per_node(), b.free_per_node())
+    np.testing.assert_array_equal(a.free_per_node(), a.topology.free_per_node(a.owner))
+
+
+def _drive(pair: tuple[Scheduler, Scheduler], seed: int, steps: int, dt: float = 20.0) -> int:
+    """Step both schedulers alike (C pass in the first, Python in the second), comparing after every pass;
+    the number of passes that started a job."""
+    rng = np.random.default_rng(seed + 1000)
+    c_sched, py_sched = pair
+    n_started = 0
+    for k in range(steps):
+        t = k * dt
+        ops = rng.random(6)
+        for s in pair:
+            s.admit(t)
+        run = c_sched.running()
+        if ops[0] < 0.15 and len(run):  # pause a running job (its GPUs freed), or hold one (GPUs kept)
+            job = run[int(ops[1] * len(run)):][:1]
+            for s in pair:
+                (s.hold if ops[2] < 0.3 else lambda j: s.release(j, PAUSED, t))(job)
+        paused = np.flatnonzero(c_sched.state == PAUSED)
+        if ops[3] < 0.2 and len(paused):
+            job = paused[:1]
+            for s in pair:
+                s.unhold(job[s.held[job]], 30.0) if s.held[job].all() else s.requeue(job, 30.0)
+        if ops[4] < 0.05 and len(run):  # preempted: back to the queue with lost work
+            for s in pair:
+                s.preempt(run[:1], t, 40.0)
+        if ops[5] < 0.1:  # capped speeds (ties, a NaN, a zero) change the expected ends
+            run = c_sched.running()
+            values = np.array([0.5, 1.0, 0.25, np.nan, 0.0, 1.0])[rng.integers(0, 6, len(run))]
+            for s in pair:
+                s.speed[run] = values
+        started = [s.schedule(t) for s in pair]
+        assert started[0] == started[1], f"pass at {t}"
+        n_started += bool(started[0])
+        _same(*pair)
+        for s in pair:
+            run = s.running()
+            work = np.minimum(s.remaining_s[run], dt * np.nan_to_num(s.speed[run], nan=1.0))
+            s.remaining_s[run] -= work
+            s.release(run[s.remaining_s[run] <= 1e-9], DONE, t + dt)
+            s.account(dt, t)
+    return n_started
+
+
+@pytest.mark.parametrize("policy,params", [("easy", {}), ("easy", {"n_backfill_jobs": 0}),
+                                           ("easy", {"n_backfill_jobs": 3}), ("fifo", {})])
+@pytest.mark.parametrize("seed", range(6))
+def test_the_c_pass_starts_what_the_python_pass_starts(policy, params, seed, monkeypatch):
+    n_gpus = [32, 48, 64][seed % 3]
+    jobs = _jobs(seed, 60, n_gpus)
+    c_sched, py_sched = _sched(jobs, n_gpus, policy, params), _sched(copy.deepcopy(jobs), n_gpus, policy, params)
+    calls = {"c": 0}
+    run_c = scheduler_kernel.EasyPass.run
+
+    def counted(self, sched, time_s):
+        if sched is py_sched:
+            raise AssertionError("the Python scheduler's pass went to C")
+        calls["c"] += 1
+        return run_c(self, sched, time_s)
+
+    monkeypatch.setattr(scheduler_kernel.EasyPass, "run", counted)
+    py_sched._easy_pass = False  # (this one's passes in Python)
+    assert _drive((c_sched, py_sched), seed, 300) >= 10
+    assert calls["c"] >= 10
+
+
+def test_a_cluster_steps_the_same_with_the_pass_in_c_or_in_python(monkeypatch):
+    """rl_site's cluster under random pausing, a day at 5 min: every output of every step to the bit."""
+    scenario = tomllib.loads((ROOT / "scenarios" / "rl_site.toml").read_text())
+    entity = next(e for e in scenario["entities"].values() if e.get("model") == "Cluster")
+    params = ClusterParams.model_validate({k: v for k, v in entity.items() if k not in ("sim", "model")})
+    rng = np.random.default_rng(4)
+    knobs = [Knobs(pause_flexible_frac=float(f)) for f in np.repeat(rng.random(96), 3)]
+    runs = []
+    for on in (True, False):
+        monkeypatch.setattr(scheduler_kernel, "C_PASS", on)
+        cluster = build_cluster(params, np.random.default_rng(7), 86_400.0, 0.0)
+        outs = [cluster.step(k * 300.0, 300.0, knob, check=False) for k, knob in enumerate(knobs)]
+        runs.append((outs, cluster))
+        assert (cluster.sched._easy_pass not in (None, False)) is on
+    (outs_c, cluster_c), (outs_py, cluster_py) = runs
+    assert sum(o["n_jobs_running"] for o in outs_c) > 0
+    for a, b in zip(outs_c, outs_py):
+        assert a.keys() == b.keys()
+        assert all(np.float64(a[k]).tobytes() == np.float64(b[k]).tobytes() for k in a), a
+    _same(cluster_c.sched, cluster_py.sched)
+
+
+class _OwnStart(Easy):
+    def try_start(self, sched, job, time_s, need=None):
+        return super().try_start(sched, job, time_s, need)
+
+
+@pytest.mark.parametrize("make", [
+    lambda j: Scheduler(j, 32, "easy", locality="node"),
+    lambda j: Scheduler(j, 32, "easy", locality="rack"),
+    lambda j: Scheduler(j, 32, "easy", sleep=NodeSleep(Topology(32, 8), SleepParams())),
+    lambda j: Scheduler(j, 32, "srpt"),
+    lambda j: Scheduler(j, 32, "fgd"),
+    lambda j: Scheduler(j, 32, _OwnStart()),
+    lambda j: type("Sub", (Scheduler,), {})(j, 32, "easy"),
+])
+def test_passes_it_does_not_cover_stay_in_python(make):
+    s = make(_jobs(1, 30, 32))
+    s.admit(5000.0)
+    s.schedule(5000.0)
+    assert s._easy_pass is False and s.running().size > 0
+
+
+def test_arrays_of_other_types_stay_in_python():
+    jobs = _jobs(2, 30, 32)
+    s = Scheduler(jobs, 32, "easy")
+    assert scheduler_kernel.EasyPass.fits(s)
+    s.jobs.prio = s.jobs.prio.astype(np.int32)
+    assert not scheduler_kernel.EasyPass.fits(s)
+
+
+def test_a_copy_packs_its_own_arrays_and_both_go_on_alike():
+    jobs = _jobs(3, 60, 48)
+    s = Scheduler(jobs, 48, "easy")
+    reference = Scheduler(copy.deepcopy(jobs), 48, "easy")
+    reference._easy_pass = False
+    for k in range(40):
+        for x in (s, reference):
+            x.admit(k * 20.0)
+            x.schedule(k * 20.0)
+            x.remaining_s[x.running()] -= 20.0
+            x.release(x.running()[x.remaining_s[x.running()] <= 0], DONE, k * 20.0 + 20.0)
+    twin = copy.deepcopy(s)
+    assert twin._easy_pass is None  # dropped: the pack held the original's addresses
+    for k in range(40, 120):
+        for x in (s, twin, reference):
+            x.admit(k * 20.0)
+            x.schedule(k * 20.0)
+            x.remaining_s[x.running()] -= 20.0
+            x.release(x.running()[x.remaining_s[x.running()] <= 0], DONE, k * 20.0 + 20.0)
+        _same(s, reference)
+        _same(twin, reference)
+    assert twin._easy_pass and twin._easy_pass.arrays[0] is twin.state
+
+
+def test_a_replaced_array_is_packed_again():
+    s = Scheduler(_jobs(4, 30, 32), 32, "easy")
+    s.admit(100.0)
+    s.schedule(100.0)
+    first = s._easy_pass
+    s.remaining_s = s.remaining_s.copy()
+    s.dirty = True
+    s.schedule(200.0)
+    assert s._easy_pass is not first and s._easy_pass.arrays[7] is s.remaining_s
+
+
+def test_a_wrong_free_count_raises_instead_of_booking_a_gpu_twice():
+    s = Scheduler(_jobs(5, 30, 16), 16, "easy")
+    s.admit(5000.0)
+    s.owner[:] = 99  # every GPU held by a job, behind the scheduler's back
+    with pytest.raises(RuntimeError, match="free GPUs"):
+        s.schedule(5000.0)
+    assert (s.owner == 99).all() and not (s.state == RUNNING).any() and s.n_free == 16
+
+
+def test_a_negative_backfill_count_takes_the_python_pass():
+    policy = make_policy("easy", {}, None)
+    policy.n_backfill_jobs = lambda: -1  # (a slice from the end, which only the Python pass reads so)
+    jobs = _jobs(6, 40, 32)
+    s, reference = Scheduler(jobs, 32, policy), Scheduler(copy.deepcopy(jobs), 32, policy)
+    reference._easy_pass = False
+    for k in range(60):
+        for x in (s, reference):
+            x.admit(k * 50.0)
+            x.schedule(k * 50.0)
+        _same(s, reference)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_queue_order_is_numpys_lexsort_whatever_the_submission_times(seed):
+    """Priority, then submission time (a NaN last), then id, as ``Scheduler.queue_order``'s lexsort, on a table
+    whose submission times are not in id order (jobs queued from outside the admission, as transient.py writes
+    states): the jobs a pass starts, in their order, are the Python pass's."""
+    rng = np.random.default_rng(seed)
+    n = 50
+    submit = np.round(rng.uniform(0, 100, n), -1)
+    submit[rng.integers(0, n, 3)] = np.nan
+    jobs = Jobs(submit, rng.choice([1, 2, 4, 8], n).astype(np.int64), rng.uniform(50, 500, n),
+                rng.integers(0, 3, n).astype(np.int64), np.zeros(n, bool), np.full(n, 0.5))
+    s, reference = Scheduler(jobs, 40, "easy"), Scheduler(copy.deepcopy(jobs), 40, "easy")
+    reference._easy_pass = False
+    for x in (s, reference):
+        x.state[:] = QUEUED
+        x.next_arrival = n
+    order = reference.queue_order().tolist()
+    started = s.schedule(0.0)
+    assert started == reference.schedule(0.0)
+    assert len(started) > 3 and started[:3] == order[:3]  # (the head of the queue starts first)
+    _same(s, reference)
