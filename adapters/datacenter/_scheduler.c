@@ -204,6 +204,150 @@ broken:
     io[IO_N_FREE] = -1.0;
 }
 
+/* The pause knob of a cluster (GpuCluster._pause_flexible with _pause and _resume), in one call. The pool is the flexible jobs queued, running or paused; the target,
+ * round(frac * pool) with ties to even as Python's round; the jobs the knob paused (paused_by 1). More of them than
+ * the target: the most important resume first (class, then id), a job never started back to the queue as it was,
+ * one started with the restore cost added to its work, one held on its GPUs running again at that cost. Fewer:
+ * running jobs of the lowest class and highest id first, then queued ones, pause; a running one pays the
+ * checkpoint loss, its work done becomes its checkpoint, and its GPUs are freed (or kept, held, with
+ * hold_paused_gpus). */
+enum {
+    K_N_JOBS, K_N_GPUS,
+    K_STATE,        /* int8 per job */
+    K_PAUSED_BY,    /* int8 per job: 0 none, 1 the knob, 2 the facility limit */
+    K_FLEXIBLE,     /* bool (uint8) per job */
+    K_PRIO,         /* int64 per job */
+    K_FIRST_START,  /* double per job */
+    K_REMAINING,    /* double per job */
+    K_EXTRA_WORK,   /* double per job */
+    K_CKPT_WORK,    /* double per job */
+    K_WORK_DONE,    /* double per job */
+    K_HELD,         /* bool (uint8) per job: paused on its own GPUs */
+    K_OWNER,        /* int64 per GPU */
+    K_RELEASING,    /* uint8 scratch, n_jobs + 1 */
+    K_LIST,         /* int64 scratch, n_jobs */
+    K_TMP,          /* int64 scratch, n_jobs */
+    K_COUNT
+};
+
+enum {
+    KIO_FRAC,       /* in: pause_flexible_frac */
+    KIO_RESTORE,    /* in: restore_s */
+    KIO_LOSS,       /* in: checkpoint_loss_s */
+    KIO_HOLD,       /* in: 1 to hold paused running jobs on their GPUs (hold_paused_gpus) */
+    KIO_BRANCH,     /* out: 0 nothing to do, 1 jobs resumed, 2 jobs paused (maybe none: no candidate left) */
+    KIO_CHANGED,    /* out: jobs paused or resumed */
+    KIO_FREED,      /* out: GPUs freed */
+    KIO_COUNT
+};
+
+enum { PAUSED = 3 };
+
+/* x resumes before y: class, then id */
+static int resume_before(const int64_t *prio, int64_t x, int64_t y) {
+    return prio[x] != prio[y] ? prio[x] < prio[y] : x < y;
+}
+
+/* x pauses before y: running first, then the higher class number (the least important), then the higher id */
+static int pause_before(const int8_t *state, const int64_t *prio, int64_t x, int64_t y) {
+    int qx = state[x] != RUNNING, qy = state[y] != RUNNING;
+    if (qx != qy) return qx < qy;
+    if (prio[x] != prio[y]) return prio[x] > prio[y];
+    return x > y;
+}
+
+static void sort_jobs(const int8_t *state, const int64_t *prio, int pausing, int64_t *v, int64_t *tmp, int64_t n) {
+    for (int64_t width = 1; width < n; width *= 2) {
+        for (int64_t lo = 0; lo < n; lo += 2 * width) {
+            int64_t mid = lo + width < n ? lo + width : n, hi = lo + 2 * width < n ? lo + 2 * width : n;
+            int64_t i = lo, j = mid, k = lo;
+            while (i < mid && j < hi) {
+                int right_first = pausing ? pause_before(state, prio, v[j], v[i]) : resume_before(prio, v[j], v[i]);
+                tmp[k++] = right_first ? v[j++] : v[i++];
+            }
+            while (i < mid) tmp[k++] = v[i++];
+            while (j < hi) tmp[k++] = v[j++];
+        }
+        for (int64_t k = 0; k < n; k++) v[k] = tmp[k];
+    }
+}
+
+void cosim_dc_pause_flexible(const int64_t *a, double *io) {
+    int64_t n = a[K_N_JOBS], n_gpus = a[K_N_GPUS];
+    int8_t *state = ARR(int8_t, K_STATE), *paused_by = ARR(int8_t, K_PAUSED_BY);
+    const uint8_t *flexible = ARR(uint8_t, K_FLEXIBLE);
+    const int64_t *prio = ARR(int64_t, K_PRIO);
+    const double *first = ARR(double, K_FIRST_START), *work_done = ARR(double, K_WORK_DONE);
+    double *remaining = ARR(double, K_REMAINING), *extra = ARR(double, K_EXTRA_WORK);
+    double *ckpt = ARR(double, K_CKPT_WORK);
+    int64_t *owner = ARR(int64_t, K_OWNER), *list = ARR(int64_t, K_LIST), *tmp = ARR(int64_t, K_TMP);
+    uint8_t *releasing = ARR(uint8_t, K_RELEASING), *held = ARR(uint8_t, K_HELD);
+    double frac = io[KIO_FRAC], restore = io[KIO_RESTORE], loss = io[KIO_LOSS];
+    int hold = io[KIO_HOLD] != 0.0;
+    io[KIO_BRANCH] = io[KIO_CHANGED] = io[KIO_FREED] = 0.0;
+    int64_t n_paused = 0, n_pool = 0;
+    for (int64_t j = 0; j < n; j++) {
+        if (paused_by[j] == 1) n_paused++;
+        if (flexible[j] && state[j] >= QUEUED && state[j] <= PAUSED) n_pool++;
+    }
+    if (frac == 0.0 && n_paused == 0) return;
+    int64_t target = (int64_t)nearbyint(frac * (double)n_pool);
+    if (target == n_paused) return;
+    int64_t m = 0;
+    if (target < n_paused) {
+        for (int64_t j = 0; j < n; j++)
+            if (paused_by[j] == 1) list[m++] = j;
+        sort_jobs(state, prio, 0, list, tmp, m);
+        for (int64_t k = 0; k < n_paused - target; k++) {
+            int64_t j = list[k];
+            /* held: running again on its GPUs; else back to the queue, at no cost if it never started */
+            double cost = !held[j] && first[j] != first[j] ? 0.0 : restore;
+            state[j] = held[j] ? RUNNING : QUEUED;
+            held[j] = 0;
+            remaining[j] = remaining[j] + cost;
+            extra[j] = extra[j] + cost;
+            paused_by[j] = 0;
+        }
+        io[KIO_BRANCH] = 1.0;
+        io[KIO_CHANGED] = (double)(n_paused - target);
+        return;
+    }
+    for (int64_t j = 0; j < n; j++)
+        if (flexible[j] && paused_by[j] == 0 && (state[j] == QUEUED || state[j] == RUNNING)) list[m++] = j;
+    sort_jobs(state, prio, 1, list, tmp, m);
+    int64_t take = target - n_paused < m ? target - n_paused : m, n_running = 0;
+    for (int64_t k = 0; k < take; k++) {
+        int64_t j = list[k];
+        releasing[j] = 0;
+        if (state[j] == RUNNING) {
+            remaining[j] = remaining[j] + loss;
+            ckpt[j] = work_done[j];
+            if (hold) held[j] = 1;
+            else releasing[j] = 1;
+            n_running++;
+        }
+    }
+    if (n_running > 0 && !hold) {
+        int64_t freed = 0;
+        for (int64_t g = 0; g < n_gpus; g++) {
+            int64_t j = owner[g];
+            if (j >= 0 && j < n && releasing[j]) {
+                owner[g] = -1;
+                freed++;
+            }
+        }
+        io[KIO_FREED] = (double)freed;
+    }
+    for (int64_t k = 0; k < take; k++) {
+        int64_t j = list[k];
+        releasing[j] = 0;
+        state[j] = PAUSED;
+        paused_by[j] = 1;
+    }
+    io[KIO_BRANCH] = 2.0;
+    io[KIO_CHANGED] = (double)take;
+}
+
 /* The SHA-256 of the source this library was built from (make build defines it; cosim.sdk.load_library compares
    it with the source's now and does not use a library built from another text). */
 #ifndef COSIM_SOURCE_SHA256

@@ -36,6 +36,7 @@ from cosim.adapters.datacenter.kernels import KERNELS, N_CLASSES, TrainStep, num
 from cosim.adapters.datacenter.mig import MigPool, Profile
 from cosim.adapters.datacenter.nodes import NodePower, NodeSleep, SleepParams, Topology
 from cosim.adapters.datacenter.observe import SCHEDULING_OUTPUTS, scheduling_outputs
+from cosim.adapters.datacenter import scheduler_kernel
 from cosim.adapters.datacenter.scheduler import (
     DONE,
     FAILED,
@@ -45,6 +46,7 @@ from cosim.adapters.datacenter.scheduler import (
     RUNNING,
     Scheduler,
 )
+from cosim.adapters.datacenter.scheduler_kernel import PauseKnob
 from cosim.adapters.datacenter.smoothing import Smoothing, smooth_outputs, smooth_training
 from cosim.adapters.datacenter.stragglers import COMPUTE_FRAC, StragglerModel
 from cosim.adapters.datacenter.transient import TransientPool, TransientSetup
@@ -283,6 +285,7 @@ class GpuCluster:
         # every GPU of the facility, at least 1 (gpu_util_frac's denominator)
         self._util_gpus = max(self.n_gpus + sum(self.fleet_gpus) + (mig_pool.n_gpus if mig_pool else 0), 1)
         self.paused_by = np.zeros(len(jobs), np.int8)  # 0 none, 1 knob, 2 limit
+        self._pause_knob: PauseKnob | bool | None = None  # the knob in C (False: not covered; None: not made yet)
         self._caps_for: tuple | None = None  # (running jobs, cap knobs, caps) of the last _class_caps
         self._steady: list | None = None  # what _advance_steady keeps between steps (see there)
         self._steady_c: list | None = None  # what _advance_c keeps between steps (see there)
@@ -440,6 +443,10 @@ class GpuCluster:
         knob_paused = self._paused_by(1)
         if frac == 0.0 and len(knob_paused) == 0:
             return  # the target is 0 paused and none are: nothing to do (most steps)
+        knob = self._pause_c()
+        if knob is not None:  # the target, the jobs to resume or pause and their costs in one C call (PauseKnob)
+            knob.run(self, frac)
+            return
         # the unfinished flexible jobs, kept while no job's state changed (and no job moved in)
         key = (state.tobytes(), self.sched.alloc_version)  # (not state_key: no views needed before the pass)
         if self._flexible_pool is None or self._flexible_pool[0] != key:
@@ -458,6 +465,17 @@ class GpuCluster:
             key = (-cand, -self.jobs.prio[cand], state[cand] != RUNNING)
             chosen = cand[np.lexsort(key)][: target - len(knob_paused)]
             self._pause(chosen, 1, time_s)
+
+    def _pause_c(self) -> PauseKnob | None:
+        """The pause knob in C (:class:`.scheduler_kernel.PauseKnob`), or None: not built, switched off, or a cluster
+        or scheduler of a subclass (whose pausing may do more)."""
+        if not scheduler_kernel.C_PASS or scheduler_kernel.LIB is None:
+            return None
+        kept = self._pause_knob
+        if kept is None or (kept and not kept.current(self)):  # (None: not made yet, or dropped by a copy)
+            fits = type(self) is GpuCluster and type(self.sched) is Scheduler and PauseKnob.fits(self)
+            kept = self._pause_knob = PauseKnob(scheduler_kernel.LIB, self) if fits else False
+        return kept or None
 
     def _paused_by(self, reason: int) -> np.ndarray:
         """Jobs paused by ``reason`` (1 knob, 2 limit), ascending; recounted only when ``paused_by`` changed."""

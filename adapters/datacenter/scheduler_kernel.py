@@ -1,11 +1,14 @@
-"""The default scheduling pass in C (``_scheduler.c``, built by ``make build``), when built.
+"""The default scheduling pass and the pause knob in C (``_scheduler.c``, built by ``make build``), when built.
 
 :meth:`.scheduler.Scheduler.schedule` hands a pass to ``cosim_dc_easy_pass`` when the policy's pass is
 :class:`.policies.Policy`'s own (``easy``, ``fifo``: priority FIFO, EASY backfill or none, first fit), the
 GPUs may go anywhere (locality ``any``), nodes never sleep and the scheduler is :class:`~.scheduler.Scheduler`
 itself (:meth:`EasyPass.fits`); else, or without the library, the Python pass runs. The same jobs start on the
 same GPUs with the same bookkeeping (``_scheduler.c`` says how), checked against the Python pass in
-``tests/adapters/datacenter/test_dc_scheduler_c.py``. :data:`C_PASS` switches it off (to compare).
+``tests/adapters/datacenter/test_dc_scheduler_c.py``. :class:`PauseKnob` does the same for a cluster's
+``pause_flexible_frac`` (:meth:`.cluster.GpuCluster._pause_flexible`: which flexible jobs pause or resume, and
+what :meth:`~.cluster.GpuCluster._pause` and :meth:`~.cluster.GpuCluster._resume` write). :data:`C_PASS` switches
+both off (to compare).
 """
 
 from __future__ import annotations
@@ -18,17 +21,21 @@ import numpy as np
 from cosim.adapters.datacenter.policies import Policy
 from cosim.sdk import load_library
 
-__all__ = ["C_PASS", "EasyPass", "LIB"]
+__all__ = ["C_PASS", "EasyPass", "LIB", "PauseKnob"]
 
 # the indices of _scheduler.c's argument and io arrays (its enums)
 (P_N_JOBS, P_N_GPUS, P_STATE, P_OWNER, P_N_ALLOC, P_JOB_GPUS, P_PRIO, P_SUBMIT, P_STAT_SUBMIT, P_REMAINING, P_SPEED,
  P_FIRST_START, P_ORDER, P_RUN, P_POS, P_TMP, P_ENDS, P_STARTED, P_COUNT) = range(19)
 IO_TIME, IO_N_FREE, IO_BACKFILL, IO_N_BEHIND, IO_WAIT_SUM, IO_N_STARTED, IO_N_FIRST, IO_COUNT = range(8)
+(K_N_JOBS, K_N_GPUS, K_STATE, K_PAUSED_BY, K_FLEXIBLE, K_PRIO, K_FIRST_START, K_REMAINING, K_EXTRA_WORK, K_CKPT_WORK,
+ K_WORK_DONE, K_HELD, K_OWNER, K_RELEASING, K_LIST, K_TMP, K_COUNT) = range(17)
+KIO_FRAC, KIO_RESTORE, KIO_LOSS, KIO_HOLD, KIO_BRANCH, KIO_CHANGED, KIO_FREED, KIO_COUNT = range(8)
 
 #: the policy methods a pass in C stands for: a policy that overrides any of them has its pass in Python
 _PASS_METHODS = ("schedule", "queue_order", "try_start", "place", "end_estimate_s", "_backfill")
 
-#: Step the default pass in C when it fits (:meth:`EasyPass.fits`); False: always Python (set it to compare).
+#: Step the default pass and the pause knob in C when they fit (:meth:`EasyPass.fits`, :meth:`PauseKnob.fits`); False:
+#: always Python (set it to compare).
 C_PASS = True
 
 
@@ -36,8 +43,9 @@ def _load(lib_path: Path = Path(__file__).with_name("_scheduler.so")):
     """The library, or None (not built from its source as it is now, or not loadable: :func:`cosim.sdk.load_library`)."""
     lib = load_library(lib_path, keep_gil=True)  # (a short call that never calls into Python)
     if lib is not None:
-        lib.cosim_dc_easy_pass.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
-        lib.cosim_dc_easy_pass.restype = None
+        for name in ("cosim_dc_easy_pass", "cosim_dc_pause_flexible"):
+            getattr(lib, name).argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+            getattr(lib, name).restype = None
     return lib
 
 
@@ -123,6 +131,75 @@ class EasyPass:
             sched.n_started += int(n_first)
             sched._free_gpus = sched._free_node = sched._offered = None  # (made again from owner when next read)
         return self.started[:n_started].tolist()
+
+    def __deepcopy__(self, memo):
+        return None
+
+    def __reduce__(self):
+        return type(None), ()
+
+
+class PauseKnob:
+    """The C function's arguments for one cluster's pause knob, packed once (its jobs' and GPUs' arrays and scratch);
+    dropped on a copy as :class:`EasyPass` is."""
+
+    __slots__ = ("args", "args_address", "io", "io_address", "arrays", "lib")
+
+    def __init__(self, lib, cluster) -> None:
+        sched, jobs = cluster.sched, cluster.jobs
+        n = len(sched.state)
+        self.lib = lib
+        self.arrays = (sched.state, cluster.paused_by, jobs.flexible, jobs.prio, sched.first_start_s,
+                       sched.remaining_s, sched.extra_work_s, cluster.ckpt_work_s, sched.work_done_s, sched.held,
+                       sched.owner)
+        releasing, scratch = np.zeros(n + 1, np.uint8), np.zeros((2, max(n, 1)), np.int64)
+        self.args = np.zeros(K_COUNT, np.int64)
+        self.args[K_N_JOBS], self.args[K_N_GPUS] = n, len(sched.owner)
+        for arg, array in zip(range(K_STATE, K_OWNER + 1), self.arrays):
+            self.args[arg] = array.ctypes.data
+        self.args[K_RELEASING], self.args[K_LIST], self.args[K_TMP] = (releasing.ctypes.data, scratch[0].ctypes.data,
+                                                                        scratch[1].ctypes.data)
+        self.arrays += (releasing, scratch)  # (kept alive with the pack)
+        self.args_address = self.args.ctypes.data
+        self.io = np.zeros(KIO_COUNT)
+        self.io_address = self.io.ctypes.data
+
+    @staticmethod
+    def fits(cluster) -> bool:
+        """The arrays are what the C function reads: C-contiguous and writeable, one value per job or GPU; int8
+        states and pause reasons, bool flexible and held flags, int64 classes and owners, float64 times."""
+        sched, jobs = cluster.sched, cluster.jobs
+        n = len(sched.state)
+        kinds = ((sched.state, np.int8, n), (cluster.paused_by, np.int8, n), (jobs.flexible, np.bool_, n),
+                 (jobs.prio, np.int64, n), (sched.first_start_s, np.float64, n), (sched.remaining_s, np.float64, n),
+                 (sched.extra_work_s, np.float64, n), (cluster.ckpt_work_s, np.float64, n),
+                 (sched.work_done_s, np.float64, n), (sched.held, np.bool_, n), (sched.owner, np.int64, sched.n_gpus))
+        return all(isinstance(a, np.ndarray) and a.dtype == dtype and a.ndim == 1 and len(a) == size
+                   and a.flags.c_contiguous and a.flags.writeable for a, dtype, size in kinds)
+
+    def current(self, cluster) -> bool:
+        """The packed arrays are still the cluster's (none was replaced since)."""
+        sched, jobs, a = cluster.sched, cluster.jobs, self.arrays
+        return (a[0] is sched.state and a[1] is cluster.paused_by and a[2] is jobs.flexible and a[3] is jobs.prio
+                and a[4] is sched.first_start_s and a[5] is sched.remaining_s and a[6] is sched.extra_work_s
+                and a[7] is cluster.ckpt_work_s and a[8] is sched.work_done_s and a[9] is sched.held
+                and a[10] is sched.owner)
+
+    def run(self, cluster, frac: float) -> None:
+        """Pause or resume the cluster's flexible jobs toward ``frac`` of them paused by the knob (see ``_scheduler.c``);
+        the scheduler's free count, caches and pass flag updated as :meth:`~.scheduler.Scheduler.release`,
+        ``hold``, ``unhold`` and ``requeue`` update them."""
+        io = self.io
+        io[KIO_FRAC], io[KIO_RESTORE], io[KIO_LOSS] = frac, cluster.restore_s, cluster.checkpoint_loss_s
+        io[KIO_HOLD] = 1.0 if cluster.hold_paused_gpus else 0.0
+        self.lib.cosim_dc_pause_flexible(self.args_address, self.io_address)
+        branch, _, freed = io[KIO_BRANCH:KIO_FREED + 1].tolist()
+        if branch:  # (a pause marks the pass due even when no job was left to pause, as _pause does)
+            sched = cluster.sched
+            sched.dirty = True
+            if freed:
+                sched.n_free += int(freed)
+                sched._free_gpus = sched._free_node = sched._offered = None  # (made again from owner when next read)
 
     def __deepcopy__(self, memo):
         return None

@@ -15,7 +15,7 @@ import pytest
 from c_part_marks import needs_c_part
 
 from cosim.adapters.datacenter import ClusterParams, build_cluster, scheduler_kernel
-from cosim.adapters.datacenter.cluster import Knobs
+from cosim.adapters.datacenter.cluster import GpuCluster, Knobs
 from cosim.adapters.datacenter.nodes import NodeSleep, SleepParams, Topology
 from cosim.adapters.datacenter.policies import make_policy
 from cosim.adapters.datacenter.policies.easy import Easy
@@ -251,3 +251,94 @@ def test_the_queue_order_is_numpys_lexsort_whatever_the_submission_times(seed):
     assert started == reference.schedule(0.0)
     assert len(started) > 3 and started[:3] == order[:3]  # (the head of the queue starts first)
     _same(s, reference)
+
+
+def _rl_site_params(**training) -> ClusterParams:
+    scenario = tomllib.loads((ROOT / "scenarios" / "rl_site.toml").read_text())
+    entity = next(e for e in scenario["entities"].values() if e.get("model") == "Cluster")
+    values = {k: v for k, v in entity.items() if k not in ("sim", "model")}
+    values["training"] = {**values["training"], **training}
+    return ClusterParams.model_validate(values)
+
+
+@pytest.mark.parametrize("hold", [False, True])
+@pytest.mark.parametrize("seed", range(3))
+def test_the_pause_knob_in_c_pauses_and_resumes_as_python(hold, seed, monkeypatch):
+    """``pause_flexible_frac`` stepped through 0, 1, repeats and random values, with a facility limit that pauses
+    jobs of its own now and then (the knob must leave those alone) and with paused jobs held on their GPUs or
+    not: every output of every step and every job and GPU array, to the bit, with the knob in C or in Python."""
+    params = _rl_site_params(hold_paused_gpus=hold)
+    rng = np.random.default_rng(seed)
+    fracs = np.concatenate([[0.0, 1.0, 1.0, 0.0, 0.0], np.repeat(rng.random(40), rng.integers(1, 4, 40)),
+                            [0.0] * 3, rng.choice([0.0, 0.25, 0.5, 1.0], 40)])
+    limits = np.where(rng.random(len(fracs)) < 0.15, rng.uniform(0.3, 0.9, len(fracs)), np.nan)
+    knobs = [Knobs(pause_flexible_frac=float(f), p_limit_mw=None if np.isnan(m) else float(m))
+             for f, m in zip(fracs, limits)]
+    runs = []
+    for on in (True, False):
+        monkeypatch.setattr(scheduler_kernel, "C_PASS", on)
+        cluster = build_cluster(params, np.random.default_rng(seed), 86_400.0, 0.0)
+        outs, seen = [], np.zeros(3, int)  # steps with jobs paused by the limit, by the knob, held
+        for k, knob in enumerate(knobs):
+            outs.append(cluster.step(k * 300.0, 300.0, knob, check=False))
+            seen += [(cluster.paused_by == 2).any(), (cluster.paused_by == 1).any(), cluster.sched.held.any()]
+        assert seen[0] > 0 and seen[1] > 20 and bool(seen[2] > 0) == hold, seen
+        runs.append((outs, cluster))
+        assert (cluster._pause_knob not in (None, False)) is on
+    (outs_c, c), (outs_py, py) = runs
+    assert max(o["n_jobs_paused"] for o in outs_c) > 0 and (c.paused_by == 0).any()
+    for a, b in zip(outs_c, outs_py):
+        assert all(np.float64(a[k]).tobytes() == np.float64(b[k]).tobytes() for k in a), a
+    _same(c.sched, py.sched)
+    for name in ("paused_by", "ckpt_work_s"):
+        assert np.array_equal(getattr(c, name).view(np.uint8), getattr(py, name).view(np.uint8)), name
+    for name in ("extra_work_s", "held", "work_done_s"):
+        assert np.array_equal(getattr(c.sched, name).view(np.uint8), getattr(py.sched, name).view(np.uint8)), name
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_the_pause_knob_in_c_on_random_job_states(seed, monkeypatch):
+    """One knob call on the same random states, reasons and holds both ways (a cluster copied): the same jobs
+    pause or resume with the same costs, the same GPUs freed, and the pass marked due whenever Python marks it
+    (also when the knob asks for more paused jobs than any left to pause)."""
+    rng = np.random.default_rng(seed)
+    base = build_cluster(_rl_site_params(hold_paused_gpus=bool(seed % 2)), np.random.default_rng(seed), 86_400.0,
+                         0.0)
+    for k in range(20):
+        base.step(k * 300.0, 300.0, Knobs(pause_flexible_frac=float(rng.random())), check=False)
+    sched = base.sched
+    n = len(sched.state)
+    unfinished = np.flatnonzero((sched.state >= QUEUED) & (sched.state <= PAUSED))
+    limit = rng.choice(unfinished, min(len(unfinished), int(rng.integers(0, 6))), replace=False)
+    base._pause(limit[sched.state[limit] != PAUSED], 2, 6000.0)  # paused by the limit: not the knob's to resume
+    if seed == 7:  # every flexible job paused by the limit: the knob finds none to pause, yet marks the pass due
+        flexible = np.flatnonzero(base.jobs.flexible & (sched.state >= QUEUED) & (sched.state <= RUNNING))
+        base._pause(flexible, 2, 6000.0)
+    used = 0
+    for frac in (0.0, 1.0, float(rng.random()), 0.5, float(rng.random()), 0.0, 1.0):
+        clusters = []
+        for on in (True, False):
+            monkeypatch.setattr(scheduler_kernel, "C_PASS", on)
+            c = copy.deepcopy(base)
+            c.sched.dirty = False
+            c._pause_flexible(Knobs(pause_flexible_frac=frac), 6000.0)
+            clusters.append(c)
+        c, py = clusters
+        used += bool(c._pause_knob)  # (made at the first call that changes a job: not when the knob already holds)
+        assert py._pause_knob is None
+        _same(c.sched, py.sched)
+        assert c.sched.dirty == py.sched.dirty
+        for name in ("paused_by", "ckpt_work_s"):
+            assert np.array_equal(getattr(c, name).view(np.uint8), getattr(py, name).view(np.uint8)), name
+        for name in ("extra_work_s", "held", "work_done_s"):
+            assert np.array_equal(getattr(c.sched, name).view(np.uint8), getattr(py.sched, name).view(np.uint8))
+        base = py  # the next knob from where this one left the jobs
+    assert n == len(base.sched.state) and used >= 3
+
+
+def test_a_cluster_of_a_subclass_keeps_the_python_knob():
+    cluster = build_cluster(_rl_site_params(), np.random.default_rng(1), 86_400.0, 0.0)
+    cluster.__class__ = type("Sub", (GpuCluster,), {})
+    cluster._pause_knob = None  # (as made for the subclass from the start)
+    cluster.step(0.0, 300.0, Knobs(pause_flexible_frac=0.5), check=False)
+    assert cluster._pause_knob is False and (cluster.paused_by == 1).any()
