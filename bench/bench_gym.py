@@ -9,6 +9,7 @@ Run by hand (never in the tests)::
     .venv/bin/python bench/bench_gym.py --scenario scenarios/rl_voltage.toml --steps 600
     valgrind --tool=callgrind --instr-atstart=no .venv/bin/python bench/bench_gym.py --callgrind steps
     ... bench/bench_gym.py --callgrind steps --python-fleets     # the datacenter's fleets in Python, to compare
+    ... bench/bench_gym.py --callgrind steps --python-scheduler  # the scheduling pass and pause knob in Python
 
 One env step is one decision (``decision_s`` of the scenario: 15 minutes of rl_site, three
 5-minute scenario steps and their reward terms). Random actions, episodes reset as they end
@@ -260,7 +261,13 @@ def main() -> None:
                         help="only count instructions under valgrind (see callgrind())")
     parser.add_argument("--python-fleets", action="store_true",
                         help="step the datacenter's inference fleets in Python, not their C form (to compare)")
+    parser.add_argument("--python-scheduler", action="store_true",
+                        help="the training scheduler's pass and the pause knob in Python, not C (to compare)")
     args = parser.parse_args()
+    if args.python_scheduler:
+        from cosim.adapters.datacenter import scheduler_kernel  # noqa: PLC0415 — only this switch needs it
+
+        scheduler_kernel.C_PASS = False
     if args.python_fleets:
         import cosim.adapters.datacenter.cluster as cluster  # noqa: PLC0415 — only this switch needs it
 
