@@ -348,6 +348,37 @@ void cosim_dc_pause_flexible(const int64_t *a, double *io) {
     io[KIO_CHANGED] = (double)take;
 }
 
+/* The scheduler's per-state views in one pass over the jobs (Scheduler._views and _counts): the running jobs in
+ * ascending order, the jobs per state and class, per state, and the GPUs the queued and paused jobs ask for
+ * (integers: exact). out[V_OK] = 0 if a state or class is outside the table (the Python forms raise then). */
+enum { V_N_JOBS, V_N_STATES, V_N_CLASSES, V_STATE, V_PRIO, V_JOB_GPUS, V_RUN, V_COUNT };
+enum { V_N_RUNNING, V_OK, V_WAITING, V_TABLE };  /* out: then the jobs per state and class, then per state */
+
+void cosim_dc_views(const int64_t *a, int64_t *out) {
+    int64_t n = a[V_N_JOBS], n_states = a[V_N_STATES], n_classes = a[V_N_CLASSES];
+    const int8_t *state = ARR(int8_t, V_STATE);
+    const int64_t *prio = ARR(int64_t, V_PRIO), *gpus = ARR(int64_t, V_JOB_GPUS);
+    int64_t *run = ARR(int64_t, V_RUN), *table = out + V_TABLE, *by_state = table + n_states * n_classes;
+    for (int64_t k = 0; k < n_states * n_classes + n_states; k++) table[k] = 0;
+    int64_t n_run = 0, waiting = 0;
+    out[V_OK] = 0;
+    for (int64_t j = 0; j < n; j++) {
+        int64_t s = state[j], c = prio[j];
+        if (s < 0 || s >= n_states || c < 0 || c >= n_classes) return;
+        table[s * n_classes + c]++;
+        if (s == RUNNING) run[n_run++] = j;
+        else if (s == QUEUED || s == PAUSED) waiting += gpus[j];
+    }
+    for (int64_t s = 0; s < n_states; s++) {
+        int64_t sum = 0;
+        for (int64_t c = 0; c < n_classes; c++) sum += table[s * n_classes + c];
+        by_state[s] = sum;
+    }
+    out[V_N_RUNNING] = n_run;
+    out[V_WAITING] = waiting;
+    out[V_OK] = 1;
+}
+
 /* The SHA-256 of the source this library was built from (make build defines it; cosim.sdk.load_library compares
    it with the source's now and does not use a library built from another text). */
 #ifndef COSIM_SOURCE_SHA256

@@ -22,7 +22,7 @@ import numpy as np
 from cosim.adapters.datacenter.nodes import NodePower, NodeSleep, Topology, pod_sizes
 from cosim.adapters.datacenter import scheduler_kernel
 from cosim.adapters.datacenter.policies import Policy, make_policy
-from cosim.adapters.datacenter.scheduler_kernel import EasyPass
+from cosim.adapters.datacenter.scheduler_kernel import EasyPass, StateViews
 from cosim.adapters.datacenter.states import (
     DONE,
     FAILED,
@@ -107,6 +107,7 @@ class Scheduler:
         self._free_gpus: np.ndarray | None = None
         self._offered: tuple[np.ndarray, np.ndarray] | None = None  # (lowest_free's last answer, the list it is of)
         self._easy_pass: EasyPass | bool | None = None  # the pass in C (False: not covered; None: not made yet)
+        self._state_views: StateViews | bool | None = None  # the views in C (as _easy_pass)
         self._free_node: np.ndarray | None = None
         self._mix: tuple[int, np.ndarray, np.ndarray] | None = None
         # per-state views (running jobs, jobs per state and class, GPUs waiting), recomputed only
@@ -356,6 +357,8 @@ class Scheduler:
         key = self.state.tobytes()
         if key == self._views_key:
             return
+        if self._views_c(key):
+            return
         running = (self.state == RUNNING).nonzero()[0]
         running.flags.writeable = False  # shared by every caller until the next change
         self._running = running
@@ -365,6 +368,8 @@ class Scheduler:
         """Recount the jobs per state and class if any job's state changed since they were last counted."""
         key = self.state.tobytes()
         if key == self._counts_key:
+            return
+        if self._views_c(key):
             return
         n_classes = len(CLASSES)
         by_class = np.bincount(self.state * n_classes + self.jobs.prio,
@@ -378,6 +383,23 @@ class Scheduler:
         # pass, summed as float64 (integers far below 2**53: exact) and made an int again
         gpus = np.bincount(self.state, weights=self.jobs.n_gpus, minlength=len(STATE_NAMES))
         self._waiting_gpus, self._waiting_key = int(gpus[QUEUED] + gpus[PAUSED]), key
+
+    def _views_c(self, key: bytes) -> bool:
+        """Every per-state view from ``key``'s state in one C pass (:class:`.scheduler_kernel.StateViews`): the running
+        jobs, the counts and the waiting GPUs, the same values as the Python forms; False when not built, switched
+        off, or a state or class the table does not hold (the Python forms then raise as they do)."""
+        if not scheduler_kernel.C_PASS or scheduler_kernel.LIB is None:
+            return False
+        kept = self._state_views
+        if kept is None or (kept and not kept.current(self)):  # (None: not made yet, or dropped by a copy)
+            kept = self._state_views = (StateViews(scheduler_kernel.LIB, self, len(STATE_NAMES), len(CLASSES))
+                                        if StateViews.fits(self) else False)
+        made = kept.make() if kept else None
+        if made is None:
+            return False
+        self._running, self._by_class, self._by_state, self._lists, self._waiting_gpus = made
+        self._views_key = self._counts_key = self._waiting_key = key
+        return True
 
     def state_key(self) -> bytes:
         """The state array's bytes as of now (the views' key). [-]"""

@@ -5,10 +5,11 @@
 GPUs may go anywhere (locality ``any``), nodes never sleep and the scheduler is :class:`~.scheduler.Scheduler`
 itself (:meth:`EasyPass.fits`); else, or without the library, the Python pass runs. The same jobs start on the
 same GPUs with the same bookkeeping (``_scheduler.c`` says how), checked against the Python pass in
-``tests/adapters/datacenter/test_dc_scheduler_c.py``. :class:`PauseKnob` does the same for a cluster's
+``tests/adapters/datacenter/test_dc_scheduler_c.py``. :class:`StateViews` makes the scheduler's per-state views
+(running jobs, jobs per state and class, waiting GPUs) in one pass. :class:`PauseKnob` does the same for a cluster's
 ``pause_flexible_frac`` (:meth:`.cluster.GpuCluster._pause_flexible`: which flexible jobs pause or resume, and
 what :meth:`~.cluster.GpuCluster._pause` and :meth:`~.cluster.GpuCluster._resume` write). :data:`C_PASS` switches
-both off (to compare).
+all three off (to compare).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import numpy as np
 from cosim.adapters.datacenter.policies import Policy
 from cosim.sdk import load_library
 
-__all__ = ["C_PASS", "EasyPass", "LIB", "PauseKnob"]
+__all__ = ["C_PASS", "EasyPass", "LIB", "PauseKnob", "StateViews"]
 
 # the indices of _scheduler.c's argument and io arrays (its enums)
 (P_N_JOBS, P_N_GPUS, P_STATE, P_OWNER, P_N_ALLOC, P_JOB_GPUS, P_PRIO, P_SUBMIT, P_STAT_SUBMIT, P_REMAINING, P_SPEED,
@@ -30,6 +31,8 @@ IO_TIME, IO_N_FREE, IO_BACKFILL, IO_N_BEHIND, IO_WAIT_SUM, IO_N_STARTED, IO_N_FI
 (K_N_JOBS, K_N_GPUS, K_STATE, K_PAUSED_BY, K_FLEXIBLE, K_PRIO, K_FIRST_START, K_REMAINING, K_EXTRA_WORK, K_CKPT_WORK,
  K_WORK_DONE, K_HELD, K_OWNER, K_RELEASING, K_LIST, K_TMP, K_COUNT) = range(17)
 KIO_FRAC, KIO_RESTORE, KIO_LOSS, KIO_HOLD, KIO_BRANCH, KIO_CHANGED, KIO_FREED, KIO_COUNT = range(8)
+V_N_JOBS, V_N_STATES, V_N_CLASSES, V_STATE, V_PRIO, V_JOB_GPUS, V_RUN, V_COUNT = range(8)
+V_N_RUNNING, V_OK, V_WAITING, V_TABLE = range(4)
 
 #: the policy methods a pass in C stands for: a policy that overrides any of them has its pass in Python
 _PASS_METHODS = ("schedule", "queue_order", "try_start", "place", "end_estimate_s", "_backfill")
@@ -43,7 +46,7 @@ def _load(lib_path: Path = Path(__file__).with_name("_scheduler.so")):
     """The library, or None (not built from its source as it is now, or not loadable: :func:`cosim.sdk.load_library`)."""
     lib = load_library(lib_path, keep_gil=True)  # (a short call that never calls into Python)
     if lib is not None:
-        for name in ("cosim_dc_easy_pass", "cosim_dc_pause_flexible"):
+        for name in ("cosim_dc_easy_pass", "cosim_dc_pause_flexible", "cosim_dc_views"):
             getattr(lib, name).argtypes = [ctypes.c_void_p, ctypes.c_void_p]
             getattr(lib, name).restype = None
     return lib
@@ -200,6 +203,62 @@ class PauseKnob:
             if freed:
                 sched.n_free += int(freed)
                 sched._free_gpus = sched._free_node = sched._offered = None  # (made again from owner when next read)
+
+    def __deepcopy__(self, memo):
+        return None
+
+    def __reduce__(self):
+        return type(None), ()
+
+
+class StateViews:
+    """The C function's arguments for one scheduler's per-state views (``Scheduler._views`` and ``_counts`` in one
+    pass over the jobs), packed once; dropped on a copy as :class:`EasyPass` is."""
+
+    __slots__ = ("args", "args_address", "out", "out_address", "run", "arrays", "lib", "n_states", "n_classes")
+
+    def __init__(self, lib, sched, n_states: int, n_classes: int) -> None:
+        n = len(sched.state)
+        self.lib, self.n_states, self.n_classes = lib, n_states, n_classes
+        self.arrays = (sched.state, sched.jobs.prio, sched.jobs.n_gpus)
+        self.run = np.zeros(max(n, 1), np.int64)
+        self.out = np.zeros(V_TABLE + n_states * n_classes + n_states, np.int64)
+        self.args = np.zeros(V_COUNT, np.int64)
+        self.args[V_N_JOBS], self.args[V_N_STATES], self.args[V_N_CLASSES] = n, n_states, n_classes
+        for arg, array in zip((V_STATE, V_PRIO, V_JOB_GPUS, V_RUN), self.arrays + (self.run,)):
+            self.args[arg] = array.ctypes.data
+        self.args_address, self.out_address = self.args.ctypes.data, self.out.ctypes.data
+
+    @staticmethod
+    def fits(sched) -> bool:
+        """int8 states, int64 classes and GPU counts, C-contiguous, one per job."""
+        n, jobs = len(sched.state), sched.jobs
+        return all(isinstance(a, np.ndarray) and a.dtype == dtype and a.ndim == 1 and len(a) == n and a.flags.c_contiguous
+                   for a, dtype in ((sched.state, np.int8), (jobs.prio, np.int64), (jobs.n_gpus, np.int64)))
+
+    def current(self, sched) -> bool:
+        """The packed arrays are still the scheduler's."""
+        a = self.arrays
+        return a[0] is sched.state and a[1] is sched.jobs.prio and a[2] is sched.jobs.n_gpus
+
+    def make(self) -> tuple | None:
+        """``(running jobs, jobs per state and class, per state, their lists (per state, rows), waiting GPUs)`` as the
+        Python forms make them (new objects each time: callers keep the last ones), or None for a state or class
+        outside the table (the Python forms raise then)."""
+        self.lib.cosim_dc_views(self.args_address, self.out_address)
+        out = self.out
+        n_run, ok, waiting = out[:V_TABLE].tolist()
+        if not ok:
+            return None
+        n_table = self.n_states * self.n_classes
+        running = self.run[:n_run].copy()
+        running.flags.writeable = False
+        table = out[V_TABLE:V_TABLE + n_table]
+        by_class = table.reshape(self.n_states, self.n_classes).copy()
+        flat, by_state = table.tolist(), out[V_TABLE + n_table:].tolist()
+        k = self.n_classes
+        rows = [flat[i:i + k] for i in range(0, n_table, k)]
+        return running, by_class, np.array(by_state, np.int64), (by_state, rows), waiting
 
     def __deepcopy__(self, memo):
         return None

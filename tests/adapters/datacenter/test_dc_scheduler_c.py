@@ -19,7 +19,7 @@ from cosim.adapters.datacenter.cluster import GpuCluster, Knobs
 from cosim.adapters.datacenter.nodes import NodeSleep, SleepParams, Topology
 from cosim.adapters.datacenter.policies import make_policy
 from cosim.adapters.datacenter.policies.easy import Easy
-from cosim.adapters.datacenter.scheduler import DONE, PAUSED, QUEUED, RUNNING, Scheduler
+from cosim.adapters.datacenter.scheduler import DONE, PAUSED, QUEUED, RUNNING, STATE_NAMES, Scheduler
 from cosim.adapters.datacenter.training import Jobs
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -342,3 +342,45 @@ def test_a_cluster_of_a_subclass_keeps_the_python_knob():
     cluster._pause_knob = None  # (as made for the subclass from the start)
     cluster.step(0.0, 300.0, Knobs(pause_flexible_frac=0.5), check=False)
     assert cluster._pause_knob is False and (cluster.paused_by == 1).any()
+
+
+
+def _views(s: Scheduler) -> tuple:
+    s._views_key = s._counts_key = s._waiting_key = None  # (made anew from the state as it is)
+    running = s.running()
+    return (running, s.count_by_class(), s.count_by_state(), copy.deepcopy(s.count_lists()), s.waiting_gpus(),
+            running.flags.writeable)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_the_state_views_in_c_are_the_python_forms(seed, monkeypatch):
+    """Running jobs, jobs per state and class, per state, their lists and the waiting GPUs from one C pass: the
+    values, types and shapes the Python forms give, on random states written from outside; with a class outside the
+    table, what the Python forms give (or raise)."""
+    rng = np.random.default_rng(seed)
+    s = Scheduler(_jobs(seed, 80, 32), 32, "easy")
+    for _ in range(25):
+        s.state[:] = rng.integers(0, len(STATE_NAMES), len(s.state))
+        made = {}
+        for on in (True, False):
+            monkeypatch.setattr(scheduler_kernel, "C_PASS", on)
+            made[on] = _views(s)
+        assert s._state_views
+        for c, py in zip(made[True], made[False]):
+            if isinstance(py, np.ndarray):
+                assert c.dtype == py.dtype and c.shape == py.shape and np.array_equal(c, py)
+            else:
+                assert c == py and type(c) is type(py)
+        counts, rows = made[True][3]
+        assert all(type(x) is int for x in counts + [x for row in rows for x in row])
+    s.jobs.prio[3] = 3  # a class the table does not hold: the C pass leaves it to the Python forms, whatever they do
+    for state in (0, len(STATE_NAMES) - 1):
+        s.state[3] = state
+        outcomes = []
+        for on in (True, False):
+            monkeypatch.setattr(scheduler_kernel, "C_PASS", on)
+            try:
+                outcomes.append(repr(_views(s)))
+            except ValueError as exc:
+                outcomes.append(type(exc))
+        assert outcomes[0] == outcomes[1]
