@@ -1,5 +1,9 @@
-/* The scheduling pass of the default policies (easy, fifo: policies/_base.py's Policy.schedule) with first-fit
- * placement anywhere (locality "any") and no node sleep, in C: one call per pass.
+/* The training scheduler's hot paths in C, one call each (driven by scheduler_kernel.py): the scheduling pass of
+ * the default policies (cosim_dc_easy_pass, below), a cluster's pause knob (cosim_dc_pause_flexible) and the
+ * scheduler's per-state views (cosim_dc_views), each described where it is defined.
+ *
+ * cosim_dc_easy_pass: the pass of easy and fifo (policies/_base.py's Policy.schedule) with first-fit placement
+ * anywhere (locality "any") and no node sleep.
  *
  * What the Python pass does, in the same order, with the same numbers:
  *   1. the queued jobs in priority class, then submission time, then id (Scheduler.queue_order's np.lexsort;
