@@ -17,7 +17,7 @@ Prints wall time (and CPU time: the machine may be shared), steps/s and peak RSS
 scenario's horizon at its step (``--pause-every 3``: a new random ``pause_flexible_frac`` every 3 steps, as
 the gym's random actions on ``rl_site.toml``), twice per repeat, interleaved: with the C parts of
 :mod:`adapters.datacenter.kernels` (the training step), :mod:`adapters.datacenter.scheduler_kernel` (the scheduling
-pass) and :mod:`adapters.datacenter.inference_kernel` (the fleets' step, ``ServeFleets``) and with the Python/numpy
+pass, the pause knob, the per-state views) and :mod:`adapters.datacenter.inference_kernel` (the fleets' step, ``ServeFleets``) and with the Python/numpy
 path for all three (the same outputs, checked to the bit), printing the
 CPU time per cluster step of each. ``--callgrind`` (under ``valgrind --tool=callgrind --instr-atstart=no``)
 counts the instructions of one pass (the C part's, or numpy's with ``--numpy``) instead::
@@ -154,9 +154,9 @@ def cluster_module_build(params, seed, duration_s, hour):
 
 
 def _pass(cluster, knobs, step_s, cluster_module, numpy: bool):
-    """``(outputs, CPU seconds)`` of one pass over the horizon (``numpy``: the training step's C part, the scheduling
-    pass's (:mod:`~adapters.datacenter.scheduler_kernel`) and the fleets'
-    step in C switched off; the fleets' queues stay in C either way)."""
+    """``(outputs, CPU seconds)`` of one pass over the horizon (``numpy``: the C parts of the training step, of the
+    scheduler (:mod:`~adapters.datacenter.scheduler_kernel`) and of the fleets' step switched off; the fleets' queues
+    stay in C either way)."""
     kept = cluster_module.KERNELS, cluster_module.SERVE_FLEETS, scheduler_kernel.C_PASS
     if numpy:
         cluster_module.KERNELS, cluster_module.SERVE_FLEETS, scheduler_kernel.C_PASS = None, False, False

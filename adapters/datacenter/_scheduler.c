@@ -354,7 +354,7 @@ void cosim_dc_pause_flexible(const int64_t *a, double *io) {
 
 /* The scheduler's per-state views in one pass over the jobs (Scheduler._views and _counts): the running jobs in
  * ascending order, the jobs per state and class, per state, and the GPUs the queued and paused jobs ask for
- * (integers: exact). out[V_OK] = 0 if a state or class is outside the table (the Python forms raise then). */
+ * (integers: exact). out[V_OK] = 0 if a state or class is outside the table (left to the Python forms). */
 enum { V_N_JOBS, V_N_STATES, V_N_CLASSES, V_STATE, V_PRIO, V_JOB_GPUS, V_RUN, V_COUNT };
 enum { V_N_RUNNING, V_OK, V_WAITING, V_TABLE };  /* out: then the jobs per state and class, then per state */
 

@@ -387,7 +387,8 @@ class Scheduler:
     def _views_c(self, key: bytes) -> bool:
         """Every per-state view from ``key``'s state in one C pass (:class:`.scheduler_kernel.StateViews`): the running
         jobs, the counts and the waiting GPUs, the same values as the Python forms; False when not built, switched
-        off, or a state or class the table does not hold (the Python forms then raise as they do)."""
+        off, or a state or class the table does not hold (the Python forms then do what they do: their bincount counts
+        a class past the last in the next state's first column, and raises past the table's end)."""
         if not scheduler_kernel.C_PASS or scheduler_kernel.LIB is None:
             return False
         kept = self._state_views

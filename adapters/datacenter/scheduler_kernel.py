@@ -105,7 +105,8 @@ class EasyPass:
         """The packed arrays are still the scheduler's (none was replaced since), and its policy of the same class."""
         jobs = sched.jobs
         arrays = self.arrays
-        return (type(sched.policy) is self.policy_type and arrays[0] is sched.state and arrays[1] is sched.owner and arrays[2] is sched.n_alloc
+        return (type(sched.policy) is self.policy_type and arrays[0] is sched.state and arrays[1] is sched.owner
+                and arrays[2] is sched.n_alloc
                 and arrays[3] is jobs.n_gpus and arrays[4] is jobs.prio and arrays[5] is jobs.submit_s
                 and arrays[6] is sched.stat_submit_s and arrays[7] is sched.remaining_s and arrays[8] is sched.speed
                 and arrays[9] is sched.first_start_s)
@@ -244,7 +245,7 @@ class StateViews:
     def make(self) -> tuple | None:
         """``(running jobs, jobs per state and class, per state, their lists (per state, rows), waiting GPUs)`` as the
         Python forms make them (new objects each time: callers keep the last ones), or None for a state or class
-        outside the table (the Python forms raise then)."""
+        outside the table (left to the Python forms, which give what they give)."""
         self.lib.cosim_dc_views(self.args_address, self.out_address)
         out = self.out
         n_run, ok, waiting = out[:V_TABLE].tolist()

@@ -219,7 +219,7 @@ def test_a_wrong_free_count_raises_instead_of_booking_a_gpu_twice():
 
 def test_a_negative_backfill_count_takes_the_python_pass():
     policy = make_policy("easy", {}, None)
-    policy.n_backfill_jobs = lambda: -1  # (a slice from the end, which only the Python pass reads so)
+    policy.n_backfill_jobs = lambda: -3  # (a slice up to 3 from the end, which only the Python pass reads so)
     jobs = _jobs(6, 40, 32)
     s, reference = Scheduler(jobs, 32, policy), Scheduler(copy.deepcopy(jobs), 32, policy)
     reference._easy_pass = False
